@@ -1,0 +1,1 @@
+"""Placeholder: models of this app arrive with their issue."""

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class WindowsConfig(AppConfig):
+    name = "windows"
+    verbose_name = "Clinical data and windows"

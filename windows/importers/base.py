@@ -1,0 +1,331 @@
+"""What every importer shares: locating and reading source tables in chunks,
+strict time parsing with errors that name file, row and column, fast event
+writing (COPY on PostgreSQL), and progress reporting."""
+from __future__ import annotations
+
+import sys
+import time as _time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+from django.core.exceptions import ValidationError
+from django.db import connection
+
+from windows.models import Event
+
+EVENT_COLUMNS = [
+    "admission_id",
+    "time",
+    "end_time",
+    "kind",
+    "domain",
+    "category",
+    "name",
+    "value_num",
+    "unit",
+    "value_text",
+    "source_table",
+    "source_key",
+]
+_TEXT_COLUMNS = ("kind", "domain", "category", "name", "unit", "value_text", "source_table", "source_key")
+TEXT_LIMITS = {"category": 64, "name": 255, "unit": 32, "source_table": 48, "source_key": 128}
+
+
+class SourceDataError(ValidationError):
+    """A source file cannot be imported; the message names file, row and column."""
+
+    def __init__(self, message: str, *, file: str = "", row: int | None = None, column: str = ""):
+        where = []
+        if file:
+            where.append(f"file {file}")
+        if row is not None:
+            where.append(f"row {row}")
+        if column:
+            where.append(f"column {column}")
+        full = f"{', '.join(where)}: {message}" if where else message
+        super().__init__(full)
+        self.file, self.row, self.column = file, row, column
+
+
+@dataclass
+class SourceTable:
+    """One source file, read in chunks; row numbers are 1-based data rows."""
+
+    path: Path
+    display: str
+
+    @property
+    def is_parquet(self) -> bool:
+        return self.path.name.endswith(".parquet")
+
+    def columns(self) -> list[str]:
+        try:
+            if self.is_parquet:
+                return list(pq.read_schema(self.path).names)
+            return list(pd.read_csv(self.path, nrows=0).columns)
+        except Exception as exc:  # a broken file, whatever the library says
+            raise SourceDataError(f"cannot be read ({exc})", file=self.display) from exc
+
+    def require(self, required: Iterable[str]) -> None:
+        present = set(self.columns())
+        for col in required:
+            if col not in present:
+                raise SourceDataError("required column is missing", file=self.display, column=col)
+
+    def chunks(
+        self, columns: list[str], chunksize: int = 500_000, dtype: dict | None = None
+    ) -> Iterator[tuple[int, pd.DataFrame]]:
+        """Yield (first_row_number, frame) with at most ``chunksize`` rows each."""
+        self.require(columns)
+        row = 1
+        try:
+            if self.is_parquet:
+                pf = pq.ParquetFile(self.path)
+                for batch in pf.iter_batches(batch_size=chunksize, columns=columns):
+                    frame = batch.to_pandas()
+                    yield row, frame
+                    row += len(frame)
+            else:
+                reader = pd.read_csv(
+                    self.path,
+                    usecols=columns,
+                    chunksize=chunksize,
+                    dtype=dtype or str,
+                    keep_default_na=True,
+                    low_memory=False,
+                )
+                for frame in reader:
+                    yield row, frame
+                    row += len(frame)
+        except SourceDataError:
+            raise
+        except Exception as exc:
+            raise SourceDataError(f"cannot be read ({exc})", file=self.display, row=row) from exc
+
+    def read_all(self, columns: list[str], dtype: dict | None = None) -> pd.DataFrame:
+        parts = [frame for _, frame in self.chunks(columns, dtype=dtype)]
+        if not parts:
+            return pd.DataFrame(columns=columns)
+        return pd.concat(parts, ignore_index=True)
+
+
+def find_table(directory: Path, names: Iterable[str]) -> SourceTable | None:
+    """The first of ``name.parquet``, ``name.csv``, ``name.csv.gz`` found in directory."""
+    for name in names:
+        for ext in (".parquet", ".csv", ".csv.gz"):
+            candidate = directory / f"{name}{ext}"
+            if candidate.exists():
+                return SourceTable(candidate, str(candidate))
+    return None
+
+
+def parse_times(
+    values: pd.Series, *, file: str, column: str, first_row: int, required: bool = True
+) -> pd.Series:
+    """Timezone-aware UTC times; an unparseable (or, if required, missing) value
+    raises with its row number. Naive times are taken as UTC, as MIMIC-IV's are."""
+    if pd.api.types.is_datetime64_any_dtype(values):
+        parsed = values
+    else:
+        parsed = pd.to_datetime(values, errors="coerce", utc=True, format="mixed")
+        bad = parsed.isna() & values.notna() & (values.astype(str).str.strip() != "")
+        if bad.any():
+            pos = int(bad.to_numpy().nonzero()[0][0])
+            raise SourceDataError(
+                f"unparseable time {values.iloc[pos]!r}",
+                file=file,
+                row=first_row + pos,
+                column=column,
+            )
+    if getattr(parsed.dt, "tz", None) is None:
+        parsed = parsed.dt.tz_localize("UTC")
+    else:
+        parsed = parsed.dt.tz_convert("UTC")
+    if required and parsed.isna().any():
+        pos = int(parsed.isna().to_numpy().nonzero()[0][0])
+        raise SourceDataError("time is missing", file=file, row=first_row + pos, column=column)
+    return parsed
+
+
+def check_order(
+    start: pd.Series, end: pd.Series, *, file: str, first_row: int, start_col: str, end_col: str
+) -> None:
+    """Raise on the first row whose end time lies before its start time."""
+    bad = (end < start) & end.notna() & start.notna()
+    if bad.any():
+        pos = int(bad.to_numpy().nonzero()[0][0])
+        raise SourceDataError(
+            f"{end_col} {end.iloc[pos]} is before {start_col} {start.iloc[pos]}",
+            file=file,
+            row=first_row + pos,
+            column=end_col,
+        )
+
+
+def _clean_text(series: pd.Series, limit: int | None) -> pd.Series:
+    out = series.astype("object").where(series.notna(), "")
+    out = out.map(lambda v: v if isinstance(v, str) else str(v))
+    if limit:
+        out = out.str.slice(0, limit)
+    return out
+
+
+class EventWriter:
+    """Appends normalized event frames to the Event table inside the caller's
+    transaction: PostgreSQL COPY, or a bulk insert elsewhere."""
+
+    def __init__(self) -> None:
+        self.written = 0
+
+    def write(self, frame: pd.DataFrame) -> int:
+        if frame.empty:
+            return 0
+        frame = frame.reindex(columns=EVENT_COLUMNS)
+        frame["admission_id"] = frame["admission_id"].astype("int64")
+        for col in _TEXT_COLUMNS:
+            frame[col] = _clean_text(frame[col], TEXT_LIMITS.get(col))
+        values = pd.to_numeric(frame["value_num"], errors="coerce").astype("float64")
+        frame["value_num"] = values.where(np.isfinite(values))
+        if connection.vendor == "postgresql":
+            self._copy(frame)
+        else:
+            self._bulk(frame)
+        self.written += len(frame)
+        return len(frame)
+
+    def _copy(self, frame: pd.DataFrame) -> None:
+        # CSV through COPY: pandas formats the whole frame in C, and PostgreSQL
+        # parses it in one stream. Unquoted empty fields are NULL (times, numbers);
+        # text columns are forced not-null so empty text stays empty text.
+        cols = ", ".join(EVENT_COLUMNS)
+        text_cols = ", ".join(c for c in EVENT_COLUMNS if c in _TEXT_COLUMNS)
+        table = Event._meta.db_table
+        payload = frame.to_csv(index=False, header=False, date_format="%Y-%m-%d %H:%M:%S%z")
+        with connection.cursor() as cursor:
+            raw = cursor.cursor  # psycopg 3 cursor under Django's wrapper
+            sql = f"COPY {table} ({cols}) FROM STDIN WITH (FORMAT csv, FORCE_NOT_NULL ({text_cols}))"
+            with raw.copy(sql) as copy:
+                copy.write(payload)
+
+    def _bulk(self, frame: pd.DataFrame) -> None:
+        rows = []
+        for rec in frame.itertuples(index=False):
+            rows.append(
+                Event(
+                    admission_id=rec.admission_id,
+                    time=rec.time.to_pydatetime(),
+                    end_time=None if pd.isna(rec.end_time) else rec.end_time.to_pydatetime(),
+                    kind=rec.kind,
+                    domain=rec.domain,
+                    category=rec.category,
+                    name=rec.name,
+                    value_num=None if pd.isna(rec.value_num) else float(rec.value_num),
+                    unit=rec.unit,
+                    value_text=rec.value_text,
+                    source_table=rec.source_table,
+                    source_key=rec.source_key,
+                )
+            )
+        Event.objects.bulk_create(rows, batch_size=2000)
+
+
+ProgressCallback = Callable[[int, int, str], None]
+
+
+@dataclass
+class Progress:
+    """Reports (done, total, label) to any number of sinks: a console line, a job row."""
+
+    sinks: list[ProgressCallback] = field(default_factory=list)
+    done: int = 0
+    total: int = 0
+
+    def start(self, total: int, label: str = "") -> None:
+        self.total, self.done = total, 0
+        self._emit(label)
+
+    def advance(self, n: int = 1, label: str = "") -> None:
+        self.done += n
+        self._emit(label)
+
+    def _emit(self, label: str) -> None:
+        for sink in self.sinks:
+            sink(self.done, self.total, label)
+
+
+class ConsoleProgress:
+    """A single progress line rewritten in place: bar, counts, rate."""
+
+    def __init__(self, stream=None, min_interval: float = 0.2) -> None:
+        self.stream = stream or sys.stderr
+        self.started = _time.monotonic()
+        self.last = 0.0
+        self.min_interval = min_interval
+
+    def __call__(self, done: int, total: int, label: str) -> None:
+        now = _time.monotonic()
+        if now - self.last < self.min_interval and done < total:
+            return
+        self.last = now
+        width = 30
+        frac = done / total if total else 0
+        bar = "#" * int(width * frac) + "-" * (width - int(width * frac))
+        elapsed = now - self.started
+        line = f"\r[{bar}] {done}/{total} {label[:60]:<60} {elapsed:6.1f}s"
+        self.stream.write(line)
+        if total and done >= total:
+            self.stream.write("\n")
+        self.stream.flush()
+
+
+def batched(items: list, size: int) -> Iterator[list]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
+@dataclass
+class ImportSummary:
+    """What an import did; printed at the end of a command and kept on the run."""
+
+    source: str
+    patients: int = 0
+    admissions: int = 0
+    stays: int = 0
+    skipped_admissions: int = 0
+    events: dict[str, int] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def add_events(self, table: str, n: int) -> None:
+        self.events[table] = self.events.get(table, 0) + n
+
+    @property
+    def total_events(self) -> int:
+        return sum(self.events.values())
+
+    def as_dict(self) -> dict:
+        return {
+            "source": self.source,
+            "patients": self.patients,
+            "admissions": self.admissions,
+            "stays": self.stays,
+            "skipped_admissions": self.skipped_admissions,
+            "events": dict(self.events),
+            "total_events": self.total_events,
+            "notes": list(self.notes),
+        }
+
+    def __str__(self) -> str:
+        lines = [
+            f"{self.source} import: {self.patients} patients, {self.admissions} admissions, "
+            f"{self.stays} ICU stays, {self.total_events} events"
+            + (f"; {self.skipped_admissions} admissions already imported, skipped"
+               if self.skipped_admissions else ""),
+        ]
+        for table, n in sorted(self.events.items()):
+            lines.append(f"  {table:<40} {n:>10}")
+        lines.extend(f"  note: {note}" for note in self.notes)
+        return "\n".join(lines)

@@ -1,0 +1,227 @@
+"""Clinical data: patients, hospital admissions, ICU stays and their events.
+
+Every source (CLIF, MIMIC-IV) is normalized on import into CLIF's category
+vocabulary, so clinical code reads ``Event.category`` the same way whatever the
+source was.
+"""
+from django.conf import settings
+from django.db import models
+
+
+class Source(models.TextChoices):
+    CLIF = "clif", "CLIF"
+    MIMIC = "mimic", "MIMIC-IV"
+
+
+class Patient(models.Model):
+    source = models.CharField(max_length=8, choices=Source.choices)
+    source_id = models.CharField(max_length=64)
+    pseudo_id = models.CharField(
+        max_length=16, unique=True, help_text="Pseudonymous id shown on pages."
+    )
+    sex = models.CharField(max_length=16, blank=True)
+    age = models.PositiveSmallIntegerField(
+        null=True, blank=True, help_text="Age in years at the first admission."
+    )
+    death_time = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["source", "source_id"], name="patient_source_uniq")
+        ]
+
+    def __str__(self) -> str:
+        return self.pseudo_id
+
+
+class Admission(models.Model):
+    """A hospitalization; events belong to it and are shared by its ICU stays."""
+
+    patient = models.ForeignKey(Patient, on_delete=models.CASCADE, related_name="admissions")
+    source = models.CharField(max_length=8, choices=Source.choices)
+    source_id = models.CharField(max_length=64)
+    admit_time = models.DateTimeField()
+    discharge_time = models.DateTimeField(null=True, blank=True)
+    discharge_disposition = models.CharField(max_length=64, blank=True)
+    admission_type = models.CharField(max_length=64, blank=True)
+    age_at_admission = models.PositiveSmallIntegerField(null=True, blank=True)
+    diagnoses = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="ICD codes in source order: [{code, version, rank, title}].",
+    )
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["source", "source_id"], name="admission_source_uniq")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.patient} admission {self.admit_time:%Y-%m-%d}"
+
+
+class Outcome(models.TextChoices):
+    DIED = "died", "Died in hospital"
+    SURVIVED = "survived", "Survived"
+
+
+class DiseaseGroup(models.TextChoices):
+    """Broad groups by ICD chapter, sepsis on its own (paper, Figure 8)."""
+
+    SEPSIS = "sepsis", "Sepsis & Severe Infection"
+    INFECTIOUS = "infectious", "Infectious Diseases"
+    ONCOLOGY = "oncology", "Oncology"
+    HEMATOLOGIC = "hematologic", "Hematologic Disorders"
+    ENDOCRINE = "endocrine", "Endocrine/Metabolic Disorders"
+    PSYCHIATRIC = "psychiatric", "Psychiatric Disorders"
+    NEUROLOGICAL = "neurological", "Neurological Disorders"
+    EYE_EAR = "eye_ear", "Eye/Ear Disorders"
+    CARDIOVASCULAR = "cardiovascular", "Cardiovascular Disorders"
+    RESPIRATORY = "respiratory", "Respiratory Disorders"
+    GI_HEPATIC = "gi_hepatic", "Gastrointestinal/Hepatic Disorders"
+    SKIN = "skin", "Skin Disorders"
+    MUSCULOSKELETAL = "musculoskeletal", "Musculoskeletal Disorders"
+    RENAL_GU = "renal_gu", "Renal/Genitourinary Disorders"
+    PREGNANCY = "pregnancy", "Pregnancy/Perinatal"
+    CONGENITAL = "congenital", "Congenital Disorders"
+    SIGNS_SYMPTOMS = "signs_symptoms", "Clinical Signs/Symptoms"
+    INJURY_POISONING = "injury_poisoning", "Injury/Poisoning"
+    OTHER = "other", "Other/Health Services"
+    UNKNOWN = "unknown", "Unknown"
+
+
+class Stay(models.Model):
+    """One ICU stay: a run of contiguous ICU segments within one admission."""
+
+    admission = models.ForeignKey(Admission, on_delete=models.CASCADE, related_name="stays")
+    source = models.CharField(max_length=8, choices=Source.choices)
+    source_id = models.CharField(max_length=64)
+    source_ids = models.JSONField(
+        default=dict, blank=True, help_text="Ids in the source: segments, stay_id, ..."
+    )
+    care_unit = models.CharField(max_length=128, blank=True)
+    intime = models.DateTimeField()
+    outtime = models.DateTimeField()
+    hospital_outcome = models.CharField(max_length=8, choices=Outcome.choices)
+    admission_diagnosis = models.CharField(max_length=255, blank=True)
+    diagnosis_code = models.CharField(max_length=16, blank=True)
+    diagnosis_version = models.PositiveSmallIntegerField(null=True, blank=True)
+    disease_group = models.CharField(
+        max_length=20, choices=DiseaseGroup.choices, default=DiseaseGroup.UNKNOWN
+    )
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["source", "source_id"], name="stay_source_uniq"),
+            models.CheckConstraint(
+                condition=models.Q(outtime__gt=models.F("intime")), name="stay_out_after_in"
+            ),
+        ]
+        indexes = [models.Index(fields=["disease_group"]), models.Index(fields=["intime"])]
+
+    def __str__(self) -> str:
+        return f"Stay {self.pk} ({self.admission.patient})"
+
+    @property
+    def length_hours(self) -> float:
+        return (self.outtime - self.intime).total_seconds() / 3600.0
+
+    def hours_since_admit(self, when) -> float:
+        return (when - self.intime).total_seconds() / 3600.0
+
+
+class EventKind(models.TextChoices):
+    OBSERVATION = "observation", "Observation"
+    ACTION = "action", "Action"
+    OUTCOME = "outcome", "Outcome"
+
+
+class Domain(models.TextChoices):
+    """The CLIF table an event belongs to, whatever source it came from."""
+
+    ADT = "adt", "ADT / transfers"
+    VITALS = "vitals", "Vitals"
+    LABS = "labs", "Labs"
+    MED_CONTINUOUS = "medication_admin_continuous", "Continuous medications"
+    MED_INTERMITTENT = "medication_admin_intermittent", "Intermittent medications"
+    RESPIRATORY = "respiratory_support", "Respiratory support"
+    ASSESSMENTS = "patient_assessments", "Assessments"
+    CRRT = "crrt_therapy", "CRRT"
+    CODE_STATUS = "code_status", "Code status"
+    POSITION = "position", "Position"
+    PROCEDURES = "patient_procedures", "Procedures"
+    MICROBIOLOGY = "microbiology_culture", "Microbiology"
+    INPUT = "input", "Fluid input"
+    OUTPUT = "output", "Fluid output"
+    OUTCOME = "outcome", "Outcome"
+    OTHER = "other", "Other (unmapped)"
+
+
+class Event(models.Model):
+    """One timestamped fact of an admission.
+
+    ``category`` holds the CLIF category (``heart_rate``, ``creatinine``,
+    ``norepinephrine``, ``IMV``, ``gcs_total``, ...); items without a mapping keep
+    an empty category and their source label in ``name``.
+    """
+
+    admission = models.ForeignKey(Admission, on_delete=models.CASCADE, related_name="events")
+    time = models.DateTimeField()
+    end_time = models.DateTimeField(
+        null=True, blank=True, help_text="End of an interval record (e.g. an infusion)."
+    )
+    kind = models.CharField(max_length=12, choices=EventKind.choices)
+    domain = models.CharField(max_length=32, choices=Domain.choices)
+    category = models.CharField(max_length=64, blank=True)
+    name = models.CharField(max_length=255)
+    value_num = models.FloatField(null=True, blank=True)
+    unit = models.CharField(max_length=32, blank=True)
+    value_text = models.TextField(blank=True)
+    source_table = models.CharField(max_length=48)
+    source_key = models.CharField(max_length=128, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["admission", "time"], name="event_admission_time")]
+
+    def __str__(self) -> str:
+        return f"{self.time:%Y-%m-%d %H:%M} {self.category or self.name}"
+
+
+class ImportStatus(models.TextChoices):
+    QUEUED = "queued", "Queued"
+    RUNNING = "running", "Running"
+    DONE = "done", "Done"
+    FAILED = "failed", "Failed"
+
+
+class ImportRun(models.Model):
+    """One run of an importer, with its progress and outcome, from page or command."""
+
+    source = models.CharField(max_length=8, choices=Source.choices)
+    path = models.CharField(max_length=1024, blank=True, help_text="Empty: the CLIF demo.")
+    status = models.CharField(
+        max_length=8, choices=ImportStatus.choices, default=ImportStatus.QUEUED
+    )
+    started_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    progress_done = models.PositiveIntegerField(default=0)
+    progress_total = models.PositiveIntegerField(default=0)
+    progress_label = models.CharField(max_length=255, blank=True)
+    summary = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.get_source_display()} import {self.pk} ({self.status})"
+
+    @property
+    def percent(self) -> int:
+        if not self.progress_total:
+            return 100 if self.status == ImportStatus.DONE else 0
+        return min(100, round(100 * self.progress_done / self.progress_total))

@@ -1,0 +1,18 @@
+"""Celery tasks of the windows app: thin wrappers around services."""
+from celery import shared_task
+
+from windows.models import ImportRun
+
+
+@shared_task(acks_late=True)
+def import_run_execute_task(import_run_id: int) -> None:
+    from windows.services import import_run_execute
+
+    run = ImportRun.objects.filter(pk=import_run_id).first()
+    if run is None:
+        return
+    try:
+        import_run_execute(import_run=run)
+    except Exception:
+        # The failure and its message are on the run row for the page to show.
+        return
