@@ -212,25 +212,21 @@ class EventWriter:
                 copy.write(payload)
 
     def _bulk(self, frame: pd.DataFrame) -> None:
-        rows = []
-        for rec in frame.itertuples(index=False):
-            rows.append(
-                Event(
-                    admission_id=rec.admission_id,
-                    time=rec.time.to_pydatetime(),
-                    end_time=None if pd.isna(rec.end_time) else rec.end_time.to_pydatetime(),
-                    kind=rec.kind,
-                    domain=rec.domain,
-                    category=rec.category,
-                    name=rec.name,
-                    value_num=None if pd.isna(rec.value_num) else float(rec.value_num),
-                    unit=rec.unit,
-                    value_text=rec.value_text,
-                    source_table=rec.source_table,
-                    source_key=rec.source_key,
-                )
-            )
-        Event.objects.bulk_create(rows, batch_size=2000)
+        # SQLite: one executemany of plain tuples, times in the text form Django's
+        # SQLite backend stores (naive UTC).
+        out = frame.copy()
+        for col in ("time", "end_time"):
+            times = pd.to_datetime(out[col], utc=True)
+            out[col] = times.dt.strftime("%Y-%m-%d %H:%M:%S.%f").astype("object")
+            out.loc[times.isna(), col] = None
+        out["value_num"] = out["value_num"].astype("object").where(out["value_num"].notna(), None)
+        table = Event._meta.db_table
+        marks = ", ".join(["%s"] * len(EVENT_COLUMNS))
+        sql = f"INSERT INTO {table} ({', '.join(EVENT_COLUMNS)}) VALUES ({marks})"
+        rows = list(out.itertuples(index=False, name=None))
+        with connection.cursor() as cursor:
+            for start in range(0, len(rows), 5000):
+                cursor.executemany(sql, rows[start : start + 5000])
 
 
 ProgressCallback = Callable[[int, int, str], None]
