@@ -2,7 +2,7 @@
 import pytest
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def clif_demo_dir():
     from windows.importers.clif import clif_demo_directory
 

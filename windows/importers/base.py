@@ -49,6 +49,7 @@ class SourceDataError(ValidationError):
         full = f"{', '.join(where)}: {message}" if where else message
         super().__init__(full)
         self.file, self.row, self.column = file, row, column
+        self.detail = message
 
 
 @dataclass

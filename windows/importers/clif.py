@@ -22,7 +22,6 @@ from windows.importers.base import (
     Progress,
     SourceDataError,
     SourceTable,
-    batched,
     check_order,
     find_table,
     parse_times,
@@ -190,6 +189,15 @@ def clif_import(
     if code_status_table is not None:
         code_status_table.require(["patient_id", "start_dttm", "code_status_name",
                                    "code_status_category"])
+
+    # Every data error is found before the first write, so a bad file leaves the
+    # database as it was; only the time columns are read for this pass.
+    for name, table, _ in event_tables:
+        _validate_times(name, table, set(stays_by_hosp))
+    if code_status_table is not None:
+        for first_row, chunk in code_status_table.chunks(["start_dttm"]):
+            parse_times(chunk["start_dttm"], file=code_status_table.display,
+                        column="start_dttm", first_row=first_row)
 
     existing = set(
         Admission.objects.filter(source=Source.CLIF, source_id__in=list(stays_by_hosp))
@@ -491,16 +499,40 @@ def _import_batch(*, batch, adt, label, patients, hosps, stays_by_hosp, diagnose
         progress.advance(1, f"{label}: {name}")
 
 
+def _validate_times(name: str, table: SourceTable, hosp_ids: set[str]) -> None:
+    time_col = _TIME_COLUMN[name]
+    cols = ["hospitalization_id", time_col]
+    if name == "labs" and "lab_collect_dttm" in set(table.columns()):
+        cols.append("lab_collect_dttm")
+    for first_row, chunk in table.chunks(cols):
+        chunk = chunk.copy()
+        chunk["_row"] = np.arange(first_row, first_row + len(chunk))
+        chunk["hospitalization_id"] = _text(chunk["hospitalization_id"])
+        chunk = chunk[chunk["hospitalization_id"].isin(hosp_ids)]
+        if not chunk.empty:
+            _event_times(chunk, name, time_col, table.display)
+
+
 def _event_times(chunk: pd.DataFrame, name: str, time_col: str, display: str) -> pd.Series:
     """Event times, with the row numbers of the source in any error."""
     rows = chunk["_row"].to_numpy()
-    times = parse_times(chunk[time_col].reset_index(drop=True), file=display, column=time_col,
-                        first_row=1, required=False)
+    try:
+        times = parse_times(chunk[time_col].reset_index(drop=True), file=display,
+                            column=time_col, first_row=0, required=False)
+    except SourceDataError as exc:
+        # parse_times counted positions within this filtered chunk; name the file row.
+        raise SourceDataError(exc.detail, file=display,
+                              row=int(rows[exc.row]), column=time_col) from exc
     if name == "labs" and "lab_collect_dttm" in chunk:
         # A lab enters the trajectory when its result is known; collection time
         # stands in only where the result time is missing.
-        collect = parse_times(chunk["lab_collect_dttm"].reset_index(drop=True), file=display,
-                              column="lab_collect_dttm", first_row=1, required=False)
+        try:
+            collect = parse_times(chunk["lab_collect_dttm"].reset_index(drop=True),
+                                  file=display, column="lab_collect_dttm", first_row=0,
+                                  required=False)
+        except SourceDataError as exc:
+            raise SourceDataError(exc.detail, file=display,
+                                  row=int(rows[exc.row]), column="lab_collect_dttm") from exc
         times = times.fillna(collect)
     missing = times.isna().to_numpy()
     if missing.any():
@@ -601,7 +633,13 @@ def _respiratory(c: pd.DataFrame) -> pd.DataFrame:
                       .assign(source_key=lambda f, col=col: f["source_key"] + ":" + col))
     if not frames:
         return _base(c.iloc[:0], kind="", domain="", category="", name="")
-    return pd.concat(frames)
+    return _concat(frames)
+
+
+def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    # All-empty columns (a table with no numeric values) are left to the reindex
+    # in the writer, which keeps pandas from guessing their dtype.
+    return pd.concat([f.dropna(axis=1, how="all") for f in frames])
 
 
 def _assessments(c: pd.DataFrame) -> pd.DataFrame:
@@ -639,7 +677,7 @@ def _crrt(c: pd.DataFrame) -> pd.DataFrame:
                           .assign(source_key=lambda f, col=col: f["source_key"] + ":" + col))
     if not frames:
         return _base(c.iloc[:0], kind="", domain="", category="", name="")
-    return pd.concat(frames)
+    return _concat(frames)
 
 
 def _position(c: pd.DataFrame) -> pd.DataFrame:

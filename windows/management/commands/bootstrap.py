@@ -1,0 +1,33 @@
+"""manage.py bootstrap: everything `make run` needs before serving: migrate,
+import the CLIF demo cohort on the first run, create the demo accounts."""
+from django.core.management import call_command
+from django.core.management.base import BaseCommand
+
+from windows.accounts import demo_accounts_ensure
+from windows.models import Admission, Source
+
+
+class Command(BaseCommand):
+    help = "Migrate, import the CLIF demo on first run, create demo accounts."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--skip-demo", action="store_true",
+                            help="Do not import the CLIF demo cohort.")
+
+    def handle(self, *args, skip_demo=False, **options):
+        call_command("migrate", interactive=False, verbosity=0)
+        self.stdout.write("Database migrated.")
+        if skip_demo:
+            pass
+        elif Admission.objects.filter(source=Source.CLIF).exists():
+            self.stdout.write("CLIF demo already imported; skipping the import.")
+        else:
+            self.stdout.write("Importing the CLIF demo cohort (first run only)...")
+            call_command("import_clif", stdout=self.stdout, stderr=self.stderr)
+        created = demo_accounts_ensure()
+        if created:
+            self.stdout.write(self.style.WARNING(
+                "Demo accounts created. Passwords are shown only now; set "
+                "REALICU_*_PASSWORD before the first run to choose them:"))
+            for username, role, password in created:
+                self.stdout.write(f"  {username:<12} {role:<11} {password}")
