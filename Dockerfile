@@ -1,0 +1,10 @@
+# One image for web, worker, beat and the migrate job.
+FROM python:3.11-slim
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
+WORKDIR /app
+COPY requirements.txt .
+RUN pip install --no-cache-dir -r requirements.txt
+COPY . .
+RUN REALICU_VAR_DIR=/tmp/build DJANGO_SECRET_KEY=build python manage.py collectstatic --noinput
+EXPOSE 8000
+CMD ["gunicorn", "realicu_web.wsgi", "--bind", "0.0.0.0:8000", "--workers", "3", "--threads", "4"]
