@@ -7,3 +7,47 @@ def clif_demo_dir():
     from windows.importers.clif import clif_demo_directory
 
     return clif_demo_directory()
+
+
+@pytest.fixture
+def celery_worker_process(transactional_db, tmp_path):
+    """A real Celery worker process on the test database and the test broker (Redis
+    under `make test`), started for one test and stopped after it."""
+    import os
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    from django.conf import settings
+    from django.db import connection
+
+    db = connection.settings_dict
+    env = dict(os.environ)
+    env["DATABASE_URL"] = (
+        f"postgres://{db['USER']}:{db['PASSWORD']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
+    )
+    env["CELERY_BROKER_URL"] = settings.CELERY_BROKER_URL
+    env["REALICU_IMPORT_ROOTS"] = ",".join(settings.REALICU_IMPORT_ROOTS)
+    root = Path(__file__).resolve().parent.parent
+    log_path = tmp_path / "worker.log"
+    log = open(log_path, "w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "realicu_web", "worker", "--pool", "solo",
+         "--loglevel", "INFO", "--without-heartbeat", "--without-gossip", "--without-mingle"],
+        cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT,
+    )
+    deadline = time.monotonic() + 60
+    while " ready." not in log_path.read_text():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError("the Celery worker did not start:\n" + log_path.read_text())
+        time.sleep(0.2)
+    try:
+        yield proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()

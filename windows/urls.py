@@ -1,4 +1,5 @@
 """Pages for imported clinical data."""
+
 from django.urls import path
 
 from windows import views
@@ -7,4 +8,12 @@ app_name = "windows"
 
 urlpatterns = [
     path("stays/", views.stay_list, name="stay_list"),
+    path("stays/<int:stay_id>/", views.stay_detail, name="stay_detail"),
+    path("imports/", views.import_list, name="import_list"),
+    path("imports/start/", views.import_start, name="import_start"),
+    path(
+        "imports/<int:import_run_id>/progress/",
+        views.import_progress,
+        name="import_progress",
+    ),
 ]

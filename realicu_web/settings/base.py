@@ -117,6 +117,7 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = VAR_DIR / "staticfiles"
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # whitenoise serves from finders too
 WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = DEBUG
 
@@ -132,6 +133,7 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         "data_folder_in": str(CELERY_BROKER_DIR / "queue"),
         "data_folder_out": str(CELERY_BROKER_DIR / "queue"),
         "processed_folder": str(CELERY_BROKER_DIR / "processed"),
+        "control_folder": str(CELERY_BROKER_DIR / "control"),
         "store_processed": False,
     }
 # Job state (progress, counts, errors) lives in the database rows of each job,

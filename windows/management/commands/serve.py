@@ -21,7 +21,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, bind, web_workers, concurrency, **options):
         if settings.CELERY_BROKER_URL.startswith("filesystem://"):
-            for key in ("data_folder_in", "processed_folder"):
+            for key in ("data_folder_in", "processed_folder", "control_folder"):
                 os.makedirs(settings.CELERY_BROKER_TRANSPORT_OPTIONS[key], exist_ok=True)
         bin_dir = os.path.dirname(sys.executable)
         web = [os.path.join(bin_dir, "gunicorn"), "realicu_web.wsgi", "--bind", bind,

@@ -1,0 +1,117 @@
+"""The embedded default, as `make run` starts it: SQLite and a real Celery worker on
+the filesystem broker, no server configured. Sign in, read the stays page, and
+have the worker run a job queued from the page."""
+import http.cookiejar
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PASSWORD = "smoke-test-Password-1"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Browser:
+    """A cookie-keeping HTTP client that submits Django forms with their CSRF token."""
+
+    def __init__(self, base: str):
+        self.base = base
+        self.opener = urllib.request.build_opener(
+            urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar())
+        )
+
+    def get(self, path: str) -> str:
+        with self.opener.open(self.base + path, timeout=30) as resp:
+            return resp.read().decode()
+
+    def post_form(self, form_path: str, path: str, data: dict) -> str:
+        page = self.get(form_path)
+        token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page).group(1)
+        body = urllib.parse.urlencode({**data, "csrfmiddlewaretoken": token}).encode()
+        req = urllib.request.Request(self.base + path, data=body,
+                                     headers={"Referer": self.base + form_path})
+        with self.opener.open(req, timeout=30) as resp:
+            return resp.read().decode()
+
+
+@pytest.fixture(scope="module")
+def embedded_server(tmp_path_factory):
+    var = tmp_path_factory.mktemp("embedded-var")
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("DATABASE_URL", "CELERY_BROKER_URL", "DJANGO_SETTINGS_MODULE")}
+    env.update(REALICU_VAR_DIR=str(var), REALICU_ADMIN_PASSWORD=PASSWORD,
+               REALICU_PHYSICIAN_PASSWORD=PASSWORD, REALICU_RESEARCHER_PASSWORD=PASSWORD)
+    manage = [sys.executable, str(ROOT / "manage.py")]
+    boot = subprocess.run([*manage, "bootstrap"], env=env, cwd=ROOT, capture_output=True,
+                          text=True, timeout=600)
+    assert boot.returncode == 0, boot.stderr[-3000:]
+    port = _free_port()
+    log = open(var / "serve.log", "w")
+    proc = subprocess.Popen([*manage, "serve", "--bind", f"127.0.0.1:{port}"], env=env,
+                            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    for _ in range(60):
+        try:
+            urllib.request.urlopen(base + "/accounts/login/", timeout=2)
+            break
+        except OSError:
+            time.sleep(0.5)
+    try:
+        yield {"base": base, "bootstrap": boot.stdout, "var": var}
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+    # Ctrl-C (SIGTERM here) stopped both the web server and the worker.
+    assert proc.returncode is not None
+
+
+def test_bootstrap_imports_demo_once_and_creates_accounts(embedded_server):
+    out = embedded_server["bootstrap"]
+    assert "100 patients" in out
+    for name in ("admin", "physician1", "physician2", "physician3", "researcher"):
+        assert name in out
+    assert (embedded_server["var"] / "realicu.sqlite3").exists()
+
+
+def test_sign_in_and_see_the_demo_stays(embedded_server):
+    browser = Browser(embedded_server["base"])
+    page = browser.post_form("/accounts/login/", "/accounts/login/",
+                             {"username": "physician1", "password": PASSWORD})
+    assert "Stays" in page
+    stays = browser.get("/stays/")
+    assert re.search(r"\b145\b", stays), "the stays page counts the demo's ICU stays"
+    first = re.search(r'href="(/stays/\d+/)"', stays).group(1)
+    assert "hours" in browser.get(first).lower()
+
+
+def test_worker_runs_a_job_queued_from_the_page(embedded_server):
+    browser = Browser(embedded_server["base"])
+    browser.post_form("/accounts/login/", "/accounts/login/",
+                      {"username": "admin", "password": PASSWORD})
+    browser.post_form("/imports/", "/imports/start/", {"source": "clif", "path": ""})
+    deadline = time.monotonic() + 120
+    page = ""
+    while time.monotonic() < deadline:
+        page = browser.get("/imports/")
+        if re.search(r"\bDone\b", page) or re.search(r"\bFailed\b", page):
+            break
+        time.sleep(1)
+    assert re.search(r"\bDone\b", page), page[-2000:]
+    assert "already imported" in page or "skipped" in page
