@@ -160,10 +160,11 @@ def import_run_create(*, source: str, path: str = "", user=None) -> ImportRun:
 
 def import_run_execute(*, import_run: ImportRun) -> ImportRun:
     """Run a queued import and keep its progress on the row. Idempotent: a run that
-    is already done is left alone, and re-importing skips what exists."""
+    is already done is left alone, and re-importing skips what exists. Whatever
+    goes wrong ends on the row as FAILED with its message, never silently."""
+    from pathlib import Path
+
     from windows.importers.base import Progress
-    from windows.importers.clif import clif_import
-    from windows.importers.mimic import mimic_import
 
     if import_run.status == ImportStatus.DONE:
         return import_run
@@ -177,17 +178,20 @@ def import_run_execute(*, import_run: ImportRun) -> ImportRun:
         )
 
     progress = Progress(sinks=[to_row])
-    from pathlib import Path
-
     try:
         if import_run.source == Source.CLIF:
-            summary = clif_import(directory=Path(import_run.path) if import_run.path else None,
-                                  progress=progress)
+            from windows.importers.clif import clif_import
+
+            folder = Path(import_run.path) if import_run.path else None
+            summary = clif_import(directory=folder, progress=progress)
         else:
+            from windows.importers.mimic import mimic_import
+
             summary = mimic_import(directory=Path(import_run.path), progress=progress)
     except Exception as exc:
+        message = "; ".join(exc.messages) if hasattr(exc, "messages") else repr(exc)
         ImportRun.objects.filter(pk=import_run.pk).update(
-            status=ImportStatus.FAILED, finished_at=timezone.now(), error=str(exc)[:5000]
+            status=ImportStatus.FAILED, finished_at=timezone.now(), error=message[:5000]
         )
         raise
     ImportRun.objects.filter(pk=import_run.pk).update(

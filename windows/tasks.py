@@ -1,7 +1,11 @@
 """Celery tasks of the windows app: thin wrappers around services."""
+import logging
+
 from celery import shared_task
 
 from windows.models import ImportRun
+
+logger = logging.getLogger(__name__)
 
 
 @shared_task(acks_late=True)
@@ -14,5 +18,6 @@ def import_run_execute_task(import_run_id: int) -> None:
     try:
         import_run_execute(import_run=run)
     except Exception:
-        # The failure and its message are on the run row for the page to show.
-        return
+        # import_run_execute put the failure and its message on the run row, for
+        # the page to show; a data error is not worth a retry.
+        logger.exception("import run %s failed", import_run_id)
