@@ -225,3 +225,106 @@ class ImportRun(models.Model):
         if not self.progress_total:
             return 100 if self.status == ImportStatus.DONE else 0
         return min(100, round(100 * self.progress_done / self.progress_total))
+
+
+# Cohort has a field named ``settings``, which hides django.conf.settings in its body.
+USER_MODEL = settings.AUTH_USER_MODEL
+
+
+class Cohort(models.Model):
+    """A reproducible selection of ICU stays: one per patient, balanced by outcome
+    and length of stay (spec section 2). ``settings`` holds the inputs that rebuild
+    it; ``summary`` the strata counts at build time."""
+
+    name = models.CharField(max_length=128, unique=True)
+    settings = models.JSONField(default=dict, blank=True)
+    seed = models.IntegerField()
+    target_size = models.PositiveIntegerField()
+    summary = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    created_by = models.ForeignKey(
+        USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    stays = models.ManyToManyField(Stay, through="CohortStay", related_name="cohorts")
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class CohortStratum(models.TextChoices):
+    DIED_SHORT = "died_short", "Died, short stay"
+    DIED_LONG = "died_long", "Died, long stay"
+    SURVIVED_SHORT = "survived_short", "Survived, short stay"
+    SURVIVED_LONG = "survived_long", "Survived, long stay"
+
+
+class CohortStay(models.Model):
+    cohort = models.ForeignKey(
+        Cohort, on_delete=models.CASCADE, related_name="cohort_stays"
+    )
+    stay = models.ForeignKey(
+        Stay, on_delete=models.CASCADE, related_name="cohort_stays"
+    )
+    stratum = models.CharField(max_length=16, choices=CohortStratum.choices)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["cohort", "stay"], name="cohort_stay_uniq")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.cohort}: stay {self.stay_id}"
+
+
+class SampleRegime(models.TextChoices):
+    """The density regime a window fell in when its stay's Gold windows were drawn;
+    blank until then."""
+
+    HIGH_DENSITY = "high_density", "High action density"
+    CONTROL = "control", "Control"
+    BLANK = "", "Not classified"
+
+
+class Window(models.Model):
+    """A candidate window of a stay: ``[start, end)``, with its event counts and
+    action density. RealICU-Scale labels every window; Gold a sample of them."""
+
+    stay = models.ForeignKey(Stay, on_delete=models.CASCADE, related_name="windows")
+    index = models.PositiveIntegerField(help_text="0 for the window at ICU admission.")
+    start = models.DateTimeField()
+    end = models.DateTimeField()
+    hours_since_admit = models.FloatField()
+    event_count = models.PositiveIntegerField(default=0)
+    action_count = models.PositiveIntegerField(default=0)
+    action_density = models.FloatField(default=0.0)
+    sampled_gold = models.BooleanField(default=False)
+    sample_regime = models.CharField(
+        max_length=16,
+        choices=SampleRegime.choices,
+        blank=True,
+        default=SampleRegime.BLANK,
+    )
+
+    class Meta:
+        ordering = ["stay_id", "index"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["stay", "index"], name="window_stay_index_uniq"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(end__gt=models.F("start")),
+                name="window_end_after_start",
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["stay", "start"], name="window_stay_start"),
+            models.Index(fields=["sampled_gold"], name="window_sampled_gold"),
+        ]
+
+    def __str__(self) -> str:
+        return (
+            f"Stay {self.stay_id} window {self.index} (+{self.hours_since_admit:g} h)"
+        )
