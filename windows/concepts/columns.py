@@ -1,0 +1,162 @@
+"""What each column of compute_stay_tracks holds: label, unit, group, how the
+value at an hour is obtained, and the definition it follows."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ConceptColumn:
+    label: str
+    unit: str
+    group: str
+    value: str  # "number", "stage" (ordinal 0-4), "flag" (0/1), "category" (text)
+    rule: str  # how the value of hour H, interval (H - 1 h, H], is obtained
+    source: str  # section of /work/shared/CLINICAL_CONCEPTS.md
+
+
+def _c(label, unit, group, value, rule, source) -> ConceptColumn:
+    return ConceptColumn(label, unit, group, value, rule, source)
+
+
+CONCEPT_COLUMNS: dict[str, ConceptColumn] = {
+    # Vitals: hourly mean of valid chartings, no carry-forward.
+    "hr": _c("Heart rate", "bpm", "vitals", "number", "mean in hour", "1"),
+    "sbp": _c("Systolic BP", "mmHg", "vitals", "number", "mean in hour", "1"),
+    "dbp": _c("Diastolic BP", "mmHg", "vitals", "number", "mean in hour", "1"),
+    "map": _c(
+        "Mean arterial pressure", "mmHg", "vitals", "number", "mean in hour", "1"
+    ),
+    "map_min": _c("Lowest MAP", "mmHg", "vitals", "number", "min in hour", "1, 9a"),
+    "rr": _c("Respiratory rate", "/min", "vitals", "number", "mean in hour", "1"),
+    "spo2": _c("SpO2", "%", "vitals", "number", "mean in hour", "1"),
+    "temp": _c("Temperature", "°C", "vitals", "number", "mean in hour", "1"),
+    # Neurology.
+    "gcs": _c("GCS total", "", "neuro", "number", "min in hour", "2, 9a"),
+    "rass": _c("RASS", "", "neuro", "number", "last in hour", "-"),
+    # Labs: latest result carried forward for a bounded time.
+    "lactate": _c("Lactate", "mmol/L", "labs", "number", "latest within 12 h", "7"),
+    "ph": _c("pH (arterial)", "", "labs", "number", "latest within 12 h", "7"),
+    "creatinine": _c(
+        "Creatinine", "mg/dL", "labs", "number", "latest within 24 h", "8"
+    ),
+    "platelets": _c(
+        "Platelets", "10^3/µL", "labs", "number", "latest within 24 h", "8"
+    ),
+    "bilirubin": _c(
+        "Bilirubin, total", "mg/dL", "labs", "number", "latest within 24 h", "8"
+    ),
+    "inr": _c("INR", "", "labs", "number", "latest within 24 h", "8"),
+    # Respiratory.
+    "fio2": _c(
+        "FiO2 (set)", "fraction", "respiratory", "number", "latest within 4 h", "6a, 7"
+    ),
+    "pf_ratio": _c(
+        "PaO2/FiO2", "mmHg", "respiratory", "number", "latest within 12 h", "7"
+    ),
+    "ventilation": _c(
+        "Ventilation status",
+        "",
+        "respiratory",
+        "category",
+        "most supportive episode overlapping the hour (invasive > niv > hfnc > "
+        "supplemental_o2 > none); episodes carry a status up to 14 h",
+        "6b, 6c",
+    ),
+    # Vasoactive agents: rate active at the hour end; 0 = none recorded.
+    "norepinephrine": _c(
+        "Norepinephrine",
+        "mcg/kg/min",
+        "vasoactive",
+        "number",
+        "active at hour end",
+        "5",
+    ),
+    "epinephrine": _c(
+        "Epinephrine", "mcg/kg/min", "vasoactive", "number", "active at hour end", "5"
+    ),
+    "dopamine": _c(
+        "Dopamine", "mcg/kg/min", "vasoactive", "number", "active at hour end", "5"
+    ),
+    "dobutamine": _c(
+        "Dobutamine", "mcg/kg/min", "vasoactive", "number", "active at hour end", "5"
+    ),
+    "phenylephrine": _c(
+        "Phenylephrine", "mcg/kg/min", "vasoactive", "number", "active at hour end", "5"
+    ),
+    "vasopressin": _c(
+        "Vasopressin", "units/h", "vasoactive", "number", "active at hour end", "5"
+    ),
+    "milrinone": _c(
+        "Milrinone", "mcg/kg/min", "vasoactive", "number", "active at hour end", "5"
+    ),
+    "ned": _c(
+        "Norepinephrine equivalent",
+        "mcg/kg/min",
+        "vasoactive",
+        "number",
+        "at hour end",
+        "5",
+    ),
+    # Renal.
+    "urine_ml": _c("Urine output", "mL", "renal", "number", "sum in hour", "3"),
+    "urine_ml_kg_h": _c(
+        "Urine output rate (6 h)",
+        "mL/kg/h",
+        "renal",
+        "number",
+        "urine in (H-6h, H] / weight / 6",
+        "3",
+    ),
+    "crrt_active": _c(
+        "CRRT",
+        "",
+        "renal",
+        "flag",
+        "mode charted in hour or CRRT interval overlapping it",
+        "11a, 11b",
+    ),
+    "aki_stage_creat": _c(
+        "KDIGO stage (creatinine)", "", "renal", "stage", "max in hour", "4b"
+    ),
+    "aki_stage_uo": _c(
+        "KDIGO stage (urine)", "", "renal", "stage", "max in hour", "4c"
+    ),
+    "aki_stage": _c(
+        "KDIGO stage", "", "renal", "stage", "max in hour; 3 on CRRT", "4d"
+    ),
+    "aki_stage_smoothed": _c(
+        "KDIGO stage (6 h max)", "", "renal", "stage", "max over (H-6h, H]", "4d"
+    ),
+    # SOFA: 24-h worst of each component (missing = 0) and their sum.
+    "sofa_respiration": _c("SOFA respiration", "", "sofa", "stage", "24 h worst", "9"),
+    "sofa_coagulation": _c("SOFA coagulation", "", "sofa", "stage", "24 h worst", "9"),
+    "sofa_liver": _c("SOFA liver", "", "sofa", "stage", "24 h worst", "9"),
+    "sofa_cardiovascular": _c(
+        "SOFA cardiovascular", "", "sofa", "stage", "24 h worst", "9"
+    ),
+    "sofa_cns": _c("SOFA CNS", "", "sofa", "stage", "24 h worst", "9"),
+    "sofa_renal": _c("SOFA renal", "", "sofa", "stage", "24 h worst", "9"),
+    "sofa": _c(
+        "SOFA total", "", "sofa", "number", "sum of 24 h worst components", "9c"
+    ),
+    # Infection.
+    "antibiotic": _c("Antibiotic given", "", "infection", "flag", "any in hour", "10a"),
+    "suspected_infection": _c(
+        "Suspected infection",
+        "",
+        "infection",
+        "flag",
+        "1 from the onset hour on; NaN without culture data",
+        "10b",
+    ),
+    "sepsis3": _c(
+        "Sepsis-3",
+        "",
+        "infection",
+        "flag",
+        "1 from the hour both criteria are documented; NaN without culture data",
+        "10c",
+    ),
+}

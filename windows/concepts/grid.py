@@ -1,0 +1,347 @@
+"""The hourly grid of one ICU stay and the prepared event table that every
+concept function reads (CLINICAL_CONCEPTS.md section 0).
+
+Times are held as integer nanoseconds since ICU admission (``intime``), so hour
+arithmetic is exact integer arithmetic. Row ``hour = h`` covers the right-closed
+interval ``(intime + (h - 1) h, intime + h h]``; an event at time ``t`` belongs
+to hour ``ceil((t - intime) / 1 h)``.
+
+Deviation from mimic-code, on purpose: the anchor is the stay's ``intime`` itself,
+not the first heart rate rounded up to the clock hour, so that ``hour`` is the
+platform's ``hours_since_admit`` of the hour's end.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+HOUR = 3_600_000_000_000  # ns
+NO_TIME = np.iinfo(np.int64).min
+
+EVENT_COLUMNS = (
+    "time",
+    "end_time",
+    "kind",
+    "domain",
+    "category",
+    "name",
+    "value_num",
+    "unit",
+    "value_text",
+)
+# How far before ICU admission the grid reaches at most (section 0: hours from -24).
+LOOKBACK_HOURS = 24
+
+
+def utc(value) -> pd.Timestamp:
+    """A timezone-aware UTC timestamp; a naive value is taken to be UTC."""
+    ts = pd.Timestamp(value)
+    return ts.tz_localize("UTC") if ts.tzinfo is None else ts.tz_convert("UTC")
+
+
+def _ns(values: pd.Series) -> np.ndarray:
+    """Nanoseconds since the epoch, NO_TIME where missing (naive times are UTC)."""
+    values = pd.Series(values).reset_index(drop=True)
+    out = np.full(len(values), NO_TIME, dtype=np.int64)
+    present = values.notna().to_numpy()
+    if not present.any():
+        return out
+    # Converting only the present values keeps a mostly empty object column
+    # (end_time) cheap.
+    times = pd.to_datetime(values[present] if not present.all() else values, utc=True)
+    arr = times.dt.tz_localize(None).to_numpy(dtype="datetime64[ns]")
+    out[present] = arr.view("int64")
+    return out
+
+
+def _text(values, *, clean: bool = False) -> pd.Categorical:
+    """Text as a categorical ('' for missing), lower-cased and stripped when
+    ``clean``; string work is done once per distinct value."""
+    codes, uniques = pd.factorize(
+        pd.Series(values).to_numpy(dtype=object), use_na_sentinel=True
+    )
+    labels = ["" if pd.isna(u) else str(u) for u in uniques]
+    if clean:
+        labels = [label.strip().lower() for label in labels]
+    labels.append("")
+    categories = list(dict.fromkeys(labels))
+    position = {label: i for i, label in enumerate(categories)}
+    remap = np.array([position[label] for label in labels], dtype=np.int64)
+    return pd.Categorical.from_codes(remap[codes], categories=categories)
+
+
+def ceil_hours(rel_ns: np.ndarray) -> np.ndarray:
+    """The right-closed hour index of relative times: ceil(t / 1 h)."""
+    return -((-rel_ns) // HOUR)
+
+
+def floor_hours(rel_ns: np.ndarray) -> np.ndarray:
+    return rel_ns // HOUR
+
+
+@dataclass
+class Stay:
+    """One stay's events, prepared, on its hourly grid.
+
+    ``domain(name)`` returns the events of one CLIF domain as a frame sorted by
+    time with columns ``t`` (ns since intime), ``end`` (ns since intime, NO_TIME
+    when the record is a point event), ``kind`` and ``cat`` (the category), both
+    lower-cased and stripped, ``name``, ``value_num``, ``unit`` and
+    ``value_text`` (as given, '' when missing). Text columns are categoricals:
+    compare them or use ``.str``; ``astype(object)`` before ``map``.
+    """
+
+    intime: pd.Timestamp
+    outtime: pd.Timestamp
+    first_hour: int
+    last_hour: int
+    weight_override: float | None
+    _domains: dict[str, pd.DataFrame]
+    _cache: dict = field(default_factory=dict)
+
+    # --- grid ---------------------------------------------------------------------
+
+    @property
+    def n(self) -> int:
+        return self.last_hour - self.first_hour + 1
+
+    @property
+    def hours(self) -> np.ndarray:
+        return np.arange(self.first_hour, self.last_hour + 1, dtype=np.int64)
+
+    @property
+    def ends_ns(self) -> np.ndarray:
+        """Hour ends in ns since intime."""
+        return self.hours * HOUR
+
+    @property
+    def hour_end(self) -> pd.DatetimeIndex:
+        return self.intime + pd.to_timedelta(self.hours, unit="h")
+
+    @property
+    def outtime_ns(self) -> int:
+        return int((self.outtime - self.intime).value)
+
+    def rows_of(self, t: np.ndarray) -> np.ndarray:
+        """Grid row of each relative time (may fall outside 0..n-1)."""
+        return ceil_hours(np.asarray(t, dtype=np.int64)) - self.first_hour
+
+    def empty(self) -> np.ndarray:
+        return np.full(self.n, np.nan)
+
+    # --- events -------------------------------------------------------------------
+
+    def domain(self, name: str) -> pd.DataFrame:
+        key = ("domain", name)
+        if key not in self._cache:
+            frame = self._domains.get(name)
+            if frame is None:
+                frame = _empty_events()
+            self._cache[key] = frame
+        return self._cache[key]
+
+    def select(self, domain: str, categories) -> pd.DataFrame:
+        """Events of ``domain`` whose lower-cased category is in ``categories``."""
+        frame = self.domain(domain)
+        if isinstance(categories, str):
+            categories = {categories}
+        return frame[frame["cat"].isin({c.lower() for c in categories})]
+
+    # --- hourly aggregation -------------------------------------------------------
+
+    def hourly(self, t: np.ndarray, values: np.ndarray, how: str) -> np.ndarray:
+        """Aggregate values into their right-closed hour rows (``how`` any pandas
+        groupby reduction: mean, min, max, sum, last, count); NaN for empty rows.
+        ``last`` relies on the inputs being sorted by time."""
+        rows = self.rows_of(t)
+        values = np.asarray(values, dtype=float)
+        ok = (rows >= 0) & (rows < self.n) & ~np.isnan(values)
+        out = self.empty()
+        if ok.any():
+            agg = pd.Series(values[ok]).groupby(rows[ok], sort=False).agg(how)
+            out[agg.index.to_numpy()] = agg.to_numpy(dtype=float)
+        return out
+
+    def latest(self, t: np.ndarray, values: np.ndarray, max_age: int) -> np.ndarray:
+        """At each hour end H, the latest value with time in [H - max_age, H]
+        (values at one time are averaged); NaN when there is none."""
+        t = np.asarray(t, dtype=np.int64)
+        values = np.asarray(values, dtype=float)
+        ok = ~np.isnan(values)
+        if not ok.any():
+            return self.empty()
+        per_time = pd.Series(values[ok]).groupby(t[ok]).mean()
+        times = per_time.index.to_numpy(dtype=np.int64)
+        vals = per_time.to_numpy(dtype=float)
+        ends = self.ends_ns
+        idx = np.searchsorted(times, ends, side="right") - 1
+        out = self.empty()
+        has = idx >= 0
+        fresh = has.copy()
+        fresh[has] = ends[has] - times[idx[has]] <= max_age
+        out[fresh] = vals[idx[fresh]]
+        return out
+
+    def at_hour_end(
+        self, starts: np.ndarray, ends: np.ndarray, values: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Rows and values of every interval active at an hour end H, i.e.
+        ``start < H <= end`` (section 0, infusions)."""
+        starts = np.asarray(starts, dtype=np.int64)
+        ends = np.asarray(ends, dtype=np.int64)
+        first = floor_hours(starts) + 1
+        last = floor_hours(ends)
+        return self._expand(first, last, values)
+
+    def overlapping(
+        self, starts: np.ndarray, ends: np.ndarray, values: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Rows and values of every interval [start, end] overlapping an hour row
+        (H - 1 h, H]: start <= H and end > H - 1 h."""
+        starts = np.asarray(starts, dtype=np.int64)
+        ends = np.asarray(ends, dtype=np.int64)
+        return self._expand(ceil_hours(starts), ceil_hours(ends), values)
+
+    def _expand(self, first_h, last_h, values) -> tuple[np.ndarray, np.ndarray]:
+        first = np.maximum(first_h, self.first_hour) - self.first_hour
+        last = np.minimum(last_h, self.last_hour) - self.first_hour
+        counts = np.maximum(last - first + 1, 0)
+        total = int(counts.sum())
+        if total == 0:
+            return np.empty(0, dtype=np.int64), np.empty(0)
+        offsets = np.repeat(np.cumsum(counts) - counts, counts)
+        rows = np.repeat(first, counts) + (np.arange(total) - offsets)
+        return rows, np.repeat(np.asarray(values), counts)
+
+    def reduce_rows(self, rows: np.ndarray, values: np.ndarray, how: str) -> np.ndarray:
+        out = self.empty()
+        if len(rows):
+            agg = pd.Series(np.asarray(values, dtype=float)).groupby(rows).agg(how)
+            out[agg.index.to_numpy()] = agg.to_numpy(dtype=float)
+        return out
+
+    # --- weight -------------------------------------------------------------------
+
+    def weight_at(self, t: np.ndarray) -> np.ndarray:
+        """Body weight (kg) at each time: the ``weight_kg`` given to
+        compute_stay_tracks when there is one; else the latest charted weight
+        (vitals ``weight_kg`` > 0) at or before t, the first charted weight
+        before that (section 3a: each weight holds until the next; the first is
+        carried back); NaN when none is charted."""
+        t = np.asarray(t, dtype=np.int64)
+        if self.weight_override is not None:
+            return np.full(len(t), float(self.weight_override))
+        weights = self.charted_weights()
+        if weights.empty:
+            return np.full(len(t), np.nan)
+        times = weights.index.to_numpy(dtype=np.int64)
+        idx = np.searchsorted(times, t, side="right") - 1
+        return weights.to_numpy(dtype=float)[np.maximum(idx, 0)]
+
+    def charted_weights(self) -> pd.Series:
+        if "weights" not in self._cache:
+            w = self.select("vitals", "weight_kg")
+            w = w[w["value_num"] > 0]
+            self._cache["weights"] = w.groupby("t")["value_num"].last()
+        return self._cache["weights"]
+
+    def weight_used(self) -> float | None:
+        """The weight reported for the stay: the override, else the first charted."""
+        if self.weight_override is not None:
+            return float(self.weight_override)
+        weights = self.charted_weights()
+        return None if weights.empty else float(weights.iloc[0])
+
+
+def _empty_events() -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "t": np.empty(0, dtype=np.int64),
+            "end": np.empty(0, dtype=np.int64),
+            "kind": np.empty(0, dtype=object),
+            "cat": np.empty(0, dtype=object),
+            "name": np.empty(0, dtype=object),
+            "value_num": np.empty(0, dtype=float),
+            "unit": np.empty(0, dtype=object),
+            "value_text": np.empty(0, dtype=object),
+        }
+    )
+
+
+def prepare_stay(
+    events: pd.DataFrame,
+    *,
+    intime,
+    outtime,
+    weight_kg: float | None = None,
+) -> Stay:
+    """Check and normalize the event frame and lay the hourly grid.
+
+    Events without a time are dropped. Missing optional columns are treated as
+    empty. The grid runs from the hour of the first event (but not before hour
+    -24 and not after hour 0) to ceil(outtime - intime).
+    """
+    intime = utc(intime)
+    outtime = utc(outtime)
+    if outtime < intime:
+        raise ValueError(f"outtime {outtime} is before intime {intime}")
+    if weight_kg is not None and not pd.isna(weight_kg) and not float(weight_kg) > 0:
+        raise ValueError(f"weight_kg must be positive, got {weight_kg}")
+    missing = {"time", "domain", "category"} - set(events.columns)
+    if missing:
+        raise ValueError(f"events frame lacks column(s) {sorted(missing)}")
+    n = len(events)
+    t = _ns(events["time"])
+    keep = t != NO_TIME
+    base = intime.value
+    end = _ns(events["end_time"]) if "end_time" in events else np.full(n, NO_TIME)
+    end = np.where(end == NO_TIME, NO_TIME, end - base)
+
+    def text(column: str, clean: bool = False):
+        return (
+            _text(events[column], clean=clean)
+            if column in events
+            else _text(np.full(n, ""))
+        )
+
+    frame = pd.DataFrame(
+        {
+            "t": t - base,
+            "end": end,
+            "kind": text("kind", clean=True),
+            "domain": text("domain", clean=True),
+            "cat": text("category", clean=True),
+            "name": text("name"),
+            "value_num": pd.to_numeric(events["value_num"], errors="coerce").to_numpy(
+                float
+            )
+            if "value_num" in events
+            else np.full(n, np.nan),
+            "unit": text("unit"),
+            "value_text": text("value_text"),
+        }
+    )[keep]
+    frame = frame.sort_values("t", kind="mergesort").reset_index(drop=True)
+    domains = {
+        str(d): g.drop(columns="domain")
+        for d, g in frame.groupby("domain", sort=False, observed=True)
+    }
+
+    last_hour = int(ceil_hours(np.array([(outtime - intime).value]))[0])
+    first_hour = 0
+    if len(frame):
+        first_event_hour = int(ceil_hours(frame["t"].to_numpy()[:1])[0])
+        first_hour = min(0, max(-LOOKBACK_HOURS, first_event_hour))
+    return Stay(
+        intime=intime,
+        outtime=outtime,
+        first_hour=first_hour,
+        last_hour=max(last_hour, 0),
+        weight_override=None
+        if weight_kg is None or pd.isna(weight_kg)
+        else float(weight_kg),
+        _domains=domains,
+    )

@@ -1,0 +1,218 @@
+"""Urine output, CRRT and KDIGO acute kidney injury staging
+(CLINICAL_CONCEPTS.md sections 3, 4 and 11a)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from windows.concepts.grid import HOUR, NO_TIME, Stay
+
+# CLIF output categories of output_group "urine" (mcide clif_output_categories.csv),
+# and "urine" for sources that only say that.
+URINE_CATEGORIES = {
+    "urine",
+    "external_urinary_catheter",
+    "indwelling_urinary_catheter",
+    "nephrostomy",
+    "suprapubic_catheter",
+    "urethral",
+    "urostomy",
+    "urinary_other",
+}
+# GU irrigant volume in (MIMIC 227488), netted out of urine output (section 3).
+IRRIGANT_IN = "flush_irrigation_urine"
+# Renal replacement procedures recorded as intervals (MIMIC procedureevents,
+# section 11b) that are continuous therapies.
+CRRT_PROCEDURES = {"crrt", "cvvh", "cvvhd", "cvvhdf", "scuf"}
+DAY = 24 * HOUR
+
+
+def urine_per_time(stay: Stay) -> pd.Series:
+    """Net urine volume (mL) per charting time: urine output categories summed,
+    irrigant in subtracted (section 3). Each volume is output since the previous
+    charting."""
+    out = stay.select("output", URINE_CATEGORIES)
+    irrigant = stay.select("input", IRRIGANT_IN)
+    volume = pd.concat(
+        [
+            out[["t", "value_num"]],
+            irrigant[["t"]].assign(value_num=-irrigant["value_num"].abs()),
+        ]
+    ).dropna()
+    return volume.groupby("t")["value_num"].sum()
+
+
+def urine_rates(stay: Stay) -> pd.DataFrame:
+    """Per urine charting, the kdigo_uo table (section 3b): trailing windows
+    [t - X, t], X = 6, 12, 24 h, with summed volume ``vol_X`` and covered hours
+    ``tm_X`` (each row covers the time since the previous one, the first row
+    1 h), rates ``rate_X`` in mL/kg/h valid only if 6 <= tm_6 < 12, tm_12 >= 12,
+    tm_24 >= 24; and the KDIGO urine stage (section 4c)."""
+    urine = urine_per_time(stay)
+    t = urine.index.to_numpy(dtype=np.int64)
+    frame = pd.DataFrame({"t": t, "vol": urine.to_numpy(dtype=float)})
+    if frame.empty:
+        return frame.assign(stage=[], uo_24h_sofa=[])
+    frame["tm"] = np.r_[1.0, np.diff(t) / HOUR]
+    indexed = frame.set_index(pd.to_datetime(t, unit="ns"))[["vol", "tm"]]
+    weight = stay.weight_at(t)
+    for x in (6, 12, 24):
+        sums = indexed.rolling(f"{x}h", closed="both").sum()
+        frame[f"vol_{x}"] = sums["vol"].to_numpy()
+        frame[f"tm_{x}"] = sums["tm"].to_numpy()
+        frame[f"rate_{x}"] = frame[f"vol_{x}"] / weight / frame[f"tm_{x}"]
+    tm6, tm12, tm24 = frame["tm_6"], frame["tm_12"], frame["tm_24"]
+    frame["rate_6"] = frame["rate_6"].where((tm6 >= 6) & (tm6 < 12))
+    frame["rate_12"] = frame["rate_12"].where(tm12 >= 12)
+    frame["rate_24"] = frame["rate_24"].where(tm24 >= 24)
+    r6, r12, r24 = frame["rate_6"], frame["rate_12"], frame["rate_24"]
+    stage = np.select(
+        [
+            r6.isna(),
+            frame["t"] <= 6 * HOUR,
+            (tm24 >= 24) & (r24 < 0.3),
+            (tm12 >= 12) & (r12 == 0),
+            (tm12 >= 12) & (r12 < 0.5),
+            (tm6 >= 6) & (r6 < 0.5),
+        ],
+        [np.nan, 0, 3, 3, 2, 1],
+        default=0,
+    )
+    frame["stage"] = stage
+    # SOFA renal (section 9a): 24-h volume scaled to 24 h when 22-30 h are covered.
+    frame["uo_24h_sofa"] = (frame["vol_24"] / tm24 * 24).where(
+        (tm24 >= 22) & (tm24 <= 30)
+    )
+    return frame
+
+
+def creatinine_stages(stay: Stay) -> pd.DataFrame:
+    """KDIGO creatinine stage at each creatinine time (sections 4a-4b).
+
+    Creatinine 0 < v <= 150 mg/dL, mean per time, from intime - 7 days to
+    outtime. Baselines: lowest value in [t - 48 h, t) and in [t - 7 d, t). Stage:
+    3 if >= 3 x low_7d, or >= 4.0 and (low_48h <= 3.7 or >= 1.5 x low_7d); 2 if
+    >= 2 x low_7d; 1 if >= low_48h + 0.3 or >= 1.5 x low_7d; else 0. A missing
+    baseline matches nothing.
+    """
+    rows = stay.select("labs", "creatinine")
+    v = rows["value_num"]
+    rows = rows[
+        (v > 0) & (v <= 150) & (rows["t"] >= -7 * DAY) & (rows["t"] <= stay.outtime_ns)
+    ]
+    creat = rows.groupby("t")["value_num"].mean()
+    t = creat.index.to_numpy(dtype=np.int64)
+    series = pd.Series(creat.to_numpy(dtype=float), index=pd.to_datetime(t, unit="ns"))
+    low48 = series.rolling("48h", closed="left").min().to_numpy()
+    low7 = series.rolling("7D", closed="left").min().to_numpy()
+    c = series.to_numpy()
+    with np.errstate(invalid="ignore"):
+        stage = np.select(
+            [
+                c >= 3 * low7,
+                (c >= 4) & ((low48 <= 3.7) | (c >= 1.5 * low7)),
+                c >= 2 * low7,
+                c >= low48 + 0.3,
+                c >= 1.5 * low7,
+            ],
+            [3, 3, 2, 1, 1],
+            default=0,
+        )
+    return pd.DataFrame(
+        {
+            "t": t,
+            "creat": c,
+            "low_48h": low48,
+            "low_7d": low7,
+            "stage": stage.astype(float),
+        }
+    )
+
+
+def crrt_mode_times(stay: Stay) -> np.ndarray:
+    """Times a CRRT mode was charted (CLIF ``crrt:<mode>``; MIMIC-IV
+    ``crrt_mode_name`` with the mode as text), section 11a."""
+    crrt = stay.domain("crrt_therapy")
+    point = crrt["end"] == NO_TIME
+    clif = crrt["cat"].str.startswith("crrt:") & (crrt["cat"].str.len() > 5)
+    mimic = (crrt["cat"] == "crrt_mode_name") & (crrt["value_text"].str.strip() != "")
+    return crrt.loc[point & (clif | mimic), "t"].unique()
+
+
+def crrt_intervals(stay: Stay) -> pd.DataFrame:
+    """CRRT recorded as intervals (``end_time`` set): MIMIC-IV dialysis procedures
+    CRRT, CVVH(D)(F), SCUF (section 11b), or a CRRT mode with an end."""
+    crrt = stay.domain("crrt_therapy")
+    interval = crrt["end"] != NO_TIME
+    kind = crrt["cat"].isin(CRRT_PROCEDURES) | crrt["cat"].str.startswith("crrt:")
+    rows = crrt[interval & kind]
+    return rows[rows["end"] >= rows["t"]][["t", "end"]]
+
+
+def renal_tracks(stay: Stay) -> tuple[dict[str, np.ndarray], pd.DataFrame]:
+    """Hourly urine, CRRT and KDIGO tracks; also returns the urine rate table for
+    SOFA.
+
+    - ``urine_ml``: net urine charted in the hour (mL).
+    - ``urine_ml_kg_h``: urine charted in (H - 6 h, H] / weight / 6 h; NaN without
+      weight, without a charting in that window, or before 6 h of charting exist
+      (the first charting is taken to cover the hour before it).
+    - ``crrt_active``: 1 if a CRRT mode is charted in the hour or a CRRT interval
+      overlaps it, else 0.
+    - ``aki_stage_creat`` / ``aki_stage_uo``: highest creatinine / urine stage
+      (sections 4b, 4c) among chartings in the hour; NaN without one.
+    - ``aki_stage``: section 4d, max(creatinine, urine, CRRT stage) at each time
+      of any of them (a missing stage counts 0; CRRT = 3), highest in the hour;
+      3 whenever ``crrt_active``. NaN when the hour has no such time.
+    - ``aki_stage_smoothed``: highest ``aki_stage`` over (H - 6 h, H], the 6 h
+      trailing maximum of section 4d seen at the hour end.
+    """
+    out: dict[str, np.ndarray] = {}
+    urine = urine_rates(stay)
+    t_u = urine["t"].to_numpy(dtype=np.int64)
+    out["urine_ml"] = stay.hourly(t_u, urine["vol"].to_numpy(), "sum")
+
+    ml = pd.Series(np.nan_to_num(out["urine_ml"], nan=0.0))
+    charted = pd.Series(~np.isnan(out["urine_ml"]))
+    vol6 = ml.rolling(6, min_periods=1).sum().to_numpy()
+    any6 = charted.rolling(6, min_periods=1).max().to_numpy().astype(bool)
+    rate6 = vol6 / stay.weight_at(stay.ends_ns) / 6
+    covered = np.zeros(stay.n, dtype=bool)
+    if len(t_u):
+        covered = stay.ends_ns - 6 * HOUR >= t_u[0] - HOUR
+    out["urine_ml_kg_h"] = np.where(any6 & covered, rate6, np.nan)
+
+    modes = crrt_mode_times(stay)
+    mode_hours = stay.hourly(modes, np.ones(len(modes)), "max")
+    iv = crrt_intervals(stay)
+    rows, ones = stay.overlapping(
+        iv["t"].to_numpy(), iv["end"].to_numpy(), np.ones(len(iv))
+    )
+    interval_hours = stay.reduce_rows(rows, ones, "max")
+    crrt = np.fmax(mode_hours, interval_hours)
+    out["crrt_active"] = np.nan_to_num(crrt, nan=0.0)
+
+    creat = creatinine_stages(stay)
+    out["aki_stage_creat"] = stay.hourly(
+        creat["t"].to_numpy(), creat["stage"].to_numpy(), "max"
+    )
+    out["aki_stage_uo"] = stay.hourly(t_u, urine["stage"].to_numpy(dtype=float), "max")
+    times = np.concatenate(
+        [creat["t"].to_numpy(dtype=np.int64), t_u, modes.astype(np.int64)]
+    )
+    stages = np.concatenate(
+        [
+            creat["stage"].to_numpy(dtype=float),
+            np.nan_to_num(urine["stage"].to_numpy(dtype=float), nan=0.0),
+            np.full(len(modes), 3.0),
+        ]
+    )
+    event_stage = pd.Series(stages).groupby(times).max()
+    aki = stay.hourly(event_stage.index.to_numpy(), event_stage.to_numpy(), "max")
+    aki = np.where(out["crrt_active"] > 0, 3.0, aki)
+    out["aki_stage"] = aki
+    out["aki_stage_smoothed"] = (
+        pd.Series(aki).rolling(6, min_periods=1).max().to_numpy()
+    )
+    return out, urine

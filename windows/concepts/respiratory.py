@@ -1,0 +1,217 @@
+"""Ventilation status episodes, FiO2 and the PaO2/FiO2 ratio
+(CLINICAL_CONCEPTS.md sections 6 and 7)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from windows.concepts.grid import HOUR, Stay
+
+# Ventilation statuses from least to most support; the code is the priority used
+# when two statuses share a time or an hour.
+STATUSES = ("none", "supplemental_o2", "hfnc", "niv", "invasive")
+PRIORITY = {status: code for code, status in enumerate(STATUSES, start=1)}
+
+# CLIF device_category (lower case) -> status. Section 6b classes MIMIC's devices;
+# CLIF's categories group the same devices (consortium device_category.csv:
+# endotracheal and tracheostomy tubes -> IMV, Bipap -> NIPPV, CPAP mask -> CPAP,
+# high-flow cannula or neb -> High Flow NC, masks and cannulas -> Nasal Cannula,
+# Face Mask, Trach Collar, Other).
+DEVICE_STATUS = {
+    "imv": "invasive",
+    "nippv": "niv",
+    "cpap": "niv",
+    "high flow nc": "hfnc",
+    "nasal cannula": "supplemental_o2",
+    "face mask": "supplemental_o2",
+    "trach collar": "supplemental_o2",
+    "other": "supplemental_o2",
+    "room air": "none",
+}
+# CLIF mode_category values whose MIMIC modes section 6b lists as invasive
+# ventilation.
+INVASIVE_MODES = {
+    "assist control-volume control",
+    "pressure control",
+    "pressure-regulated volume control",
+    "simv",
+    "volume support",
+}
+# Modes that also occur on non-invasive ventilation (mask CPAP, NIV): charted
+# without a device they continue the current ventilator status, invasive or
+# non-invasive, and decide nothing on their own.
+CONTINUING_MODES = {"pressure support/cpap", "other"}
+EPISODE_GAP = 14 * HOUR  # section 6c
+FIO2_LOOKBACK = 4 * HOUR  # section 7, fio2_chartevents
+PF_CARRY = 12 * HOUR
+
+
+def status_per_time(stay: Stay) -> pd.Series:
+    """Ventilation status code (PRIORITY) at each charting time (index: ns since
+    intime), section 6b in CLIF categories.
+
+    A device charting decides the status; if several devices share a time the
+    most supportive wins. An invasive ventilator mode charted without a device
+    (or with a trach collar / a tracheostomy flag: a tracheostomy on the
+    ventilator) means invasive ventilation. A device charted as "None" or
+    "Room Air" means no support. A "Pressure Support/CPAP" or "Other" mode
+    charted without a device continues the status of the row before it when
+    that is invasive or non-invasive ventilation less than 14 h earlier (a
+    ventilator still in use whose device was not charted again).
+    """
+    resp = stay.domain("respiratory_support")
+    if resp.empty:
+        return pd.Series(dtype=float)
+    cat = resp["cat"].astype(object)
+    status = cat.map(DEVICE_STATUS)
+    no_device_text = (
+        (cat == "")
+        & resp["value_text"].str.strip().str.lower().isin(["none", "room air"])
+        & resp["name"].str.lower().str.contains("device")
+    )
+    status = status.where(~no_device_text.to_numpy(), "none")
+    is_device = status.notna().to_numpy()
+    devices = pd.DataFrame(
+        {
+            "t": resp["t"].to_numpy()[is_device],
+            "code": status[is_device].map(PRIORITY).to_numpy(),
+            "trach": (
+                (cat == "trach collar") | (resp["value_text"] == "tracheostomy")
+            ).to_numpy()[is_device],
+        }
+    )
+    per_time = devices.groupby("t").agg(code=("code", "max"), trach=("trach", "max"))
+    mode = cat.str.removeprefix("mode:")
+    t_all = resp["t"].to_numpy()
+    mode_times = np.unique(t_all[mode.isin(INVASIVE_MODES).to_numpy()])
+    continuing = np.unique(t_all[mode.isin(CONTINUING_MODES).to_numpy()])
+    invasive = PRIORITY["invasive"]
+    times = np.union1d(np.union1d(per_time.index.to_numpy(), mode_times), continuing)
+    per_time = per_time.reindex(times)
+    code = per_time["code"].to_numpy(dtype=float)
+    trach = per_time["trach"].astype(float).fillna(0).to_numpy() > 0
+    override = np.isin(times, mode_times) & (
+        np.isnan(code) | (trach & (code < invasive))
+    )
+    code = np.where(override, invasive, code)
+
+    # A continuing-mode row takes the status of the classified row before it,
+    # through other such rows, while rows are less than 14 h apart.
+    classified = ~np.isnan(code)
+    gap = np.r_[np.inf, np.diff(times)] >= EPISODE_GAP
+    segment = np.cumsum(classified | gap)
+    inherited = pd.Series(code).groupby(segment).transform("first").to_numpy()
+    ventilator = np.isin(inherited, [PRIORITY["niv"], invasive])
+    code = np.where(~classified & ventilator, inherited, code)
+    keep = ~np.isnan(code)
+    return pd.Series(code[keep], index=times[keep])
+
+
+def ventilation_episodes(stay: Stay) -> pd.DataFrame:
+    """Episodes of one status (section 6c): a new episode starts at the first
+    classified row, at a change of status, or 14 h or more after the previous row
+    of the same status; each row lasts until the next classified row unless that
+    is 14 h or more later (then it ends at its own time); episodes of a single
+    time point are dropped. Columns: status (code), start, end (ns since intime).
+    """
+    codes = status_per_time(stay)
+    if codes.empty:
+        return pd.DataFrame({"status": [], "start": [], "end": []})
+    t = codes.index.to_numpy(dtype=np.int64)
+    s = codes.to_numpy(dtype=np.int64)
+    gap_before = np.r_[np.inf, np.diff(t)]
+    new = np.r_[True, s[1:] != s[:-1]] | (gap_before >= EPISODE_GAP)
+    gap_after = np.r_[np.diff(t), np.iinfo(np.int64).max]
+    row_end = np.where(
+        gap_after < EPISODE_GAP, t + np.minimum(gap_after, EPISODE_GAP), t
+    )
+    episode = np.cumsum(new)
+    frame = pd.DataFrame({"episode": episode, "status": s, "t": t, "row_end": row_end})
+    episodes = frame.groupby("episode").agg(
+        status=("status", "first"), start=("t", "first"), end=("row_end", "max")
+    )
+    return episodes[episodes["end"] > episodes["start"]].reset_index(drop=True)
+
+
+def in_invasive_episode(episodes: pd.DataFrame, t: np.ndarray) -> np.ndarray:
+    """Whether each time lies in [start, end] of an invasive ventilation episode."""
+    inv = episodes[episodes["status"] == PRIORITY["invasive"]].sort_values("start")
+    t = np.asarray(t, dtype=np.int64)
+    if inv.empty or not len(t):
+        return np.zeros(len(t), dtype=bool)
+    starts = inv["start"].to_numpy(dtype=np.int64)
+    ends = inv["end"].to_numpy(dtype=np.int64)
+    idx = np.searchsorted(starts, t, side="right") - 1
+    ok = idx >= 0
+    ok[ok] = t[ok] <= ends[idx[ok]]
+    return ok
+
+
+def clean_fio2(values: pd.Series) -> pd.Series:
+    """FiO2 as a fraction (section 6a): 0.20-1 is a fraction, 20-100 a percent;
+    anything else (including >1 and <20) is dropped."""
+    v = values.astype(float)
+    frac = v.where((v >= 0.2) & (v <= 1))
+    return frac.fillna((v / 100).where((v >= 20) & (v <= 100)))
+
+
+def fio2_per_time(stay: Stay) -> pd.Series:
+    rows = stay.select("respiratory_support", "fio2_set")
+    fio2 = clean_fio2(rows["value_num"])
+    return fio2.groupby(rows["t"].to_numpy()).last().dropna()
+
+
+def pf_ratios(stay: Stay, episodes: pd.DataFrame) -> pd.DataFrame:
+    """P/F at each arterial pO2 result (section 7): pO2 (mmHg) / FiO2 (fraction),
+    FiO2 from a blood-gas FiO2 at the same time (MIMIC ``fio2_lab``) if any, else
+    the latest charted ``fio2_set`` in [gas - 4 h, gas]; no FiO2 -> no ratio.
+    Columns t, pf, vent (gas inside an invasive-ventilation episode)."""
+    po2 = stay.select("labs", "po2_arterial")
+    po2 = po2[po2["value_num"] > 0].groupby("t")["value_num"].mean()
+    if po2.empty:
+        return pd.DataFrame({"t": np.empty(0, np.int64), "pf": [], "vent": []})
+    t = po2.index.to_numpy(dtype=np.int64)
+
+    charted = fio2_per_time(stay)
+    fio2 = np.full(len(t), np.nan)
+    if not charted.empty:
+        times = charted.index.to_numpy(dtype=np.int64)
+        idx = np.searchsorted(times, t, side="right") - 1
+        ok = idx >= 0
+        ok[ok] = t[ok] - times[idx[ok]] <= FIO2_LOOKBACK
+        fio2[ok] = charted.to_numpy()[idx[ok]]
+
+    lab = stay.select("labs", "fio2_lab")
+    if not lab.empty:
+        v = lab["value_num"].astype(float)
+        frac = (
+            (v / 100).where((v > 20) & (v <= 100)).fillna(v.where((v > 0.2) & (v <= 1)))
+        )
+        lab_fio2 = frac.groupby(lab["t"].to_numpy()).last().dropna()
+        same = lab_fio2.reindex(t).to_numpy()
+        fio2 = np.where(np.isnan(same), fio2, same)
+
+    return pd.DataFrame(
+        {"t": t, "pf": po2.to_numpy() / fio2, "vent": in_invasive_episode(episodes, t)}
+    ).dropna(subset=["pf"])
+
+
+def respiratory_tracks(stay: Stay, episodes: pd.DataFrame, pf: pd.DataFrame) -> dict:
+    """``ventilation``: the most supportive status among the episodes (section
+    6c) overlapping the hour, None where no episode does. ``fio2``: latest
+    charted FiO2 (fraction) within 4 h. ``pf_ratio``: latest P/F within 12 h."""
+    names = np.array([None, *STATUSES], dtype=object)
+    rows, codes = stay.overlapping(
+        episodes["start"].to_numpy(),
+        episodes["end"].to_numpy(),
+        episodes["status"].to_numpy(),
+    )
+    level = stay.reduce_rows(rows, codes, "max")
+    ventilation = names[np.nan_to_num(level, nan=0).astype(int)]
+    fio2 = fio2_per_time(stay)
+    return {
+        "ventilation": ventilation,
+        "fio2": stay.latest(fio2.index.to_numpy(), fio2.to_numpy(), FIO2_LOOKBACK),
+        "pf_ratio": stay.latest(pf["t"].to_numpy(), pf["pf"].to_numpy(), PF_CARRY),
+    }
