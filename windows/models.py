@@ -328,3 +328,19 @@ class Window(models.Model):
         return (
             f"Stay {self.stay_id} window {self.index} (+{self.hours_since_admit:g} h)"
         )
+
+
+class StayTracks(models.Model):
+    """A stay's hourly clinical concept tracks (windows.concepts), stored in one
+    compact row so a page reads them with one query. ``events_signature`` says
+    which events they were computed from; a read with other events recomputes."""
+
+    stay = models.OneToOneField(Stay, on_delete=models.CASCADE, related_name="tracks")
+    events_signature = models.CharField(max_length=64)
+    computed_at = models.DateTimeField(auto_now=True)
+    hours = models.JSONField(default=list, help_text="Hour ends, hours since admission.")
+    columns = models.JSONField(default=dict, help_text="Concept name -> hourly values.")
+    meta = models.JSONField(default=dict, blank=True)
+
+    def __str__(self) -> str:
+        return f"Tracks of stay {self.stay_id}"

@@ -1,5 +1,6 @@
 """manage.py bootstrap: everything `make run` needs before serving: migrate,
-import the CLIF demo cohort on the first run, create the demo accounts."""
+import the CLIF demo cohort on the first run (with its windows and concept
+tracks), create the demo accounts."""
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
@@ -24,6 +25,9 @@ class Command(BaseCommand):
         else:
             self.stdout.write("Importing the CLIF demo cohort (first run only)...")
             call_command("import_clif", stdout=self.stdout, stderr=self.stderr)
+            self.stdout.write("Building windows, Gold sample and concept tracks...")
+            call_command("build_windows", all=True, stdout=self.stdout, stderr=self.stderr)
+            call_command("build_concepts", stdout=self.stdout, stderr=self.stderr)
         created = demo_accounts_ensure()
         if created:
             self.stdout.write(self.style.WARNING(
