@@ -1,0 +1,1179 @@
+"""The MIMIC-IV importer, on small MIMIC-IV v2.2 files written by the tests with the
+real column names: what is imported, how it is mapped, re-runs, and every error."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import re
+from pathlib import Path
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.db.models import Count
+
+from windows.importers.base import Progress, SourceDataError
+from windows.importers.mimic import mimic_import
+from windows.importers.mimic_mapping import (
+    CHARTEVENTS,
+    DATETIMEEVENTS,
+    INPUTEVENTS,
+    LABEVENTS,
+    OUTPUTEVENTS,
+    PROCEDUREEVENTS,
+)
+from windows.models import (
+    Admission,
+    DiseaseGroup,
+    Domain,
+    Event,
+    EventKind,
+    Patient,
+    Stay,
+)
+
+MAPPINGS = (
+    Path(__file__).resolve().parents[2]
+    / ".."
+    / "shared"
+    / "clif-mimic-mappings"
+    / "mappings"
+)
+
+COLUMNS = {
+    "hosp/patients": "subject_id,gender,anchor_age,anchor_year,anchor_year_group,dod",
+    "hosp/admissions": "subject_id,hadm_id,admittime,dischtime,deathtime,admission_type,"
+    "admit_provider_id,admission_location,discharge_location,insurance,language,"
+    "marital_status,race,edregtime,edouttime,hospital_expire_flag",
+    "icu/icustays": "subject_id,hadm_id,stay_id,first_careunit,last_careunit,intime,outtime,los",
+    "icu/chartevents": "subject_id,hadm_id,stay_id,caregiver_id,charttime,storetime,itemid,"
+    "value,valuenum,valueuom,warning",
+    "hosp/labevents": "labevent_id,subject_id,hadm_id,specimen_id,itemid,order_provider_id,"
+    "charttime,storetime,value,valuenum,valueuom,ref_range_lower,ref_range_upper,flag,"
+    "priority,comments",
+    "icu/inputevents": "subject_id,hadm_id,stay_id,caregiver_id,starttime,endtime,storetime,"
+    "itemid,amount,amountuom,rate,rateuom,orderid,linkorderid,ordercategoryname,"
+    "secondaryordercategoryname,ordercomponenttypedescription,ordercategorydescription,"
+    "patientweight,totalamount,totalamountuom,isopenbag,continueinnextdept,"
+    "statusdescription,originalamount,originalrate",
+    "icu/outputevents": "subject_id,hadm_id,stay_id,caregiver_id,charttime,storetime,itemid,"
+    "value,valueuom",
+    "icu/procedureevents": "subject_id,hadm_id,stay_id,caregiver_id,starttime,endtime,"
+    "storetime,itemid,value,valueuom,location,locationcategory,orderid,linkorderid,"
+    "ordercategoryname,ordercategorydescription,patientweight,isopenbag,"
+    "continueinnextdept,statusdescription,originalamount,originalrate",
+    "icu/datetimeevents": "subject_id,hadm_id,stay_id,caregiver_id,charttime,storetime,"
+    "itemid,value,valueuom,warning",
+    "hosp/emar": "subject_id,hadm_id,emar_id,emar_seq,poe_id,pharmacy_id,enter_provider_id,"
+    "charttime,medication,event_txt,scheduletime,storetime",
+    "hosp/emar_detail": "subject_id,emar_id,emar_seq,parent_field_ordinal,"
+    "administration_type,pharmacy_id,barcode_type,reason_for_no_barcode,"
+    "complete_dose_not_given,dose_due,dose_due_unit,dose_given,dose_given_unit,"
+    "will_remainder_of_dose_be_given,product_amount_given,product_unit,product_code,"
+    "product_description,product_description_other,prior_infusion_rate,infusion_rate,"
+    "infusion_rate_adjustment,infusion_rate_adjustment_amount,infusion_rate_unit,route,"
+    "infusion_complete,completion_interval,new_iv_bag_hung,"
+    "continued_infusion_in_other_location,restart_interval,side,site,"
+    "non_formulary_visual_verification",
+    "hosp/microbiologyevents": "microevent_id,subject_id,hadm_id,micro_specimen_id,"
+    "order_provider_id,chartdate,charttime,spec_itemid,spec_type_desc,test_seq,storedate,"
+    "storetime,test_itemid,test_name,org_itemid,org_name,isolate_num,quantity,ab_itemid,"
+    "ab_name,dilution_text,dilution_comparison,dilution_value,interpretation,comments",
+    "hosp/diagnoses_icd": "subject_id,hadm_id,seq_num,icd_code,icd_version",
+    "hosp/d_icd_diagnoses": "icd_code,icd_version,long_title",
+    "icu/d_items": "itemid,label,abbreviation,linksto,category,unitname,param_type,"
+    "lownormalvalue,highnormalvalue",
+    "hosp/d_labitems": "itemid,label,fluid,category",
+    "hosp/transfers": "subject_id,hadm_id,transfer_id,eventtype,careunit,intime,outtime",
+    "hosp/prescriptions": "subject_id,hadm_id,pharmacy_id,poe_id,poe_seq,"
+    "order_provider_id,starttime,stoptime,drug_type,drug,formulary_drug_cd,gsn,ndc,"
+    "prod_strength,form_rx,dose_val_rx,dose_unit_rx,form_val_disp,form_unit_disp,"
+    "doses_per_24_hrs,route",
+}
+GZIPPED = {"icu/chartevents", "icu/inputevents", "hosp/labevents", "hosp/diagnoses_icd"}
+
+# Two patients with one ICU admission each; patient 10001 has a second admission
+# without an ICU stay, whose rows must not be imported.
+A1, A2, A_NO_ICU = 20001, 20002, 20003
+
+
+def chart(hadm, itemid, charttime, value, valuenum="", valueuom=""):
+    stay = {A1: 30001, A2: 30002}.get(hadm, "")
+    subject = 10002 if hadm == A2 else 10001
+    return {
+        "subject_id": subject,
+        "hadm_id": hadm,
+        "stay_id": stay,
+        "caregiver_id": 7,
+        "charttime": charttime,
+        "storetime": charttime,
+        "itemid": itemid,
+        "value": value,
+        "valuenum": valuenum,
+        "valueuom": valueuom,
+        "warning": 0,
+    }
+
+
+def mimic_tables() -> dict[str, list[dict]]:
+    """The rows of every file; tests change them before writing."""
+    return {
+        "hosp/patients": [
+            {
+                "subject_id": 10001,
+                "gender": "F",
+                "anchor_age": 60,
+                "anchor_year": 2150,
+                "anchor_year_group": "2011 - 2013",
+            },
+            {
+                "subject_id": 10002,
+                "gender": "M",
+                "anchor_age": 70,
+                "anchor_year": 2160,
+                "anchor_year_group": "2014 - 2016",
+                "dod": "2161-05-05",
+            },
+            {
+                "subject_id": 10003,
+                "gender": "F",
+                "anchor_age": 40,
+                "anchor_year": 2170,
+                "anchor_year_group": "2017 - 2019",
+            },
+        ],
+        "hosp/admissions": [
+            {
+                "subject_id": 10001,
+                "hadm_id": A1,
+                "admittime": "2151-03-01 10:00:00",
+                "dischtime": "2151-03-10 12:00:00",
+                "admission_type": "EW EMER.",
+                "admission_location": "EMERGENCY ROOM",
+                "discharge_location": "HOME",
+                "race": "WHITE",
+                "hospital_expire_flag": 0,
+            },
+            {
+                "subject_id": 10002,
+                "hadm_id": A2,
+                "admittime": "2161-05-01 08:00:00",
+                "dischtime": "2161-05-05 09:00:00",
+                "deathtime": "2161-05-05 09:00:00",
+                "admission_type": "URGENT",
+                "discharge_location": "DIED",
+                "hospital_expire_flag": 1,
+            },
+            {
+                "subject_id": 10001,
+                "hadm_id": A_NO_ICU,
+                "admittime": "2152-01-01 10:00:00",
+                "dischtime": "2152-01-03 10:00:00",
+                "admission_type": "ELECTIVE",
+                "discharge_location": "HOME",
+                "hospital_expire_flag": 0,
+            },
+        ],
+        "icu/icustays": [
+            {
+                "subject_id": 10001,
+                "hadm_id": A1,
+                "stay_id": 30001,
+                "first_careunit": "Medical Intensive Care Unit (MICU)",
+                "last_careunit": "Medical Intensive Care Unit (MICU)",
+                "intime": "2151-03-01 12:00:00",
+                "outtime": "2151-03-04 12:00:00",
+                "los": 3.0,
+            },
+            {
+                "subject_id": 10002,
+                "hadm_id": A2,
+                "stay_id": 30002,
+                "first_careunit": "Surgical Intensive Care Unit (SICU)",
+                "last_careunit": "Surgical Intensive Care Unit (SICU)",
+                "intime": "2161-05-01 10:00:00",
+                "outtime": "2161-05-05 08:00:00",
+                "los": 3.9,
+            },
+        ],
+        "icu/chartevents": [
+            chart(A1, 220045, "2151-03-01 13:00:00", "88", 88, "bpm"),
+            chart(A1, 220052, "2151-03-01 13:00:00", "72", 72, "mmHg"),
+            chart(A1, 223761, "2151-03-01 13:00:00", "100.4", 100.4, "°F"),
+            chart(A1, 220739, "2151-03-01 13:00:00", "Spontaneously", 4),
+            chart(A1, 223900, "2151-03-01 13:00:00", "No Response-ETT", 1),
+            chart(A1, 223901, "2151-03-01 13:00:00", "Obeys Commands", 6),
+            chart(A1, 226732, "2151-03-01 13:00:00", "Endotracheal tube"),
+            chart(A1, 223835, "2151-03-01 13:00:00", "50", 50),
+            chart(A1, 229999, "2151-03-01 14:00:00", "left side", ""),
+            chart(A2, 220045, "2161-05-01 11:00:00", "110", 110, "bpm"),
+            chart(A_NO_ICU, 220045, "2152-01-01 11:00:00", "70", 70, "bpm"),
+        ],
+        "hosp/labevents": [
+            {
+                "labevent_id": 1,
+                "subject_id": 10001,
+                "hadm_id": A1,
+                "specimen_id": 501,
+                "itemid": 50912,
+                "charttime": "2151-03-02 06:00:00",
+                "storetime": "2151-03-02 07:10:00",
+                "value": "1.2",
+                "valuenum": 1.2,
+                "valueuom": "mg/dL",
+                "priority": "ROUTINE",
+            },
+            {  # no hadm_id, inside admission A1: placed there by its time
+                "labevent_id": 2,
+                "subject_id": 10001,
+                "specimen_id": 502,
+                "itemid": 50813,
+                "charttime": "2151-03-02 08:00:00",
+                "storetime": "2151-03-02 08:20:00",
+                "value": "4.1",
+                "valuenum": 4.1,
+                "valueuom": "mmol/L",
+            },
+            {  # no hadm_id, years before any admission: not imported
+                "labevent_id": 3,
+                "subject_id": 10001,
+                "specimen_id": 503,
+                "itemid": 50813,
+                "charttime": "2149-01-01 08:00:00",
+                "value": "1.0",
+                "valuenum": 1.0,
+                "valueuom": "mmol/L",
+            },
+            {
+                "labevent_id": 4,
+                "subject_id": 10002,
+                "hadm_id": A2,
+                "specimen_id": 504,
+                "itemid": 50808,
+                "charttime": "2161-05-02 06:00:00",
+                "value": "1.10",
+                "valuenum": 1.1,
+                "valueuom": "mmol/L",
+            },
+            {
+                "labevent_id": 5,
+                "subject_id": 10001,
+                "hadm_id": A_NO_ICU,
+                "specimen_id": 505,
+                "itemid": 50912,
+                "charttime": "2152-01-02 06:00:00",
+                "value": "0.9",
+                "valuenum": 0.9,
+                "valueuom": "mg/dL",
+            },
+        ],
+        "icu/inputevents": [
+            {
+                "subject_id": 10001,
+                "hadm_id": A1,
+                "stay_id": 30001,
+                "starttime": "2151-03-01 14:00:00",
+                "endtime": "2151-03-01 16:00:00",
+                "itemid": 221906,
+                "amount": 0.96,
+                "amountuom": "mg",
+                "rate": 0.1,
+                "rateuom": "mcg/kg/min",
+                "orderid": 9001,
+                "linkorderid": 9001,
+                "ordercategoryname": "01-Drips",
+                "patientweight": 80,
+                "statusdescription": "ChangeDose/Rate",
+            },
+            {
+                "subject_id": 10001,
+                "hadm_id": A1,
+                "stay_id": 30001,
+                "starttime": "2151-03-01 16:00:00",
+                "endtime": "2151-03-01 18:00:00",
+                "itemid": 221906,
+                "amount": 1.92,
+                "amountuom": "mg",
+                "rate": 0.0002,
+                "rateuom": "mg/kg/min",
+                "orderid": 9002,
+                "linkorderid": 9001,
+                "patientweight": 80,
+                "statusdescription": "FinishedRunning",
+            },
+            {
+                "subject_id": 10002,
+                "hadm_id": A2,
+                "stay_id": 30002,
+                "starttime": "2161-05-01 12:00:00",
+                "endtime": "2161-05-01 18:00:00",
+                "itemid": 222315,
+                "amount": 14.4,
+                "amountuom": "units",
+                "rate": 0.04,
+                "rateuom": "units/min",
+                "orderid": 9003,
+                "linkorderid": 9003,
+                "patientweight": 90,
+                "statusdescription": "FinishedRunning",
+            },
+            {  # a bolus: no rate, so intermittent and valued by its amount
+                "subject_id": 10002,
+                "hadm_id": A2,
+                "stay_id": 30002,
+                "starttime": "2161-05-01 12:00:00",
+                "endtime": "2161-05-01 12:01:00",
+                "itemid": 225158,
+                "amount": 500,
+                "amountuom": "mL",
+                "orderid": 9004,
+                "linkorderid": 9004,
+                "patientweight": 90,
+                "statusdescription": "FinishedRunning",
+            },
+        ],
+        "icu/outputevents": [
+            {
+                "subject_id": 10001,
+                "hadm_id": A1,
+                "stay_id": 30001,
+                "charttime": "2151-03-01 15:00:00",
+                "itemid": 226559,
+                "value": 150,
+                "valueuom": "ml",
+            },
+            {
+                "subject_id": 10002,
+                "hadm_id": A2,
+                "stay_id": 30002,
+                "charttime": "2161-05-01 15:00:00",
+                "itemid": 226559,
+                "value": 20,
+                "valueuom": "ml",
+            },
+        ],
+        "icu/procedureevents": [
+            {
+                "subject_id": 10001,
+                "hadm_id": A1,
+                "stay_id": 30001,
+                "starttime": "2151-03-01 12:30:00",
+                "endtime": "2151-03-03 12:30:00",
+                "itemid": 225752,
+                "value": 2880,
+                "valueuom": "min",
+                "location": "Left Radial",
+                "orderid": 8001,
+                "statusdescription": "FinishedRunning",
+            },
+            {
+                "subject_id": 10002,
+                "hadm_id": A2,
+                "stay_id": 30002,
+                "starttime": "2161-05-01 11:00:00",
+                "endtime": "2161-05-01 11:01:00",
+                "itemid": 224385,
+                "value": 1,
+                "valueuom": "None",
+                "orderid": 8002,
+                "statusdescription": "FinishedRunning",
+            },
+        ],
+        "icu/datetimeevents": [
+            {
+                "subject_id": 10001,
+                "hadm_id": A1,
+                "stay_id": 30001,
+                "charttime": "2151-03-01 13:00:00",
+                "itemid": 225322,
+                "value": "2151-02-28 00:00:00",
+                "valueuom": "Date",
+            }
+        ],
+        "hosp/emar": [
+            {
+                "subject_id": 10001,
+                "hadm_id": A1,
+                "emar_id": "10001-1",
+                "emar_seq": 1,
+                "charttime": "2151-03-01 20:00:00",
+                "medication": "Vancomycin",
+                "event_txt": "Administered",
+            },
+            {
+                "subject_id": 10002,
+                "hadm_id": A2,
+                "emar_id": "10002-1",
+                "emar_seq": 1,
+                "charttime": "2161-05-02 09:00:00",
+                "medication": "Heparin",
+                "event_txt": "Not Given",
+            },
+        ],
+        "hosp/emar_detail": [
+            {
+                "subject_id": 10001,
+                "emar_id": "10001-1",
+                "emar_seq": 1,
+                "dose_given": "1000",
+                "dose_given_unit": "mg",
+                "route": "IV",
+            },
+        ],
+        "hosp/microbiologyevents": [
+            {
+                "microevent_id": 701,
+                "subject_id": 10001,
+                "hadm_id": A1,
+                "micro_specimen_id": 1,
+                "chartdate": "2151-03-01 00:00:00",
+                "charttime": "2151-03-01 14:00:00",
+                "spec_type_desc": "BLOOD CULTURE",
+                "storedate": "2151-03-03 00:00:00",
+                "storetime": "2151-03-03 10:00:00",
+                "test_name": "Blood Culture, Routine",
+                "org_name": "ESCHERICHIA COLI",
+                "ab_name": "CEFEPIME",
+                "interpretation": "S",
+            },
+            {
+                "microevent_id": 702,
+                "subject_id": 10002,
+                "hadm_id": A2,
+                "micro_specimen_id": 2,
+                "chartdate": "2161-05-01 00:00:00",
+                "spec_type_desc": "URINE",
+                "test_name": "URINE CULTURE",
+            },
+        ],
+        "hosp/diagnoses_icd": [
+            {
+                "subject_id": 10001,
+                "hadm_id": A1,
+                "seq_num": 1,
+                "icd_code": "A419",
+                "icd_version": 10,
+            },
+            {
+                "subject_id": 10001,
+                "hadm_id": A1,
+                "seq_num": 2,
+                "icd_code": "N179",
+                "icd_version": 10,
+            },
+            {
+                "subject_id": 10002,
+                "hadm_id": A2,
+                "seq_num": 1,
+                "icd_code": "I214",
+                "icd_version": 10,
+            },
+        ],
+        "hosp/d_icd_diagnoses": [
+            {
+                "icd_code": "A419",
+                "icd_version": 10,
+                "long_title": "Sepsis, unspecified organism",
+            },
+            {
+                "icd_code": "I214",
+                "icd_version": 10,
+                "long_title": "Non-ST elevation (NSTEMI) myocardial infarction",
+            },
+        ],
+        "icu/d_items": [
+            {"itemid": 220045, "label": "Heart Rate", "param_type": "Numeric"},
+            {
+                "itemid": 220052,
+                "label": "Arterial Blood Pressure mean",
+                "param_type": "Numeric",
+            },
+            {
+                "itemid": 223761,
+                "label": "Temperature Fahrenheit",
+                "param_type": "Numeric",
+            },
+            {"itemid": 220739, "label": "GCS - Eye Opening", "param_type": "Text"},
+            {"itemid": 223900, "label": "GCS - Verbal Response", "param_type": "Text"},
+            {"itemid": 223901, "label": "GCS - Motor Response", "param_type": "Text"},
+            {"itemid": 226732, "label": "O2 Delivery Device(s)", "param_type": "Text"},
+            {
+                "itemid": 223835,
+                "label": "Inspired O2 Fraction",
+                "param_type": "Numeric",
+            },
+            {"itemid": 229999, "label": "Skin Care Site", "param_type": "Text"},
+            {"itemid": 221906, "label": "Norepinephrine", "param_type": "Solution"},
+            {"itemid": 222315, "label": "Vasopressin", "param_type": "Solution"},
+            {"itemid": 225158, "label": "NaCl 0.9%", "param_type": "Solution"},
+            {"itemid": 226559, "label": "Foley", "param_type": "Numeric"},
+            {"itemid": 225752, "label": "Arterial Line", "param_type": "Processes"},
+            {"itemid": 224385, "label": "Intubation", "param_type": "Processes"},
+            {
+                "itemid": 225322,
+                "label": "Dialysis Catheter Insertion Date",
+                "param_type": "Date and time",
+            },
+        ],
+        "hosp/d_labitems": [
+            {
+                "itemid": 50912,
+                "label": "Creatinine",
+                "fluid": "Blood",
+                "category": "Chemistry",
+            },
+            {
+                "itemid": 50813,
+                "label": "Lactate",
+                "fluid": "Blood",
+                "category": "Blood Gas",
+            },
+            {
+                "itemid": 50808,
+                "label": "Free Calcium",
+                "fluid": "Blood",
+                "category": "Blood Gas",
+            },
+        ],
+        "hosp/transfers": [
+            {
+                "subject_id": 10001,
+                "hadm_id": A1,
+                "transfer_id": 601,
+                "eventtype": "ED",
+                "careunit": "Emergency Department",
+                "intime": "2151-03-01 08:00:00",
+                "outtime": "2151-03-01 12:00:00",
+            },
+            {
+                "subject_id": 10001,
+                "hadm_id": A1,
+                "transfer_id": 602,
+                "eventtype": "admit",
+                "careunit": "Medical Intensive Care Unit (MICU)",
+                "intime": "2151-03-01 12:00:00",
+                "outtime": "2151-03-04 12:00:00",
+            },
+            {
+                "subject_id": 10001,
+                "hadm_id": A1,
+                "transfer_id": 603,
+                "eventtype": "discharge",
+                "intime": "2151-03-10 12:00:00",
+            },
+        ],
+    }
+
+
+# Rows each file holds for the two ICU admissions (what must be imported).
+IMPORTED_ROWS = {
+    "chartevents": 10,
+    "labevents": 3,
+    "inputevents": 4,
+    "outputevents": 2,
+    "procedureevents": 2,
+    "datetimeevents": 1,
+    "emar": 2,
+    "microbiologyevents": 2,
+    "transfers": 3,
+    "icustays": 2,  # ICU discharge of each stay
+    "admissions": 3,  # hospital discharge of each admission, one death
+}
+
+
+def write_mimic(directory: Path, tables: dict[str, list[dict]]) -> Path:
+    """Write MIMIC-IV files: some gzipped, some plain csv, as the real ones mix."""
+    for name, rows in tables.items():
+        columns = COLUMNS[name].split(",")
+        text = io.StringIO()
+        writer = csv.DictWriter(text, fieldnames=columns, lineterminator="\n")
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({c: row.get(c, "") for c in columns})
+        path = directory / f"{name}.csv"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if name in GZIPPED:
+            with gzip.open(
+                path.with_name(path.name + ".gz"), "wt", encoding="utf-8"
+            ) as fh:
+                fh.write(text.getvalue())
+        else:
+            path.write_text(text.getvalue(), encoding="utf-8")
+    return directory
+
+
+@pytest.fixture
+def mimic_dir(tmp_path):
+    return write_mimic(tmp_path / "mimic", mimic_tables())
+
+
+def event_counts() -> dict[str, int]:
+    return dict(
+        Event.objects.values_list("source_table").annotate(n=Count("id")).order_by()
+    )
+
+
+def counts() -> tuple[int, int, int, int]:
+    return (
+        Patient.objects.count(),
+        Admission.objects.count(),
+        Stay.objects.count(),
+        Event.objects.count(),
+    )
+
+
+def event(source_table: str, **filters) -> Event:
+    return Event.objects.get(source_table=source_table, **filters)
+
+
+# --- what is imported ----------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_import_creates_patients_admissions_stays_and_every_event_row(mimic_dir):
+    summary = mimic_import(directory=mimic_dir)
+
+    assert (
+        Patient.objects.count(),
+        Admission.objects.count(),
+        Stay.objects.count(),
+    ) == (2, 2, 2)
+    assert (summary.patients, summary.admissions, summary.stays) == (2, 2, 2)
+    assert event_counts() == IMPORTED_ROWS
+    assert summary.events == IMPORTED_ROWS
+    assert not Admission.objects.filter(source_id=str(A_NO_ICU)).exists()
+
+
+@pytest.mark.django_db
+def test_patients_admissions_and_stays_carry_demographics_outcome_and_diagnosis(
+    mimic_dir,
+):
+    mimic_import(directory=mimic_dir)
+
+    survivor = Patient.objects.get(source="mimic", source_id="10001")
+    assert (survivor.sex, survivor.age, survivor.death_time) == ("F", 61, None)
+    assert survivor.pseudo_id.startswith("P") and "10001" not in survivor.pseudo_id
+    died = Patient.objects.get(source_id="10002")
+    assert died.age == 71
+    assert died.death_time.isoformat() == "2161-05-05T09:00:00+00:00"
+
+    adm = Admission.objects.get(source_id=str(A1))
+    assert adm.admit_time.isoformat() == "2151-03-01T10:00:00+00:00"
+    assert (adm.admission_type, adm.discharge_disposition, adm.age_at_admission) == (
+        "EW EMER.",
+        "HOME",
+        61,
+    )
+    assert adm.diagnoses == [
+        {
+            "code": "A419",
+            "version": 10,
+            "rank": 1,
+            "title": "Sepsis, unspecified organism",
+        },
+        {"code": "N179", "version": 10, "rank": 2, "title": ""},
+    ]
+    assert Admission.objects.get(source_id=str(A2)).discharge_disposition == "DIED"
+
+    stay = Stay.objects.get(source_id="30001")
+    assert stay.source_ids == {
+        "stay_id": 30001,
+        "first_careunit": "Medical Intensive Care Unit (MICU)",
+        "last_careunit": "Medical Intensive Care Unit (MICU)",
+    }
+    assert stay.care_unit == "Medical Intensive Care Unit (MICU)"
+    assert (stay.hospital_outcome, stay.disease_group, stay.diagnosis_code) == (
+        "survived",
+        DiseaseGroup.SEPSIS,
+        "A419",
+    )
+    assert stay.admission_diagnosis == "A419 Sepsis, unspecified organism"
+    other = Stay.objects.get(source_id="30002")
+    assert (other.hospital_outcome, other.disease_group) == (
+        "died",
+        DiseaseGroup.CARDIOVASCULAR,
+    )
+
+
+@pytest.mark.django_db
+def test_outcome_events_mark_icu_discharge_hospital_discharge_and_death(mimic_dir):
+    mimic_import(directory=mimic_dir)
+
+    outcomes = Event.objects.filter(kind=EventKind.OUTCOME, domain=Domain.OUTCOME)
+    assert sorted(outcomes.values_list("category", "source_key")) == [
+        ("", "603"),  # the transfers discharge row
+        ("death", f"death:{A2}"),
+        ("hospital_discharge", f"admission:{A1}"),
+        ("hospital_discharge", f"admission:{A2}"),
+        ("icu_discharge", "stay:30001"),
+        ("icu_discharge", "stay:30002"),
+    ]
+    death = outcomes.get(category="death")
+    assert death.time.isoformat() == "2161-05-05T09:00:00+00:00"
+
+
+@pytest.mark.django_db
+def test_chartevents_are_mapped_to_clif_categories_and_converted(mimic_dir):
+    mimic_import(directory=mimic_dir)
+
+    hr = event("chartevents", category="heart_rate", admission__source_id=str(A1))
+    assert (hr.domain, hr.kind, hr.name, hr.value_num, hr.unit) == (
+        "vitals",
+        "observation",
+        "Heart Rate",
+        88,
+        "bpm",
+    )
+    assert hr.source_key == "row:1"
+    assert event("chartevents", category="map").value_num == 72
+    temp = event("chartevents", category="temp_c")
+    assert temp.value_num == pytest.approx(38.0) and temp.unit == "°C"
+    verbal = event("chartevents", category="gcs_verbal")
+    assert (verbal.domain, verbal.value_num, verbal.value_text) == (
+        "patient_assessments",
+        1,
+        "No Response-ETT",
+    )
+    assert event("chartevents", category="gcs_eye").value_num == 4
+    assert event("chartevents", category="gcs_motor").value_num == 6
+    device = event("chartevents", name="O2 Delivery Device(s)")
+    assert (device.domain, device.category, device.kind) == (
+        "respiratory_support",
+        "IMV",
+        "action",
+    )
+    assert device.value_num is None and device.value_text == "Endotracheal tube"
+    assert event("chartevents", category="fio2_set").value_num == pytest.approx(0.5)
+
+
+@pytest.mark.django_db
+def test_unmapped_item_is_kept_with_its_d_items_label(mimic_dir):
+    mimic_import(directory=mimic_dir)
+
+    item = event("chartevents", name="Skin Care Site")
+    assert (item.category, item.domain, item.value_text, item.source_key) == (
+        "",
+        "other",
+        "left side",
+        "row:9",
+    )
+
+
+@pytest.mark.django_db
+def test_labs_use_result_time_and_labs_without_hadm_id_join_their_admission(mimic_dir):
+    mimic_import(directory=mimic_dir)
+
+    creatinine = event("labevents", category="creatinine")
+    assert (creatinine.value_num, creatinine.unit, creatinine.source_key) == (
+        1.2,
+        "mg/dL",
+        "1",
+    )
+    assert creatinine.time.isoformat() == "2151-03-02T07:10:00+00:00"  # storetime
+    lactate = event("labevents", category="lactate")
+    assert lactate.admission.source_id == str(A1) and lactate.value_num == 4.1
+    assert lactate.source_key == "2"
+    assert not Event.objects.filter(source_table="labevents", source_key="3").exists()
+    calcium = event("labevents", category="calcium_ionized")  # mmol/L x4 -> mg/dL
+    assert calcium.value_num == pytest.approx(4.4) and calcium.unit == "mg/dL"
+
+
+@pytest.mark.django_db
+def test_vasoactive_rates_are_converted_as_in_clinical_concepts_section_5(mimic_dir):
+    mimic_import(directory=mimic_dir)
+
+    norepi = Event.objects.filter(source_table="inputevents", category="norepinephrine")
+    assert sorted(norepi.values_list("source_key", "value_num", "unit")) == [
+        ("9001", 0.1, "mcg/kg/min"),
+        ("9002", pytest.approx(0.2), "mcg/kg/min"),  # mg/kg/min x1000
+    ]
+    first = norepi.get(source_key="9001")
+    assert (first.kind, first.domain, first.value_text) == (
+        "action",
+        "medication_admin_continuous",
+        "ChangeDose/Rate",
+    )
+    assert first.end_time.isoformat() == "2151-03-01T16:00:00+00:00"
+    vaso = event("inputevents", category="vasopressin")
+    assert (vaso.value_num, vaso.unit) == (
+        pytest.approx(2.4),
+        "units/hour",
+    )  # units/min x60
+    bolus = event("inputevents", category="sodium chloride")
+    assert (bolus.domain, bolus.value_num, bolus.unit) == (
+        "medication_admin_intermittent",
+        500,
+        "mL",
+    )
+
+
+@pytest.mark.django_db
+def test_output_procedures_medications_cultures_and_transfers_are_mapped(mimic_dir):
+    mimic_import(directory=mimic_dir)
+
+    urine = Event.objects.filter(source_table="outputevents")
+    assert set(urine.values_list("domain", "category", "kind")) == {
+        ("output", "indwelling_urinary_catheter", "observation")
+    }
+    line = event("procedureevents", category="arterial_line")
+    assert (line.kind, line.domain, line.value_text, line.source_key) == (
+        "action",
+        "patient_procedures",
+        "Left Radial",
+        "8001",
+    )
+    assert line.end_time.isoformat() == "2151-03-03T12:30:00+00:00"
+    assert (
+        event("procedureevents", category="intubation").domain == "respiratory_support"
+    )
+    assert event("datetimeevents", source_key="row:1").domain == "crrt_therapy"
+
+    vanco = event("emar", source_key="10001-1")
+    assert (vanco.kind, vanco.category, vanco.value_num, vanco.unit) == (
+        "action",
+        "vancomycin",
+        1000,
+        "mg",
+    )
+    assert vanco.value_text == "Administered, IV"
+    held = event("emar", source_key="10002-1")
+    assert (held.kind, held.category, held.value_text) == (
+        "observation",
+        "heparin",
+        "Not Given",
+    )
+
+    culture = event("microbiologyevents", source_key="701")
+    assert (culture.domain, culture.category, culture.name) == (
+        "microbiology_culture",
+        "blood culture",
+        "Blood Culture, Routine",
+    )
+    assert culture.value_text == "ESCHERICHIA COLI: CEFEPIME S"
+    assert culture.time.isoformat() == "2151-03-03T10:00:00+00:00"  # result time
+    assert event("microbiologyevents", source_key="702").value_text == "no growth"
+
+    icu = event("transfers", source_key="602")
+    assert (icu.domain, icu.category, icu.end_time.isoformat()) == (
+        "adt",
+        "icu",
+        "2151-03-04T12:00:00+00:00",
+    )
+    assert event("transfers", source_key="601").category == "ed"
+
+
+# --- re-runs, batches, progress ---------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_rerun_imports_nothing_twice(mimic_dir):
+    mimic_import(directory=mimic_dir)
+    before = (counts(), event_counts())
+
+    summary = mimic_import(directory=mimic_dir)
+
+    assert (counts(), event_counts()) == before
+    assert (
+        summary.patients,
+        summary.admissions,
+        summary.stays,
+        summary.total_events,
+    ) == (0, 0, 0, 0)
+    assert summary.skipped_admissions == 2
+    assert "2 admissions already imported, skipped" in str(summary)
+
+
+@pytest.mark.django_db
+def test_batches_of_one_stay_import_the_same_and_report_progress(mimic_dir):
+    seen = []
+    progress = Progress(
+        sinks=[lambda done, total, label: seen.append((done, total, label))]
+    )
+
+    summary = mimic_import(directory=mimic_dir, progress=progress, batch_stays=1)
+
+    assert event_counts() == IMPORTED_ROWS and summary.events == IMPORTED_ROWS
+    steps = 1 + 9  # patients/admissions/stays, then nine event files
+    assert seen[0][:2] == (0, 2 * steps)
+    assert seen[-1][:2] == (2 * steps, 2 * steps)
+    assert any(label == "chartevents: 11 rows" for _, _, label in seen)
+
+
+@pytest.mark.django_db
+def test_a_patient_seen_before_gets_the_new_admission(tmp_path):
+    tables = mimic_tables()
+    first = write_mimic(
+        tmp_path / "one", {**tables, "icu/icustays": tables["icu/icustays"][:1]}
+    )
+    mimic_import(directory=first)
+
+    summary = mimic_import(directory=write_mimic(tmp_path / "both", tables))
+
+    assert (summary.patients, summary.admissions, summary.skipped_admissions) == (
+        1,
+        1,
+        1,
+    )
+    assert Patient.objects.count() == 2 and Admission.objects.count() == 2
+
+
+@pytest.mark.django_db
+def test_missing_optional_files_are_noted(tmp_path):
+    tables = mimic_tables()
+    for name in ("icu/chartevents", "hosp/emar", "hosp/emar_detail", "hosp/transfers"):
+        del tables[name]
+    summary = mimic_import(directory=write_mimic(tmp_path / "m", tables))
+
+    assert "chartevents" not in event_counts()
+    assert any("icu/chartevents not found" in note for note in summary.notes)
+    assert any("no medication events" in note for note in summary.notes)
+
+
+@pytest.mark.django_db
+def test_prescriptions_stand_in_for_emar(tmp_path):
+    tables = mimic_tables()
+    del tables["hosp/emar"], tables["hosp/emar_detail"]
+    tables["hosp/prescriptions"] = [
+        {
+            "subject_id": 10001,
+            "hadm_id": A1,
+            "pharmacy_id": 1,
+            "starttime": "2151-03-01 18:00:00",
+            "stoptime": "2151-03-05 18:00:00",
+            "drug_type": "MAIN",
+            "drug": "Vancomycin",
+            "dose_val_rx": "1000",
+            "dose_unit_rx": "mg",
+            "route": "IV",
+        },
+        {"subject_id": 10001, "hadm_id": A1, "pharmacy_id": 2, "drug": "Heparin"},
+    ]
+    summary = mimic_import(directory=write_mimic(tmp_path / "m", tables))
+
+    rx = event("prescriptions", source_key="row:1")
+    assert (rx.kind, rx.category, rx.value_num, rx.unit, rx.value_text) == (
+        "action",
+        "vancomycin",
+        1000,
+        "mg",
+        "IV",
+    )
+    assert any("medications from hosp/prescriptions" in note for note in summary.notes)
+    # An order without a starttime cannot be placed in time.
+    assert event_counts()["prescriptions"] == 1
+    assert "hosp/prescriptions: 1 rows without a time not imported" in summary.notes
+
+
+# --- errors: the message names file, row and column, and nothing is written ---------------
+
+
+def assert_rejected(directory: Path, *parts: str) -> None:
+    with pytest.raises(SourceDataError) as info:
+        mimic_import(directory=directory)
+    message = str(info.value.messages[0])
+    for part in parts:
+        assert part in message, message
+    assert counts() == (0, 0, 0, 0)
+
+
+@pytest.mark.django_db
+def test_missing_required_file_is_rejected(tmp_path):
+    tables = mimic_tables()
+    del tables["icu/icustays"]
+    assert_rejected(
+        write_mimic(tmp_path / "m", tables), "icu/icustays", "required file is missing"
+    )
+
+
+@pytest.mark.django_db
+def test_missing_column_of_an_event_file_is_rejected_before_any_write(tmp_path):
+    directory = write_mimic(tmp_path / "m", mimic_tables())
+    path = directory / "hosp" / "labevents.csv.gz"
+    with gzip.open(path, "rt") as fh:
+        text = fh.read().replace(",valuenum,", ",value_number,", 1)
+    with gzip.open(path, "wt") as fh:
+        fh.write(text)
+    assert_rejected(directory, "labevents.csv.gz", "column valuenum", "missing")
+
+
+@pytest.mark.django_db
+def test_unparseable_time_in_an_event_row_is_rejected_and_the_batch_rolled_back(
+    tmp_path,
+):
+    tables = mimic_tables()
+    tables["icu/chartevents"][4]["charttime"] = "2151-03-01 25:99"
+    assert_rejected(
+        write_mimic(tmp_path / "m", tables),
+        "chartevents.csv.gz",
+        "row 5",
+        "column charttime",
+        "2151-03-01 25:99",
+    )
+
+
+@pytest.mark.django_db
+def test_unparseable_admission_time_is_rejected(tmp_path):
+    tables = mimic_tables()
+    tables["hosp/admissions"][1]["admittime"] = "yesterday"
+    assert_rejected(
+        write_mimic(tmp_path / "m", tables),
+        "admissions.csv",
+        "row 2",
+        "column admittime",
+    )
+
+
+@pytest.mark.django_db
+def test_icu_outtime_before_intime_is_rejected(tmp_path):
+    tables = mimic_tables()
+    tables["icu/icustays"][1]["outtime"] = "2161-05-01 09:00:00"
+    assert_rejected(
+        write_mimic(tmp_path / "m", tables), "icustays.csv", "row 2", "column outtime"
+    )
+
+
+@pytest.mark.django_db
+def test_icu_stay_of_an_unknown_admission_is_rejected(tmp_path):
+    tables = mimic_tables()
+    tables["icu/icustays"][1]["hadm_id"] = 29999
+    assert_rejected(
+        write_mimic(tmp_path / "m", tables),
+        "icustays.csv",
+        "row 2",
+        "column hadm_id",
+        "29999",
+    )
+
+
+@pytest.mark.django_db
+def test_icu_stay_of_an_unknown_patient_is_rejected(tmp_path):
+    tables = mimic_tables()
+    del tables["hosp/patients"][1]
+    assert_rejected(
+        write_mimic(tmp_path / "m", tables),
+        "icustays.csv",
+        "row 2",
+        "column subject_id",
+        "10002",
+    )
+
+
+# --- the command -----------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_command_prints_progress_and_summary(mimic_dir):
+    out, err = io.StringIO(), io.StringIO()
+
+    call_command(
+        "import_mimic", str(mimic_dir), "--batch-stays", "1", stdout=out, stderr=err
+    )
+
+    assert (
+        "MIMIC-IV import: 2 patients, 2 admissions, 2 ICU stays, 34 events"
+        in out.getvalue()
+    )
+    assert "chartevents" in out.getvalue()
+    assert "[" in err.getvalue() and "/20" in err.getvalue()
+
+
+@pytest.mark.django_db
+def test_command_turns_a_data_error_into_a_command_error(tmp_path):
+    tables = mimic_tables()
+    tables["icu/icustays"][1]["hadm_id"] = 29999
+    with pytest.raises(CommandError, match="column hadm_id"):
+        call_command(
+            "import_mimic",
+            str(write_mimic(tmp_path / "m", tables)),
+            stdout=io.StringIO(),
+            stderr=io.StringIO(),
+        )
+    assert counts() == (0, 0, 0, 0)
+
+
+# --- the mapping agrees with the CLIF consortium's -----------------------------------------
+
+
+def _consortium(name: str) -> list[dict]:
+    path = MAPPINGS / name
+    if not path.exists():
+        pytest.skip(
+            f"{path} not found (the shared mapping tables sit beside the repository)"
+        )
+    with path.open(encoding="utf-8") as fh:
+        return list(csv.DictReader(fh))
+
+
+def _unit(text: str) -> str:
+    return (
+        text.strip().lower().replace("*", "^").replace("µ", "u").replace("hr", "hour")
+    )
+
+
+def test_vitals_mapping_agrees_with_the_consortium():
+    rows = [
+        r
+        for r in _consortium("vitals.csv")
+        if r["vital_category"] not in ("", "NO MAPPING", "MAPPED ELSEWHERE")
+    ]
+    assert rows
+    for r in rows:
+        item = CHARTEVENTS[int(r["itemid"])]
+        assert (item.domain, item.category) == (Domain.VITALS, r["vital_category"]), r[
+            "itemid"
+        ]
+
+
+def test_labs_mapping_agrees_with_the_consortium():
+    rows = [
+        r
+        for r in _consortium("labs.csv")
+        if r["itemid"] and r["decision"] not in ("NO MAPPING", "NOT AVAILABLE")
+    ]
+    assert rows
+    for r in rows:
+        table = CHARTEVENTS if r["fluid"] == "chartevents" else LABEVENTS
+        item = table[int(r["itemid"])]
+        assert (item.domain, item.category) == (Domain.LABS, r["lab_category"]), r[
+            "itemid"
+        ]
+        assert item.factor == float(r["conversion_multiplier"] or 1), r["itemid"]
+        if r["target_uom"].strip():
+            assert _unit(item.unit) == _unit(r["target_uom"]), r["itemid"]
+
+
+def test_medication_and_urine_mapping_agrees_with_the_consortium():
+    for r in _consortium("med_category.csv"):
+        if r["linksto"] == "inputevents" and r["decision"] in (
+            "CONTINUOUS",
+            "INTERMITTENT",
+            "BOTH",
+        ):
+            item = INPUTEVENTS[int(r["itemid"])]
+            assert (item.category, item.delivery) == (
+                r["med_category"],
+                r["decision"].lower(),
+            ), r["itemid"]
+    for r in _consortium("output.csv"):
+        if r["decision"] == "TO MAP":
+            item = OUTPUTEVENTS[int(r["itemid"])]
+            assert item.category == r["output_category"], r["itemid"]
+
+
+def test_every_itemid_named_in_clinical_concepts_is_mapped():
+    concepts = MAPPINGS.parent.parent / "CLINICAL_CONCEPTS.md"
+    if not concepts.exists():
+        pytest.skip(f"{concepts} not found")
+    tables = (
+        CHARTEVENTS,
+        LABEVENTS,
+        INPUTEVENTS,
+        OUTPUTEVENTS,
+        PROCEDUREEVENTS,
+        DATETIMEEVENTS,
+    )
+    known = {itemid for table in tables for itemid in table}
+    text = concepts.read_text(encoding="utf-8")
+    named = {int(m) for m in re.findall(r"\b(2\d{5}|5\d{4})\b", text)}
+    assert sorted(named - known) == []

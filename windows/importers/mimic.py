@@ -1,0 +1,1432 @@
+"""MIMIC-IV importer: a MIMIC-IV v2.x folder (``hosp/``, ``icu/``) into patients,
+admissions, ICU stays and their events in CLIF's vocabulary, in batches of stays,
+streaming each event file in chunks so that memory does not grow with its size."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import transaction
+
+from windows.importers.base import (
+    EventWriter,
+    ImportSummary,
+    Progress,
+    SourceDataError,
+    SourceTable,
+    find_table,
+)
+from windows.importers.mimic_mapping import (
+    ADT_LOCATION_CATEGORIES,
+    FRACTION_ITEMS,
+    MEDICATION_WORDS,
+    RATE_CONVERSIONS,
+    VALUE_CATEGORIES,
+    items_frame,
+)
+from windows.models import (
+    Admission,
+    Domain,
+    EventKind,
+    Outcome,
+    Patient,
+    Source,
+    Stay,
+)
+from windows.services import (
+    DEATH_GRACE,
+    admission_died,
+    outcome_events_frame,
+    patient_pseudo_id,
+    stay_diagnosis_fields,
+)
+
+CHUNK_ROWS = 500_000
+
+OBS = EventKind.OBSERVATION.value
+ACT = EventKind.ACTION.value
+OUTCOME = EventKind.OUTCOME.value
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """One MIMIC-IV file: where it lives and the columns the importer reads."""
+
+    module: str
+    name: str
+    required: tuple[str, ...]
+    optional: tuple[str, ...] = ()
+
+    @property
+    def display(self) -> str:
+        return f"{self.module}/{self.name}"
+
+
+PATIENTS = TableSpec(
+    "hosp", "patients", ("subject_id", "gender", "anchor_age", "anchor_year"), ("dod",)
+)
+ADMISSIONS = TableSpec(
+    "hosp",
+    "admissions",
+    ("subject_id", "hadm_id", "admittime", "dischtime"),
+    ("deathtime", "admission_type", "discharge_location", "hospital_expire_flag"),
+)
+ICUSTAYS = TableSpec(
+    "icu",
+    "icustays",
+    ("subject_id", "hadm_id", "stay_id", "intime", "outtime"),
+    ("first_careunit", "last_careunit"),
+)
+DIAGNOSES = TableSpec(
+    "hosp", "diagnoses_icd", ("hadm_id", "seq_num", "icd_code", "icd_version")
+)
+D_ICD_DIAGNOSES = TableSpec(
+    "hosp", "d_icd_diagnoses", ("icd_code", "icd_version", "long_title")
+)
+D_ITEMS = TableSpec("icu", "d_items", ("itemid", "label"), ("param_type",))
+D_LABITEMS = TableSpec("hosp", "d_labitems", ("itemid", "label"), ("fluid",))
+
+CHARTEVENTS = TableSpec(
+    "icu",
+    "chartevents",
+    ("hadm_id", "charttime", "itemid", "value", "valuenum", "valueuom"),
+)
+LABEVENTS = TableSpec(
+    "hosp",
+    "labevents",
+    (
+        "labevent_id",
+        "subject_id",
+        "hadm_id",
+        "itemid",
+        "charttime",
+        "value",
+        "valuenum",
+        "valueuom",
+    ),
+    ("storetime",),
+)
+INPUTEVENTS = TableSpec(
+    "icu",
+    "inputevents",
+    (
+        "hadm_id",
+        "starttime",
+        "endtime",
+        "itemid",
+        "amount",
+        "amountuom",
+        "rate",
+        "rateuom",
+        "orderid",
+    ),
+    ("patientweight", "statusdescription"),
+)
+OUTPUTEVENTS = TableSpec(
+    "icu", "outputevents", ("hadm_id", "charttime", "itemid", "value", "valueuom")
+)
+PROCEDUREEVENTS = TableSpec(
+    "icu",
+    "procedureevents",
+    ("hadm_id", "starttime", "endtime", "itemid", "value", "valueuom", "orderid"),
+    ("location", "statusdescription"),
+)
+DATETIMEEVENTS = TableSpec(
+    "icu", "datetimeevents", ("hadm_id", "charttime", "itemid", "value")
+)
+EMAR = TableSpec(
+    "hosp", "emar", ("hadm_id", "emar_id", "charttime", "medication", "event_txt")
+)
+EMAR_DETAIL = TableSpec(
+    "hosp", "emar_detail", ("emar_id", "dose_given", "dose_given_unit"), ("route",)
+)
+PRESCRIPTIONS = TableSpec(
+    "hosp",
+    "prescriptions",
+    ("hadm_id", "starttime", "drug"),
+    ("stoptime", "dose_val_rx", "dose_unit_rx", "route"),
+)
+MICROBIOLOGYEVENTS = TableSpec(
+    "hosp",
+    "microbiologyevents",
+    (
+        "microevent_id",
+        "subject_id",
+        "hadm_id",
+        "chartdate",
+        "spec_type_desc",
+        "org_name",
+    ),
+    ("charttime", "storedate", "storetime", "test_name", "ab_name", "interpretation"),
+)
+TRANSFERS = TableSpec(
+    "hosp",
+    "transfers",
+    ("hadm_id", "eventtype", "careunit", "intime"),
+    ("outtime", "transfer_id"),
+)
+
+# emar event_txt of a dose given or an infusion changed (actions); the rest
+# (Not Given, Hold Dose, Assessed, ...) are kept as observations.
+_EMAR_ACTION = (
+    r"^(?:Delayed )?(?:Administered|Partial Administered|Started|Restarted|Stopped"
+    r"|Rate Change|Bolus from IV Drip|Applied|Removed|Flushed|Confirmed)"
+)
+
+
+# --- parsing with row numbers ----------------------------------------------------
+
+
+def _numbers(
+    values: pd.Series,
+    *,
+    file: str,
+    column: str,
+    rows: np.ndarray,
+    required: bool = False,
+    integer: bool = False,
+) -> pd.Series:
+    """Floats; a value that is not a number raises naming its row. ``rows`` holds
+    the 1-based file row of each value."""
+    try:
+        out = values.astype("float64")
+    except (TypeError, ValueError):
+        out = pd.to_numeric(values, errors="coerce")
+        bad = (out.isna() & values.notna()).to_numpy()
+        pos = int(bad.nonzero()[0][0])
+        raise SourceDataError(
+            f"{values.iloc[pos]!r} is not a number",
+            file=file,
+            row=int(rows[pos]),
+            column=column,
+        ) from None
+    if required and out.isna().any():
+        pos = int(out.isna().to_numpy().nonzero()[0][0])
+        raise SourceDataError(
+            "value is missing", file=file, row=int(rows[pos]), column=column
+        )
+    if integer:
+        bad = (out.notna() & (out % 1 != 0)).to_numpy()
+        if bad.any():
+            pos = int(bad.nonzero()[0][0])
+            raise SourceDataError(
+                f"{values.iloc[pos]!r} is not an integer id",
+                file=file,
+                row=int(rows[pos]),
+                column=column,
+            )
+    return out
+
+
+def _times(
+    values: pd.Series,
+    *,
+    file: str,
+    column: str,
+    rows: np.ndarray,
+    required: bool = False,
+) -> pd.Series:
+    """UTC times from MIMIC's ISO times (naive, taken as UTC) or dates; an
+    unparseable or, if required, missing value raises naming its row."""
+    if pd.api.types.is_datetime64_any_dtype(values):
+        out = values if values.dt.tz is not None else values.dt.tz_localize("UTC")
+        out = out.dt.tz_convert("UTC")
+    else:
+        out = pd.to_datetime(values, format="ISO8601", errors="coerce", utc=True)
+        bad = (out.isna() & values.notna()).to_numpy()
+        if bad.any():
+            pos = int(bad.nonzero()[0][0])
+            raise SourceDataError(
+                f"unparseable time {values.iloc[pos]!r}",
+                file=file,
+                row=int(rows[pos]),
+                column=column,
+            )
+    if required and out.isna().any():
+        pos = int(out.isna().to_numpy().nonzero()[0][0])
+        raise SourceDataError(
+            "time is missing", file=file, row=int(rows[pos]), column=column
+        )
+    return out
+
+
+def _text(values: pd.Series) -> pd.Series:
+    return values.astype("object").where(values.notna(), "")
+
+
+def _keys(values: pd.Series) -> pd.Series:
+    """A natural id as text: ``123``, never ``123.0``."""
+    if pd.api.types.is_float_dtype(values):
+        values = values.astype("Int64")
+    return _text(values.astype("object")).astype(str)
+
+
+def _row_keys(rows: np.ndarray) -> pd.Series:
+    return "row:" + pd.Series(rows, dtype="int64").astype(str)
+
+
+def _py(value):
+    """A Python value for a model field: None for NaN/NaT, datetimes unwrapped."""
+    if value is None or (not isinstance(value, str) and pd.isna(value)):
+        return None
+    if isinstance(value, pd.Timestamp):
+        return value.to_pydatetime()
+    return value
+
+
+# --- the folder --------------------------------------------------------------------
+
+
+class MimicFolder:
+    """The files of one MIMIC-IV folder, located once; missing required files raise."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = Path(directory)
+        if not self.directory.is_dir():
+            raise SourceDataError("is not a folder", file=str(self.directory))
+
+    def table(self, spec: TableSpec, *, required: bool = False) -> SourceTable | None:
+        table = find_table(self.directory / spec.module, [spec.name])
+        if table is None and required:
+            raise SourceDataError(
+                "required file is missing (looked for .csv, .csv.gz, .parquet)",
+                file=str(self.directory / spec.display),
+            )
+        return table
+
+    def columns(self, table: SourceTable, spec: TableSpec) -> list[str]:
+        """The columns to read: all required ones (a missing one raises) and the
+        optional ones present."""
+        table.require(spec.required)
+        present = set(table.columns())
+        return list(spec.required) + [c for c in spec.optional if c in present]
+
+    def read(
+        self, spec: TableSpec, *, required: bool = False
+    ) -> tuple[pd.DataFrame | None, str]:
+        """A small table read whole, as text, with its display name."""
+        table = self.table(spec, required=required)
+        if table is None:
+            return None, str(self.directory / spec.display)
+        frame = table.read_all(self.columns(table, spec))
+        return frame.reset_index(drop=True), table.display
+
+
+# --- patients, admissions, stays ------------------------------------------------------
+
+
+@dataclass
+class Cohort:
+    """patients, admissions and icustays, parsed and checked against each other."""
+
+    patients: pd.DataFrame  # index subject_id
+    admissions: pd.DataFrame  # index hadm_id
+    stays: pd.DataFrame
+    deaths: pd.Series  # subject_id -> death time (deathtime, else dod)
+    first_admit: pd.Series = field(default_factory=pd.Series)  # of the new admissions
+
+
+class _Columns:
+    """Typed columns of rows read from one file, whose errors name the file row
+    (``rows``, by default 1, 2, ... for a table read whole); an optional column
+    the file lacks reads as missing values."""
+
+    def __init__(self, raw: pd.DataFrame, file: str, rows: np.ndarray | None = None):
+        self.raw, self.file = raw, file
+        self.rows = np.arange(1, len(raw) + 1) if rows is None else rows
+
+    def _get(self, name: str) -> pd.Series:
+        if name in self.raw:
+            return self.raw[name]
+        return pd.Series(np.nan, index=self.raw.index, dtype=object)
+
+    def id(self, name: str) -> pd.Series:
+        values = _numbers(
+            self.raw[name],
+            file=self.file,
+            column=name,
+            rows=self.rows,
+            required=True,
+            integer=True,
+        )
+        return values.astype("int64")
+
+    def number(self, name: str, *, required: bool = False) -> pd.Series:
+        return _numbers(
+            self._get(name),
+            file=self.file,
+            column=name,
+            rows=self.rows,
+            required=required,
+        )
+
+    def time(self, name: str, *, required: bool = False) -> pd.Series:
+        return _times(
+            self._get(name),
+            file=self.file,
+            column=name,
+            rows=self.rows,
+            required=required,
+        )
+
+    def text(self, name: str) -> pd.Series:
+        return _text(self._get(name))
+
+
+def _read_cohort(folder: MimicFolder) -> Cohort:
+    """Read and validate the three small tables completely before anything is
+    written: ids, times, stay order, and every stay's admission and patient."""
+    raw, file = folder.read(PATIENTS, required=True)
+    col = _Columns(raw, file)
+    patients = pd.DataFrame(
+        {
+            "subject_id": col.id("subject_id"),
+            "gender": col.text("gender"),
+            "anchor_age": col.number("anchor_age", required=True),
+            "anchor_year": col.number("anchor_year", required=True),
+            "dod": col.time("dod"),
+        }
+    )
+    _check_unique(patients["subject_id"], file=file, column="subject_id")
+    patients = patients.set_index("subject_id")
+
+    raw, admissions_file = folder.read(ADMISSIONS, required=True)
+    col = _Columns(raw, admissions_file)
+    admissions = pd.DataFrame(
+        {
+            "subject_id": col.id("subject_id"),
+            "hadm_id": col.id("hadm_id"),
+            "admittime": col.time("admittime", required=True),
+            "dischtime": col.time("dischtime", required=True),
+            "deathtime": col.time("deathtime"),
+            "admission_type": col.text("admission_type"),
+            "discharge_location": col.text("discharge_location"),
+            "expired": col.number("hospital_expire_flag").fillna(0).astype(bool),
+            "_row": col.rows,
+        }
+    )
+    _check_unique(admissions["hadm_id"], file=admissions_file, column="hadm_id")
+    admissions = admissions.set_index("hadm_id")
+
+    raw, file = folder.read(ICUSTAYS, required=True)
+    col = _Columns(raw, file)
+    stays = pd.DataFrame(
+        {
+            "subject_id": col.id("subject_id"),
+            "hadm_id": col.id("hadm_id"),
+            "stay_id": col.id("stay_id"),
+            "intime": col.time("intime", required=True),
+            "outtime": col.time("outtime", required=True),
+            "first_careunit": col.text("first_careunit"),
+            "last_careunit": col.text("last_careunit"),
+        }
+    )
+    _check_unique(stays["stay_id"], file=file, column="stay_id")
+    _check_stays(
+        stays, admissions, patients, file=file, admissions_file=admissions_file
+    )
+
+    # A death time for each patient: the recorded in-hospital death time if
+    # there is one, else the date of death at midnight (UTC).
+    deathtimes = (
+        admissions.dropna(subset=["deathtime"]).groupby("subject_id")["deathtime"].max()
+    )
+    deaths = patients["dod"].copy()
+    deaths.loc[deathtimes.index.intersection(deaths.index)] = deathtimes
+    return Cohort(patients=patients, admissions=admissions, stays=stays, deaths=deaths)
+
+
+def _check_unique(ids: pd.Series, *, file: str, column: str) -> None:
+    dup = ids.duplicated().to_numpy()
+    if dup.any():
+        pos = int(dup.nonzero()[0][0])
+        raise SourceDataError(
+            f"{column} {ids.iloc[pos]} appears twice",
+            file=file,
+            row=pos + 1,
+            column=column,
+        )
+
+
+def _check_stays(
+    stays, admissions, patients, *, file: str, admissions_file: str
+) -> None:
+    """ICU stays end after they start and point at a known admission and patient."""
+    bad = (stays["outtime"] <= stays["intime"]).to_numpy()
+    if bad.any():
+        pos = int(bad.nonzero()[0][0])
+        raise SourceDataError(
+            f"outtime {stays['outtime'].iloc[pos]} is not after intime {stays['intime'].iloc[pos]}",
+            file=file,
+            row=pos + 1,
+            column="outtime",
+        )
+    known = stays["hadm_id"].isin(admissions.index).to_numpy()
+    if not known.all():
+        pos = int((~known).nonzero()[0][0])
+        raise SourceDataError(
+            f"hadm_id {stays['hadm_id'].iloc[pos]} is not in admissions",
+            file=file,
+            row=pos + 1,
+            column="hadm_id",
+        )
+    known = stays["subject_id"].isin(patients.index).to_numpy()
+    if not known.all():
+        pos = int((~known).nonzero()[0][0])
+        raise SourceDataError(
+            f"subject_id {stays['subject_id'].iloc[pos]} is not in patients",
+            file=file,
+            row=pos + 1,
+            column="subject_id",
+        )
+    owner = admissions.loc[stays["hadm_id"], "subject_id"].to_numpy()
+    mismatch = owner != stays["subject_id"].to_numpy()
+    if mismatch.any():
+        pos = int(mismatch.nonzero()[0][0])
+        raise SourceDataError(
+            f"subject_id {stays['subject_id'].iloc[pos]} differs from admission {stays['hadm_id'].iloc[pos]}'s "
+            f"subject_id {owner[pos]}",
+            file=file,
+            row=pos + 1,
+            column="subject_id",
+        )
+    with_stays = admissions.loc[stays["hadm_id"].unique()]
+    known = with_stays["subject_id"].isin(patients.index).to_numpy()
+    if not known.all():
+        pos = int((~known).nonzero()[0][0])
+        raise SourceDataError(
+            f"subject_id {with_stays['subject_id'].iloc[pos]} is not in patients",
+            file=admissions_file,
+            row=int(with_stays["_row"].iloc[pos]),
+            column="subject_id",
+        )
+
+
+def _read_diagnoses(
+    folder: MimicFolder, hadm_ids: np.ndarray, summary: ImportSummary
+) -> dict[int, list[dict]]:
+    """ICD diagnoses of the admissions to import, in seq_num order, with titles."""
+    table = folder.table(DIAGNOSES)
+    if table is None:
+        summary.notes.append(f"{DIAGNOSES.display} not found: stays have no diagnosis")
+        return {}
+    titles: dict[tuple[str, int], str] = {}
+    raw, file = folder.read(D_ICD_DIAGNOSES)
+    if raw is not None:
+        col = _Columns(raw, file)
+        versions = col.number("icd_version")
+        codes = col.text("icd_code").str.strip()
+        titles = {
+            (code, int(v)): title
+            for code, v, title in zip(codes, versions, col.text("long_title"))
+            if pd.notna(v)
+        }
+    parts = []
+    for first_row, chunk in table.chunks(
+        folder.columns(table, DIAGNOSES), chunksize=CHUNK_ROWS
+    ):
+        rows = np.arange(first_row, first_row + len(chunk))
+        hadm = _numbers(
+            chunk["hadm_id"],
+            file=table.display,
+            column="hadm_id",
+            rows=rows,
+            required=True,
+        )
+        keep = hadm.isin(hadm_ids).to_numpy()
+        if not keep.any():
+            continue
+        rows = rows[keep]
+        part = pd.DataFrame(
+            {
+                "hadm_id": hadm[keep].astype("int64"),
+                "seq_num": _numbers(
+                    chunk["seq_num"][keep],
+                    file=table.display,
+                    column="seq_num",
+                    rows=rows,
+                ),
+                "code": chunk["icd_code"][keep].astype(str).str.strip(),
+                "version": _numbers(
+                    chunk["icd_version"][keep],
+                    file=table.display,
+                    column="icd_version",
+                    rows=rows,
+                    integer=True,
+                ),
+            }
+        )
+        parts.append(part)
+    out: dict[int, list[dict]] = {}
+    if not parts:
+        return out
+    dx = pd.concat(parts, ignore_index=True).sort_values(
+        ["hadm_id", "seq_num"], kind="stable"
+    )
+    for hadm, code, version, rank in zip(
+        dx["hadm_id"], dx["code"], dx["version"], dx["seq_num"]
+    ):
+        version = None if pd.isna(version) else int(version)
+        out.setdefault(int(hadm), []).append(
+            {
+                "code": code,
+                "version": version,
+                "rank": None if pd.isna(rank) else int(rank),
+                "title": titles.get((code, version), ""),
+            }
+        )
+    return out
+
+
+# --- one batch ---------------------------------------------------------------------
+
+
+@dataclass
+class Batch:
+    """The admissions imported in one transaction, for filtering event rows."""
+
+    admission_ids: pd.Series  # hadm_id -> Admission pk
+    windows: pd.DataFrame  # subject_id, admittime, dischtime, admission_id
+    subject_ids: np.ndarray = field(default_factory=lambda: np.array([], dtype="int64"))
+
+    def select(
+        self,
+        chunk: pd.DataFrame,
+        first_row: int,
+        file: str,
+        *,
+        assign_by: tuple[str, ...] = (),
+    ) -> pd.DataFrame:
+        """The rows of the batch's admissions, with ``_row`` (file row number) and
+        ``admission_id``. With ``assign_by``, rows without hadm_id go to the
+        subject's admission whose [admittime, dischtime] holds their time: the
+        first of those time columns that has a value."""
+        rows = np.arange(first_row, first_row + len(chunk))
+        hadm = _numbers(
+            chunk["hadm_id"], file=file, column="hadm_id", rows=rows, integer=True
+        )
+        keep = hadm.isin(self.admission_ids.index).to_numpy()
+        out = chunk.loc[keep].reset_index(drop=True)
+        out["_row"] = rows[keep]
+        out["admission_id"] = (
+            hadm[keep].astype("int64").map(self.admission_ids).to_numpy()
+        )
+        if not assign_by:
+            return out
+        orphan = hadm.isna().to_numpy()
+        if not orphan.any():
+            return out
+        subject = _numbers(
+            chunk["subject_id"][orphan],
+            file=file,
+            column="subject_id",
+            rows=rows[orphan],
+        )
+        mine = subject.isin(self.subject_ids).to_numpy()
+        if not mine.any():
+            return out
+        candidates = chunk.loc[orphan].loc[mine].reset_index(drop=True)
+        candidates["_row"] = rows[orphan][mine]
+        when = None
+        for column in assign_by:
+            if column in candidates:
+                t = _times(
+                    candidates[column],
+                    file=file,
+                    column=column,
+                    rows=candidates["_row"].to_numpy(),
+                )
+                when = t if when is None else when.fillna(t)
+        match = pd.DataFrame(
+            {
+                "_pos": np.arange(len(candidates)),
+                "subject_id": subject[mine].astype("int64").to_numpy(),
+                "t": when,
+            }
+        ).merge(self.windows, on="subject_id")
+        match = match[
+            (match["t"] >= match["admittime"]) & (match["t"] <= match["dischtime"])
+        ]
+        match = match.drop_duplicates("_pos")
+        picked = candidates.iloc[match["_pos"].to_numpy()].reset_index(drop=True)
+        picked["admission_id"] = match["admission_id"].to_numpy()
+        return pd.concat([out, picked], ignore_index=True)
+
+
+def _write_cohort(
+    hadm_ids: list[int],
+    cohort: Cohort,
+    diagnoses: dict[int, list[dict]],
+    summary: ImportSummary,
+    writer: EventWriter,
+) -> Batch:
+    """Patients (new ones), admissions and stays of one batch, and their outcome
+    events (ICU discharge, hospital discharge, death)."""
+    adm = cohort.admissions.loc[hadm_ids]
+    stays = cohort.stays[cohort.stays["hadm_id"].isin(hadm_ids)]
+    subjects = [int(s) for s in adm["subject_id"].unique()]
+    patients = {
+        p.source_id: p
+        for p in Patient.objects.filter(
+            source=Source.MIMIC, source_id__in=[str(s) for s in subjects]
+        )
+    }
+    # Age at the first admission imported for the patient: anchor_age shifted by
+    # the years between anchor_year and that admission.
+    first_admit = cohort.first_admit
+    new = []
+    for subject in subjects:
+        if str(subject) in patients:
+            continue
+        p = cohort.patients.loc[subject]
+        age = int(p["anchor_age"] + first_admit[subject].year - p["anchor_year"])
+        new.append(
+            Patient(
+                source=Source.MIMIC,
+                source_id=str(subject),
+                pseudo_id=patient_pseudo_id(
+                    source=Source.MIMIC, source_id=str(subject)
+                ),
+                sex=p["gender"],
+                age=max(age, 0),
+                death_time=_py(cohort.deaths.get(subject)),
+            )
+        )
+    Patient.objects.bulk_create(new)
+    patients.update({p.source_id: p for p in new})
+    summary.patients += len(new)
+
+    admissions: dict[int, Admission] = {}
+    for hadm, row in adm.iterrows():
+        patient = patients[str(row["subject_id"])]
+        p = cohort.patients.loc[row["subject_id"]]
+        admissions[int(hadm)] = Admission(
+            patient=patient,
+            source=Source.MIMIC,
+            source_id=str(hadm),
+            admit_time=_py(row["admittime"]),
+            discharge_time=_py(row["dischtime"]),
+            discharge_disposition=(
+                "DIED" if row["expired"] else row["discharge_location"]
+            )[:64],
+            admission_type=row["admission_type"][:64],
+            age_at_admission=max(
+                int(p["anchor_age"] + row["admittime"].year - p["anchor_year"]), 0
+            ),
+            diagnoses=diagnoses.get(int(hadm), []),
+        )
+    Admission.objects.bulk_create(admissions.values())
+    summary.admissions += len(admissions)
+
+    deaths: dict[int, object] = {}
+    for hadm, admission in admissions.items():
+        death = _admission_death(
+            admission,
+            deathtime=_py(adm.at[hadm, "deathtime"]),
+            patient_death=admission.patient.death_time,
+        )
+        if death is not None:
+            deaths[admission.pk] = death
+    stay_objects = []
+    for row in stays.itertuples(index=False):
+        admission = admissions[row.hadm_id]
+        stay_objects.append(
+            Stay(
+                admission=admission,
+                source=Source.MIMIC,
+                source_id=str(row.stay_id),
+                source_ids={
+                    "stay_id": int(row.stay_id),
+                    "first_careunit": row.first_careunit,
+                    "last_careunit": row.last_careunit,
+                },
+                care_unit=row.first_careunit[:128],
+                intime=_py(row.intime),
+                outtime=_py(row.outtime),
+                hospital_outcome=Outcome.DIED
+                if admission.pk in deaths
+                else Outcome.SURVIVED,
+                **stay_diagnosis_fields(admission=admission),
+            )
+        )
+    Stay.objects.bulk_create(stay_objects)
+    summary.stays += len(stay_objects)
+
+    for table, frame in (
+        (
+            "icustays",
+            outcome_events_frame(
+                admissions=[], stays=stay_objects, deaths={}, source_table="icustays"
+            ),
+        ),
+        (
+            "admissions",
+            outcome_events_frame(
+                admissions=list(admissions.values()),
+                stays=[],
+                deaths=deaths,
+                source_table="admissions",
+            ),
+        ),
+    ):
+        summary.add_events(table, writer.write(frame))
+
+    ids = pd.Series({hadm: a.pk for hadm, a in admissions.items()}, dtype="int64")
+    windows = adm[["subject_id", "admittime", "dischtime"]].copy()
+    windows["admission_id"] = ids.loc[windows.index].to_numpy()
+    return Batch(
+        admission_ids=ids,
+        windows=windows.reset_index(drop=True),
+        subject_ids=np.asarray(subjects, dtype="int64"),
+    )
+
+
+def _admission_death(admission: Admission, *, deathtime, patient_death):
+    """When the patient died in this admission, or None: the admission's
+    deathtime, else the patient's death time if it falls within the admission
+    (services.admission_died), else the discharge time when only the disposition
+    says so."""
+    if deathtime is not None:
+        return deathtime
+    if not admission_died(admission=admission, death_time=patient_death):
+        return None
+    if (
+        patient_death is not None
+        and admission.admit_time
+        <= patient_death
+        <= admission.discharge_time + DEATH_GRACE
+    ):
+        return patient_death
+    return admission.discharge_time
+
+
+# --- events ------------------------------------------------------------------------
+
+
+class Labels:
+    """Item labels from d_items / d_labitems, for event names."""
+
+    def __init__(self, folder: MimicFolder, summary: ImportSummary) -> None:
+        self.chart = pd.Series(dtype=object)
+        self.lab = pd.Series(dtype=object)
+        self.text_items = np.array([], dtype="int64")
+        raw, file = folder.read(D_ITEMS)
+        if raw is None:
+            summary.notes.append(
+                f"{D_ITEMS.display} not found: ICU items are named by itemid"
+            )
+        else:
+            col = _Columns(raw, file)
+            self.chart = self._unique(col.text("label"), col.id("itemid"))
+            # Scored text items (GCS, RASS) carry both a score and a text worth
+            # keeping ("No Response-ETT").
+            param = col.text("param_type")
+            self.text_items = col.id("itemid")[
+                (param != "") & (param != "Numeric")
+            ].to_numpy()
+        raw, file = folder.read(D_LABITEMS)
+        if raw is None:
+            summary.notes.append(
+                f"{D_LABITEMS.display} not found: labs are named by itemid"
+            )
+        else:
+            col = _Columns(raw, file)
+            label, fluid = col.text("label"), col.text("fluid")
+            other = (fluid != "") & (fluid != "Blood")
+            label = label.where(~other, label + " (" + fluid + ")")
+            self.lab = self._unique(label, col.id("itemid"))
+
+    @staticmethod
+    def _unique(labels: pd.Series, itemids: pd.Series) -> pd.Series:
+        out = pd.Series(labels.to_numpy(), index=itemids.to_numpy())
+        return out[~out.index.duplicated()]
+
+    @staticmethod
+    def name(itemid: pd.Series, labels: pd.Series) -> pd.Series:
+        """Each row's item label; an item without one is named "itemid N"."""
+        pos = labels.index.get_indexer(itemid.to_numpy())
+        name = np.append(labels.to_numpy(dtype=object), "")[
+            np.where(pos < 0, len(labels), pos)
+        ]
+        missing = name == ""
+        if missing.any():
+            name[missing] = ("itemid " + itemid[missing].astype(str)).to_numpy()
+        return pd.Series(name, index=itemid.index)
+
+
+def _mapped(
+    table: str, itemid: pd.Series, labels: pd.Series, *, domain: str, kind: str
+) -> pd.DataFrame:
+    """The mapping of each row's itemid (mimic_mapping) and its label as name;
+    unmapped items get the given domain and kind and an empty category."""
+    items = items_frame(table)
+    pos = items.index.get_indexer(itemid.to_numpy())
+    pos = np.where(pos < 0, len(items), pos)
+    defaults = {
+        "domain": domain,
+        "category": "",
+        "kind": kind,
+        "unit": "",
+        "factor": 1.0,
+        "offset": 0.0,
+        "delivery": "",
+    }
+    out = pd.DataFrame(
+        {c: np.append(items[c].to_numpy(), d)[pos] for c, d in defaults.items()},
+        index=itemid.index,
+    )
+    out["name"] = Labels.name(itemid, labels)
+    return out
+
+
+def _in_index_order(events: pd.DataFrame) -> pd.DataFrame:
+    """Events sorted as the (admission, time) index stores them: PostgreSQL then
+    appends to the index instead of touching pages all over it."""
+    order = np.lexsort((events["time"].array.asi8, events["admission_id"].to_numpy()))
+    if (order[1:] > order[:-1]).all():
+        return events
+    return events.take(order)
+
+
+def _events(frame: pd.DataFrame, table: str, **columns) -> pd.DataFrame:
+    out = pd.DataFrame({"admission_id": frame["admission_id"].to_numpy()})
+    for name, values in columns.items():
+        # .array, not .to_numpy(): keeps tz-aware times as datetimes (to_numpy
+        # would box every value into a Timestamp object).
+        out[name] = values.array if isinstance(values, pd.Series) else values
+    out["source_table"] = table
+    return out
+
+
+class EventStep:
+    """One event file streamed for one batch: rows of the batch's admissions,
+    transformed to events in chunks and written."""
+
+    def __init__(
+        self,
+        spec: TableSpec,
+        table: SourceTable,
+        columns: list[str],
+        transform: Callable[[pd.DataFrame, str], pd.DataFrame],
+        *,
+        assign_by: tuple[str, ...] = (),
+    ) -> None:
+        self.spec, self.table, self.columns = spec, table, columns
+        self.transform, self.assign_by = transform, assign_by
+        self.untimed = 0  # rows without a time, which cannot be placed
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    def frames(self, batch: Batch, progress: Progress):
+        read = 0
+        for first_row, chunk in self.table.chunks(self.columns, chunksize=CHUNK_ROWS):
+            read += len(chunk)
+            selected = batch.select(
+                chunk, first_row, self.table.display, assign_by=self.assign_by
+            )
+            if len(selected):
+                events = self.transform(selected, self.table.display)
+                untimed = events["time"].isna().to_numpy()
+                if untimed.any():
+                    self.untimed += int(untimed.sum())
+                    events = events[~untimed]
+                yield events
+            progress.advance(0, f"{self.name}: {read:,} rows")
+
+    def run(
+        self,
+        batch: Batch,
+        writer: EventWriter,
+        progress: Progress,
+        summary: ImportSummary,
+    ) -> None:
+        for events in self.frames(batch, progress):
+            summary.add_events(self.name, writer.write(_in_index_order(events)))
+
+
+class EmarStep(EventStep):
+    """emar, with the dose given from emar_detail when that file is there."""
+
+    def __init__(
+        self, *args, detail: SourceTable | None = None, detail_columns=(), **kwargs
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        self.detail, self.detail_columns = detail, list(detail_columns)
+
+    def run(
+        self,
+        batch: Batch,
+        writer: EventWriter,
+        progress: Progress,
+        summary: ImportSummary,
+    ) -> None:
+        parts = list(self.frames(batch, progress))
+        if not parts:
+            return
+        events = pd.concat(parts, ignore_index=True)
+        if self.detail is not None:
+            events = self._with_doses(events)
+        summary.add_events(self.name, writer.write(_in_index_order(events)))
+
+    def _with_doses(self, events: pd.DataFrame) -> pd.DataFrame:
+        """The dose given (and route) of each administration, from the first
+        emar_detail row of its emar_id that has one."""
+        wanted = set(events["source_key"])
+        doses = []
+        for _, chunk in self.detail.chunks(self.detail_columns, chunksize=CHUNK_ROWS):
+            chunk = chunk[chunk["emar_id"].isin(wanted) & chunk["dose_given"].notna()]
+            if len(chunk):
+                doses.append(chunk)
+        if not doses:
+            return events
+        dose = pd.concat(doses).drop_duplicates("emar_id").set_index("emar_id")
+        dose = dose.reindex(events["source_key"].to_numpy())
+        has = dose["dose_given"].notna().to_numpy()
+        given = pd.to_numeric(dose["dose_given"][has], errors="coerce")
+        events.loc[has, "value_num"] = given.to_numpy()
+        events.loc[has, "unit"] = _text(dose["dose_given_unit"])[has].to_numpy()
+        if "route" in dose:
+            route = _text(dose["route"]).to_numpy()
+            text = events["value_text"].to_numpy()
+            events["value_text"] = np.where(route != "", text + ", " + route, text)
+        return events
+
+
+def _chartevents(labels: Labels) -> Callable:
+    def transform(f: pd.DataFrame, file: str) -> pd.DataFrame:
+        """Values in CLIF units (°F -> °C as CLINICAL_CONCEPTS.md section 1, FiO2
+        as a fraction); devices and ventilator modes categorized by their text;
+        the text of text items kept, with their score when they have one."""
+        col = _Columns(f, file, f["_row"].to_numpy())
+        itemid, valuenum, value = (
+            col.id("itemid"),
+            col.number("valuenum"),
+            col.text("value"),
+        )
+        m = _mapped(
+            "chartevents", itemid, labels.chart, domain=Domain.OTHER.value, kind=OBS
+        )
+        number = valuenum * m["factor"] + m["offset"]
+        fraction = itemid.isin(FRACTION_ITEMS) & (number > 1)
+        number = number.where(~fraction, number / 100)
+        category = m["category"].copy()
+        for item, categories in VALUE_CATEGORIES.items():
+            mask = (itemid == item).to_numpy()
+            if mask.any():
+                category[mask] = value[mask].str.strip().map(categories).fillna("")
+        keep_text = valuenum.isna() | itemid.isin(labels.text_items)
+        return _events(
+            f,
+            "chartevents",
+            time=col.time("charttime", required=True),
+            kind=m["kind"],
+            domain=m["domain"],
+            category=category,
+            name=m["name"],
+            value_num=number,
+            unit=m["unit"].where(m["unit"] != "", col.text("valueuom")),
+            value_text=value.where(keep_text, ""),
+            source_key=_row_keys(col.rows),
+        )
+
+    return transform
+
+
+def _labevents(labels: Labels) -> Callable:
+    def transform(f: pd.DataFrame, file: str) -> pd.DataFrame:
+        """Time: storetime when present, else charttime: a lab enters the
+        trajectory when its result is available."""
+        col = _Columns(f, file, f["_row"].to_numpy())
+        itemid, valuenum = col.id("itemid"), col.number("valuenum")
+        m = _mapped("labevents", itemid, labels.lab, domain=Domain.LABS.value, kind=OBS)
+        return _events(
+            f,
+            "labevents",
+            time=col.time("storetime").fillna(col.time("charttime", required=True)),
+            kind=m["kind"],
+            domain=m["domain"],
+            category=m["category"],
+            name=m["name"],
+            value_num=valuenum * m["factor"] + m["offset"],
+            unit=m["unit"].where(m["unit"] != "", col.text("valueuom")),
+            value_text=col.text("value").where(valuenum.isna(), ""),
+            source_key=_keys(f["labevent_id"]),
+        )
+
+    return transform
+
+
+def _inputevents(labels: Labels) -> Callable:
+    def transform(f: pd.DataFrame, file: str) -> pd.DataFrame:
+        """value_num is the rate when there is one, converted for vasoactives as in
+        CLINICAL_CONCEPTS.md section 5 (mcg/kg/min, vasopressin units/hour), else
+        the amount. Medications CLIF records as both continuous and intermittent
+        are continuous when they have a rate."""
+        col = _Columns(f, file, f["_row"].to_numpy())
+        itemid, rate, rateuom = (
+            col.id("itemid"),
+            col.number("rate"),
+            col.text("rateuom"),
+        )
+        weight = col.number("patientweight")
+        m = _mapped(
+            "inputevents", itemid, labels.chart, domain=Domain.INPUT.value, kind=ACT
+        )
+        for (category, unit), conv in RATE_CONVERSIONS.items():
+            mask = (m["category"] == category) & (rateuom == unit) & rate.notna()
+            if not mask.any():
+                continue
+            factor = pd.Series(conv.factor, index=f.index)
+            if conv.weight_one_unchanged:
+                factor = factor.where(weight != 1, 1.0)
+            converted = rate * factor
+            if conv.per_weight:
+                converted = converted / weight
+            rate = rate.where(~mask, converted)
+            rateuom = rateuom.where(~mask, conv.unit)
+        has_rate = rate.notna()
+        continuous = np.where(
+            has_rate, Domain.MED_CONTINUOUS.value, Domain.MED_INTERMITTENT.value
+        )
+        return _events(
+            f,
+            "inputevents",
+            time=col.time("starttime", required=True),
+            end_time=col.time("endtime"),
+            kind=m["kind"],
+            domain=m["domain"].where(m["delivery"] != "both", continuous),
+            category=m["category"],
+            name=m["name"],
+            value_num=rate.where(has_rate, col.number("amount")),
+            unit=rateuom.where(has_rate, col.text("amountuom")),
+            value_text=col.text("statusdescription"),
+            source_key=_keys(f["orderid"]),
+        )
+
+    return transform
+
+
+def _outputevents(labels: Labels) -> Callable:
+    def transform(f: pd.DataFrame, file: str) -> pd.DataFrame:
+        """Urine output items (CLINICAL_CONCEPTS.md section 3) in CLIF output
+        categories, mL."""
+        col = _Columns(f, file, f["_row"].to_numpy())
+        itemid = col.id("itemid")
+        m = _mapped(
+            "outputevents", itemid, labels.chart, domain=Domain.OUTPUT.value, kind=OBS
+        )
+        return _events(
+            f,
+            "outputevents",
+            time=col.time("charttime", required=True),
+            kind=m["kind"],
+            domain=m["domain"],
+            category=m["category"],
+            name=m["name"],
+            value_num=col.number("value") * m["factor"] + m["offset"],
+            unit=m["unit"].where(m["unit"] != "", col.text("valueuom")),
+            source_key=_row_keys(col.rows),
+        )
+
+    return transform
+
+
+def _procedureevents(labels: Labels) -> Callable:
+    def transform(f: pd.DataFrame, file: str) -> pd.DataFrame:
+        """Procedures from starttime to endtime, with their location (line site)."""
+        col = _Columns(f, file, f["_row"].to_numpy())
+        itemid = col.id("itemid")
+        m = _mapped(
+            "procedureevents",
+            itemid,
+            labels.chart,
+            domain=Domain.PROCEDURES.value,
+            kind=ACT,
+        )
+        return _events(
+            f,
+            "procedureevents",
+            time=col.time("starttime", required=True),
+            end_time=col.time("endtime"),
+            kind=m["kind"],
+            domain=m["domain"],
+            category=m["category"],
+            name=m["name"],
+            value_num=col.number("value"),
+            unit=col.text("valueuom"),
+            value_text=col.text("location"),
+            source_key=_keys(f["orderid"]),
+        )
+
+    return transform
+
+
+def _datetimeevents(labels: Labels) -> Callable:
+    def transform(f: pd.DataFrame, file: str) -> pd.DataFrame:
+        """A charted date (line insertion, last dialysis) as text at charttime."""
+        col = _Columns(f, file, f["_row"].to_numpy())
+        itemid = col.id("itemid")
+        m = _mapped(
+            "datetimeevents", itemid, labels.chart, domain=Domain.OTHER.value, kind=OBS
+        )
+        return _events(
+            f,
+            "datetimeevents",
+            time=col.time("charttime", required=True),
+            kind=m["kind"],
+            domain=m["domain"],
+            category=m["category"],
+            name=m["name"],
+            value_text=col.text("value"),
+            source_key=_row_keys(col.rows),
+        )
+
+    return transform
+
+
+def _medication_category(names: pd.Series) -> pd.Series:
+    """CLIF medication category from the first word of a drug name, if it is one."""
+    word = names.str.lower().str.extract(r"^\s*([a-z]+)", expand=False)
+    return word.map(MEDICATION_WORDS).fillna("")
+
+
+def _emar(f: pd.DataFrame, file: str) -> pd.DataFrame:
+    """A dose given or an infusion started, changed or stopped is an action; a
+    dose not given or held stays as an observation. emar records doses, not
+    infusion rates, so its events are intermittent administrations; ICU infusions
+    with their rates come from inputevents."""
+    col = _Columns(f, file, f["_row"].to_numpy())
+    event, medication = col.text("event_txt"), col.text("medication")
+    return _events(
+        f,
+        "emar",
+        time=col.time("charttime", required=True),
+        kind=np.where(event.str.match(_EMAR_ACTION), ACT, OBS),
+        domain=Domain.MED_INTERMITTENT.value,
+        category=_medication_category(medication),
+        name=medication.where(medication != "", "medication"),
+        value_num=np.nan,
+        unit="",
+        value_text=event,
+        source_key=col.text("emar_id").astype(str),
+    )
+
+
+def _prescriptions(f: pd.DataFrame, file: str) -> pd.DataFrame:
+    """An order at its starttime (some prescriptions have none: not imported)."""
+    col = _Columns(f, file, f["_row"].to_numpy())
+    drug = col.text("drug")
+    return _events(
+        f,
+        "prescriptions",
+        time=col.time("starttime"),
+        end_time=col.time("stoptime"),
+        kind=ACT,
+        domain=Domain.MED_INTERMITTENT.value,
+        category=_medication_category(drug),
+        name=drug.where(drug != "", "prescription"),
+        # dose_val_rx is free text ("1-2"): a number when it is one.
+        value_num=pd.to_numeric(col.text("dose_val_rx"), errors="coerce"),
+        unit=col.text("dose_unit_rx"),
+        value_text=col.text("route"),
+        source_key=_row_keys(col.rows),
+    )
+
+
+def _microbiologyevents(f: pd.DataFrame, file: str) -> pd.DataFrame:
+    """One observation per row: the organism (or "no growth") and, for a
+    susceptibility row, the antibiotic and its interpretation.
+
+    Its time is when the result is known, as for labs: storetime, else storedate
+    (not before the specimen), else the specimen's charttime or chartdate. The
+    specimen time that CLINICAL_CONCEPTS.md section 10b pairs antibiotics with is
+    not kept separately.
+    """
+    col = _Columns(f, file, f["_row"].to_numpy())
+    taken = col.time("charttime").fillna(col.time("chartdate", required=True))
+    stored = col.time("storetime").fillna(col.time("storedate"))
+    time = stored.where(stored.isna() | (stored >= taken), taken).fillna(taken)
+    organism = col.text("org_name")
+    organism = organism.where(organism != "", "no growth")
+    antibiotic = col.text("ab_name")
+    susceptibility = (": " + antibiotic + " " + col.text("interpretation")).str.rstrip()
+    specimen, test = col.text("spec_type_desc"), col.text("test_name")
+    return _events(
+        f,
+        "microbiologyevents",
+        time=time,
+        kind=OBS,
+        domain=Domain.MICROBIOLOGY.value,
+        category=specimen.str.lower(),
+        name=test.where(test != "", specimen),
+        value_text=organism + susceptibility.where(antibiotic != "", ""),
+        source_key=_keys(f["microevent_id"]),
+    )
+
+
+def _transfers(f: pd.DataFrame, file: str) -> pd.DataFrame:
+    """Care-unit transfers in CLIF location categories; the discharge row reveals
+    the outcome and is kept as an outcome event."""
+    col = _Columns(f, file, f["_row"].to_numpy())
+    careunit, eventtype = col.text("careunit"), col.text("eventtype")
+    discharge = (eventtype == "discharge").to_numpy()
+    return _events(
+        f,
+        "transfers",
+        time=col.time("intime", required=True),
+        end_time=col.time("outtime"),
+        kind=np.where(discharge, OUTCOME, OBS),
+        domain=np.where(discharge, Domain.OUTCOME.value, Domain.ADT.value),
+        category=careunit.map(ADT_LOCATION_CATEGORIES).fillna(""),
+        name=careunit.where(careunit != "", eventtype),
+        value_text=eventtype,
+        source_key=_keys(f["transfer_id"])
+        if "transfer_id" in f
+        else _row_keys(col.rows),
+    )
+
+
+def _event_steps(
+    folder: MimicFolder, labels: Labels, summary: ImportSummary
+) -> list[EventStep]:
+    """The event files present, their columns checked before anything is written.
+    Labs and cultures without hadm_id are placed by their sample time."""
+    steps: list[EventStep] = []
+
+    def add(
+        spec: TableSpec, transform: Callable, assign_by: tuple[str, ...] = ()
+    ) -> None:
+        table = folder.table(spec)
+        if table is None:
+            summary.notes.append(f"{spec.display} not found: no {spec.name} events")
+            return
+        steps.append(
+            EventStep(
+                spec, table, folder.columns(table, spec), transform, assign_by=assign_by
+            )
+        )
+
+    add(CHARTEVENTS, _chartevents(labels))
+    add(LABEVENTS, _labevents(labels), ("charttime",))
+    add(INPUTEVENTS, _inputevents(labels))
+    add(OUTPUTEVENTS, _outputevents(labels))
+    add(PROCEDUREEVENTS, _procedureevents(labels))
+    add(DATETIMEEVENTS, _datetimeevents(labels))
+    emar = folder.table(EMAR)
+    if emar is not None:
+        detail = folder.table(EMAR_DETAIL)
+        columns = folder.columns(detail, EMAR_DETAIL) if detail is not None else []
+        if detail is None:
+            summary.notes.append(
+                f"{EMAR_DETAIL.display} not found: medication events have no dose"
+            )
+        steps.append(
+            EmarStep(
+                EMAR,
+                emar,
+                folder.columns(emar, EMAR),
+                _emar,
+                detail=detail,
+                detail_columns=columns,
+            )
+        )
+    elif folder.table(PRESCRIPTIONS) is not None:
+        summary.notes.append(
+            f"{EMAR.display} not found: medications from {PRESCRIPTIONS.display}"
+        )
+        add(PRESCRIPTIONS, _prescriptions)
+    else:
+        summary.notes.append(
+            f"{EMAR.display} and {PRESCRIPTIONS.display} not found: no medication events"
+        )
+    add(MICROBIOLOGYEVENTS, _microbiologyevents, ("charttime", "chartdate"))
+    add(TRANSFERS, _transfers)
+    return steps
+
+
+# --- the import --------------------------------------------------------------------
+
+
+def _batches(stays: pd.DataFrame, hadm_ids: list[int], size: int) -> list[list[int]]:
+    """Admissions in order, grouped so that each batch holds about ``size`` stays
+    (an admission's stays are never split)."""
+    counts = stays["hadm_id"].value_counts()
+    batches, current, n = [], [], 0
+    for hadm in hadm_ids:
+        current.append(hadm)
+        n += int(counts.get(hadm, 0))
+        if n >= size:
+            batches.append(current)
+            current, n = [], 0
+    if current:
+        batches.append(current)
+    return batches
+
+
+def mimic_import(
+    *, directory: Path, progress: Progress | None = None, batch_stays: int | None = None
+) -> ImportSummary:
+    """Import a MIMIC-IV v2.x folder; admissions already imported are skipped.
+
+    The small tables (patients, admissions, icustays) are validated completely and
+    the columns of every event file checked before anything is written. The new
+    admissions with an ICU stay are then imported in batches of about
+    ``batch_stays`` stays (default ``REALICU_IMPORT_BATCH_STAYS``), each batch in
+    one transaction: patients, admissions, stays and outcome events, then every
+    event file streamed once. An error rolls back the batch it occurs in;
+    batches already committed stay, and a re-run skips them.
+    """
+    if batch_stays is None:
+        batch_stays = settings.REALICU_IMPORT_BATCH_STAYS
+    if batch_stays < 1:
+        raise ValidationError("batch_stays must be at least 1.")
+    progress = progress or Progress()
+    summary = ImportSummary(source="MIMIC-IV")
+    folder = MimicFolder(directory)
+
+    cohort = _read_cohort(folder)
+    labels = Labels(folder, summary)
+    steps = _event_steps(folder, labels, summary)
+
+    in_icu = pd.Index(cohort.stays["hadm_id"].unique())
+    done = set(
+        Admission.objects.filter(source=Source.MIMIC).values_list(
+            "source_id", flat=True
+        )
+    )
+    new = cohort.admissions.loc[[h for h in in_icu if str(h) not in done]]
+    summary.skipped_admissions = len(in_icu) - len(new)
+    new = new.sort_values(["admittime"], kind="stable")
+    cohort.first_admit = new.groupby("subject_id")["admittime"].min()
+    batches = _batches(cohort.stays, [int(h) for h in new.index], batch_stays)
+    diagnoses = (
+        _read_diagnoses(folder, new.index.to_numpy(), summary) if len(new) else {}
+    )
+
+    progress.start(
+        len(batches) * (len(steps) + 1), "MIMIC-IV: patients, admissions, stays"
+    )
+    for number, hadm_ids in enumerate(batches, start=1):
+        with transaction.atomic():
+            writer = EventWriter()
+            batch = _write_cohort(hadm_ids, cohort, diagnoses, summary, writer)
+            progress.advance(
+                1, f"batch {number}/{len(batches)}: {len(hadm_ids)} admissions"
+            )
+            for step in steps:
+                step.run(batch, writer, progress, summary)
+                progress.advance(1, f"batch {number}/{len(batches)}: {step.name} done")
+    for step in steps:
+        if step.untimed:
+            summary.notes.append(
+                f"{step.spec.display}: {step.untimed} rows without a time not imported"
+            )
+    return summary
