@@ -51,3 +51,11 @@ def celery_worker_process(transactional_db, tmp_path):
         except subprocess.TimeoutExpired:
             proc.kill()
         log.close()
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _fresh_cache():
+    """Live job progress lives in the cache; start every session without stale keys."""
+    from django.core.cache import cache
+
+    cache.clear()

@@ -172,12 +172,12 @@ def import_run_execute(*, import_run: ImportRun) -> ImportRun:
         status=ImportStatus.RUNNING, started_at=timezone.now(), error=""
     )
 
-    def to_row(done: int, total: int, label: str) -> None:
-        ImportRun.objects.filter(pk=import_run.pk).update(
-            progress_done=done, progress_total=total, progress_label=label[:255]
-        )
+    from windows.jobprogress import progress_clear, progress_set
 
-    progress = Progress(sinks=[to_row])
+    def to_cache(done: int, total: int, label: str) -> None:
+        progress_set(kind="import", pk=import_run.pk, done=done, total=total, label=label)
+
+    progress = Progress(sinks=[to_cache])
     try:
         if import_run.source == Source.CLIF:
             from windows.importers.clif import clif_import
@@ -191,12 +191,17 @@ def import_run_execute(*, import_run: ImportRun) -> ImportRun:
     except Exception as exc:
         message = "; ".join(exc.messages) if hasattr(exc, "messages") else repr(exc)
         ImportRun.objects.filter(pk=import_run.pk).update(
-            status=ImportStatus.FAILED, finished_at=timezone.now(), error=message[:5000]
+            status=ImportStatus.FAILED, finished_at=timezone.now(), error=message[:5000],
+            progress_done=progress.done, progress_total=progress.total,
         )
+        progress_clear(kind="import", pk=import_run.pk)
         raise
     ImportRun.objects.filter(pk=import_run.pk).update(
-        status=ImportStatus.DONE, finished_at=timezone.now(), summary=summary.as_dict()
+        status=ImportStatus.DONE, finished_at=timezone.now(), summary=summary.as_dict(),
+        progress_done=progress.done, progress_total=progress.total,
+        progress_label="done",
     )
+    progress_clear(kind="import", pk=import_run.pk)
     import_run.refresh_from_db()
     return import_run
 

@@ -125,6 +125,12 @@ SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SECURE = env.bool("DJANGO_SECURE_COOKIES", default=False)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
 
+# The cache carries live job progress between worker and web processes: files
+# under var/ when embedded, Redis (CACHE_URL=redis://...) in production.
+CACHES = {
+    "default": env.cache("CACHE_URL", default=f"filecache://{VAR_DIR / 'cache'}")
+}
+
 # Celery: embedded default is kombu's filesystem transport (no server needed).
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="filesystem://")
 CELERY_BROKER_DIR = VAR_DIR / "broker"

@@ -58,3 +58,16 @@ def test_folder_outside_the_import_roots_is_refused(settings, tmp_path):
     with pytest.raises(ValidationError, match="needs a folder"):
         import_run_create(source="mimic", path="")
     assert ImportRun.objects.count() == 0
+
+
+def test_running_import_shows_live_progress_from_the_worker(admin_client):
+    """The worker's progress is visible while the import's transaction is open."""
+    from windows.jobprogress import progress_set
+
+    run = ImportRun.objects.create(source="clif", status=ImportStatus.RUNNING)
+    progress_set(kind="import", pk=run.pk, done=3, total=4, label="batch 1/1: labs")
+    run = ImportRun.objects.get(pk=run.pk)
+    assert run.percent == 75
+    page = admin_client.get(f"/imports/{run.pk}/progress/").content.decode()
+    assert 'value="75"' in page and "batch 1/1: labs" in page
+    assert 'hx-trigger="every 1s"' in page

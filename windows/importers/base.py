@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import sys
 import time as _time
+from concurrent.futures import Future, ThreadPoolExecutor
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 from django.core.exceptions import ValidationError
 from django.db import connection
@@ -33,6 +36,24 @@ EVENT_COLUMNS = [
 ]
 _TEXT_COLUMNS = ("kind", "domain", "category", "name", "unit", "value_text", "source_table", "source_key")
 TEXT_LIMITS = {"category": 64, "name": 255, "unit": 32, "source_table": 48, "source_key": 128}
+
+
+_ARROW_SCHEMA = pa.schema(
+    [
+        ("admission_id", pa.int64()),
+        ("time", pa.timestamp("us", tz="UTC")),
+        ("end_time", pa.timestamp("us", tz="UTC")),
+        ("kind", pa.string()),
+        ("domain", pa.string()),
+        ("category", pa.string()),
+        ("name", pa.string()),
+        ("value_num", pa.float64()),
+        ("unit", pa.string()),
+        ("value_text", pa.string()),
+        ("source_table", pa.string()),
+        ("source_key", pa.string()),
+    ]
+)
 
 
 class SourceDataError(ValidationError):
@@ -168,19 +189,30 @@ def check_order(
 
 
 def _clean_text(series: pd.Series, limit: int | None) -> pd.Series:
-    out = series.astype("object").where(series.notna(), "")
-    out = out.map(lambda v: v if isinstance(v, str) else str(v))
-    if limit:
-        out = out.str.slice(0, limit)
-    return out
+    """Text with missing values as '' and cut to the column's length. Cleaned per
+    distinct value: most columns repeat a handful of values over millions of rows."""
+    codes, uniques = pd.factorize(series, use_na_sentinel=True)
+    cleaned = np.array(
+        [str(v)[:limit] if limit else str(v) for v in uniques] + [""], dtype=object
+    )
+    return pd.Series(cleaned[codes], index=series.index)
 
 
 class EventWriter:
     """Appends normalized event frames to the Event table inside the caller's
-    transaction: PostgreSQL COPY, or a bulk insert elsewhere."""
+    transaction: PostgreSQL COPY, or a bulk insert elsewhere.
+
+    On PostgreSQL the COPY of one frame runs in a background thread while the
+    importer reads and transforms the next chunk, so the client's pandas work and
+    the server's parsing overlap. At most one COPY is in flight; ``flush()`` (also
+    called by the next ``write``) waits for it and raises its error, if any.
+    Call ``flush()`` before the transaction ends.
+    """
 
     def __init__(self) -> None:
         self.written = 0
+        self._pending: Future | None = None
+        self._executor: ThreadPoolExecutor | None = None
 
     def write(self, frame: pd.DataFrame) -> int:
         if frame.empty:
@@ -192,25 +224,70 @@ class EventWriter:
         values = pd.to_numeric(frame["value_num"], errors="coerce").astype("float64")
         frame["value_num"] = values.where(np.isfinite(values))
         if connection.vendor == "postgresql":
-            self._copy(frame)
+            payload = self._csv(frame)
+            self.flush()
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(max_workers=1)
+            raw = connection.connection  # the psycopg connection, in this transaction
+            self._pending = self._executor.submit(self._copy, raw, payload)
         else:
             self._bulk(frame)
         self.written += len(frame)
         return len(frame)
 
-    def _copy(self, frame: pd.DataFrame) -> None:
-        # CSV through COPY: pandas formats the whole frame in C, and PostgreSQL
-        # parses it in one stream. Unquoted empty fields are NULL (times, numbers);
-        # text columns are forced not-null so empty text stays empty text.
+    def flush(self) -> None:
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            pending.result()
+
+    def close(self) -> None:
+        try:
+            self.flush()
+        finally:
+            if self._executor is not None:
+                self._executor.shutdown(wait=True)
+                self._executor = None
+
+    def __enter__(self) -> "EventWriter":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            # The transaction is rolling back; wait for the COPY, ignore its fate.
+            try:
+                self.close()
+            except Exception:
+                pass
+
+    @staticmethod
+    def _csv(frame: pd.DataFrame) -> memoryview:
+        """CSV for COPY, by Arrow's C++ writer. Unquoted empty fields are NULL
+        (times, numbers); text columns are forced not-null in the COPY, so empty
+        text stays empty text."""
+        arrow = pa.Table.from_pandas(
+            frame.assign(
+                time=pd.to_datetime(frame["time"], utc=True),
+                end_time=pd.to_datetime(frame["end_time"], utc=True),
+            ),
+            schema=_ARROW_SCHEMA,
+            preserve_index=False,
+        )
+        sink = pa.BufferOutputStream()
+        pa_csv.write_csv(arrow, sink, write_options=pa_csv.WriteOptions(include_header=False))
+        return memoryview(sink.getvalue())
+
+    @staticmethod
+    def _copy(raw, payload: memoryview) -> None:
         cols = ", ".join(EVENT_COLUMNS)
         text_cols = ", ".join(c for c in EVENT_COLUMNS if c in _TEXT_COLUMNS)
-        table = Event._meta.db_table
-        payload = frame.to_csv(index=False, header=False, date_format="%Y-%m-%d %H:%M:%S%z")
-        with connection.cursor() as cursor:
-            raw = cursor.cursor  # psycopg 3 cursor under Django's wrapper
-            sql = f"COPY {table} ({cols}) FROM STDIN WITH (FORMAT csv, FORCE_NOT_NULL ({text_cols}))"
-            with raw.copy(sql) as copy:
-                copy.write(payload)
+        sql = (
+            f"COPY {Event._meta.db_table} ({cols}) FROM STDIN "
+            f"WITH (FORMAT csv, FORCE_NOT_NULL ({text_cols}))"
+        )
+        with raw.cursor() as cursor, cursor.copy(sql) as copy:
+            copy.write(payload)
 
     def _bulk(self, frame: pd.DataFrame) -> None:
         # SQLite: one executemany of plain tuples, times in the text form Django's

@@ -375,8 +375,18 @@ def _read_diagnoses(table: SourceTable | None, hosp_ids: set[str]) -> dict[str, 
 def _import_batch(*, batch, adt, label, patients, hosps, stays_by_hosp, diagnoses, event_tables,
                   code_status_table, progress, summary) -> None:
     batch_set = set(batch)
-    writer = EventWriter()
+    with EventWriter() as writer:
+        _import_batch_events(batch=batch, batch_set=batch_set, adt=adt, label=label,
+                             patients=patients, hosps=hosps, stays_by_hosp=stays_by_hosp,
+                             diagnoses=diagnoses, event_tables=event_tables,
+                             code_status_table=code_status_table, progress=progress,
+                             summary=summary, writer=writer)
 
+
+def _import_batch_events(*, batch, batch_set, adt, label, patients, hosps, stays_by_hosp,
+                         diagnoses, event_tables, code_status_table, progress, summary,
+                         writer) -> None:
+    """Patients, admissions and stays of one batch, then all their events."""
     # Patients: get or create (a patient may already exist from another admission).
     patient_ids = sorted({hosps.loc[h, "patient_id"] for h in batch})
     existing = {

@@ -47,7 +47,7 @@ from windows.services import (
     stay_diagnosis_fields,
 )
 
-CHUNK_ROWS = 500_000
+CHUNK_ROWS = 250_000
 
 OBS = EventKind.OBSERVATION.value
 ACT = EventKind.ACTION.value
@@ -1415,8 +1415,7 @@ def mimic_import(
         len(batches) * (len(steps) + 1), "MIMIC-IV: patients, admissions, stays"
     )
     for number, hadm_ids in enumerate(batches, start=1):
-        with transaction.atomic():
-            writer = EventWriter()
+        with transaction.atomic(), EventWriter() as writer:
             batch = _write_cohort(hadm_ids, cohort, diagnoses, summary, writer)
             progress.advance(
                 1, f"batch {number}/{len(batches)}: {len(hadm_ids)} admissions"
