@@ -188,14 +188,21 @@ def check_order(
         )
 
 
-def _clean_text(series: pd.Series, limit: int | None) -> pd.Series:
-    """Text with missing values as '' and cut to the column's length. Cleaned per
-    distinct value: most columns repeat a handful of values over millions of rows."""
+def _clean_text(series: pd.Series, limit: int | None) -> pd.Categorical:
+    """Text with missing values as '' and cut to the column's length, as a
+    categorical: cleaned per distinct value, since most columns repeat a handful of
+    values over millions of rows, and handed to Arrow without a Python string per row."""
     codes, uniques = pd.factorize(series, use_na_sentinel=True)
-    cleaned = np.array(
-        [str(v)[:limit] if limit else str(v) for v in uniques] + [""], dtype=object
-    )
-    return pd.Series(cleaned[codes], index=series.index)
+    cleaned = [str(v)[:limit] if limit else str(v) for v in uniques] + [""]
+    # Cleaning can merge values (1 and "1"); categories must stay distinct.
+    merged_codes, categories = pd.factorize(pd.Index(cleaned, dtype=object))
+    codes = np.where(codes < 0, len(cleaned) - 1, codes)
+    return pd.Categorical.from_codes(merged_codes[codes], categories=categories)
+
+
+def _arrow_text(values: pd.Categorical) -> pa.Array:
+    dictionary = pa.array(np.asarray(values.categories, dtype=object), type=pa.string())
+    return pa.DictionaryArray.from_arrays(pa.array(values.codes), dictionary).dictionary_decode()
 
 
 class EventWriter:
@@ -266,14 +273,16 @@ class EventWriter:
         """CSV for COPY, by Arrow's C++ writer. Unquoted empty fields are NULL
         (times, numbers); text columns are forced not-null in the COPY, so empty
         text stays empty text."""
-        arrow = pa.Table.from_pandas(
-            frame.assign(
-                time=pd.to_datetime(frame["time"], utc=True),
-                end_time=pd.to_datetime(frame["end_time"], utc=True),
-            ),
-            schema=_ARROW_SCHEMA,
-            preserve_index=False,
-        )
+        arrays = []
+        for field in _ARROW_SCHEMA:
+            col = frame[field.name]
+            if field.name in _TEXT_COLUMNS:
+                arrays.append(_arrow_text(col.array))
+            elif pa.types.is_timestamp(field.type):
+                arrays.append(pa.array(pd.to_datetime(col, utc=True), type=field.type))
+            else:
+                arrays.append(pa.array(col.to_numpy(), type=field.type, from_pandas=True))
+        arrow = pa.Table.from_arrays(arrays, schema=_ARROW_SCHEMA)
         sink = pa.BufferOutputStream()
         pa_csv.write_csv(arrow, sink, write_options=pa_csv.WriteOptions(include_header=False))
         return memoryview(sink.getvalue())
