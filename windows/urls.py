@@ -9,6 +9,16 @@ app_name = "windows"
 urlpatterns = [
     path("stays/", views.stay_list, name="stay_list"),
     path("stays/<int:stay_id>/", views.stay_detail, name="stay_detail"),
+    path(
+        "stays/<int:stay_id>/windows/<int:index>/",
+        views.window_detail,
+        name="window_detail",
+    ),
+    path(
+        "stays/<int:stay_id>/tracks.json",
+        views.stay_tracks_json,
+        name="stay_tracks_json",
+    ),
     path("imports/", views.import_list, name="import_list"),
     path("imports/start/", views.import_start, name="import_start"),
     path(

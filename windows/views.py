@@ -1,8 +1,11 @@
 """Signed-in pages for imported clinical data: the stays list, a stay with its
-events, and (staff only) the imports with their progress."""
+events, a window's trajectory page with the JSON its plots read, and (staff
+only) the imports with their progress."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass
 from functools import wraps
 
@@ -11,9 +14,11 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
-from django.http import Http404
+from django.http import Http404, HttpResponse, HttpResponseNotModified
 from django.shortcuts import redirect, render
-from django.utils.cache import patch_vary_headers
+from django.utils import timezone
+from django.utils.cache import patch_cache_control, patch_vary_headers
+from django.utils.http import parse_etags, quote_etag
 from django.views.decorators.http import require_GET, require_POST
 
 from windows import selectors, services
@@ -25,10 +30,13 @@ from windows.models import (
     Outcome,
     Source,
     Stay,
+    Window,
 )
+from windows.selectors import EventScope
 
 STAYS_PER_PAGE = 50
 EVENTS_PER_PAGE = 100
+WINDOW_EVENTS_PER_PAGE = 250
 IMPORT_RUNS_PER_PAGE = 25
 
 
@@ -163,7 +171,234 @@ def stay_detail(request, stay_id: int):
     }
     if not _wants_partial(request):
         context["other_stays"] = selectors.stay_admission_stays(stay=stay)
+        windows = _window_marks(selectors.stay_windows(stay=stay))
+        context["windows"] = windows
+        if windows:
+            first = windows[0].window
+            context["window_minutes"] = round(
+                (first.end - first.start).total_seconds() / 60
+            )
     return _render(request, "windows/stay_detail.html", context, partial="event_table")
+
+
+@dataclass(frozen=True)
+class WindowMark:
+    """A window as the stay page's strip draws it: a bar as high as its action
+    density, marked when it was drawn for Gold."""
+
+    window: Window
+
+    @property
+    def height(self) -> int:
+        # A floor keeps empty windows visible and clickable.
+        return 12 + round(88 * min(1.0, self.window.action_density))
+
+
+def _window_marks(windows) -> list[WindowMark]:
+    return [WindowMark(w) for w in windows]
+
+
+# The tag shown after the hours of a row, by position: (text, title).
+_POSITION_TAGS = {
+    "in": ("window", "In this window"),
+    "after": ("after", "After the bedside boundary: hindsight"),
+}
+_WINDOW_ACTION_TAG = ("action", "An action of this window")
+
+
+@dataclass(frozen=True, slots=True)
+class WindowEventRow:
+    """An event as the window page's table shows it, formatted here rather than
+    with template filters: a whole-stay page holds hundreds of rows, and filters
+    such as floatformat cost a few milliseconds per hundred."""
+
+    id: int
+    css: str  # "pos-before" (the look-back), "pos-in" or "pos-after", and
+    # "window-action" for the window's own actions
+    hours: str
+    tag: str
+    tag_title: str
+    time: str
+    kind: str
+    kind_label: str
+    category: str
+    name: str
+    value: str
+
+
+def _window_event_row(window: Window, event: Event, kind_labels: dict):
+    if event.time < window.start:
+        position = "before"
+    elif event.time < window.end:
+        position = "in"
+    else:
+        position = "after"
+    is_window_action = position == "in" and event.kind == EventKind.ACTION
+    tag, tag_title = (
+        _WINDOW_ACTION_TAG
+        if is_window_action
+        else _POSITION_TAGS.get(position, ("", ""))
+    )
+    return WindowEventRow(
+        id=event.pk,
+        css=f"pos-{position}" + (" window-action" if is_window_action else ""),
+        hours=f"{window.stay.hours_since_admit(event.time):.2f}",
+        tag=tag,
+        tag_title=tag_title,
+        time=timezone.localtime(event.time).strftime("%Y-%m-%d %H:%M"),
+        kind=event.kind,
+        kind_label=kind_labels.get(event.kind, event.kind),
+        category=event.category or "–",
+        name=event.name,
+        value=EventRow(event, 0.0, "icu").value or "–",
+    )
+
+
+@dataclass(frozen=True)
+class EventGroup:
+    domain: str
+    label: str
+    total: int  # events of this domain in the whole scope, not only this page
+    rows: list[WindowEventRow]
+
+
+def _window_event_groups(window: Window, events, totals: dict) -> list[EventGroup]:
+    """A page's events (in time order) grouped by domain, in reading order."""
+    domain_labels = dict(Domain.choices)
+    kind_labels = dict(EventKind.choices)
+    by_domain: dict[str, list[WindowEventRow]] = {}
+    for event in events:
+        row = _window_event_row(window, event, kind_labels)
+        by_domain.setdefault(event.domain, []).append(row)
+    return [
+        EventGroup(d, domain_labels.get(d, d), totals.get(d, 0), by_domain[d])
+        for d in sorted(by_domain, key=lambda d: (selectors.event_domain_rank(d), d))
+    ]
+
+
+def _page_number(value: str | None) -> int:
+    try:
+        return max(1, int(value or 1))
+    except ValueError:
+        return 1
+
+
+@require_GET
+@login_required
+def window_detail(request, stay_id: int, index: int):
+    window = selectors.window_get(user=request.user, stay_id=stay_id, index=index)
+    if window is None:
+        raise Http404("No such window.")
+    scope = _choice(request.GET.get("scope"), EventScope.values) or EventScope.WINDOW
+    totals = selectors.window_event_domain_counts(window=window, scope=scope)
+    domain = _choice(request.GET.get("domain"), totals)
+    events = selectors.window_events(window=window, scope=scope, domain=domain)
+    paginator = Paginator(events, WINDOW_EVENTS_PER_PAGE)
+    # The per-domain counts already add up to the total: no second count query.
+    paginator.count = totals.get(domain, 0) if domain else sum(totals.values())
+    page = paginator.get_page(_page_number(request.GET.get("page")))
+    events_on_page = list(page.object_list)
+    domain_labels = dict(Domain.choices)
+    stay = window.stay
+    context = {
+        "window": window,
+        "stay": stay,
+        "scope": scope,
+        "scopes": EventScope.choices,
+        "domain": domain,
+        "domains": [(d, domain_labels.get(d, d), n) for d, n in totals.items()],
+        "page": page,
+        "groups": _window_event_groups(window, events_on_page, totals),
+        # A page of the whole stay is a stretch of time: say which.
+        "page_hours": (
+            (
+                stay.hours_since_admit(events_on_page[0].time),
+                stay.hours_since_admit(events_on_page[-1].time),
+            )
+            if events_on_page
+            else None
+        ),
+        "lookback_hours": int(selectors.WINDOW_LOOKBACK.total_seconds() // 3600),
+    }
+    if not _wants_partial(request):
+        context.update(
+            {
+                "facts": selectors.window_bedside_facts(window=window),
+                "window_end_hours": stay.hours_since_admit(window.end),
+                "previous_index": window.index - 1 if window.index > 0 else None,
+                "next_index": (
+                    window.index + 1 if window.index < window.last_index else None
+                ),
+                "gold_windows": list(selectors.stay_windows(stay=stay, gold_only=True)),
+            }
+        )
+    return _render(
+        request, "windows/window_detail.html", context, partial="event_table"
+    )
+
+
+# Bump when the JSON's shape changes: cached copies of the old shape go stale.
+TRACKS_JSON_VERSION = "1"
+
+
+@require_GET
+@login_required
+def stay_tracks_json(request, stay_id: int):
+    """The stay's concept tracks and windows for the plots, as compact JSON:
+    ``{hours, series: {name: [...]}, levels, windows: [{index, start_h, end_h,
+    gold, density}], current: {index, start_h, end_h} | null, weight_kg}``;
+    ``?window=<index>`` names the current window. Answers 304 to a request
+    whose If-None-Match holds the current ETag, which changes with the stay's
+    events (tracks recomputed) and windows."""
+    stay = selectors.stay_get(user=request.user, stay_id=stay_id)
+    if stay is None:
+        raise Http404("No such ICU stay.")
+    current_index = request.GET.get("window")
+    windows = selectors.stay_window_marks(stay=stay)
+    current = None
+    if current_index is not None:
+        current = next((w for w in windows if str(w["index"]) == current_index), None)
+        if current is None:
+            raise Http404("No such window.")
+    version = selectors.stay_tracks_version(stay=stay)
+    fingerprint = hashlib.sha256(
+        json.dumps(
+            [
+                TRACKS_JSON_VERSION,
+                version.events_signature,
+                version.computed_at.isoformat(),
+                windows,
+                current_index,
+            ],
+            separators=(",", ":"),
+        ).encode()
+    ).hexdigest()[:32]
+    etag = quote_etag(fingerprint)
+    if etag in parse_etags(request.headers.get("If-None-Match", "")):
+        response = HttpResponseNotModified()
+    else:
+        hours, series, meta = selectors.stay_tracks_series(stay=stay)
+        payload = {
+            "stay": stay.pk,
+            "hours": hours,
+            "series": series,
+            "levels": {"ventilation": list(selectors.VENTILATION_LEVELS)},
+            "windows": windows,
+            "current": (
+                {k: current[k] for k in ("index", "start_h", "end_h")}
+                if current
+                else None
+            ),
+            "weight_kg": meta.get("weight_kg"),
+        }
+        body = json.dumps(payload, separators=(",", ":"), allow_nan=False)
+        response = HttpResponse(body, content_type="application/json")
+    response["ETag"] = etag
+    # Clinical data of a signed-in user: the browser may keep it, but must ask
+    # before each use, and no shared cache may hold it.
+    patch_cache_control(response, private=True, no_cache=True)
+    patch_vary_headers(response, ["Cookie"])
+    return response
 
 
 class ImportStartForm(forms.Form):

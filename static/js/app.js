@@ -1,8 +1,10 @@
 /* Keyboard shortcuts of RealICU Web pages.
    j/k or arrows move the selection in a [data-nav-list] table, Enter opens the
    selected row's data-href, "/" focuses the first [data-filter] field, n/p follow
-   [data-page-next]/[data-page-prev], u follows [data-shortcut-up], "?" toggles the
-   help panel, Esc closes it or leaves a field. */
+   [data-page-next]/[data-page-prev], u follows [data-shortcut-up], "[" or Left
+   and "]" or Right follow [data-shortcut-prev]/[data-shortcut-next] (previous and
+   next window), w follows [data-shortcut-scope], z clicks [data-shortcut-zoom],
+   "?" toggles the help panel, Esc closes it or leaves a field. */
 (function () {
   "use strict";
 
@@ -10,7 +12,8 @@
 
   function rows() {
     const list = document.querySelector("[data-nav-list]");
-    return list ? Array.from(list.querySelectorAll("tbody tr")) : [];
+    // Group heading rows are labels, not items.
+    return list ? Array.from(list.querySelectorAll("tbody tr:not(.group-head)")) : [];
   }
 
   function select(index) {
@@ -40,6 +43,7 @@
   function follow(selector) {
     const link = document.querySelector(selector);
     if (link) link.click();
+    return Boolean(link);
   }
 
   function toggleHelp(force) {
@@ -89,6 +93,25 @@
         break;
       case "u":
         follow("[data-shortcut-up]");
+        break;
+      case "[":
+        follow("[data-shortcut-prev]");
+        break;
+      case "]":
+        follow("[data-shortcut-next]");
+        break;
+      case "ArrowLeft":
+        // Left/Right scroll a wide table where there is no window to move to.
+        if (!follow("[data-shortcut-prev]")) return;
+        break;
+      case "ArrowRight":
+        if (!follow("[data-shortcut-next]")) return;
+        break;
+      case "w":
+        follow("[data-shortcut-scope]");
+        break;
+      case "z":
+        follow("[data-shortcut-zoom]");
         break;
       case "?":
         toggleHelp();

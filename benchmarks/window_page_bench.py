@@ -1,0 +1,311 @@
+"""Window page speed: server time and query count of the window page and of its
+tracks JSON, for the longest CLIF demo stay and for a generated 1,800-hour stay
+with the event density of the demo's busiest stay.
+
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/test python benchmarks/window_page_bench.py
+
+DATABASE_URL names a database to connect to for creating and dropping the
+benchmark's own, realicu_winbench. Each figure is the time Django's test Client
+takes to answer (middleware, view, queries, template; no network), over 50
+requests after 3 warm-up ones, for the window in the middle of the stay.
+Targets: p95 <= 150 ms; query counts the same for both stays.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from datetime import timedelta
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+ADMIN_URL = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/test")
+BENCH_DB = "realicu_winbench"
+LONG_HOURS = 1800
+MIN_HOURS_FOR_BUSIEST = 24  # a stay of minutes says little about a rate per hour
+
+
+def _admin_conninfo() -> str:
+    return ADMIN_URL.replace("postgres://", "postgresql://", 1)
+
+
+def _bench_url() -> str:
+    base, _, _ = ADMIN_URL.rpartition("/")
+    return f"{base}/{BENCH_DB}"
+
+
+def _create_database() -> None:
+    import psycopg
+
+    with psycopg.connect(_admin_conninfo(), autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
+        conn.execute(f"CREATE DATABASE {BENCH_DB}")
+
+
+def _drop_database() -> None:
+    import psycopg
+
+    with psycopg.connect(_admin_conninfo(), autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def _icu_events(stay):
+    from windows.models import Event
+
+    return Event.objects.filter(
+        admission_id=stay.admission_id, time__gte=stay.intime, time__lt=stay.outtime
+    )
+
+
+def _busiest_stay():
+    """The demo stay of at least a day with the most events per ICU hour."""
+    from windows.models import Stay
+
+    best, best_rate = None, -1.0
+    for stay in Stay.objects.all():
+        if stay.length_hours < MIN_HOURS_FOR_BUSIEST:
+            continue
+        rate = _icu_events(stay).count() / stay.length_hours
+        if rate > best_rate:
+            best, best_rate = stay, rate
+    return best, best_rate
+
+
+def _long_stay(template, hours: int):
+    """A new ``hours``-long stay whose events repeat ``template``'s ICU events
+    (outcomes and transfers left out) end to end, so that it has the same mix
+    and events per hour."""
+    from windows.models import (
+        Admission,
+        Event,
+        EventKind,
+        Patient,
+        Source,
+        Stay,
+    )
+    from windows.selectors_context import OUTCOME_REVEALING_CATEGORIES
+
+    patient = Patient.objects.create(
+        source=Source.CLIF,
+        source_id="bench-long",
+        pseudo_id="PBENCHLONG01",
+        sex="Female",
+        age=66,
+    )
+    intime = template.intime
+    admission = Admission.objects.create(
+        patient=patient,
+        source=Source.CLIF,
+        source_id="bench-long",
+        admit_time=intime - timedelta(hours=6),
+        discharge_time=intime + timedelta(hours=hours + 24),
+        age_at_admission=66,
+    )
+    stay = Stay.objects.create(
+        admission=admission,
+        source=Source.CLIF,
+        source_id="bench-long",
+        care_unit=template.care_unit,
+        intime=intime,
+        outtime=intime + timedelta(hours=hours),
+        hospital_outcome=template.hospital_outcome,
+        admission_diagnosis=template.admission_diagnosis,
+        disease_group=template.disease_group,
+    )
+    fields = [
+        "time",
+        "end_time",
+        "kind",
+        "domain",
+        "category",
+        "name",
+        "value_num",
+        "unit",
+        "value_text",
+        "source_table",
+    ]
+    rows = list(
+        _icu_events(template)
+        .exclude(kind=EventKind.OUTCOME)
+        .exclude(category__in=OUTCOME_REVEALING_CATEGORIES)
+        .exclude(domain="adt")
+        .values_list(*fields)
+    )
+    period = template.outtime - template.intime
+    events, n, shift = [], 0, timedelta(0)
+    while shift < timedelta(hours=hours):
+        for row in rows:
+            values = dict(zip(fields, row, strict=True))
+            when = values["time"] - template.intime + shift
+            if when >= timedelta(hours=hours):
+                continue
+            values["time"] = intime + when
+            if values["end_time"] is not None:
+                values["end_time"] = (
+                    values["end_time"] - template.intime + shift + intime
+                )
+            n += 1
+            events.append(Event(admission=admission, source_key=f"bench:{n}", **values))
+        shift += period
+    Event.objects.bulk_create(events, batch_size=5000)
+    return stay
+
+
+def _prepare(stay) -> dict:
+    from windows.tracks import stay_tracks_get
+    from windows.windowing import windows_build, windows_sample_gold
+
+    started = time.perf_counter()
+    windows = windows_build(stay=stay, window_minutes=30, stride_hours=2)
+    windows_sample_gold(stay=stay, seed=0)
+    stay_tracks_get(stay=stay)
+    return {"windows": len(windows), "prepare_s": time.perf_counter() - started}
+
+
+def _measure(
+    client, url: str, requests: int, **headers
+) -> tuple[list[float], int, int]:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    for _ in range(3):
+        client.get(url, **headers)
+    with CaptureQueriesContext(connection) as ctx:
+        response = client.get(url, **headers)
+    # Counted now: the next request's request_started signal empties the log.
+    queries = len(ctx.captured_queries)
+    size = len(response.content)
+    times = []
+    for _ in range(requests):
+        started = time.perf_counter()
+        response = client.get(url, **headers)
+        times.append((time.perf_counter() - started) * 1000)
+        assert response.status_code in (200, 304), (url, response.status_code)
+    return times, queries, size
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=50)
+    parser.add_argument("--keep", action="store_true", help="keep the database")
+    args = parser.parse_args()
+
+    _create_database()
+    os.environ["DATABASE_URL"] = _bench_url()
+    os.environ.setdefault(
+        "REALICU_VAR_DIR", tempfile.mkdtemp(prefix="realicu-winbench-")
+    )
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "realicu_web.settings")
+    import django
+
+    django.setup()
+    from django.contrib.auth import get_user_model
+    from django.core.management import call_command
+    from django.db import connection, connections
+    from django.test import Client
+    from django.urls import reverse
+
+    from windows.importers.clif import clif_import
+    from windows.models import Event, Stay, Window
+
+    try:
+        call_command("migrate", verbosity=0)
+        started = time.perf_counter()
+        summary = clif_import()
+        print(
+            f"CLIF demo imported: {summary.total_events:,} events, "
+            f"{summary.stays} stays in {time.perf_counter() - started:.1f} s"
+        )
+
+        longest = max(Stay.objects.all(), key=lambda s: s.length_hours)
+        busiest, rate = _busiest_stay()
+        print(
+            f"Busiest demo stay (>= {MIN_HOURS_FOR_BUSIEST} h): stay {busiest.pk}, "
+            f"{busiest.length_hours:.0f} h, {rate:.1f} events/h"
+        )
+        started = time.perf_counter()
+        generated = _long_stay(busiest, LONG_HOURS)
+        print(
+            f"Generated stay {generated.pk}: {LONG_HOURS:,} h, "
+            f"{Event.objects.filter(admission_id=generated.admission_id).count():,} "
+            f"events in {time.perf_counter() - started:.1f} s"
+        )
+
+        # As autovacuum would after a bulk load: plans then see the real sizes.
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE")
+
+        user = get_user_model().objects.create_user("bench", password="bench pass 1")
+        client = Client(SERVER_NAME="localhost")
+        client.force_login(user)
+
+        rows = []
+        for label, stay in (
+            ("longest demo stay", longest),
+            ("generated stay", generated),
+        ):
+            prepared = _prepare(stay)
+            middle = Window.objects.filter(stay=stay).count() // 2
+            events = Event.objects.filter(admission_id=stay.admission_id).count()
+            print(
+                f"{label}: stay {stay.pk}, {stay.length_hours:,.0f} h, {events:,} "
+                f"admission events, {prepared['windows']} windows; windows, Gold "
+                f"draw and tracks in {prepared['prepare_s']:.1f} s"
+            )
+            page = reverse("windows:window_detail", args=[stay.pk, middle])
+            data = (
+                reverse("windows:stay_tracks_json", args=[stay.pk])
+                + f"?window={middle}"
+            )
+            etag = client.get(data)["ETag"]
+            for what, url, headers in (
+                ("window page", page, {}),
+                ("window page, whole stay", page + "?scope=stay", {}),
+                ("tracks JSON", data, {}),
+                ("tracks JSON, 304", data, {"HTTP_IF_NONE_MATCH": etag}),
+            ):
+                times, queries, size = _measure(client, url, args.requests, **headers)
+                rows.append((label, stay.length_hours, what, times, queries, size))
+
+        print()
+        print(
+            f"{'stay':<18} {'hours':>6}  {'request':<24} {'p50 ms':>7} {'p95 ms':>7} "
+            f"{'queries':>7} {'bytes':>9}"
+        )
+        for label, hours, what, times, queries, size in rows:
+            print(
+                f"{label:<18} {hours:>6.0f}  {what:<24} "
+                f"{statistics.median(times):>7.1f} {_percentile(times, 0.95):>7.1f} "
+                f"{queries:>7} {size:>9,}"
+            )
+        worst = max(
+            _percentile(t, 0.95) for _, _, what, t, _, _ in rows if "whole" not in what
+        )
+        by_request: dict[str, set[int]] = {}
+        for _, _, what, _, queries, _ in rows:
+            by_request.setdefault(what, set()).add(queries)
+        same = all(len(counts) == 1 for counts in by_request.values())
+        print()
+        print(
+            f"Worst p95 of the window page and JSON: {worst:.1f} ms "
+            f"(target <= 150 ms: {'met' if worst <= 150 else 'NOT met'})"
+        )
+        print(f"Query counts the same for both stays: {'yes' if same else 'NO'}")
+    finally:
+        connections.close_all()
+        if not args.keep:
+            _drop_database()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,241 @@
+"""The window page in the system Chromium: a physician signs in, the plots are
+drawn, and the keyboard moves between windows."""
+
+import os
+from datetime import timedelta
+
+import pytest
+
+from tests.factories import (
+    make_admission,
+    make_event,
+    make_events,
+    make_patient,
+    make_stay,
+    make_user,
+)
+from windows.models import Domain, EventKind
+from windows.tracks import stay_tracks_get
+from windows.windowing import windows_build, windows_sample_gold
+
+# Playwright's sync API runs an event loop in this thread; the database work of
+# the test itself happens outside it, but Django cannot tell.
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+PASSWORD = "a long passphrase"
+SCREENSHOT = "/tmp/window_page.png"
+
+
+@pytest.fixture
+def septic_stay():
+    """A 36 h stay with vitals, labs, a norepinephrine infusion, ventilation and
+    a code status; its windows, Gold draw and concept tracks."""
+    patient = make_patient(pseudo_id="PBROWSER01", sex="Female", age=58)
+    stay = make_stay(admission=make_admission(patient=patient), hours=36)
+    admission, t0 = stay.admission, stay.intime
+    make_event(
+        admission=admission,
+        time=t0 - timedelta(hours=2),
+        category="weight_kg",
+        name="Admission weight",
+        value_num=72.0,
+        unit="kg",
+    )
+    vitals = {
+        "heart_rate": (112.0, "bpm"),
+        "map": (61.0, "mmHg"),
+        "sbp": (92.0, "mmHg"),
+        "dbp": (48.0, "mmHg"),
+        "respiratory_rate": (24.0, "/min"),
+        "spo2": (93.0, "%"),
+    }
+    for category, (value, unit) in vitals.items():
+        make_events(
+            admission=admission,
+            count=36 * 2,
+            start=t0,
+            every=timedelta(minutes=30),
+            category=category,
+            name=category.replace("_", " "),
+            value_num=value,
+            unit=unit,
+        )
+    make_events(
+        admission=admission,
+        count=9,
+        start=t0,
+        every=timedelta(hours=4),
+        category="temp_c",
+        name="Temperature",
+        value_num=38.4,
+        unit="°C",
+    )
+    make_events(
+        admission=admission,
+        count=6,
+        start=t0,
+        every=timedelta(hours=6),
+        domain=Domain.LABS,
+        category="lactate",
+        name="Lactate",
+        value_num=3.8,
+        unit="mmol/L",
+    )
+    make_events(
+        admission=admission,
+        count=3,
+        start=t0,
+        every=timedelta(hours=12),
+        domain=Domain.LABS,
+        category="creatinine",
+        name="Creatinine",
+        value_num=1.9,
+        unit="mg/dL",
+    )
+    for hour, rate in ((1, 0.1), (8, 0.25), (20, 0.05)):
+        make_event(
+            admission=admission,
+            time=t0 + timedelta(hours=hour),
+            kind=EventKind.ACTION,
+            domain=Domain.MED_CONTINUOUS,
+            category="norepinephrine",
+            name="Norepinephrine",
+            value_num=rate,
+            unit="mcg/kg/min",
+            value_text="dose_change",
+        )
+    make_events(
+        admission=admission,
+        count=12,
+        start=t0 + timedelta(hours=2),
+        every=timedelta(hours=2),
+        kind=EventKind.ACTION,
+        domain=Domain.RESPIRATORY,
+        category="IMV",
+        name="Ventilator",
+        value_num=None,
+        unit="",
+    )
+    make_event(
+        admission=admission,
+        time=t0,
+        kind=EventKind.ACTION,
+        domain=Domain.CODE_STATUS,
+        category="Full",
+        name="Full code",
+        value_num=None,
+        unit="",
+    )
+    windows_build(stay=stay, window_minutes=30, stride_hours=2)
+    windows_sample_gold(stay=stay, seed=0, per_stay=4)
+    stay_tracks_get(stay=stay)
+    make_user(username="physician", password=PASSWORD)
+    return stay
+
+
+@pytest.fixture
+def browser():
+    """Chromium, started after the test's data is written: database work inside
+    Playwright's sync API would run on a connection the test database's
+    teardown does not see (it keeps the database from being dropped)."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+def _canvas_sizes(page, selector: str) -> list[tuple[float, float]]:
+    return page.eval_on_selector_all(
+        f"{selector} canvas",
+        "nodes => nodes.map(c => [c.getBoundingClientRect().width,"
+        " c.getBoundingClientRect().height])",
+    )
+
+
+def test_physician_reads_the_plots_and_moves_between_windows_by_keyboard(
+    live_server, septic_stay, browser
+):
+    stay = septic_stay
+    page = browser.new_page(viewport={"width": 1440, "height": 1000})
+    errors = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+
+    page.goto(f"{live_server.url}/accounts/login/")
+    page.fill("input[name=username]", "physician")
+    page.fill("input[name=password]", PASSWORD)
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{live_server.url}/stays/")
+
+    page.goto(f"{live_server.url}/stays/{stay.pk}/windows/5/")
+    page.wait_for_selector("[data-trajectory][data-ready=true]")
+
+    overview = _canvas_sizes(page, "[data-overview]")
+    plots = _canvas_sizes(page, "[data-plots]")
+    assert len(overview) == 6  # SOFA, NED, ventilation, AKI, lactate, MAP
+    assert len(plots) >= 10
+    assert all(w > 100 and h > 20 for w, h in overview + plots)
+    # The window marks under the overview link the Gold windows and this one.
+    marks = page.eval_on_selector_all(
+        ".ov-mark", "nodes => nodes.map(a => a.getAttribute('href'))"
+    )
+    assert f"/stays/{stay.pk}/windows/5/" in marks
+    assert page.inner_text("#window-heading").startswith("Window 5")
+    page.screenshot(path=SCREENSHOT, full_page=False)
+
+    page.keyboard.press("]")
+    page.wait_for_url(f"{live_server.url}/stays/{stay.pk}/windows/6/")
+    assert page.inner_text("#window-heading").startswith("Window 6")
+
+    page.keyboard.press("ArrowLeft")
+    page.wait_for_url(f"{live_server.url}/stays/{stay.pk}/windows/5/")
+    page.keyboard.press("[")
+    page.wait_for_url(f"{live_server.url}/stays/{stay.pk}/windows/4/")
+
+    # "w" widens the event table in place, through htmx.
+    page.wait_for_selector("[data-trajectory][data-ready=true]")
+    page.keyboard.press("w")
+    page.wait_for_url(f"{live_server.url}/stays/{stay.pk}/windows/4/?scope=stay")
+    page.wait_for_selector("#window-events tr.pos-after")
+
+    # "?" shows the shortcuts, with the window keys.
+    page.keyboard.press("?")
+    assert "Next window" in page.inner_text("#shortcut-help")
+    assert errors == []
+
+
+def test_clicking_a_gold_mark_on_the_stay_page_opens_its_window(
+    live_server, septic_stay, browser
+):
+    stay = septic_stay
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.goto(f"{live_server.url}/accounts/login/")
+    page.fill("input[name=username]", "physician")
+    page.fill("input[name=password]", PASSWORD)
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{live_server.url}/stays/")
+
+    page.goto(f"{live_server.url}/stays/{stay.pk}/")
+    page.wait_for_selector("[data-trajectory][data-ready=true]")
+    assert len(_canvas_sizes(page, "[data-overview]")) == 6
+    mark = page.locator(".ov-mark.is-gold").first
+    index = mark.get_attribute("data-window-index")
+    mark.click()
+    page.wait_for_url(f"{live_server.url}/stays/{stay.pk}/windows/{index}/")
+    assert page.inner_text("#window-heading").startswith(f"Window {index}")
+    # Its plots' data arrives before the test ends and the server stops.
+    page.wait_for_selector("[data-trajectory][data-ready=true]")
