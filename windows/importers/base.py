@@ -145,6 +145,17 @@ def find_table(directory: Path, names: Iterable[str]) -> SourceTable | None:
     return None
 
 
+def reject_first(
+    bad, message: Callable[[int], str], *, file: str, column: str, first_row: int = 1
+) -> None:
+    """Raise SourceDataError at the first row where ``bad`` holds; ``message``
+    words it from that row's position."""
+    mask = np.asarray(bad, dtype=bool)
+    if mask.any():
+        pos = int(mask.argmax())
+        raise SourceDataError(message(pos), file=file, row=first_row + pos, column=column)
+
+
 def parse_times(
     values: pd.Series, *, file: str, column: str, first_row: int, required: bool = True
 ) -> pd.Series:
@@ -284,14 +295,14 @@ class EventWriter:
         (times, numbers); text columns are forced not-null in the COPY, so empty
         text stays empty text."""
         arrays = []
-        for field in _ARROW_SCHEMA:
-            col = frame[field.name]
-            if field.name in _TEXT_COLUMNS:
+        for spec in _ARROW_SCHEMA:
+            col = frame[spec.name]
+            if spec.name in _TEXT_COLUMNS:
                 arrays.append(_arrow_text(col.array))
-            elif field.name in ("time", "end_time"):
+            elif spec.name in ("time", "end_time"):
                 arrays.append(_arrow_time(col))
             else:
-                arrays.append(pa.array(col.to_numpy(), type=field.type, from_pandas=True))
+                arrays.append(pa.array(col.to_numpy(), type=spec.type, from_pandas=True))
         arrow = pa.Table.from_arrays(arrays, schema=_ARROW_SCHEMA)
         sink = pa.BufferOutputStream()
         pa_csv.write_csv(arrow, sink, write_options=pa_csv.WriteOptions(include_header=False))

@@ -25,6 +25,7 @@ from windows.importers.base import (
     check_order,
     find_table,
     parse_times,
+    reject_first,
 )
 from windows.models import Admission, Domain, EventKind, Patient, Source, Stay
 from windows.services import (
@@ -261,11 +262,9 @@ def _read_patients(table: SourceTable) -> pd.DataFrame:
     frame["patient_id"] = _text(frame["patient_id"])
     frame["death_dttm"] = parse_times(frame["death_dttm"], file=table.display,
                                       column="death_dttm", first_row=1, required=False)
-    dup = frame["patient_id"].duplicated()
-    if dup.any():
-        pos = int(dup.to_numpy().nonzero()[0][0])
-        raise SourceDataError(f"duplicate patient_id {frame['patient_id'].iloc[pos]!r}",
-                              file=table.display, row=pos + 1, column="patient_id")
+    reject_first(frame["patient_id"].duplicated(),
+                 lambda pos: f"duplicate patient_id {frame['patient_id'].iloc[pos]!r}",
+                 file=table.display, column="patient_id")
     return frame.set_index("patient_id", drop=False)
 
 
@@ -283,12 +282,10 @@ def _read_hospitalizations(table: SourceTable, patients: pd.DataFrame) -> pd.Dat
                                           column="discharge_dttm", first_row=1, required=False)
     check_order(frame["admission_dttm"], frame["discharge_dttm"], file=table.display,
                 first_row=1, start_col="admission_dttm", end_col="discharge_dttm")
-    unknown = ~frame["patient_id"].isin(patients.index)
-    if unknown.any():
-        pos = int(unknown.to_numpy().nonzero()[0][0])
-        raise SourceDataError(
-            f"unknown patient_id {frame['patient_id'].iloc[pos]!r} (not in the patient table)",
-            file=table.display, row=pos + 1, column="patient_id")
+    reject_first(~frame["patient_id"].isin(patients.index),
+                 lambda pos: f"unknown patient_id {frame['patient_id'].iloc[pos]!r} "
+                 f"(not in the patient table)",
+                 file=table.display, column="patient_id")
     return frame.set_index("hospitalization_id", drop=False)
 
 
@@ -307,13 +304,10 @@ def _read_adt(
                                     first_row=1, required=False)
     check_order(frame["in_dttm"], frame["out_dttm"], file=table.display, first_row=1,
                 start_col="in_dttm", end_col="out_dttm")
-    unknown = ~frame["hospitalization_id"].isin(hosps.index)
-    if unknown.any():
-        pos = int(unknown.to_numpy().nonzero()[0][0])
-        raise SourceDataError(
-            f"unknown hospitalization_id {frame['hospitalization_id'].iloc[pos]!r} "
-            f"(not in the hospitalization table)",
-            file=table.display, row=pos + 1, column="hospitalization_id")
+    reject_first(~frame["hospitalization_id"].isin(hosps.index),
+                 lambda pos: f"unknown hospitalization_id "
+                 f"{frame['hospitalization_id'].iloc[pos]!r} (not in the hospitalization table)",
+                 file=table.display, column="hospitalization_id")
     icu = frame[_text(frame["location_category"]).str.lower() == "icu"]
     missing_out = icu["out_dttm"].isna()
     if missing_out.any():

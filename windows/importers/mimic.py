@@ -19,6 +19,7 @@ from windows.importers.base import (
     ImportSummary,
     Progress,
     SourceDataError,
+    reject_first,
     SourceTable,
     find_table,
 )
@@ -443,63 +444,41 @@ def _read_cohort(folder: MimicFolder) -> Cohort:
 
 
 def _check_unique(ids: pd.Series, *, file: str, column: str) -> None:
-    dup = ids.duplicated().to_numpy()
-    if dup.any():
-        pos = int(dup.nonzero()[0][0])
-        raise SourceDataError(
-            f"{column} {ids.iloc[pos]} appears twice",
-            file=file,
-            row=pos + 1,
-            column=column,
-        )
+    reject_first(ids.duplicated(), lambda pos: f"{column} {ids.iloc[pos]} appears twice",
+                 file=file, column=column)
 
 
 def _check_stays(
     stays, admissions, patients, *, file: str, admissions_file: str
 ) -> None:
     """ICU stays end after they start and point at a known admission and patient."""
-    bad = (stays["outtime"] <= stays["intime"]).to_numpy()
-    if bad.any():
-        pos = int(bad.nonzero()[0][0])
-        raise SourceDataError(
-            f"outtime {stays['outtime'].iloc[pos]} is not after intime {stays['intime'].iloc[pos]}",
-            file=file,
-            row=pos + 1,
-            column="outtime",
-        )
-    known = stays["hadm_id"].isin(admissions.index).to_numpy()
-    if not known.all():
-        pos = int((~known).nonzero()[0][0])
-        raise SourceDataError(
-            f"hadm_id {stays['hadm_id'].iloc[pos]} is not in admissions",
-            file=file,
-            row=pos + 1,
-            column="hadm_id",
-        )
-    known = stays["subject_id"].isin(patients.index).to_numpy()
-    if not known.all():
-        pos = int((~known).nonzero()[0][0])
-        raise SourceDataError(
-            f"subject_id {stays['subject_id'].iloc[pos]} is not in patients",
-            file=file,
-            row=pos + 1,
-            column="subject_id",
-        )
+    reject_first(
+        stays["outtime"] <= stays["intime"],
+        lambda pos: f"outtime {stays['outtime'].iloc[pos]} is not after intime "
+        f"{stays['intime'].iloc[pos]}",
+        file=file, column="outtime",
+    )
+    reject_first(
+        ~stays["hadm_id"].isin(admissions.index),
+        lambda pos: f"hadm_id {stays['hadm_id'].iloc[pos]} is not in admissions",
+        file=file, column="hadm_id",
+    )
+    reject_first(
+        ~stays["subject_id"].isin(patients.index),
+        lambda pos: f"subject_id {stays['subject_id'].iloc[pos]} is not in patients",
+        file=file, column="subject_id",
+    )
     owner = admissions.loc[stays["hadm_id"], "subject_id"].to_numpy()
-    mismatch = owner != stays["subject_id"].to_numpy()
-    if mismatch.any():
-        pos = int(mismatch.nonzero()[0][0])
-        raise SourceDataError(
-            f"subject_id {stays['subject_id'].iloc[pos]} differs from admission {stays['hadm_id'].iloc[pos]}'s "
-            f"subject_id {owner[pos]}",
-            file=file,
-            row=pos + 1,
-            column="subject_id",
-        )
+    reject_first(
+        owner != stays["subject_id"].to_numpy(),
+        lambda pos: f"subject_id {stays['subject_id'].iloc[pos]} differs from admission "
+        f"{stays['hadm_id'].iloc[pos]}'s subject_id {owner[pos]}",
+        file=file, column="subject_id",
+    )
     with_stays = admissions.loc[stays["hadm_id"].unique()]
-    known = with_stays["subject_id"].isin(patients.index).to_numpy()
-    if not known.all():
-        pos = int((~known).nonzero()[0][0])
+    unknown = ~with_stays["subject_id"].isin(patients.index).to_numpy()
+    if unknown.any():
+        pos = int(unknown.argmax())
         raise SourceDataError(
             f"subject_id {with_stays['subject_id'].iloc[pos]} is not in patients",
             file=admissions_file,
