@@ -1,0 +1,651 @@
+"""Inter-rater reliability for the annotation protocol (REALICU_SPEC section 4).
+
+Status agreement (percent agreement, Cohen's and Fleiss' kappa, Krippendorff's
+alpha), percentile bootstrap confidence intervals over windows, and the semantic
+set matching behind the set tasks' pairwise F1 (section 5). Pure functions: the
+matcher is passed in, so the same code serves any embedding model or a toy one.
+
+Conventions shared by every statistic here:
+
+- ``ratings`` is items (windows) x raters. A rating is missing when it is ``None``
+  or a float NaN; a ragged list of lists is padded with missing ratings.
+- A chance-corrected coefficient is undefined when the expected disagreement is
+  zero (every rating falls in one category): it is then ``nan``, never 1, so a
+  degenerate bootstrap replicate cannot masquerade as perfect reliability.
+  ``bootstrap_ci`` leaves such replicates out of its percentiles.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
+from itertools import combinations
+from typing import Any, Literal, NamedTuple, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+# Ordinal order of the Patient Status task (spec section 3).
+STATUS_ORDER: tuple[str, ...] = ("improving", "stable", "deteriorating")
+
+Level = Literal["nominal", "ordinal", "interval"]
+MatchFn = Callable[[str, str], bool]
+
+
+class BatchMatcher(Protocol):
+    """A matcher that can also score two lists at once.
+
+    ``match_matrix`` uses ``matcher.matrix(a, b)`` (a boolean array of shape
+    ``(len(a), len(b))``) when the matcher has it, so an embedding matcher can
+    compare a whole window in one matrix product instead of one call per pair.
+    """
+
+    def __call__(self, a: str, b: str) -> bool: ...
+
+    def matrix(self, a: Sequence[str], b: Sequence[str]) -> npt.ArrayLike: ...
+
+
+class ConfidenceInterval(NamedTuple):
+    """A point estimate on the full sample and its percentile bootstrap interval."""
+
+    estimate: float
+    low: float
+    high: float
+
+
+# ---------------------------------------------------------------------------
+# Encoding ratings
+# ---------------------------------------------------------------------------
+
+
+def _is_missing(value: Any) -> bool:
+    if value is None:
+        return True
+    if isinstance(value, (float, np.floating)):
+        return math.isnan(value)
+    return False
+
+
+def _as_matrix(ratings: Any) -> np.ndarray:
+    """Items x raters as an array; ragged rows are padded with missing ratings."""
+    if isinstance(ratings, np.ndarray):
+        if ratings.ndim != 2:
+            raise ValueError(
+                f"ratings must be items x raters (2-D), got shape {ratings.shape}"
+            )
+        return ratings
+    rows = [list(row) for row in ratings]
+    width = max((len(row) for row in rows), default=0)
+    matrix = np.empty((len(rows), width), dtype=object)
+    matrix[:] = None
+    for i, row in enumerate(rows):
+        matrix[i, : len(row)] = row
+    return matrix
+
+
+def encode_ratings(
+    ratings: Any, categories: Sequence[Hashable] | None = None
+) -> tuple[np.ndarray, tuple[Hashable, ...]]:
+    """Integer codes (items x raters, -1 = missing) and the category order.
+
+    Without ``categories``: the status labels in ``STATUS_ORDER`` when every value
+    is one, otherwise the sorted distinct values. A value outside explicit
+    ``categories`` is a ``ValueError``.
+    """
+    matrix = _as_matrix(ratings)
+    if matrix.dtype.kind in "biuf":
+        values = matrix.astype(float)
+        present = ~np.isnan(values)
+        observed = values[present]
+        if categories is None:
+            cats: tuple[Hashable, ...] = tuple(np.unique(observed).tolist())
+        else:
+            cats = tuple(categories)
+        codes = np.full(values.shape, -1, dtype=np.int64)
+        if observed.size:
+            lookup = np.asarray(cats, dtype=float)
+            sorter = np.argsort(lookup, kind="stable")
+            pos = np.searchsorted(lookup, observed, sorter=sorter)
+            pos = sorter[np.minimum(pos, max(len(cats) - 1, 0))] if cats else pos
+            found = lookup[pos] == observed if cats else np.zeros(observed.size, bool)
+            if not found.all():
+                bad = float(observed[~found][0])
+                raise ValueError(f"rating {bad!r} is not one of the categories {cats}")
+            codes[present] = pos
+        return codes, cats
+
+    flat = matrix.ravel().tolist()
+    if categories is None:
+        observed_set = {v for v in flat if not _is_missing(v)}
+        if observed_set <= set(STATUS_ORDER):
+            cats = STATUS_ORDER
+        else:
+            try:
+                cats = tuple(sorted(observed_set))  # type: ignore[type-var]
+            except TypeError:
+                cats = tuple(sorted(observed_set, key=repr))
+    else:
+        cats = tuple(categories)
+    index: dict[Any, int] = {c: i for i, c in enumerate(cats)}
+    codes_list = [-1 if _is_missing(v) else index.get(v, -2) for v in flat]
+    codes_flat = np.asarray(codes_list, dtype=np.int64)
+    if (codes_flat == -2).any():
+        bad = flat[int(np.argmax(codes_flat == -2))]
+        raise ValueError(f"rating {bad!r} is not one of the categories {cats}")
+    return codes_flat.reshape(matrix.shape), cats
+
+
+def _item_counts(codes: np.ndarray, q: int) -> np.ndarray:
+    """n_ic: how many raters put item i in category c (items x categories)."""
+    counts = np.zeros((codes.shape[0], q), dtype=float)
+    rows, cols = np.nonzero(codes >= 0)
+    np.add.at(counts, (rows, codes[rows, cols]), 1.0)
+    return counts
+
+
+def rating_counts(
+    ratings: Any, categories: Sequence[Hashable] | None = None
+) -> tuple[np.ndarray, tuple[Hashable, ...]]:
+    """The items x categories count table that ``fleiss_kappa`` takes."""
+    codes, cats = encode_ratings(ratings, categories)
+    return _item_counts(codes, len(cats)), cats
+
+
+# ---------------------------------------------------------------------------
+# Status statistics
+# ---------------------------------------------------------------------------
+
+
+def percent_agreement(ratings: Any) -> float:
+    """Mean over items of the share of agreeing rater pairs.
+
+    For item i with m_i >= 2 ratings, P_i = sum_c n_ic (n_ic - 1) / (m_i (m_i - 1))
+    (ordered pairs of distinct raters, as in Fleiss 1971); the result is the mean
+    of P_i over items with at least two ratings. With two raters this is the share
+    of items both rated alike. ``nan`` when no item has two ratings.
+    """
+    codes, cats = encode_ratings(ratings)
+    return _percent_agreement_counts(_item_counts(codes, len(cats)))
+
+
+def _percent_agreement_counts(counts: np.ndarray) -> float:
+    m = counts.sum(axis=1)
+    pairable = m >= 2
+    if not pairable.any():
+        return math.nan
+    c = counts[pairable]
+    mp = m[pairable]
+    return float(np.mean((c * (c - 1)).sum(axis=1) / (mp * (mp - 1))))
+
+
+def cohens_kappa(
+    r1: Sequence[Any],
+    r2: Sequence[Any],
+    categories: Sequence[Hashable] | None = None,
+) -> float:
+    """Cohen's (1960) kappa for two raters on a nominal scale.
+
+    kappa = (p_o - p_e) / (1 - p_e), with p_o the share of items rated alike and
+    p_e = sum_c p_1c p_2c from each rater's own marginal distribution. Items that
+    either rater left missing are dropped. ``nan`` when p_e = 1 (both raters used
+    one and the same category throughout) or no item has both ratings.
+    """
+    if len(r1) != len(r2):
+        raise ValueError(
+            f"the two raters rated different numbers of items: {len(r1)} and {len(r2)}"
+        )
+    matrix = np.empty((len(r1), 2), dtype=object)
+    matrix[:, 0] = list(r1)
+    matrix[:, 1] = list(r2)
+    codes, cats = encode_ratings(matrix, categories)
+    return _cohens_kappa_codes(codes, len(cats))
+
+
+def _cohens_kappa_codes(codes: np.ndarray, q: int) -> float:
+    both = (codes[:, 0] >= 0) & (codes[:, 1] >= 0)
+    a = codes[both, 0]
+    b = codes[both, 1]
+    n = a.size
+    if n == 0:
+        return math.nan
+    p_o = float(np.mean(a == b))
+    p1 = np.bincount(a, minlength=q) / n
+    p2 = np.bincount(b, minlength=q) / n
+    p_e = float(p1 @ p2)
+    if math.isclose(p_e, 1.0):
+        return math.nan
+    return (p_o - p_e) / (1.0 - p_e)
+
+
+def fleiss_kappa(counts: npt.ArrayLike) -> float:
+    """Fleiss' (1971) kappa from an items x categories table of rating counts.
+
+    Rows may have different totals: this is the generalization for incomplete
+    designs in Gwet (2014, Handbook of Inter-Rater Reliability, 4th ed.; the
+    irrCAC ``fleiss.kappa.raw``), which is exactly Fleiss (1971) when every item
+    has the same number m of ratings:
+
+    - P_i = sum_c n_ic (n_ic - 1) / (m_i (m_i - 1)); P_a = mean of P_i over items
+      with m_i >= 2 (an item rated once says nothing about agreement);
+    - pi_c = mean over items with m_i >= 1 of n_ic / m_i; P_e = sum_c pi_c^2;
+    - kappa = (P_a - P_e) / (1 - P_e).
+
+    Items with no rating are ignored. ``nan`` when P_e = 1 or no item is rated
+    twice. Build the table from ratings with ``rating_counts``.
+    """
+    table = np.asarray(counts, dtype=float)
+    if table.ndim != 2:
+        raise ValueError(f"counts must be items x categories, got shape {table.shape}")
+    if (table < 0).any():
+        raise ValueError("counts must not be negative")
+    m = table.sum(axis=1)
+    rated = m >= 1
+    pairable = m >= 2
+    if not pairable.any():
+        return math.nan
+    p_a = _percent_agreement_counts(table)
+    pi = (table[rated] / m[rated, None]).mean(axis=0)
+    p_e = float(pi @ pi)
+    if math.isclose(p_e, 1.0):
+        return math.nan
+    return (p_a - p_e) / (1.0 - p_e)
+
+
+def _category_values(cats: tuple[Hashable, ...]) -> np.ndarray:
+    """Interval values of the categories: numbers as they are, labels by rank."""
+    if all(isinstance(c, (int, float, np.number)) for c in cats):
+        return np.asarray(cats, dtype=float)
+    return np.arange(len(cats), dtype=float)
+
+
+def _coincidences(counts: np.ndarray) -> np.ndarray:
+    """o_ck = sum_u (ordered c-k pairs of distinct raters in u) / (m_u - 1).
+
+    Krippendorff (2011), section "C. Coincidence matrix"; units with fewer than two
+    values are not pairable and drop out.
+    """
+    m = counts.sum(axis=1)
+    pairable = m >= 2
+    c = counts[pairable]
+    weighted = c / (m[pairable] - 1.0)[:, None]
+    return weighted.T @ c - np.diag(weighted.sum(axis=0))
+
+
+def _delta2(level: Level, n_c: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """The squared difference function delta^2_ck of Krippendorff (2011)."""
+    q = n_c.size
+    if level == "nominal":
+        return 1.0 - np.eye(q)
+    if level == "ordinal":
+        # delta^2_ck = (sum_{g=c..k} n_g - (n_c + n_k) / 2)^2, categories in rank
+        # order; the sum runs over the categories between c and k inclusive.
+        cum = np.concatenate([[0.0], np.cumsum(n_c)])
+        lo = np.minimum.outer(np.arange(q), np.arange(q))
+        hi = np.maximum.outer(np.arange(q), np.arange(q))
+        between = cum[hi + 1] - cum[lo]
+        return (between - (n_c[:, None] + n_c[None, :]) / 2.0) ** 2
+    if level == "interval":
+        return np.subtract.outer(values, values) ** 2
+    raise ValueError(f"level must be nominal, ordinal or interval, not {level!r}")
+
+
+def _alpha_from_counts(counts: np.ndarray, level: Level, values: np.ndarray) -> float:
+    o = _coincidences(counts)
+    n_c = o.sum(axis=1)
+    n = n_c.sum()
+    if n <= 1:
+        return math.nan
+    d2 = _delta2(level, n_c, values)
+    expected = float(n_c @ d2 @ n_c)
+    if math.isclose(expected, 0.0, abs_tol=1e-12):
+        return math.nan
+    observed = float((o * d2).sum())
+    return 1.0 - (n - 1.0) * observed / expected
+
+
+def krippendorff_alpha(
+    ratings: Any,
+    level: Level = "nominal",
+    categories: Sequence[Hashable] | None = None,
+) -> float:
+    """Krippendorff's alpha with missing ratings, coincidence-matrix formulation.
+
+    Krippendorff (2011), "Computing Krippendorff's Alpha-Reliability":
+    alpha = 1 - D_o / D_e = 1 - (n - 1) sum_ck o_ck delta^2_ck
+    / sum_ck n_c n_k delta^2_ck, where o is the coincidence matrix over pairable
+    units (at least two ratings), n_c its margins and n the number of pairable
+    values. delta^2 is 1[c != k] (nominal), the ordinal metric
+    (sum_{g=c..k} n_g - (n_c + n_k)/2)^2, or (c - k)^2 (interval).
+
+    Ordinal and interval need an order: status labels use ``STATUS_ORDER``
+    (improving < stable < deteriorating), numbers their value; other labels need
+    ``categories`` listed in order (interval then uses their ranks 0, 1, ...).
+    ``nan`` when D_e = 0 (a single value overall) or nothing is pairable.
+    """
+    codes, cats = encode_ratings(ratings, categories)
+    if level != "nominal" and categories is None:
+        numeric = all(isinstance(c, (int, float, np.number)) for c in cats)
+        if not numeric and cats != STATUS_ORDER:
+            raise ValueError(
+                f"{level} alpha needs the category order: pass categories=[...]"
+            )
+    return _alpha_from_counts(
+        _item_counts(codes, len(cats)), level, _category_values(cats)
+    )
+
+
+# ---------------------------------------------------------------------------
+# Bootstrap
+# ---------------------------------------------------------------------------
+
+
+def bootstrap_ci(
+    statistic: Callable[[Any], float],
+    items: Any,
+    n_boot: int = 1000,
+    seed: int | np.random.Generator | None = None,
+    alpha: float = 0.05,
+) -> ConfidenceInterval:
+    """Percentile bootstrap CI, resampling items (windows) with replacement.
+
+    ``statistic`` receives a resample of ``items`` (rows of an array, or a list of
+    items) of the original size. Returns (estimate, low, high): the statistic on
+    the full sample and the alpha/2 and 1 - alpha/2 percentiles of the ``n_boot``
+    replicates (Efron and Tibshirani 1993, ch. 13). Replicates where the
+    statistic is undefined (``nan``, e.g. kappa on a resample with one category)
+    are left out; if every one is, the bounds are ``nan``. The same ``seed`` gives
+    the same interval.
+    """
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha must be between 0 and 1, not {alpha}")
+    if n_boot < 1:
+        raise ValueError(f"n_boot must be at least 1, not {n_boot}")
+    estimate = float(statistic(items))
+    n = len(items)
+    if n == 0:
+        return ConfidenceInterval(estimate, math.nan, math.nan)
+    rng = np.random.default_rng(seed)
+    indices = rng.integers(0, n, size=(n_boot, n))
+    if isinstance(items, np.ndarray):
+        replicates = np.fromiter(
+            (statistic(items[idx]) for idx in indices), float, count=n_boot
+        )
+    else:
+        seq = list(items)
+        replicates = np.fromiter(
+            (statistic([seq[i] for i in idx]) for idx in indices), float, count=n_boot
+        )
+    replicates = replicates[~np.isnan(replicates)]
+    if replicates.size == 0:
+        return ConfidenceInterval(estimate, math.nan, math.nan)
+    low, high = np.percentile(replicates, [100 * alpha / 2, 100 * (1 - alpha / 2)])
+    return ConfidenceInterval(estimate, float(low), float(high))
+
+
+@dataclass(frozen=True)
+class StatusAgreement:
+    """The status IRR figures of spec section 4, each with its bootstrap CI.
+
+    ``kappa`` is Cohen's with exactly two raters per window, else Fleiss'
+    (generalized to varying raters per window); ``kappa_name`` says which.
+    """
+
+    n_items: int
+    n_raters: int
+    percent_agreement: ConfidenceInterval
+    kappa: ConfidenceInterval
+    kappa_name: Literal["cohen", "fleiss"]
+    alpha_ordinal: ConfidenceInterval
+
+
+def status_agreement(
+    ratings: Any,
+    *,
+    n_boot: int = 1000,
+    seed: int | None = 0,
+    alpha: float = 0.05,
+    categories: Sequence[Hashable] = STATUS_ORDER,
+) -> StatusAgreement:
+    """Percent agreement, Cohen's or Fleiss' kappa and ordinal alpha, with CIs.
+
+    Ratings are encoded once and every statistic is bootstrapped over the same
+    window resamples, which keeps 930 windows x 1000 replicates well under a
+    second.
+    """
+    codes, cats = encode_ratings(ratings, categories)
+    q = len(cats)
+    values = _category_values(cats)
+    two_raters = codes.shape[1] == 2
+    counts = _item_counts(codes, q)
+
+    def kappa_stat(idx: np.ndarray) -> float:
+        if two_raters:
+            return _cohens_kappa_codes(codes[idx], q)
+        return fleiss_kappa(counts[idx])
+
+    def pa_stat(idx: np.ndarray) -> float:
+        return _percent_agreement_counts(counts[idx])
+
+    def alpha_stat(idx: np.ndarray) -> float:
+        return _alpha_from_counts(counts[idx], "ordinal", values)
+
+    all_idx = np.arange(codes.shape[0])
+    results = {
+        name: bootstrap_ci(stat, all_idx, n_boot=n_boot, seed=seed, alpha=alpha)
+        for name, stat in (
+            ("pa", pa_stat),
+            ("kappa", kappa_stat),
+            ("alpha", alpha_stat),
+        )
+    }
+    return StatusAgreement(
+        n_items=int(codes.shape[0]),
+        n_raters=int(codes.shape[1]),
+        percent_agreement=results["pa"],
+        kappa=results["kappa"],
+        kappa_name="cohen" if two_raters else "fleiss",
+        alpha_ordinal=results["alpha"],
+    )
+
+
+# ---------------------------------------------------------------------------
+# Semantic set matching (spec section 5)
+# ---------------------------------------------------------------------------
+
+
+def match_matrix(
+    a: Sequence[str], b: Sequence[str], match: MatchFn | BatchMatcher
+) -> np.ndarray:
+    """Boolean len(a) x len(b) matrix of match(a_i, b_j).
+
+    Uses ``match.matrix(a, b)`` when the matcher offers it (see ``BatchMatcher``).
+    """
+    if len(a) == 0 or len(b) == 0:
+        return np.zeros((len(a), len(b)), dtype=bool)
+    batch = getattr(match, "matrix", None)
+    if callable(batch):
+        result = np.asarray(batch(list(a), list(b)), dtype=bool)
+        if result.shape != (len(a), len(b)):
+            raise ValueError(
+                f"matcher.matrix returned shape {result.shape}, "
+                f"expected {(len(a), len(b))}"
+            )
+        return result
+    return np.array([[bool(match(x, y)) for y in b] for x in a], dtype=bool)
+
+
+def _max_matching(edges: np.ndarray, priority: np.ndarray) -> list[tuple[int, int]]:
+    """Maximum-cardinality one-to-one matching on a boolean bipartite graph.
+
+    Starts from a greedy matching in descending ``priority`` (ties by row, then
+    column), then grows it with augmenting paths (Kuhn's algorithm) until no path
+    is left, which makes it maximum (Berge's theorem). Augmenting never unmatches
+    a matched item, so the greedy preference survives wherever it can.
+    """
+    n_a, n_b = edges.shape
+    match_of_a = [-1] * n_a
+    match_of_b = [-1] * n_b
+    rows, cols = np.nonzero(edges)
+    order = np.lexsort((cols, rows, -priority[rows, cols]))
+    for k in order:
+        i, j = int(rows[k]), int(cols[k])
+        if match_of_a[i] < 0 and match_of_b[j] < 0:
+            match_of_a[i] = j
+            match_of_b[j] = i
+
+    neighbours = [
+        sorted(np.flatnonzero(edges[i]).tolist(), key=lambda j, i=i: -priority[i, j])
+        for i in range(n_a)
+    ]
+
+    def augment(i: int, seen: set[int]) -> bool:
+        for j in neighbours[i]:
+            if j in seen:
+                continue
+            seen.add(j)
+            if match_of_b[j] < 0 or augment(match_of_b[j], seen):
+                match_of_a[i] = j
+                match_of_b[j] = i
+                return True
+        return False
+
+    for i in range(n_a):
+        if match_of_a[i] < 0 and neighbours[i]:
+            augment(i, set())
+    return sorted((i, j) for i, j in enumerate(match_of_a) if j >= 0)
+
+
+def match_sets(
+    a: Sequence[str],
+    b: Sequence[str],
+    match: MatchFn | BatchMatcher | None = None,
+    *,
+    similarity: npt.ArrayLike | None = None,
+    tau: float | None = None,
+) -> list[tuple[int, int]]:
+    """Index pairs (i, j) of a maximum one-to-one matching between a and b.
+
+    Either ``match`` (a function ``match(x, y) -> bool``) or a precomputed
+    ``similarity`` matrix (len(a) x len(b)) with its threshold ``tau`` (a boolean
+    matrix needs none): items match when similarity >= tau, as in spec section 5.
+    The number of pairs is always the maximum possible. Which pairs: with a
+    similarity matrix, the most similar pairs are taken first (greedy by
+    descending similarity); with a match function, by list order. Augmenting
+    paths then add whatever the greedy pass missed. Indices, not strings, so
+    duplicate texts stay distinguishable.
+    """
+    if similarity is not None:
+        sim = np.asarray(similarity)
+        if sim.shape != (len(a), len(b)):
+            raise ValueError(
+                f"similarity has shape {sim.shape}, expected {(len(a), len(b))}"
+            )
+        if sim.dtype == bool:
+            edges = sim
+            priority = np.zeros(sim.shape)
+        else:
+            if tau is None:
+                raise ValueError("a similarity matrix needs its threshold tau")
+            edges = sim >= tau
+            priority = sim.astype(float)
+    elif match is not None:
+        edges = match_matrix(a, b, match)
+        priority = np.zeros(edges.shape)
+    else:
+        raise ValueError("give either a match function or a similarity matrix")
+    return _max_matching(edges, priority)
+
+
+class SetF1(NamedTuple):
+    precision: float
+    recall: float
+    f1: float
+
+
+def _set_f1(n_pred: int, n_gold: int, matched_pred: int, matched_gold: int) -> SetF1:
+    if n_pred == 0 and n_gold == 0:
+        return SetF1(1.0, 1.0, 1.0)
+    if n_pred == 0 or n_gold == 0:
+        return SetF1(0.0, 0.0, 0.0)
+    precision = matched_pred / n_pred
+    recall = matched_gold / n_gold
+    f1 = (
+        0.0
+        if precision + recall == 0
+        else 2 * precision * recall / (precision + recall)
+    )
+    return SetF1(precision, recall, f1)
+
+
+def semantic_f1_from_matrix(edges: np.ndarray, *, one_to_one: bool = True) -> SetF1:
+    """Set F1 from a boolean predicted x gold match matrix (see ``pairwise_semantic_f1``)."""
+    n_pred, n_gold = edges.shape
+    if one_to_one:
+        k = len(_max_matching(edges, np.zeros(edges.shape)))
+        return _set_f1(n_pred, n_gold, k, k)
+    return _set_f1(
+        n_pred, n_gold, int(edges.any(axis=1).sum()), int(edges.any(axis=0).sum())
+    )
+
+
+def pairwise_semantic_f1(
+    a: Sequence[str],
+    b: Sequence[str],
+    match: MatchFn | BatchMatcher,
+    *,
+    one_to_one: bool = True,
+) -> SetF1:
+    """Semantic precision, recall and F1 of set ``a`` (predicted) against ``b`` (gold).
+
+    precision = matched items of a / |a|, recall = matched items of b / |b|
+    (spec sections 4 and 6), F1 their harmonic mean. With ``one_to_one`` (the
+    default) the matched items are those of a maximum one-to-one matching
+    (``match_sets``), so one vague item cannot stand for several specific ones;
+    with ``one_to_one=False`` an item counts as matched if it matches any item of
+    the other set. Both sets empty: P = R = F1 = 1 (the raters agree there is
+    nothing); exactly one empty: P = R = F1 = 0. Swapping a and b swaps P and R
+    and leaves F1 unchanged, so it serves rater pairs as well as model vs gold.
+    """
+    return semantic_f1_from_matrix(match_matrix(a, b, match), one_to_one=one_to_one)
+
+
+def window_pairwise_f1(
+    sets: Sequence[Sequence[str] | None],
+    match: MatchFn | BatchMatcher,
+    *,
+    one_to_one: bool = True,
+) -> float:
+    """Mean pairwise semantic F1 of one window's raters (spec section 4).
+
+    ``sets`` holds one item list per rater; ``None`` marks a rater who did not
+    label the window (an empty list is a rater who saw nothing to report). ``nan``
+    when fewer than two raters labelled it.
+    """
+    present = [s for s in sets if s is not None]
+    scores = [
+        pairwise_semantic_f1(x, y, match, one_to_one=one_to_one).f1
+        for x, y in combinations(present, 2)
+    ]
+    return float(np.mean(scores)) if scores else math.nan
+
+
+def mean_pairwise_semantic_f1(
+    windows: Sequence[Sequence[Sequence[str] | None]],
+    match: MatchFn | BatchMatcher,
+    *,
+    one_to_one: bool = True,
+) -> float:
+    """Set-task IRR: mean over windows of the window's mean pairwise F1.
+
+    Each window weighs the same whatever its number of raters (with two raters,
+    the mean over windows and pairs of spec section 4). Windows with fewer than
+    two raters are left out; ``nan`` if none is left. For a CI, bootstrap
+    ``window_pairwise_f1`` values with ``bootstrap_ci(np.nanmean, values)``.
+    """
+    values = np.array(
+        [window_pairwise_f1(w, match, one_to_one=one_to_one) for w in windows],
+        dtype=float,
+    )
+    values = values[~np.isnan(values)]
+    return float(values.mean()) if values.size else math.nan
