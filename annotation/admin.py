@@ -1,0 +1,48 @@
+"""Admin for campaigns: mainly to edit which action categories count as critical.
+Assignments and labels are read-only here; they change through the services."""
+
+from django.contrib import admin
+
+from annotation.models import Assignment, Campaign, Label, LabelRevision
+
+
+@admin.register(Campaign)
+class CampaignAdmin(admin.ModelAdmin):
+    list_display = ("name", "kind", "annotators_per_window", "created_by", "created_at")
+    fields = ("name", "annotators_per_window", "critical_action_categories")
+    readonly_fields = ("annotators_per_window",)
+
+    def has_add_permission(self, request):
+        # Campaigns are created with their assignments by annotation.services.
+        return False
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(Assignment)
+class AssignmentAdmin(ReadOnlyAdmin):
+    list_display = ("id", "campaign", "window", "annotator", "state", "active")
+    list_filter = ("campaign", "state", "active")
+    list_select_related = ("campaign", "window", "annotator")
+    raw_id_fields = ("window", "reassigned_from")
+
+
+@admin.register(Label)
+class LabelAdmin(ReadOnlyAdmin):
+    list_display = ("id", "assignment", "status", "version", "submitted_at")
+    list_select_related = ("assignment__annotator", "assignment__window")
+
+
+@admin.register(LabelRevision)
+class LabelRevisionAdmin(ReadOnlyAdmin):
+    list_display = ("id", "label", "version", "kind", "author", "saved_at")
+    list_select_related = ("label", "author")

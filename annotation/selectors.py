@@ -1,0 +1,357 @@
+"""Reads of the annotation app, each scoped to what the asking user may see:
+physicians their own assignments and labels only (blindness, spec section 4),
+admins everything."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from itertools import combinations
+
+from django.core.exceptions import PermissionDenied
+from django.db import connection
+from django.db.models import Count, Q, QuerySet
+from django.http import Http404
+
+from annotation.critical import critical_action_q
+from annotation.models import (
+    Assignment,
+    AssignmentState,
+    Campaign,
+    CampaignPhysician,
+    CampaignWindow,
+    Label,
+)
+from annotation.roles import user_is_admin, user_is_physician
+from windows.models import Event, Window
+from windows.selectors_context import window_actions
+
+SUGGESTION_FIELDS = ("acute_problems", "added_actions", "red_flags")
+
+
+# Queue ------------------------------------------------------------------------
+
+
+@dataclass
+class PhysicianQueue:
+    """A physician's active assignments in labelling order, with progress."""
+
+    assignments: list[Assignment]
+    counts: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def total(self) -> int:
+        return len(self.assignments)
+
+    @property
+    def done(self) -> int:
+        return self.counts.get(AssignmentState.SUBMITTED, 0)
+
+    @property
+    def percent(self) -> int:
+        return round(100 * self.done / self.total) if self.total else 0
+
+    def next_after(self, assignment_id: int | None = None) -> Assignment | None:
+        """The first assignment not yet submitted after ``assignment_id`` in queue
+        order, wrapping round; None when all are submitted."""
+        items = self.assignments
+        start = 0
+        if assignment_id is not None:
+            for i, a in enumerate(items):
+                if a.pk == assignment_id:
+                    start = i + 1
+                    break
+        for a in items[start:] + items[:start]:
+            if a.state != AssignmentState.SUBMITTED and a.pk != assignment_id:
+                return a
+        return None
+
+
+def _assignments_of(user) -> QuerySet[Assignment]:
+    if not user_is_physician(user):
+        return Assignment.objects.none()
+    return Assignment.objects.filter(annotator=user, active=True)
+
+
+def physician_queue(*, user, campaign: Campaign | None = None) -> PhysicianQueue:
+    """The user's assigned windows, a stay's windows together (by campaign, stay,
+    window index). Empty for anyone who is not a physician."""
+    qs = _assignments_of(user)
+    if campaign is not None:
+        qs = qs.filter(campaign=campaign)
+    assignments = list(
+        qs.select_related(
+            "campaign", "window", "window__stay", "window__stay__admission__patient"
+        )
+        .prefetch_related("label")
+        .order_by("campaign_id", "window__stay_id", "window__index", "id")
+    )
+    counts = Counter(a.state for a in assignments)
+    return PhysicianQueue(
+        assignments=assignments,
+        counts={state: counts.get(state, 0) for state in AssignmentState.values},
+    )
+
+
+def assignment_get_for_annotator(*, annotator, assignment_id) -> Assignment:
+    """The annotator's active assignment with its window and label; Http404 for
+    any other id, existing or not, so ids cannot be probed."""
+    try:
+        pk = int(assignment_id)
+    except (TypeError, ValueError):
+        raise Http404("No such assignment.")
+    assignment = (
+        _assignments_of(annotator)
+        .select_related("campaign", "window", "window__stay")
+        .filter(pk=pk)
+        .first()
+    )
+    if assignment is None:
+        raise Http404("No such assignment.")
+    return assignment
+
+
+def label_of(assignment: Assignment) -> Label | None:
+    """The assignment's current label, None before its first save."""
+    try:
+        return assignment.label
+    except Label.DoesNotExist:
+        return None
+
+
+# Blindness --------------------------------------------------------------------
+
+
+def window_labels_visible_to(*, user, window: Window) -> QuerySet[Label]:
+    """The labels of ``window`` that ``user`` may see.
+
+    Admins see all. A physician sees their own, and other physicians' only in a
+    campaign where the window has been adjudicated and they were among its raters.
+    Anyone else sees none (researchers read released data, not raw labels).
+    """
+    labels = Label.objects.filter(assignment__window=window).select_related(
+        "assignment", "assignment__annotator", "assignment__campaign"
+    )
+    if user_is_admin(user):
+        return labels.order_by("assignment__campaign_id", "assignment_id")
+    if not user_is_physician(user):
+        return Label.objects.none()
+    adjudicated_campaigns = CampaignWindow.objects.filter(
+        window=window,
+        adjudicated_at__isnull=False,
+        campaign__assignments__window=window,
+        campaign__assignments__annotator=user,
+    ).values("campaign_id")
+    return labels.filter(
+        Q(assignment__annotator=user)
+        | Q(assignment__campaign_id__in=adjudicated_campaigns)
+    ).order_by("assignment__campaign_id", "assignment_id")
+
+
+# Admin's view -----------------------------------------------------------------
+
+
+def campaign_list(*, user) -> QuerySet[Campaign]:
+    """Campaigns: all for an admin, those a physician takes part in, else none."""
+    if user_is_admin(user):
+        return Campaign.objects.all()
+    if user_is_physician(user):
+        return Campaign.objects.filter(campaign_physicians__user=user)
+    return Campaign.objects.none()
+
+
+def campaign_progress(*, admin, campaign: Campaign) -> dict:
+    """Assignment counts per state for each physician and overall, windows fully
+    submitted, and pairs of physicians that share no window yet."""
+    if not user_is_admin(admin):
+        raise PermissionDenied("Only an admin can see a campaign's progress.")
+    rows = (
+        Assignment.objects.filter(campaign=campaign, active=True)
+        .values("annotator_id", "annotator__username", "state")
+        .annotate(n=Count("id"))
+        .order_by("annotator__username")
+    )
+    physicians: dict[int, dict] = {}
+    totals = {state: 0 for state in AssignmentState.values}
+    for row in rows:
+        entry = physicians.setdefault(
+            row["annotator_id"],
+            {
+                "user_id": row["annotator_id"],
+                "username": row["annotator__username"],
+                **{state: 0 for state in AssignmentState.values},
+            },
+        )
+        entry[row["state"]] += row["n"]
+        totals[row["state"]] += row["n"]
+    for entry in physicians.values():
+        entry["total"] = sum(entry[s] for s in AssignmentState.values)
+
+    windows = (
+        CampaignWindow.objects.filter(campaign=campaign)
+        .annotate(
+            raters=Count(
+                "window__assignments",
+                filter=Q(
+                    window__assignments__campaign=campaign,
+                    window__assignments__active=True,
+                ),
+            ),
+            submitted=Count(
+                "window__assignments",
+                filter=Q(
+                    window__assignments__campaign=campaign,
+                    window__assignments__active=True,
+                    window__assignments__state=AssignmentState.SUBMITTED,
+                ),
+            ),
+        )
+        .values_list("raters", "submitted")
+    )
+    window_rows = list(windows)
+    complete = sum(
+        1 for raters, submitted in window_rows if raters and raters == submitted
+    )
+
+    members = list(
+        CampaignPhysician.objects.filter(campaign=campaign)
+        .order_by("user__username")
+        .values_list("user_id", "user__username")
+    )
+    raters_by_window: dict[int, list[int]] = {}
+    for window_id, user_id in Assignment.objects.filter(
+        campaign=campaign, active=True
+    ).values_list("window_id", "annotator_id"):
+        raters_by_window.setdefault(window_id, []).append(user_id)
+    shared = {
+        pair
+        for raters in raters_by_window.values()
+        for pair in combinations(sorted(raters), 2)
+    }
+    names = dict(members)
+    unshared = [
+        (names[a], names[b])
+        for a, b in combinations(sorted(names), 2)
+        if (a, b) not in shared
+    ]
+    return {
+        "campaign": campaign,
+        "physicians": sorted(physicians.values(), key=lambda e: e["username"]),
+        "totals": {**totals, "total": sum(totals.values())},
+        "windows": len(window_rows),
+        "windows_complete": complete,
+        "pairs_without_shared_window": unshared,
+    }
+
+
+# The annotation form's data ---------------------------------------------------
+
+
+def recorded_critical_actions(*, assignment: Assignment) -> QuerySet[Event]:
+    """The window's recorded actions that the campaign counts as critical, by
+    time: the actions the physician rates. Routine ones are left out."""
+    return window_actions(window=assignment.window).filter(
+        critical_action_q(assignment.campaign.critical_action_categories)
+    )
+
+
+def term_suggestions(
+    *,
+    user,
+    campaign: Campaign,
+    field: str,
+    prefix: str,
+    limit: int = 10,
+    exclude_window: Window | None = None,
+) -> list[tuple[str, int]]:
+    """Free-text items already used in ``field`` in the campaign, as
+    ``(text, uses)``, most used first, matching ``prefix`` at the start of a word.
+
+    Blindness: a suggestion reveals other physicians' wording, never whose it
+    is or on which window: only texts and their counts over the whole campaign
+    are returned. Others' drafts are left out (half-typed); with
+    ``exclude_window`` (the window being labelled) others' labels of that window
+    are left out too, so a co-rater's items on it are never suggested.
+    Only the campaign's physicians and admins get suggestions.
+    """
+    if field not in SUGGESTION_FIELDS:
+        return []
+    if not (
+        user_is_admin(user)
+        or (
+            user_is_physician(user)
+            and CampaignPhysician.objects.filter(campaign=campaign, user=user).exists()
+        )
+    ):
+        return []
+    prefix = (prefix or "").strip().lower()
+    if not prefix:
+        return []
+    limit = max(1, min(int(limit), 50))
+    labels = Label.objects.filter(assignment__campaign=campaign).filter(
+        Q(assignment__annotator=user) | Q(assignment__state=AssignmentState.SUBMITTED)
+    )
+    if exclude_window is not None:
+        labels = labels.exclude(
+            Q(assignment__window=exclude_window) & ~Q(assignment__annotator=user)
+        )
+    if connection.vendor == "postgresql":
+        return _suggestions_postgresql(
+            labels=labels, field=field, prefix=prefix, limit=limit
+        )
+    return _suggestions_python(labels=labels, field=field, prefix=prefix, limit=limit)
+
+
+def _word_prefix_match(text: str, prefix: str) -> bool:
+    lowered = text.lower()
+    return lowered.startswith(prefix) or f" {prefix}" in lowered
+
+
+def _suggestions_python(
+    *, labels: QuerySet[Label], field: str, prefix: str, limit: int
+) -> list[tuple[str, int]]:
+    """The portable version (SQLite, the embedded default)."""
+    uses: Counter = Counter()
+    spellings: dict[str, Counter] = {}
+    for payload in labels.values_list("payload", flat=True):
+        for item in (payload or {}).get(field) or []:
+            text = (item.get("text") or "").strip() if isinstance(item, dict) else ""
+            if not text or not _word_prefix_match(text, prefix):
+                continue
+            key = " ".join(text.lower().split())
+            uses[key] += 1
+            spellings.setdefault(key, Counter())[text] += 1
+    ranked = sorted(uses.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]
+    return [(spellings[key].most_common(1)[0][0], n) for key, n in ranked]
+
+
+def _suggestions_postgresql(
+    *, labels: QuerySet[Label], field: str, prefix: str, limit: int
+) -> list[tuple[str, int]]:
+    """Unnests the items in the database: one query whatever the campaign's size.
+    Texts are grouped case- and space-insensitively and shown in their most used
+    spelling."""
+    ids_sql, ids_params = labels.values("id").query.sql_with_params()
+    like = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    sql = f"""
+        SELECT mode() WITHIN GROUP (ORDER BY t.text) AS text, count(*) AS uses
+        FROM annotation_label l
+        CROSS JOIN LATERAL (
+            SELECT btrim(item->>'text') AS text
+            FROM jsonb_array_elements(
+                CASE WHEN jsonb_typeof(l.payload->%s) = 'array'
+                     THEN l.payload->%s ELSE '[]'::jsonb END
+            ) AS item
+            WHERE jsonb_typeof(item) = 'object'
+        ) t
+        WHERE l.id IN ({ids_sql})
+          AND t.text <> ''
+          AND (lower(t.text) LIKE %s OR lower(t.text) LIKE %s)
+        GROUP BY regexp_replace(lower(t.text), '\\s+', ' ', 'g')
+        ORDER BY uses DESC, 1
+        LIMIT %s
+    """
+    params = [field, field, *ids_params, f"{like}%", f"% {like}%", limit]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return [(text, uses) for text, uses in cursor.fetchall()]

@@ -1,0 +1,307 @@
+"""Every bad label a physician can send is refused with a message that says what to
+fix, and nothing is written."""
+
+import pytest
+from django.core.exceptions import ValidationError
+
+from annotation.services import label_save_draft, label_submit
+
+from .helpers import written_state
+
+
+def _submit(physician, assignment, payload, version=0):
+    return label_submit(
+        annotator=physician,
+        assignment_id=assignment.pk,
+        payload=payload,
+        base_version=version,
+    )
+
+
+def _refused(call, field, message):
+    before = written_state()
+    with pytest.raises(ValidationError) as excinfo:
+        call()
+    assert message in excinfo.value.message_dict[field], excinfo.value.message_dict
+    assert written_state() == before
+
+
+def test_submit_without_status_is_refused(physicians, assignment, complete_payload):
+    _refused(
+        lambda: _submit(physicians[0], assignment, {**complete_payload, "status": ""}),
+        "status",
+        "Choose the patient status: improving, stable or deteriorating.",
+    )
+
+
+def test_unknown_status_is_refused_in_drafts_too(physicians, assignment):
+    _refused(
+        lambda: label_save_draft(
+            annotator=physicians[0],
+            assignment_id=assignment.pk,
+            payload={"status": "dying"},
+            base_version=0,
+        ),
+        "status",
+        "Patient status must be improving, stable or deteriorating.",
+    )
+
+
+@pytest.mark.parametrize(
+    "field,noun",
+    [
+        ("acute_problems", "Acute problem"),
+        ("added_actions", "Added action"),
+        ("red_flags", "Red flag"),
+    ],
+)
+def test_empty_item_is_refused_on_submit(
+    physicians, assignment, complete_payload, field, noun
+):
+    payload = {
+        **complete_payload,
+        field: complete_payload[field] + [{"text": "   ", "evidence": []}],
+    }
+    n = len(payload[field])
+    _refused(
+        lambda: _submit(physicians[0], assignment, payload),
+        field,
+        f"{noun} {n} is empty: write it or remove it.",
+    )
+
+
+@pytest.mark.parametrize("save", ["draft", "submit"])
+def test_item_of_301_characters_is_refused(
+    physicians, assignment, complete_payload, save
+):
+    payload = {**complete_payload, "red_flags": [{"text": "x" * 301, "evidence": []}]}
+    if save == "draft":
+        call = lambda: label_save_draft(
+            annotator=physicians[0],
+            assignment_id=assignment.pk,
+            payload=payload,
+            base_version=0,
+        )
+    else:
+        call = lambda: _submit(physicians[0], assignment, payload)
+    _refused(call, "red_flags", "Red flag 1 is 301 characters long; the limit is 300.")
+
+
+def test_item_of_300_characters_is_accepted(physicians, assignment, complete_payload):
+    payload = {**complete_payload, "red_flags": [{"text": "x" * 300, "evidence": []}]}
+    assert _submit(physicians[0], assignment, payload).payload["red_flags"][0][
+        "text"
+    ] == ("x" * 300)
+
+
+@pytest.mark.parametrize("save", ["draft", "submit"])
+def test_evidence_from_another_stays_admission_is_refused(
+    physicians, assignment, complete_payload, clinical, save
+):
+    foreign = clinical["foreign"].pk
+    payload = {
+        **complete_payload,
+        "acute_problems": [{"text": "Shock", "evidence": [foreign]}],
+    }
+    if save == "draft":
+        call = lambda: label_save_draft(
+            annotator=physicians[0],
+            assignment_id=assignment.pk,
+            payload=payload,
+            base_version=0,
+        )
+    else:
+        call = lambda: _submit(physicians[0], assignment, payload)
+    _refused(
+        call,
+        "acute_problems",
+        f"Evidence must come from this patient's stay; event {foreign} does not "
+        "belong to it.",
+    )
+
+
+def test_status_evidence_from_another_admission_is_refused(
+    physicians, assignment, complete_payload, clinical
+):
+    payload = {**complete_payload, "status_evidence": [clinical["foreign"].pk, 10**9]}
+    _refused(
+        lambda: _submit(physicians[0], assignment, payload),
+        "status_evidence",
+        f"Evidence must come from this patient's stay; events "
+        f"{clinical['foreign'].pk}, {10**9} do not belong to it.",
+    )
+
+
+def test_evidence_that_is_not_an_event_id_is_refused(
+    physicians, assignment, complete_payload
+):
+    payload = {
+        **complete_payload,
+        "red_flags": [{"text": "No NSAIDs", "evidence": ["row 3"]}],
+    }
+    _refused(
+        lambda: _submit(physicians[0], assignment, payload),
+        "red_flags",
+        "Red flag 1: evidence must be events, not 'row 3'.",
+    )
+
+
+def test_rating_a_routine_action_is_refused(
+    physicians, assignment, complete_payload, clinical
+):
+    payload = {
+        **complete_payload,
+        "action_ratings": complete_payload["action_ratings"]
+        + [
+            {"event_id": clinical["insulin"].pk, "rating": "acceptable", "evidence": []}
+        ],
+    }
+    _refused(
+        lambda: _submit(physicians[0], assignment, payload),
+        "action_ratings",
+        "Only this window's recorded critical actions can be rated; event "
+        f"{clinical['insulin'].pk} is not one.",
+    )
+
+
+def test_rating_an_action_of_another_admission_is_refused(
+    physicians, assignment, complete_payload, clinical
+):
+    foreign = clinical["foreign"].pk
+    payload = {
+        **complete_payload,
+        "action_ratings": complete_payload["action_ratings"]
+        + [{"event_id": foreign, "rating": "acceptable", "evidence": []}],
+    }
+    _refused(
+        lambda: _submit(physicians[0], assignment, payload),
+        "action_ratings",
+        f"Evidence must come from this patient's stay; event {foreign} does not "
+        "belong to it.",
+    )
+
+
+def test_rating_an_observation_of_the_window_is_refused(
+    physicians, assignment, complete_payload, clinical
+):
+    payload = {
+        **complete_payload,
+        "action_ratings": complete_payload["action_ratings"]
+        + [
+            {
+                "event_id": clinical["heart_rate"].pk,
+                "rating": "acceptable",
+                "evidence": [],
+            }
+        ],
+    }
+    _refused(
+        lambda: _submit(physicians[0], assignment, payload),
+        "action_ratings",
+        "Only this window's recorded critical actions can be rated; event "
+        f"{clinical['heart_rate'].pk} is not one.",
+    )
+
+
+def test_unrated_critical_action_is_refused_on_submit(
+    physicians, assignment, complete_payload
+):
+    payload = {
+        **complete_payload,
+        "action_ratings": complete_payload["action_ratings"][1:],
+    }
+    _refused(
+        lambda: _submit(physicians[0], assignment, payload),
+        "action_ratings",
+        "Rate every recorded critical action: 1 of 2 not rated yet (first: "
+        "norepinephrine at 08:05).",
+    )
+
+
+def test_rating_outside_the_three_values_is_refused(
+    physicians, assignment, complete_payload
+):
+    ratings = [dict(r) for r in complete_payload["action_ratings"]]
+    ratings[0]["rating"] = "great"
+    _refused(
+        lambda: _submit(
+            physicians[0], assignment, {**complete_payload, "action_ratings": ratings}
+        ),
+        "action_ratings",
+        "Rated action 1: the rating must be best practice, acceptable or "
+        "potentially harmful.",
+    )
+
+
+def test_blank_rating_is_kept_in_a_draft_but_refused_on_submit(
+    physicians, assignment, complete_payload
+):
+    ratings = [dict(r) for r in complete_payload["action_ratings"]]
+    ratings[0]["rating"] = ""
+    payload = {**complete_payload, "action_ratings": ratings}
+    label = label_save_draft(
+        annotator=physicians[0],
+        assignment_id=assignment.pk,
+        payload=payload,
+        base_version=0,
+    )
+    assert label.payload["action_ratings"][0]["rating"] == ""
+    _refused(
+        lambda: _submit(physicians[0], assignment, payload, version=1),
+        "action_ratings",
+        "Rated action 1 is not rated: best practice, acceptable or potentially "
+        "harmful.",
+    )
+
+
+def test_rating_the_same_action_twice_is_refused(
+    physicians, assignment, complete_payload
+):
+    ratings = (
+        complete_payload["action_ratings"] + complete_payload["action_ratings"][:1]
+    )
+    _refused(
+        lambda: _submit(
+            physicians[0], assignment, {**complete_payload, "action_ratings": ratings}
+        ),
+        "action_ratings",
+        "Rated action 3 rates the same action twice.",
+    )
+
+
+def test_a_payload_that_is_not_an_object_is_refused(physicians, assignment):
+    before = written_state()
+    with pytest.raises(ValidationError, match="could not be read"):
+        label_save_draft(
+            annotator=physicians[0],
+            assignment_id=assignment.pk,
+            payload=["status"],
+            base_version=0,
+        )
+    assert written_state() == before
+
+
+def test_all_problems_are_reported_at_once(
+    physicians, assignment, complete_payload, clinical
+):
+    payload = {
+        **complete_payload,
+        "status": "",
+        "red_flags": [{"text": "", "evidence": [clinical["foreign"].pk]}],
+    }
+    with pytest.raises(ValidationError) as excinfo:
+        _submit(physicians[0], assignment, payload)
+    assert set(excinfo.value.message_dict) == {"status", "red_flags"}
+    assert len(excinfo.value.message_dict["red_flags"]) == 2
+
+
+def test_items_are_stored_trimmed_with_evidence_deduplicated(
+    physicians, assignment, complete_payload, clinical
+):
+    lactate = clinical["lactate"].pk
+    payload = {
+        **complete_payload,
+        "acute_problems": [{"text": "  Shock  ", "evidence": [lactate, str(lactate)]}],
+    }
+    label = _submit(physicians[0], assignment, payload)
+    assert label.payload["acute_problems"] == [{"text": "Shock", "evidence": [lactate]}]

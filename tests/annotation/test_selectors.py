@@ -1,0 +1,178 @@
+"""The form's data: the window's critical actions to rate, and term suggestions."""
+
+import pytest
+from django.core.exceptions import ValidationError
+
+from annotation.critical import (
+    critical_action_rules_clean,
+    default_critical_action_rules,
+)
+from annotation.models import Label
+from annotation.selectors import (
+    _suggestions_python,
+    recorded_critical_actions,
+    term_suggestions,
+)
+from annotation.services import (
+    campaign_critical_categories_set,
+    label_save_draft,
+    label_submit,
+)
+from windows.accounts import Role
+
+from .conftest import make_role_user
+
+
+def test_critical_actions_are_the_windows_recorded_critical_ones(assignment, clinical):
+    ids = list(
+        recorded_critical_actions(assignment=assignment).values_list("pk", flat=True)
+    )
+    assert ids == [clinical["norepinephrine"].pk, clinical["intubation"].pk]
+
+
+def test_admin_can_change_the_critical_categories(
+    admin_user, campaign, assignment, clinical
+):
+    rules = default_critical_action_rules()
+    rules.append(
+        {
+            "key": "insulin",
+            "label": "Insulin",
+            "domains": ["medication_admin_intermittent"],
+            "categories": ["insulin"],
+        }
+    )
+    campaign_critical_categories_set(admin=admin_user, campaign=campaign, rules=rules)
+    assignment.campaign.refresh_from_db()
+    ids = set(
+        recorded_critical_actions(assignment=assignment).values_list("pk", flat=True)
+    )
+    assert clinical["insulin"].pk in ids
+
+
+@pytest.mark.parametrize(
+    "rules,message",
+    [
+        ("vasopressors", "must be a list of rules"),
+        (
+            [{"label": "x", "domains": ["vitals"]}],
+            'Critical action rule 1 needs a "key".',
+        ),
+        ([{"key": "x", "domains": ["nowhere"]}], "names unknown domains: nowhere"),
+        ([{"key": "x", "domains": []}], 'needs a list of one or more "domains"'),
+        (
+            [{"key": "x", "domains": ["vitals"], "categories": [""]}],
+            '"categories" must be',
+        ),
+    ],
+)
+def test_bad_critical_rules_are_refused(admin_user, campaign, rules, message):
+    with pytest.raises(ValidationError, match=message):
+        campaign_critical_categories_set(
+            admin=admin_user, campaign=campaign, rules=rules
+        )
+    campaign.refresh_from_db()
+    assert campaign.critical_action_categories == critical_action_rules_clean(
+        default_critical_action_rules()
+    )
+
+
+def _submit_items(physician, assignment, problems, clinical):
+    payload = {
+        "status": "stable",
+        "acute_problems": [{"text": t, "evidence": []} for t in problems],
+        "action_ratings": [
+            {"event_id": clinical["norepinephrine"].pk, "rating": "acceptable"},
+            {"event_id": clinical["intubation"].pk, "rating": "acceptable"},
+        ]
+        if assignment.window.index == 0
+        else [],
+    }
+    return label_submit(
+        annotator=physician,
+        assignment_id=assignment.pk,
+        payload=payload,
+        base_version=0,
+    )
+
+
+def test_suggestions_are_campaign_wide_texts_most_used_first(
+    physicians, campaign, gold_windows, clinical
+):
+    a, b = physicians
+    mine = {
+        w.index: campaign.assignments.get(annotator=a, window=w) for w in gold_windows
+    }
+    theirs = {
+        w.index: campaign.assignments.get(annotator=b, window=w) for w in gold_windows
+    }
+    _submit_items(b, theirs[1], ["Septic shock", "Acute kidney injury"], clinical)
+    _submit_items(b, theirs[2], ["septic  shock", "Shock liver"], clinical)
+    _submit_items(a, mine[1], ["Septic shock"], clinical)
+    # another physician's draft is not suggested
+    label_save_draft(
+        annotator=b,
+        assignment_id=theirs[0].pk,
+        payload={"acute_problems": [{"text": "Shockwave"}]},
+        base_version=0,
+    )
+
+    got = term_suggestions(
+        user=a, campaign=campaign, field="acute_problems", prefix="sho"
+    )
+    assert got == [("Septic shock", 3), ("Shock liver", 1)]
+    assert term_suggestions(
+        user=a, campaign=campaign, field="acute_problems", prefix="ACUTE"
+    ) == [("Acute kidney injury", 1)]
+    # the co-rater's items on the window being labelled are never suggested
+    assert term_suggestions(
+        user=a,
+        campaign=campaign,
+        field="acute_problems",
+        prefix="shock",
+        exclude_window=gold_windows[2],
+    ) == [("Septic shock", 2)]
+    # the portable version agrees
+    labels = Label.objects.filter(
+        assignment__campaign=campaign, assignment__state="submitted"
+    )
+    assert _suggestions_python(
+        labels=labels, field="acute_problems", prefix="sho", limit=10
+    ) == [("Septic shock", 3), ("Shock liver", 1)]
+
+
+def test_suggestions_only_for_the_campaigns_physicians_and_known_fields(
+    physicians, campaign, gold_windows, clinical
+):
+    a, b = physicians
+    _submit_items(
+        b,
+        campaign.assignments.get(annotator=b, window=gold_windows[1]),
+        ["Septic shock"],
+        clinical,
+    )
+    outsider = make_role_user(Role.PHYSICIAN)
+    assert (
+        term_suggestions(
+            user=outsider, campaign=campaign, field="acute_problems", prefix="sep"
+        )
+        == []
+    )
+    assert (
+        term_suggestions(
+            user=make_role_user(Role.RESEARCHER),
+            campaign=campaign,
+            field="acute_problems",
+            prefix="sep",
+        )
+        == []
+    )
+    assert term_suggestions(user=a, campaign=campaign, field="status", prefix="s") == []
+    assert (
+        term_suggestions(user=a, campaign=campaign, field="acute_problems", prefix="%")
+        == []
+    )
+    assert (
+        term_suggestions(user=a, campaign=campaign, field="acute_problems", prefix="")
+        == []
+    )
