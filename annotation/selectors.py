@@ -355,3 +355,62 @@ def _suggestions_postgresql(
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return [(text, uses) for text, uses in cursor.fetchall()]
+
+
+# Consensus and adjudication ---------------------------------------------------
+
+
+def adjudication_queue(*, admin, campaign: Campaign) -> list:
+    """The campaign's windows with open disputes, each with its consensus (whose
+    ``open_disputes`` list exactly what needs a decision), in window order."""
+    from annotation.models import ConsensusLabel
+
+    if not user_is_admin(admin):
+        raise PermissionDenied("Only an admin can see the adjudication queue.")
+    return list(
+        ConsensusLabel.objects.filter(
+            campaign=campaign, dropped=False, dispute_count__gt=0
+        )
+        .select_related("window", "window__stay", "agreement")
+        .order_by("window__stay_id", "window__index")
+    )
+
+
+def window_adjudication_get(*, admin, campaign: Campaign, window_id) -> dict:
+    """Everything the adjudication page shows for one window: each physician's
+    label, the agreement (items grouped by meaning), the consensus with its open
+    disputes, and the decisions so far."""
+    from annotation.models import AdjudicationDecision, ConsensusLabel, WindowAgreement
+
+    if not user_is_admin(admin):
+        raise PermissionDenied("Only an admin can adjudicate.")
+    campaign_window = (
+        CampaignWindow.objects.filter(campaign=campaign, window_id=window_id)
+        .select_related("window", "window__stay")
+        .first()
+    )
+    if campaign_window is None:
+        raise Http404("No such window in this campaign.")
+    window = campaign_window.window
+    return {
+        "campaign_window": campaign_window,
+        "window": window,
+        "labels": list(
+            Label.objects.filter(
+                assignment__campaign=campaign, assignment__window=window
+            )
+            .select_related("assignment", "assignment__annotator")
+            .order_by("pk")
+        ),
+        "agreement": WindowAgreement.objects.filter(
+            campaign=campaign, window=window
+        ).first(),
+        "consensus": ConsensusLabel.objects.filter(
+            campaign=campaign, window=window
+        ).first(),
+        "decisions": list(
+            AdjudicationDecision.objects.filter(campaign=campaign, window=window)
+            .select_related("author")
+            .order_by("created_at", "pk")
+        ),
+    }

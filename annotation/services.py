@@ -699,6 +699,10 @@ def label_submit(
         )
         assignment.state = AssignmentState.SUBMITTED
         assignment.save(update_fields=["state"])
+        # Imported here: consensus builds on these services.
+        from annotation.consensus import on_label_submitted
+
+        on_label_submitted(label)
     return label
 
 
@@ -737,6 +741,9 @@ def label_reopen(*, annotator, assignment_id, base_version: int | None = None) -
         )
         assignment.state = AssignmentState.DRAFT
         assignment.save(update_fields=["state"])
+        from annotation.consensus import on_label_reopened
+
+        on_label_reopened(label)
     return label
 
 

@@ -1,0 +1,41 @@
+"""Celery tasks of the annotation app: thin wrappers around services."""
+
+import logging
+
+from celery import shared_task
+from django.core.exceptions import ValidationError
+from django.db import OperationalError
+
+logger = logging.getLogger(__name__)
+
+
+@shared_task(
+    acks_late=True,
+    autoretry_for=(OperationalError,),
+    retry_backoff=True,
+    max_retries=5,
+)
+def window_agreement_task(campaign_id: int, window_id: int) -> None:
+    """Compute the window's agreement and rebuild its consensus. Idempotent: a
+    rerun recomputes the same derived rows; a window whose labels are no longer
+    all submitted (a reopen, a third rater) is left alone."""
+    from annotation.consensus import window_consensus_refresh
+    from annotation.models import Campaign
+    from evaluation.matcher import matcher_for_settings
+    from windows.models import Window
+
+    campaign = Campaign.objects.filter(pk=campaign_id).first()
+    window = Window.objects.filter(pk=window_id).first()
+    if campaign is None or window is None:
+        return
+    try:
+        window_consensus_refresh(
+            campaign=campaign, window=window, matcher=matcher_for_settings()
+        )
+    except ValidationError as error:
+        logger.info(
+            "agreement on window %s of campaign %s not computed: %s",
+            window_id,
+            campaign_id,
+            "; ".join(error.messages),
+        )

@@ -1,0 +1,771 @@
+"""Agreement, consensus and adjudication through the services, end to end with
+the real semantic matcher: matched items kept with merged texts and evidence,
+a queue of exactly the disagreements, decisions recorded apart from the labels,
+the third-rater path, a dropped window, and the campaign's IRR figures."""
+
+import math
+import os
+
+import pytest
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import DatabaseError, connection, transaction
+
+from annotation.consensus import (
+    adjudication_decide,
+    campaign_irr,
+    consensus_build,
+    on_label_submitted,
+    physician_stats,
+    window_agreement_compute,
+    window_consensus_refresh,
+)
+from annotation.models import (
+    AdjudicationDecision,
+    Assignment,
+    AssignmentState,
+    CampaignWindow,
+    ConsensusLabel,
+    WindowAgreement,
+)
+from annotation.selectors import (
+    adjudication_queue,
+    recorded_critical_actions,
+    window_adjudication_get,
+)
+from annotation.services import campaign_create, label_submit
+from annotation.tasks import window_agreement_task
+from tests.factories import make_admission, make_stay
+from windows.accounts import Role
+
+from .conftest import make_gold_windows, make_role_user
+from .helpers import written_state
+
+PROBLEMS = "acute_problems"
+ACTIONS = "recommended_actions"
+FLAGS = "red_flags"
+
+
+@pytest.fixture(scope="module")
+def matcher(django_db_blocker):
+    """The configured matcher, loaded once for the module (loading takes
+    seconds); its in-memory embeddings carry over between tests."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from evaluation.matcher import matcher_for_settings
+
+    with django_db_blocker.unblock():
+        m = matcher_for_settings(tau=0.5)
+        m.load()
+        m.reload_abbreviations()
+    return m
+
+
+@pytest.fixture
+def stay(db):
+    return make_stay(admission=make_admission(), hours=48)
+
+
+@pytest.fixture
+def windows(stay, clinical):
+    return make_gold_windows(stay=stay, count=4)
+
+
+@pytest.fixture
+def gold(admin_user, physicians, windows):
+    return campaign_create(
+        admin=admin_user, name="Gold IRR", windows=windows, physicians=physicians
+    )
+
+
+def submit(
+    physician,
+    campaign,
+    window,
+    status,
+    problems=(),
+    flags=(),
+    added=(),
+    ratings=None,
+):
+    """Submit the physician's label; items are ``text`` or ``(text, evidence)``;
+    every recorded critical action is rated acceptable unless ``ratings``
+    ({event id: rating}) says otherwise."""
+    assignment = Assignment.objects.get(
+        campaign=campaign, window=window, annotator=physician, active=True
+    )
+
+    def items(values):
+        return [
+            {"text": v, "evidence": []}
+            if isinstance(v, str)
+            else {"text": v[0], "evidence": list(v[1])}
+            for v in values
+        ]
+
+    ratings = ratings or {}
+    payload = {
+        "status": status,
+        "status_evidence": [],
+        "acute_problems": items(problems),
+        "action_ratings": [
+            {
+                "event_id": e.pk,
+                "rating": ratings.get(e.pk, "acceptable"),
+                "evidence": [],
+            }
+            for e in recorded_critical_actions(assignment=assignment)
+        ],
+        "added_actions": items(added),
+        "red_flags": items(flags),
+    }
+    return label_submit(
+        annotator=physician,
+        assignment_id=assignment.pk,
+        payload=payload,
+        base_version=0,
+    )
+
+
+@pytest.fixture
+def labelled(gold, physicians, windows, clinical, matcher):
+    """Four windows labelled by two physicians (the first always first):
+
+    - w0: both deteriorating; problems 'Septic shock' (lactate) + 'Respiratory
+      failure' vs 'Shock due to sepsis' (norepinephrine); both rate
+      norepinephrine best practice, the ventilator acceptable vs potentially
+      harmful; added 'Blood cultures' vs 'Obtain blood cultures'; red flags
+      'Avoid fluid overload' vs 'Avoid excessive fluids'.
+    - w1: both stable; 'Delirium' both; red flag 'Avoid nephrotoxic drugs' vs none.
+    - w2: both improving, nothing else.
+    - w3: stable vs deteriorating; 'Hypokalemia' vs nothing.
+    """
+    a, b = physicians
+    c = clinical
+    w0, w1, w2, w3 = windows
+    ne, vent = c["norepinephrine"].pk, c["intubation"].pk
+    submit(
+        a,
+        gold,
+        w0,
+        "deteriorating",
+        problems=[("Septic shock", [c["lactate"].pk]), "Respiratory failure"],
+        added=["Blood cultures"],
+        flags=["Avoid fluid overload"],
+        ratings={ne: "best_practice", vent: "acceptable"},
+    )
+    submit(
+        b,
+        gold,
+        w0,
+        "deteriorating",
+        problems=[("Shock due to sepsis", [ne])],
+        added=["Obtain blood cultures"],
+        flags=["Avoid excessive fluids"],
+        ratings={ne: "best_practice", vent: "potentially_harmful"},
+    )
+    submit(
+        a, gold, w1, "stable", problems=["Delirium"], flags=["Avoid nephrotoxic drugs"]
+    )
+    submit(b, gold, w1, "stable", problems=["Delirium"])
+    submit(a, gold, w2, "improving")
+    submit(b, gold, w2, "improving")
+    submit(a, gold, w3, "stable", problems=["Hypokalemia"])
+    submit(b, gold, w3, "deteriorating")
+    for window in windows:
+        window_consensus_refresh(campaign=gold, window=window, matcher=matcher)
+    return gold
+
+
+def _consensus(campaign, window) -> ConsensusLabel:
+    return ConsensusLabel.objects.get(campaign=campaign, window=window)
+
+
+def _dispute(consensus, task):
+    return next(d for d in consensus.open_disputes if d["task"] == task)
+
+
+# Agreement ----------------------------------------------------------------------
+
+
+def test_agreement_needs_every_assigned_label_submitted(
+    gold, physicians, windows, matcher
+):
+    submit(physicians[0], gold, windows[1], "stable")
+
+    with pytest.raises(ValidationError, match="1 of 2 are"):
+        window_agreement_compute(campaign=gold, window=windows[1], matcher=matcher)
+    assert not WindowAgreement.objects.exists()
+
+
+def test_agreement_records_status_clusters_and_pairwise_f1(labelled, windows, matcher):
+    agreement = WindowAgreement.objects.get(campaign=labelled, window=windows[0])
+
+    assert agreement.status_agreed is True
+    assert agreement.status_value == "deteriorating"
+    assert agreement.matcher_model == matcher.model_name
+    assert agreement.tau == 0.5
+    problems = agreement.clusters[PROBLEMS]
+    assert [sorted(i["text"] for i in c["items"]) for c in problems] == [
+        ["Septic shock", "Shock due to sepsis"],
+        ["Respiratory failure"],
+    ]
+    assert [c["kept"] for c in problems] == [True, False]
+    # 1 of 2 vs 1 of 1 matched: P = 0.5, R = 1.
+    assert agreement.pairwise_f1[PROBLEMS]["mean"] == pytest.approx(2 / 3)
+    # Norepinephrine and the blood cultures match; the ventilator is one-sided.
+    assert agreement.pairwise_f1[ACTIONS]["mean"] == pytest.approx(0.8)
+    assert agreement.pairwise_f1[FLAGS]["mean"] == pytest.approx(1.0)
+
+    disagreed = WindowAgreement.objects.get(campaign=labelled, window=windows[3])
+    assert disagreed.status_agreed is False
+    assert disagreed.status_value == ""
+    assert disagreed.pairwise_f1[PROBLEMS]["mean"] == 0.0
+
+
+def test_recomputing_agreement_replaces_it(labelled, windows, matcher):
+    first = WindowAgreement.objects.get(campaign=labelled, window=windows[0])
+
+    again = window_agreement_compute(
+        campaign=labelled, window=windows[0], matcher=matcher
+    )
+
+    assert again.pk == first.pk
+    assert again.clusters == first.clusters
+    assert WindowAgreement.objects.filter(campaign=labelled).count() == 4
+
+
+# Consensus ----------------------------------------------------------------------
+
+
+def test_matched_items_are_kept_with_merged_texts_and_evidence(
+    labelled, windows, clinical
+):
+    consensus = _consensus(labelled, windows[0])
+
+    assert consensus.status == "deteriorating"
+    assert consensus.status_source == "agreed"
+    (problem,) = consensus.items[PROBLEMS]
+    assert problem["text"] == "Septic shock"
+    assert problem["texts"] == ["Septic shock", "Shock due to sepsis"]
+    assert problem["evidence"] == sorted(
+        [clinical["lactate"].pk, clinical["norepinephrine"].pk]
+    )
+    assert problem["source"] == "consensus"
+    actions = consensus.items[ACTIONS]
+    assert [a["texts"] for a in actions] == [
+        ["Norepinephrine"],
+        ["Blood cultures", "Obtain blood cultures"],
+    ]
+    assert consensus.items[FLAGS][0]["texts"] == [
+        "Avoid fluid overload",
+        "Avoid excessive fluids",
+    ]
+
+
+def test_queue_holds_exactly_the_disagreements(labelled, admin_user, windows):
+    queue = adjudication_queue(admin=admin_user, campaign=labelled)
+
+    assert [c.window_id for c in queue] == [windows[0].pk, windows[1].pk, windows[3].pk]
+    disputes = {
+        c.window_id: sorted((d["task"], tuple(d["texts"])) for d in c.open_disputes)
+        for c in queue
+    }
+    assert disputes == {
+        windows[0].pk: [
+            (PROBLEMS, ("Respiratory failure",)),
+            (ACTIONS, ("Ventilator",)),
+        ],
+        windows[1].pk: [(FLAGS, ("Avoid nephrotoxic drugs",))],
+        windows[3].pk: [
+            (PROBLEMS, ("Hypokalemia",)),
+            ("status", ("stable", "deteriorating")),
+        ],
+    }
+    assert _consensus(labelled, windows[2]).dispute_count == 0
+
+
+def test_queue_is_for_admins_only(labelled, physicians):
+    with pytest.raises(PermissionDenied):
+        adjudication_queue(admin=physicians[0], campaign=labelled)
+
+
+# Adjudication -------------------------------------------------------------------
+
+
+def test_decisions_settle_disputes_and_leave_labels_unchanged(
+    labelled, admin_user, windows
+):
+    before = written_state()
+    w0 = windows[0]
+    consensus = _consensus(labelled, w0)
+    problem_ref = _dispute(consensus, PROBLEMS)["item_ref"]
+    action_ref = _dispute(consensus, ACTIONS)["item_ref"]
+
+    accepted = adjudication_decide(
+        admin=admin_user,
+        campaign=labelled,
+        window=w0,
+        task=PROBLEMS,
+        item_ref=problem_ref,
+        action="rewrite",
+        new_text="Acute hypoxemic respiratory failure",
+        reason="Intubated for hypoxemia",
+    )
+    dropped = adjudication_decide(
+        admin=admin_user,
+        campaign=labelled,
+        window=w0,
+        task=ACTIONS,
+        item_ref=action_ref,
+        action="drop",
+        reason="Intubation was not clearly indicated",
+    )
+
+    assert written_state() == before
+    assert accepted.author == admin_user and accepted.created_at is not None
+    assert accepted.reason == "Intubated for hypoxemia"
+    assert accepted.context["dispute"]["texts"] == ["Respiratory failure"]
+    consensus = _consensus(labelled, w0)
+    assert consensus.dispute_count == 0
+    rewritten = consensus.items[PROBLEMS][1]
+    assert rewritten["text"] == "Acute hypoxemic respiratory failure"
+    assert rewritten["source"] == "adjudicated"
+    assert rewritten["decision_id"] == accepted.pk
+    assert "Ventilator" not in [t for a in consensus.items[ACTIONS] for t in a["texts"]]
+    assert dropped.action == "drop"
+    campaign_window = CampaignWindow.objects.get(campaign=labelled, window=w0)
+    assert campaign_window.adjudication_started_at is not None
+    assert campaign_window.adjudicated_at is not None
+    assert w0.pk not in [
+        c.window_id for c in adjudication_queue(admin=admin_user, campaign=labelled)
+    ]
+
+
+def test_accept_keeps_the_item_and_settle_status_sets_the_status(
+    labelled, admin_user, windows
+):
+    w3 = windows[3]
+    ref = _dispute(_consensus(labelled, w3), PROBLEMS)["item_ref"]
+
+    adjudication_decide(
+        admin=admin_user,
+        campaign=labelled,
+        window=w3,
+        task=PROBLEMS,
+        item_ref=ref,
+        action="accept",
+        reason="K 2.9 on the labs",
+    )
+    settle = adjudication_decide(
+        admin=admin_user,
+        campaign=labelled,
+        window=w3,
+        task="status",
+        item_ref="",
+        action="settle_status",
+        new_status="deteriorating",
+        reason="Rising lactate",
+    )
+
+    consensus = _consensus(labelled, w3)
+    assert consensus.items[PROBLEMS][0]["text"] == "Hypokalemia"
+    assert consensus.items[PROBLEMS][0]["source"] == "adjudicated"
+    assert consensus.status == "deteriorating"
+    assert consensus.status_source == "settled"
+    assert consensus.status_decision == settle
+    assert consensus.dispute_count == 0
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"reason": "  "}, "Give a reason"),
+        ({"action": "rewrite"}, "needs the new text"),
+        ({"new_text": "x"}, "only goes with a rewrite"),
+        ({"item_ref": "999/acute_problems/0"}, "not an open dispute"),
+        ({"task": "status"}, "Settling the status|apply to an item"),
+        (
+            {"action": "settle_status", "task": "status", "item_ref": ""},
+            "not in dispute",
+        ),
+        ({"action": "frobnicate"}, "Unknown decision"),
+        ({"task": "vitals"}, "Unknown task"),
+    ],
+)
+def test_bad_decisions_are_refused_and_nothing_is_written(
+    labelled, admin_user, windows, change, message
+):
+    w0 = windows[0]
+    ref = _dispute(_consensus(labelled, w0), PROBLEMS)["item_ref"]
+    arguments = {
+        "admin": admin_user,
+        "campaign": labelled,
+        "window": w0,
+        "task": PROBLEMS,
+        "item_ref": ref,
+        "action": "accept",
+        "reason": "ok",
+        **change,
+    }
+    before = (AdjudicationDecision.objects.count(), written_state())
+
+    with pytest.raises(ValidationError, match=message):
+        adjudication_decide(**arguments)
+
+    assert (AdjudicationDecision.objects.count(), written_state()) == before
+    assert (
+        CampaignWindow.objects.get(campaign=labelled, window=w0).adjudication_started_at
+        is None
+    )
+
+
+def test_settling_the_status_needs_a_valid_status(labelled, admin_user, windows):
+    with pytest.raises(ValidationError, match="improving, stable or deteriorating"):
+        adjudication_decide(
+            admin=admin_user,
+            campaign=labelled,
+            window=windows[3],
+            task="status",
+            item_ref="",
+            action="settle_status",
+            new_status="critical",
+            reason="r",
+        )
+    assert not AdjudicationDecision.objects.exists()
+    assert _consensus(labelled, windows[3]).status == ""
+
+
+def test_kept_items_agreed_status_and_decided_items_need_no_decision(
+    labelled, admin_user, windows
+):
+    w0 = windows[0]
+    consensus = _consensus(labelled, w0)
+    kept_ref = consensus.items[PROBLEMS][0]["cluster_id"]
+    with pytest.raises(ValidationError, match="not an open dispute"):
+        adjudication_decide(
+            admin=admin_user,
+            campaign=labelled,
+            window=w0,
+            task=PROBLEMS,
+            item_ref=kept_ref,
+            action="drop",
+            reason="r",
+        )
+    with pytest.raises(ValidationError, match="not in dispute"):
+        adjudication_decide(
+            admin=admin_user,
+            campaign=labelled,
+            window=w0,
+            task="status",
+            item_ref="",
+            action="settle_status",
+            new_status="stable",
+            reason="r",
+        )
+    ref = _dispute(consensus, PROBLEMS)["item_ref"]
+    adjudication_decide(
+        admin=admin_user,
+        campaign=labelled,
+        window=w0,
+        task=PROBLEMS,
+        item_ref=ref,
+        action="accept",
+        reason="r",
+    )
+    with pytest.raises(ValidationError, match="already decided"):
+        adjudication_decide(
+            admin=admin_user,
+            campaign=labelled,
+            window=w0,
+            task=PROBLEMS,
+            item_ref=ref,
+            action="drop",
+            reason="changed my mind",
+        )
+    with pytest.raises(ValidationError, match="no open dispute"):
+        adjudication_decide(
+            admin=admin_user,
+            campaign=labelled,
+            window=windows[2],
+            task="window",
+            item_ref="",
+            action="drop_window",
+            reason="r",
+        )
+
+
+def test_only_admins_decide(labelled, physicians, windows):
+    with pytest.raises(PermissionDenied):
+        adjudication_decide(
+            admin=physicians[0],
+            campaign=labelled,
+            window=windows[3],
+            task="status",
+            item_ref="",
+            action="settle_status",
+            new_status="stable",
+            reason="r",
+        )
+    assert not AdjudicationDecision.objects.exists()
+
+
+def test_decisions_are_append_only(labelled, admin_user, windows):
+    decision = adjudication_decide(
+        admin=admin_user,
+        campaign=labelled,
+        window=windows[3],
+        task="status",
+        item_ref="",
+        action="settle_status",
+        new_status="stable",
+        reason="r",
+    )
+
+    with pytest.raises(ValidationError, match="append-only"):
+        decision.save()
+    with pytest.raises(ValidationError, match="append-only"):
+        AdjudicationDecision.objects.all().delete()
+    with (
+        pytest.raises(DatabaseError, match="append-only"),
+        transaction.atomic(),
+        connection.cursor() as cursor,
+    ):
+        cursor.execute(
+            "UPDATE annotation_adjudicationdecision SET reason = 'x' WHERE id = %s",
+            [decision.pk],
+        )
+
+
+def test_third_rater_path_recomputes_consensus_by_majority(
+    labelled, admin_user, windows, matcher
+):
+    w3 = windows[3]
+    third = make_role_user(Role.PHYSICIAN)
+
+    decision = adjudication_decide(
+        admin=admin_user,
+        campaign=labelled,
+        window=w3,
+        task="window",
+        item_ref="",
+        action="request_third_rater",
+        reason="Status unclear",
+        physician=third,
+    )
+
+    added = Assignment.objects.get(campaign=labelled, window=w3, annotator=third)
+    assert added.active and added.state == AssignmentState.TODO
+    assert decision.context["assignment_id"] == added.pk
+    assert not WindowAgreement.objects.filter(campaign=labelled, window=w3).exists()
+    assert w3.pk not in [
+        c.window_id for c in adjudication_queue(admin=admin_user, campaign=labelled)
+    ]
+    with pytest.raises(ValidationError, match="2 of 3 are"):
+        window_agreement_compute(campaign=labelled, window=w3, matcher=matcher)
+
+    submit(third, labelled, w3, "deteriorating", problems=["Hypokalemia"])
+    window_agreement_task(labelled.pk, w3.pk)
+
+    consensus = _consensus(labelled, w3)
+    assert consensus.status == "deteriorating"
+    assert consensus.status_source == "majority"
+    assert consensus.items[PROBLEMS][0]["texts"] == ["Hypokalemia"]
+    assert len(consensus.items[PROBLEMS][0]["label_ids"]) == 2
+    assert consensus.dispute_count == 0
+
+
+def test_third_rater_is_chosen_from_the_campaign_when_not_named(
+    admin_user, windows, clinical, matcher
+):
+    doctors = [make_role_user(Role.PHYSICIAN) for _ in range(3)]
+    campaign = campaign_create(
+        admin=admin_user, name="Three", windows=windows[1:2], physicians=doctors
+    )
+    raters = [a.annotator for a in campaign.assignments.all()]
+    submit(raters[0], campaign, windows[1], "stable")
+    submit(raters[1], campaign, windows[1], "improving")
+    window_consensus_refresh(campaign=campaign, window=windows[1], matcher=matcher)
+
+    adjudication_decide(
+        admin=admin_user,
+        campaign=campaign,
+        window=windows[1],
+        task="status",
+        item_ref="",
+        action="request_third_rater",
+        reason="split",
+    )
+
+    (spare,) = set(doctors) - set(raters)
+    assert Assignment.objects.filter(
+        campaign=campaign, window=windows[1], annotator=spare, active=True
+    ).exists()
+
+
+def test_dropped_window_leaves_the_queue_and_takes_no_more_decisions(
+    labelled, admin_user, windows
+):
+    w3 = windows[3]
+    adjudication_decide(
+        admin=admin_user,
+        campaign=labelled,
+        window=w3,
+        task="status",
+        item_ref="",
+        action="drop_window",
+        reason="Nobody can tell the trajectory",
+    )
+
+    consensus = _consensus(labelled, w3)
+    assert consensus.dropped is True
+    assert consensus.dispute_count == 0
+    assert w3.pk not in [
+        c.window_id for c in adjudication_queue(admin=admin_user, campaign=labelled)
+    ]
+    assert CampaignWindow.objects.get(campaign=labelled, window=w3).adjudicated_at
+    with pytest.raises(ValidationError, match="was dropped"):
+        adjudication_decide(
+            admin=admin_user,
+            campaign=labelled,
+            window=w3,
+            task="status",
+            item_ref="",
+            action="settle_status",
+            new_status="stable",
+            reason="r",
+        )
+    # Rebuilding keeps it dropped.
+    assert consensus_build(campaign=labelled, window=w3).dropped is True
+    assert (
+        campaign_irr(campaign=labelled, n_boot=50)["keep_rates"]["status"][
+            "dropped_windows"
+        ]
+        == 1
+    )
+
+
+def test_adjudication_page_data(labelled, admin_user, windows):
+    data = window_adjudication_get(
+        admin=admin_user, campaign=labelled, window_id=windows[0].pk
+    )
+
+    assert len(data["labels"]) == 2
+    assert data["agreement"].status_agreed
+    assert data["consensus"].dispute_count == 2
+    assert data["decisions"] == []
+
+
+# Hook and task ------------------------------------------------------------------
+
+
+def test_last_label_of_a_window_enqueues_the_agreement_task(
+    gold, physicians, windows, django_capture_on_commit_callbacks
+):
+    first = submit(physicians[0], gold, windows[2], "stable")
+    with django_capture_on_commit_callbacks() as callbacks:
+        assert on_label_submitted(first) is False
+    assert callbacks == []
+
+    last = submit(physicians[1], gold, windows[2], "stable")
+    with django_capture_on_commit_callbacks() as callbacks:
+        assert on_label_submitted(last) is True
+    assert len(callbacks) == 1
+
+
+def test_agreement_task_is_idempotent_and_skips_incomplete_windows(
+    gold, physicians, windows, matcher
+):
+    submit(physicians[0], gold, windows[2], "stable")
+    window_agreement_task(gold.pk, windows[2].pk)
+    assert not WindowAgreement.objects.exists()
+
+    submit(physicians[1], gold, windows[2], "stable")
+    window_agreement_task(gold.pk, windows[2].pk)
+    window_agreement_task(gold.pk, windows[2].pk)
+    assert WindowAgreement.objects.count() == 1
+    assert ConsensusLabel.objects.get().status == "stable"
+
+
+# Campaign figures ---------------------------------------------------------------
+
+
+def test_campaign_irr_on_a_fixed_example(labelled, physicians):
+    irr = campaign_irr(campaign=labelled, n_boot=200, seed=1)
+
+    status = irr["status"]
+    assert irr["windows"] == 4
+    assert status["percent_agreement"]["estimate"] == pytest.approx(0.75)
+    # Rater 1: det, stable, improving, stable; rater 2: det, stable, improving,
+    # det. p_o = 3/4, p_e = 1/4*2/4 + 2/4*1/4 + 1/4*1/4 = 5/16, kappa = 7/11.
+    assert status["kappa_name"] == "cohen"
+    assert status["kappa"]["estimate"] == pytest.approx(7 / 11)
+    # Ordinal alpha: n = 8 values (improving 2, stable 3, deteriorating 3);
+    # one stable-deteriorating pair, delta^2 = (6 - 3)^2 = 9, so D_o sum = 18;
+    # D_e sum = 2 (2*3*6.25 + 2*3*30.25 + 3*3*9) = 600; 1 - 7*18/600 = 0.79.
+    assert status["alpha_ordinal"]["estimate"] == pytest.approx(0.79)
+    for figure in ("percent_agreement", "kappa", "alpha_ordinal"):
+        ci = status[figure]
+        assert ci["low"] <= ci["estimate"] <= ci["high"]
+    # Problems: w0 2/3, w1 1, w2 1 (both empty), w3 0.
+    problems = irr["set_tasks"][PROBLEMS]["mean_pairwise_f1"]
+    assert problems["estimate"] == pytest.approx((2 / 3 + 1 + 1 + 0) / 4)
+    # Red flags: w0 1, w1 0, w2 1, w3 1.
+    assert irr["set_tasks"][FLAGS]["mean_pairwise_f1"]["estimate"] == pytest.approx(
+        0.75
+    )
+
+    (pair,) = irr["pairs"]
+    assert pair["physicians"] == sorted(p.pk for p in physicians)
+    assert pair["windows"] == 4
+    assert pair["status_percent_agreement"] == pytest.approx(0.75)
+    assert pair["status_cohens_kappa"] == pytest.approx(7 / 11)
+
+    keep = irr["keep_rates"]
+    assert keep["status"]["raw"] == 4 and keep["status"]["kept_auto"] == 3
+    assert keep["status"]["keep_rate"] == pytest.approx(0.75)
+    # Problems: 6 raw items, 4 of them in matched pairs (w0 shock, w1 delirium).
+    assert keep[PROBLEMS]["raw"] == 6
+    assert keep[PROBLEMS]["kept_auto"] == 4
+    assert keep[PROBLEMS]["keep_rate"] == pytest.approx(4 / 6)
+    assert keep[PROBLEMS]["clusters"] == 4
+    assert keep[PROBLEMS]["kept_final"] == 2
+
+
+def test_physician_stats(labelled, admin_user, physicians):
+    rows = physician_stats(admin=admin_user, campaign=labelled)
+
+    assert {r["user_id"] for r in rows} == {p.pk for p in physicians}
+    for row in rows:
+        assert row["assigned"] == 4 and row["labels_done"] == 4
+        assert row["median_seconds"] == 0
+        assert row["windows_compared"] == 4
+        assert row["status_agreement"] == pytest.approx(0.75)
+        assert row["mean_pairwise_f1"][PROBLEMS] == pytest.approx(2 / 3)
+    with pytest.raises(PermissionDenied):
+        physician_stats(admin=physicians[0], campaign=labelled)
+
+
+def test_campaign_irr_without_agreement_is_empty(gold):
+    irr = campaign_irr(campaign=gold, n_boot=10)
+
+    assert irr["windows"] == 0
+    assert irr["status"] is None
+    assert math.isnan(irr["keep_rates"]["status"]["keep_rate"])
+
+
+def test_reopening_a_label_forgets_the_window_agreement(labelled, windows):
+    from annotation.consensus import on_label_reopened
+    from annotation.models import Label
+
+    label = Label.objects.filter(
+        assignment__campaign=labelled, assignment__window=windows[2]
+    ).first()
+
+    on_label_reopened(label)
+
+    assert not WindowAgreement.objects.filter(
+        campaign=labelled, window=windows[2]
+    ).exists()
+    assert not ConsensusLabel.objects.filter(
+        campaign=labelled, window=windows[2]
+    ).exists()
+    assert WindowAgreement.objects.filter(campaign=labelled).count() == 3
