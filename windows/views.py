@@ -283,12 +283,11 @@ def _page_number(value: str | None) -> int:
         return 1
 
 
-@require_GET
-@login_required
-def window_detail(request, stay_id: int, index: int):
-    window = selectors.window_get(user=request.user, stay_id=stay_id, index=index)
-    if window is None:
-        raise Http404("No such window.")
+def window_page_context(request, window: Window, *, full: bool) -> dict:
+    """The context of a window's trajectory partials (header, overview, plots,
+    event table) for ``window``, with the event table's scope, domain and page
+    from the query string; ``full`` adds what only the whole page shows. Shared
+    with the annotation page, which embeds them."""
     scope = _choice(request.GET.get("scope"), EventScope.values) or EventScope.WINDOW
     totals = selectors.window_event_domain_counts(window=window, scope=scope)
     domain = _choice(request.GET.get("domain"), totals)
@@ -320,7 +319,7 @@ def window_detail(request, stay_id: int, index: int):
         ),
         "lookback_hours": int(selectors.WINDOW_LOOKBACK.total_seconds() // 3600),
     }
-    if not _wants_partial(request):
+    if full:
         context.update(
             {
                 "facts": selectors.window_bedside_facts(window=window),
@@ -332,6 +331,16 @@ def window_detail(request, stay_id: int, index: int):
                 "gold_windows": list(selectors.stay_windows(stay=stay, gold_only=True)),
             }
         )
+    return context
+
+
+@require_GET
+@login_required
+def window_detail(request, stay_id: int, index: int):
+    window = selectors.window_get(user=request.user, stay_id=stay_id, index=index)
+    if window is None:
+        raise Http404("No such window.")
+    context = window_page_context(request, window, full=not _wants_partial(request))
     return _render(
         request, "windows/window_detail.html", context, partial="event_table"
     )

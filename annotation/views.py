@@ -1,0 +1,343 @@
+"""The physician's pages: the queue of assigned windows and the annotation page
+(the window's trajectory beside the four task forms), with the endpoints its
+script calls to save drafts, submit, reopen and suggest terms."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from functools import wraps
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import NON_FIELD_ERRORS, PermissionDenied, ValidationError
+from django.http import Http404, JsonResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.cache import patch_vary_headers
+from django.views.decorators.http import require_GET, require_POST
+
+from annotation import selectors, services
+from annotation.models import ActionRating, AssignmentState, PatientStatus
+from annotation.roles import user_is_physician
+from windows import selectors as window_selectors
+from windows.models import Event
+from windows.views import window_page_context
+
+# Service errors a stale tab gets: shown as a conflict, not next to a field.
+CONFLICT_CODES = {"version_conflict", "version_missing", "submitted"}
+STATUS_KEYS = {"improving": "1", "stable": "2", "deteriorating": "3"}
+RATING_KEYS = {"best_practice": "4", "acceptable": "5", "potentially_harmful": "6"}
+LISTS = (
+    ("acute_problems", "Acute problems", "Acute problem", "a"),
+    ("added_actions", "Actions that should have been taken", "Action", "d"),
+    ("red_flags", "Red flags: avoid now", "Red flag", "f"),
+)
+
+
+def physician_required(view):
+    """Signed in and a physician; anyone else gets a 403 page."""
+
+    @wraps(view)
+    @login_required
+    def wrapper(request, *args, **kwargs):
+        if not user_is_physician(request.user):
+            raise PermissionDenied("Only physicians label windows.")
+        return view(request, *args, **kwargs)
+
+    return wrapper
+
+
+def _wants_partial(request) -> bool:
+    return bool(request.htmx) and not request.htmx.history_restore_request
+
+
+@require_GET
+@physician_required
+def queue(request):
+    physician_queue = selectors.physician_queue(user=request.user)
+    rows = []
+    for assignment in physician_queue.assignments:
+        window = assignment.window
+        rows.append(
+            {
+                "assignment": assignment,
+                "window": window,
+                "stay": window.stay,
+                "end_hours": window.stay.hours_since_admit(window.end),
+            }
+        )
+    context = {
+        "queue": physician_queue,
+        "rows": rows,
+        "next_assignment": physician_queue.next_after(None),
+    }
+    return render(request, "annotation/queue.html", context)
+
+
+def _evidence_labels(window, ids) -> dict[int, str]:
+    """A short name for each cited event (the chips), from the window's admission."""
+    ids = {pk for pk in ids if isinstance(pk, int)}
+    if not ids:
+        return {}
+    events = Event.objects.filter(
+        admission_id=window.stay.admission_id, pk__in=ids
+    ).only("pk", "name", "time")
+    return {e.pk: _event_label(window, e) for e in events}
+
+
+def _event_label(window, event) -> str:
+    hours = window.stay.hours_since_admit(event.time)
+    return f"{event.name} · {hours:.1f} h"
+
+
+def _chips(ids, labels) -> list[dict]:
+    return [
+        {"id": pk, "label": labels.get(pk, f"Event {pk}")}
+        for pk in ids or []
+        if isinstance(pk, int)
+    ]
+
+
+def _form_context(assignment, label) -> dict:
+    """The four task forms filled from the saved label (empty before the first
+    save), so a reload shows the draft."""
+    payload = label.as_payload() if label is not None else {}
+    window = assignment.window
+    actions = list(selectors.recorded_critical_actions(assignment=assignment))
+    ratings = {
+        r.get("event_id"): r
+        for r in payload.get("action_ratings") or []
+        if isinstance(r, dict)
+    }
+    cited = list(payload.get("status_evidence") or [])
+    for field, *_ in LISTS:
+        for item in payload.get(field) or []:
+            cited += item.get("evidence") or []
+    for r in ratings.values():
+        cited += r.get("evidence") or []
+    labels = _evidence_labels(window, cited)
+    lists = [
+        {
+            "field": field,
+            "title": title,
+            "noun": noun,
+            "key": key,
+            "items": [
+                {
+                    "text": item.get("text", ""),
+                    "chips": _chips(item.get("evidence"), labels),
+                }
+                for item in payload.get(field) or []
+            ],
+        }
+        for field, title, noun, key in LISTS
+    ]
+    action_rows = []
+    for event in actions:
+        saved = ratings.get(event.pk, {})
+        action_rows.append(
+            {
+                "event": event,
+                "hours": window.stay.hours_since_admit(event.time),
+                "value": event.value_text
+                if event.value_num is None
+                else f"{event.value_num:g} {event.unit}".strip(),
+                "rating": saved.get("rating", ""),
+                "chips": _chips(saved.get("evidence"), labels),
+            }
+        )
+    return {
+        "status": payload.get("status", ""),
+        "status_choices": [
+            (value, name, STATUS_KEYS[value]) for value, name in PatientStatus.choices
+        ],
+        "status_chips": _chips(payload.get("status_evidence"), labels),
+        "lists": lists,
+        "actions": action_rows,
+        "rating_choices": [
+            (value, name, RATING_KEYS[value]) for value, name in ActionRating.choices
+        ],
+    }
+
+
+@require_GET
+@physician_required
+def annotate(request, assignment_id: int):
+    assignment = selectors.assignment_get_for_annotator(
+        annotator=request.user, assignment_id=assignment_id
+    )
+    # The annotated window (last index, dosing weight) the trajectory partials read.
+    window = window_selectors.window_get(
+        user=request.user,
+        stay_id=assignment.window.stay_id,
+        index=assignment.window.index,
+    )
+    if window is None:
+        raise Http404("No such window.")
+    if _wants_partial(request):
+        # The embedded event table pages and filters in place.
+        context = window_page_context(request, window, full=False)
+        response = render(request, "windows/window_detail.html#event_table", context)
+        patch_vary_headers(response, ["HX-Request"])
+        return response
+    assignment.window = window
+    label = selectors.label_of(assignment)
+    physician_queue = selectors.physician_queue(user=request.user)
+    position = next(
+        (
+            i
+            for i, a in enumerate(physician_queue.assignments, start=1)
+            if a.pk == assignment.pk
+        ),
+        None,
+    )
+    context = window_page_context(request, window, full=True)
+    context.update(_form_context(assignment, label))
+    context.update(
+        {
+            "assignment": assignment,
+            "label": label,
+            "version": label.version if label is not None else 0,
+            "saved_at": label.updated_at if label is not None else None,
+            "readonly": assignment.state == AssignmentState.SUBMITTED,
+            # One id per rendering of the page: a double click on Submit, or a
+            # retry after a lost response, repeats the same submit.
+            "submission_id": uuid.uuid4().hex,
+            "queue": physician_queue,
+            "position": position,
+            "next_assignment": physician_queue.next_after(assignment.pk),
+        }
+    )
+    response = render(request, "annotation/annotate.html", context)
+    patch_vary_headers(response, ["HX-Request"])
+    # Never show a cached copy: it would hold an old version of the label.
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+def _posted_label(request) -> dict:
+    """The payload, base version and seconds of work the page's script posts."""
+    try:
+        payload = json.loads(request.POST.get("payload") or "")
+    except ValueError:
+        raise ValidationError("The label could not be read; reload to continue.")
+    return {
+        "payload": payload,
+        "base_version": request.POST.get("base_version"),
+        "active_seconds": request.POST.get("active_seconds") or 0,
+    }
+
+
+def _error_response(error: ValidationError) -> JsonResponse:
+    if hasattr(error, "error_dict"):
+        errors = error.message_dict
+        code = "invalid"
+    else:
+        errors = {NON_FIELD_ERRORS: error.messages}
+        code = getattr(error, "code", None) or "invalid"
+    conflict = code in CONFLICT_CODES
+    message = (
+        " ".join(errors[NON_FIELD_ERRORS])
+        if conflict
+        else "Some answers need fixing (marked below); nothing was lost."
+    )
+    return JsonResponse(
+        {"ok": False, "code": code, "message": message, "errors": errors},
+        status=409 if conflict else 400,
+    )
+
+
+def _denied_response(error: PermissionDenied) -> JsonResponse:
+    message = str(error) or "You may not change this label."
+    return JsonResponse(
+        {"ok": False, "code": "denied", "message": message, "errors": {}},
+        status=403,
+    )
+
+
+@require_POST
+@physician_required
+def draft(request, assignment_id: int):
+    try:
+        posted = _posted_label(request)
+        label = services.label_save_draft(
+            annotator=request.user, assignment_id=assignment_id, **posted
+        )
+    except ValidationError as error:
+        return _error_response(error)
+    except PermissionDenied as error:
+        return _denied_response(error)
+    saved_at = timezone.localtime(label.updated_at)
+    return JsonResponse(
+        {"ok": True, "version": label.version, "saved_at": f"{saved_at:%H:%M:%S}"}
+    )
+
+
+@require_POST
+@physician_required
+def submit(request, assignment_id: int):
+    try:
+        posted = _posted_label(request)
+        label = services.label_submit(
+            annotator=request.user,
+            assignment_id=assignment_id,
+            submission_id=request.POST.get("submission_id", ""),
+            **posted,
+        )
+    except ValidationError as error:
+        return _error_response(error)
+    except PermissionDenied as error:
+        return _denied_response(error)
+    following = selectors.physician_queue(user=request.user).next_after(
+        label.assignment_id
+    )
+    url = (
+        reverse("annotation:annotate", args=[following.pk])
+        if following is not None
+        else reverse("annotation:queue")
+    )
+    if request.htmx:
+        response = JsonResponse({"ok": True, "version": label.version, "redirect": url})
+        response["HX-Redirect"] = url
+        return response
+    return redirect(url)
+
+
+@require_POST
+@physician_required
+def reopen(request, assignment_id: int):
+    try:
+        services.label_reopen(annotator=request.user, assignment_id=assignment_id)
+    except (ValidationError, PermissionDenied) as error:
+        messages.error(request, " ".join(getattr(error, "messages", [str(error)])))
+    else:
+        messages.success(request, "Reopened: the label is a draft again.")
+    return redirect("annotation:annotate", assignment_id)
+
+
+@require_GET
+@physician_required
+def suggest(request, assignment_id: int):
+    """Terms for a free-text item, as the options of its datalist."""
+    assignment = selectors.assignment_get_for_annotator(
+        annotator=request.user, assignment_id=assignment_id
+    )
+    field = request.GET.get("field", "")
+    terms = selectors.term_suggestions(
+        user=request.user,
+        campaign=assignment.campaign,
+        field=field,
+        prefix=request.GET.get("q", ""),
+        exclude_window=assignment.window,
+    )
+    response = render(
+        request,
+        "annotation/partials/_suggestions.html",
+        {"terms": terms, "field": field},
+    )
+    return response
+
+
+__all__ = ["annotate", "draft", "queue", "reopen", "submit", "suggest"]
