@@ -8,9 +8,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from itertools import combinations
 
+from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
 from django.db import connection
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Count, Prefetch, Q, QuerySet
 from django.http import Http404
 
 from annotation.critical import critical_action_q
@@ -23,7 +24,8 @@ from annotation.models import (
     Label,
 )
 from annotation.roles import user_is_admin, user_is_physician
-from windows.models import Event, Window
+from windows.accounts import Role
+from windows.models import Cohort, Event, Window
 from windows.selectors_context import window_actions
 
 SUGGESTION_FIELDS = ("acute_problems", "added_actions", "red_flags")
@@ -242,6 +244,113 @@ def campaign_progress(*, admin, campaign: Campaign) -> dict:
         "windows_complete": complete,
         "pairs_without_shared_window": unshared,
     }
+
+
+def campaign_list_with_progress(*, admin) -> list[Campaign]:
+    """Every campaign, newest first, each with ``windows_total``,
+    ``assignments_total`` and ``assignments_submitted`` (active assignments) and
+    ``percent`` submitted, in one query."""
+    if not user_is_admin(admin):
+        raise PermissionDenied("Only an admin can see the campaigns' progress.")
+    active = Q(assignments__active=True)
+    campaigns = list(
+        Campaign.objects.annotate(
+            windows_total=Count("campaign_windows", distinct=True),
+            physicians_total=Count("campaign_physicians", distinct=True),
+            assignments_total=Count("assignments", filter=active, distinct=True),
+            assignments_submitted=Count(
+                "assignments",
+                filter=active & Q(assignments__state=AssignmentState.SUBMITTED),
+                distinct=True,
+            ),
+        ).order_by("-created_at", "-id")
+    )
+    for campaign in campaigns:
+        total = campaign.assignments_total
+        campaign.percent = (
+            round(100 * campaign.assignments_submitted / total) if total else 0
+        )
+    return campaigns
+
+
+def campaign_get_for_admin(*, admin, campaign_id) -> Campaign:
+    """The campaign; Http404 for anyone but an admin, as for an unknown id."""
+    if not user_is_admin(admin):
+        raise Http404("No such campaign.")
+    campaign = Campaign.objects.filter(pk=campaign_id).first()
+    if campaign is None:
+        raise Http404("No such campaign.")
+    return campaign
+
+
+def campaign_windows_with_assignments(*, admin, campaign: Campaign) -> list:
+    """The campaign's windows in stay order, each with ``campaign_assignments``:
+    its assignments in this campaign (active first, then reassigned ones) with
+    their annotators."""
+    if not user_is_admin(admin):
+        raise PermissionDenied("Only an admin can see a campaign's assignments.")
+    assignments = (
+        Assignment.objects.filter(campaign=campaign)
+        .select_related("annotator")
+        .order_by("-active", "annotator__username", "pk")
+    )
+    return list(
+        CampaignWindow.objects.filter(campaign=campaign)
+        .select_related("window")
+        .prefetch_related(
+            Prefetch(
+                "window__assignments",
+                queryset=assignments,
+                to_attr="campaign_assignments",
+            )
+        )
+        .order_by("window__stay_id", "window__index")
+    )
+
+
+def campaign_assignment_get(*, admin, campaign: Campaign, assignment_id) -> Assignment:
+    """An assignment of the campaign; Http404 for another id or a non-admin."""
+    if not user_is_admin(admin):
+        raise Http404("No such assignment.")
+    assignment = Assignment.objects.filter(pk=assignment_id, campaign=campaign).first()
+    if assignment is None:
+        raise Http404("No such assignment.")
+    return assignment
+
+
+def campaign_window_get(*, admin, campaign: Campaign, window_id) -> Window:
+    """A window of the campaign; Http404 for another id or a non-admin."""
+    if not user_is_admin(admin):
+        raise Http404("No such window.")
+    window = Window.objects.filter(
+        pk=window_id, campaign_windows__campaign=campaign
+    ).first()
+    if window is None:
+        raise Http404("No such window in this campaign.")
+    return window
+
+
+def physicians_all() -> QuerySet:
+    """Active users with the physician role, by username: the people a campaign
+    can assign windows to."""
+    return (
+        get_user_model()
+        .objects.filter(is_active=True, groups__name=Role.PHYSICIAN)
+        .distinct()
+        .order_by("username")
+    )
+
+
+def cohorts_all() -> QuerySet[Cohort]:
+    return Cohort.objects.order_by("name")
+
+
+def gold_windows_of(*, cohort: Cohort | None = None) -> QuerySet[Window]:
+    """The sampled Gold windows, of the cohort's stays when one is given."""
+    windows = Window.objects.filter(sampled_gold=True)
+    if cohort is not None:
+        windows = windows.filter(stay__cohort_stays__cohort=cohort)
+    return windows.order_by("stay_id", "index")
 
 
 # The annotation form's data ---------------------------------------------------

@@ -1,4 +1,4 @@
-"""The physician's queue and annotation pages."""
+"""The physician's queue and annotation pages; the admin's campaign pages."""
 
 from django.urls import path
 
@@ -13,4 +13,17 @@ urlpatterns = [
     path("<int:assignment_id>/submit/", views.submit, name="submit"),
     path("<int:assignment_id>/reopen/", views.reopen, name="reopen"),
     path("<int:assignment_id>/suggest/", views.suggest, name="suggest"),
+    path("campaigns/", views.campaign_list, name="campaign_list"),
+    path("campaigns/new/", views.campaign_new, name="campaign_new"),
+    path("campaigns/<int:campaign_id>/", views.campaign_detail, name="campaign_detail"),
+    path(
+        "campaigns/<int:campaign_id>/add/",
+        views.campaign_assignment_add,
+        name="campaign_assignment_add",
+    ),
+    path(
+        "campaigns/<int:campaign_id>/assignments/<int:assignment_id>/reassign/",
+        views.campaign_assignment_reassign,
+        name="campaign_assignment_reassign",
+    ),
 ]

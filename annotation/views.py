@@ -1,6 +1,8 @@
 """The physician's pages: the queue of assigned windows and the annotation page
 (the window's trajectory beside the four task forms), with the endpoints its
-script calls to save drafts, submit, reopen and suggest terms."""
+script calls to save drafts, submit, reopen and suggest terms. And the admin's
+campaign pages: the list with progress, the creation form, and each campaign's
+progress with forms to add a rater to a window or reassign an abandoned one."""
 
 from __future__ import annotations
 
@@ -16,11 +18,16 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.cache import patch_vary_headers
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import (
+    require_GET,
+    require_http_methods,
+    require_POST,
+)
 
 from annotation import selectors, services
+from annotation.forms import CampaignForm
 from annotation.models import ActionRating, AssignmentState, PatientStatus
-from annotation.roles import user_is_physician
+from annotation.roles import user_is_admin, user_is_physician
 from windows import selectors as window_selectors
 from windows.models import Event
 from windows.views import window_page_context
@@ -340,4 +347,188 @@ def suggest(request, assignment_id: int):
     return response
 
 
-__all__ = ["annotate", "draft", "queue", "reopen", "submit", "suggest"]
+# The admin's campaign pages ----------------------------------------------------
+
+
+def admin_required(view):
+    """Signed in and an admin; anyone else gets a 404, so the pages are not
+    advertised."""
+
+    @wraps(view)
+    @login_required
+    def wrapper(request, *args, **kwargs):
+        if not user_is_admin(request.user):
+            raise Http404("No such page.")
+        return view(request, *args, **kwargs)
+
+    return wrapper
+
+
+def _error_text(error) -> str:
+    return " ".join(getattr(error, "messages", None) or [str(error)])
+
+
+@require_GET
+@admin_required
+def campaign_list(request):
+    campaigns = selectors.campaign_list_with_progress(admin=request.user)
+    return render(request, "annotation/campaign_list.html", {"campaigns": campaigns})
+
+
+@require_http_methods(["GET", "POST"])
+@admin_required
+def campaign_new(request):
+    form = CampaignForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        try:
+            campaign = services.campaign_create(
+                admin=request.user,
+                name=data["name"],
+                windows=selectors.gold_windows_of(cohort=data["cohort"]).values_list(
+                    "pk", flat=True
+                ),
+                physicians=data["physicians"],
+                annotators_per_window=data["annotators_per_window"],
+            )
+        except (ValidationError, PermissionDenied) as error:
+            form.add_error(None, _error_text(error))
+        else:
+            messages.success(
+                request,
+                f'Campaign "{campaign.name}" created: '
+                f"{campaign.assignments.count()} assignments.",
+            )
+            return redirect("annotation:campaign_detail", campaign.pk)
+    return render(request, "annotation/campaign_new.html", {"form": form})
+
+
+@require_GET
+@admin_required
+def campaign_detail(request, campaign_id: int):
+    campaign = selectors.campaign_get_for_admin(
+        admin=request.user, campaign_id=campaign_id
+    )
+    progress = selectors.campaign_progress(admin=request.user, campaign=campaign)
+    physicians = list(selectors.physicians_all())
+    windows = []
+    for campaign_window in selectors.campaign_windows_with_assignments(
+        admin=request.user, campaign=campaign
+    ):
+        assignments = campaign_window.window.campaign_assignments
+        assigned = {a.annotator_id for a in assignments if a.active}
+        windows.append(
+            {
+                "campaign_window": campaign_window,
+                "window": campaign_window.window,
+                "assignments": assignments,
+                # Anyone not actively on the window can be added (a physician it
+                # was taken from gets it back with their work).
+                "addable": [u for u in physicians if u.pk not in assigned],
+                # A window goes only to someone who never had it.
+                "takers": [
+                    u
+                    for u in physicians
+                    if u.pk not in {a.annotator_id for a in assignments}
+                ],
+            }
+        )
+    totals = progress["totals"]
+    context = {
+        "campaign": campaign,
+        "progress": progress,
+        "percent": round(100 * totals["submitted"] / totals["total"])
+        if totals["total"]
+        else 0,
+        "windows": windows,
+    }
+    return render(request, "annotation/campaign_detail.html", context)
+
+
+def _physician_posted(request):
+    try:
+        pk = int(request.POST.get("physician") or "")
+    except ValueError:
+        return None
+    return selectors.physicians_all().filter(pk=pk).first()
+
+
+@require_POST
+@admin_required
+def campaign_assignment_add(request, campaign_id: int):
+    campaign = selectors.campaign_get_for_admin(
+        admin=request.user, campaign_id=campaign_id
+    )
+    try:
+        window_id = int(request.POST.get("window") or "")
+    except ValueError:
+        raise Http404("No such window in this campaign.")
+    window = selectors.campaign_window_get(
+        admin=request.user, campaign=campaign, window_id=window_id
+    )
+    physician = _physician_posted(request)
+    if physician is None:
+        messages.error(request, "Choose a physician to add to the window.")
+    else:
+        try:
+            services.assignment_add(
+                admin=request.user,
+                window=window,
+                campaign=campaign,
+                physician=physician,
+            )
+        except (ValidationError, PermissionDenied) as error:
+            messages.error(request, _error_text(error))
+        else:
+            messages.success(request, f"{physician.get_username()} added to {window}.")
+    return redirect(
+        reverse("annotation:campaign_detail", args=[campaign.pk])
+        + f"#window-{window.pk}"
+    )
+
+
+@require_POST
+@admin_required
+def campaign_assignment_reassign(request, campaign_id: int, assignment_id: int):
+    campaign = selectors.campaign_get_for_admin(
+        admin=request.user, campaign_id=campaign_id
+    )
+    assignment = selectors.campaign_assignment_get(
+        admin=request.user, campaign=campaign, assignment_id=assignment_id
+    )
+    physician = _physician_posted(request)
+    if physician is None:
+        messages.error(request, "Choose the physician to take the window over.")
+    else:
+        try:
+            services.assignment_reassign(
+                admin=request.user, assignment=assignment, physician=physician
+            )
+        except (ValidationError, PermissionDenied) as error:
+            messages.error(request, _error_text(error))
+        else:
+            messages.success(
+                request,
+                f"{assignment.window} reassigned from "
+                f"{assignment.annotator.get_username()} to "
+                f"{physician.get_username()}.",
+            )
+    return redirect(
+        reverse("annotation:campaign_detail", args=[campaign.pk])
+        + f"#window-{assignment.window_id}"
+    )
+
+
+__all__ = [
+    "annotate",
+    "campaign_assignment_add",
+    "campaign_assignment_reassign",
+    "campaign_detail",
+    "campaign_list",
+    "campaign_new",
+    "draft",
+    "queue",
+    "reopen",
+    "submit",
+    "suggest",
+]
