@@ -4,6 +4,7 @@ campaign's inter-rater reliability and per-physician figures."""
 
 from __future__ import annotations
 
+import logging
 import math
 import statistics
 from collections import defaultdict
@@ -45,6 +46,8 @@ from evaluation.agreement import (
     status_agreement,
 )
 from windows.models import Event, Window
+
+logger = logging.getLogger(__name__)
 
 # The set tasks, in the order pages show them.
 SET_TASKS = (
@@ -430,14 +433,26 @@ def on_label_submitted(label: Label) -> bool:
     """Call inside ``label_submit``'s transaction: when this was the window's
     last assigned label, enqueue the agreement task once the transaction commits.
     Returns whether it was enqueued."""
-    from annotation.tasks import window_agreement_task
-
     assignment = label.assignment
     campaign_id, window_id = assignment.campaign_id, assignment.window_id
     if not _all_submitted(campaign_id=campaign_id, window_id=window_id):
         return False
-    transaction.on_commit(lambda: window_agreement_task.delay(campaign_id, window_id))
+    transaction.on_commit(lambda: _enqueue_agreement(campaign_id, window_id))
     return True
+
+
+def _enqueue_agreement(campaign_id: int, window_id: int) -> None:
+    """Queue the agreement task. The label is committed by now: a broker that
+    cannot be reached must not turn the physician's successful submit into an
+    error, so it is logged and the agreement waits for a recompute."""
+    from annotation.tasks import window_agreement_task
+
+    try:
+        window_agreement_task.delay(campaign_id, window_id)
+    except Exception:
+        logger.exception(
+            "could not queue agreement of window %s in campaign %s", window_id, campaign_id
+        )
 
 
 def on_label_reopened(label: Label) -> None:

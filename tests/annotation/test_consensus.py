@@ -769,3 +769,20 @@ def test_reopening_a_label_forgets_the_window_agreement(labelled, windows):
         campaign=labelled, window=windows[2]
     ).exists()
     assert WindowAgreement.objects.filter(campaign=labelled).count() == 3
+
+
+def test_submit_stands_when_the_broker_is_unreachable(
+    gold, physicians, windows, django_capture_on_commit_callbacks, monkeypatch
+):
+    """The label is committed before the agreement task is queued: a broker that
+    cannot be reached is logged, and the physician's submit still succeeds."""
+    def broker_down(*args, **kwargs):
+        raise OSError("broker unreachable")
+
+    monkeypatch.setattr(window_agreement_task, "delay", broker_down)
+    submit(physicians[0], gold, windows[2], "stable")
+    with django_capture_on_commit_callbacks(execute=True) as callbacks:
+        last = submit(physicians[1], gold, windows[2], "stable")
+    assert len(callbacks) == 1
+    last.refresh_from_db()
+    assert last.submitted_at is not None
