@@ -8,12 +8,9 @@ import pandas as pd
 from django.db import transaction
 from django.db.models import Count, Max
 
-from windows.concepts import CONCEPT_COLUMNS, compute_stay_tracks
+from windows.concepts import CONCEPT_COLUMNS, EVENT_COLUMNS, compute_stay_tracks
 from windows.importers.base import Progress
 from windows.models import Event, Stay, StayTracks
-
-_EVENT_FIELDS = ["time", "end_time", "kind", "domain", "category", "name", "value_num",
-                 "unit", "value_text"]
 
 
 def events_signature(*, stay: Stay) -> str:
@@ -26,8 +23,8 @@ def events_signature(*, stay: Stay) -> str:
 
 
 def _events_frame(stay: Stay) -> pd.DataFrame:
-    rows = Event.objects.filter(admission_id=stay.admission_id).values_list(*_EVENT_FIELDS)
-    return pd.DataFrame.from_records(list(rows), columns=_EVENT_FIELDS)
+    rows = Event.objects.filter(admission_id=stay.admission_id).values_list(*EVENT_COLUMNS)
+    return pd.DataFrame.from_records(list(rows), columns=list(EVENT_COLUMNS))
 
 
 def _clean(values) -> list:

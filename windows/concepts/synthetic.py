@@ -10,6 +10,8 @@ import time
 import numpy as np
 import pandas as pd
 
+from windows.concepts.grid import EVENT_COLUMNS
+
 
 def event(
     hours: float,
@@ -38,17 +40,7 @@ def event(
 def events_frame(intime: pd.Timestamp, rows: list[dict]) -> pd.DataFrame:
     """An events frame in compute_stay_tracks' input shape from event() rows,
     times given in hours since ``intime``."""
-    columns = [
-        "time",
-        "end_time",
-        "kind",
-        "domain",
-        "category",
-        "name",
-        "value_num",
-        "unit",
-        "value_text",
-    ]
+    columns = list(EVENT_COLUMNS)
     if not rows:
         return pd.DataFrame(columns=columns)
     frame = pd.DataFrame(rows)
