@@ -1,1 +1,238 @@
-"""Placeholder: models of this app arrive with their issue."""
+"""The Oracle (spec section 7): the backbones an admin configures, the versioned
+hindsight prompts, Oracle runs over a campaign's or a cohort's windows, the labels
+they produce with full provenance, and their validation against Gold consensus."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import models
+
+from annotation.models import Campaign, PatientStatus
+from windows.models import Cohort, Window
+
+USER_MODEL = settings.AUTH_USER_MODEL
+
+
+class BackboneKind(models.TextChoices):
+    RULES = "rules", "Rules from concept tracks (no LLM)"
+    OPENAI = "openai", "OpenAI-compatible chat completions"
+
+
+class Backbone(models.Model):
+    """A labeller the admin has configured. The API key is never stored: the
+    backbone names the environment variable that holds it."""
+
+    name = models.CharField(max_length=100, unique=True)
+    kind = models.CharField(max_length=8, choices=BackboneKind.choices)
+    base_url = models.URLField(
+        blank=True, help_text="e.g. http://127.0.0.1:8000/v1 (OpenAI-compatible only)."
+    )
+    model = models.CharField(
+        max_length=200, blank=True, help_text="The model name the endpoint expects."
+    )
+    api_key_env = models.CharField(
+        max_length=100,
+        blank=True,
+        help_text="Name of the environment variable holding the API key "
+        "(the key itself is never stored or logged).",
+    )
+    parameters = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text='Sampling parameters sent with each request, e.g. {"temperature": 0}.',
+    )
+    timeout_seconds = models.FloatField(default=120.0)
+    max_retries = models.PositiveSmallIntegerField(default=5)
+    concurrency = models.PositiveSmallIntegerField(
+        default=16, help_text="Requests in flight at once, per run."
+    )
+    requests_per_minute = models.PositiveIntegerField(
+        default=600, help_text="Upper bound on requests per minute, per run."
+    )
+    price_per_million_input = models.FloatField(
+        default=0.0, help_text="Estimated cost, currency units per 1M input tokens."
+    )
+    price_per_million_output = models.FloatField(
+        default=0.0, help_text="Estimated cost, currency units per 1M output tokens."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    created_by = models.ForeignKey(
+        USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        if self.kind == BackboneKind.RULES:
+            return f"{self.name} (rules, no LLM)"
+        return f"{self.name} ({self.model} at {self.base_url})"
+
+    def clean(self) -> None:
+        if self.kind == BackboneKind.OPENAI:
+            missing = [
+                field for field in ("base_url", "model") if not getattr(self, field)
+            ]
+            if missing:
+                raise ValidationError(
+                    {field: "Required for an OpenAI-compatible backbone." for field in missing}
+                )
+        if not isinstance(self.parameters, dict):
+            raise ValidationError({"parameters": "Parameters must be a JSON object."})
+
+    def snapshot(self) -> dict:
+        """What a run records of its backbone, so later edits do not rewrite
+        history (never the key)."""
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "base_url": self.base_url,
+            "model": self.model if self.kind == BackboneKind.OPENAI else "rules-v1",
+            "parameters": dict(self.parameters or {}),
+            "timeout_seconds": self.timeout_seconds,
+            "max_retries": self.max_retries,
+            "concurrency": self.concurrency,
+            "requests_per_minute": self.requests_per_minute,
+            "price_per_million_input": self.price_per_million_input,
+            "price_per_million_output": self.price_per_million_output,
+        }
+
+
+class PromptTemplate(models.Model):
+    """A versioned hindsight prompt. A version that a run has used is frozen: a
+    change is a new version."""
+
+    version = models.CharField(max_length=50, unique=True)
+    system = models.TextField(help_text="The system message.")
+    instructions = models.TextField(
+        help_text="The label instructions placed after the window's context."
+    )
+    token_budget = models.PositiveIntegerField(
+        default=12000, help_text="Upper bound on prompt tokens per request."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    created_by = models.ForeignKey(
+        USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return self.version
+
+
+class RunScope(models.TextChoices):
+    CAMPAIGN = "campaign", "A campaign's windows"
+    COHORT = "cohort", "Every candidate window of a cohort"
+
+
+class RunState(models.TextChoices):
+    QUEUED = "queued", "Queued"
+    RUNNING = "running", "Running"
+    CANCELLED = "cancelled", "Cancelled"
+    COMPLETED = "completed", "Completed"
+    FAILED = "failed", "Failed"
+
+
+class OracleRun(models.Model):
+    """One pass of a backbone and prompt over a set of windows. Resumable: the
+    windows still to do are those without an ``OracleLabel`` of this run."""
+
+    name = models.CharField(max_length=200)
+    backbone = models.ForeignKey(Backbone, on_delete=models.PROTECT, related_name="runs")
+    backbone_snapshot = models.JSONField(default=dict)
+    prompt = models.ForeignKey(
+        PromptTemplate, on_delete=models.PROTECT, related_name="runs"
+    )
+    scope = models.CharField(max_length=10, choices=RunScope.choices)
+    campaign = models.ForeignKey(
+        Campaign, null=True, blank=True, on_delete=models.PROTECT, related_name="oracle_runs"
+    )
+    cohort = models.ForeignKey(
+        Cohort, null=True, blank=True, on_delete=models.PROTECT, related_name="oracle_runs"
+    )
+    state = models.CharField(max_length=10, choices=RunState.choices, default=RunState.QUEUED)
+    total_windows = models.PositiveIntegerField(default=0)
+    created_by = models.ForeignKey(USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    cancel_requested_at = models.DateTimeField(null=True, blank=True)
+    error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"Oracle run {self.pk}: {self.name}"
+
+
+class OracleLabelState(models.TextChoices):
+    OK = "ok", "Labelled"
+    FAILED = "failed", "Failed"
+
+
+class OracleLabel(models.Model):
+    """The Oracle's label of one window in one run, or the record of why it
+    failed. At most one per (run, window), so a rerun never duplicates.
+
+    ``payload`` has the physicians' label shape (annotation.models.Label)::
+
+        {"status_evidence": [event ids],
+         "acute_problems": [{"text", "evidence"}],
+         "action_ratings": [{"event_id", "rating", "evidence"}],
+         "added_actions": [{"text", "evidence"}],
+         "red_flags": [{"text", "evidence"}]}
+
+    A failed window keeps the raw reply and the reason, never a payload.
+    """
+
+    run = models.ForeignKey(OracleRun, on_delete=models.CASCADE, related_name="labels")
+    window = models.ForeignKey(Window, on_delete=models.PROTECT, related_name="oracle_labels")
+    state = models.CharField(max_length=8, choices=OracleLabelState.choices)
+    status = models.CharField(max_length=16, choices=PatientStatus.choices, blank=True)
+    payload = models.JSONField(default=dict, blank=True)
+    backbone_kind = models.CharField(max_length=8, choices=BackboneKind.choices)
+    model = models.CharField(max_length=200)
+    prompt_version = models.CharField(max_length=50)
+    parameters = models.JSONField(default=dict, blank=True)
+    tokens_in = models.PositiveIntegerField(default=0)
+    tokens_out = models.PositiveIntegerField(default=0)
+    latency_ms = models.PositiveIntegerField(default=0)
+    attempts = models.PositiveSmallIntegerField(default=1)
+    raw_response = models.TextField(blank=True)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["run", "window"], name="oracle_label_run_window_uniq")
+        ]
+        indexes = [models.Index(fields=["run", "state"], name="oracle_label_run_state")]
+
+    def __str__(self) -> str:
+        return f"Oracle label of {self.window} in run {self.run_id} ({self.state})"
+
+
+class ValidationReport(models.Model):
+    """An Oracle run measured against a campaign's Gold consensus (spec section 6,
+    paper Table 1). ``report`` holds status macro-F1 and confusion matrix, the
+    set tasks' semantic F1, breakdowns per disease group, and the counts."""
+
+    run = models.ForeignKey(
+        OracleRun, on_delete=models.CASCADE, related_name="validation_reports"
+    )
+    campaign = models.ForeignKey(Campaign, on_delete=models.PROTECT, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    created_by = models.ForeignKey(USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    matcher_model = models.CharField(max_length=200)
+    tau = models.FloatField()
+    report = models.JSONField(default=dict)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"Validation of run {self.run_id} against {self.campaign}"
