@@ -3,7 +3,10 @@ FROM python:3.11-slim
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
 WORKDIR /app
 COPY requirements.txt .
-RUN pip install --no-cache-dir -r requirements.txt
+# torch's CPU build from PyTorch's CPU index first: PyPI's default Linux wheel is
+# the CUDA build (several GB) that a CPU-only worker never uses.
+RUN pip install --no-cache-dir torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu \
+ && pip install --no-cache-dir -r requirements.txt
 COPY . .
 RUN REALICU_VAR_DIR=/tmp/build DJANGO_SECRET_KEY=build python manage.py collectstatic --noinput
 EXPOSE 8000
