@@ -1,0 +1,44 @@
+"""Oracle backbones behind one interface (oracle.backbones.base.Backbone):
+``backbone_for`` turns an admin's configured backbone into one that labels."""
+
+from __future__ import annotations
+
+from oracle.backbones.base import Backbone, BackboneResult, WindowContext
+
+
+def backbone_for(backbone, *, template) -> Backbone:
+    """The labeller for an oracle.models.Backbone row and a PromptTemplate.
+
+    Rules backbones ignore the template. For OpenAI-compatible ones,
+    ``parameters`` go into every request body as given, except ``"json_mode":
+    true``, which asks for ``response_format: {"type": "json_object"}``; the
+    key is read from the environment variable the row names, when labelling
+    starts, never from the database.
+    """
+    from oracle.models import BackboneKind
+
+    if backbone.kind == BackboneKind.RULES:
+        from oracle.backbones.rules import RulesBackbone
+
+        return RulesBackbone()
+    if backbone.kind == BackboneKind.OPENAI:
+        from oracle.backbones.openai_compat import OpenAICompatBackbone
+
+        parameters = dict(backbone.parameters or {})
+        json_mode = bool(parameters.pop("json_mode", False))
+        return OpenAICompatBackbone(
+            base_url=backbone.base_url,
+            model=backbone.model,
+            template=template,
+            api_key_env=backbone.api_key_env,
+            parameters=parameters,
+            timeout_seconds=backbone.timeout_seconds,
+            max_retries=backbone.max_retries,
+            concurrency=backbone.concurrency,
+            requests_per_minute=backbone.requests_per_minute,
+            json_mode=json_mode,
+        )
+    raise ValueError(f"Unknown backbone kind {backbone.kind!r}.")
+
+
+__all__ = ["Backbone", "BackboneResult", "WindowContext", "backbone_for"]

@@ -1,0 +1,255 @@
+"""A fake OpenAI-compatible chat-completions server: a real HTTP server on
+loopback (http.server's ThreadingHTTPServer in a thread), for the Oracle's tests
+and benchmarks. Nothing in it is patched into the code under test: the backbone
+talks HTTP to it like to vLLM or OpenAI.
+
+    fake = FakeLLM(latency=0.3).start()      # or the pytest fixture ``fake_llm``
+    fake.base_url                            # "http://127.0.0.1:<port>/v1"
+    fake.push(status=429, headers={"Retry-After": "1"})
+    fake.push(content='{"status": ...}')     # a chat completion with this text
+    fake.push(status=200, body="not json")   # a raw body
+    fake.push(content=..., delay=2.0)        # reply after 2 s (timeouts)
+    ...                                      # run the backbone
+    fake.requests                            # what arrived: RecordedRequest list
+    fake.max_in_flight                       # most requests open at once
+    fake.stop()
+
+Scripted responses are served first, in order, one per POST to
+``/v1/chat/completions``. When the script is empty the server is in default
+mode: after ``latency`` seconds it answers validly from the prompt itself. It
+reads the event ids shown in square brackets ("[123]") and the line "Event ids
+to rate: 1, 2" of oracle.prompts, and returns status "stable" citing the first
+shown id, one acute problem citing it, every action to rate rated "acceptable",
+and empty added actions and red flags, with a ``usage`` block. Default mode
+serves many concurrent requests (a thread per connection, keep-alive, a listen
+backlog of 1024), so the Oracle worker and throughput benchmarks can point
+real runs at it.
+
+As a process (for benchmarks with several worker processes):
+
+    python -m tests.oracle.fake_llm --port 8765 --latency 0.3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+_IDS = re.compile(r"\[(\d+)\]")
+_TO_RATE = re.compile(r"Event ids to rate: ([^\n]*)")
+
+
+@dataclass
+class Scripted:
+    """One scripted reply: ``content`` wraps the text in a chat completion;
+    ``body`` (str or dict) is sent as is instead; ``delay`` in seconds before
+    the reply."""
+
+    status: int = 200
+    headers: dict = field(default_factory=dict)
+    body: object = None
+    content: str | None = None
+    delay: float = 0.0
+    usage: dict | None = None
+
+
+@dataclass
+class RecordedRequest:
+    path: str
+    headers: dict
+    body: object
+    arrived: float  # time.monotonic()
+    finished: float = 0.0
+
+
+def completion(content: str, *, usage: dict | None = None, model: str = "fake") -> dict:
+    """A chat-completions response body carrying ``content``."""
+    body = {
+        "id": "chatcmpl-fake",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": content},
+                "finish_reason": "stop",
+            }
+        ],
+    }
+    if usage is not False:
+        body["usage"] = usage or {
+            "prompt_tokens": 1000,
+            "completion_tokens": max(1, len(content) // 4),
+            "total_tokens": 1000 + max(1, len(content) // 4),
+        }
+    return body
+
+
+def valid_reply_for(messages: list[dict]) -> str:
+    """A valid label (oracle.schema) for the prompt in ``messages``."""
+    prompt = "\n".join(str(m.get("content") or "") for m in messages if m.get("role") == "user")
+    to_rate: list[int] = []
+    match = _TO_RATE.search(prompt)
+    if match and match.group(1).strip() != "none":
+        to_rate = [int(x) for x in re.findall(r"\d+", match.group(1))]
+    shown = [int(x) for x in _IDS.findall(prompt)]
+    first = [shown[0]] if shown else []
+    reply = {
+        "status": "stable",
+        "status_evidence": first,
+        "acute_problems": [{"text": "haemodynamic monitoring needed", "evidence": first}]
+        if first
+        else [],
+        "action_ratings": [
+            {"event_id": pk, "rating": "acceptable", "evidence": []} for pk in to_rate
+        ],
+        "added_actions": [],
+        "red_flags": [],
+    }
+    return json.dumps(reply)
+
+
+class FakeLLM:
+    """The server; see the module docstring."""
+
+    def __init__(self, *, latency: float = 0.0, host: str = "127.0.0.1", port: int = 0):
+        self.latency = latency
+        self.host, self.port = host, port
+        self._script: deque[Scripted] = deque()
+        self._lock = threading.Lock()
+        self.requests: list[RecordedRequest] = []
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # --- control ------------------------------------------------------------------
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}/v1"
+
+    def push(self, **fields) -> "FakeLLM":
+        """Queue one scripted reply (fields of Scripted)."""
+        with self._lock:
+            self._script.append(Scripted(**fields))
+        return self
+
+    def reset(self) -> None:
+        with self._lock:
+            self._script.clear()
+            self.requests.clear()
+            self.max_in_flight = 0
+
+    def start(self) -> "FakeLLM":
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):  # quiet
+                pass
+
+            def do_POST(self):
+                fake._handle(self)
+
+        class Server(ThreadingHTTPServer):
+            daemon_threads = True
+            block_on_close = False
+            request_queue_size = 1024
+
+        self._server = Server((self.host, self.port), Handler)
+        self.port = self._server.server_address[1]
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    # --- serving --------------------------------------------------------------------
+
+    def _handle(self, handler: BaseHTTPRequestHandler) -> None:
+        arrived = time.monotonic()
+        length = int(handler.headers.get("Content-Length") or 0)
+        raw = handler.rfile.read(length) if length else b""
+        try:
+            body = json.loads(raw or b"null")
+        except ValueError:
+            body = raw.decode("utf-8", "replace")
+        record = RecordedRequest(
+            path=handler.path, headers=dict(handler.headers.items()), body=body, arrived=arrived
+        )
+        with self._lock:
+            self.requests.append(record)
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            scripted = self._script.popleft() if self._script else None
+        try:
+            if not handler.path.rstrip("/").endswith("/chat/completions"):
+                self._send(handler, 404, {}, {"error": {"message": "not found"}})
+                return
+            if scripted is None:
+                time.sleep(self.latency)
+                messages = body.get("messages", []) if isinstance(body, dict) else []
+                self._send(handler, 200, {}, completion(valid_reply_for(messages)))
+                return
+            if scripted.delay:
+                time.sleep(scripted.delay)
+            if scripted.content is not None:
+                payload = completion(scripted.content, usage=scripted.usage)
+            elif scripted.body is not None:
+                payload = scripted.body
+            else:
+                payload = {"error": {"message": f"scripted status {scripted.status}"}}
+            self._send(handler, scripted.status, scripted.headers, payload)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up (a timeout test)
+        finally:
+            with self._lock:
+                self.in_flight -= 1
+                record.finished = time.monotonic()
+
+    @staticmethod
+    def _send(handler, status: int, headers: dict, payload) -> None:
+        data = payload if isinstance(payload, str) else json.dumps(payload)
+        encoded = data.encode()
+        handler.send_response(status)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Content-Length", str(len(encoded)))
+        for name, value in headers.items():
+            handler.send_header(name, str(value))
+        handler.end_headers()
+        handler.wfile.write(encoded)
+        handler.wfile.flush()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="Fake OpenAI-compatible server (default mode).")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--latency", type=float, default=0.3, help="Seconds per reply.")
+    args = parser.parse_args()
+    fake = FakeLLM(latency=args.latency, host=args.host, port=args.port).start()
+    print(fake.base_url, flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        fake.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,63 @@
+"""Building the hindsight context of many windows: few queries, the events
+around each window, its recorded critical actions under a campaign's rules."""
+
+import pytest
+
+from annotation.critical import default_critical_action_rules
+from oracle.context import window_contexts_build
+from tests.factories import make_event
+from tests.oracle.helpers import at, drip, lab, stable_stay, windows_of
+from windows.models import Domain, EventKind
+
+pytestmark = pytest.mark.django_db
+
+
+def test_a_batch_of_many_windows_over_several_stays_costs_a_fixed_number_of_queries(
+    django_assert_max_num_queries,
+):
+    stays = [stable_stay(hours=24) for _ in range(3)]
+    windows = [w for stay in stays for w in windows_of(stay)]
+    window_contexts_build(windows=windows)  # stores the tracks
+
+    with django_assert_max_num_queries(5):
+        contexts = window_contexts_build(windows=list(reversed(windows)))
+
+    assert [c.window_id for c in contexts] == [w.pk for w in reversed(windows)]
+
+
+def test_context_holds_the_events_around_the_window_and_its_recorded_actions():
+    stay = stable_stay(hours=24)
+    lab(stay, "creatinine", 1.3, -10, "mg/dL")
+    action = drip(stay, "norepinephrine", 0.1, 10.2)
+    routine = drip(stay, "insulin", 2, 10.3)
+    make_event(admission=stay.admission, time=at(stay, 10.25), kind=EventKind.OUTCOME,
+               domain=Domain.OUTCOME, category="death", name="Death")
+    window = windows_of(stay)[5]  # 10-10.5 h
+
+    [context] = window_contexts_build(windows=[window], hours_before=2, hours_after=1)
+
+    hours = [e["hours"] for e in context.events if not e.get("latest_before")]
+    assert hours and min(hours) >= 8 and max(hours) < 11.5
+    assert [e["id"] for e in context.recorded_actions] == [action.pk]
+    assert routine.pk in context.allowed_event_ids
+    assert all(e["category"] != "death" for e in context.events)
+    [creat] = [e for e in context.events if e.get("latest_before")]
+    assert creat["category"] == "creatinine" and creat["hours"] == -10
+    assert context.allowed_event_ids == frozenset(e["id"] for e in context.events)
+    assert context.static["hospital_outcome"] == "survived"
+    assert context.static["disease_group"] == "Sepsis & Severe Infection"
+    assert context.summary[0]["from_h"] == 0 and context.summary[-1]["to_h"] == 24
+    assert context.tracks is not None and "sofa" in context.tracks
+
+
+def test_a_campaigns_rules_decide_which_actions_are_rated():
+    stay = stable_stay(hours=24)
+    drip(stay, "norepinephrine", 0.1, 10.2)
+    insulin = drip(stay, "insulin", 2, 10.3)
+    rules = [r for r in default_critical_action_rules() if r["key"] != "vasoactives_inotropes"]
+    rules.append({"key": "insulin", "label": "Insulin",
+                  "domains": [Domain.MED_CONTINUOUS.value], "categories": ["insulin"]})
+
+    [context] = window_contexts_build(windows=[windows_of(stay)[5]], critical_rules=rules)
+
+    assert [e["id"] for e in context.recorded_actions] == [insulin.pk]

@@ -1,0 +1,163 @@
+"""The hindsight prompt: the default template, the token budget on a long stay,
+whole records only, and evidence limited to the ids the prompt showed."""
+
+import re
+from datetime import timedelta
+
+import pytest
+
+from oracle.context import window_contexts_build
+from oracle.models import PromptTemplate
+from oracle.prompts import (
+    DEFAULT_VERSION,
+    PromptBudgetError,
+    event_line,
+    prompt_build,
+    prompt_default_get_or_create,
+    tokens_estimate,
+)
+from oracle.schema import ReplyError, reply_parse
+from tests.factories import make_events
+from tests.oracle.helpers import at, drip, lab, stable_stay, windows_of
+from windows.models import Domain, EventKind
+
+pytestmark = pytest.mark.django_db
+
+LINE = re.compile(r"^\[(\d+)\] ")
+
+
+def test_the_default_template_exists_once():
+    template = prompt_default_get_or_create()
+    again = prompt_default_get_or_create()
+
+    assert template.pk == again.pk and template.version == DEFAULT_VERSION == "hindsight-v1"
+    assert template.token_budget == 12000
+    assert "JSON" in template.system and "Event ids" not in template.system
+    assert "evidence" in template.instructions
+    assert PromptTemplate.objects.filter(version=DEFAULT_VERSION).count() == 1
+
+
+def test_tokens_are_estimated_as_characters_over_four():
+    assert tokens_estimate("") == 0
+    assert tokens_estimate("abcd" * 10) == 10
+    assert tokens_estimate("abcde") == 2
+
+
+@pytest.fixture
+def long_stay_context():
+    """Window 60 (120 h) of a 240-h stay with vitals every 5 minutes, labs every
+    6 h, and a norepinephrine start inside the window."""
+    stay = stable_stay(hours=240)
+    make_events(admission=stay.admission, count=240 * 12, start=at(stay, 0),
+                every=timedelta(minutes=5), category="respiratory_rate",
+                name="Respiratory rate", value_num=18, unit="/min")
+    make_events(admission=stay.admission, count=40, start=at(stay, 0),
+                every=timedelta(hours=6), domain=Domain.LABS, category="lactate",
+                name="Lactate", value_num=1.1, unit="mmol/L", kind=EventKind.OBSERVATION)
+    action = drip(stay, "norepinephrine", 0.05, 120.2)
+    window = [w for w in windows_of(stay) if w.index == 60]
+    [context] = window_contexts_build(windows=window)
+    return context, action
+
+
+def shown_lines(prompt) -> dict[int, str]:
+    user = prompt.messages[-1]["content"]
+    return {int(LINE.match(line).group(1)): line for line in user.splitlines()
+            if LINE.match(line)}
+
+
+def test_a_long_stay_is_compressed_to_the_budget_by_whole_records(long_stay_context):
+    context, action = long_stay_context
+    template = PromptTemplate(version="t", system="Be brief.",
+                              instructions="Reply in JSON.", token_budget=3000)
+    uncompressed = prompt_build(
+        context=context,
+        template=PromptTemplate(version="u", system="Be brief.",
+                                instructions="Reply in JSON.", token_budget=10**6),
+    )
+
+    prompt = prompt_build(context=context, template=template)
+
+    assert uncompressed.estimated_tokens > 3000 and not uncompressed.compressions
+    assert prompt.estimated_tokens <= 3000
+    assert prompt.compressions and "events outside the window" in prompt.compressions[0]
+    events = {e["id"]: e for e in context.events}
+    lines = shown_lines(prompt)
+    # Every record shown is whole, and exactly the prompt's ids are shown.
+    assert set(lines) == set(prompt.event_ids)
+    for pk, line in lines.items():
+        event = events.get(pk) or next(e for e in context.recorded_actions if e["id"] == pk)
+        assert line == event_line(event)
+    # The recorded action and every event inside the window are kept; what was
+    # dropped outside the window is farther from it than what was kept.
+    assert action.pk in prompt.event_ids
+    assert f"Event ids to rate: {action.pk}" in prompt.messages[-1]["content"]
+    start, end = context.hours_since_admit, context.hours_since_admit + 0.5
+
+    def distance(e):
+        h = e["hours"]
+        return 0 if start <= h < end else min(abs(h - start), abs(h - end))
+
+    inside = {pk for pk, e in events.items() if distance(e) == 0}
+    assert inside <= prompt.event_ids
+    kept = [distance(e) for pk, e in events.items() if pk in prompt.event_ids]
+    dropped = [distance(e) for pk, e in events.items() if pk not in prompt.event_ids]
+    assert dropped and max(kept) <= min(dropped)
+
+
+def test_a_tighter_budget_coarsens_the_summary(long_stay_context):
+    context, _ = long_stay_context
+    prompt = prompt_build(
+        context=context,
+        template=PromptTemplate(version="t", system="x", instructions="y", token_budget=1200),
+    )
+
+    assert prompt.estimated_tokens <= 1200
+    assert any("summary coarsened" in c for c in prompt.compressions)
+    assert "Trajectory summary (" in prompt.messages[-1]["content"]
+
+
+def test_a_budget_too_small_for_the_essentials_is_refused(long_stay_context):
+    context, _ = long_stay_context
+    with pytest.raises(PromptBudgetError, match="budget is 100"):
+        prompt_build(
+            context=context,
+            template=PromptTemplate(version="t", system="x", instructions="y" * 2000,
+                                    token_budget=100),
+        )
+
+
+def test_evidence_must_come_from_the_prompt_not_just_the_context(long_stay_context):
+    context, action = long_stay_context
+    prompt = prompt_build(
+        context=context,
+        template=PromptTemplate(version="t", system="x", instructions="y", token_budget=3000),
+    )
+    hidden = sorted(context.allowed_event_ids - prompt.event_ids)[0]
+    shown = sorted(prompt.event_ids - {action.pk})[0]
+    reply = (
+        '{"status": "stable", "status_evidence": [%d], "acute_problems": [{"text": "x", '
+        '"evidence": [%d]}], "action_ratings": [{"event_id": %d, "rating": "acceptable", '
+        '"evidence": []}], "added_actions": [], "red_flags": []}' % (shown, hidden, action.pk)
+    )
+
+    reply_parse(reply, context=context)  # the context alone would allow it
+    with pytest.raises(ReplyError, match=str(hidden)):
+        reply_parse(reply, context=context, allowed_event_ids=prompt.event_ids)
+
+
+def test_the_prompt_holds_the_static_context_summary_and_outcome():
+    stay = stable_stay(hours=24)
+    lab(stay, "creatinine", 1.0, 3, "mg/dL")
+    [context] = window_contexts_build(windows=[windows_of(stay)[3]])
+
+    template = prompt_default_get_or_create()
+    prompt = prompt_build(context=context, template=template)
+
+    user = prompt.messages[-1]["content"]
+    assert "Admission diagnosis: A41.9 Sepsis, unspecified organism" in user
+    assert "hospital outcome: survived" in user
+    assert "h0-6:" in user and "h18-24:" in user
+    assert "Window 3: +6.00h to +6.50h" in user
+    assert "Event ids to rate: none" in user
+    assert prompt.messages[0] == {"role": "system", "content": template.system}

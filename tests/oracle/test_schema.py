@@ -1,0 +1,73 @@
+"""Parsing an Oracle reply: what is accepted and every way it is refused, with
+the reason named."""
+
+import json
+from datetime import UTC, datetime
+
+import pytest
+
+from oracle.backbones.base import WindowContext
+from oracle.schema import ReplyError, reply_parse
+
+T0 = datetime(2024, 1, 1, tzinfo=UTC)
+
+
+def context(allowed=(1, 2, 3, 10), recorded=(10,)):
+    return WindowContext(
+        window_id=1, stay_id=1, window_index=0, start=T0, end=T0, hours_since_admit=0.0,
+        static={}, summary=[], events=[], allowed_event_ids=frozenset(allowed),
+        recorded_actions=[{"id": pk} for pk in recorded],
+    )
+
+
+def reply(**changes) -> dict:
+    base = {
+        "status": "deteriorating",
+        "status_evidence": [1],
+        "acute_problems": [{"text": "septic shock", "evidence": [1, 2]}],
+        "action_ratings": [{"event_id": 10, "rating": "best_practice", "evidence": [2]}],
+        "added_actions": [{"text": "add vasopressin", "evidence": [3]}],
+        "red_flags": [{"text": "avoid fluid boluses", "evidence": [3]}],
+    }
+    base.update(changes)
+    return base
+
+
+def test_a_valid_reply_in_a_json_fence_is_a_label():
+    text = "Here it is:\n```json\n" + json.dumps(reply(status_evidence=["1", 1])) + "\n```"
+
+    status, payload = reply_parse(text, context=context())
+
+    assert status == "deteriorating"
+    assert payload["status_evidence"] == [1]
+    assert payload["acute_problems"] == [{"text": "septic shock", "evidence": [1, 2]}]
+    assert set(payload) == {"status_evidence", "acute_problems", "action_ratings",
+                            "added_actions", "red_flags"}
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("not json", "not valid JSON"),
+        ("[1, 2]", "one JSON object"),
+        (json.dumps(reply(status="better")), "At status"),
+        (json.dumps({"status": "stable"}), "required property"),
+        (json.dumps(reply(acute_problems=[{"text": "x" * 301, "evidence": [1]}])),
+         "301 characters long; the limit is 300"),
+        (json.dumps(reply(red_flags=[{"text": "  ", "evidence": [1]}])), "Red flag 1 is empty"),
+        (json.dumps(reply(added_actions=[{"text": "x", "evidence": [77, 88]}])),
+         "event ids 77, 88 that the prompt did not show"),
+        (json.dumps(reply(added_actions=[{"text": "x", "evidence": []}])),
+         "Added action 1 cites no evidence"),
+        (json.dumps(reply(action_ratings=[
+            {"event_id": 10, "rating": "acceptable", "evidence": []},
+            {"event_id": 2, "rating": "acceptable", "evidence": []}])),
+         "rates event 2, which is not one of the window's recorded actions"),
+        (json.dumps(reply(action_ratings=[])), "event 10 is not rated"),
+        (json.dumps(reply(action_ratings=[{"event_id": 10, "rating": "great",
+                                           "evidence": []}])), "action_ratings/0/rating"),
+    ],
+)
+def test_bad_replies_are_refused_with_the_reason(text, message):
+    with pytest.raises(ReplyError, match=message.replace("(", r"\(")):
+        reply_parse(text, context=context())
