@@ -210,19 +210,9 @@ def _window_labels(*, campaign: Campaign, window: Window) -> list[Label]:
     return sorted(labels, key=lambda label: label.pk)
 
 
-def window_agreement_compute(
-    *, campaign: Campaign, window: Window, matcher
-) -> WindowAgreement:
-    """Compute (or recompute) how the window's submitted labels agree: status,
-    the set tasks' items grouped by meaning, and pairwise semantic F1."""
-    labels = _window_labels(campaign=campaign, window=window)
-    event_ids = {
-        rating["event_id"]
-        for label in labels
-        for rating in (label.payload or {}).get("action_ratings", [])
-    }
-    event_names = dict(Event.objects.filter(pk__in=event_ids).values_list("pk", "name"))
-    items = [_label_items(label, event_names) for label in labels]
+def _agreement_fields(*, labels: list[Label], items: list[dict], matcher) -> dict:
+    """The fields of a WindowAgreement from the window's labels (annotator on
+    ``label.assignment``) and their items per set task: no query."""
     statuses = [label.status for label in labels]
     agreed = len(set(statuses)) == 1
     clusters = {}
@@ -248,28 +238,51 @@ def window_agreement_compute(
             "mean": float(np.mean([p["f1"] for p in pairs])),
             "pairs": pairs,
         }
+    return {
+        "computed_at": timezone.now(),
+        "labels": [
+            {
+                "label_id": label.pk,
+                "version": label.version,
+                "annotator_id": label.assignment.annotator_id,
+                "status": label.status,
+            }
+            for label in labels
+        ],
+        "statuses": {str(label.pk): label.status for label in labels},
+        "status_agreed": agreed,
+        "status_value": statuses[0] if agreed else "",
+        "pairwise_f1": pairwise,
+        "clusters": clusters,
+        "matcher_model": getattr(matcher, "model_name", type(matcher).__name__),
+        "tau": float(getattr(matcher, "tau", math.nan)),
+    }
+
+
+def _event_names(labels: list[Label]) -> dict[int, str]:
+    """Names of the recorded actions the labels rate, in one query."""
+    event_ids = {
+        rating["event_id"]
+        for label in labels
+        for rating in (label.payload or {}).get("action_ratings", [])
+    }
+    if not event_ids:
+        return {}
+    return dict(Event.objects.filter(pk__in=event_ids).values_list("pk", "name"))
+
+
+def window_agreement_compute(
+    *, campaign: Campaign, window: Window, matcher
+) -> WindowAgreement:
+    """Compute (or recompute) how the window's submitted labels agree: status,
+    the set tasks' items grouped by meaning, and pairwise semantic F1."""
+    labels = _window_labels(campaign=campaign, window=window)
+    event_names = _event_names(labels)
+    items = [_label_items(label, event_names) for label in labels]
     agreement, _ = WindowAgreement.objects.update_or_create(
         campaign=campaign,
         window=window,
-        defaults={
-            "computed_at": timezone.now(),
-            "labels": [
-                {
-                    "label_id": label.pk,
-                    "version": label.version,
-                    "annotator_id": label.assignment.annotator_id,
-                    "status": label.status,
-                }
-                for label in labels
-            ],
-            "statuses": {str(label.pk): label.status for label in labels},
-            "status_agreed": agreed,
-            "status_value": statuses[0] if agreed else "",
-            "pairwise_f1": pairwise,
-            "clusters": clusters,
-            "matcher_model": getattr(matcher, "model_name", type(matcher).__name__),
-            "tau": float(getattr(matcher, "tau", math.nan)),
-        },
+        defaults=_agreement_fields(labels=labels, items=items, matcher=matcher),
     )
     return agreement
 
@@ -301,20 +314,11 @@ def _majority_status(statuses: list[str]) -> str:
     return value if count * 2 > len(statuses) else ""
 
 
-@transaction.atomic
-def consensus_build(*, campaign: Campaign, window: Window) -> ConsensusLabel:
-    """(Re)build the window's consensus from its agreement and the adjudication
-    decisions: agreed status and matched items are kept automatically, decided
-    disputes as decided, and everything else is an open dispute."""
-    agreement = WindowAgreement.objects.filter(campaign=campaign, window=window).first()
-    if agreement is None:
-        raise ValidationError(
-            f"Agreement on {window} is not computed yet; it is computed once every "
-            "assigned label is submitted."
-        )
-    decisions = list(
-        AdjudicationDecision.objects.filter(campaign=campaign, window=window)
-    )
+def _consensus_fields(
+    agreement: WindowAgreement, decisions: list[AdjudicationDecision]
+) -> dict:
+    """The fields of the window's ConsensusLabel from its agreement and its
+    adjudication decisions (in order): no query."""
     dropped = any(d.action == AdjudicationAction.DROP_WINDOW for d in decisions)
     by_item = {(d.task, d.item_ref): d for d in decisions if d.action in ITEM_ACTIONS}
     disputes: list[dict] = []
@@ -378,26 +382,41 @@ def consensus_build(*, campaign: Campaign, window: Window) -> ConsensusLabel:
 
     if dropped:
         disputes = []
-    now = timezone.now()
-    consensus, _ = ConsensusLabel.objects.update_or_create(
-        campaign=campaign,
-        window=window,
-        defaults={
-            "agreement": agreement,
-            "built_at": now,
-            "status": status,
-            "status_source": source,
-            "status_decision": status_decision,
-            "dropped": dropped,
-            "items": items,
-            "open_disputes": disputes,
-            "dispute_count": len(disputes),
-        },
+    return {
+        "agreement": agreement,
+        "built_at": timezone.now(),
+        "status": status,
+        "status_source": source,
+        "status_decision": status_decision,
+        "dropped": dropped,
+        "items": items,
+        "open_disputes": disputes,
+        "dispute_count": len(disputes),
+    }
+
+
+@transaction.atomic
+def consensus_build(*, campaign: Campaign, window: Window) -> ConsensusLabel:
+    """(Re)build the window's consensus from its agreement and the adjudication
+    decisions: agreed status and matched items are kept automatically, decided
+    disputes as decided, and everything else is an open dispute."""
+    agreement = WindowAgreement.objects.filter(campaign=campaign, window=window).first()
+    if agreement is None:
+        raise ValidationError(
+            f"Agreement on {window} is not computed yet; it is computed once every "
+            "assigned label is submitted."
+        )
+    decisions = list(
+        AdjudicationDecision.objects.filter(campaign=campaign, window=window)
     )
-    if decisions and not disputes:
+    fields = _consensus_fields(agreement, decisions)
+    consensus, _ = ConsensusLabel.objects.update_or_create(
+        campaign=campaign, window=window, defaults=fields
+    )
+    if decisions and not fields["open_disputes"]:
         CampaignWindow.objects.filter(
             campaign=campaign, window=window, adjudicated_at__isnull=True
-        ).update(adjudicated_at=now)
+        ).update(adjudicated_at=fields["built_at"])
     return consensus
 
 
@@ -408,6 +427,167 @@ def window_consensus_refresh(
     with transaction.atomic():
         window_agreement_compute(campaign=campaign, window=window, matcher=matcher)
         return consensus_build(campaign=campaign, window=window)
+
+
+# Windows per chunk of a campaign-wide recompute: one transaction and two bulk
+# upserts each, and a progress report between chunks.
+AGREEMENT_CHUNK = 250
+_AGREEMENT_FIELDS = (
+    "computed_at",
+    "labels",
+    "statuses",
+    "status_agreed",
+    "status_value",
+    "pairwise_f1",
+    "clusters",
+    "matcher_model",
+    "tau",
+)
+_CONSENSUS_FIELDS = (
+    "agreement",
+    "built_at",
+    "status",
+    "status_source",
+    "status_decision",
+    "dropped",
+    "items",
+    "open_disputes",
+    "dispute_count",
+)
+
+
+def _complete_windows(*, campaign: Campaign, window_ids=None) -> dict[int, list[Label]]:
+    """The campaign's windows whose active assignments (two or more) are all
+    submitted, each with its labels in id order (annotator on
+    ``label.assignment``), in one query."""
+    assignments = (
+        Assignment.objects.filter(campaign=campaign, active=True)
+        .select_related("label")
+        .order_by("window_id", "pk")
+    )
+    if window_ids is not None:
+        assignments = assignments.filter(window_id__in=list(window_ids))
+    by_window: dict[int, list[Assignment]] = defaultdict(list)
+    for assignment in assignments:
+        by_window[assignment.window_id].append(assignment)
+    complete = {}
+    for window_id, group in by_window.items():
+        if len(group) < 2 or any(a.state != AssignmentState.SUBMITTED for a in group):
+            continue
+        labels = []
+        for assignment in group:
+            label = assignment.label
+            label.assignment = assignment
+            labels.append(label)
+        complete[window_id] = sorted(labels, key=lambda label: label.pk)
+    return complete
+
+
+def campaign_agreement_refresh(
+    *,
+    campaign: Campaign,
+    matcher,
+    window_ids=None,
+    on_progress=None,
+    chunk_size: int = AGREEMENT_CHUNK,
+) -> dict:
+    """Agreement and consensus of every window of the campaign (or of
+    ``window_ids``) whose assigned labels are all submitted: what
+    ``window_consensus_refresh`` does for one window, for all of them at once.
+
+    Labels, event names and decisions are read in a few queries, every distinct
+    item text is embedded once (the matcher remembers the vectors, so the
+    per-window matching reads no cache row), and the rows are upserted in bulk
+    per chunk of windows, each chunk in its own transaction. Windows still
+    waiting for a label are left as they are and counted as ``skipped``.
+    ``on_progress(done, total)`` is called after each chunk.
+    """
+    complete = _complete_windows(campaign=campaign, window_ids=window_ids)
+    total_windows = CampaignWindow.objects.filter(campaign=campaign)
+    if window_ids is not None:
+        total_windows = total_windows.filter(window_id__in=list(window_ids))
+    total = total_windows.count()
+    all_labels = [label for labels in complete.values() for label in labels]
+    event_names = _event_names(all_labels)
+    items = {
+        window_id: [_label_items(label, event_names) for label in labels]
+        for window_id, labels in complete.items()
+    }
+    texts = list(
+        dict.fromkeys(
+            entry["text"]
+            for per_label in items.values()
+            for per_task in per_label
+            for task_items in per_task.values()
+            for entry in task_items
+        )
+    )
+    if texts and hasattr(matcher, "embed"):
+        matcher.embed(texts)
+    decisions: dict[int, list[AdjudicationDecision]] = defaultdict(list)
+    for decision in AdjudicationDecision.objects.filter(
+        campaign=campaign, window_id__in=list(complete)
+    ).order_by("created_at", "pk"):
+        decisions[decision.window_id].append(decision)
+
+    window_order = sorted(complete)
+    done = 0
+    for start in range(0, len(window_order), chunk_size):
+        chunk = window_order[start : start + chunk_size]
+        with transaction.atomic():
+            agreements = WindowAgreement.objects.bulk_create(
+                [
+                    WindowAgreement(
+                        campaign=campaign,
+                        window_id=window_id,
+                        **_agreement_fields(
+                            labels=complete[window_id],
+                            items=items[window_id],
+                            matcher=matcher,
+                        ),
+                    )
+                    for window_id in chunk
+                ],
+                update_conflicts=True,
+                unique_fields=["campaign", "window"],
+                update_fields=list(_AGREEMENT_FIELDS),
+            )
+            consensus_rows = [
+                ConsensusLabel(
+                    campaign=campaign,
+                    window_id=agreement.window_id,
+                    **_consensus_fields(agreement, decisions[agreement.window_id]),
+                )
+                for agreement in agreements
+            ]
+            ConsensusLabel.objects.bulk_create(
+                consensus_rows,
+                update_conflicts=True,
+                unique_fields=["campaign", "window"],
+                update_fields=list(_CONSENSUS_FIELDS),
+            )
+            settled = [
+                row.window_id
+                for row in consensus_rows
+                if decisions[row.window_id] and not row.open_disputes
+            ]
+            if settled:
+                CampaignWindow.objects.filter(
+                    campaign=campaign,
+                    window_id__in=settled,
+                    adjudicated_at__isnull=True,
+                ).update(adjudicated_at=timezone.now())
+        done += len(chunk)
+        if on_progress is not None:
+            on_progress(done, len(window_order))
+    if on_progress is not None and not window_order:
+        on_progress(0, 0)
+    return {
+        "windows": total,
+        "computed": len(window_order),
+        "skipped": total - len(window_order),
+        "texts": len(texts),
+    }
 
 
 def _window_derived_reset(*, campaign: Campaign, window: Window) -> None:
@@ -854,6 +1034,7 @@ def physician_stats(*, admin, campaign: Campaign) -> list[dict]:
 
 __all__ = [
     "adjudication_decide",
+    "campaign_agreement_refresh",
     "campaign_irr",
     "consensus_build",
     "on_label_reopened",

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from annotation import views
+from annotation import views, views_adjudication, views_calibration
 
 app_name = "annotation"
 
@@ -25,5 +25,66 @@ urlpatterns = [
         "campaigns/<int:campaign_id>/assignments/<int:assignment_id>/reassign/",
         views.campaign_assignment_reassign,
         name="campaign_assignment_reassign",
+    ),
+    path(
+        "campaigns/<int:campaign_id>/adjudication/",
+        views_adjudication.adjudication_queue,
+        name="adjudication_queue",
+    ),
+    path(
+        "campaigns/<int:campaign_id>/adjudication/<int:window_id>/",
+        views_adjudication.adjudication_window,
+        name="adjudication_window",
+    ),
+    path(
+        "campaigns/<int:campaign_id>/adjudication/<int:window_id>/decide/",
+        views_adjudication.adjudication_decide,
+        name="adjudication_decide",
+    ),
+    path(
+        "campaigns/<int:campaign_id>/adjudication/<int:window_id>/recompute/",
+        views_adjudication.adjudication_recompute_window,
+        name="adjudication_recompute_window",
+    ),
+    path(
+        "campaigns/<int:campaign_id>/irr/",
+        views_adjudication.irr_dashboard,
+        name="irr_dashboard",
+    ),
+    path(
+        "campaigns/<int:campaign_id>/recompute/",
+        views_adjudication.campaign_recompute,
+        name="campaign_recompute",
+    ),
+    path(
+        "campaigns/<int:campaign_id>/recompute/progress/",
+        views_adjudication.campaign_recompute_progress,
+        name="campaign_recompute_progress",
+    ),
+    path(
+        "calibration/", views_calibration.calibration_list, name="calibration_list"
+    ),
+    path(
+        "calibration/draw/", views_calibration.calibration_draw, name="calibration_draw"
+    ),
+    path(
+        "calibration/<int:set_id>/",
+        views_calibration.calibration_judge,
+        name="calibration_judge",
+    ),
+    path(
+        "calibration/<int:set_id>/judge/",
+        views_calibration.calibration_judge_post,
+        name="calibration_judge_post",
+    ),
+    path(
+        "calibration/<int:set_id>/report/",
+        views_calibration.calibration_report,
+        name="calibration_report",
+    ),
+    path(
+        "calibration/<int:set_id>/adopt/",
+        views_calibration.calibration_adopt,
+        name="calibration_adopt",
     ),
 ]

@@ -1,0 +1,378 @@
+"""Threshold calibration of the semantic matcher (spec section 5): pairs of real
+label items drawn near the current tau and at random, physicians' same /
+different judgments of them, the sweep report, and the admin adopting a tau for
+the model from it (recorded with who, when and which report)."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import numpy as np
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import transaction
+from django.db.models import Count, Q
+from django.http import Http404
+from django.utils import timezone
+
+from annotation.models import (
+    AssignmentState,
+    CalibrationJudgment,
+    CalibrationPair,
+    CalibrationSet,
+    CalibrationStratum,
+    Campaign,
+    ConsensusTask,
+    Label,
+    TauAdoption,
+)
+from annotation.roles import user_is_admin, user_is_physician
+from evaluation.calibration import best_row, majority, sweep_taus, tau_sweep
+from evaluation.models import MatcherModel
+
+# The free-text fields whose items are paired, by the set task they belong to.
+# Rated recorded actions are event names, the same for every rater: left out.
+TASK_FIELDS = {
+    ConsensusTask.ACUTE_PROBLEMS: ("acute_problems",),
+    ConsensusTask.RECOMMENDED_ACTIONS: ("added_actions",),
+    ConsensusTask.RED_FLAGS: ("red_flags",),
+}
+# Distinct texts per task considered when drawing (a random subset beyond it),
+# which bounds the cosine matrix at about 2.25 M entries per task.
+MAX_TEXTS_PER_TASK = 1500
+MAX_PAIRS_PER_STRATUM = 200
+DEFAULT_BAND = 0.15
+
+
+def _require_admin(user, what: str) -> None:
+    if not user_is_admin(user):
+        raise PermissionDenied(f"Only an admin can {what}.")
+
+
+def _may_judge(user) -> bool:
+    return user_is_physician(user) or user_is_admin(user)
+
+
+def _campaign_texts(campaigns: list[Campaign], normalize) -> dict[str, list[dict]]:
+    """Distinct item texts (by normalized form) of the campaigns' submitted
+    labels per set task, each with where it was first found."""
+    texts: dict[str, dict[str, dict]] = {task: {} for task in TASK_FIELDS}
+    labels = (
+        Label.objects.filter(
+            assignment__campaign__in=campaigns,
+            assignment__state=AssignmentState.SUBMITTED,
+        )
+        .order_by("pk")
+        .values_list("pk", "payload")
+    )
+    for label_id, payload in labels:
+        for task, fields in TASK_FIELDS.items():
+            for field in fields:
+                for index, item in enumerate((payload or {}).get(field) or []):
+                    text = (item.get("text") or "").strip()
+                    if not text:
+                        continue
+                    key = normalize(text)
+                    texts[task].setdefault(
+                        key,
+                        {
+                            "text": text,
+                            "source": {
+                                "label_id": label_id,
+                                "field": field,
+                                "index": index,
+                            },
+                        },
+                    )
+    return {task: list(found.values()) for task, found in texts.items()}
+
+
+def calibration_set_draw(
+    *,
+    admin,
+    name: str,
+    campaigns,
+    matcher,
+    per_stratum: int = 20,
+    band: float = DEFAULT_BAND,
+    seed: int = 0,
+) -> CalibrationSet:
+    """Draw pairs of items of the same task from the campaigns' submitted
+    labels, ``per_stratum`` in each stratum: near matches (tau <= cos < tau +
+    band), near misses (tau - band <= cos < tau) and random pairs, cosines by
+    ``matcher`` (the configured model) and tau its current one. A stratum with
+    fewer candidates than asked gets all of them."""
+    _require_admin(admin, "draw calibration pairs")
+    name = (name or "").strip()
+    campaigns = list(campaigns)
+    if not name:
+        raise ValidationError("Give the calibration set a name.")
+    if CalibrationSet.objects.filter(name=name).exists():
+        raise ValidationError(f'A calibration set named "{name}" already exists.')
+    if not campaigns:
+        raise ValidationError("Choose at least one campaign to draw items from.")
+    if not isinstance(per_stratum, int) or not 1 <= per_stratum <= MAX_PAIRS_PER_STRATUM:
+        raise ValidationError(
+            f"Pairs per stratum must be a whole number from 1 to "
+            f"{MAX_PAIRS_PER_STRATUM}."
+        )
+    if not 0 < band <= 0.5:
+        raise ValidationError("The band must be above 0 and at most 0.5.")
+
+    rng = random.Random(seed)
+    tau = float(matcher.tau)
+    candidates: dict[str, list[tuple]] = {s: [] for s in CalibrationStratum.values}
+    for task, entries in _campaign_texts(campaigns, matcher.normalize).items():
+        if len(entries) > MAX_TEXTS_PER_TASK:
+            entries = rng.sample(entries, MAX_TEXTS_PER_TASK)
+        if len(entries) < 2:
+            continue
+        vectors = matcher.embed([e["text"] for e in entries])
+        cosines = np.clip(vectors @ vectors.T, -1.0, 1.0)
+        rows, cols = np.triu_indices(len(entries), k=1)
+        values = cosines[rows, cols]
+        near_match = np.flatnonzero((values >= tau) & (values < tau + band))
+        near_miss = np.flatnonzero((values >= tau - band) & (values < tau))
+        for stratum, picked in (
+            (CalibrationStratum.NEAR_MATCH, near_match),
+            (CalibrationStratum.NEAR_MISS, near_miss),
+            (CalibrationStratum.RANDOM, np.arange(values.size)),
+        ):
+            # Sample within the task first, so a task with many texts does not
+            # crowd the others out of the shared draw below.
+            chosen = rng.sample(list(picked), min(per_stratum, picked.size))
+            candidates[stratum] += [
+                (task, entries[rows[k]], entries[cols[k]], float(values[k]))
+                for k in chosen
+            ]
+    pairs = []
+    for stratum, found in candidates.items():
+        for task, a, b, cosine in rng.sample(found, min(per_stratum, len(found))):
+            if rng.random() < 0.5:
+                a, b = b, a
+            pairs.append((stratum, task, a, b, cosine))
+    if not pairs:
+        raise ValidationError(
+            "The campaigns' submitted labels hold fewer than two distinct items "
+            "of any task: there is nothing to pair yet."
+        )
+    rng.shuffle(pairs)
+    with transaction.atomic():
+        calibration_set = CalibrationSet.objects.create(
+            name=name,
+            model_name=matcher.model_name,
+            tau_at_draw=tau,
+            band=band,
+            seed=seed,
+            created_by=admin,
+        )
+        calibration_set.campaigns.set(campaigns)
+        CalibrationPair.objects.bulk_create(
+            [
+                CalibrationPair(
+                    calibration_set=calibration_set,
+                    position=position,
+                    task=task,
+                    text_a=a["text"][:300],
+                    text_b=b["text"][:300],
+                    cosine=cosine,
+                    stratum=stratum,
+                    sources=[a["source"], b["source"]],
+                )
+                for position, (stratum, task, a, b, cosine) in enumerate(pairs)
+            ]
+        )
+    return calibration_set
+
+
+# Judging ----------------------------------------------------------------------
+
+
+def calibration_sets_for(*, user) -> list[CalibrationSet]:
+    """The calibration sets, newest first, each with ``pairs_total`` and
+    ``judged_by_user``; for physicians and admins only."""
+    if not _may_judge(user):
+        raise Http404("No such page.")
+    return list(
+        CalibrationSet.objects.annotate(
+            pairs_total=Count("pairs", distinct=True),
+            judged_by_user=Count(
+                "pairs__judgments", filter=Q(pairs__judgments__judge=user), distinct=True
+            ),
+        )
+    )
+
+
+def calibration_set_get(*, user, set_id, admin_only: bool = False) -> CalibrationSet:
+    """The calibration set; Http404 for an unknown id or a user who may not see
+    it (judges: physicians and admins; the report: admins)."""
+    allowed = user_is_admin(user) if admin_only else _may_judge(user)
+    found = CalibrationSet.objects.filter(pk=set_id).first() if allowed else None
+    if found is None:
+        raise Http404("No such calibration set.")
+    return found
+
+
+def calibration_next_pair(*, user, calibration_set: CalibrationSet) -> dict:
+    """The first pair of the set the user has not judged (None when done), with
+    how many they have judged and the total."""
+    pairs = CalibrationPair.objects.filter(calibration_set=calibration_set)
+    judged = pairs.filter(judgments__judge=user)
+    return {
+        "pair": pairs.exclude(pk__in=judged.values("pk")).order_by("position").first(),
+        "judged": judged.count(),
+        "total": pairs.count(),
+    }
+
+
+def calibration_judge(*, judge, calibration_set: CalibrationSet, pair_id, same) -> CalibrationJudgment:
+    """Record (or replace) the judge's same / different judgment of a pair."""
+    if not _may_judge(judge):
+        raise PermissionDenied("Only physicians and admins judge calibration pairs.")
+    if same not in (True, False):
+        raise ValidationError("Judge the pair as the same item or different items.")
+    try:
+        pk = int(pair_id)
+    except (TypeError, ValueError):
+        raise ValidationError("No such pair in this calibration set.")
+    pair = CalibrationPair.objects.filter(pk=pk, calibration_set=calibration_set).first()
+    if pair is None:
+        raise ValidationError("No such pair in this calibration set.")
+    judgment, _ = CalibrationJudgment.objects.update_or_create(
+        pair=pair, judge=judge, defaults={"same": same, "judged_at": timezone.now()}
+    )
+    return judgment
+
+
+# Report -----------------------------------------------------------------------
+
+
+def calibration_report(*, admin, calibration_set: CalibrationSet, taus=None) -> dict:
+    """The sweep of tau over the set's judged pairs (the paper's Table 8).
+
+    A pair's truth is its judges' majority (``evaluation.calibration.majority``);
+    tied pairs are left out and counted. The cosines are those stored at draw
+    time, under the set's model. Also: the best row (highest F1), the pairs per
+    stratum and their share judged the same, and the model's current tau.
+    """
+    _require_admin(admin, "see calibration reports")
+    pairs = list(
+        CalibrationPair.objects.filter(calibration_set=calibration_set)
+        .prefetch_related("judgments")
+        .order_by("position")
+    )
+    cosines, truths = [], []
+    tied = unjudged = 0
+    strata = {
+        s: {"stratum": s, "label": label, "pairs": 0, "judged": 0, "same": 0}
+        for s, label in CalibrationStratum.choices
+    }
+    judges = set()
+    for pair in pairs:
+        judgments = [j.same for j in pair.judgments.all()]
+        judges.update(j.judge_id for j in pair.judgments.all())
+        strata[pair.stratum]["pairs"] += 1
+        if not judgments:
+            unjudged += 1
+            continue
+        truth = majority(judgments)
+        if truth is None:
+            tied += 1
+            continue
+        strata[pair.stratum]["judged"] += 1
+        strata[pair.stratum]["same"] += int(truth)
+        cosines.append(pair.cosine)
+        truths.append(truth)
+    rows = tau_sweep(cosines, truths, sweep_taus() if taus is None else taus)
+    best = best_row(rows) if cosines else None
+    model = MatcherModel.objects.filter(name=calibration_set.model_name).first()
+    return {
+        "calibration_set": calibration_set,
+        "rows": [r.as_dict() for r in rows],
+        "best": best.as_dict() if best else None,
+        "pairs": len(pairs),
+        "used": len(cosines),
+        "tied": tied,
+        "unjudged": unjudged,
+        "judges": len(judges),
+        "positives": sum(truths),
+        "strata": list(strata.values()),
+        "model_name": calibration_set.model_name,
+        "current_tau": model.tau if model else None,
+        "adoptions": list(
+            TauAdoption.objects.filter(calibration_set=calibration_set).select_related(
+                "adopted_by", "matcher_model"
+            )
+        ),
+    }
+
+
+def _json_safe(value):
+    """NaN (an undefined precision, say) as null: JSON has no NaN."""
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_json_safe(v) for v in value]
+    return value
+
+
+def _snapshot(report: dict) -> dict:
+    return _json_safe(
+        {
+            key: report[key]
+            for key in ("rows", "best", "pairs", "used", "tied", "unjudged", "judges")
+        }
+    )
+
+
+def tau_adopt(*, admin, calibration_set: CalibrationSet, tau, reason: str = "") -> TauAdoption:
+    """Set the set's model's tau (``MatcherModel.tau``) to one of the report's
+    taus, recording who adopted it, when, the previous tau and the report.
+    Agreements already computed keep the tau they were computed with until
+    they are recomputed."""
+    _require_admin(admin, "adopt a tau")
+    report = calibration_report(admin=admin, calibration_set=calibration_set)
+    try:
+        value = float(tau)
+    except (TypeError, ValueError):
+        raise ValidationError("Choose the tau to adopt from the report's rows.")
+    if math.isnan(value):
+        raise ValidationError("Choose the tau to adopt from the report's rows.")
+    row = next((r for r in report["rows"] if abs(r["tau"] - value) < 1e-9), None)
+    if row is None:
+        raise ValidationError(
+            f"tau {value:g} is not in the report; choose one of its rows "
+            f"({report['rows'][0]['tau']:g} to {report['rows'][-1]['tau']:g})."
+        )
+    if not report["used"]:
+        raise ValidationError(
+            "No pair of this set has a judgment yet: a tau cannot be calibrated "
+            "from nothing."
+        )
+    now = timezone.now()
+    with transaction.atomic():
+        model, created = MatcherModel.objects.select_for_update().get_or_create(
+            name=calibration_set.model_name, defaults={"tau": value}
+        )
+        previous = None if created else model.tau
+        model.tau = value
+        model.calibrated_at = now
+        model.notes = (
+            f"tau {value:g} adopted by {admin.get_username()} on {now:%Y-%m-%d} from "
+            f'calibration set "{calibration_set.name}": {report["used"]} judged '
+            f"pairs, accuracy {row['accuracy']:.3f}, precision {row['precision']:.3f}, "
+            f"recall {row['recall']:.3f}, F1 {row['f1']:.3f}."
+        )
+        model.save()
+        return TauAdoption.objects.create(
+            matcher_model=model,
+            calibration_set=calibration_set,
+            tau=value,
+            previous_tau=previous,
+            reason=(reason or "").strip(),
+            report=_snapshot(report),
+            adopted_by=admin,
+            adopted_at=now,
+        )

@@ -1,0 +1,232 @@
+"""Threshold calibration pages (spec section 5): the list of calibration sets
+(with the admin's form to draw one), the judging page where physicians say
+whether two items are the same (keys S / D), and the admin's report sweeping
+tau with the form to adopt one for the model."""
+
+from __future__ import annotations
+
+import math
+from functools import wraps
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.http import Http404
+from django.shortcuts import redirect, render
+from django.utils.cache import patch_vary_headers
+from django.views.decorators.http import require_GET, require_POST
+
+from annotation import calibration as services
+from annotation.charts import line_plot
+from annotation.models import Campaign, ConsensusTask
+from annotation.roles import user_is_admin, user_is_physician
+from annotation.views import admin_required
+from evaluation.matcher import MatcherUnavailable, configured_model_name
+from evaluation.models import MatcherModel
+
+TASK_NAMES = dict(ConsensusTask.choices)
+
+
+def judge_required(view):
+    """Signed in, and a physician or an admin; anyone else gets a 404."""
+
+    @wraps(view)
+    @login_required
+    def wrapper(request, *args, **kwargs):
+        if not (user_is_physician(request.user) or user_is_admin(request.user)):
+            raise Http404("No such page.")
+        return view(request, *args, **kwargs)
+
+    return wrapper
+
+
+def _error_text(error) -> str:
+    return " ".join(getattr(error, "messages", None) or [str(error)])
+
+
+@require_GET
+@judge_required
+def calibration_list(request):
+    sets = services.calibration_sets_for(user=request.user)
+    is_admin = user_is_admin(request.user)
+    model_name = configured_model_name()
+    model = MatcherModel.objects.filter(name=model_name).first()
+    return render(
+        request,
+        "annotation/calibration_list.html",
+        {
+            "sets": sets,
+            "is_admin": is_admin,
+            "campaigns": Campaign.objects.order_by("name") if is_admin else [],
+            "model_name": model_name,
+            "model": model,
+        },
+    )
+
+
+def _int(value, default: int) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return default
+
+
+@require_POST
+@admin_required
+def calibration_draw(request):
+    """Draw a calibration set with the configured model (loaded in this request
+    when the process has not loaded it yet)."""
+    from evaluation.matcher import matcher_for_settings
+
+    ids = [_int(v, 0) for v in request.POST.getlist("campaigns")]
+    campaigns = list(Campaign.objects.filter(pk__in=ids))
+    try:
+        per_stratum = int(request.POST.get("per_stratum") or "")
+        band = float(request.POST.get("band") or "")
+    except ValueError:
+        messages.error(request, "Pairs per stratum and band must be numbers.")
+        return redirect("annotation:calibration_list")
+    if math.isnan(band):
+        messages.error(request, "The band must be a number.")
+        return redirect("annotation:calibration_list")
+    try:
+        calibration_set = services.calibration_set_draw(
+            admin=request.user,
+            name=request.POST.get("name", ""),
+            campaigns=campaigns,
+            matcher=matcher_for_settings(),
+            per_stratum=per_stratum,
+            band=band,
+            seed=_int(request.POST.get("seed"), 0),
+        )
+    except (ValidationError, PermissionDenied, MatcherUnavailable) as error:
+        messages.error(request, _error_text(error))
+        return redirect("annotation:calibration_list")
+    messages.success(
+        request,
+        f'Calibration set "{calibration_set.name}" drawn: '
+        f"{calibration_set.pairs.count()} pairs.",
+    )
+    return redirect("annotation:calibration_report", calibration_set.pk)
+
+
+def _judge_context(request, calibration_set, *, error: str = "", last=None) -> dict:
+    state = services.calibration_next_pair(
+        user=request.user, calibration_set=calibration_set
+    )
+    pair = state["pair"]
+    return {
+        "calibration_set": calibration_set,
+        "pair": pair,
+        "task_name": TASK_NAMES.get(pair.task, pair.task) if pair else "",
+        "judged": state["judged"],
+        "total": state["total"],
+        "error": error,
+        "last": last,
+    }
+
+
+@require_GET
+@judge_required
+def calibration_judge(request, set_id: int):
+    calibration_set = services.calibration_set_get(user=request.user, set_id=set_id)
+    template = "annotation/calibration_judge.html"
+    if request.htmx and not request.htmx.history_restore_request:
+        template += "#judge_pair"
+    response = render(request, template, _judge_context(request, calibration_set))
+    patch_vary_headers(response, ["HX-Request"])
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+@require_POST
+@judge_required
+def calibration_judge_post(request, set_id: int):
+    calibration_set = services.calibration_set_get(user=request.user, set_id=set_id)
+    same = {"same": True, "different": False}.get(request.POST.get("judgment", ""))
+    error, last = "", None
+    try:
+        last = services.calibration_judge(
+            judge=request.user,
+            calibration_set=calibration_set,
+            pair_id=request.POST.get("pair"),
+            same=same,
+        )
+    except (ValidationError, PermissionDenied) as error_:
+        error = _error_text(error_)
+    context = _judge_context(request, calibration_set, error=error, last=last)
+    if request.htmx:
+        return render(request, "annotation/calibration_judge.html#judge_pair", context)
+    if error:
+        messages.error(request, error)
+    return redirect("annotation:calibration_judge", calibration_set.pk)
+
+
+@require_GET
+@admin_required
+def calibration_report(request, set_id: int):
+    calibration_set = services.calibration_set_get(
+        user=request.user, set_id=set_id, admin_only=True
+    )
+    report = services.calibration_report(
+        admin=request.user, calibration_set=calibration_set
+    )
+    rows = report["rows"]
+    taus = [r["tau"] for r in rows]
+    markers = []
+    if report["current_tau"] is not None:
+        markers.append({"x": report["current_tau"], "label": "current", "css": "current"})
+    if report["best"]:
+        markers.append({"x": report["best"]["tau"], "label": "best F1", "css": "best"})
+    plot = line_plot(
+        taus,
+        [
+            {"name": name, "css": key, "values": [r[key] for r in rows]}
+            for key, name in (
+                ("accuracy", "Accuracy"),
+                ("precision", "Precision"),
+                ("recall", "Recall"),
+                ("f1", "F1"),
+            )
+        ],
+        markers=markers,
+    ) if report["used"] else None
+    return render(
+        request,
+        "annotation/calibration_report.html",
+        {**report, "plot": plot, "task_names": TASK_NAMES},
+    )
+
+
+@require_POST
+@admin_required
+def calibration_adopt(request, set_id: int):
+    calibration_set = services.calibration_set_get(
+        user=request.user, set_id=set_id, admin_only=True
+    )
+    try:
+        adoption = services.tau_adopt(
+            admin=request.user,
+            calibration_set=calibration_set,
+            tau=request.POST.get("tau"),
+            reason=request.POST.get("reason", ""),
+        )
+    except (ValidationError, PermissionDenied) as error:
+        messages.error(request, _error_text(error))
+    else:
+        messages.success(
+            request,
+            f"tau {adoption.tau:g} adopted for {adoption.matcher_model.name}. "
+            "Recompute the campaigns' agreement to apply it.",
+        )
+    return redirect("annotation:calibration_report", calibration_set.pk)
+
+
+__all__ = [
+    "calibration_adopt",
+    "calibration_draw",
+    "calibration_judge",
+    "calibration_judge_post",
+    "calibration_list",
+    "calibration_report",
+]

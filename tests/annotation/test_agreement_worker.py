@@ -1,0 +1,94 @@
+"""The agreement queue in a real Celery worker: submitting a window's last
+label runs the agreement task and the consensus appears; the dashboard's
+recompute runs for the whole campaign and reports its progress."""
+
+import time
+
+import pytest
+from django.urls import reverse
+
+from annotation.models import ConsensusLabel, WindowAgreement
+from annotation.tasks import AGREEMENT_PROGRESS
+from windows.jobprogress import progress_clear, progress_get
+
+from .test_consensus import gold, stay, submit, windows  # noqa: F401
+
+pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
+WAIT_SECONDS = 120
+
+
+def wait_for(condition, what: str):
+    deadline = time.monotonic() + WAIT_SECONDS
+    while time.monotonic() < deadline:
+        result = condition()
+        if result:
+            return result
+        time.sleep(0.5)
+    raise AssertionError(f"{what} did not happen within {WAIT_SECONDS} s")
+
+
+def test_last_label_of_a_window_runs_the_agreement_task_and_builds_the_consensus(
+    celery_worker_process, gold, physicians, windows
+):
+    a, b = physicians
+    window = windows[3]
+    submit(a, gold, window, "stable", problems=["Hypokalemia"],
+           flags=["Avoid fluid overload"])
+    time.sleep(1)
+    assert not WindowAgreement.objects.filter(campaign=gold, window=window).exists()
+
+    submit(b, gold, window, "deteriorating", problems=["Low potassium"],
+           flags=["Avoid excessive fluids"])
+
+    consensus = wait_for(
+        lambda: ConsensusLabel.objects.filter(campaign=gold, window=window).first(),
+        "the consensus of the window",
+    )
+    assert consensus.status == ""
+    assert [d["task"] for d in consensus.open_disputes].count("status") == 1
+    flags = consensus.items["red_flags"]
+    assert [f["texts"] for f in flags] == [["Avoid fluid overload", "Avoid excessive fluids"]]
+    agreement = WindowAgreement.objects.get(campaign=gold, window=window)
+    assert agreement.status_agreed is False
+
+
+def test_recompute_button_recomputes_every_complete_window_in_the_worker(
+    celery_worker_process, client, admin_user, gold, physicians, windows
+):
+    a, b = physicians
+    for window in windows[:2]:
+        submit(a, gold, window, "improving", problems=["Delirium"])
+        submit(b, gold, window, "improving", problems=["ICU delirium"])
+    wait_for(
+        lambda: ConsensusLabel.objects.filter(campaign=gold).count() == 2,
+        "the two consensus labels",
+    )
+    ConsensusLabel.objects.filter(campaign=gold).delete()
+    WindowAgreement.objects.filter(campaign=gold).delete()
+    progress_clear(kind=AGREEMENT_PROGRESS, pk=gold.pk)
+    client.force_login(admin_user)
+
+    response = client.post(
+        reverse("annotation:campaign_recompute", args=[gold.pk]),
+        HTTP_HX_REQUEST="true",
+    )
+
+    assert response.status_code == 200
+    progress = wait_for(
+        lambda: (p := progress_get(kind=AGREEMENT_PROGRESS, pk=gold.pk))
+        and p["label"].startswith("done")
+        and p,
+        "the recompute",
+    )
+    assert progress["label"] == (
+        "done: 2 windows recomputed, 2 still waiting for labels"
+    )
+    assert ConsensusLabel.objects.filter(campaign=gold).count() == 2
+    assert all(
+        c.status == "improving" for c in ConsensusLabel.objects.filter(campaign=gold)
+    )
+    html = client.get(
+        reverse("annotation:campaign_recompute_progress", args=[gold.pk])
+    ).content.decode()
+    assert 'data-recompute-state="done"' in html
+    progress_clear(kind=AGREEMENT_PROGRESS, pk=gold.pk)

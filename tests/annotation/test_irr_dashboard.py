@@ -1,0 +1,127 @@
+"""The campaign's IRR dashboard: status statistics with CIs, mean pairwise F1
+of the set tasks, per-pair figures, the keep-rate table, the per-physician
+table and the SVG charts; the recompute button's progress; 404 for non-admins."""
+
+import math
+
+import pytest
+from django.urls import reverse
+
+from annotation.charts import ci_bars, line_plot
+from annotation.consensus import campaign_irr
+from annotation.tasks import AGREEMENT_PROGRESS
+from windows.accounts import Role
+from windows.jobprogress import progress_clear, progress_set
+
+from .conftest import make_role_user
+from .test_consensus import gold, labelled, matcher, stay, windows  # noqa: F401
+
+
+@pytest.fixture
+def dashboard(client, admin_user, labelled):
+    client.force_login(admin_user)
+    progress_clear(kind=AGREEMENT_PROGRESS, pk=labelled.pk)
+    return client.get(reverse("annotation:irr_dashboard", args=[labelled.pk]))
+
+
+def test_dashboard_shows_the_campaigns_irr_figures(dashboard, labelled):
+    html = dashboard.content.decode()
+    irr = campaign_irr(campaign=labelled)
+
+    assert dashboard.status_code == 200
+    status = irr["status"]
+    assert f'{status["percent_agreement"]["estimate"]:.3f}' in html  # 0.750
+    assert "Cohen's kappa (2 raters)" in html
+    assert f'{status["kappa"]["estimate"]:.3f}' in html  # 7/11
+    assert f'{status["alpha_ordinal"]["estimate"]:.3f}' in html
+    for task, figures in irr["set_tasks"].items():
+        assert f'data-task="{task}"' in html
+        assert f'{figures["mean_pairwise_f1"]["estimate"]:.3f}' in html
+    assert html.count('<svg class="ci-bars"') == 3
+
+
+def test_keep_rate_table_has_raw_and_kept_counts_per_task(dashboard, labelled):
+    html = dashboard.content.decode()
+    keep = campaign_irr(campaign=labelled)["keep_rates"]
+
+    for task in ("status", "acute_problems", "recommended_actions", "red_flags"):
+        row = html.split(f'<tr data-task="{task}">')[-1].split("</tr>")[0]
+        assert f'data-raw>{keep[task]["raw"]}<' in row
+        assert f'data-kept>{keep[task]["kept_auto"]}<' in row
+
+
+def test_pair_and_physician_tables(dashboard, physicians):
+    html = dashboard.content.decode()
+    a, b = sorted(p.username for p in physicians)
+    assert f"{a} &amp; {b}" in html or f"{b} &amp; {a}" in html
+    for physician in physicians:
+        row = html.split(f'<tr data-physician="{physician.username}"')[1].split("</tr>")[0]
+        assert "data-labels-done>4 of 4<" in row
+    assert "Recompute agreement for every window" in html
+
+
+def test_progress_bar_polls_while_a_recompute_runs(client, admin_user, labelled):
+    client.force_login(admin_user)
+    progress_set(kind=AGREEMENT_PROGRESS, pk=labelled.pk, done=2, total=4,
+                 label="2 of 4 windows")
+    url = reverse("annotation:campaign_recompute_progress", args=[labelled.pk])
+
+    html = client.get(url, HTTP_HX_REQUEST="true").content.decode()
+
+    assert 'data-recompute-state="running"' in html
+    assert 'hx-trigger="every 1s"' in html
+    assert 'value="50"' in html and "2 of 4 windows" in html
+    # A running recompute is not queued twice.
+    response = client.post(
+        reverse("annotation:campaign_recompute", args=[labelled.pk]),
+        HTTP_HX_REQUEST="true",
+    )
+    assert "2 of 4 windows" in response.content.decode()
+    progress_set(kind=AGREEMENT_PROGRESS, pk=labelled.pk, done=4, total=4,
+                 label="done: 4 windows recomputed, 0 still waiting for labels")
+    done = client.get(url, HTTP_HX_REQUEST="true").content.decode()
+    assert 'data-recompute-state="done"' in done and "hx-trigger" not in done
+    progress_clear(kind=AGREEMENT_PROGRESS, pk=labelled.pk)
+
+
+def test_dashboard_without_agreement_says_so(client, admin_user, gold):
+    client.force_login(admin_user)
+    html = client.get(
+        reverse("annotation:irr_dashboard", args=[gold.pk])
+    ).content.decode()
+    assert "No window has its agreement computed yet" in html
+
+
+@pytest.mark.parametrize("role", [Role.PHYSICIAN, Role.RESEARCHER])
+def test_dashboard_is_404_for_non_admins(client, labelled, role):
+    client.force_login(make_role_user(role))
+    assert client.get(
+        reverse("annotation:irr_dashboard", args=[labelled.pk])
+    ).status_code == 404
+
+
+def test_ci_bars_place_estimates_and_whiskers_on_the_axis():
+    chart = ci_bars(
+        [
+            {"label": "a", "estimate": 0.5, "low": 0.25, "high": 0.75},
+            {"label": "b", "estimate": math.nan, "low": math.nan, "high": math.nan},
+            {"label": "k", "estimate": -0.5, "low": -1.0, "high": 0.0},
+        ]
+    )
+    a, b, k = chart["rows"]
+    # The axis widens to -1..1 for the negative kappa: 0.5 is 3/4 along it.
+    assert a["bar_x"] == pytest.approx(chart["zero_x"])
+    assert a["bar_x"] + a["bar_width"] == pytest.approx(190 + 0.75 * 360)
+    assert (a["ci_x1"], a["ci_x2"]) == pytest.approx((190 + 0.625 * 360, 190 + 0.875 * 360))
+    assert b["defined"] is False and b["value"] == "n/a"
+    assert k["bar_x"] == pytest.approx(190 + 0.25 * 360)
+    assert k["bar_x"] + k["bar_width"] == pytest.approx(chart["zero_x"])
+
+
+def test_line_plot_breaks_at_undefined_values():
+    plot = line_plot([0.3, 0.4, 0.5], [{"name": "P", "css": "p",
+                                        "values": [1.0, math.nan, 0.5]}],
+                     markers=[{"x": 0.4, "label": "best", "css": "best"}])
+    (line,) = plot["lines"]
+    assert len(line["segments"]) == 2 and len(line["points"]) == 2
+    assert plot["markers"][0]["px"] == pytest.approx((44 + plot["right"]) / 2)
