@@ -1,1 +1,215 @@
-"""Placeholder: models of this app arrive with their issue."""
+"""Immutable benchmark releases (spec section 8): RealICU-Gold from a campaign's
+consensus, RealICU-Scale from a validated Oracle run; their files and window
+records; researchers' prediction submissions and their scores."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.utils.functional import cached_property
+
+from annotation.models import Campaign
+from oracle.models import OracleRun, ValidationReport
+
+USER_MODEL = settings.AUTH_USER_MODEL
+
+
+class ReleaseKind(models.TextChoices):
+    GOLD = "gold", "RealICU-Gold"
+    SCALE = "scale", "RealICU-Scale"
+
+
+class ReleaseState(models.TextChoices):
+    QUEUED = "queued", "Queued"
+    BUILDING = "building", "Building"
+    READY = "ready", "Ready"
+    FAILED = "failed", "Failed"
+
+
+class Release(models.Model):
+    """One versioned build of a benchmark. Once ``ready`` its files never change:
+    a rebuild is a new version in a new directory."""
+
+    kind = models.CharField(max_length=8, choices=ReleaseKind.choices)
+    version = models.PositiveIntegerField()
+    state = models.CharField(
+        max_length=10, choices=ReleaseState.choices, default=ReleaseState.QUEUED
+    )
+    campaign = models.ForeignKey(
+        Campaign, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    oracle_run = models.ForeignKey(
+        OracleRun, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    validation_report = models.ForeignKey(
+        ValidationReport,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+    )
+    matcher_model = models.CharField(max_length=200)
+    tau = models.FloatField()
+    notes = models.TextField(blank=True)
+    created_by = models.ForeignKey(USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    directory = models.CharField(
+        max_length=200, blank=True, help_text="Folder under REALICU_RELEASES_DIR."
+    )
+    manifest = models.JSONField(default=dict, blank=True)
+    window_count = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["kind", "version"], name="release_kind_version_uniq"
+            ),
+            models.CheckConstraint(
+                condition=(
+                    models.Q(kind="gold", campaign__isnull=False, oracle_run__isnull=True)
+                    | models.Q(
+                        kind="scale", oracle_run__isnull=False, campaign__isnull=True
+                    )
+                ),
+                name="release_source_matches_kind",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.get_kind_display()} v{self.version}"
+
+    @property
+    def name(self) -> str:
+        return f"realicu-{self.kind}-v{self.version}"
+
+    @cached_property
+    def live_progress(self) -> dict:
+        """Progress as the worker last reported it while building."""
+        from windows.jobprogress import progress_get
+
+        live = None
+        if self.state in (ReleaseState.QUEUED, ReleaseState.BUILDING):
+            live = progress_get(kind="release", pk=self.pk)
+        done, total, label = (
+            (live["done"], live["total"], live["label"]) if live else (0, 0, "")
+        )
+        if total:
+            percent = min(100, round(100 * done / total))
+        else:
+            percent = 100 if self.state == ReleaseState.READY else 0
+        return {"done": done, "total": total, "label": label, "percent": percent}
+
+
+class ReleaseFile(models.Model):
+    """A file of a release, with the checksum that the manifest lists."""
+
+    release = models.ForeignKey(Release, on_delete=models.CASCADE, related_name="files")
+    path = models.CharField(max_length=300, help_text="Relative to the release folder.")
+    size_bytes = models.BigIntegerField()
+    sha256 = models.CharField(max_length=64)
+
+    class Meta:
+        ordering = ["path"]
+        constraints = [
+            models.UniqueConstraint(fields=["release", "path"], name="release_file_uniq")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.release.name}/{self.path}"
+
+
+class ReleaseWindow(models.Model):
+    """A window record of a release as written to ``windows.jsonl``, kept for
+    paging with filters and for scoring against the release's own labels."""
+
+    release = models.ForeignKey(
+        Release, on_delete=models.CASCADE, related_name="window_records"
+    )
+    window_id = models.BigIntegerField()
+    stay_id = models.BigIntegerField()
+    disease_group = models.CharField(max_length=20)
+    hours_since_admit = models.FloatField()
+    record = models.JSONField()
+
+    class Meta:
+        ordering = ["release", "stay_id", "hours_since_admit", "window_id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["release", "window_id"], name="release_window_uniq"
+            )
+        ]
+        indexes = [
+            models.Index(
+                fields=["release", "stay_id", "hours_since_admit"],
+                name="release_window_stay",
+            ),
+            models.Index(
+                fields=["release", "disease_group"], name="release_window_group"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.release.name} window {self.window_id}"
+
+
+class SubmissionState(models.TextChoices):
+    QUEUED = "queued", "Queued"
+    SCORING = "scoring", "Scoring"
+    SCORED = "scored", "Scored"
+    FAILED = "failed", "Failed"
+
+
+class Submission(models.Model):
+    """A researcher's predictions for a release (a validated JSONL file) and,
+    once scored, its metrics (spec section 6) overall and by group."""
+
+    release = models.ForeignKey(
+        Release, on_delete=models.PROTECT, related_name="submissions"
+    )
+    submitted_by = models.ForeignKey(
+        USER_MODEL, on_delete=models.PROTECT, related_name="release_submissions"
+    )
+    model_name = models.CharField(max_length=100)
+    k = models.PositiveSmallIntegerField(default=5)
+    public = models.BooleanField(
+        default=False, help_text="Shown on the release's leaderboard."
+    )
+    state = models.CharField(
+        max_length=10, choices=SubmissionState.choices, default=SubmissionState.QUEUED
+    )
+    file_path = models.CharField(max_length=300, help_text="Under the submissions folder.")
+    sha256 = models.CharField(max_length=64)
+    prediction_count = models.PositiveIntegerField()
+    created_at = models.DateTimeField(auto_now_add=True)
+    scored_at = models.DateTimeField(null=True, blank=True)
+    scores = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(fields=["release", "public", "state"], name="submission_board")
+        ]
+
+    def __str__(self) -> str:
+        return f"Submission {self.pk} ({self.model_name}) to {self.release.name}"
+
+    @cached_property
+    def live_progress(self) -> dict:
+        from windows.jobprogress import progress_get
+
+        live = None
+        if self.state in (SubmissionState.QUEUED, SubmissionState.SCORING):
+            live = progress_get(kind="submission", pk=self.pk)
+        done, total, label = (
+            (live["done"], live["total"], live["label"]) if live else (0, 0, "")
+        )
+        if total:
+            percent = min(100, round(100 * done / total))
+        else:
+            percent = 100 if self.state == SubmissionState.SCORED else 0
+        return {"done": done, "total": total, "label": label, "percent": percent}

@@ -3,6 +3,9 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from django.views.generic import RedirectView
+from drf_spectacular.views import SpectacularAPIView
+
+from exports import views as exports_views
 
 urlpatterns = [
     path("", RedirectView.as_view(pattern_name="windows:stay_list", permanent=False)),
@@ -10,5 +13,10 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("annotate/", include("annotation.urls")),
+    path("oracle/", include("oracle.urls")),
+    path("releases/", include("exports.urls")),
+    path("api/v1/", include("exports.api_urls")),
+    path("api/schema/", SpectacularAPIView.as_view(), name="api_schema"),
+    path("api/docs/", exports_views.api_docs, name="api_docs"),
     path("", include("windows.urls")),
 ]

@@ -40,6 +40,8 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django.contrib.humanize",
     "rest_framework",
+    "rest_framework.authtoken",
+    "drf_spectacular",
     "django_htmx",
     "template_partials",
     "windows",
@@ -156,15 +158,56 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 REALICU_IMPORT_ROOTS = env.list("REALICU_IMPORT_ROOTS", default=[str(BASE_DIR / "var" / "imports")])
 # Stays imported per transaction; a failure rolls back only its batch.
 REALICU_IMPORT_BATCH_STAYS = env.int("REALICU_IMPORT_BATCH_STAYS", default=200)
+# Oracle runs: chunk tasks of a run at work at once (each gets this share of the
+# backbone's concurrency and requests per minute; match it to the worker
+# processes), windows per chunk, and how long a chunk's claim on its windows
+# outlives a worker that stopped renewing it.
+REALICU_ORACLE_LANES = env.int("REALICU_ORACLE_LANES", default=2)
+REALICU_ORACLE_CHUNK_SIZE = env.int("REALICU_ORACLE_CHUNK_SIZE", default=50)
+REALICU_ORACLE_CLAIM_LEASE_SECONDS = env.int(
+    "REALICU_ORACLE_CLAIM_LEASE_SECONDS", default=120
+)
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "rest_framework.authentication.SessionAuthentication",
+        "rest_framework.authentication.TokenAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": 100,
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    # Service errors (django ValidationError / PermissionDenied) become 400 / 403.
+    "EXCEPTION_HANDLER": "exports.api_errors.api_exception_handler",
+    # Per token (one token per user): the researcher API's scopes.
+    "DEFAULT_THROTTLE_RATES": {
+        "releases": env.str("REALICU_API_RATE", default="600/min"),
+        "release_downloads": env.str("REALICU_API_DOWNLOAD_RATE", default="300/min"),
+        "submissions": env.str("REALICU_API_SUBMIT_RATE", default="30/hour"),
+    },
 }
+SPECTACULAR_SETTINGS = {
+    "TITLE": "RealICU Web researcher API",
+    "DESCRIPTION": (
+        "Versioned RealICU-Gold and RealICU-Scale releases, their files and window "
+        "records, and the scoring of model predictions (spec sections 6 and 8). "
+        "Authenticate with 'Authorization: Token <key>'."
+    ),
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "COMPONENT_SPLIT_REQUEST": True,
+    "SCHEMA_PATH_PREFIX": "/api/v1",
+}
+# Releases: one read-only folder per version; submissions: uploaded predictions.
+REALICU_RELEASES_DIR = Path(
+    env.str("REALICU_RELEASES_DIR", default=str(VAR_DIR / "releases"))
+)
+REALICU_SUBMISSIONS_DIR = Path(
+    env.str("REALICU_SUBMISSIONS_DIR", default=str(VAR_DIR / "submissions"))
+)
+REALICU_SUBMISSION_MAX_BYTES = env.int(
+    "REALICU_SUBMISSION_MAX_BYTES", default=200 * 1024 * 1024
+)
 
 LOGGING = {
     "version": 1,

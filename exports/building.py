@@ -1,0 +1,654 @@
+"""Writing a release's files (spec section 8), one stay at a time so that memory
+stays bounded by the largest stay, not by the release:
+
+- ``windows.jsonl`` and ``windows.parquet``: one record per window (ids, start and
+  end in hours since ICU admission, labels with evidence and provenance, the ids
+  of the window's own recorded actions, which are the answer of Recommended
+  Actions (spec section 2) and must be dropped from a model's context);
+- ``context/<stay_id>.jsonl``: the stay's bedside events (spec section 1: events
+  of the admission before the end of the stay's last released window, outcome-
+  revealing events removed), from which the context of any window is the events
+  with ``time`` before the window's ``end``;
+- ``manifest.json``, ``DATACARD.md`` and ``plots/*.png``.
+
+Files go to a hidden folder that is renamed into place when complete and then
+made read-only; a release's folder is never written again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import math
+import os
+import shutil
+import stat
+from bisect import bisect_right
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from itertools import groupby
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from annotation.consensus import RECOMMENDING_RATINGS, campaign_irr
+from annotation.models import ConsensusLabel, ConsensusStatusSource
+from evaluation.metrics import DEFAULT_K, hours_bin
+from exports.datacard import datacard_write
+from exports.models import Release, ReleaseFile, ReleaseKind, ReleaseState, ReleaseWindow
+from oracle.models import OracleLabel, OracleLabelState
+from windows.models import Event, EventKind, Stay
+from windows.selectors_context import bedside_filter
+from windows.windowing import window_settings
+
+SCHEMA_VERSION = "1.0"
+# Window records per Parquet row group and per database insert.
+BATCH_ROWS = 2000
+# Events read from the database per round trip.
+EVENT_CHUNK = 5000
+SET_TASKS = ("acute_problems", "recommended_actions", "red_flags")
+
+EVENT_FIELDS = (
+    "id",
+    "time",
+    "kind",
+    "domain",
+    "category",
+    "name",
+    "value_num",
+    "unit",
+    "value_text",
+    "source_table",
+)
+
+PARQUET_SCHEMA = pa.schema(
+    [
+        ("window_id", pa.int64()),
+        ("stay_id", pa.int64()),
+        ("patient_id", pa.string()),
+        ("window_index", pa.int32()),
+        ("start", pa.timestamp("us", tz="UTC")),
+        ("end", pa.timestamp("us", tz="UTC")),
+        ("start_hours", pa.float64()),
+        ("end_hours", pa.float64()),
+        ("disease_group", pa.string()),
+        ("context_file", pa.string()),
+        ("window_action_event_ids", pa.list_(pa.int64())),
+        ("status", pa.string()),
+        ("acute_problems", pa.list_(pa.string())),
+        ("recommended_actions", pa.list_(pa.string())),
+        ("red_flags", pa.list_(pa.string())),
+        ("labels_json", pa.string()),
+    ]
+)
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` with NaN and infinities as ``None``: JSON has no NaN."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    return value
+
+
+def rater_pseudonym(*, release: Release, user_id: int) -> str:
+    """A rater id that is stable within one release and says nothing of the
+    account: a keyed hash of the release and the user id."""
+    digest = hmac.new(
+        settings.SECRET_KEY.encode(),
+        f"{release.kind}:{release.version}:{user_id}".encode(),
+        hashlib.sha256,
+    ).hexdigest()
+    return f"rater-{digest[:10]}"
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def _hours(stay: Stay, when) -> float:
+    return round((when - stay.intime).total_seconds() / 3600.0, 4)
+
+
+# Labels ---------------------------------------------------------------------
+
+
+def _gold_labels(consensus: ConsensusLabel, release: Release) -> dict:
+    """The consensus of one window as released: kept items with their evidence,
+    provenance and pseudonymous raters; no label ids, no decisions."""
+    adjudicated = consensus.status_source == ConsensusStatusSource.SETTLED
+    labels: dict[str, Any] = {
+        "status": {
+            "value": consensus.status or None,
+            "evidence": [],
+            "provenance": {
+                "source": "adjudicated" if adjudicated else "consensus",
+                "status_source": consensus.status_source,
+            },
+        }
+    }
+    for task in SET_TASKS:
+        labels[task] = [
+            {
+                "text": item["text"],
+                "evidence": list(item.get("evidence", [])),
+                "provenance": {
+                    "source": item.get("source", "consensus"),
+                    "raters": [
+                        rater_pseudonym(release=release, user_id=a)
+                        for a in item.get("annotators", [])
+                    ],
+                    "texts": list(item.get("texts", [item["text"]])),
+                },
+            }
+            for item in (consensus.items or {}).get(task, [])
+        ]
+    return labels
+
+
+def _oracle_labels(label: OracleLabel, action_names: dict[int, str]) -> dict:
+    """An Oracle label as released: the payload's items made into the three set
+    tasks as for physicians (spec section 3: recommended actions are the
+    recorded actions rated best practice or acceptable, plus additions)."""
+    payload = label.payload or {}
+    provenance = {
+        "source": "oracle",
+        "oracle_run_id": label.run_id,
+        "backbone_kind": label.backbone_kind,
+        "model": label.model,
+        "prompt_version": label.prompt_version,
+    }
+
+    def item(text: str, evidence) -> dict:
+        return {"text": text, "evidence": list(evidence or []), "provenance": provenance}
+
+    actions = [
+        item(
+            action_names.get(rating.get("event_id"), f"event {rating.get('event_id')}"),
+            [rating.get("event_id"), *rating.get("evidence", [])],
+        )
+        for rating in payload.get("action_ratings", [])
+        if rating.get("rating") in RECOMMENDING_RATINGS
+    ]
+    actions += [
+        item(entry["text"], entry.get("evidence"))
+        for entry in payload.get("added_actions", [])
+    ]
+    return {
+        "status": {
+            "value": label.status or None,
+            "evidence": list(payload.get("status_evidence", [])),
+            "provenance": provenance,
+        },
+        "acute_problems": [
+            item(entry["text"], entry.get("evidence"))
+            for entry in payload.get("acute_problems", [])
+        ],
+        "recommended_actions": actions,
+        "red_flags": [
+            item(entry["text"], entry.get("evidence"))
+            for entry in payload.get("red_flags", [])
+        ],
+    }
+
+
+def release_label_rows(release: Release):
+    """The rows a release is made of, by stay then window, streamed."""
+    if release.kind == ReleaseKind.GOLD:
+        qs = ConsensusLabel.objects.filter(
+            campaign_id=release.campaign_id, dropped=False, dispute_count=0
+        )
+    else:
+        qs = OracleLabel.objects.filter(
+            run_id=release.oracle_run_id, state=OracleLabelState.OK
+        )
+    return qs.select_related("window__stay__admission__patient").order_by(
+        "window__stay_id", "window__index"
+    )
+
+
+# Statistics for the manifest and the data card ------------------------------
+
+
+@dataclass
+class ReleaseStats:
+    windows: int = 0
+    context_events: int = 0
+    stays: dict[int, dict] = field(default_factory=dict)
+    status: Counter = field(default_factory=Counter)
+    items: dict[str, Counter] = field(
+        default_factory=lambda: {task: Counter() for task in SET_TASKS}
+    )
+    item_totals: Counter = field(default_factory=Counter)
+    provenance: Counter = field(default_factory=Counter)
+    hours_bins: Counter = field(default_factory=Counter)
+    disease_group_windows: Counter = field(default_factory=Counter)
+
+    def add_window(self, record: dict) -> None:
+        self.windows += 1
+        labels = record["labels"]
+        self.status[labels["status"]["value"] or "none"] += 1
+        self.provenance[f"status:{labels['status']['provenance']['source']}"] += 1
+        for task in SET_TASKS:
+            self.items[task][len(labels[task])] += 1
+            self.item_totals[task] += len(labels[task])
+            for entry in labels[task]:
+                self.provenance[f"{task}:{entry['provenance']['source']}"] += 1
+        self.hours_bins[hours_bin(record["start_hours"])] += 1
+        self.disease_group_windows[record["disease_group"]] += 1
+
+    def as_dict(self) -> dict:
+        return {
+            "windows": self.windows,
+            "stays": len(self.stays),
+            "context_events": self.context_events,
+            "status": dict(self.status),
+            "items": dict(self.item_totals),
+            "items_per_window": {
+                task: {str(n): c for n, c in sorted(counter.items())}
+                for task, counter in self.items.items()
+            },
+            "provenance": dict(sorted(self.provenance.items())),
+            "windows_by_hours_since_admit": dict(self.hours_bins),
+            "windows_by_disease_group": dict(self.disease_group_windows),
+            "stays_by_disease_group": dict(
+                Counter(s["disease_group"] for s in self.stays.values())
+            ),
+            "stays_by_outcome": dict(Counter(s["outcome"] for s in self.stays.values())),
+        }
+
+
+# Writers --------------------------------------------------------------------
+
+
+class ParquetBatches:
+    """Window records to Parquet, one row group per ``BATCH_ROWS`` records."""
+
+    def __init__(self, path: Path) -> None:
+        self.writer = pq.ParquetWriter(path, PARQUET_SCHEMA, compression="zstd")
+        self.rows: list[dict] = []
+
+    def add(self, record: dict) -> None:
+        labels = record["labels"]
+        self.rows.append(
+            {
+                "window_id": record["window_id"],
+                "stay_id": record["stay_id"],
+                "patient_id": record["patient_id"],
+                "window_index": record["window_index"],
+                "start": record["_start"],
+                "end": record["_end"],
+                "start_hours": record["start_hours"],
+                "end_hours": record["end_hours"],
+                "disease_group": record["disease_group"],
+                "context_file": record["context_file"],
+                "window_action_event_ids": record["window_action_event_ids"],
+                "status": labels["status"]["value"],
+                **{task: [i["text"] for i in labels[task]] for task in SET_TASKS},
+                "labels_json": _dumps(labels),
+            }
+        )
+        if len(self.rows) >= BATCH_ROWS:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.rows:
+            table = pa.Table.from_pylist(self.rows, schema=PARQUET_SCHEMA)
+            self.writer.write_table(table, row_group_size=BATCH_ROWS)
+            self.rows = []
+
+    def close(self) -> None:
+        self.flush()
+        self.writer.close()
+
+
+def _stay_events(stay: Stay, end) -> Iterator[tuple]:
+    condition = bedside_filter(admission_id=stay.admission_id, start=stay.intime, end=end)
+    return (
+        Event.objects.filter(condition)
+        .order_by("time", "id")
+        .values_list(*EVENT_FIELDS)
+        .iterator(chunk_size=EVENT_CHUNK)
+    )
+
+
+def _write_stay(
+    *, release: Release, stay: Stay, rows: list, folder: Path, stats: ReleaseStats
+) -> list[dict]:
+    """Writes the stay's context file and returns its window records."""
+    windows = [row.window for row in rows]
+    starts = [w.start for w in windows]
+    ends = [w.end for w in windows]
+    last_end = max(ends)
+    actions_of: list[list[int]] = [[] for _ in windows]
+    action_names: dict[int, str] = {}
+    count = 0
+    with open(folder / "context" / f"{stay.pk}.jsonl", "w", encoding="utf-8") as out:
+        for event_id, time, kind, domain, category, name, num, unit, text, table in (
+            _stay_events(stay, last_end)
+        ):
+            out.write(
+                _dumps(
+                    {
+                        "event_id": event_id,
+                        "time": time.isoformat(),
+                        "hours_since_admit": _hours(stay, time),
+                        "kind": kind,
+                        "domain": domain,
+                        "category": category,
+                        "name": name,
+                        "value_num": num if num is None or math.isfinite(num) else None,
+                        "unit": unit,
+                        "value_text": text,
+                        "source_table": table,
+                    }
+                )
+            )
+            out.write("\n")
+            count += 1
+            if kind == EventKind.ACTION:
+                action_names[event_id] = name
+                # Windows have one length, so their ends are sorted like their
+                # starts: walk back from the last window starting at or before
+                # the event while it is still open.
+                i = bisect_right(starts, time) - 1
+                while i >= 0 and time < ends[i]:
+                    actions_of[i].append(event_id)
+                    i -= 1
+    stats.context_events += count
+    stats.stays[stay.pk] = {
+        "length_hours": stay.length_hours,
+        "outcome": stay.hospital_outcome,
+        "disease_group": stay.disease_group,
+        "windows": len(rows),
+    }
+    records = []
+    for row, window, action_ids in zip(rows, windows, actions_of):
+        if release.kind == ReleaseKind.GOLD:
+            labels = _gold_labels(row, release)
+        else:
+            labels = _oracle_labels(row, action_names)
+        records.append(
+            {
+                "window_id": window.pk,
+                "stay_id": stay.pk,
+                "patient_id": stay.admission.patient.pseudo_id,
+                "window_index": window.index,
+                "start": window.start.isoformat(),
+                "end": window.end.isoformat(),
+                "start_hours": round(window.hours_since_admit, 4),
+                "end_hours": _hours(stay, window.end),
+                "disease_group": stay.disease_group,
+                "context_file": f"context/{stay.pk}.jsonl",
+                "window_action_event_ids": action_ids,
+                "labels": labels,
+                "_start": window.start,
+                "_end": window.end,
+            }
+        )
+    return records
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _files_under(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.rglob("*") if p.is_file())
+
+
+def _remove_tree(path: Path) -> None:
+    """Removes a folder left by a build that did not finish, read-only or not."""
+    if not path.exists():
+        return
+    for root, dirs, files in os.walk(path):
+        os.chmod(root, stat.S_IRWXU)
+        for name in files:
+            os.chmod(os.path.join(root, name), stat.S_IRUSR | stat.S_IWUSR)
+    shutil.rmtree(path)
+
+
+def _make_read_only(folder: Path) -> None:
+    for root, dirs, files in os.walk(folder, topdown=False):
+        for name in files:
+            os.chmod(os.path.join(root, name), 0o444)
+        os.chmod(root, 0o555)
+
+
+def _source_section(release: Release) -> dict:
+    if release.kind == ReleaseKind.GOLD:
+        campaign = release.campaign
+        return {
+            "kind": "gold_campaign",
+            "campaign_id": campaign.pk,
+            "campaign_name": campaign.name,
+            "annotators_per_window": campaign.annotators_per_window,
+        }
+    run = release.oracle_run
+    snapshot = run.backbone_snapshot or {}
+    return {
+        "kind": "oracle_run",
+        "oracle_run_id": run.pk,
+        "oracle_run_name": run.name,
+        "backbone_kind": snapshot.get("kind", ""),
+        "model": snapshot.get("model", ""),
+        "parameters": snapshot.get("parameters", {}),
+        "prompt_version": run.prompt.version,
+    }
+
+
+def _agreement_report(release: Release) -> dict | None:
+    if release.kind != ReleaseKind.GOLD:
+        return None
+    report = campaign_irr(campaign=release.campaign)
+    for pair in report.get("pairs", []):
+        pair["physicians"] = [
+            rater_pseudonym(release=release, user_id=u) for u in pair["physicians"]
+        ]
+    return json_safe(report)
+
+
+def _validation_report(release: Release) -> dict | None:
+    report = release.validation_report
+    if report is None:
+        return None
+    return json_safe(
+        {
+            "id": report.pk,
+            "oracle_run_id": report.run_id,
+            "gold_campaign_id": report.campaign_id,
+            "created_at": report.created_at.isoformat(),
+            "matcher_model": report.matcher_model,
+            "tau": report.tau,
+            "report": report.report,
+        }
+    )
+
+
+def release_files_write(*, release: Release, folder: Path, progress=None) -> dict:
+    """Writes every file of the release into ``folder`` and its window records
+    into the database; returns the statistics."""
+    (folder / "context").mkdir(parents=True)
+    stats = ReleaseStats()
+    rows = release_label_rows(release)
+    total_stays = rows.values("window__stay_id").distinct().count()
+    if progress is not None:
+        progress.start(total_stays + 2, "windows and context")
+    parquet = ParquetBatches(folder / "windows.parquet")
+    pending: list[ReleaseWindow] = []
+    try:
+        with open(folder / "windows.jsonl", "w", encoding="utf-8") as jsonl:
+            for stay_id, stay_rows in groupby(
+                rows.iterator(chunk_size=BATCH_ROWS), key=lambda r: r.window.stay_id
+            ):
+                stay_rows = list(stay_rows)
+                stay = stay_rows[0].window.stay
+                for record in _write_stay(
+                    release=release, stay=stay, rows=stay_rows, folder=folder, stats=stats
+                ):
+                    parquet.add(record)
+                    del record["_start"], record["_end"]
+                    jsonl.write(_dumps(record))
+                    jsonl.write("\n")
+                    stats.add_window(record)
+                    pending.append(
+                        ReleaseWindow(
+                            release=release,
+                            window_id=record["window_id"],
+                            stay_id=stay_id,
+                            disease_group=record["disease_group"],
+                            hours_since_admit=record["start_hours"],
+                            record=record,
+                        )
+                    )
+                    if len(pending) >= BATCH_ROWS:
+                        ReleaseWindow.objects.bulk_create(pending)
+                        pending = []
+                if progress is not None:
+                    progress.advance(1, f"stay {stay_id}")
+        ReleaseWindow.objects.bulk_create(pending)
+    finally:
+        parquet.close()
+    return stats
+
+
+def _manifest(*, release: Release, stats: ReleaseStats, files: list[dict]) -> dict:
+    return json_safe(
+        {
+            "name": release.name,
+            "kind": release.kind,
+            "title": release.get_kind_display(),
+            "version": release.version,
+            "schema_version": SCHEMA_VERSION,
+            "built_at": timezone.now().isoformat(),
+            "test_only": True,
+            "source": _source_section(release),
+            "counts": stats.as_dict(),
+            "settings": {
+                "windows": window_settings(),
+                "matcher_model": release.matcher_model,
+                "tau": release.tau,
+                "k": DEFAULT_K,
+                "context": (
+                    "events of the stay's hospital admission with time < the "
+                    "window's end; outcome-revealing events removed; drop "
+                    "window_action_event_ids for Recommended Actions"
+                ),
+            },
+            "agreement_report": _agreement_report(release),
+            "validation_report": _validation_report(release),
+            "files": files,
+        }
+    )
+
+
+def release_build(*, release: Release, progress=None) -> Release:
+    """Builds a queued (or failed) release into its own new folder and marks it
+    ready. Idempotent: a ready release is left alone; leftovers of an
+    unfinished build of this same release are removed and rebuilt."""
+    release.refresh_from_db()
+    if release.state == ReleaseState.READY:
+        return release
+    root = Path(settings.REALICU_RELEASES_DIR)
+    root.mkdir(parents=True, exist_ok=True)
+    final = root / release.name
+    partial = root / f".{release.name}.partial"
+    _remove_tree(partial)
+    _remove_tree(final)
+    Release.objects.filter(pk=release.pk).update(
+        state=ReleaseState.BUILDING, started_at=timezone.now(), error=""
+    )
+    try:
+        with transaction.atomic():
+            ReleaseWindow.objects.filter(release=release).delete()
+            ReleaseFile.objects.filter(release=release).delete()
+            stats = release_files_write(release=release, folder=partial, progress=progress)
+            if stats.windows == 0:
+                from django.core.exceptions import ValidationError
+
+                raise ValidationError(
+                    f"{release} has no windows to release: no finished consensus "
+                    "(Gold) or no successful Oracle label (Scale)."
+                )
+            datacard_write(release=release, stats=stats, folder=partial)
+            if progress is not None:
+                progress.advance(1, "checksums")
+            files = [
+                {
+                    "path": p.relative_to(partial).as_posix(),
+                    "bytes": p.stat().st_size,
+                    "sha256": _sha256(p),
+                }
+                for p in _files_under(partial)
+            ]
+            manifest = _manifest(release=release, stats=stats, files=files)
+            (partial / "manifest.json").write_text(
+                json.dumps(manifest, indent=2, ensure_ascii=False, allow_nan=False),
+                encoding="utf-8",
+            )
+            manifest_path = partial / "manifest.json"
+            files.append(
+                {
+                    "path": "manifest.json",
+                    "bytes": manifest_path.stat().st_size,
+                    "sha256": _sha256(manifest_path),
+                }
+            )
+            ReleaseFile.objects.bulk_create(
+                ReleaseFile(
+                    release=release,
+                    path=f["path"],
+                    size_bytes=f["bytes"],
+                    sha256=f["sha256"],
+                )
+                for f in files
+            )
+            os.replace(partial, final)
+            _make_read_only(final)
+            Release.objects.filter(pk=release.pk).update(
+                state=ReleaseState.READY,
+                finished_at=timezone.now(),
+                directory=release.name,
+                manifest=manifest,
+                window_count=stats.windows,
+            )
+            if progress is not None:
+                progress.advance(1, "done")
+    except BaseException as exc:
+        _remove_tree(partial)
+        if not Release.objects.filter(pk=release.pk, state=ReleaseState.READY).exists():
+            _remove_tree(final)
+        messages = getattr(exc, "messages", None)
+        Release.objects.filter(pk=release.pk).update(
+            state=ReleaseState.FAILED,
+            finished_at=timezone.now(),
+            error="; ".join(messages) if messages else f"{type(exc).__name__}: {exc}",
+        )
+        raise
+    release.refresh_from_db()
+    return release
+
+
+def release_folder(release: Release) -> Path:
+    return Path(settings.REALICU_RELEASES_DIR) / release.directory
+
+
+def iter_jsonl(path: Path) -> Iterable[dict]:
+    with open(path, encoding="utf-8") as handle:
+        for line in handle:
+            if line.strip():
+                yield json.loads(line)

@@ -1,0 +1,252 @@
+"""A release's data card: cohort statistics and label distributions (as the
+paper's Figures 8-10) with PNG plots, and the label schema of its records."""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter
+from pathlib import Path
+
+from windows.models import DiseaseGroup, Outcome
+
+STATUS_ORDER = ("improving", "stable", "deteriorating", "none")
+TASK_TITLES = {
+    "acute_problems": "Acute problems",
+    "recommended_actions": "Recommended actions",
+    "red_flags": "Red flags",
+}
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _bar(path: Path, labels: list[str], values: list[float], title: str, xlabel: str):
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, max(2.5, 0.35 * len(labels) + 1)))
+    ax.barh(labels[::-1], values[::-1], color="#3b6ea5")
+    ax.set_title(title)
+    ax.set_xlabel(xlabel)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100, metadata={"Software": None})
+    plt.close(fig)
+
+
+def _histogram(path: Path, values: list[float], title: str, xlabel: str):
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 3.5))
+    ax.hist(values or [0], bins=20, color="#3b6ea5")
+    ax.set_title(title)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("stays")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100, metadata={"Software": None})
+    plt.close(fig)
+
+
+def _items_plot(path: Path, items_per_window: dict[str, Counter]):
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 3.5))
+    largest = max((max(c, default=0) for c in items_per_window.values()), default=0)
+    xs = list(range(largest + 1))
+    width = 0.8 / max(1, len(items_per_window))
+    for n, (task, counter) in enumerate(items_per_window.items()):
+        ax.bar(
+            [x + n * width for x in xs],
+            [counter.get(x, 0) for x in xs],
+            width=width,
+            label=TASK_TITLES[task],
+        )
+    ax.set_xlabel("items per window")
+    ax.set_ylabel("windows")
+    ax.set_title("Items per window")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100, metadata={"Software": None})
+    plt.close(fig)
+
+
+def _table(rows: list[tuple], header: tuple) -> str:
+    lines = [
+        "| " + " | ".join(header) + " |",
+        "| " + " | ".join("---" for _ in header) + " |",
+    ]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _pct(n: int, total: int) -> str:
+    return f"{100 * n / total:.1f} %" if total else "-"
+
+
+LABEL_SCHEMA = """\
+Each line of `windows.jsonl` (and each row of `windows.parquet`, where `labels`
+is the JSON string `labels_json` and the item texts are also list columns) is:
+
+```
+{
+  "window_id": int,            # stable id of the window on the platform
+  "stay_id": int,              # the ICU stay; its context is context/<stay_id>.jsonl
+  "patient_id": str,           # pseudonymous patient id
+  "window_index": int,         # 0 = the window at ICU admission
+  "start", "end": ISO 8601,    # the window is [start, end)
+  "start_hours", "end_hours": float,   # hours since ICU admission
+  "disease_group": str,        # ICD chapter of the admission diagnosis, sepsis apart
+  "context_file": "context/<stay_id>.jsonl",
+  "window_action_event_ids": [int],    # the window's own recorded actions
+  "labels": {
+    "status": {"value": "improving"|"stable"|"deteriorating"|null,
+               "evidence": [event ids], "provenance": {...}},
+    "acute_problems":      [{"text", "evidence": [event ids], "provenance"}],
+    "recommended_actions": [{"text", "evidence": [event ids], "provenance"}],
+    "red_flags":           [{"text", "evidence": [event ids], "provenance"}]
+  }
+}
+```
+
+Provenance: `{"source": "consensus" | "adjudicated", "raters": [pseudonymous rater
+ids], "texts": [the raters' phrasings]}` for Gold; `{"source": "oracle",
+"oracle_run_id", "backbone_kind", "model", "prompt_version"}` for Scale. Evidence
+ids refer to events of the stay's admission; hindsight labellers saw the whole
+trajectory, so evidence may point after the window.
+
+**Bedside context of a window** (spec sections 1-2): the lines of its stay's
+context file with `time` before the window's `end`. Outcome-revealing events
+(discharges, death, discharge summary and disposition) are not in the files.
+Interval end times are left out, since an infusion's end lies in the future.
+For the Recommended Actions task, also drop the events listed in
+`window_action_event_ids`: they are the answer.
+
+Each context line: `{"event_id", "time", "hours_since_admit", "kind"
+("observation" | "action"), "domain", "category", "name", "value_num", "unit",
+"value_text", "source_table"}`.
+"""
+
+
+def datacard_write(*, release, stats, folder: Path) -> None:
+    """Writes ``DATACARD.md`` and ``plots/*.png`` from the build's statistics."""
+    plots = folder / "plots"
+    plots.mkdir()
+    stays = list(stats.stays.values())
+    n_stays = len(stays)
+    group_labels = dict(DiseaseGroup.choices)
+    outcome_labels = dict(Outcome.choices)
+
+    by_group = Counter(s["disease_group"] for s in stays).most_common()
+    _bar(
+        plots / "disease_groups.png",
+        [group_labels.get(g, g) for g, _ in by_group],
+        [n for _, n in by_group],
+        "Stays by disease group",
+        "stays",
+    )
+    lengths = [s["length_hours"] for s in stays]
+    _histogram(plots / "stay_lengths.png", lengths, "ICU stay length", "hours")
+    by_outcome = Counter(s["outcome"] for s in stays).most_common()
+    _bar(
+        plots / "outcomes.png",
+        [outcome_labels.get(o, o) for o, _ in by_outcome],
+        [n for _, n in by_outcome],
+        "Hospital outcome",
+        "stays",
+    )
+    status = [(s, stats.status.get(s, 0)) for s in STATUS_ORDER if stats.status.get(s)]
+    _bar(
+        plots / "status.png",
+        [s for s, _ in status],
+        [n for _, n in status],
+        "Patient status labels",
+        "windows",
+    )
+    _items_plot(plots / "items_per_window.png", stats.items)
+
+    source = (
+        f"the consensus of Gold campaign {release.campaign.name!r}"
+        if release.kind == "gold"
+        else f"Oracle run {release.oracle_run.pk} ({release.oracle_run.name!r})"
+    )
+    parts = [
+        f"# {release.get_kind_display()} v{release.version}: data card",
+        "",
+        f"Built from {source}. Test-only: do not train on it. Matcher for scoring: "
+        f"`{release.matcher_model}` with tau = {release.tau:g}.",
+        "",
+        "## Cohort",
+        "",
+        f"{n_stays} ICU stays, {stats.windows} windows, "
+        f"{stats.context_events} bedside-context events.",
+        "",
+    ]
+    if lengths:
+        parts += [
+            f"Stay length (hours): median {statistics.median(lengths):.1f}, "
+            f"min {min(lengths):.1f}, max {max(lengths):.1f}.",
+            "",
+        ]
+    parts += [
+        _table(
+            [(group_labels.get(g, g), n, _pct(n, n_stays)) for g, n in by_group],
+            ("Disease group", "Stays", "Share"),
+        ),
+        "",
+        "![Stays by disease group](plots/disease_groups.png)",
+        "![Stay lengths](plots/stay_lengths.png)",
+        "",
+        _table(
+            [(outcome_labels.get(o, o), n, _pct(n, n_stays)) for o, n in by_outcome],
+            ("Outcome", "Stays", "Share"),
+        ),
+        "",
+        "![Outcomes](plots/outcomes.png)",
+        "",
+        "## Labels",
+        "",
+        _table(
+            [(s, n, _pct(n, stats.windows)) for s, n in status],
+            ("Patient status", "Windows", "Share"),
+        ),
+        "",
+        "![Status distribution](plots/status.png)",
+        "",
+        _table(
+            [
+                (
+                    TASK_TITLES[task],
+                    stats.item_totals.get(task, 0),
+                    f"{stats.item_totals.get(task, 0) / stats.windows:.2f}"
+                    if stats.windows
+                    else "-",
+                )
+                for task in TASK_TITLES
+            ],
+            ("Task", "Items", "Per window"),
+        ),
+        "",
+        "![Items per window](plots/items_per_window.png)",
+        "",
+        _table(
+            sorted(stats.hours_bins.items()),
+            ("Hours since ICU admission", "Windows"),
+        ),
+        "",
+        _table(sorted(stats.provenance.items()), ("Task:provenance", "Labels")),
+        "",
+        "## Label schema",
+        "",
+        LABEL_SCHEMA,
+        "",
+        "## Files",
+        "",
+        "`windows.jsonl`, `windows.parquet`, `context/<stay_id>.jsonl`, "
+        "`manifest.json` (counts, settings, agreement or validation report, and the "
+        "sha256 of every other file), `DATACARD.md`, `plots/*.png`.",
+        "",
+        "Physicians appear only as pseudonymous rater ids, stable within this release.",
+        "",
+    ]
+    (folder / "DATACARD.md").write_text("\n".join(parts), encoding="utf-8")

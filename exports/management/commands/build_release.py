@@ -1,0 +1,58 @@
+"""manage.py build_release (--campaign ID | --oracle-run ID) --user NAME: build a
+new version of RealICU-Gold or RealICU-Scale here, with a progress line."""
+
+from django.contrib.auth import get_user_model
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.management.base import BaseCommand, CommandError
+
+from annotation.models import Campaign
+from exports.building import release_build, release_folder
+from exports.models import ReleaseKind
+from exports.services import release_create
+from oracle.models import OracleRun
+from windows.importers.base import ConsoleProgress, Progress
+
+
+class Command(BaseCommand):
+    help = (
+        "Build a new, immutable release version: RealICU-Gold from a campaign's "
+        "consensus, or RealICU-Scale from a validated Oracle run."
+    )
+
+    def add_arguments(self, parser):
+        source = parser.add_mutually_exclusive_group(required=True)
+        source.add_argument("--campaign", type=int, help="Gold campaign id.")
+        source.add_argument("--oracle-run", type=int, help="Validated Oracle run id.")
+        parser.add_argument(
+            "--user", required=True, help="Username of the admin who builds it."
+        )
+        parser.add_argument("--notes", default="")
+
+    def handle(self, *args, campaign=None, oracle_run=None, user=None, notes="", **options):
+        admin = get_user_model().objects.filter(username=user).first()
+        if admin is None:
+            raise CommandError(f"No user {user!r}.")
+        try:
+            if campaign is not None:
+                found = Campaign.objects.filter(pk=campaign).first()
+                if found is None:
+                    raise CommandError(f"No campaign with id {campaign}.")
+                release = release_create(
+                    user=admin, kind=ReleaseKind.GOLD, campaign=found, notes=notes
+                )
+            else:
+                run = OracleRun.objects.filter(pk=oracle_run).first()
+                if run is None:
+                    raise CommandError(f"No Oracle run with id {oracle_run}.")
+                release = release_create(
+                    user=admin, kind=ReleaseKind.SCALE, oracle_run=run, notes=notes
+                )
+            progress = Progress(sinks=[ConsoleProgress(stream=self.stderr._out)])
+            release = release_build(release=release, progress=progress)
+        except (ValidationError, PermissionDenied) as exc:
+            messages = getattr(exc, "messages", None) or [str(exc)]
+            raise CommandError("; ".join(messages)) from exc
+        self.stdout.write(
+            f"{release} (id {release.pk}): {release.window_count} windows in "
+            f"{release_folder(release)}"
+        )

@@ -1,0 +1,317 @@
+"""Prediction files for a release: their validation, line by line, and their
+scores (spec section 6) with the release's matcher model and tau, overall and
+by disease group and by hours since admission."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+import numpy as np
+from django.core.exceptions import ValidationError
+
+from evaluation.matcher import SemanticMatcher
+from evaluation.metrics import (
+    DEFAULT_K,
+    STATUS_LABELS,
+    WindowGold,
+    WindowPrediction,
+    hours_bin,
+    score_by_group,
+    score_predictions,
+)
+from exports.building import json_safe
+from exports.models import Release, ReleaseWindow
+
+REQUIRED_FIELDS = ("window_id", "status", "acute_problems", "recommended_actions")
+LIST_FIELDS = ("acute_problems", "recommended_actions")
+# Messages reported for one file; the rest are counted.
+MAX_MESSAGES = 100
+MAX_K = 50
+# Texts embedded per call when warming the matcher.
+EMBED_CHUNK = 4000
+
+
+def release_window_ids(release: Release) -> set[int]:
+    return set(
+        ReleaseWindow.objects.filter(release=release).values_list("window_id", flat=True)
+    )
+
+
+def _check_line(
+    number: int, raw: bytes, known: set[int], seen: dict[int, int], release_name: str
+) -> tuple[list[str], dict | None]:
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return [f"line {number}: not UTF-8 text"], None
+    try:
+        record = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return [f"line {number}: not valid JSON ({exc.msg}, column {exc.colno})"], None
+    if not isinstance(record, dict):
+        return [f"line {number}: expected a JSON object, not {type(record).__name__}"], None
+    errors = []
+    missing = [f for f in REQUIRED_FIELDS if f not in record]
+    if missing:
+        errors.append(f"line {number}: missing field(s) {', '.join(missing)}")
+    window_id = record.get("window_id")
+    if "window_id" in record:
+        if not isinstance(window_id, int) or isinstance(window_id, bool):
+            errors.append(
+                f"line {number}: window_id must be an integer, not {window_id!r}"
+            )
+        elif window_id not in known:
+            errors.append(f"line {number}: window {window_id} is not in {release_name}")
+        elif window_id in seen:
+            errors.append(
+                f"line {number}: window {window_id} was already predicted on line "
+                f"{seen[window_id]}"
+            )
+        else:
+            seen[window_id] = number
+    if "status" in record and record["status"] not in STATUS_LABELS:
+        errors.append(
+            f"line {number}: status {record['status']!r} is not one of "
+            f"{', '.join(STATUS_LABELS)}"
+        )
+    for name in LIST_FIELDS:
+        if name in record:
+            value = record[name]
+            if not isinstance(value, list) or not all(
+                isinstance(v, str) for v in value
+            ):
+                errors.append(f"line {number}: {name} must be a list of strings")
+    return errors, (None if errors else record)
+
+
+def predictions_check(
+    *, lines: Iterable[bytes], release: Release, known: set[int] | None = None
+) -> tuple[list[str], int]:
+    """Validates a prediction file given as lines of bytes. Returns the messages
+    (each naming its line; at most ``MAX_MESSAGES``, then a count of the rest)
+    and the number of predictions. Blank lines are skipped."""
+    known = release_window_ids(release) if known is None else known
+    seen: dict[int, int] = {}
+    messages: list[str] = []
+    extra = 0
+    count = 0
+    for number, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            continue
+        errors, record = _check_line(number, raw, known, seen, release.name)
+        if record is not None:
+            count += 1
+        for error in errors:
+            if len(messages) < MAX_MESSAGES:
+                messages.append(error)
+            else:
+                extra += 1
+    if extra:
+        messages.append(f"... and {extra} more errors")
+    if not messages and count == 0:
+        messages.append("The file holds no predictions (one JSON object per line).")
+    return messages, count
+
+
+def predictions_read(path: Path) -> Iterator[WindowPrediction]:
+    """Predictions of a file already validated."""
+    with open(path, "rb") as handle:
+        for raw in handle:
+            if raw.strip():
+                yield WindowPrediction.from_mapping(json.loads(raw))
+
+
+def check_k(k) -> int:
+    if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= MAX_K:
+        raise ValidationError(f"k must be a whole number from 1 to {MAX_K}, not {k!r}.")
+    return k
+
+
+def release_gold(release: Release) -> list[WindowGold]:
+    """The release's labels as the metrics read them, from its stored records."""
+    gold = []
+    for window_id, stay_id, group, hours, record in (
+        ReleaseWindow.objects.filter(release=release)
+        .order_by("stay_id", "hours_since_admit", "window_id")
+        .values_list("window_id", "stay_id", "disease_group", "hours_since_admit", "record")
+        .iterator(chunk_size=2000)
+    ):
+        labels = record["labels"]
+        gold.append(
+            WindowGold(
+                window_id=window_id,
+                stay_id=stay_id,
+                status=labels["status"]["value"],
+                problems=[i["text"] for i in labels["acute_problems"]],
+                actions=[i["text"] for i in labels["recommended_actions"]],
+                red_flags=[i["text"] for i in labels["red_flags"]],
+                attributes={"disease_group": group, "hours_since_admit": hours},
+            )
+        )
+    return gold
+
+
+class PreparedMatcher:
+    """The release's matcher with every text of a scoring embedded up front, in
+    large batches through the embedding cache, so that each window's match
+    matrix is one small product of stored vectors."""
+
+    def __init__(self, matcher: SemanticMatcher, texts: Iterable[str]) -> None:
+        self.matcher = matcher
+        self.tau = matcher.tau
+        unique = list(dict.fromkeys(texts))
+        self.index = {text: n for n, text in enumerate(unique)}
+        chunks = [
+            matcher.embed(unique[start : start + EMBED_CHUNK])
+            for start in range(0, len(unique), EMBED_CHUNK)
+        ]
+        self.vectors = (
+            np.concatenate(chunks).astype(np.float32, copy=False)
+            if chunks
+            else np.zeros((0, 1), dtype=np.float32)
+        )
+
+    def _rows(self, texts) -> np.ndarray:
+        missing = list(dict.fromkeys(t for t in texts if t not in self.index))
+        if missing:
+            # A text outside the prepared set (a caller passing its own lists).
+            fresh = self.matcher.embed(missing).astype(np.float32, copy=False)
+            start = len(self.index)
+            self.vectors = fresh if start == 0 else np.vstack([self.vectors, fresh])
+            for n, text in enumerate(missing):
+                self.index[text] = start + n
+        return self.vectors[[self.index[t] for t in texts]]
+
+    def matrix(self, a, b) -> np.ndarray:
+        return (self._rows(a) @ self._rows(b).T) >= self.tau
+
+    def __call__(self, a: str, b: str) -> bool:
+        return bool(self.matrix([a], [b])[0, 0])
+
+
+def _texts(gold: list[WindowGold], predictions: list[WindowPrediction], k: int):
+    for g in gold:
+        yield from g.problems
+        yield from g.actions
+        yield from g.red_flags
+    for p in predictions:
+        yield from p.problems[:k]
+        yield from p.actions[:k]
+
+
+def release_matcher(release: Release) -> SemanticMatcher:
+    return SemanticMatcher(release.matcher_model, tau=release.tau)
+
+
+def scores_compute(
+    *,
+    release: Release,
+    predictions: list[WindowPrediction],
+    k: int = DEFAULT_K,
+    matcher=None,
+    progress=None,
+) -> dict:
+    """Every section-6 metric of valid predictions against the release, overall,
+    by disease group and by hours since admission (``hours_bin``)."""
+    check_k(k)
+    gold = release_gold(release)
+    if progress is not None:
+        progress.start(4, "embedding texts")
+    base = matcher or release_matcher(release)
+    embedded_before = getattr(base, "embedded_count", 0)
+    prepared = PreparedMatcher(base, _texts(gold, predictions, k))
+    if progress is not None:
+        progress.advance(1, "overall")
+    overall = score_predictions(predictions, gold, prepared, k)
+    if progress is not None:
+        progress.advance(1, "by disease group")
+    by_group = score_by_group(predictions, gold, prepared, "disease_group", k)
+    if progress is not None:
+        progress.advance(1, "by hours since admission")
+    by_hours = score_by_group(
+        predictions,
+        gold,
+        prepared,
+        lambda g: hours_bin(g.attributes["hours_since_admit"]),
+        k,
+    )
+    if progress is not None:
+        progress.advance(1, "done")
+    return json_safe(
+        {
+            "release": release.name,
+            "k": k,
+            "matcher_model": release.matcher_model,
+            "tau": release.tau,
+            "texts": len(prepared.index),
+            "texts_embedded": getattr(base, "embedded_count", 0) - embedded_before,
+            "overall": overall.as_dict(),
+            "by_disease_group": {
+                str(group): s.as_dict() for group, s in sorted(by_group.items(), key=str)
+            },
+            "by_hours_since_admit": {
+                str(b): s.as_dict()
+                for b, s in sorted(by_hours.items(), key=lambda kv: _bin_order(kv[0]))
+            },
+        }
+    )
+
+
+def _bin_order(label: str) -> float:
+    if label.startswith("<"):
+        return -math.inf
+    return float(label.split("-")[0].rstrip("h+"))
+
+
+METRIC_TITLES = {
+    "status_accuracy": "Status accuracy",
+    "status_macro_f1": "Status macro-F1",
+    "problems_hit_at_k": "Problems Hit@k",
+    "problems_recall_at_k": "Problems Recall@k",
+    "actions_hit_at_k": "Actions Hit@k",
+    "actions_recall_at_k": "Actions Recall@k",
+    "actions_hrr_at_k": "Actions HRR@k",
+}
+
+
+def breakdown_plot(*, breakdown: dict, title: str, path: Path, k: int) -> None:
+    """Grouped bars of the main metrics per group, to a PNG file."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    groups = list(breakdown)
+    metrics = ["status_accuracy", "problems_hit_at_k", "actions_hit_at_k", "actions_hrr_at_k"]
+    fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(groups) + 2), 4))
+    width = 0.8 / len(metrics)
+    for n, metric in enumerate(metrics):
+        values = [
+            (v if (v := breakdown[g].get(metric)) is not None else 0.0) for g in groups
+        ]
+        ax.bar(
+            [x + n * width for x in range(len(groups))],
+            values,
+            width=width,
+            label=METRIC_TITLES[metric].replace("@k", f"@{k}"),
+        )
+    ax.set_xticks([x + 0.4 - width / 2 for x in range(len(groups))])
+    ax.set_xticklabels(groups, rotation=30, ha="right")
+    ax.set_ylim(0, 1)
+    ax.set_title(title)
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

@@ -1,0 +1,152 @@
+"""Reads of the exports app, each scoped to what the user may see: researchers
+and admins see built releases (admins also those queued, building or failed),
+their own submissions, and the public ones on a leaderboard."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from django.db.models import QuerySet
+
+from annotation.models import Campaign
+from exports.building import release_folder
+from exports.models import (
+    Release,
+    ReleaseFile,
+    ReleaseState,
+    ReleaseWindow,
+    Submission,
+    SubmissionState,
+)
+from exports.roles import user_is_admin, user_may_use_releases
+from oracle.models import OracleRun, RunState
+
+
+def release_list(*, user) -> QuerySet[Release]:
+    if not user_may_use_releases(user):
+        return Release.objects.none()
+    qs = Release.objects.select_related("campaign", "oracle_run", "created_by")
+    if not user_is_admin(user):
+        qs = qs.filter(state=ReleaseState.READY)
+    return qs.order_by("-created_at", "-id")
+
+
+def release_get(*, user, release_id: int) -> Release | None:
+    return release_list(user=user).filter(pk=release_id).first()
+
+
+def release_files(*, release: Release) -> QuerySet[ReleaseFile]:
+    return release.files.order_by("path")
+
+
+def release_file_get(*, user, release_id: int, path: str) -> tuple[ReleaseFile, Path] | None:
+    """A file of a ready release the user may see, by its path in the release;
+    only paths the release lists are served, so nothing outside its folder."""
+    release = release_get(user=user, release_id=release_id)
+    if release is None or release.state != ReleaseState.READY:
+        return None
+    entry = ReleaseFile.objects.filter(release=release, path=path).first()
+    if entry is None:
+        return None
+    absolute = release_folder(release) / entry.path
+    if not absolute.is_file():
+        return None
+    return entry, absolute
+
+
+def release_windows(
+    *,
+    release: Release,
+    stay_id: int | None = None,
+    disease_group: str | None = None,
+    hours_min: float | None = None,
+    hours_max: float | None = None,
+) -> QuerySet[ReleaseWindow]:
+    """The release's window records, by stay and time, filtered. ``hours_min``
+    and ``hours_max`` bound the window's start in hours since ICU admission,
+    both inclusive."""
+    qs = ReleaseWindow.objects.filter(release=release)
+    if stay_id is not None:
+        qs = qs.filter(stay_id=stay_id)
+    if disease_group:
+        qs = qs.filter(disease_group=disease_group)
+    if hours_min is not None:
+        qs = qs.filter(hours_since_admit__gte=hours_min)
+    if hours_max is not None:
+        qs = qs.filter(hours_since_admit__lte=hours_max)
+    return qs.order_by("stay_id", "hours_since_admit", "window_id")
+
+
+def submission_list(*, user, release: Release | None = None) -> QuerySet[Submission]:
+    """The user's own submissions (an admin's view is the same: scores are the
+    researcher's until published)."""
+    if not user_may_use_releases(user):
+        return Submission.objects.none()
+    qs = Submission.objects.filter(submitted_by=user).select_related("release")
+    if release is not None:
+        qs = qs.filter(release=release)
+    return qs.order_by("-created_at", "-id")
+
+
+def submission_get(*, user, submission_id: int) -> Submission | None:
+    """One's own submission, or a public one on a release one may see."""
+    if not user_may_use_releases(user):
+        return None
+    submission = (
+        Submission.objects.select_related("release", "submitted_by")
+        .filter(pk=submission_id)
+        .first()
+    )
+    if submission is None:
+        return None
+    if submission.submitted_by_id == user.pk:
+        return submission
+    if submission.public and submission.state == SubmissionState.SCORED and (
+        release_get(user=user, release_id=submission.release_id) is not None
+    ):
+        return submission
+    return None
+
+
+LEADERBOARD_KEYS = (
+    "status_accuracy",
+    "status_macro_f1",
+    "problems_hit_at_k",
+    "problems_recall_at_k",
+    "actions_hit_at_k",
+    "actions_recall_at_k",
+    "actions_hrr_at_k",
+)
+
+
+def leaderboard(*, user, release: Release) -> list[dict]:
+    """Public, scored submissions of the release, best problems Hit@k first."""
+    if release_get(user=user, release_id=release.pk) is None:
+        return []
+    rows = []
+    for s in Submission.objects.filter(
+        release=release, public=True, state=SubmissionState.SCORED
+    ).select_related("submitted_by"):
+        overall = s.scores.get("overall", {})
+        rows.append(
+            {
+                "submission": s,
+                "author": s.submitted_by.get_username(),
+                "k": s.k,
+                **{key: overall.get(key) for key in LEADERBOARD_KEYS},
+            }
+        )
+    rows.sort(key=lambda r: -(r["problems_hit_at_k"] or 0.0))
+    return rows
+
+
+def release_build_choices(*, user) -> dict:
+    """Campaigns and completed Oracle runs an admin can release."""
+    if not user_is_admin(user):
+        return {"campaigns": [], "runs": []}
+    return {
+        "campaigns": list(Campaign.objects.order_by("-created_at")),
+        "runs": list(
+            OracleRun.objects.filter(state=RunState.COMPLETED).order_by("-created_at")
+        ),
+    }

@@ -1,0 +1,310 @@
+"""Writes of the exports app: creating a release (admins), submitting and
+scoring predictions (researchers), publishing a submission, API tokens."""
+
+from __future__ import annotations
+
+import logging
+import os
+import uuid
+from pathlib import Path
+
+from django.conf import settings
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import IntegrityError, transaction
+from django.db.models import Max
+from django.utils import timezone
+from rest_framework.authtoken.models import Token
+
+from annotation.models import Campaign, ConsensusLabel, WindowAgreement
+from evaluation.matcher import configured_model_name, matcher_for_settings
+from evaluation.metrics import DEFAULT_K
+from exports.models import (
+    Release,
+    ReleaseKind,
+    ReleaseState,
+    Submission,
+    SubmissionState,
+)
+from exports.roles import user_is_admin, user_may_use_releases
+from exports.scoring import (
+    breakdown_plot,
+    check_k,
+    predictions_check,
+    predictions_read,
+    scores_compute,
+)
+from oracle.models import OracleLabel, OracleLabelState, OracleRun, RunState
+
+logger = logging.getLogger(__name__)
+
+
+def _require_admin(user, what: str) -> None:
+    if not user_is_admin(user):
+        raise PermissionDenied(f"Only an admin can {what}.")
+
+
+def _require_release_user(user) -> None:
+    if not user_may_use_releases(user):
+        raise PermissionDenied("Only researchers and admins can use releases.")
+
+
+# Releases -------------------------------------------------------------------
+
+
+def _gold_matcher(campaign: Campaign) -> tuple[str, float]:
+    agreement = (
+        WindowAgreement.objects.filter(campaign=campaign)
+        .order_by("-computed_at")
+        .values_list("matcher_model", "tau")
+        .first()
+    )
+    if agreement:
+        return agreement
+    matcher = matcher_for_settings()
+    return configured_model_name(), matcher.tau
+
+
+def release_create(
+    *,
+    user,
+    kind: str,
+    campaign: Campaign | None = None,
+    oracle_run: OracleRun | None = None,
+    notes: str = "",
+) -> Release:
+    """A queued release, version = the kind's last + 1. Gold needs a campaign
+    with finished consensus; Scale an Oracle run that completed with labels and
+    has been validated against Gold (spec section 7)."""
+    _require_admin(user, "build a release")
+    fields: dict = {"kind": kind, "notes": notes.strip(), "created_by": user}
+    if kind == ReleaseKind.GOLD:
+        if campaign is None:
+            raise ValidationError("Choose the Gold campaign whose consensus to release.")
+        usable = ConsensusLabel.objects.filter(
+            campaign=campaign, dropped=False, dispute_count=0
+        ).count()
+        if usable == 0:
+            raise ValidationError(
+                f"Campaign {campaign.name!r} has no window with a finished consensus "
+                "(agreed, or with every dispute adjudicated); nothing to release."
+            )
+        fields["campaign"] = campaign
+        fields["matcher_model"], fields["tau"] = _gold_matcher(campaign)
+    elif kind == ReleaseKind.SCALE:
+        if oracle_run is None:
+            raise ValidationError("Choose the Oracle run whose labels to release.")
+        report = oracle_run.validation_reports.order_by("-created_at", "-id").first()
+        if report is None:
+            raise ValidationError(
+                f"Oracle run {oracle_run.pk} ({oracle_run.name!r}) has no validation "
+                "report: validate it against a Gold campaign's consensus before it "
+                "can label RealICU-Scale."
+            )
+        if oracle_run.state != RunState.COMPLETED:
+            raise ValidationError(
+                f"Oracle run {oracle_run.pk} is {oracle_run.get_state_display().lower()}"
+                "; only a completed run can be released."
+            )
+        if not OracleLabel.objects.filter(
+            run=oracle_run, state=OracleLabelState.OK
+        ).exists():
+            raise ValidationError(
+                f"Oracle run {oracle_run.pk} has no successful label to release."
+            )
+        fields.update(
+            oracle_run=oracle_run,
+            validation_report=report,
+            matcher_model=report.matcher_model,
+            tau=report.tau,
+        )
+    else:
+        raise ValidationError(f"Unknown release kind {kind!r}: gold or scale.")
+    for _attempt in range(5):
+        try:
+            with transaction.atomic():
+                last = Release.objects.filter(kind=kind).aggregate(v=Max("version"))["v"]
+                return Release.objects.create(version=(last or 0) + 1, **fields)
+        except IntegrityError:
+            continue  # another build took this version meanwhile
+    raise ValidationError("Could not number the release; try again.")
+
+
+def _enqueue(task, pk: int) -> None:
+    # A row that stands without its job is shown as queued; a broker that cannot
+    # be reached must not undo it.
+    try:
+        task.delay(pk)
+    except Exception:
+        logger.exception("could not queue %s(%s)", task.name, pk)
+
+
+def release_build_enqueue(*, release: Release) -> None:
+    from exports.tasks import release_build_task
+
+    transaction.on_commit(lambda: _enqueue(release_build_task, release.pk))
+
+
+# Submissions ----------------------------------------------------------------
+
+
+def _submissions_dir() -> Path:
+    path = Path(settings.REALICU_SUBMISSIONS_DIR)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _upload_lines(upload, sink, digest, max_bytes: int):
+    """Lines of an uploaded file, copied to ``sink`` and hashed on the way."""
+    size = 0
+    for line in upload:
+        size += len(line)
+        if size > max_bytes:
+            raise ValidationError(
+                f"The file is larger than {max_bytes // (1024 * 1024)} MB; split it "
+                "or ask an admin to raise REALICU_SUBMISSION_MAX_BYTES."
+            )
+        sink.write(line)
+        digest.update(line)
+        yield line
+
+
+def submission_create(
+    *,
+    user,
+    release: Release,
+    upload,
+    model_name: str,
+    k: int = DEFAULT_K,
+    public: bool = False,
+) -> Submission:
+    """Validates an uploaded prediction JSONL against the release and, only if
+    every line is valid, stores it and queues its scoring. ``upload`` is a
+    file-like object yielding lines of bytes (a Django upload, an open file).
+    A refused file leaves nothing behind; its messages name the lines."""
+    import hashlib
+
+    _require_release_user(user)
+    if release.state != ReleaseState.READY:
+        raise ValidationError(f"{release} is not ready; predictions need a built release.")
+    model_name = (model_name or "").strip()
+    if not model_name:
+        raise ValidationError("Name the model the predictions come from.")
+    if len(model_name) > 100:
+        raise ValidationError("The model name is longer than 100 characters.")
+    check_k(k)
+    folder = _submissions_dir()
+    temporary = folder / f".upload-{uuid.uuid4().hex}.jsonl"
+    digest = hashlib.sha256()
+    try:
+        with open(temporary, "wb") as sink:
+            messages, count = predictions_check(
+                lines=_upload_lines(
+                    upload, sink, digest, settings.REALICU_SUBMISSION_MAX_BYTES
+                ),
+                release=release,
+            )
+        if messages:
+            raise ValidationError(messages)
+        with transaction.atomic():
+            submission = Submission.objects.create(
+                release=release,
+                submitted_by=user,
+                model_name=model_name,
+                k=k,
+                public=bool(public),
+                file_path="",
+                sha256=digest.hexdigest(),
+                prediction_count=count,
+            )
+            relative = f"{release.name}/{submission.pk}.jsonl"
+            (folder / release.name).mkdir(exist_ok=True)
+            os.replace(temporary, folder / relative)
+            submission.file_path = relative
+            submission.save(update_fields=["file_path"])
+            from exports.tasks import submission_score_task
+
+            transaction.on_commit(lambda: _enqueue(submission_score_task, submission.pk))
+        return submission
+    finally:
+        temporary.unlink(missing_ok=True)
+
+
+def submission_folder(submission: Submission) -> Path:
+    return _submissions_dir() / submission.release.name
+
+
+def submission_plots_dir(submission: Submission) -> Path:
+    return submission_folder(submission) / f"{submission.pk}-plots"
+
+
+PLOTS = {
+    "by_disease_group": "Scores by disease group",
+    "by_hours_since_admit": "Scores by hours since ICU admission",
+}
+
+
+def submission_score(*, submission: Submission, matcher=None, progress=None) -> Submission:
+    """Scores a stored, valid submission with the release's matcher and tau.
+    Idempotent: a scored submission is left alone; a rerun recomputes."""
+    submission.refresh_from_db()
+    if submission.state == SubmissionState.SCORED:
+        return submission
+    Submission.objects.filter(pk=submission.pk).update(
+        state=SubmissionState.SCORING, error=""
+    )
+    try:
+        predictions = list(predictions_read(_submissions_dir() / submission.file_path))
+        scores = scores_compute(
+            release=submission.release,
+            predictions=predictions,
+            k=submission.k,
+            matcher=matcher,
+            progress=progress,
+        )
+        plots = submission_plots_dir(submission)
+        plots.mkdir(parents=True, exist_ok=True)
+        for name, title in PLOTS.items():
+            breakdown_plot(
+                breakdown=scores[name], title=title, path=plots / f"{name}.png",
+                k=submission.k,
+            )
+    except Exception as exc:
+        Submission.objects.filter(pk=submission.pk).update(
+            state=SubmissionState.FAILED, error=f"{type(exc).__name__}: {exc}"
+        )
+        raise
+    Submission.objects.filter(pk=submission.pk).update(
+        state=SubmissionState.SCORED, scores=scores, scored_at=timezone.now()
+    )
+    submission.refresh_from_db()
+    return submission
+
+
+@transaction.atomic
+def submission_publish(*, user, submission: Submission, public: bool) -> Submission:
+    """Shows a submission on its release's leaderboard, or takes it off; only
+    its author may."""
+    _require_release_user(user)
+    if submission.submitted_by_id != user.pk:
+        raise PermissionDenied("Only the researcher who submitted it can publish it.")
+    submission.public = bool(public)
+    submission.save(update_fields=["public"])
+    return submission
+
+
+# API tokens -----------------------------------------------------------------
+
+
+@transaction.atomic
+def token_create(*, user) -> Token:
+    """A new API token for the user, replacing any earlier one."""
+    _require_release_user(user)
+    Token.objects.filter(user=user).delete()
+    return Token.objects.create(user=user)
+
+
+@transaction.atomic
+def token_revoke(*, user) -> int:
+    _require_release_user(user)
+    deleted, _ = Token.objects.filter(user=user).delete()
+    return deleted

@@ -1,0 +1,39 @@
+"""Release pages, under releases/."""
+
+from django.urls import path
+
+from exports import views
+
+app_name = "exports"
+
+urlpatterns = [
+    path("", views.release_list, name="release_list"),
+    path("build/", views.release_build_start, name="release_build_start"),
+    path("token/", views.token_page, name="token"),
+    path("token/create/", views.token_create, name="token_create"),
+    path("token/revoke/", views.token_revoke, name="token_revoke"),
+    path("<int:release_id>/", views.release_detail, name="release_detail"),
+    path("<int:release_id>/progress/", views.release_progress, name="release_progress"),
+    path(
+        "<int:release_id>/files/<path:file_path>",
+        views.release_file,
+        name="release_file",
+    ),
+    path("<int:release_id>/submit/", views.submission_upload, name="submission_upload"),
+    path("<int:release_id>/leaderboard/", views.leaderboard, name="leaderboard"),
+    path(
+        "submissions/<int:submission_id>/",
+        views.submission_detail,
+        name="submission_detail",
+    ),
+    path(
+        "submissions/<int:submission_id>/plots/<str:name>.png",
+        views.submission_plot,
+        name="submission_plot",
+    ),
+    path(
+        "submissions/<int:submission_id>/publish/",
+        views.submission_publish,
+        name="submission_publish",
+    ),
+]

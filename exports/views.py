@@ -1,0 +1,306 @@
+"""Release pages for researchers and admins: the releases with their build
+progress, a release's files and your submissions, a submission's scores, the
+leaderboard, your API token, and the API's documentation page."""
+
+from __future__ import annotations
+
+from functools import wraps
+
+from django import forms
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.http import FileResponse, Http404
+from django.shortcuts import redirect, render
+from django.utils.cache import patch_vary_headers
+from django.views.decorators.http import require_GET, require_POST
+from rest_framework.authtoken.models import Token
+
+from annotation.models import Campaign
+from evaluation.metrics import DEFAULT_K
+from exports import selectors, services
+from exports.api import file_response
+from exports.models import ReleaseKind, SubmissionState
+from exports.roles import user_is_admin, user_may_use_releases
+from exports.scoring import MAX_K
+from exports.selectors import LEADERBOARD_KEYS
+from oracle.models import OracleRun
+
+PLOT_NAMES = ("by_disease_group", "by_hours_since_admit")
+
+
+def release_user_required(view):
+    """Researchers and admins only; anyone else gets a 404, so the pages do
+    not reveal themselves."""
+
+    @wraps(view)
+    @login_required
+    def wrapper(request, *args, **kwargs):
+        if not user_may_use_releases(request.user):
+            raise Http404
+        return view(request, *args, **kwargs)
+
+    return wrapper
+
+
+def _partial(request, template: str, partial: str, context: dict, status: int = 200):
+    wants = bool(request.htmx) and not request.htmx.history_restore_request
+    response = render(
+        request, f"{template}#{partial}" if wants else template, context, status=status
+    )
+    patch_vary_headers(response, ["HX-Request"])
+    return response
+
+
+class ReleaseBuildForm(forms.Form):
+    kind = forms.ChoiceField(choices=ReleaseKind.choices)
+    campaign = forms.ModelChoiceField(
+        queryset=Campaign.objects.all(), required=False, help_text="For RealICU-Gold."
+    )
+    oracle_run = forms.ModelChoiceField(
+        queryset=OracleRun.objects.all(), required=False, help_text="For RealICU-Scale."
+    )
+    notes = forms.CharField(required=False, max_length=2000)
+
+
+class SubmissionForm(forms.Form):
+    file = forms.FileField(help_text="JSONL: one prediction per line.")
+    model_name = forms.CharField(max_length=100)
+    k = forms.IntegerField(min_value=1, max_value=MAX_K, initial=DEFAULT_K)
+    public = forms.BooleanField(required=False, help_text="Show on the leaderboard.")
+
+
+def _release_list_page(request, form: ReleaseBuildForm | None = None, status: int = 200):
+    context = {
+        "releases": selectors.release_list(user=request.user),
+        "is_admin": user_is_admin(request.user),
+        "form": form or ReleaseBuildForm(),
+        **selectors.release_build_choices(user=request.user),
+    }
+    return _partial(request, "exports/release_list.html", "release_table", context, status)
+
+
+@require_GET
+@release_user_required
+def release_list(request):
+    return _release_list_page(request)
+
+
+@require_POST
+@release_user_required
+def release_build_start(request):
+    if not user_is_admin(request.user):
+        raise Http404
+    form = ReleaseBuildForm(request.POST)
+    if form.is_valid():
+        try:
+            release = services.release_create(
+                user=request.user,
+                kind=form.cleaned_data["kind"],
+                campaign=form.cleaned_data["campaign"],
+                oracle_run=form.cleaned_data["oracle_run"],
+                notes=form.cleaned_data["notes"],
+            )
+        except ValidationError as error:
+            for message in error.messages:
+                form.add_error(None, message)
+        else:
+            services.release_build_enqueue(release=release)
+            messages.success(request, f"{release} is queued for building.")
+            return redirect("exports:release_list")
+    return _release_list_page(request, form, status=400)
+
+
+@require_GET
+@release_user_required
+def release_progress(request, release_id: int):
+    release = selectors.release_get(user=request.user, release_id=release_id)
+    if release is None:
+        raise Http404("No such release.")
+    return render(request, "exports/release_list.html#release_row", {"release": release})
+
+
+def _release_or_404(request, release_id: int):
+    release = selectors.release_get(user=request.user, release_id=release_id)
+    if release is None:
+        raise Http404("No such release.")
+    return release
+
+
+def _release_detail_page(request, release, form=None, errors=(), status=200):
+    context = {
+        "release": release,
+        "files": selectors.release_files(release=release),
+        "submissions": selectors.submission_list(user=request.user, release=release),
+        "form": form or SubmissionForm(initial={"k": DEFAULT_K}),
+        "errors": list(errors),
+    }
+    return render(request, "exports/release_detail.html", context, status=status)
+
+
+@require_GET
+@release_user_required
+def release_detail(request, release_id: int):
+    return _release_detail_page(request, _release_or_404(request, release_id))
+
+
+@require_GET
+@release_user_required
+def release_file(request, release_id: int, file_path: str):
+    found = selectors.release_file_get(
+        user=request.user, release_id=release_id, path=file_path
+    )
+    if found is None:
+        raise Http404("No such file in this release.")
+    return file_response(request, *found)
+
+
+@require_POST
+@release_user_required
+def submission_upload(request, release_id: int):
+    release = _release_or_404(request, release_id)
+    form = SubmissionForm(request.POST, request.FILES)
+    if not form.is_valid():
+        return _release_detail_page(request, release, form=form, status=400)
+    try:
+        submission = services.submission_create(
+            user=request.user,
+            release=release,
+            upload=form.cleaned_data["file"],
+            model_name=form.cleaned_data["model_name"],
+            k=form.cleaned_data["k"],
+            public=form.cleaned_data["public"],
+        )
+    except ValidationError as error:
+        return _release_detail_page(
+            request, release, form=form, errors=error.messages, status=400
+        )
+    messages.success(request, "Predictions accepted; scoring has started.")
+    return redirect("exports:submission_detail", submission_id=submission.pk)
+
+
+def _submission_or_404(request, submission_id: int):
+    submission = selectors.submission_get(user=request.user, submission_id=submission_id)
+    if submission is None:
+        raise Http404("No such submission.")
+    return submission
+
+
+def _metric_rows(breakdown: dict) -> list[dict]:
+    return [{"group": group, **values} for group, values in breakdown.items()]
+
+
+@require_GET
+@release_user_required
+def submission_detail(request, submission_id: int):
+    submission = _submission_or_404(request, submission_id)
+    scores = submission.scores or {}
+    context = {
+        "submission": submission,
+        "overall": scores.get("overall"),
+        "by_group": _metric_rows(scores.get("by_disease_group", {})),
+        "by_hours": _metric_rows(scores.get("by_hours_since_admit", {})),
+        "scored": submission.state == SubmissionState.SCORED,
+        "mine": submission.submitted_by_id == request.user.pk,
+        "metric_keys": LEADERBOARD_KEYS,
+    }
+    return _partial(request, "exports/submission_detail.html", "scores", context)
+
+
+@require_GET
+@release_user_required
+def submission_plot(request, submission_id: int, name: str):
+    submission = _submission_or_404(request, submission_id)
+    if name not in PLOT_NAMES or submission.state != SubmissionState.SCORED:
+        raise Http404("No such plot.")
+    path = services.submission_plots_dir(submission) / f"{name}.png"
+    if not path.is_file():
+        raise Http404("No such plot.")
+    return FileResponse(open(path, "rb"), content_type="image/png")
+
+
+@require_POST
+@release_user_required
+def submission_publish(request, submission_id: int):
+    submission = _submission_or_404(request, submission_id)
+    try:
+        services.submission_publish(
+            user=request.user,
+            submission=submission,
+            public=request.POST.get("public") == "1",
+        )
+    except PermissionDenied as error:
+        messages.error(request, str(error))
+    return redirect("exports:submission_detail", submission_id=submission.pk)
+
+
+@require_GET
+@release_user_required
+def leaderboard(request, release_id: int):
+    release = _release_or_404(request, release_id)
+    context = {
+        "release": release,
+        "rows": selectors.leaderboard(user=request.user, release=release),
+    }
+    return render(request, "exports/leaderboard.html", context)
+
+
+@require_GET
+@release_user_required
+def token_page(request):
+    token = Token.objects.filter(user=request.user).first()
+    return render(
+        request,
+        "exports/token.html",
+        {"token": token, "new_key": request.session.pop("exports_new_token", None)},
+    )
+
+
+@require_POST
+@release_user_required
+def token_create(request):
+    token = services.token_create(user=request.user)
+    # Shown once, on the next page; the session holds it until then.
+    request.session["exports_new_token"] = token.key
+    return redirect("exports:token")
+
+
+@require_POST
+@release_user_required
+def token_revoke(request):
+    if services.token_revoke(user=request.user):
+        messages.success(request, "Your API token is revoked.")
+    return redirect("exports:token")
+
+
+@require_GET
+def api_docs(request):
+    """The API's documentation, rendered on the server from the OpenAPI
+    schema: no script from a CDN, so it works offline."""
+    from drf_spectacular.generators import SchemaGenerator
+
+    schema = SchemaGenerator().get_schema(request=None, public=True)
+    operations = []
+    for path, methods in schema.get("paths", {}).items():
+        for method, operation in methods.items():
+            responses = [
+                {"code": code, "description": r.get("description", "")}
+                for code, r in operation.get("responses", {}).items()
+            ]
+            body = operation.get("requestBody", {}).get("content", {})
+            operations.append(
+                {
+                    "method": method.upper(),
+                    "path": path,
+                    "id": operation.get("operationId", ""),
+                    "summary": operation.get("summary", ""),
+                    "parameters": operation.get("parameters", []),
+                    "body_types": list(body),
+                    "responses": responses,
+                }
+            )
+    return render(
+        request,
+        "exports/api_docs.html",
+        {"info": schema.get("info", {}), "operations": operations},
+    )

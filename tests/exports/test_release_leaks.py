@@ -1,0 +1,146 @@
+"""No leaks over whole releases built from the CLIF demo: a Scale release of
+every candidate window (Oracle labels as rows) and a Gold release from a small
+campaign with real consensus. For every window, its context (the stay file's
+events before the window's end) holds no outcome-revealing event, the stay file
+nothing past the stay's last window end, and the window's own actions are
+listed for removal."""
+
+import json
+from collections import defaultdict
+
+import pytest
+
+from exports.building import release_build
+from exports.models import ReleaseKind
+from exports.services import release_create
+from windows.importers.clif import clif_import
+from windows.models import Event, EventKind, Window
+from windows.selectors_context import OUTCOME_REVEALING_CATEGORIES, window_actions
+from windows.windowing import windows_build_many
+
+from .helpers import make_oracle_run, oracle_payload
+
+pytestmark = pytest.mark.django_db
+
+
+def _assert_no_leaks(release, folder):
+    records = [json.loads(line) for line in open(folder / "windows.jsonl")]
+    assert len(records) == release.window_count > 0
+    windows = {w.pk: w for w in Window.objects.filter(pk__in=[r["window_id"] for r in records])}
+    by_stay = defaultdict(list)
+    for record in records:
+        by_stay[record["stay_id"]].append(record)
+    checked = 0
+    for stay_id, stay_records in by_stay.items():
+        context = [json.loads(line) for line in open(folder / "context" / f"{stay_id}.jsonl")]
+        ids = [row["event_id"] for row in context]
+        assert len(ids) == len(set(ids))
+        events = {
+            e.pk: e
+            for e in Event.objects.filter(pk__in=ids).only("time", "kind", "category")
+        }
+        assert len(events) == len(ids)
+        last_end = max(windows[r["window_id"]].end for r in stay_records)
+        for e in events.values():
+            assert e.time < last_end
+            assert e.kind != EventKind.OUTCOME
+            assert e.category not in OUTCOME_REVEALING_CATEGORIES
+        for record in stay_records:
+            window = windows[record["window_id"]]
+            visible = [row for row in context if events[row["event_id"]].time < window.end]
+            assert all(events[row["event_id"]].time < window.end for row in visible)
+            checked += 1
+        # The listed own actions are exactly the window's recorded actions.
+        sample = windows[stay_records[len(stay_records) // 2]["window_id"]]
+        record = next(r for r in stay_records if r["window_id"] == sample.pk)
+        assert record["window_action_event_ids"] == list(
+            window_actions(window=sample).values_list("id", flat=True)
+        )
+    assert checked == len(records)
+
+
+def test_scale_release_of_the_whole_demo_leaks_nothing(
+    clif_demo_dir, admin_user, release_dirs
+):
+    clif_import(directory=clif_demo_dir)
+    from windows.models import Stay
+
+    windows_build_many(stays=Stay.objects.order_by("pk"), seed=0)
+    labels = {
+        w: ("stable", oracle_payload(problems=["Shock"], actions=["Fluids"]))
+        for w in Window.objects.all()
+    }
+    assert len(labels) > 1000
+    run = make_oracle_run(admin=admin_user, labels=labels, name="demo")
+    assert Event.objects.filter(category__in=OUTCOME_REVEALING_CATEGORIES).exists()
+    release = release_build(
+        release=release_create(user=admin_user, kind=ReleaseKind.SCALE, oracle_run=run)
+    )
+    _assert_no_leaks(release, release_dirs / release.directory)
+
+
+def test_gold_release_with_real_consensus_leaks_nothing_and_hides_physicians(
+    clif_demo_dir, admin_user, release_dirs
+):
+    import os
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from annotation.consensus import window_consensus_refresh
+    from annotation.selectors import recorded_critical_actions
+    from annotation.services import campaign_create, label_submit
+    from annotation.models import Assignment
+    from evaluation.matcher import matcher_for_settings
+    from tests.annotation.conftest import make_role_user
+    from windows.accounts import Role
+    from windows.models import Stay
+
+    clif_import(directory=clif_demo_dir)
+    stays = list(Stay.objects.order_by("pk")[:3])
+    windows_build_many(stays=Stay.objects.filter(pk__in=[s.pk for s in stays]), seed=0)
+    gold = list(Window.objects.filter(sampled_gold=True).order_by("stay_id", "index")[:6])
+    physicians = [make_role_user(Role.PHYSICIAN) for _ in range(2)]
+    campaign = campaign_create(
+        admin=admin_user, name="demo gold", windows=gold, physicians=physicians
+    )
+    for window in gold:
+        for physician in physicians:
+            assignment = Assignment.objects.get(
+                campaign=campaign, window=window, annotator=physician, active=True
+            )
+            label_submit(
+                annotator=physician,
+                assignment_id=assignment.pk,
+                payload={
+                    "status": "stable",
+                    "status_evidence": [],
+                    "acute_problems": [{"text": "Septic shock", "evidence": []}],
+                    "action_ratings": [
+                        {"event_id": e.pk, "rating": "acceptable", "evidence": []}
+                        for e in recorded_critical_actions(assignment=assignment)
+                    ],
+                    "added_actions": [],
+                    "red_flags": [{"text": "Avoid fluid overload", "evidence": []}],
+                },
+                base_version=0,
+            )
+    matcher = matcher_for_settings(tau=0.5)
+    for window in gold:
+        window_consensus_refresh(campaign=campaign, window=window, matcher=matcher)
+    release = release_build(
+        release=release_create(user=admin_user, kind=ReleaseKind.GOLD, campaign=campaign)
+    )
+    folder = release_dirs / release.directory
+    _assert_no_leaks(release, folder)
+    record = json.loads(open(folder / "windows.jsonl").readline())
+    problem = record["labels"]["acute_problems"][0]
+    assert problem["text"] == "Septic shock"
+    assert problem["provenance"]["source"] == "consensus"
+    assert all(r.startswith("rater-") for r in problem["provenance"]["raters"])
+    everything = "".join(
+        p.read_text(errors="ignore") for p in folder.rglob("*") if p.suffix in (".json", ".jsonl", ".md")
+    )
+    for physician in physicians:
+        assert physician.username not in everything
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["agreement_report"]["windows"] == 6
+    assert "label_ids" not in everything and "decision_id" not in everything
