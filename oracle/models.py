@@ -200,7 +200,12 @@ class OracleLabel(models.Model):
     parameters = models.JSONField(default=dict, blank=True)
     tokens_in = models.PositiveIntegerField(default=0)
     tokens_out = models.PositiveIntegerField(default=0)
-    latency_ms = models.PositiveIntegerField(default=0)
+    latency_ms = models.PositiveIntegerField(
+        default=0,
+        help_text="The requests' own time, from sending to reply, summed over "
+        "retries and the repair turn; waits for a concurrency slot, the rate "
+        "limit and backoff are not in it (rules: the labelling time).",
+    )
     attempts = models.PositiveSmallIntegerField(default=1)
     raw_response = models.TextField(blank=True)
     error = models.TextField(blank=True)
@@ -236,3 +241,63 @@ class ValidationReport(models.Model):
 
     def __str__(self) -> str:
         return f"Validation of run {self.run_id} against {self.campaign}"
+
+
+class OracleWindowClaim(models.Model):
+    """A chunk task's lease on a window of a run while it labels it, so two
+    workers never label the same window at once. ``token`` names the chunk
+    task; the lease is renewed while the task works, and a window whose lease
+    has run out (its worker died) may be claimed again. Deleted when the chunk
+    ends; the rows in flight also count the run's chunk tasks at work, which
+    share the run's concurrency and rate limits."""
+
+    run = models.ForeignKey(OracleRun, on_delete=models.CASCADE, related_name="claims")
+    window = models.ForeignKey(Window, on_delete=models.CASCADE, related_name="+")
+    token = models.CharField(max_length=32)
+    expires_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["run", "window"], name="oracle_claim_run_window_uniq")
+        ]
+        indexes = [models.Index(fields=["run", "token"], name="oracle_claim_run_token")]
+
+    def __str__(self) -> str:
+        return f"Claim of window {self.window_id} in run {self.run_id} by {self.token}"
+
+
+class ValidationJobState(models.TextChoices):
+    QUEUED = "queued", "Queued"
+    RUNNING = "running", "Running"
+    DONE = "done", "Done"
+    FAILED = "failed", "Failed"
+
+
+class ValidationJob(models.Model):
+    """A validation of a run against a campaign, computed on a worker (embedding
+    the Gold and Oracle texts may take a while on a cold cache). Done, it points
+    to the ``ValidationReport`` it made; a report exists only once complete."""
+
+    run = models.ForeignKey(
+        OracleRun, on_delete=models.CASCADE, related_name="validation_jobs"
+    )
+    campaign = models.ForeignKey(Campaign, on_delete=models.PROTECT, related_name="+")
+    state = models.CharField(
+        max_length=8, choices=ValidationJobState.choices,
+        default=ValidationJobState.QUEUED,
+    )
+    report = models.ForeignKey(
+        ValidationReport, null=True, blank=True, on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    error = models.TextField(blank=True)
+    created_by = models.ForeignKey(USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"Validation job {self.pk} of run {self.run_id} ({self.state})"

@@ -73,6 +73,10 @@ class _Usage:
     attempts: int = 0
     tokens_in: int = 0
     tokens_out: int = 0
+    # Time on the wire: from sending each request to its reply (or its error),
+    # summed over retries and the repair turn. Waiting for a concurrency slot,
+    # for the rate limiter and for a backoff is not in it.
+    request_seconds: float = 0.0
 
 
 def retry_after_seconds(value: str | None) -> float | None:
@@ -273,6 +277,7 @@ class OpenAICompatBackbone:
                     raise _Stopped()
                 await limiter.acquire()
                 usage.attempts += 1
+                sent = time.monotonic()
                 try:
                     response = await client.post(self.url, content=payload)
                     status, text = response.status_code, response.text
@@ -284,6 +289,8 @@ class OpenAICompatBackbone:
                 except httpx.HTTPError as error:
                     status, text = 0, ""
                     problem = f"connection error ({type(error).__name__})"
+                finally:
+                    usage.request_seconds += time.monotonic() - sent
             if problem is None and status == 200:
                 try:
                     data = json.loads(text)
@@ -317,7 +324,6 @@ class OpenAICompatBackbone:
             await asyncio.sleep(delay)
 
     async def _label_one(self, client, context, key, semaphore, limiter, stop):
-        started = time.monotonic()
         usage = _Usage()
 
         def result(**fields) -> BackboneResult:
@@ -325,7 +331,7 @@ class OpenAICompatBackbone:
                 window_id=context.window_id,
                 tokens_in=usage.tokens_in,
                 tokens_out=usage.tokens_out,
-                latency_ms=int((time.monotonic() - started) * 1000),
+                latency_ms=int(usage.request_seconds * 1000),
                 attempts=max(1, usage.attempts),
                 **fields,
             )

@@ -216,6 +216,29 @@ def test_concurrency_limit_is_respected_and_used(fake_llm, template):
     assert fake_llm.max_in_flight == 3
 
 
+def test_latency_is_the_requests_own_not_the_wait_for_a_slot(fake_llm, template, contexts):
+    """One request in flight at a time: the fourth window waits three replies
+    for its slot, and that wait is not its latency. A 429's Retry-After wait is
+    not either, while both requests' own times are summed."""
+    fake_llm.latency = 0.4
+    results = backbone(
+        fake_llm, template, concurrency=1, requests_per_minute=60000
+    ).label_many(contexts[:4])
+
+    assert len(results) == 4 and all(r.ok for r in results)
+    # Waiting counted would give 400, 800, 1200 and 1600 ms.
+    assert all(400 <= r.latency_ms < 1200 for r in results), [
+        r.latency_ms for r in results
+    ]
+
+    fake_llm.latency = 0.0
+    fake_llm.push(status=429, headers={"Retry-After": "2"}, delay=0.3)
+    fake_llm.push(content=valid_content(contexts[0], template), delay=0.3)
+    [result] = backbone(fake_llm, template).label_many([contexts[0]])
+    assert result.ok and result.attempts == 2
+    assert 600 <= result.latency_ms < 2000, result.latency_ms
+
+
 def test_requests_per_minute_spaces_request_starts(fake_llm, template, contexts):
     backbone(fake_llm, template, requests_per_minute=120).label_many(contexts[:4])
 

@@ -1,0 +1,82 @@
+"""Forms of the Oracle pages. They only parse what was posted; the rules are
+checked by oracle.services, whose messages the pages show."""
+
+from __future__ import annotations
+
+import json
+
+from django import forms
+
+from annotation.models import Campaign
+from oracle.models import Backbone, BackboneKind, PromptTemplate
+from windows.models import Cohort
+
+
+class BackboneForm(forms.Form):
+    name = forms.CharField(max_length=100)
+    kind = forms.ChoiceField(choices=BackboneKind.choices)
+    base_url = forms.CharField(
+        max_length=200, required=False, label="Base URL",
+        help_text="e.g. http://127.0.0.1:8000/v1 (OpenAI-compatible only).",
+    )
+    model = forms.CharField(max_length=200, required=False)
+    api_key_env = forms.CharField(
+        max_length=100, required=False, label="API key variable",
+        help_text="The name of the environment variable of the workers that holds "
+        "the key, e.g. OPENAI_API_KEY. The key itself is never entered here.",
+    )
+    parameters = forms.CharField(
+        required=False, widget=forms.Textarea(attrs={"rows": 3}),
+        help_text='Sampling parameters as a JSON object, e.g. {"temperature": 0}.',
+    )
+    timeout_seconds = forms.FloatField(initial=120.0, label="Timeout (s)")
+    max_retries = forms.IntegerField(initial=5, min_value=0, max_value=20)
+    concurrency = forms.IntegerField(
+        initial=16, label="Requests in flight", help_text="Per run, across workers."
+    )
+    requests_per_minute = forms.IntegerField(
+        initial=600, help_text="Per run, across workers."
+    )
+    price_per_million_input = forms.FloatField(initial=0.0, label="Price / 1M input tokens")
+    price_per_million_output = forms.FloatField(
+        initial=0.0, label="Price / 1M output tokens"
+    )
+
+    @classmethod
+    def for_backbone(cls, backbone: Backbone, data=None):
+        initial = {name: getattr(backbone, name) for name in cls.base_fields}
+        initial["parameters"] = json.dumps(backbone.parameters or {})
+        return cls(data, initial=initial)
+
+    def clean_parameters(self):
+        text = (self.cleaned_data.get("parameters") or "").strip()
+        if not text:
+            return {}
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise forms.ValidationError(f"Not valid JSON: {error.msg}.") from error
+        if not isinstance(value, dict):
+            raise forms.ValidationError("Parameters must be a JSON object.")
+        return value
+
+
+class RunForm(forms.Form):
+    name = forms.CharField(max_length=200, required=False)
+    backbone = forms.ModelChoiceField(queryset=Backbone.objects.all(), empty_label=None)
+    prompt = forms.ModelChoiceField(
+        queryset=PromptTemplate.objects.all(), required=False,
+        empty_label="The default prompt", label="Prompt version",
+    )
+    campaign = forms.ModelChoiceField(
+        queryset=Campaign.objects.all(), required=False, empty_label="—",
+        help_text="Label the campaign's windows (the Gold windows, for validation).",
+    )
+    cohort = forms.ModelChoiceField(
+        queryset=Cohort.objects.all(), required=False, empty_label="—",
+        help_text="Or label every candidate window of the cohort's stays (Scale).",
+    )
+
+
+class ValidateForm(forms.Form):
+    campaign = forms.ModelChoiceField(queryset=Campaign.objects.all(), empty_label=None)

@@ -1,0 +1,155 @@
+"""manage.py oracle_run --campaign ID | --cohort ID | --resume RUN_ID [--backbone
+NAME] [--inline]: the command-line twin of the run page, with a progress line."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from django.contrib.auth import get_user_model
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.management.base import BaseCommand, CommandError
+
+from annotation.models import Campaign
+from oracle import selectors, services
+from oracle.models import Backbone, OracleRun, RunState
+from windows.models import Cohort
+
+FOLLOW_SECONDS = 1.0
+
+
+def _bar(progress: dict, width: int = 30) -> str:
+    filled = int(width * progress["percent"] / 100)
+    rate = progress["rate_recent"] or progress["rate_overall"]
+    rate_text = f" · {rate:,.0f} windows/min" if rate else ""
+    failed = f" · {progress['failed']} failed" if progress["failed"] else ""
+    return (
+        f"\r[{'#' * filled}{'.' * (width - filled)}] {progress['percent']:3d}% "
+        f"{progress['done']}/{progress['total']}{failed}{rate_text} "
+        f"· {progress['state_display'].lower()}   "
+    )
+
+
+class Command(BaseCommand):
+    help = (
+        "Start an Oracle run over a campaign's windows or a cohort's candidate "
+        "windows (or resume one), then follow its progress. --inline labels in this "
+        "process instead of on the workers."
+    )
+
+    def add_arguments(self, parser):
+        which = parser.add_mutually_exclusive_group(required=True)
+        which.add_argument("--campaign", type=int, help="Campaign id.")
+        which.add_argument("--cohort", type=int, help="Cohort id.")
+        which.add_argument("--resume", type=int, metavar="RUN_ID", help="Resume a run.")
+        parser.add_argument(
+            "--backbone", help="Backbone name (default: the rules backbone, no LLM)."
+        )
+        parser.add_argument("--name", help="Run name.")
+        parser.add_argument(
+            "--inline", action="store_true", help="Label here, without a worker."
+        )
+        parser.add_argument("--chunk-size", type=int, default=None)
+        parser.add_argument(
+            "--admin", help="Username of the admin the run is recorded under "
+            "(default: the first superuser)."
+        )
+
+    def _admin(self, username):
+        users = get_user_model().objects.filter(is_active=True)
+        user = (
+            users.filter(username=username).first()
+            if username
+            else users.filter(is_superuser=True).order_by("pk").first()
+        )
+        if user is None:
+            raise CommandError(
+                f"No active user {username!r}." if username else
+                "No superuser to record the run under: create one "
+                "(manage.py createsuperuser) or pass --admin."
+            )
+        return user
+
+    def handle(self, *args, campaign=None, cohort=None, resume=None, backbone=None,
+               name=None, inline=False, chunk_size=None, admin=None, **options):
+        user = self._admin(admin)
+        enqueue = not inline
+        try:
+            if resume is not None:
+                run = OracleRun.objects.filter(pk=resume).first()
+                if run is None:
+                    raise CommandError(f"No Oracle run with id {resume}.")
+                run = services.oracle_run_resume(admin=user, run=run, enqueue=enqueue)
+            else:
+                if backbone:
+                    chosen = Backbone.objects.filter(name=backbone).first()
+                    if chosen is None:
+                        names = ", ".join(Backbone.objects.values_list("name", flat=True))
+                        raise CommandError(f"No backbone named {backbone!r} ({names}).")
+                else:
+                    chosen = selectors.backbone_rules_default()
+                found_campaign = found_cohort = None
+                if campaign is not None:
+                    found_campaign = Campaign.objects.filter(pk=campaign).first()
+                    if found_campaign is None:
+                        raise CommandError(f"No campaign with id {campaign}.")
+                else:
+                    found_cohort = Cohort.objects.filter(pk=cohort).first()
+                    if found_cohort is None:
+                        raise CommandError(f"No cohort with id {cohort}.")
+                target = found_campaign or found_cohort
+                run = services.oracle_run_create(
+                    admin=user,
+                    name=name or f"{chosen.name} on {target}",
+                    backbone=chosen,
+                    campaign=found_campaign,
+                    cohort=found_cohort,
+                    enqueue=enqueue,
+                )
+        except (ValidationError, PermissionDenied) as error:
+            raise CommandError("; ".join(getattr(error, "messages", [str(error)])))
+        self.stdout.write(f"Oracle run {run.pk}: {run.total_windows} windows.")
+        out = self.stderr._out if hasattr(self.stderr, "_out") else sys.stderr
+
+        def show(_=None):
+            run.refresh_from_db()
+            out.write(_bar(selectors.oracle_run_progress(admin=user, run=run)))
+            out.flush()
+
+        try:
+            if inline:
+                try:
+                    services.oracle_run_execute_inline(
+                        run_id=run.pk, chunk_size=chunk_size, on_chunk=show
+                    )
+                except Exception as error:
+                    services.oracle_run_fail(
+                        run_id=run.pk, error=f"{type(error).__name__}: {error}"
+                    )
+                    raise CommandError(f"Run {run.pk} failed: {error}") from error
+            else:
+                while True:
+                    show()
+                    if run.state not in (RunState.QUEUED, RunState.RUNNING):
+                        break
+                    time.sleep(FOLLOW_SECONDS)
+        except (ValidationError, PermissionDenied, CommandError):
+            raise
+        except KeyboardInterrupt:
+            out.write("\n")
+            self.stdout.write(
+                f"Stopped following; run {run.pk} goes on"
+                + (" on the workers." if not inline else
+                   f" when resumed (--resume {run.pk}).")
+            )
+            return
+        show()
+        out.write("\n")
+        run.refresh_from_db()
+        progress = selectors.oracle_run_progress(admin=user, run=run)
+        self.stdout.write(
+            f"Run {run.pk} {run.get_state_display().lower()}: {progress['ok']} labelled, "
+            f"{progress['failed']} failed, {progress['remaining']} to do."
+        )
+        if run.error:
+            raise CommandError(run.error)

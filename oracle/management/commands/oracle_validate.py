@@ -1,0 +1,91 @@
+"""manage.py oracle_validate RUN_ID --campaign ID [--admin NAME]: the Oracle run
+measured against the campaign's Gold consensus (paper Table 1), computed in this
+process with a progress line, and stored as a validation report."""
+
+from __future__ import annotations
+
+import sys
+
+from django.contrib.auth import get_user_model
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.management.base import BaseCommand, CommandError
+
+from annotation.models import Campaign
+from oracle import services
+from oracle.models import OracleRun
+
+
+def _line(done: int, total: int, label: str, width: int = 30) -> str:
+    percent = min(100, round(100 * done / total)) if total else 0
+    filled = int(width * percent / 100)
+    return (
+        f"\r[{'#' * filled}{'.' * (width - filled)}] {percent:3d}% "
+        f"{done}/{total} · {label}   "
+    )
+
+
+def _figure(value) -> str:
+    return "–" if value is None else f"{value:.3f}"
+
+
+class Command(BaseCommand):
+    help = (
+        "Validate an Oracle run against a campaign's Gold consensus and store the "
+        "report (the page queues the same on a worker)."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("run_id", type=int, metavar="RUN_ID")
+        parser.add_argument("--campaign", type=int, required=True, help="Campaign id.")
+        parser.add_argument(
+            "--admin", help="Username the report is recorded under "
+            "(default: the first superuser)."
+        )
+
+    def handle(self, *args, run_id, campaign, admin=None, **options):
+        users = get_user_model().objects.filter(is_active=True)
+        user = (
+            users.filter(username=admin).first()
+            if admin
+            else users.filter(is_superuser=True).order_by("pk").first()
+        )
+        if user is None:
+            raise CommandError(
+                f"No active user {admin!r}." if admin else
+                "No superuser to record the report under: pass --admin."
+            )
+        run = OracleRun.objects.select_related("prompt").filter(pk=run_id).first()
+        if run is None:
+            raise CommandError(f"No Oracle run with id {run_id}.")
+        found = Campaign.objects.filter(pk=campaign).first()
+        if found is None:
+            raise CommandError(f"No campaign with id {campaign}.")
+        out = self.stderr._out if hasattr(self.stderr, "_out") else sys.stderr
+
+        def show(done: int, total: int, label: str) -> None:
+            out.write(_line(done, total, label))
+            out.flush()
+
+        try:
+            report = services.validation_report_create(
+                admin=user, run=run, campaign=found, on_progress=show
+            )
+        except (ValidationError, PermissionDenied) as error:
+            raise CommandError("; ".join(getattr(error, "messages", [str(error)])))
+        out.write("\n")
+        figures = report.report
+        self.stdout.write(
+            f"Validation report {report.pk}: run {run.pk} against {found} "
+            f"({figures['n_windows']} windows compared, {figures['n_missing']} "
+            f"without an Oracle label; matcher {report.matcher_model}, "
+            f"tau {report.tau:g})"
+        )
+        self.stdout.write(
+            f"  status macro-F1 {_figure(figures['status_macro_f1'])}, "
+            f"accuracy {_figure(figures['status_accuracy'])}"
+        )
+        for task in ("acute_problems", "recommended_actions", "red_flags"):
+            self.stdout.write(
+                f"  {task.replace('_', ' ')} semantic F1 "
+                f"{_figure(figures[task]['f1'])}"
+            )

@@ -1,0 +1,286 @@
+"""Reads of the Oracle (spec section 7): backbones, runs with their live progress,
+failures and cost, and validation reports. Admin only: Oracle labels are never
+shown to physicians, so every read here checks the role first."""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import timedelta
+
+from django.core.exceptions import PermissionDenied
+from django.db.models import Count, Exists, OuterRef, Q, QuerySet, Sum
+from django.http import Http404
+from django.utils import timezone
+
+from annotation.models import Campaign
+from annotation.roles import user_is_admin
+from oracle.models import (
+    Backbone,
+    BackboneKind,
+    OracleLabel,
+    OracleLabelState,
+    OracleRun,
+    OracleWindowClaim,
+    PromptTemplate,
+    RunScope,
+    RunState,
+    ValidationJob,
+    ValidationJobState,
+    ValidationReport,
+)
+from windows.models import Cohort, Window
+
+RULES_BACKBONE_NAME = "Rules (no LLM)"
+# Failures listed on the run page; the reasons are counted over all of them.
+FAILURES_SHOWN = 50
+# Rate over the last minute: what the run does now, not its average.
+RATE_WINDOW_SECONDS = 60
+
+
+def _require_admin(user) -> None:
+    if not user_is_admin(user):
+        raise PermissionDenied("Only an admin can see Oracle runs.")
+
+
+def run_windows(*, run: OracleRun) -> QuerySet[Window]:
+    """The windows a run labels: its campaign's windows, or every candidate
+    window of its cohort's stays."""
+    if run.scope == RunScope.CAMPAIGN:
+        return Window.objects.filter(campaign_windows__campaign_id=run.campaign_id)
+    return Window.objects.filter(stay__cohort_stays__cohort_id=run.cohort_id)
+
+
+def run_windows_todo(*, run: OracleRun) -> QuerySet[Window]:
+    """The run's windows without an Oracle label (ok or failed) of this run."""
+    labelled = OracleLabel.objects.filter(run_id=run.pk, window_id=OuterRef("pk"))
+    return run_windows(run=run).filter(~Exists(labelled))
+
+
+def backbone_list(*, admin) -> QuerySet[Backbone]:
+    _require_admin(admin)
+    return Backbone.objects.annotate(run_count=Count("runs"))
+
+
+def backbone_get(*, admin, backbone_id) -> Backbone:
+    _require_admin(admin)
+    backbone = Backbone.objects.filter(pk=backbone_id).first()
+    if backbone is None:
+        raise Http404("No such backbone.")
+    return backbone
+
+
+def backbone_rules_default() -> Backbone:
+    """The rules backbone, made at first use, so a fresh install can run the
+    Oracle with no LLM configured."""
+    backbone = Backbone.objects.filter(kind=BackboneKind.RULES).order_by("pk").first()
+    if backbone is None:
+        backbone, _ = Backbone.objects.get_or_create(
+            name=RULES_BACKBONE_NAME,
+            defaults={"kind": BackboneKind.RULES, "concurrency": 4,
+                      "requests_per_minute": 100_000},
+        )
+    return backbone
+
+
+def prompt_list(*, admin) -> QuerySet[PromptTemplate]:
+    _require_admin(admin)
+    return PromptTemplate.objects.all()
+
+
+def campaigns_for_runs(*, admin) -> QuerySet[Campaign]:
+    _require_admin(admin)
+    return Campaign.objects.order_by("-created_at", "-pk")
+
+
+def cohorts_for_runs(*, admin) -> QuerySet[Cohort]:
+    _require_admin(admin)
+    return Cohort.objects.order_by("-created_at", "-pk")
+
+
+def run_list(*, admin) -> QuerySet[OracleRun]:
+    _require_admin(admin)
+    ok = Count("labels", filter=Q(labels__state=OracleLabelState.OK))
+    failed = Count("labels", filter=Q(labels__state=OracleLabelState.FAILED))
+    return OracleRun.objects.select_related(
+        "backbone", "prompt", "campaign", "cohort", "created_by"
+    ).annotate(ok_count=ok, failed_count=failed, report_count=Count(
+        "validation_reports", distinct=True))
+
+
+def run_get(*, admin, run_id) -> OracleRun:
+    _require_admin(admin)
+    run = (
+        OracleRun.objects.select_related("backbone", "prompt", "campaign", "cohort")
+        .filter(pk=run_id)
+        .first()
+    )
+    if run is None:
+        raise Http404("No such Oracle run.")
+    return run
+
+
+def _first_line(text: str) -> str:
+    line = (text or "").strip().splitlines()[0] if (text or "").strip() else ""
+    return line[:200] or "No reason recorded"
+
+
+def oracle_run_progress(*, admin, run: OracleRun) -> dict:
+    """Where the run stands, from its labels (committed one by one, so this is
+    live): windows done of the total, the rate over the last minute and over
+    the run, tokens and the estimated cost so far from the snapshot's prices,
+    and the failures with their reasons."""
+    _require_admin(admin)
+    labels = OracleLabel.objects.filter(run=run)
+    now = timezone.now()
+    figures = labels.aggregate(
+        done=Count("pk"),
+        failed=Count("pk", filter=Q(state=OracleLabelState.FAILED)),
+        tokens_in=Sum("tokens_in"),
+        tokens_out=Sum("tokens_out"),
+        recent=Count("pk", filter=Q(created_at__gte=now - timedelta(
+            seconds=RATE_WINDOW_SECONDS))),
+    )
+    done = figures["done"]
+    failed = figures["failed"]
+    tokens_in = figures["tokens_in"] or 0
+    tokens_out = figures["tokens_out"] or 0
+    snapshot = run.backbone_snapshot or {}
+    cost = (
+        tokens_in * float(snapshot.get("price_per_million_input") or 0)
+        + tokens_out * float(snapshot.get("price_per_million_output") or 0)
+    ) / 1_000_000
+    total = run.total_windows
+    elapsed = None
+    if run.started_at:
+        elapsed = ((run.finished_at or now) - run.started_at).total_seconds()
+    overall_rate = done / (elapsed / 60) if elapsed and elapsed > 0 else None
+    failures = list(
+        labels.filter(state=OracleLabelState.FAILED)
+        .select_related("window")
+        .order_by("window__stay_id", "window__index")
+        .values(
+            "window_id", "window__stay_id", "window__index", "error", "attempts",
+            "created_at",
+        )[:FAILURES_SHOWN]
+    )
+    reasons = Counter(
+        _first_line(error)
+        for error in labels.filter(state=OracleLabelState.FAILED).values_list(
+            "error", flat=True
+        )
+    )
+    active = run.state in (RunState.QUEUED, RunState.RUNNING)
+    return {
+        "state": run.state,
+        "state_display": run.get_state_display(),
+        "active": active,
+        "total": total,
+        "done": done,
+        "ok": done - failed,
+        "failed": failed,
+        "remaining": max(total - done, 0),
+        "percent": min(100, round(100 * done / total)) if total else 0,
+        "rate_recent": figures["recent"] * 60 / RATE_WINDOW_SECONDS if active else None,
+        "rate_overall": overall_rate,
+        "elapsed_seconds": elapsed,
+        "tokens_in": tokens_in,
+        "tokens_out": tokens_out,
+        "cost": cost,
+        "priced": bool(
+            snapshot.get("price_per_million_input")
+            or snapshot.get("price_per_million_output")
+        ),
+        "chunks_at_work": OracleWindowClaim.objects.filter(
+            run=run, expires_at__gte=now
+        ).values("token").distinct().count(),
+        "failures": failures,
+        "failure_reasons": reasons.most_common(),
+        "cancel_requested": run.cancel_requested_at is not None,
+        "error": run.error,
+    }
+
+
+def validation_reports_of(*, admin, run: OracleRun) -> QuerySet[ValidationReport]:
+    _require_admin(admin)
+    return run.validation_reports.select_related("campaign", "created_by")
+
+
+def validation_report_get(*, admin, run: OracleRun, report_id) -> ValidationReport:
+    _require_admin(admin)
+    report = run.validation_reports.select_related("campaign").filter(pk=report_id).first()
+    if report is None:
+        raise Http404("No such validation report.")
+    return report
+
+
+def validation_report_latest(*, run: OracleRun) -> ValidationReport | None:
+    """The run's newest validation report, or None. Not scoped to a user: for
+    callers that have checked who may see the run (the exports app's release
+    builder and API); the pages use ``validation_reports_of``."""
+    return (
+        ValidationReport.objects.select_related("campaign")
+        .filter(run=run)
+        .order_by("-created_at", "-id")
+        .first()
+    )
+
+
+VALIDATION_ACTIVE = (ValidationJobState.QUEUED, ValidationJobState.RUNNING)
+
+
+def validation_job_get(*, admin, run: OracleRun, job_id) -> ValidationJob:
+    _require_admin(admin)
+    job = (
+        ValidationJob.objects.select_related("campaign", "report")
+        .filter(run=run, pk=job_id)
+        .first()
+    )
+    if job is None:
+        raise Http404("No such validation.")
+    return job
+
+
+def validation_job_current(*, admin, run: OracleRun) -> ValidationJob | None:
+    """The run's newest validation still under way, if any."""
+    _require_admin(admin)
+    return (
+        ValidationJob.objects.select_related("campaign")
+        .filter(run=run, state__in=VALIDATION_ACTIVE)
+        .order_by("-created_at", "-id")
+        .first()
+    )
+
+
+def validation_job_progress(*, admin, job: ValidationJob) -> dict:
+    """Where a validation stands: its state from the database, the steps done
+    from the worker's live progress (windows.jobprogress)."""
+    _require_admin(admin)
+    from oracle.services import VALIDATION_PROGRESS_KIND
+    from windows.jobprogress import progress_get
+
+    live = progress_get(kind=VALIDATION_PROGRESS_KIND, pk=job.pk) or {}
+    total = int(live.get("total") or 0)
+    done = int(live.get("done") or 0)
+    finished = job.state in (ValidationJobState.DONE, ValidationJobState.FAILED)
+    percent = 100 if job.state == ValidationJobState.DONE else (
+        min(100, round(100 * done / total)) if total else 0
+    )
+    return {
+        "state": job.state,
+        "state_display": job.get_state_display(),
+        "active": not finished,
+        "percent": percent,
+        "done": done,
+        "total": total,
+        "step": live.get("label") or job.get_state_display().lower(),
+        "error": job.error,
+        "report_id": job.report_id,
+    }
+
+
+def campaign_get(*, admin, campaign_id) -> Campaign:
+    _require_admin(admin)
+    campaign = Campaign.objects.filter(pk=campaign_id).first()
+    if campaign is None:
+        raise Http404("No such campaign.")
+    return campaign

@@ -1,0 +1,824 @@
+"""Writes of the Oracle (spec section 7): backbones, Oracle runs and their
+chunked, resumable execution on Celery workers, and validation reports against
+Gold consensus.
+
+How a run shares out across workers: it is labelled in chunks. A chunk task
+claims up to ``chunk_size`` windows of the run that have no label and no live
+claim (``OracleWindowClaim``, a lease the task renews while it works), labels
+them, and saves each label as it arrives. The claim is taken with the run's row
+locked, so claims never overlap; a worker that dies stops renewing, its lease
+runs out and another chunk claims those windows. A label is inserted with ON
+CONFLICT DO NOTHING on (run, window), so even a chunk that outlived its lease
+never duplicates a label.
+
+How the limits hold across workers: at most ``lanes`` chunk tasks of a run hold
+claims at once (counted under the same row lock), and each labels with
+``concurrency // lanes`` requests in flight and ``requests_per_minute // lanes``
+per minute. The sum over workers is then within the run's limits with no shared
+counter to call per request, and it works on every broker and database the
+platform supports (Redis or the filesystem transport, PostgreSQL or SQLite). The
+price is that a lane whose worker is busy elsewhere leaves its share unused;
+``REALICU_ORACLE_LANES`` should match the worker processes.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from django.conf import settings
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import connection, transaction
+from django.db.models import Exists, OuterRef
+from django.utils import timezone
+
+from annotation.models import Campaign, ConsensusLabel, PatientStatus
+from annotation.roles import user_is_admin
+from oracle import selectors
+from oracle.backbones.base import BackboneResult
+from oracle.models import (
+    Backbone,
+    BackboneKind,
+    OracleLabel,
+    OracleLabelState,
+    OracleRun,
+    OracleWindowClaim,
+    PromptTemplate,
+    RunScope,
+    RunState,
+    ValidationJob,
+    ValidationJobState,
+    ValidationReport,
+)
+from windows.jobprogress import progress_set
+from windows.models import Cohort, Window
+
+logger = logging.getLogger(__name__)
+
+PROGRESS_KIND = "oracle_run"
+# How often a chunk looks for a cancel request and writes its progress.
+POLL_SECONDS = 1.0
+# A chunk task that found nothing to claim (the other lanes hold the rest, or a
+# dead worker's lease has not run out yet) tries again after this long.
+WAIT_SECONDS = 5
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+MAX_NAME = 200
+FINISHED_STATES = (RunState.CANCELLED, RunState.COMPLETED, RunState.FAILED)
+
+
+def _require_admin(user, what: str) -> None:
+    if not user_is_admin(user):
+        raise PermissionDenied(f"Only an admin can {what}.")
+
+
+def run_lanes(run: OracleRun | None = None) -> int:
+    """Chunk tasks of a run at work at once: the setting, bounded by the
+    backbone's limits so every lane gets at least one request in flight and one
+    per minute."""
+    lanes = max(1, int(getattr(settings, "REALICU_ORACLE_LANES", 2)))
+    if run is not None:
+        snapshot = run.backbone_snapshot or {}
+        lanes = min(
+            lanes,
+            max(1, int(snapshot.get("concurrency") or 1)),
+            max(1, int(snapshot.get("requests_per_minute") or 1)),
+        )
+    return lanes
+
+
+def chunk_size_default() -> int:
+    return max(1, int(getattr(settings, "REALICU_ORACLE_CHUNK_SIZE", 50)))
+
+
+def lease_seconds() -> int:
+    return max(5, int(getattr(settings, "REALICU_ORACLE_CLAIM_LEASE_SECONDS", 120)))
+
+
+# Backbones ----------------------------------------------------------------------
+
+BACKBONE_FIELDS = (
+    "name",
+    "kind",
+    "base_url",
+    "model",
+    "api_key_env",
+    "parameters",
+    "timeout_seconds",
+    "max_retries",
+    "concurrency",
+    "requests_per_minute",
+    "price_per_million_input",
+    "price_per_million_output",
+)
+
+
+def _backbone_validate(backbone: Backbone) -> None:
+    errors: dict[str, list[str]] = {}
+    backbone.name = (backbone.name or "").strip()
+    backbone.api_key_env = (backbone.api_key_env or "").strip()
+    if backbone.api_key_env and not ENV_NAME.match(backbone.api_key_env):
+        errors.setdefault("api_key_env", []).append(
+            "Give the name of an environment variable (letters, digits, "
+            "underscores), not the key itself."
+        )
+    if backbone.kind == BackboneKind.RULES and (backbone.base_url or backbone.api_key_env):
+        errors.setdefault("base_url", []).append(
+            "A rules backbone calls no endpoint: leave the base URL and the API key "
+            "variable empty."
+        )
+    if backbone.concurrency is not None and backbone.concurrency < 1:
+        errors.setdefault("concurrency", []).append("At least one request in flight.")
+    if backbone.requests_per_minute is not None and backbone.requests_per_minute < 1:
+        errors.setdefault("requests_per_minute", []).append(
+            "At least one request per minute."
+        )
+    if backbone.timeout_seconds is not None and not backbone.timeout_seconds > 0:
+        errors.setdefault("timeout_seconds", []).append("The timeout must be positive.")
+    for price in ("price_per_million_input", "price_per_million_output"):
+        value = getattr(backbone, price)
+        if value is not None and value < 0:
+            errors.setdefault(price, []).append("A price cannot be negative.")
+    try:
+        backbone.full_clean(exclude=["created_by"])
+    except ValidationError as error:
+        for key, messages in error.message_dict.items():
+            errors.setdefault(key, []).extend(messages)
+    if errors:
+        raise ValidationError(errors)
+
+
+@transaction.atomic
+def backbone_create(*, admin, name: str, kind: str, **fields) -> Backbone:
+    """A new backbone. The API key is never taken: ``api_key_env`` names the
+    environment variable that holds it."""
+    _require_admin(admin, "configure Oracle backbones")
+    unknown = set(fields) - set(BACKBONE_FIELDS)
+    if unknown:
+        raise ValidationError(f"Unknown backbone settings: {', '.join(sorted(unknown))}.")
+    backbone = Backbone(name=name, kind=kind, created_by=admin, **fields)
+    if backbone.parameters is None:
+        backbone.parameters = {}
+    _backbone_validate(backbone)
+    backbone.save()
+    return backbone
+
+
+@transaction.atomic
+def backbone_update(*, admin, backbone: Backbone, **fields) -> Backbone:
+    """Change a backbone's settings. Runs already made keep their snapshot."""
+    _require_admin(admin, "configure Oracle backbones")
+    unknown = set(fields) - set(BACKBONE_FIELDS)
+    if unknown:
+        raise ValidationError(f"Unknown backbone settings: {', '.join(sorted(unknown))}.")
+    backbone = Backbone.objects.select_for_update().get(pk=backbone.pk)
+    if "kind" in fields and fields["kind"] != backbone.kind and backbone.runs.exists():
+        raise ValidationError(
+            {"kind": "This backbone has runs: its kind cannot change. Make a new one."}
+        )
+    for key, value in fields.items():
+        setattr(backbone, key, value)
+    if backbone.parameters is None:
+        backbone.parameters = {}
+    _backbone_validate(backbone)
+    backbone.save()
+    return backbone
+
+
+# Runs ---------------------------------------------------------------------------
+
+
+def _enqueue_chunks(run_id: int, count: int) -> None:
+    """Queue ``count`` chunk tasks once the transaction commits. A broker that
+    cannot be reached leaves the run queued, for the admin to resume."""
+
+    def send() -> None:
+        from oracle.tasks import oracle_run_chunk_task
+
+        try:
+            for _ in range(count):
+                oracle_run_chunk_task.delay(run_id)
+        except Exception:
+            logger.exception("Oracle run %s: chunk tasks could not be queued", run_id)
+
+    transaction.on_commit(send)
+
+
+@transaction.atomic
+def oracle_run_create(
+    *,
+    admin,
+    name: str,
+    backbone: Backbone,
+    prompt: PromptTemplate | None = None,
+    campaign: Campaign | None = None,
+    cohort: Cohort | None = None,
+    enqueue: bool = True,
+) -> OracleRun:
+    """A run of ``backbone`` over a campaign's windows or over every candidate
+    window of a cohort's stays, queued for the workers once committed. The
+    backbone's settings are copied onto the run; later edits change nothing."""
+    _require_admin(admin, "start an Oracle run")
+    name = (name or "").strip()
+    if not name:
+        raise ValidationError({"name": "Give the run a name."})
+    if len(name) > MAX_NAME:
+        raise ValidationError({"name": f"At most {MAX_NAME} characters."})
+    if (campaign is None) == (cohort is None):
+        raise ValidationError(
+            "Choose either a campaign (its windows) or a cohort (all its candidate "
+            "windows), not both and not neither."
+        )
+    if backbone is None or backbone.pk is None:
+        raise ValidationError({"backbone": "Choose a backbone."})
+    try:
+        backbone.clean()
+    except ValidationError as error:
+        raise ValidationError(
+            f"Backbone {backbone.name} is not fully configured: "
+            + " ".join(error.messages)
+        ) from error
+    if prompt is None:
+        from oracle.prompts import prompt_default_get_or_create
+
+        prompt = prompt_default_get_or_create()
+    run = OracleRun(
+        name=name,
+        backbone=backbone,
+        backbone_snapshot=backbone.snapshot(),
+        prompt=prompt,
+        scope=RunScope.CAMPAIGN if campaign is not None else RunScope.COHORT,
+        campaign=campaign,
+        cohort=cohort,
+        created_by=admin,
+    )
+    total = selectors.run_windows(run=run).count()
+    if total == 0:
+        where = f"campaign {campaign}" if campaign else f"cohort {cohort}"
+        raise ValidationError(
+            f"The {where} has no windows to label; build them first "
+            "(manage.py build_windows)."
+        )
+    run.total_windows = total
+    run.save()
+    progress_set(kind=PROGRESS_KIND, pk=run.pk, done=0, total=total, label="queued")
+    if enqueue:
+        _enqueue_chunks(run.pk, run_lanes(run))
+    return run
+
+
+@transaction.atomic
+def oracle_run_cancel(*, admin, run: OracleRun) -> OracleRun:
+    """Stop the run: no new request is started (chunks poll for this); replies
+    already in flight are still saved. Resumable."""
+    _require_admin(admin, "cancel an Oracle run")
+    run = OracleRun.objects.select_for_update().get(pk=run.pk)
+    if run.state in (RunState.COMPLETED, RunState.CANCELLED):
+        raise ValidationError(f"The run is already {run.get_state_display().lower()}.")
+    now = timezone.now()
+    run.cancel_requested_at = now
+    run.state = RunState.CANCELLED
+    run.finished_at = now
+    run.save(update_fields=["cancel_requested_at", "state", "finished_at"])
+    return run
+
+
+def _restart(run: OracleRun) -> None:
+    run.state = RunState.QUEUED
+    run.cancel_requested_at = None
+    run.finished_at = None
+    run.error = ""
+    run.save(update_fields=["state", "cancel_requested_at", "finished_at", "error"])
+    _enqueue_chunks(run.pk, run_lanes(run))
+
+
+@transaction.atomic
+def oracle_run_resume(*, admin, run: OracleRun, enqueue: bool = True) -> OracleRun:
+    """Queue the run again for the windows that have no label yet. A running
+    run may be resumed too (its workers died): the lanes bound the chunks at
+    work, so the limits still hold."""
+    _require_admin(admin, "resume an Oracle run")
+    run = OracleRun.objects.select_for_update().get(pk=run.pk)
+    if not selectors.run_windows_todo(run=run).exists():
+        failed = run.labels.filter(state=OracleLabelState.FAILED).count()
+        hint = (
+            f" {failed} window{'s' if failed != 1 else ''} failed: retry them instead."
+            if failed
+            else ""
+        )
+        raise ValidationError(f"Every window of this run is labelled.{hint}")
+    if enqueue:
+        _restart(run)
+    else:
+        run.state = RunState.QUEUED
+        run.cancel_requested_at = None
+        run.finished_at = None
+        run.error = ""
+        run.save(update_fields=["state", "cancel_requested_at", "finished_at", "error"])
+    return run
+
+
+@transaction.atomic
+def oracle_run_retry_failed(*, admin, run: OracleRun, enqueue: bool = True) -> int:
+    """Forget the run's failed windows (this run's only) and label them again.
+    Returns how many were forgotten."""
+    _require_admin(admin, "retry an Oracle run's failures")
+    run = OracleRun.objects.select_for_update().get(pk=run.pk)
+    if run.state in (RunState.QUEUED, RunState.RUNNING):
+        raise ValidationError(
+            "The run is still going: wait for it to finish, or cancel it first."
+        )
+    failed, _ = OracleLabel.objects.filter(
+        run=run, state=OracleLabelState.FAILED
+    ).delete()
+    if not failed:
+        raise ValidationError("No window of this run failed: nothing to retry.")
+    if enqueue:
+        _restart(run)
+    else:
+        run.state = RunState.QUEUED
+        run.cancel_requested_at = None
+        run.finished_at = None
+        run.save(update_fields=["state", "cancel_requested_at", "finished_at"])
+    return failed
+
+
+def oracle_run_fail(*, run_id: int, error: str) -> None:
+    """Record an error that stopped a chunk (not a window's failure)."""
+    OracleRun.objects.filter(pk=run_id).exclude(state__in=FINISHED_STATES).update(
+        state=RunState.FAILED, error=error[:5000], finished_at=timezone.now()
+    )
+
+
+# Chunk execution ------------------------------------------------------------------
+
+
+class ChunkOutcome:
+    LABELLED = "labelled"  # labelled a chunk; more may remain
+    DONE = "done"  # every window has a label: the run is complete
+    STOPPED = "stopped"  # cancelled, finished or gone: nothing more to do
+    WAITING = "waiting"  # nothing to claim now; try again later
+
+
+@dataclass
+class ChunkResult:
+    outcome: str
+    claimed: int = 0
+    labelled: int = 0
+    failed: int = 0
+    retry_after: float = 0.0
+    window_ids: list[int] = field(default_factory=list)
+
+
+def _progress_write(run: OracleRun, *, label: str = "") -> None:
+    done = OracleLabel.objects.filter(run_id=run.pk).count()
+    progress_set(
+        kind=PROGRESS_KIND, pk=run.pk, done=done, total=run.total_windows, label=label
+    )
+
+
+def _complete(run: OracleRun) -> None:
+    now = timezone.now()
+    OracleRun.objects.filter(pk=run.pk, state=RunState.RUNNING).update(
+        state=RunState.COMPLETED, finished_at=now
+    )
+    OracleWindowClaim.objects.filter(run_id=run.pk).delete()
+    _progress_write(run, label="completed")
+
+
+def _claim(*, run_id: int, token: str, chunk_size: int) -> tuple[OracleRun | None, list[int], str]:
+    """Claim the next windows of the run for the chunk ``token``, under the
+    run's row lock: the lowest ids with no label and no live claim, if fewer
+    than ``lanes`` chunks hold claims."""
+    with transaction.atomic():
+        run = (
+            OracleRun.objects.select_for_update(of=("self",))
+            .select_related("prompt", "backbone", "campaign")
+            .filter(pk=run_id)
+            .first()
+        )
+        if run is None or run.state in FINISHED_STATES or run.cancel_requested_at:
+            return run, [], ChunkOutcome.STOPPED
+        now = timezone.now()
+        OracleWindowClaim.objects.filter(run=run, expires_at__lt=now).delete()
+        if run.state == RunState.QUEUED:
+            run.state = RunState.RUNNING
+            run.started_at = run.started_at or now
+            run.save(update_fields=["state", "started_at"])
+        at_work = (
+            OracleWindowClaim.objects.filter(run=run).values("token").distinct().count()
+        )
+        todo = selectors.run_windows_todo(run=run)
+        if at_work >= run_lanes(run):
+            if not todo.exists():
+                _complete(run)
+                return run, [], ChunkOutcome.DONE
+            return run, [], ChunkOutcome.WAITING
+        claimed = OracleWindowClaim.objects.filter(
+            run_id=run.pk, window_id=OuterRef("pk")
+        )
+        ids = list(
+            todo.filter(~Exists(claimed))
+            .order_by("pk")
+            .values_list("pk", flat=True)[:chunk_size]
+        )
+        if not ids:
+            if not todo.exists():
+                _complete(run)
+                return run, [], ChunkOutcome.DONE
+            return run, [], ChunkOutcome.WAITING
+        expires = now + timedelta(seconds=lease_seconds())
+        OracleWindowClaim.objects.bulk_create(
+            [
+                OracleWindowClaim(run=run, window_id=pk, token=token, expires_at=expires)
+                for pk in ids
+            ]
+        )
+        return run, ids, "claimed"
+
+
+def _backbone_for_run(run: OracleRun, lanes: int):
+    """The run's backbone as it was snapshotted, with this lane's share of the
+    concurrency and rate limits."""
+    from oracle.backbones import backbone_for
+
+    snapshot = run.backbone_snapshot or {}
+    kind = snapshot.get("kind", run.backbone.kind)
+    share = Backbone(
+        name=snapshot.get("name", run.backbone.name),
+        kind=kind,
+        base_url=snapshot.get("base_url", ""),
+        model=snapshot.get("model", "") if kind == BackboneKind.OPENAI else "",
+        # The variable's name, read from the live row: the snapshot keeps no
+        # trace of where the key lives, and the key itself is never stored.
+        api_key_env=run.backbone.api_key_env,
+        parameters=dict(snapshot.get("parameters") or {}),
+        timeout_seconds=snapshot.get("timeout_seconds", run.backbone.timeout_seconds),
+        max_retries=snapshot.get("max_retries", run.backbone.max_retries),
+        concurrency=max(1, int(snapshot.get("concurrency") or 1) // lanes),
+        requests_per_minute=max(
+            1, int(snapshot.get("requests_per_minute") or 1) // lanes
+        ),
+        price_per_million_input=snapshot.get("price_per_million_input", 0.0),
+        price_per_million_output=snapshot.get("price_per_million_output", 0.0),
+    )
+    return backbone_for(share, template=run.prompt)
+
+
+class _ChunkKeeper:
+    """Saves each result as it arrives, renews the chunk's lease, and tells the
+    backbone to stop once the run is cancelled. Thread-safe: a backbone may
+    report from its own threads."""
+
+    def __init__(self, *, run: OracleRun, token: str, window_ids: list[int]):
+        self.run = run
+        self.token = token
+        self.window_ids = set(window_ids)
+        self.snapshot = run.backbone_snapshot or {}
+        self.owner = threading.get_ident()
+        self.lock = threading.Lock()
+        self.stopped = False
+        self.saved: set[int] = set()
+        self.labelled = 0
+        self.failed = 0
+        now = time.monotonic()
+        self.last_poll = now
+        self.last_renew = now
+        self.lease = lease_seconds()
+
+    def _label(self, result: BackboneResult) -> OracleLabel:
+        ok = bool(result.ok)
+        error = result.error or ""
+        payload = result.payload if isinstance(result.payload, dict) else {}
+        if ok and result.status not in PatientStatus.values:
+            ok, error = False, f"The reply's status {result.status!r} is not a status."
+        if not ok and not error:
+            error = "The backbone gave no label and no reason."
+        return OracleLabel(
+            run_id=self.run.pk,
+            window_id=result.window_id,
+            state=OracleLabelState.OK if ok else OracleLabelState.FAILED,
+            status=result.status if ok else "",
+            payload=payload if ok else {},
+            backbone_kind=self.snapshot.get("kind", self.run.backbone.kind),
+            model=str(self.snapshot.get("model", ""))[:200],
+            prompt_version=self.run.prompt.version,
+            parameters=dict(self.snapshot.get("parameters") or {}),
+            tokens_in=max(0, int(result.tokens_in or 0)),
+            tokens_out=max(0, int(result.tokens_out or 0)),
+            latency_ms=max(0, int(result.latency_ms or 0)),
+            attempts=max(1, min(int(result.attempts or 1), 32767)),
+            raw_response=result.raw_response or "",
+            error=error,
+        )
+
+    def save(self, result: BackboneResult) -> None:
+        if result.window_id not in self.window_ids:
+            logger.warning(
+                "Oracle run %s: a result for window %s, which this chunk did not "
+                "claim, was ignored", self.run.pk, result.window_id,
+            )
+            return
+        with self.lock:
+            if result.window_id in self.saved:
+                return
+            self.saved.add(result.window_id)
+        label = self._label(result)
+        try:
+            # ON CONFLICT DO NOTHING: a window labelled by a chunk that outlived
+            # its lease keeps its first label.
+            OracleLabel.objects.bulk_create([label], ignore_conflicts=True)
+            with self.lock:
+                if label.state == OracleLabelState.OK:
+                    self.labelled += 1
+                else:
+                    self.failed += 1
+            self.tick()
+        finally:
+            if threading.get_ident() != self.owner:
+                connection.close()
+
+    def should_stop(self) -> bool:
+        self.tick()
+        return self.stopped
+
+    def tick(self) -> None:
+        now = time.monotonic()
+        with self.lock:
+            poll = now - self.last_poll >= POLL_SECONDS
+            renew = now - self.last_renew >= self.lease / 3
+            if poll:
+                self.last_poll = now
+            if renew:
+                self.last_renew = now
+        if not (poll or renew):
+            return
+        try:
+            if renew:
+                OracleWindowClaim.objects.filter(
+                    run_id=self.run.pk, token=self.token
+                ).update(expires_at=timezone.now() + timedelta(seconds=self.lease))
+            if poll:
+                state = (
+                    OracleRun.objects.filter(pk=self.run.pk)
+                    .values("state", "cancel_requested_at")
+                    .first()
+                )
+                if (
+                    state is None
+                    or state["cancel_requested_at"] is not None
+                    or state["state"] in FINISHED_STATES
+                ):
+                    self.stopped = True
+                _progress_write(self.run, label="running")
+        finally:
+            if threading.get_ident() != self.owner:
+                connection.close()
+
+    def release(self) -> None:
+        OracleWindowClaim.objects.filter(run_id=self.run.pk, token=self.token).delete()
+
+
+def _contexts_build(
+    windows: list[Window], critical_rules: list[dict] | None
+) -> tuple[list, dict[int, str]]:
+    """Contexts of the windows; a window whose context cannot be built is a
+    failure with the reason, not a reason to lose the chunk. A campaign's run
+    rates the recorded actions its physicians rated (the campaign's rules)."""
+    from oracle.context import window_contexts_build
+
+    try:
+        return list(
+            window_contexts_build(windows=windows, critical_rules=critical_rules)
+        ), {}
+    except Exception:
+        logger.exception("context of a chunk failed; building window by window")
+    contexts, failures = [], {}
+    for window in windows:
+        try:
+            contexts.extend(
+                window_contexts_build(windows=[window], critical_rules=critical_rules)
+            )
+        except Exception as error:  # noqa: BLE001 - the reason is recorded
+            failures[window.pk] = f"The window's context could not be built: {error}"
+    return contexts, failures
+
+
+def oracle_run_execute_chunk(
+    *, run_id: int, chunk_size: int | None = None, token: str | None = None
+) -> ChunkResult:
+    """Label the next chunk of the run's windows (see the module docstring):
+    claim, build contexts, label through the backbone with each result saved as
+    it arrives, release the claim. Idempotent and safe to run on any number of
+    workers at once."""
+    chunk_size = chunk_size or chunk_size_default()
+    token = token or uuid.uuid4().hex
+    run, ids, outcome = _claim(run_id=run_id, token=token, chunk_size=chunk_size)
+    if outcome == ChunkOutcome.WAITING:
+        return ChunkResult(outcome, retry_after=WAIT_SECONDS)
+    if outcome != "claimed":
+        return ChunkResult(outcome)
+    keeper = _ChunkKeeper(run=run, token=token, window_ids=ids)
+    try:
+        windows = list(
+            Window.objects.filter(pk__in=ids).select_related("stay").order_by("pk")
+        )
+        rules = (
+            run.campaign.critical_action_categories
+            if run.scope == RunScope.CAMPAIGN and run.campaign_id
+            else None
+        )
+        contexts, context_failures = _contexts_build(windows, rules)
+        for window_id, reason in context_failures.items():
+            keeper.save(BackboneResult(window_id=window_id, ok=False, error=reason))
+        if contexts and not keeper.should_stop():
+            backbone = _backbone_for_run(run, run_lanes(run))
+            results = backbone.label_many(
+                contexts, on_result=keeper.save, should_stop=keeper.should_stop
+            )
+            if not keeper.stopped:
+                # A backbone that returned results it did not report: save them
+                # too (saving twice is a no-op).
+                for result in results or []:
+                    keeper.save(result)
+    finally:
+        keeper.release()
+    _progress_write(run, label="running")
+    if keeper.stopped:
+        return ChunkResult(
+            ChunkOutcome.STOPPED, len(ids), keeper.labelled, keeper.failed, window_ids=ids
+        )
+    return ChunkResult(
+        ChunkOutcome.LABELLED, len(ids), keeper.labelled, keeper.failed, window_ids=ids
+    )
+
+
+def oracle_run_execute_inline(
+    *, run_id: int, chunk_size: int | None = None, on_chunk=None, wait=time.sleep
+) -> str:
+    """Run chunks in this process until the run is done or stopped: the command
+    line's ``--inline`` for small jobs, with no worker."""
+    while True:
+        result = oracle_run_execute_chunk(run_id=run_id, chunk_size=chunk_size)
+        if on_chunk is not None:
+            on_chunk(result)
+        if result.outcome in (ChunkOutcome.DONE, ChunkOutcome.STOPPED):
+            return result.outcome
+        if result.outcome == ChunkOutcome.WAITING:
+            wait(result.retry_after)
+
+
+# Validation against Gold ----------------------------------------------------------
+
+def _validation_check(*, admin, run: OracleRun, campaign: Campaign | None) -> None:
+    _require_admin(admin, "validate an Oracle run")
+    if campaign is None:
+        raise ValidationError("Choose the Gold campaign to validate against.")
+    if not ConsensusLabel.objects.filter(campaign=campaign).exists():
+        raise ValidationError(
+            f"Campaign {campaign} has no consensus yet: nothing to validate against."
+        )
+
+
+def validation_report_create(
+    *, admin, run: OracleRun, campaign: Campaign, matcher=None, on_progress=None
+) -> ValidationReport:
+    """Measure the run against the campaign's Gold consensus (spec section 6,
+    paper Table 1), here and now; see ``oracle.validation``. The pages queue
+    ``validation_job_create`` instead; this is the command line's way.
+    ``on_progress(done, total, label)`` follows the computation."""
+    _validation_check(admin=admin, run=run, campaign=campaign)
+    report, matcher = _validation_compute(
+        run=run, campaign=campaign, matcher=matcher, on_progress=on_progress
+    )
+    with transaction.atomic():
+        return _validation_report_save(
+            admin=admin, run=run, campaign=campaign, matcher=matcher, report=report
+        )
+
+
+def _validation_compute(*, run, campaign, matcher, on_progress):
+    from oracle.validation import oracle_validation_compute
+
+    if matcher is None:
+        from evaluation.matcher import matcher_for_settings
+
+        matcher = matcher_for_settings()
+    report = oracle_validation_compute(
+        run=run, campaign=campaign, matcher=matcher, on_progress=on_progress
+    )
+    return report, matcher
+
+
+def _validation_report_save(*, admin, run, campaign, matcher, report) -> ValidationReport:
+    return ValidationReport.objects.create(
+        run=run,
+        campaign=campaign,
+        created_by=admin,
+        matcher_model=getattr(matcher, "model_name", type(matcher).__name__)[:200],
+        tau=float(getattr(matcher, "tau", 0.5)),
+        report=report,
+    )
+
+
+VALIDATION_PROGRESS_KIND = "oracle_validation"
+VALIDATION_ACTIVE = selectors.VALIDATION_ACTIVE
+
+
+@transaction.atomic
+def validation_job_create(
+    *, admin, run: OracleRun, campaign: Campaign | None, enqueue: bool = True
+) -> ValidationJob:
+    """Queue the validation of the run against the campaign on a worker (a cold
+    matcher may take tens of seconds). A validation of the same run and
+    campaign still under way is returned instead of a second one."""
+    _validation_check(admin=admin, run=run, campaign=campaign)
+    OracleRun.objects.select_for_update().filter(pk=run.pk).first()
+    going = ValidationJob.objects.filter(
+        run=run, campaign=campaign, state__in=VALIDATION_ACTIVE
+    ).first()
+    if going is not None:
+        return going
+    job = ValidationJob.objects.create(run=run, campaign=campaign, created_by=admin)
+    progress_set(
+        kind=VALIDATION_PROGRESS_KIND, pk=job.pk, done=0, total=0, label="queued"
+    )
+    if enqueue:
+
+        def send() -> None:
+            from oracle.tasks import oracle_validation_task
+
+            try:
+                oracle_validation_task.delay(job.pk)
+            except Exception:
+                logger.exception("Validation job %s could not be queued", job.pk)
+
+        transaction.on_commit(send)
+    return job
+
+
+def validation_job_execute(*, job_id: int, matcher=None) -> ValidationJob | None:
+    """Compute a queued validation and record its report (or why it failed).
+    Idempotent: a job already done or failed is left as it is, and a job a dead
+    worker left running is computed again (a report is written once, with the
+    job's state, in one transaction)."""
+    with transaction.atomic():
+        job = (
+            ValidationJob.objects.select_for_update(of=("self",))
+            .select_related("run__prompt", "campaign", "created_by")
+            .filter(pk=job_id)
+            .first()
+        )
+        if job is None or job.state not in VALIDATION_ACTIVE:
+            return job
+        job.state = ValidationJobState.RUNNING
+        job.started_at = timezone.now()
+        job.save(update_fields=["state", "started_at"])
+
+    def on_progress(done: int, total: int, label: str) -> None:
+        progress_set(
+            kind=VALIDATION_PROGRESS_KIND, pk=job.pk, done=done, total=total, label=label
+        )
+
+    try:
+        _validation_check(admin=job.created_by, run=job.run, campaign=job.campaign)
+        report, matcher = _validation_compute(
+            run=job.run, campaign=job.campaign, matcher=matcher, on_progress=on_progress
+        )
+    except (ValidationError, PermissionDenied) as error:
+        with transaction.atomic():
+            _validation_job_finish(job, error=" ".join(
+                getattr(error, "messages", [str(error)])))
+        return job
+    except Exception as error:
+        logger.exception("Validation job %s failed", job.pk)
+        with transaction.atomic():
+            _validation_job_finish(job, error=f"{type(error).__name__}: {error}")
+        return job
+    with transaction.atomic():
+        # A second delivery of the task may have finished first: one report.
+        job = ValidationJob.objects.select_for_update().get(pk=job.pk)
+        if job.state != ValidationJobState.RUNNING:
+            return job
+        saved = _validation_report_save(
+            admin=job.created_by, run=job.run, campaign=job.campaign,
+            matcher=matcher, report=report,
+        )
+        _validation_job_finish(job, report=saved)
+    return job
+
+
+def _validation_job_finish(job: ValidationJob, *, report=None, error: str = "") -> None:
+    job.state = ValidationJobState.DONE if report is not None else ValidationJobState.FAILED
+    job.report = report
+    job.error = error[:5000]
+    job.finished_at = timezone.now()
+    job.save(update_fields=["state", "report", "error", "finished_at"])
+    progress_set(
+        kind=VALIDATION_PROGRESS_KIND, pk=job.pk, done=1, total=1,
+        label="done" if report is not None else "failed",
+    )

@@ -1,0 +1,27 @@
+"""The admin's Oracle pages."""
+
+from django.urls import path
+
+from oracle import views
+
+app_name = "oracle"
+
+urlpatterns = [
+    path("", views.run_list, name="run_list"),
+    path("runs/new/", views.run_new, name="run_new"),
+    path("runs/<int:run_id>/", views.run_detail, name="run_detail"),
+    path("runs/<int:run_id>/progress/", views.run_progress, name="run_progress"),
+    path("runs/<int:run_id>/cancel/", views.run_cancel, name="run_cancel"),
+    path("runs/<int:run_id>/resume/", views.run_resume, name="run_resume"),
+    path("runs/<int:run_id>/retry-failed/", views.run_retry_failed, name="run_retry_failed"),
+    path("runs/<int:run_id>/validation/", views.run_validation, name="run_validation"),
+    path("runs/<int:run_id>/validate/", views.run_validate, name="run_validate"),
+    path(
+        "runs/<int:run_id>/validations/<int:job_id>/progress/",
+        views.validation_progress,
+        name="validation_progress",
+    ),
+    path("backbones/", views.backbone_list, name="backbone_list"),
+    path("backbones/new/", views.backbone_new, name="backbone_new"),
+    path("backbones/<int:backbone_id>/", views.backbone_edit, name="backbone_edit"),
+]

@@ -1,0 +1,305 @@
+"""The admin's Oracle pages: backbones, runs with a live progress bar, and the
+validation of a run against a Gold campaign. Admin only (404 for anyone else):
+Oracle labels are never shown to physicians."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.http import HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import NoReverseMatch, reverse
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from annotation.views import _error_text, admin_required
+from oracle import selectors, services
+from oracle.forms import BackboneForm, RunForm, ValidateForm
+from oracle.models import BackboneKind, RunState
+
+CHART_STATUS = ("improving", "stable", "deteriorating")
+
+
+def _wants_partial(request) -> bool:
+    return bool(request.htmx) and not request.htmx.history_restore_request
+
+
+def _form_errors_from(form, error) -> None:
+    if hasattr(error, "error_dict"):
+        for key, messages_ in error.message_dict.items():
+            form.add_error(key if key in form.fields else None, messages_)
+    else:
+        form.add_error(None, _error_text(error))
+
+
+# Backbones ------------------------------------------------------------------------
+
+
+@require_GET
+@admin_required
+def backbone_list(request):
+    selectors.backbone_rules_default()
+    backbones = selectors.backbone_list(admin=request.user)
+    return render(request, "oracle/backbone_list.html", {"backbones": backbones})
+
+
+@require_http_methods(["GET", "POST"])
+@admin_required
+def backbone_new(request):
+    form = BackboneForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            backbone = services.backbone_create(admin=request.user, **form.cleaned_data)
+        except (ValidationError, PermissionDenied) as error:
+            _form_errors_from(form, error)
+        else:
+            messages.success(request, f"Backbone {backbone.name} saved.")
+            return redirect("oracle:backbone_list")
+    return render(request, "oracle/backbone_form.html", {"form": form, "backbone": None})
+
+
+@require_http_methods(["GET", "POST"])
+@admin_required
+def backbone_edit(request, backbone_id: int):
+    backbone = selectors.backbone_get(admin=request.user, backbone_id=backbone_id)
+    form = BackboneForm.for_backbone(backbone, request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            services.backbone_update(
+                admin=request.user, backbone=backbone, **form.cleaned_data
+            )
+        except (ValidationError, PermissionDenied) as error:
+            _form_errors_from(form, error)
+        else:
+            messages.success(request, f"Backbone {form.cleaned_data['name']} saved.")
+            return redirect("oracle:backbone_list")
+    return render(
+        request, "oracle/backbone_form.html", {"form": form, "backbone": backbone}
+    )
+
+
+# Runs -------------------------------------------------------------------------------
+
+
+@require_GET
+@admin_required
+def run_list(request):
+    runs = selectors.run_list(admin=request.user)
+    return render(request, "oracle/run_list.html", {"runs": runs})
+
+
+@require_http_methods(["GET", "POST"])
+@admin_required
+def run_new(request):
+    rules = selectors.backbone_rules_default()
+    initial = {"backbone": rules.pk}
+    if request.GET.get("campaign"):
+        initial["campaign"] = request.GET["campaign"]
+    form = RunForm(request.POST or None, initial=initial)
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        target = data["campaign"] or data["cohort"]
+        try:
+            run = services.oracle_run_create(
+                admin=request.user,
+                name=data["name"] or f"{data['backbone'].name} on {target}",
+                backbone=data["backbone"],
+                prompt=data["prompt"],
+                campaign=data["campaign"],
+                cohort=data["cohort"],
+            )
+        except (ValidationError, PermissionDenied) as error:
+            _form_errors_from(form, error)
+        else:
+            messages.success(request, f"Oracle run {run.pk} queued: {run.total_windows} windows.")
+            return redirect("oracle:run_detail", run.pk)
+    return render(request, "oracle/run_new.html", {"form": form})
+
+
+def _run_context(request, run) -> dict:
+    return {
+        "run": run,
+        "progress": selectors.oracle_run_progress(admin=request.user, run=run),
+        "snapshot": run.backbone_snapshot or {},
+        "is_rules": (run.backbone_snapshot or {}).get("kind") == BackboneKind.RULES,
+        "can_cancel": run.state in (RunState.QUEUED, RunState.RUNNING),
+    }
+
+
+@require_GET
+@admin_required
+def run_detail(request, run_id: int):
+    run = selectors.run_get(admin=request.user, run_id=run_id)
+    context = _run_context(request, run)
+    context["reports"] = selectors.validation_reports_of(admin=request.user, run=run)
+    context["validate_form"] = ValidateForm(initial={"campaign": run.campaign_id})
+    return render(request, "oracle/run_detail.html", context)
+
+
+@require_GET
+@admin_required
+def run_progress(request, run_id: int):
+    run = selectors.run_get(admin=request.user, run_id=run_id)
+    return render(request, "oracle/run_detail.html#run_progress", _run_context(request, run))
+
+
+def _run_action(request, run_id: int, action, done_message):
+    run = selectors.run_get(admin=request.user, run_id=run_id)
+    try:
+        result = action(admin=request.user, run=run)
+    except (ValidationError, PermissionDenied) as error:
+        messages.error(request, _error_text(error))
+    else:
+        messages.success(request, done_message(result))
+    return redirect("oracle:run_detail", run_id)
+
+
+@require_POST
+@admin_required
+def run_cancel(request, run_id: int):
+    return _run_action(
+        request, run_id, services.oracle_run_cancel,
+        lambda run: "Run cancelled: no new request is sent; replies in flight are kept.",
+    )
+
+
+@require_POST
+@admin_required
+def run_resume(request, run_id: int):
+    return _run_action(
+        request, run_id, services.oracle_run_resume,
+        lambda run: "Run resumed: the windows without a label are queued.",
+    )
+
+
+@require_POST
+@admin_required
+def run_retry_failed(request, run_id: int):
+    return _run_action(
+        request, run_id, services.oracle_run_retry_failed,
+        lambda n: f"{n} failed window{'s' if n != 1 else ''} queued again.",
+    )
+
+
+# Validation ----------------------------------------------------------------------
+
+
+def _promote_url(run) -> str | None:
+    """The exports app's release builder for this run, when it exists."""
+    try:
+        return reverse("exports:release_new") + f"?run={run.pk}"
+    except NoReverseMatch:
+        return None
+
+
+def _bars(report: dict) -> list[dict]:
+    """Table 1 as bar widths (0-100) for the server-drawn chart."""
+    rows = [("Status macro-F1", report.get("status_macro_f1"))]
+    for key, label in (
+        ("acute_problems", "Acute problems F1"),
+        ("recommended_actions", "Recommended actions F1"),
+        ("red_flags", "Red flags F1"),
+    ):
+        rows.append((label, (report.get(key) or {}).get("f1")))
+    return [
+        {"label": label, "value": value,
+         "width": round(100 * value) if value is not None else 0}
+        for label, value in rows
+    ]
+
+
+def _confusion_rows(report: dict) -> list[dict]:
+    confusion = report.get("confusion") or {}
+    labels = confusion.get("labels") or list(CHART_STATUS)
+    matrix = confusion.get("matrix") or [[0] * len(labels) for _ in labels]
+    peak = max([max(row) for row in matrix] + [1])
+    return [
+        {
+            "gold": gold,
+            "cells": [
+                {"count": n, "shade": round(100 * n / peak), "diagonal": i == j}
+                for j, n in enumerate(row)
+            ],
+        }
+        for i, (gold, row) in enumerate(zip(labels, matrix))
+    ]
+
+
+def _job_context(request, run, job) -> dict:
+    return {
+        "run": run,
+        "job": job,
+        "job_progress": selectors.validation_job_progress(admin=request.user, job=job)
+        if job else None,
+    }
+
+
+@require_GET
+@admin_required
+def run_validation(request, run_id: int):
+    run = selectors.run_get(admin=request.user, run_id=run_id)
+    reports = selectors.validation_reports_of(admin=request.user, run=run)
+    report = None
+    if request.GET.get("report"):
+        report = selectors.validation_report_get(
+            admin=request.user, run=run, report_id=request.GET["report"]
+        )
+    else:
+        report = reports.first()
+    if request.GET.get("job"):
+        job = selectors.validation_job_get(
+            admin=request.user, run=run, job_id=request.GET["job"]
+        )
+    else:
+        job = selectors.validation_job_current(admin=request.user, run=run)
+    context = {
+        **_job_context(request, run, job),
+        "reports": reports,
+        "report": report,
+        "figures": report.report if report else None,
+        "bars": _bars(report.report) if report else [],
+        "confusion": _confusion_rows(report.report) if report else [],
+        "status_labels": (report.report.get("confusion") or {}).get("labels", CHART_STATUS)
+        if report else CHART_STATUS,
+        "validate_form": ValidateForm(initial={"campaign": run.campaign_id}),
+        "promote_url": _promote_url(run),
+    }
+    return render(request, "oracle/validation.html", context)
+
+
+@require_GET
+@admin_required
+def validation_progress(request, run_id: int, job_id: int):
+    """The polled progress of a validation; once it is done, the page is sent
+    to the report it made."""
+    run = selectors.run_get(admin=request.user, run_id=run_id)
+    job = selectors.validation_job_get(admin=request.user, run=run, job_id=job_id)
+    context = _job_context(request, run, job)
+    if request.htmx and job.report_id:
+        response = HttpResponse("")
+        response["HX-Redirect"] = (
+            reverse("oracle:run_validation", args=[run.pk]) + f"?report={job.report_id}"
+        )
+        return response
+    return render(request, "oracle/validation.html#validation_job", context)
+
+
+@require_POST
+@admin_required
+def run_validate(request, run_id: int):
+    run = selectors.run_get(admin=request.user, run_id=run_id)
+    form = ValidateForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "Choose a Gold campaign to validate against.")
+        return redirect("oracle:run_validation", run_id)
+    try:
+        job = services.validation_job_create(
+            admin=request.user, run=run, campaign=form.cleaned_data["campaign"]
+        )
+    except (ValidationError, PermissionDenied) as error:
+        messages.error(request, _error_text(error))
+        return redirect("oracle:run_validation", run_id)
+    messages.success(
+        request, f"Validation against {job.campaign} queued: the report opens here "
+        "when it is done."
+    )
+    return redirect(reverse("oracle:run_validation", args=[run_id]) + f"?job={job.pk}")

@@ -1,0 +1,165 @@
+"""The admin's Oracle pages: every page renders for an admin and is a 404 for a
+physician (Oracle labels are never shown to physicians); a run started from
+the form, its live progress fragment, refused input, and the backbone form that
+takes a key's variable name and never a key."""
+
+import pytest
+from django.urls import resolve, reverse
+
+from annotation.services import campaign_create
+from oracle import selectors, services
+from oracle.models import Backbone, OracleRun, ValidationJob, ValidationReport
+from tests.annotation.conftest import make_role_user
+from tests.oracle.test_runs import make_cohort_with_stay
+from windows.accounts import Role
+from windows.models import Window
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def _fast_password_hashing(settings):
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture
+def admin_user(db):
+    return make_role_user(Role.ADMIN)
+
+
+@pytest.fixture
+def run(admin_user):
+    cohort, _, windows = make_cohort_with_stay()
+    run = services.oracle_run_create(
+        admin=admin_user, name="page run", backbone=selectors.backbone_rules_default(),
+        cohort=cohort, enqueue=False,
+    )
+    services.oracle_run_execute_inline(run_id=run.pk)
+    Window.objects.filter(pk__in=[w.pk for w in windows[:2]]).update(sampled_gold=True)
+    campaign = campaign_create(
+        admin=admin_user, name="pages gold", windows=windows[:2],
+        physicians=[make_role_user(Role.PHYSICIAN) for _ in range(2)],
+    )
+    ValidationJob.objects.create(run=run, campaign=campaign, created_by=admin_user)
+    return run
+
+
+def oracle_urls(run):
+    rid = run.pk
+    backbone = run.backbone_id
+    job = run.validation_jobs.get().pk
+    return [
+        ("get", reverse("oracle:validation_progress", args=[rid, job])),
+        ("get", reverse("oracle:run_validation", args=[rid]) + f"?job={job}"),
+        ("get", reverse("oracle:run_list")),
+        ("get", reverse("oracle:run_new")),
+        ("get", reverse("oracle:run_detail", args=[rid])),
+        ("get", reverse("oracle:run_progress", args=[rid])),
+        ("get", reverse("oracle:run_validation", args=[rid])),
+        ("get", reverse("oracle:backbone_list")),
+        ("get", reverse("oracle:backbone_new")),
+        ("get", reverse("oracle:backbone_edit", args=[backbone])),
+        ("post", reverse("oracle:run_cancel", args=[rid])),
+        ("post", reverse("oracle:run_resume", args=[rid])),
+        ("post", reverse("oracle:run_retry_failed", args=[rid])),
+        ("post", reverse("oracle:run_validate", args=[rid])),
+    ]
+
+
+@pytest.mark.parametrize("role", [Role.PHYSICIAN, Role.RESEARCHER])
+def test_physicians_and_researchers_get_404_on_every_oracle_url(client, run, role):
+    """Every URL of oracle/urls.py is tried (checked against its patterns, so a
+    new page cannot be left out)."""
+    urls = oracle_urls(run)
+    assert {name for name in _url_names()} <= {
+        resolve(url.split("?")[0]).url_name for _, url in urls
+    }
+    client.force_login(make_role_user(role))
+    for method, url in urls:
+        assert getattr(client, method)(url).status_code == 404, url
+    # Nor through the Django admin, which is for staff (admins) only.
+    for model in ("oraclelabel", "oraclerun", "validationreport", "validationjob"):
+        response = client.get(f"/admin/oracle/{model}/")
+        assert response.status_code == 302 and "/admin/login/" in response.url
+    run.refresh_from_db()
+    assert run.state == "completed" and run.cancel_requested_at is None
+    assert run.labels.count() == run.total_windows
+    assert run.validation_jobs.get().state == "queued"
+    assert not ValidationReport.objects.exists()
+
+
+def _url_names():
+    from oracle.urls import urlpatterns
+
+    return [pattern.name for pattern in urlpatterns]
+
+
+def test_signed_out_visitors_are_sent_to_sign_in(client, run):
+    for method, url in oracle_urls(run):
+        response = getattr(client, method)(url)
+        assert response.status_code == 302 and "/accounts/login/" in response.url, url
+
+
+def test_admin_pages_render(client, admin_user, run):
+    client.force_login(admin_user)
+    for method, url in oracle_urls(run):
+        if method == "get":
+            response = client.get(url)
+            assert response.status_code == 200, url
+    page = client.get(reverse("oracle:run_detail", args=[run.pk])).content.decode()
+    assert 'data-percent="100"' in page and "no LLM" in page
+    assert "Oracle" in client.get(reverse("oracle:run_list")).content.decode()
+    validation = client.get(reverse("oracle:run_validation", args=[run.pk])).content.decode()
+    assert "data-no-report" in validation  # no promote button without a report
+    assert 'id="validation-job"' in validation  # the queued validation's bar
+
+
+def test_progress_fragment_polls_while_the_run_is_going(client, admin_user):
+    cohort, _, _ = make_cohort_with_stay()
+    run = services.oracle_run_create(
+        admin=admin_user, name="going", backbone=selectors.backbone_rules_default(),
+        cohort=cohort, enqueue=False,
+    )
+    client.force_login(admin_user)
+    fragment = client.get(
+        reverse("oracle:run_progress", args=[run.pk]), HTTP_HX_REQUEST="true"
+    ).content.decode()
+    assert 'hx-trigger="every 1500ms"' in fragment and "<html" not in fragment
+    assert 'data-percent="0"' in fragment and "data-cancel" in fragment
+
+
+def test_new_run_form_starts_a_run_and_refuses_bad_input(client, admin_user):
+    cohort, _, windows = make_cohort_with_stay()
+    rules = selectors.backbone_rules_default()
+    client.force_login(admin_user)
+    url = reverse("oracle:run_new")
+    response = client.post(url, {"name": "x", "backbone": rules.pk})
+    assert response.status_code == 200
+    assert "Choose either a campaign" in response.content.decode()
+    assert OracleRun.objects.count() == 0
+    response = client.post(url, {"name": "from form", "backbone": rules.pk,
+                                 "cohort": cohort.pk})
+    run = OracleRun.objects.get()
+    assert response.status_code == 302 and response.url.endswith(f"/runs/{run.pk}/")
+    assert run.total_windows == len(windows) and run.state == "queued"
+
+
+def test_backbone_form_takes_a_variable_name_never_a_key(client, admin_user):
+    client.force_login(admin_user)
+    url = reverse("oracle:backbone_new")
+    data = {
+        "name": "local vllm", "kind": "openai", "base_url": "http://127.0.0.1:8000/v1",
+        "model": "qwen", "api_key_env": "sk-abc123", "parameters": '{"temperature": 0}',
+        "timeout_seconds": 60, "max_retries": 3, "concurrency": 8,
+        "requests_per_minute": 300, "price_per_million_input": 0,
+        "price_per_million_output": 0,
+    }
+    response = client.post(url, data)
+    assert "not the key itself" in response.content.decode()
+    assert not Backbone.objects.filter(name="local vllm").exists()
+    response = client.post(url, {**data, "parameters": "[1]"})
+    assert "JSON object" in response.content.decode()
+    response = client.post(url, {**data, "api_key_env": "VLLM_API_KEY"})
+    assert response.status_code == 302
+    backbone = Backbone.objects.get(name="local vllm")
+    assert backbone.api_key_env == "VLLM_API_KEY" and backbone.parameters == {"temperature": 0}

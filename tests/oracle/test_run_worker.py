@@ -1,0 +1,185 @@
+"""Oracle runs on real Celery workers on Redis against the fake OpenAI-compatible
+server: a run to the end within its concurrency limit; cancellation that stops
+new requests; a worker killed mid-run (SIGKILL), a new worker, a resume, and
+every window with exactly one label."""
+
+import os
+import subprocess
+import sys
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.db import connection
+from django.db.models import Count
+
+from oracle import services
+from oracle.models import BackboneKind, OracleLabel, OracleRun, RunState
+from tests.oracle.fake_llm import FakeLLM
+from tests.oracle.test_runs import make_cohort_with_stay
+
+pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(autouse=True)
+def _fast_password_hashing(settings):
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+def wait_for(predicate, what: str, timeout: float = 120.0):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+def start_worker(log_path: Path, **env_extra) -> subprocess.Popen:
+    """A Celery worker process (solo pool) on the test database and broker."""
+    db = connection.settings_dict
+    env = dict(os.environ)
+    env["DATABASE_URL"] = (
+        f"postgres://{db['USER']}:{db['PASSWORD']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
+    )
+    env["CELERY_BROKER_URL"] = settings.CELERY_BROKER_URL
+    env.update({k: str(v) for k, v in env_extra.items()})
+    log = open(log_path, "w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "realicu_web", "worker", "--pool", "solo",
+         "--loglevel", "INFO", "--without-heartbeat", "--without-gossip",
+         "--without-mingle"],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+    )
+    proc.log = log
+    wait_for(lambda: " ready." in log_path.read_text() or proc.poll() is not None,
+             "the worker to start", 60)
+    if proc.poll() is not None:
+        raise RuntimeError("the worker did not start:\n" + log_path.read_text())
+    return proc
+
+
+def stop_worker(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    proc.log.close()
+
+
+@pytest.fixture
+def admin_user(db):
+    from tests.annotation.conftest import make_role_user
+    from windows.accounts import Role
+
+    return make_role_user(Role.ADMIN)
+
+
+@pytest.fixture
+def slow_llm():
+    fake = FakeLLM(latency=0.3).start()
+    try:
+        yield fake
+    finally:
+        fake.stop()
+
+
+def llm_backbone(admin, fake, concurrency=4):
+    return services.backbone_create(
+        admin=admin, name=f"fake {fake.base_url}", kind=BackboneKind.OPENAI,
+        base_url=fake.base_url, model="fake-model", concurrency=concurrency,
+        requests_per_minute=60_000, max_retries=1,
+    )
+
+
+def one_label_per_window(run) -> None:
+    counts = list(
+        OracleLabel.objects.filter(run=run)
+        .values("window_id").annotate(n=Count("pk")).values_list("n", flat=True)
+    )
+    assert len(counts) == run.total_windows
+    assert set(counts) == {1}
+
+
+def test_a_worker_runs_a_run_to_the_end_within_its_limits(
+    admin_user, fake_llm, celery_worker_process
+):
+    cohort, _, _ = make_cohort_with_stay(hours=24)
+    backbone = llm_backbone(admin_user, fake_llm, concurrency=2)
+    run = services.oracle_run_create(
+        admin=admin_user, name="worker run", backbone=backbone, cohort=cohort
+    )
+    wait_for(
+        lambda: OracleRun.objects.get(pk=run.pk).state == RunState.COMPLETED,
+        "the run to complete",
+    )
+    run.refresh_from_db()
+    one_label_per_window(run)
+    assert OracleLabel.objects.filter(run=run, state="ok").count() == run.total_windows
+    assert fake_llm.max_in_flight <= 2
+    label = OracleLabel.objects.filter(run=run).first()
+    assert label.model == "fake-model" and label.tokens_in > 0 and label.raw_response
+
+
+def test_cancel_stops_new_requests(admin_user, slow_llm, tmp_path):
+    cohort, _, _ = make_cohort_with_stay(hours=48)
+    backbone = llm_backbone(admin_user, slow_llm, concurrency=2)
+    worker = start_worker(tmp_path / "w.log", REALICU_ORACLE_CHUNK_SIZE=50)
+    try:
+        run = services.oracle_run_create(
+            admin=admin_user, name="to cancel", backbone=backbone, cohort=cohort
+        )
+        wait_for(lambda: OracleLabel.objects.filter(run=run).count() >= 3, "labels")
+        services.oracle_run_cancel(admin=admin_user, run=run)
+        # The chunk stops starting requests, saves the replies in flight and
+        # releases its claim.
+        wait_for(lambda: not run.claims.exists(), "the chunk to stop")
+        sent = len(slow_llm.requests)
+        labels = OracleLabel.objects.filter(run=run).count()
+        time.sleep(1.5)
+        assert len(slow_llm.requests) == sent
+        assert OracleLabel.objects.filter(run=run).count() == labels < run.total_windows
+        run.refresh_from_db()
+        assert run.state == RunState.CANCELLED
+    finally:
+        stop_worker(worker)
+
+
+def test_a_worker_killed_mid_run_then_resumed_leaves_one_label_per_window(
+    admin_user, slow_llm, tmp_path
+):
+    cohort, _, _ = make_cohort_with_stay(hours=48)
+    backbone = llm_backbone(admin_user, slow_llm, concurrency=4)
+    env = {"REALICU_ORACLE_CHUNK_SIZE": 4, "REALICU_ORACLE_CLAIM_LEASE_SECONDS": 6}
+    first = start_worker(tmp_path / "first.log", **env)
+    try:
+        run = services.oracle_run_create(
+            admin=admin_user, name="killed", backbone=backbone, cohort=cohort
+        )
+        wait_for(lambda: OracleLabel.objects.filter(run=run).count() >= 5, "labels")
+        first.kill()  # SIGKILL: no cleanup, the claim stays until its lease ends
+        first.wait()
+    finally:
+        stop_worker(first)
+    labelled = OracleLabel.objects.filter(run=run).count()
+    assert labelled < run.total_windows
+    assert run.claims.exists()  # the dead worker's claim
+    second = start_worker(tmp_path / "second.log", **env)
+    try:
+        services.oracle_run_resume(admin=admin_user, run=run)
+        wait_for(
+            lambda: OracleRun.objects.get(pk=run.pk).state == RunState.COMPLETED,
+            "the resumed run to complete",
+        )
+    finally:
+        stop_worker(second)
+    run.refresh_from_db()
+    one_label_per_window(run)
+    assert not run.claims.exists()
+    assert run.finished_at - run.started_at > timedelta(0)
