@@ -2,18 +2,7 @@
 
 from __future__ import annotations
 
-from annotation.roles import user_is_admin
-from windows.accounts import Role
-
-
-def user_is_researcher(user) -> bool:
-    if not (user is not None and user.is_authenticated and user.is_active):
-        return False
-    names = getattr(user, "_exports_group_names", None)
-    if names is None:
-        names = set(user.groups.values_list("name", flat=True))
-        user._exports_group_names = names
-    return Role.RESEARCHER in names
+from windows.accounts import user_is_admin, user_is_researcher
 
 
 def user_may_use_releases(user) -> bool:

@@ -2,13 +2,13 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
-from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView
 
 from exports import views as exports_views
+from realicu_web import views
 
 urlpatterns = [
-    path("", RedirectView.as_view(pattern_name="windows:stay_list", permanent=False)),
+    path("", views.home, name="home"),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),

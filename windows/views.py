@@ -12,7 +12,7 @@ from functools import wraps
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Paginator
 from django.http import Http404, HttpResponse, HttpResponseNotModified
 from django.shortcuts import redirect, render
@@ -22,6 +22,7 @@ from django.utils.http import parse_etags, quote_etag
 from django.views.decorators.http import require_GET, require_POST
 
 from windows import selectors, services
+from windows.accounts import user_may_see_clinical_data
 from windows.models import (
     DiseaseGroup,
     Domain,
@@ -33,6 +34,7 @@ from windows.models import (
     Window,
 )
 from windows.selectors import EventScope
+from windows.tracks import stay_track_sources
 
 STAYS_PER_PAGE = 50
 EVENTS_PER_PAGE = 100
@@ -47,6 +49,22 @@ def staff_required(view):
     def wrapper(request, *args, **kwargs):
         if not request.user.is_staff:
             raise Http404
+        return view(request, *args, **kwargs)
+
+    return wrapper
+
+
+def clinical_data_required(view):
+    """Pages of stays and events: physicians and admins only. Researchers are
+    told where their data is (releases) rather than shown raw trajectories."""
+
+    @wraps(view)
+    def wrapper(request, *args, **kwargs):
+        if not user_may_see_clinical_data(request.user):
+            raise PermissionDenied(
+                "Stays and events are open to physicians and admins only. "
+                "Researchers reach the benchmark through its releases."
+            )
         return view(request, *args, **kwargs)
 
     return wrapper
@@ -87,6 +105,7 @@ def _choice(value: str | None, allowed) -> str:
 
 @require_GET
 @login_required
+@clinical_data_required
 def stay_list(request):
     sort = selectors.stay_sort_key(request.GET.get("sort"))
     group = _choice(request.GET.get("group"), DiseaseGroup.values)
@@ -139,6 +158,7 @@ def _event_rows(stay: Stay, events) -> list[EventRow]:
 
 @require_GET
 @login_required
+@clinical_data_required
 def stay_detail(request, stay_id: int):
     stay = selectors.stay_get(user=request.user, stay_id=stay_id)
     if stay is None:
@@ -336,6 +356,7 @@ def window_page_context(request, window: Window, *, full: bool) -> dict:
 
 @require_GET
 @login_required
+@clinical_data_required
 def window_detail(request, stay_id: int, index: int):
     window = selectors.window_get(user=request.user, stay_id=stay_id, index=index)
     if window is None:
@@ -352,13 +373,18 @@ TRACKS_JSON_VERSION = "1"
 
 @require_GET
 @login_required
+@clinical_data_required
 def stay_tracks_json(request, stay_id: int):
     """The stay's concept tracks and windows for the plots, as compact JSON:
     ``{hours, series: {name: [...]}, levels, windows: [{index, start_h, end_h,
     gold, density}], current: {index, start_h, end_h} | null, weight_kg}``;
-    ``?window=<index>`` names the current window. Answers 304 to a request
-    whose If-None-Match holds the current ETag, which changes with the stay's
-    events (tracks recomputed) and windows."""
+    ``?window=<index>`` names the current window. ``?sources=1`` adds
+    ``sources: {name: [...]}``, where ``sources[name][i]`` is the id of the event
+    behind ``series[name][i]`` (windows.tracks.stay_track_sources; null where no
+    single event is, and composite scores have none), so that a click on a point
+    can cite it on the annotation page; other pages do without the extra query.
+    Answers 304 to a request whose If-None-Match holds the current ETag, which
+    changes with the stay's events (tracks recomputed) and windows."""
     stay = selectors.stay_get(user=request.user, stay_id=stay_id)
     if stay is None:
         raise Http404("No such ICU stay.")
@@ -369,6 +395,7 @@ def stay_tracks_json(request, stay_id: int):
         current = next((w for w in windows if str(w["index"]) == current_index), None)
         if current is None:
             raise Http404("No such window.")
+    with_sources = request.GET.get("sources") == "1"
     version = selectors.stay_tracks_version(stay=stay)
     fingerprint = hashlib.sha256(
         json.dumps(
@@ -378,6 +405,7 @@ def stay_tracks_json(request, stay_id: int):
                 version.computed_at.isoformat(),
                 windows,
                 current_index,
+                with_sources,
             ],
             separators=(",", ":"),
         ).encode()
@@ -400,6 +428,10 @@ def stay_tracks_json(request, stay_id: int):
             ),
             "weight_kg": meta.get("weight_kg"),
         }
+        if with_sources:
+            payload["sources"] = stay_track_sources(
+                stay=stay, hours=hours, series=series
+            )
         body = json.dumps(payload, separators=(",", ":"), allow_nan=False)
         response = HttpResponse(body, content_type="application/json")
     response["ETag"] = etag

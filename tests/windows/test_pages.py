@@ -34,7 +34,7 @@ IMPORT_START_URL = reverse("windows:import_start")
 
 @pytest.fixture
 def user():
-    return make_user()
+    return make_user(role="physician")
 
 
 @pytest.fixture
@@ -82,7 +82,7 @@ def test_signed_out_visitor_is_sent_to_the_login_page(client, url):
 
 
 def test_login_page_signs_in_and_lands_on_the_stays_list(client):
-    make_user(username="reader", password="a long passphrase")
+    make_user(username="reader", password="a long passphrase", role="physician")
     page = client.get(reverse("login"))
     assert page.status_code == 200
     assert b'name="password"' in page.content
@@ -90,7 +90,7 @@ def test_login_page_signs_in_and_lands_on_the_stays_list(client):
         reverse("login"), {"username": "reader", "password": "a long passphrase"}
     )
     assert response.status_code == 302
-    assert response["Location"] == STAYS_URL
+    assert client.get(response["Location"])["Location"] == STAYS_URL
 
 
 def test_pages_show_the_user_and_a_logout_form_with_csrf_on_body(signed_in, user):

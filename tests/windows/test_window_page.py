@@ -34,7 +34,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def signed_in(client):
-    client.force_login(make_user())
+    client.force_login(make_user(role="physician"))
     return client
 
 
@@ -718,10 +718,11 @@ def test_window_page_and_json_queries_do_not_grow_with_the_stay(
     assert page_long == page_short
     assert stay_scope_long == stay_scope_short
     assert json_long == json_short
-    # session, user, window, code status and weight, Gold windows, domain
-    # counts, one page of events
-    with django_assert_max_num_queries(7):
+    # session, user, the user's roles, window, code status and weight, Gold
+    # windows, domain counts, one page of events
+    with django_assert_max_num_queries(8):
         signed_in.get(window_url(long, middle))
-    # session, user, stay, windows, events signature, tracks version, series
-    with django_assert_max_num_queries(7):
+    # session, user, the user's roles, stay, windows, events signature, tracks
+    # version, series
+    with django_assert_max_num_queries(8):
         signed_in.get(tracks_url(long, window=middle))

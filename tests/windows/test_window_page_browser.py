@@ -140,7 +140,7 @@ def septic_stay():
     windows_build(stay=stay, window_minutes=30, stride_hours=2)
     windows_sample_gold(stay=stay, seed=0, per_stay=4)
     stay_tracks_get(stay=stay)
-    make_user(username="physician", password=PASSWORD)
+    make_user(username="physician", password=PASSWORD, role="physician")
     return stay
 
 

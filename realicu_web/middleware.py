@@ -1,0 +1,26 @@
+"""Request hygiene before Django's own middleware runs."""
+
+from __future__ import annotations
+
+import re
+
+from django.conf import settings
+
+# Django's session keys are 32 characters of [a-z0-9] (SessionBase.VALID_KEY_CHARS).
+_SESSION_KEY = re.compile(r"[a-z0-9]{8,64}")
+
+
+class ForgedSessionCookieMiddleware:
+    """Drop a session cookie that no session key could ever be, before the
+    session store looks it up: a NUL byte in it made PostgreSQL refuse the query
+    (a 500 on every page). The request goes on as anonymous."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        name = settings.SESSION_COOKIE_NAME
+        value = request.COOKIES.get(name)
+        if value is not None and not _SESSION_KEY.fullmatch(value):
+            del request.COOKIES[name]
+        return self.get_response(request)

@@ -1,0 +1,13 @@
+"""Role filters for templates (windows.accounts), so menus show each role only
+the pages it may open."""
+
+from django import template
+
+from windows.accounts import user_may_see_clinical_data
+
+register = template.Library()
+
+
+@register.filter
+def may_see_clinical_data(user) -> bool:
+    return user_may_see_clinical_data(user)
