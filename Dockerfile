@@ -10,4 +10,5 @@ RUN pip install --no-cache-dir torch==2.13.0 --index-url https://download.pytorc
 COPY . .
 RUN REALICU_VAR_DIR=/tmp/build DJANGO_SECRET_KEY=build python manage.py collectstatic --noinput
 EXPOSE 8000
-CMD ["gunicorn", "realicu_web.wsgi", "--bind", "0.0.0.0:8000", "--workers", "3", "--threads", "4"]
+# Process and thread counts come from gunicorn.conf.py (WEB_CONCURRENCY overrides).
+CMD ["gunicorn", "-c", "gunicorn.conf.py", "--bind", "0.0.0.0:8000"]

@@ -75,18 +75,27 @@ def _assignments_of(user) -> QuerySet[Assignment]:
     return Assignment.objects.filter(annotator=user, active=True)
 
 
-def physician_queue(*, user, campaign: Campaign | None = None) -> PhysicianQueue:
+def physician_queue(
+    *, user, campaign: Campaign | None = None, details: bool = True
+) -> PhysicianQueue:
     """The user's assigned windows, a stay's windows together (by campaign, stay,
-    window index). Empty for anyone who is not a physician."""
+    window index). Empty for anyone who is not a physician.
+
+    ``details=False`` reads only each assignment's id and state, in the same
+    order: enough for a position, the progress and the next window, which the
+    annotation page and every submit need (one narrow query instead of a
+    five-table join and a prefetch)."""
     qs = _assignments_of(user)
     if campaign is not None:
         qs = qs.filter(campaign=campaign)
-    assignments = list(
-        qs.select_related(
+    if details:
+        qs = qs.select_related(
             "campaign", "window", "window__stay", "window__stay__admission__patient"
-        )
-        .prefetch_related("label")
-        .order_by("campaign_id", "window__stay_id", "window__index", "id")
+        ).prefetch_related("label")
+    else:
+        qs = qs.only("id", "state")
+    assignments = list(
+        qs.order_by("campaign_id", "window__stay_id", "window__index", "id")
     )
     counts = Counter(a.state for a in assignments)
     return PhysicianQueue(

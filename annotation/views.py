@@ -191,7 +191,7 @@ def annotate(request, assignment_id: int):
         return response
     assignment.window = window
     label = selectors.label_of(assignment)
-    physician_queue = selectors.physician_queue(user=request.user)
+    physician_queue = selectors.physician_queue(user=request.user, details=False)
     position = next(
         (
             i
@@ -297,7 +297,9 @@ def submit(request, assignment_id: int):
         return _error_response(error)
     except PermissionDenied as error:
         return _denied_response(error)
-    following = selectors.physician_queue(user=request.user).next_after(
+    following = selectors.physician_queue(
+        user=request.user, details=False
+    ).next_after(
         label.assignment_id
     )
     url = (

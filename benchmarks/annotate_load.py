@@ -7,7 +7,8 @@ database for lost or duplicated labels.
 DATABASE_URL names a database to connect to for creating and dropping the
 benchmark's own, realicu_loadbench. The script imports the CLIF demo, builds its
 windows and Gold draw, creates the physicians and one Gold campaign with the real
-services, starts gunicorn (4 workers x 4 threads) on 127.0.0.1, and runs one
+services, starts gunicorn on 127.0.0.1 with the project's gunicorn.conf.py
+(workers and threads sized to the cores; --workers/--threads override), and runs one
 thread per physician with its own cookie jar. A physician logs in through the
 login form, opens the queue and an assignment page, then saves a draft every
 2 s as the page's script does (form-encoded payload, base_version,
@@ -157,18 +158,23 @@ def _build_data(*, physicians: int, per_physician: int) -> dict:
 # Server -----------------------------------------------------------------------
 
 
-def _start_gunicorn(port: int, env: dict, log_path: Path) -> subprocess.Popen:
+def _start_gunicorn(
+    port: int, env: dict, log_path: Path, *, workers: int | None, threads: int | None
+) -> subprocess.Popen:
+    """gunicorn with the project's gunicorn.conf.py (workers and threads sized
+    to the machine's cores); ``workers``/``threads`` override it to compare."""
     log = open(log_path, "wb")  # noqa: SIM115 - closed with the process
+    command = [
+        sys.executable, "-m", "gunicorn", "realicu_web.wsgi",
+        "--config", str(ROOT / "gunicorn.conf.py"),
+        "--bind", f"{HOST}:{port}",
+    ]
+    if workers:
+        command += ["--workers", str(workers)]
+    if threads:
+        command += ["--threads", str(threads)]
     proc = subprocess.Popen(
-        [
-            sys.executable, "-m", "gunicorn", "realicu_web.wsgi",
-            "--workers", "4", "--threads", "4",
-            "--bind", f"{HOST}:{port}",
-            "--timeout", "60",
-            # Longer than the 2 s between a client's saves, so an idle
-            # keep-alive connection is not closed just as it is reused.
-            "--keep-alive", "10",
-        ],
+        command,
         cwd=str(ROOT),
         env=env,
         stdout=log,
@@ -176,6 +182,104 @@ def _start_gunicorn(port: int, env: dict, log_path: Path) -> subprocess.Popen:
     )
     proc._bench_log = log  # type: ignore[attr-defined]
     return proc
+
+
+def _gunicorn_shape(workers: int | None, threads: int | None) -> str:
+    """Workers and threads the server runs with: the overrides, else the
+    config file's."""
+    import runpy
+
+    conf = runpy.run_path(str(ROOT / "gunicorn.conf.py"))
+    return (
+        f"{workers or conf['workers']} workers x "
+        f"{threads or conf['threads']} threads, {conf['worker_class']}"
+    )
+
+
+# CPU accounting: who used the machine's cores during the timed run ------------
+
+_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _machine_cpu() -> tuple[float, float]:
+    """(busy, total) CPU seconds of the whole machine since boot, all cores."""
+    with open("/proc/stat") as f:
+        fields = [float(x) for x in f.readline().split()[1:]]
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0.0)
+    return (sum(fields) - idle) / _TICK, sum(fields) / _TICK
+
+
+def _processes() -> dict[int, tuple[int, str, float]]:
+    """pid -> (parent pid, command line, CPU seconds used) of every process."""
+    out = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+        except OSError:
+            continue
+        rest = stat[stat.rindex(")") + 2:].split()
+        out[int(entry)] = (int(rest[1]), cmd, (float(rest[11]) + float(rest[12])) / _TICK)
+    return out
+
+
+def _cpu_snapshot(server_pid: int) -> dict:
+    import resource
+
+    procs = _processes()
+    server = {server_pid} | {pid for pid, (ppid, _, _) in procs.items() if ppid == server_pid}
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return {
+        "machine": _machine_cpu(),
+        "server": {pid: procs[pid][2] for pid in server if pid in procs},
+        "postgres": {
+            pid: cpu for pid, (_, cmd, cpu) in procs.items()
+            if cmd.startswith("postgres:") and f" {BENCH_DB} " in cmd
+        },
+        "client": usage.ru_utime + usage.ru_stime,
+        "load": os.getloadavg(),
+        "others_by_pid": {
+            pid: (cmd[:70], cpu) for pid, (_, cmd, cpu) in procs.items()
+            if pid not in server and pid != os.getpid()
+        },
+    }
+
+
+def _cpu_report(before: dict, after: dict, elapsed: float) -> list[str]:
+    def delta(key):
+        return sum(
+            max(0.0, cpu - before[key].get(pid, 0.0)) for pid, cpu in after[key].items()
+        )
+
+    busy = after["machine"][0] - before["machine"][0]
+    total = after["machine"][1] - before["machine"][1]
+    cores = os.cpu_count() or 1
+    server, postgres = delta("server"), delta("postgres")
+    client = after["client"] - before["client"]
+    rest = max(0.0, busy - server - postgres - client)
+    others = []
+    for pid, (cmd, cpu) in after["others_by_pid"].items():
+        used = cpu - before["others_by_pid"].get(pid, (cmd, 0.0))[1]
+        if used >= 1.0 and pid not in after["postgres"]:
+            others.append((used, cmd))
+    others.sort(reverse=True)
+    lines = [
+        f"CPU during the run ({cores} cores, {elapsed:.0f} s): machine busy "
+        f"{100 * busy / total:.0f}% ({busy:.0f} core-s); gunicorn {server:.0f}, "
+        f"load generator {client:.0f}, its PostgreSQL backends {postgres:.0f}, "
+        f"everything else {rest:.0f} core-s; load average "
+        f"{before['load'][0]:.1f} -> {after['load'][0]:.1f}",
+    ]
+    if others:
+        lines.append(
+            "  other busy processes: "
+            + "; ".join(f"{cmd} {used:.0f} s" for used, cmd in others[:5])
+        )
+    return lines
 
 
 def _wait_until_up(base: str, proc: subprocess.Popen, seconds: float = 60) -> None:
@@ -371,6 +475,11 @@ class Physician(threading.Thread):
             return
         if not self.results.go.wait(timeout=600):
             return
+        # The warm-up may outlast the server's keep-alive: a connection it is
+        # closing as it is reused would be reset. A browser back after a pause
+        # opens a new one; so does this client.
+        for adapter in session.adapters.values():
+            adapter.close()
         self.deadline = self.results.deadline
         time.sleep(self.rng.uniform(0, DRAFT_INTERVAL_S))
         queue, _ = self._get(session, "/annotate/", "queue")
@@ -524,6 +633,7 @@ def _check_database(results: Results, campaign_id: int) -> dict:
 
 
 def main() -> int:
+    global BENCH_DB
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=60)
     parser.add_argument("--physicians", type=int, default=50)
@@ -532,7 +642,17 @@ def main() -> int:
     parser.add_argument("--drafts", type=int, default=3,
                         help="drafts saved before each submit")
     parser.add_argument("--keep", action="store_true", help="keep the database")
+    parser.add_argument("--workers", type=int, default=None,
+                        help="gunicorn workers (default: gunicorn.conf.py's)")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="threads per gunicorn worker (default: gunicorn.conf.py's)")
+    parser.add_argument("--database", default=BENCH_DB,
+                        help="name of the benchmark's own database, dropped and "
+                        f"made again (default {BENCH_DB})")
     args = parser.parse_args()
+    if not re.fullmatch(r"[a-z_][a-z0-9_]{0,62}", args.database):
+        parser.error("--database: lower-case letters, digits and _ only")
+    BENCH_DB = args.database
     seconds = max(1.0, min(args.seconds, 3600))
 
     _create_database()
@@ -563,9 +683,11 @@ def main() -> int:
         base = f"http://{HOST}:{port}"
         log_path = Path(os.environ["REALICU_VAR_DIR"]) / "gunicorn.log"
         env = dict(os.environ, DJANGO_DEBUG="0")
-        proc = _start_gunicorn(port, env, log_path)
+        proc = _start_gunicorn(
+            port, env, log_path, workers=args.workers, threads=args.threads
+        )
         _wait_until_up(base, proc)
-        print(f"gunicorn (4 workers x 4 threads) up on {base}; log {log_path}")
+        print(f"gunicorn ({_gunicorn_shape(args.workers, args.threads)}) up on {base}; log {log_path}")
 
         results = Results()
         clients = [
@@ -583,6 +705,7 @@ def main() -> int:
             time.sleep(0.2)
         print(f"{results.ready - results.login_failures} of {len(clients)} "
               "physicians logged in (untimed warm-up)")
+        cpu_before = _cpu_snapshot(proc.pid)
         started = time.monotonic()
         deadline = started + seconds
         results.deadline = deadline
@@ -591,6 +714,7 @@ def main() -> int:
             client.join(timeout=max(0.0, deadline - time.monotonic()) + 2 * REQUEST_TIMEOUT_S)
         hung = sum(c.is_alive() for c in clients)
         elapsed = time.monotonic() - started
+        cpu_after = _cpu_snapshot(proc.pid)
         _stop_gunicorn(proc)
         proc = None
 
@@ -601,6 +725,8 @@ def main() -> int:
               f"{total} requests ({total / elapsed:.1f}/s); hung clients: {hung}; "
               f"failed logins: {results.login_failures}")
         print("requests: " + ", ".join(f"{k} {v}" for k, v in sorted(results.requests.items())))
+        for line in _cpu_report(cpu_before, cpu_after, elapsed):
+            print(line)
         print(f"{'request':<14} {'n':>6} {'p50 ms':>8} {'p95 ms':>8} {'max ms':>8}")
         for what, times in (("draft save", results.draft_ms),
                             ("submit", results.submit_ms),

@@ -1,16 +1,25 @@
 """Stored concept tracks of a stay: computed with windows.concepts from the events
-of the stay's admission, kept in StayTracks, recomputed when the events change."""
+of the stay's admission, kept in StayTracks, recomputed when the events change;
+and the event behind each plotted value, so a point on a plot can be cited."""
 from __future__ import annotations
 
 import math
+from datetime import datetime, timedelta
+from datetime import timezone as dt_timezone
 
+import numpy as np
 import pandas as pd
 from django.db import transaction
 from django.db.models import Count, Max
 
 from windows.concepts import CONCEPT_COLUMNS, EVENT_COLUMNS, compute_stay_tracks
+from windows.concepts.labs import LABS
+from windows.concepts.renal import URINE_CATEGORIES
+from windows.concepts.respiratory import EPISODE_GAP
+from windows.concepts.vasoactive import DRUGS
+from windows.concepts.vitals import VITALS
 from windows.importers.base import Progress
-from windows.models import Event, Stay, StayTracks
+from windows.models import Domain, Event, Stay, StayTracks
 
 
 def events_signature(*, stay: Stay) -> str:
@@ -85,3 +94,96 @@ def tracks_build_all(*, stays=None, progress: Progress | None = None, force: boo
             built += 1
         progress.advance(1, f"stay {stay.pk}")
     return built
+
+
+_HOUR_US = 3_600_000_000
+_EPOCH = datetime(1970, 1, 1, tzinfo=dt_timezone.utc)
+
+
+def _us(moment: datetime) -> int:
+    """Microseconds since the epoch of an aware datetime (exact, unlike floats)."""
+    return (moment - _EPOCH) // timedelta(microseconds=1)
+
+
+# The events a plotted track's value at hour H is read from, as (domain,
+# categories or None for the whole domain, hours back from H that the value
+# reaches): the rules of windows.concepts.columns. Vitals are the hour's
+# chartings (H - 1 h, H]; labs their carry-forward window; vasoactive rates
+# hold until changed. Composite scores (SOFA, AKI stage) have no single event
+# behind a value, so they have no entry.
+TRACK_SOURCES: dict[str, tuple[str, tuple[str, ...] | None, float | None]] = {
+    **{
+        track: (Domain.VITALS, (category,), 1.0)
+        for category, (track, *_) in VITALS.items()
+    },
+    "gcs": (
+        Domain.ASSESSMENTS,
+        ("gcs_total", "gcs_eye", "gcs_verbal", "gcs_motor"),
+        1.0,
+    ),
+    "rass": (Domain.ASSESSMENTS, ("rass",), 1.0),
+    **{
+        track: (Domain.LABS, (category,), float(hours))
+        for track, (category, _valid, hours) in LABS.items()
+    },
+    "fio2": (Domain.RESPIRATORY, ("fio2_set",), 4.0),
+    "pf_ratio": (Domain.LABS, ("po2_arterial",), 12.0),
+    "ventilation": (Domain.RESPIRATORY, None, EPISODE_GAP / (_HOUR_US * 1000)),
+    "ned": (Domain.MED_CONTINUOUS, tuple(DRUGS), None),
+    "urine_ml_kg_h": (Domain.OUTPUT, tuple(sorted(URINE_CATEGORIES)), 6.0),
+    "crrt_active": (Domain.CRRT, None, None),
+}
+
+
+def stay_track_sources(
+    *, stay: Stay, hours: list, series: dict[str, list]
+) -> dict[str, list]:
+    """For each track of ``series`` that TRACK_SOURCES names, the id of the
+    event behind its value at each hour of ``hours`` (aligned with it), None
+    where the value is unknown or no such event lies within reach: the latest
+    matching event at or before the hour's end, no older than the track's reach.
+
+    One query for the events of all the tracks' domains in the stay's admission
+    up to ICU discharge (the plots never reach later)."""
+    keys = [k for k in series if k in TRACK_SOURCES]
+    if not hours or not keys:
+        return {}
+    domains = {TRACK_SOURCES[k][0] for k in keys}
+    rows = list(
+        Event.objects.filter(
+            admission_id=stay.admission_id,
+            domain__in=domains,
+            time__lte=stay.outtime + timedelta(hours=1),
+        )
+        .order_by("time", "id")
+        .values_list("id", "time", "domain", "category")
+    )
+    if not rows:
+        return {k: [None] * len(hours) for k in keys}
+    ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+    times = np.fromiter((_us(r[1]) for r in rows), dtype=np.int64, count=len(rows))
+    domain_of = np.array([str(r[2]) for r in rows], dtype=object)
+    category_of = np.array([r[3] for r in rows], dtype=object)
+    ends = _us(stay.intime) + np.round(
+        np.asarray(hours, dtype=float) * _HOUR_US
+    ).astype(np.int64)
+    out = {}
+    for key in keys:
+        domain, categories, reach = TRACK_SOURCES[key]
+        mask = domain_of == str(domain)
+        if categories is not None:
+            mask &= np.isin(category_of, categories)
+        key_times, key_ids = times[mask], ids[mask]
+        values = series[key]
+        sources: list = [None] * len(hours)
+        if len(key_times):
+            # The latest matching event at or before each hour end.
+            at = np.searchsorted(key_times, ends, side="right") - 1
+            for i, j in enumerate(at):
+                if j < 0 or i >= len(values) or values[i] is None:
+                    continue
+                if reach is not None and key_times[j] <= ends[i] - reach * _HOUR_US:
+                    continue
+                sources[i] = int(key_ids[j])
+        out[key] = sources
+    return out

@@ -5,8 +5,10 @@
    the draft endpoint 800 ms after the last change, with the version it was based
    on, and the answer's version becomes the next base. A refused save (another
    tab saved first) stops autosave and says so: nothing is overwritten. Evidence:
-   clicking an event row (tr[data-event-id]) or pressing "e" on the selected one
-   cites it on the item in focus. Keys are listed in the "?" panel. */
+   clicking an event row (tr[data-event-id]) or pressing "e" on the selected one,
+   or clicking a point of a plot (or Enter on a focused plot: trajectory.js's
+   "trajectory:cite"), cites the event on the item in focus. Keys are listed in
+   the "?" panel. */
 (function () {
   "use strict";
 
@@ -46,7 +48,16 @@
   let dirty = false;
   let stopped = false; // after a conflict: nothing more is sent
   let activeSeconds = 0;
+  let sendingSeconds = 0; // the part of activeSeconds the pending save carries
   let lastActivity = Date.now();
+  // Seconds of work a previous visit of this page did not get to send.
+  const secondsKey = "realicu:active-seconds:" + form.dataset.draftUrl;
+  try {
+    if (!readonly) activeSeconds = parseInt(window.localStorage.getItem(secondsKey), 10) || 0;
+    window.localStorage.removeItem(secondsKey);
+  } catch (e) {
+    activeSeconds = 0;
+  }
 
   function csrfToken() {
     try {
@@ -191,6 +202,7 @@
     if (!dirty) return Promise.resolve();
     dirty = false;
     const sentSeconds = activeSeconds;
+    sendingSeconds = sentSeconds;
     setState("saving", "Saving…");
     inFlight = post(form.dataset.draftUrl, formData())
       .then(function (body) {
@@ -215,6 +227,7 @@
       })
       .finally(function () {
         inFlight = null;
+        sendingSeconds = 0;
       });
     return inFlight.then(function () { return dirty && !stopped ? save() : undefined; });
   }
@@ -286,12 +299,17 @@
   }
 
   function cite(row) {
-    if (readonly || !row) return;
+    if (!row) return;
+    citeEvent(row.dataset.eventId, eventLabel(row));
+  }
+
+  // Attach event ``id`` (a string) to the item in focus, shown as ``label``.
+  function citeEvent(id, label) {
+    if (readonly || !id) return;
     if (!active) {
       flash("Choose an item first (click it, or add one), then click the event.");
       return;
     }
-    const id = row.dataset.eventId;
     const chips = active.querySelector(":scope > [data-chips]");
     if (chips.querySelector('[data-evidence-id="' + id + '"]')) return;
     const chip = document.createElement("button");
@@ -299,7 +317,7 @@
     chip.className = "chip";
     chip.dataset.evidenceId = id;
     chip.title = "Evidence: remove it";
-    chip.textContent = eventLabel(row) + " ";
+    chip.textContent = label + " ";
     const x = document.createElement("span");
     x.setAttribute("aria-hidden", "true");
     x.textContent = "×";
@@ -411,6 +429,12 @@
       cite(row);
     });
     document.addEventListener("htmx:afterSettle", highlightEvidence);
+    // A point of a plot (trajectory.js): the event behind it.
+    document.addEventListener("trajectory:cite", function (event) {
+      const id = event.detail && event.detail.eventId;
+      if (id === null || id === undefined) return;
+      citeEvent(String(id), event.detail.label);
+    });
   }
 
   document.addEventListener("keydown", function (event) {
@@ -456,8 +480,22 @@
   }, 1000);
 
   // Leaving with changes not yet sent: send them now (the tab may be closing).
+  // Seconds of work not yet sent with a save are kept in the browser and go
+  // with the next save of this label, after a reload or in a later visit: time
+  // on task survives a reload without a save of its own (which would race the
+  // reloaded page for the label's version).
   window.addEventListener("pagehide", function () {
-    if (readonly || stopped || !dirty || inFlight) return;
+    if (readonly || stopped) return;
+    const unsent = activeSeconds - sendingSeconds;
+    if (unsent >= 1 && !(dirty && !inFlight)) {
+      try {
+        const kept = parseInt(window.localStorage.getItem(secondsKey), 10) || 0;
+        window.localStorage.setItem(secondsKey, String(kept + unsent));
+      } catch (e) {
+        // Storage refused (private mode, quota): those seconds are not counted.
+      }
+    }
+    if (!dirty || inFlight) return;
     const data = formData({ csrfmiddlewaretoken: csrfToken() });
     if (navigator.sendBeacon) navigator.sendBeacon(form.dataset.draftUrl, data);
   });

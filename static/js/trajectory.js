@@ -6,7 +6,12 @@
    - [data-plots] (window page only): vitals, labs and organ support around the
      window, the range set by [data-range] buttons ("z" cycles them).
    Hours on the x axis count from ICU admission; a value at hour H covers
-   (H - 1 h, H]. */
+   (H - 1 h, H].
+   On a page that cites evidence ([data-cite-points], the annotation page) the
+   JSON carries the event behind each point (?sources=1): a click on a point,
+   or Enter / "e" on a focused plot (Tab to it; Left/Right move along the hours,
+   Up/Down between its series), announces that event with a "trajectory:cite"
+   event on the document ({eventId, label}); annotate.js attaches it. */
 (function () {
   "use strict";
 
@@ -33,6 +38,8 @@
     niv: "NIV",
     invasive: "IMV",
   };
+  const citePoints = Boolean(document.querySelector("[data-cite-points]"));
+  const CITE_REACH_PX = 16; // how far from a point a click still means it
   const AXIS_LEFT = 50; // fixed y-axis widths keep the plots' x positions aligned
   const AXIS_RIGHT = 42;
 
@@ -562,6 +569,7 @@
           },
         });
         plots.push(u);
+        if (citePoints && data.sources) citable(u, target, spec, data);
       });
     });
 
@@ -600,6 +608,170 @@
     return { plots: plots };
   }
 
+  // Citing a point -----------------------------------------------------------
+
+  function pointSource(data, key, idx) {
+    const list = data.sources[key];
+    const id = list ? list[idx] : null;
+    return id === null || id === undefined ? null : id;
+  }
+
+  // The series of the plot with a value and an event at index idx, nearest to
+  // the vertical position top (CSS px in the plotting area).
+  function nearestSeries(u, spec, data, idx, top) {
+    let best = null;
+    let bestDistance = Infinity;
+    spec.series.forEach(function (s, i) {
+      const v = u.data[i + 1][idx];
+      if (v === null || v === undefined || pointSource(data, s.key, idx) === null) return;
+      const d = top === null ? i : Math.abs(u.valToPos(v, s.scale === "right" ? "right" : "y") - top);
+      if (d < bestDistance) {
+        best = i;
+        bestDistance = d;
+      }
+    });
+    return best === null ? null : { idx: idx, series: best, distance: bestDistance };
+  }
+
+  // The point under a pointer position: the hour nearest to it, or the next
+  // hour either side when that one has no event, within CITE_REACH_PX.
+  function pointAt(u, spec, data, left, top) {
+    const idx = u.posToIdx(left);
+    let best = null;
+    [idx, idx - 1, idx + 1].forEach(function (i) {
+      if (i < 0 || i >= u.data[0].length) return;
+      const dx = Math.abs(u.valToPos(u.data[0][i], "x") - left);
+      const p = nearestSeries(u, spec, data, i, top);
+      if (!p || dx > CITE_REACH_PX || p.distance > CITE_REACH_PX) return;
+      const d = Math.hypot(dx, p.distance);
+      if (!best || d < best.d) best = { idx: i, series: p.series, d: d };
+    });
+    return best;
+  }
+
+  function announce(u, spec, data, point) {
+    const s = spec.series[point.series];
+    const hour = u.data[0][point.idx];
+    const value = u.data[point.series + 1][point.idx];
+    const shown = spec.levels ? VENT_SHORT[u._levels[value]] || "" : fmtValue(value);
+    document.dispatchEvent(
+      new CustomEvent("trajectory:cite", {
+        detail: {
+          eventId: pointSource(data, s.key, point.idx),
+          label: (s.label || s.key) + " " + shown + " · " + hour.toFixed(1) + " h",
+          series: s.key,
+          hour: hour,
+        },
+      })
+    );
+  }
+
+  function showPoint(u, spec, point) {
+    const s = spec.series[point.series];
+    const v = u.data[point.series + 1][point.idx];
+    u.setCursor({
+      left: u.valToPos(u.data[0][point.idx], "x"),
+      top: u.valToPos(v, s.scale === "right" ? "right" : "y"),
+    });
+  }
+
+  // Pointer and keyboard ways to cite the points of one plot.
+  function citable(u, target, spec, data) {
+    let down = null;
+    let point = null; // the keyboard's point
+    u.over.addEventListener("mousedown", function (event) {
+      down = { x: event.clientX, y: event.clientY };
+    });
+    // Positions in the plotting area, whichever child (a cursor point) was hit.
+    function under(event) {
+      const box = u.over.getBoundingClientRect();
+      return pointAt(u, spec, data, event.clientX - box.left, event.clientY - box.top);
+    }
+    u.over.addEventListener("click", function (event) {
+      // The end of a drag is a zoom, not a click on a point.
+      if (down && Math.hypot(event.clientX - down.x, event.clientY - down.y) > 4) return;
+      const p = under(event);
+      if (p) announce(u, spec, data, p);
+    });
+    u.over.addEventListener("mousemove", function (event) {
+      u.over.style.cursor = under(event) ? "pointer" : "";
+    });
+
+    target.tabIndex = 0;
+    target.setAttribute("role", "application");
+    target.setAttribute(
+      "aria-label",
+      spec.title + ": Left and Right move along the hours, Up and Down between series, Enter cites the point"
+    );
+    function citableIndexes() {
+      const out = [];
+      for (let i = 0; i < u.data[0].length; i++) {
+        if (nearestSeries(u, spec, data, i, null)) out.push(i);
+      }
+      return out;
+    }
+    function move(step) {
+      const indexes = citableIndexes();
+      if (!indexes.length) return;
+      let at;
+      if (!point) {
+        // Start at the last point up to the window's end, or the first one.
+        const end = data.current ? data.current.end_h : Infinity;
+        const before = indexes.filter(function (i) { return u.data[0][i] <= end + 0.5; });
+        at = before.length ? before[before.length - 1] : indexes[0];
+      } else {
+        const k = indexes.indexOf(point.idx);
+        const next = k === -1 ? 0 : Math.max(0, Math.min(indexes.length - 1, k + step));
+        at = indexes[next];
+      }
+      const keep = point ? spec.series[point.series].key : null;
+      const p = nearestSeries(u, spec, data, at, null);
+      const same = spec.series.findIndex(function (s, i) {
+        return s.key === keep && pointSource(data, s.key, at) !== null &&
+          u.data[i + 1][at] !== null && u.data[i + 1][at] !== undefined;
+      });
+      point = { idx: at, series: same >= 0 ? same : p.series };
+      showPoint(u, spec, point);
+    }
+    function switchSeries(step) {
+      if (!point) return move(0);
+      const n = spec.series.length;
+      for (let k = 1; k < n; k++) {
+        const i = (point.series + step * k + n * k) % n;
+        const s = spec.series[i];
+        const v = u.data[i + 1][point.idx];
+        if (v !== null && v !== undefined && pointSource(data, s.key, point.idx) !== null) {
+          point = { idx: point.idx, series: i };
+          break;
+        }
+      }
+      showPoint(u, spec, point);
+    }
+    target.addEventListener("focus", function () {
+      if (point) showPoint(u, spec, point);
+      else move(0);
+    });
+    target.addEventListener("keydown", function (event) {
+      if (event.ctrlKey || event.metaKey || event.altKey) return;
+      switch (event.key) {
+        case "ArrowLeft": move(-1); break;
+        case "ArrowRight": move(1); break;
+        case "ArrowUp": switchSeries(-1); break;
+        case "ArrowDown": switchSeries(1); break;
+        case "Enter":
+        case "e":
+          if (!point) move(0);
+          if (point) announce(u, spec, data, point);
+          break;
+        default:
+          return;
+      }
+      // The page's own keys (window and row navigation, "e" on a row) stay out.
+      event.preventDefault();
+      event.stopPropagation();
+    });
+  }
+
   // Loading ----------------------------------------------------------------
 
   function showError(message) {
@@ -611,7 +783,9 @@
     });
   }
 
-  fetch(root.dataset.tracksUrl, {
+  let tracksUrl = root.dataset.tracksUrl;
+  if (citePoints) tracksUrl += (tracksUrl.indexOf("?") === -1 ? "?" : "&") + "sources=1";
+  fetch(tracksUrl, {
     credentials: "same-origin",
     headers: { Accept: "application/json" },
   })

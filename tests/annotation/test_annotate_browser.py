@@ -210,3 +210,109 @@ def test_stale_tab_is_told_of_the_conflict_and_errors_show_by_their_fields(
     assert label.status == "stable"
     assert label.payload["red_flags"] == []
     assert label.payload["acute_problems"] == [{"text": "Shock", "evidence": []}]
+
+
+def _plot_point(page, plot: str):
+    """Focus the plot named ``plot`` (the key of its first series): the
+    keyboard's point shows as uPlot's cursor point; its centre on screen."""
+    canvas = page.locator(f'[data-plot="{plot}"] .plot-canvas')
+    canvas.scroll_into_view_if_needed()
+    canvas.focus()
+    point = page.locator(f'[data-plot="{plot}"] .u-cursor-pt:not(.u-off)').first
+    point.wait_for(state="attached")
+    page.wait_for_function(
+        "el => el.getBoundingClientRect().width > 0",
+        arg=point.element_handle(),
+    )
+    box = point.bounding_box()
+    return box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+
+
+def test_a_point_on_a_plot_is_cited_by_click_and_by_keyboard(
+    live_server, browser, labelling, physicians, clinical
+):
+    c = clinical
+    assignment = labelling["first"][0]  # window 0: a heart rate at 20 min
+    page = sign_in(browser, live_server, physicians[0])
+    errors = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(f"{live_server.url}/annotate/{assignment.pk}/")
+    page.wait_for_selector("[data-trajectory][data-ready=true]")
+
+    # Keyboard: the status in focus, Tab to the heart-rate plot, Enter cites the
+    # heart rate behind its point at the window's end.
+    page.keyboard.press("2")
+    _plot_point(page, "hr")
+    page.keyboard.press("Enter")
+    status_chips = page.locator("[data-status-item] [data-evidence-id]")
+    status_chips.first.wait_for()
+    assert status_chips.get_attribute("data-evidence-id") == str(c["heart_rate"].pk)
+    assert "HR" in status_chips.inner_text()
+
+    # Pointer: a new acute problem in focus, a click on the lactate plot's point
+    # cites the lactate result the value is carried from.
+    page.locator('[data-list="acute_problems"] [data-add-item]').click()
+    page.keyboard.type("Hyperlactataemia")
+    page.keyboard.press("Enter")
+    x, y = _plot_point(page, "lactate")
+    page.mouse.move(x, y)
+    page.mouse.click(x, y)
+    problem_chips = page.locator(
+        '[data-list="acute_problems"] [data-item] [data-evidence-id]'
+    )
+    problem_chips.first.wait_for()
+    assert problem_chips.get_attribute("data-evidence-id") == str(c["lactate"].pk)
+    # The same point again does not cite it twice.
+    page.mouse.click(x, y)
+    wait_saved(page)
+    assert problem_chips.count() == 1
+
+    # Saved in the draft, and shown again after a reload.
+    label = Label.objects.get(assignment=assignment)
+    assert label.status == "stable"
+    assert label.payload["status_evidence"] == [c["heart_rate"].pk]
+    assert label.payload["acute_problems"] == [
+        {"text": "Hyperlactataemia", "evidence": [c["lactate"].pk]}
+    ]
+    page.reload()
+    page.wait_for_selector("[data-trajectory][data-ready=true]")
+    assert page.locator("[data-status-item] [data-evidence-id]").count() == 1
+    assert errors == []
+
+
+def test_time_on_task_of_a_reloaded_page_is_kept(
+    live_server, browser, labelling, physicians
+):
+    assignment = labelling["first"][0]
+    page = sign_in(browser, live_server, physicians[0])
+    page.goto(f"{live_server.url}/annotate/{assignment.pk}/")
+    page.wait_for_selector("[data-trajectory][data-ready=true]")
+    page.keyboard.press("1")
+    wait_saved(page)
+    saved = Label.objects.get(assignment=assignment)
+
+    # Reading on after the save, then a reload: no save of its own (the
+    # reloaded page holds the label's current version) ...
+    page.mouse.move(300, 300)
+    page.wait_for_timeout(3000)
+    page.reload()
+    page.wait_for_selector("[data-trajectory][data-ready=true]")
+    assert Label.objects.get(assignment=assignment).version == saved.version
+
+    # ... and those seconds go with the next save.
+    page.keyboard.press("2")
+    wait_saved(page)
+    label = Label.objects.get(assignment=assignment)
+    assert label.version == saved.version + 1
+    assert label.time_on_task_seconds >= saved.time_on_task_seconds + 2
+    last = label.revisions.order_by("-version").first()
+    assert last.time_on_task_seconds == label.time_on_task_seconds
+
+    # Only opening a window and leaving it writes nothing.
+    other = labelling["first"][1]
+    page.goto(f"{live_server.url}/annotate/{other.pk}/")
+    page.wait_for_selector("[data-trajectory][data-ready=true]")
+    page.wait_for_timeout(1500)
+    page.reload()
+    page.wait_for_selector("[data-trajectory][data-ready=true]")
+    assert not Label.objects.filter(assignment=other).exists()

@@ -429,3 +429,40 @@ def test_nav_shows_my_queue_to_physicians_only(client, physician, researcher):
     assert "My queue" in client.get(reverse("annotation:queue")).content.decode()
     client.force_login(researcher)
     assert "My queue" not in client.get(reverse("windows:stay_list")).content.decode()
+
+
+# Error pages --------------------------------------------------------------------
+
+
+def test_unassigned_window_is_a_404_page_in_the_sites_look(
+    client, physician, physicians, campaign
+):
+    other = Assignment.objects.filter(annotator=physicians[1]).first()
+    response = client.get(page_url(other))
+    assert response.status_code == 404
+    assert "404.html" in [t.name for t in response.templates]
+    html = response.content.decode()
+    assert "Page not found" in html
+    assert 'class="topbar"' in html and reverse("annotation:queue") in html
+    # The same page whether the id exists or not: nothing to probe.
+    unknown = client.get("/annotate/999999/")
+    assert unknown.status_code == 404
+    assert "404.html" in [t.name for t in unknown.templates]
+
+
+def test_page_refused_to_a_researcher_is_a_403_page_with_the_reason(
+    client, researcher
+):
+    client.force_login(researcher)
+    response = client.get(reverse("annotation:queue"))
+    assert response.status_code == 403
+    assert "403.html" in [t.name for t in response.templates]
+    assert "Only physicians label windows." in response.content.decode()
+
+
+def test_server_error_page_renders_without_a_request():
+    from django.template.loader import render_to_string
+
+    html = render_to_string("500.html")
+    assert "Something went wrong on the server" in html
+    assert "app.css" in html

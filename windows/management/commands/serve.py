@@ -24,8 +24,9 @@ class Command(BaseCommand):
             for key in ("data_folder_in", "processed_folder", "control_folder"):
                 os.makedirs(settings.CELERY_BROKER_TRANSPORT_OPTIONS[key], exist_ok=True)
         bin_dir = os.path.dirname(sys.executable)
-        web = [os.path.join(bin_dir, "gunicorn"), "realicu_web.wsgi", "--bind", bind,
-               "--workers", str(web_workers), "--threads", "4", "--access-logfile", "-"]
+        config = os.path.join(settings.BASE_DIR, "gunicorn.conf.py")
+        web = [os.path.join(bin_dir, "gunicorn"), "-c", config, "--bind", bind,
+               "--workers", str(web_workers), "--access-logfile", "-"]
         worker = [os.path.join(bin_dir, "celery"), "-A", "realicu_web", "worker",
                   "--loglevel", "INFO", "--concurrency", str(concurrency)]
         procs = [subprocess.Popen(web), subprocess.Popen(worker)]

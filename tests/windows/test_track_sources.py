@@ -1,0 +1,81 @@
+"""The event behind each plotted point (tracks JSON with ?sources=1), which the
+annotation page cites when a physician clicks a point of a plot."""
+
+import json
+from datetime import timedelta
+
+import pytest
+from django.urls import reverse
+
+from tests.factories import make_admission, make_event, make_stay, make_user
+from windows.models import Domain, EventKind
+from windows.tracks import TRACK_SOURCES
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def signed_in(client):
+    client.force_login(make_user(role="physician"))
+    return client
+
+
+@pytest.fixture
+def stay():
+    stay = make_stay(admission=make_admission(), hours=12)
+    t0 = stay.intime
+    a = stay.admission
+    stay.hr_early = make_event(admission=a, time=t0 + timedelta(minutes=10), value_num=90)
+    stay.hr_late = make_event(admission=a, time=t0 + timedelta(minutes=50), value_num=100)
+    stay.hr_hour3 = make_event(
+        admission=a, time=t0 + timedelta(hours=2, minutes=30), value_num=80
+    )
+    stay.lactate = make_event(
+        admission=a, time=t0 + timedelta(minutes=30), domain=Domain.LABS,
+        category="lactate", name="Lactate", value_num=4.0, unit="mmol/L",
+    )
+    stay.norepinephrine = make_event(
+        admission=a, time=t0 + timedelta(minutes=20), kind=EventKind.ACTION,
+        domain=Domain.MED_CONTINUOUS, category="norepinephrine",
+        name="Norepinephrine", value_num=0.1, unit="mcg/kg/min", value_text="start",
+    )
+    # Another admission's heart rate in the same hour is never a source.
+    other = make_stay(admission=make_admission(), hours=12)
+    make_event(admission=other.admission, time=t0 + timedelta(minutes=40))
+    return stay
+
+
+def _tracks(client, stay, **query):
+    url = reverse("windows:stay_tracks_json", args=[stay.pk])
+    response = client.get(url, query)
+    assert response.status_code == 200
+    return json.loads(response.content)
+
+
+def test_each_point_names_the_latest_event_behind_it(signed_in, stay):
+    data = _tracks(signed_in, stay, sources="1")
+    at = {h: i for i, h in enumerate(data["hours"])}
+    hr = data["sources"]["hr"]
+    assert len(hr) == len(data["hours"])
+    # Hour 1 covers (0, 1 h]: its mean heart rate comes from two chartings; the
+    # latest is cited. Hour 2 has no charting: no value, no source.
+    assert data["series"]["hr"][at[1.0]] == 95
+    assert hr[at[1.0]] == stay.hr_late.pk
+    assert data["series"]["hr"][at[2.0]] is None and hr[at[2.0]] is None
+    assert hr[at[3.0]] == stay.hr_hour3.pk
+    # A lab is carried forward for 12 h, and so is its source.
+    lactate = data["sources"]["lactate"]
+    assert lactate[at[1.0]] == lactate[at[6.0]] == stay.lactate.pk
+    assert data["sources"]["ned"][at[4.0]] == stay.norepinephrine.pk
+    # Composite scores have no single event behind a value.
+    assert "sofa" not in data["sources"] and "aki_stage" not in data["sources"]
+    assert set(data["sources"]) <= set(TRACK_SOURCES)
+
+
+def test_sources_only_when_asked_and_cached_apart(signed_in, stay):
+    plain = signed_in.get(reverse("windows:stay_tracks_json", args=[stay.pk]))
+    assert "sources" not in json.loads(plain.content)
+    with_sources = signed_in.get(
+        reverse("windows:stay_tracks_json", args=[stay.pk]), {"sources": "1"}
+    )
+    assert with_sources["ETag"] != plain["ETag"]
