@@ -156,6 +156,7 @@ def _embed_ahead(matcher, texts: list[str], on_progress) -> None:
     embed = getattr(matcher, "embed", None)
     if embed is None:
         return  # a plain callable matcher has nothing to warm
+    on_progress(0, "embedding texts (the matching model loads first if cold)")
     for start in range(0, len(texts), EMBED_BATCH):
         embed(texts[start : start + EMBED_BATCH])
         on_progress(min(start + EMBED_BATCH, len(texts)), "embedding texts")

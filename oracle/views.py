@@ -183,12 +183,14 @@ def run_retry_failed(request, run_id: int):
 # Validation ----------------------------------------------------------------------
 
 
-def _promote_url(run) -> str | None:
-    """The exports app's release builder for this run, when it exists."""
+def _promote_url(run, report=None) -> str | None:
+    """The exports app's release builder for this run and the report shown
+    next to the button, when it exists."""
     try:
-        return reverse("exports:release_new") + f"?run={run.pk}"
+        url = reverse("exports:release_new") + f"?run={run.pk}"
     except NoReverseMatch:
         return None
+    return url + (f"&report={report.pk}" if report is not None else "")
 
 
 def _bars(report: dict) -> list[dict]:
@@ -261,7 +263,7 @@ def run_validation(request, run_id: int):
         "status_labels": (report.report.get("confusion") or {}).get("labels", CHART_STATUS)
         if report else CHART_STATUS,
         "validate_form": ValidateForm(initial={"campaign": run.campaign_id}),
-        "promote_url": _promote_url(run),
+        "promote_url": _promote_url(run, report),
     }
     return render(request, "oracle/validation.html", context)
 
