@@ -9,6 +9,8 @@ STAMP := $(VENV)/.installed
 # The test suite runs on PostgreSQL and Redis (local defaults; override freely).
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/test
 TEST_BROKER_URL ?= redis://127.0.0.1:6379/15
+# The tests clear their cache at start: keep it apart from the running app's.
+TEST_CACHE_URL ?= filecache://$(CURDIR)/var/test-cache
 
 .PHONY: run test services lint bench clean
 
@@ -27,7 +29,7 @@ services:
 
 test: $(STAMP) services
 	DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) \
-		$(PY) -m pytest $(PYTEST_ARGS)
+		CACHE_URL=$(TEST_CACHE_URL) $(PY) -m pytest $(PYTEST_ARGS)
 
 bench: $(STAMP) services
 	DATABASE_URL=$(TEST_DATABASE_URL) $(PY) benchmarks/import_bench.py

@@ -26,17 +26,13 @@ from annotation.models import (
     PatientStatus,
 )
 from annotation.tasks import AGREEMENT_PROGRESS, campaign_agreement_task
-from annotation.views import admin_required
+from annotation.views import _error_text, admin_required
 from evaluation.matcher import MatcherUnavailable, configured_model_name
 from evaluation.models import MatcherModel
 from windows.jobprogress import progress_get, progress_set
 
 TASK_NAMES = dict(ConsensusTask.choices)
 STATUS_KEYS = {"improving": "1", "stable": "2", "deteriorating": "3"}
-
-
-def _error_text(error) -> str:
-    return " ".join(getattr(error, "messages", None) or [str(error)])
 
 
 def _campaign(request, campaign_id):

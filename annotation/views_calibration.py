@@ -20,7 +20,7 @@ from annotation import calibration as services
 from annotation.charts import line_plot
 from annotation.models import Campaign, ConsensusTask
 from annotation.roles import user_is_admin, user_is_physician
-from annotation.views import admin_required
+from annotation.views import _error_text, admin_required
 from evaluation.matcher import MatcherUnavailable, configured_model_name
 from evaluation.models import MatcherModel
 
@@ -38,10 +38,6 @@ def judge_required(view):
         return view(request, *args, **kwargs)
 
     return wrapper
-
-
-def _error_text(error) -> str:
-    return " ".join(getattr(error, "messages", None) or [str(error)])
 
 
 @require_GET

@@ -51,7 +51,8 @@ class Browser:
 def embedded_server(tmp_path_factory):
     var = tmp_path_factory.mktemp("embedded-var")
     env = {k: v for k, v in os.environ.items()
-           if k not in ("DATABASE_URL", "CELERY_BROKER_URL", "DJANGO_SETTINGS_MODULE")}
+           if k not in ("DATABASE_URL", "CELERY_BROKER_URL", "CACHE_URL",
+                        "DJANGO_SETTINGS_MODULE")}
     env.update(REALICU_VAR_DIR=str(var), REALICU_ADMIN_PASSWORD=PASSWORD,
                REALICU_PHYSICIAN_PASSWORD=PASSWORD, REALICU_RESEARCHER_PASSWORD=PASSWORD)
     manage = [sys.executable, str(ROOT / "manage.py")]

@@ -18,7 +18,7 @@ from typing import Callable
 
 import numpy as np
 
-from annotation.critical import DEFAULT_CRITICAL_ACTION_RULES
+from annotation.critical import ANTICOAGULANTS, DEFAULT_CRITICAL_ACTION_RULES
 from oracle.backbones.base import BackboneResult, WindowContext
 from oracle.schema import payload_validate
 from windows.concepts.respiratory import STATUSES as VENTILATION_STATUSES
@@ -29,19 +29,6 @@ VASOPRESSORS = ("norepinephrine", "epinephrine", "vasopressin", "phenylephrine",
 INOTROPES = ("dobutamine", "milrinone")
 _RULE_CATEGORIES = {r["key"]: set(r["categories"]) for r in DEFAULT_CRITICAL_ACTION_RULES}
 FLUID_BOLUS = _RULE_CATEGORIES["fluid_boluses"]
-ANTICOAGULANTS = {
-    "heparin",
-    "enoxaparin",
-    "dalteparin",
-    "fondaparinux",
-    "argatroban",
-    "bivalirudin",
-    "warfarin",
-    "apixaban",
-    "rivaroxaban",
-    "dabigatran",
-    "alteplase",
-}
 MED_DOMAINS = ("medication_admin_continuous", "medication_admin_intermittent")
 # Which events stand behind each concept track (CLIF categories, or a domain).
 EVIDENCE = {
