@@ -246,6 +246,9 @@ def _agreement_fields(*, labels: list[Label], items: list[dict], matcher) -> dic
                 "version": label.version,
                 "annotator_id": label.assignment.annotator_id,
                 "status": label.status,
+                "status_evidence": list(
+                    (label.payload or {}).get("status_evidence") or []
+                ),
             }
             for label in labels
         ],
@@ -312,6 +315,24 @@ def _majority_status(statuses: list[str]) -> str:
         key=lambda pair: pair[1],
     )
     return value if count * 2 > len(statuses) else ""
+
+
+def _status_evidence(agreement: WindowAgreement, status: str) -> list[int]:
+    """The consensus status's evidence (spec section 3: every label cites its
+    evidence): the union of the evidence of the labels whose status is the
+    consensus one, i.e. all of them when agreed, the majority's, or, for a
+    settled status, the labels that gave the settled value (none, if the admin
+    chose a status nobody gave)."""
+    if not status:
+        return []
+    return sorted(
+        {
+            int(event_id)
+            for entry in agreement.labels
+            if entry["status"] == status
+            for event_id in entry.get("status_evidence") or []
+        }
+    )
 
 
 def _consensus_fields(
@@ -388,6 +409,7 @@ def _consensus_fields(
         "status": status,
         "status_source": source,
         "status_decision": status_decision,
+        "status_evidence": _status_evidence(agreement, status),
         "dropped": dropped,
         "items": items,
         "open_disputes": disputes,
@@ -449,6 +471,7 @@ _CONSENSUS_FIELDS = (
     "status",
     "status_source",
     "status_decision",
+    "status_evidence",
     "dropped",
     "items",
     "open_disputes",

@@ -357,6 +357,12 @@ class ConsensusLabel(models.Model):
         on_delete=models.PROTECT,
         related_name="+",
     )
+    status_evidence = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="Event ids: the union of the status evidence of the labels "
+        "whose status is the consensus status.",
+    )
     dropped = models.BooleanField(default=False)
     items = models.JSONField(default=dict)
     open_disputes = models.JSONField(default=list)

@@ -1,6 +1,7 @@
 """The researcher REST API (token authentication; researchers and admins only):
 releases with their manifests, their files (streamed, ETag and Range), their
-window records, and prediction submissions with their scores."""
+window records, and prediction submissions with their scores; for admins only,
+the Oracle runs with their validation against Gold (spec section 7)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,12 @@ import re
 from django.http import FileResponse, HttpResponse, StreamingHttpResponse
 from django.utils.http import parse_etags, quote_etag
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_field,
+)
 from rest_framework import serializers, status
 from rest_framework.authentication import TokenAuthentication
 from rest_framework.exceptions import AuthenticationFailed, NotFound
@@ -26,7 +32,8 @@ from rest_framework.views import APIView
 from evaluation.metrics import DEFAULT_K
 from exports import selectors, services
 from exports.models import ReleaseKind, ReleaseState, SubmissionState
-from exports.roles import user_may_use_releases
+from oracle.models import RunState
+from exports.roles import user_is_admin, user_may_use_releases
 from exports.scoring import MAX_K
 from windows.models import DiseaseGroup
 
@@ -462,3 +469,103 @@ class SubmissionPublishApi(ReleaseApi):
             user=request.user, submission=submission, public=data.validated_data["public"]
         )
         return Response(SubmissionOutputSerializer(submission).data)
+
+
+# Oracle runs and their validation (admins) -----------------------------------
+
+
+class IsReleaseAdmin(BasePermission):
+    message = (
+        "Only admins can read Oracle runs and their validation reports; a "
+        "researcher finds the report in the manifest of a RealICU-Scale release "
+        "built from the run."
+    )
+
+    def has_permission(self, request, view) -> bool:
+        return user_is_admin(request.user)
+
+
+class ValidationReportSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    oracle_run_id = serializers.IntegerField(source="run_id")
+    gold_campaign_id = serializers.IntegerField(source="campaign_id")
+    gold_campaign_name = serializers.CharField(source="campaign.name")
+    created_at = serializers.DateTimeField()
+    matcher_model = serializers.CharField()
+    tau = serializers.FloatField()
+    report = serializers.JSONField(
+        help_text="Oracle vs Gold consensus as the paper's Table 1: status macro-F1, "
+        "accuracy and confusion matrix; precision, recall and semantic F1 of the set "
+        "tasks; the same per disease group; the windows compared and left out."
+    )
+
+
+class OracleRunOutputSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    state = serializers.ChoiceField(choices=RunState.choices)
+    backbone_kind = serializers.SerializerMethodField()
+    model = serializers.SerializerMethodField()
+    prompt_version = serializers.CharField(source="prompt.version")
+    total_windows = serializers.IntegerField()
+    created_at = serializers.DateTimeField()
+    finished_at = serializers.DateTimeField(allow_null=True)
+    latest_validation_report = serializers.SerializerMethodField()
+
+    def get_backbone_kind(self, run) -> str:
+        return (run.backbone_snapshot or {}).get("kind", "")
+
+    def get_model(self, run) -> str:
+        return (run.backbone_snapshot or {}).get("model", "")
+
+    @extend_schema_field(ValidationReportSerializer(allow_null=True))
+    def get_latest_validation_report(self, run):
+        report = selectors.run_latest_report(run)
+        return ValidationReportSerializer(report).data if report is not None else None
+
+
+class OracleRunDetailSerializer(OracleRunOutputSerializer):
+    validation_reports = ValidationReportSerializer(
+        many=True, source="reports", help_text="Every report of the run, newest first."
+    )
+
+
+class OracleAdminApi(ReleaseApi):
+    permission_classes = [IsAuthenticated, IsReleaseAdmin]
+
+
+class OracleRunListApi(OracleAdminApi):
+    pagination_class = RecordPagination
+
+    @extend_schema(
+        operation_id="oracle_runs_list",
+        summary="Oracle runs with their latest validation report (admins)",
+        responses={
+            200: OracleRunOutputSerializer(many=True),
+            403: OpenApiResponse(description="Not an admin."),
+        },
+    )
+    def get(self, request):
+        runs = selectors.oracle_runs_with_reports(user=request.user)
+        paginator = self.pagination_class()
+        page = paginator.paginate_queryset(runs, request, view=self)
+        return paginator.get_paginated_response(
+            OracleRunOutputSerializer(page, many=True).data
+        )
+
+
+class OracleRunDetailApi(OracleAdminApi):
+    @extend_schema(
+        operation_id="oracle_runs_retrieve",
+        summary="One Oracle run with all its validation reports (admins)",
+        responses={
+            200: OracleRunDetailSerializer,
+            403: OpenApiResponse(description="Not an admin."),
+            404: OpenApiResponse(description="No such Oracle run."),
+        },
+    )
+    def get(self, request, run_id: int):
+        run = selectors.oracle_runs_with_reports(user=request.user).filter(pk=run_id).first()
+        if run is None:
+            raise NotFound("No such Oracle run.")
+        return Response(OracleRunDetailSerializer(run).data)

@@ -34,4 +34,10 @@ urlpatterns = [
         api.SubmissionPublishApi.as_view(),
         name="submission_publish",
     ),
+    path("oracle/runs/", api.OracleRunListApi.as_view(), name="oracle_run_list"),
+    path(
+        "oracle/runs/<int:run_id>/",
+        api.OracleRunDetailApi.as_view(),
+        name="oracle_run_detail",
+    ),
 ]

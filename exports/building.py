@@ -28,6 +28,7 @@ from bisect import bisect_right
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from datetime import timedelta
 from itertools import groupby
 from pathlib import Path
 from typing import Any
@@ -35,7 +36,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
+from django.db.models import BigIntegerField, DateTimeField, F, Value
+from django.db.models.functions import Cast, Extract
 from django.utils import timezone
 
 from annotation.consensus import RECOMMENDING_RATINGS, campaign_irr
@@ -116,6 +119,10 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
+# How ``_dumps`` writes one string (ensure_ascii=False): the C encoder.
+_encode_string = json.encoder.encode_basestring
+
+
 def _hours(stay: Stay, when) -> float:
     return round((when - stay.intime).total_seconds() / 3600.0, 4)
 
@@ -130,7 +137,7 @@ def _gold_labels(consensus: ConsensusLabel, release: Release) -> dict:
     labels: dict[str, Any] = {
         "status": {
             "value": consensus.status or None,
-            "evidence": [],
+            "evidence": list(consensus.status_evidence or []),
             "provenance": {
                 "source": "adjudicated" if adjudicated else "consensus",
                 "status_source": consensus.status_source,
@@ -209,9 +216,10 @@ def release_label_rows(release: Release):
             campaign_id=release.campaign_id, dropped=False, dispute_count=0
         )
     else:
+        # The raw replies can be long and are not released.
         qs = OracleLabel.objects.filter(
             run_id=release.oracle_run_id, state=OracleLabelState.OK
-        )
+        ).defer("raw_response", "error", "parameters")
     return qs.select_related("window__stay__admission__patient").order_by(
         "window__stay_id", "window__index"
     )
@@ -312,59 +320,130 @@ class ParquetBatches:
         self.writer.close()
 
 
+_MICROSECOND = timedelta(microseconds=1)
+
+
 def _stay_events(stay: Stay, end) -> Iterator[tuple]:
+    """The stay's bedside events (id, microseconds since ICU admission, then
+    ``EVENT_FIELDS[2:]``) in time order, streamed. The offset is computed by
+    the database (exact: interval to numeric) so that no timestamp has to be
+    parsed per event."""
     condition = bedside_filter(admission_id=stay.admission_id, start=stay.intime, end=end)
+    events = Event.objects.filter(condition).order_by("time", "id")
+    if connection.vendor != "postgresql":
+        # No interval arithmetic in the database (SQLite, the no-setup default).
+        intime = stay.intime
+        return (
+            (event_id, (time - intime) // _MICROSECOND, *rest)
+            for event_id, time, *rest in events.values_list(*EVENT_FIELDS).iterator(
+                chunk_size=EVENT_CHUNK
+            )
+        )
+    since_admit = F("time") - Value(stay.intime, output_field=DateTimeField())
     return (
-        Event.objects.filter(condition)
-        .order_by("time", "id")
-        .values_list(*EVENT_FIELDS)
+        events.annotate(
+            offset_us=Cast(Extract(since_admit, "epoch") * 1000000, BigIntegerField())
+        )
+        .values_list("id", "offset_us", *EVENT_FIELDS[2:])
         .iterator(chunk_size=EVENT_CHUNK)
     )
 
 
+class _EventLines:
+    """Context lines written as ``_dumps`` of the event's dict would write them
+    (same keys, order, escapes and number formats), but from pre-encoded parts:
+    the strings that repeat across events (kind, domain, category, name, unit,
+    source table) are JSON-encoded once per build."""
+
+    def __init__(self) -> None:
+        self._head: dict[tuple, str] = {}
+        self._tail: dict[tuple, tuple[str, str]] = {}
+
+    @staticmethod
+    def _string(value) -> str:
+        return "null" if value is None else _encode_string(value)
+
+    def head(self, kind, domain, category, name) -> str:
+        key = (kind, domain, category, name)
+        part = self._head.get(key)
+        if part is None:
+            s = self._string
+            part = self._head[key] = (
+                f',"kind":{s(kind)},"domain":{s(domain)},"category":{s(category)}'
+                f',"name":{s(name)},"value_num":'
+            )
+        return part
+
+    def tail(self, unit, table) -> tuple[str, str]:
+        key = (unit, table)
+        part = self._tail.get(key)
+        if part is None:
+            part = self._tail[key] = (
+                f',"unit":{self._string(unit)},"value_text":',
+                f',"source_table":{self._string(table)}}}\n',
+            )
+        return part
+
+    def line(self, event_id, when, hours, kind, domain, category, name, num, unit,
+             text, table) -> str:
+        value = "null" if num is None or not math.isfinite(num) else repr(float(num))
+        unit_part, table_part = self.tail(unit, table)
+        return (
+            f'{{"event_id":{event_id},"time":"{when}","hours_since_admit":{hours!r}'
+            f"{self.head(kind, domain, category, name)}{value}{unit_part}"
+            f"{self._string(text)}{table_part}"
+        )
+
+
 def _write_stay(
-    *, release: Release, stay: Stay, rows: list, folder: Path, stats: ReleaseStats
+    *,
+    release: Release,
+    stay: Stay,
+    rows: list,
+    folder: Path,
+    stats: ReleaseStats,
+    lines: _EventLines,
 ) -> list[dict]:
-    """Writes the stay's context file and returns its window records."""
+    """Writes the stay's context file and returns its window records. Event
+    times are handled as integer microseconds since ICU admission: exact, and
+    the same ``hours_since_admit`` as ``_hours`` gives."""
     windows = [row.window for row in rows]
-    starts = [w.start for w in windows]
-    ends = [w.end for w in windows]
-    last_end = max(ends)
+    intime = stay.intime
+    starts = [(w.start - intime) // _MICROSECOND for w in windows]
+    ends = [(w.end - intime) // _MICROSECOND for w in windows]
+    last_end = max(w.end for w in windows)
     actions_of: list[list[int]] = [[] for _ in windows]
     action_names: dict[int, str] = {}
     count = 0
+    action = EventKind.ACTION
+    line = lines.line
+    buffer: list[str] = []
     with open(folder / "context" / f"{stay.pk}.jsonl", "w", encoding="utf-8") as out:
-        for event_id, time, kind, domain, category, name, num, unit, text, table in (
+        for event_id, offset, kind, domain, category, name, num, unit, text, table in (
             _stay_events(stay, last_end)
         ):
-            out.write(
-                _dumps(
-                    {
-                        "event_id": event_id,
-                        "time": time.isoformat(),
-                        "hours_since_admit": _hours(stay, time),
-                        "kind": kind,
-                        "domain": domain,
-                        "category": category,
-                        "name": name,
-                        "value_num": num if num is None or math.isfinite(num) else None,
-                        "unit": unit,
-                        "value_text": text,
-                        "source_table": table,
-                    }
+            buffer.append(
+                line(
+                    event_id,
+                    (intime + timedelta(microseconds=offset)).isoformat(),
+                    round(offset / 10**6 / 3600.0, 4),
+                    kind, domain, category, name, num, unit, text, table,
                 )
             )
-            out.write("\n")
+            if len(buffer) >= EVENT_CHUNK:
+                out.write("".join(buffer))
+                buffer.clear()
             count += 1
-            if kind == EventKind.ACTION:
+            if kind == action:
                 action_names[event_id] = name
                 # Windows have one length, so their ends are sorted like their
                 # starts: walk back from the last window starting at or before
                 # the event while it is still open.
-                i = bisect_right(starts, time) - 1
-                while i >= 0 and time < ends[i]:
+                i = bisect_right(starts, offset) - 1
+                while i >= 0 and offset < ends[i]:
                     actions_of[i].append(event_id)
                     i -= 1
+        out.write("".join(buffer))
     stats.context_events += count
     stats.stays[stay.pk] = {
         "length_hours": stay.length_hours,
@@ -479,6 +558,43 @@ def _validation_report(release: Release) -> dict | None:
     )
 
 
+def _release_windows_copy(release: Release, rows: list[tuple]) -> None:
+    """Stores window records with COPY: ``rows`` are (window id, stay id,
+    disease group, hours since admission, the record's JSON as written to
+    windows.jsonl). An insert would serialise each record again and quote it
+    into an array parameter, which costs more than writing the files."""
+    if not rows:
+        return
+    if connection.vendor != "postgresql":
+        ReleaseWindow.objects.bulk_create(
+            ReleaseWindow(
+                release=release,
+                window_id=window_id,
+                stay_id=stay_id,
+                disease_group=group,
+                hours_since_admit=hours,
+                record=json.loads(text),
+            )
+            for window_id, stay_id, group, hours, text in rows
+        )
+        return
+    meta = ReleaseWindow._meta
+    quote = connection.ops.quote_name
+    columns = ", ".join(
+        quote(meta.get_field(name).column)
+        for name in (
+            "release", "window_id", "stay_id", "disease_group", "hours_since_admit",
+            "record",
+        )
+    )
+    with connection.cursor() as cursor:
+        with cursor.cursor.copy(
+            f"COPY {quote(meta.db_table)} ({columns}) FROM STDIN"
+        ) as copy:
+            for row in rows:
+                copy.write_row((release.pk, *row))
+
+
 def release_files_write(*, release: Release, folder: Path, progress=None) -> dict:
     """Writes every file of the release into ``folder`` and its window records
     into the database; returns the statistics."""
@@ -489,7 +605,8 @@ def release_files_write(*, release: Release, folder: Path, progress=None) -> dic
     if progress is not None:
         progress.start(total_stays + 2, "windows and context")
     parquet = ParquetBatches(folder / "windows.parquet")
-    pending: list[ReleaseWindow] = []
+    lines = _EventLines()
+    pending: list[tuple] = []
     try:
         with open(folder / "windows.jsonl", "w", encoding="utf-8") as jsonl:
             for stay_id, stay_rows in groupby(
@@ -498,29 +615,34 @@ def release_files_write(*, release: Release, folder: Path, progress=None) -> dic
                 stay_rows = list(stay_rows)
                 stay = stay_rows[0].window.stay
                 for record in _write_stay(
-                    release=release, stay=stay, rows=stay_rows, folder=folder, stats=stats
+                    release=release,
+                    stay=stay,
+                    rows=stay_rows,
+                    folder=folder,
+                    stats=stats,
+                    lines=lines,
                 ):
                     parquet.add(record)
                     del record["_start"], record["_end"]
-                    jsonl.write(_dumps(record))
+                    text = _dumps(record)
+                    jsonl.write(text)
                     jsonl.write("\n")
                     stats.add_window(record)
                     pending.append(
-                        ReleaseWindow(
-                            release=release,
-                            window_id=record["window_id"],
-                            stay_id=stay_id,
-                            disease_group=record["disease_group"],
-                            hours_since_admit=record["start_hours"],
-                            record=record,
+                        (
+                            record["window_id"],
+                            stay_id,
+                            record["disease_group"],
+                            record["start_hours"],
+                            text,
                         )
                     )
                     if len(pending) >= BATCH_ROWS:
-                        ReleaseWindow.objects.bulk_create(pending)
+                        _release_windows_copy(release, pending)
                         pending = []
                 if progress is not None:
                     progress.advance(1, f"stay {stay_id}")
-        ReleaseWindow.objects.bulk_create(pending)
+        _release_windows_copy(release, pending)
     finally:
         parquet.close()
     return stats

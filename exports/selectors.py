@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from django.db.models import QuerySet
+from django.db.models import Prefetch, QuerySet
 
 from annotation.models import Campaign
 from exports.building import release_folder
@@ -19,7 +19,8 @@ from exports.models import (
     SubmissionState,
 )
 from exports.roles import user_is_admin, user_may_use_releases
-from oracle.models import OracleRun, RunState
+from oracle.models import OracleRun, RunState, ValidationReport
+from oracle.selectors import validation_report_latest
 
 
 def release_list(*, user) -> QuerySet[Release]:
@@ -149,4 +150,81 @@ def release_build_choices(*, user) -> dict:
         "runs": list(
             OracleRun.objects.filter(state=RunState.COMPLETED).order_by("-created_at")
         ),
+    }
+
+
+# Oracle runs and their validation (admins only) -------------------------------
+
+
+def _oracle_runs(user) -> QuerySet[OracleRun]:
+    if not user_is_admin(user):
+        return OracleRun.objects.none()
+    return OracleRun.objects.select_related("prompt", "campaign", "cohort")
+
+
+def oracle_runs_with_reports(*, user) -> QuerySet[OracleRun]:
+    """Every Oracle run, newest first, each with ``reports`` (its validation
+    reports, newest first, in one extra query). Admins only: a researcher reads
+    a run's validation in the manifest of a Scale release built from it."""
+    reports = ValidationReport.objects.select_related("campaign").order_by(
+        "-created_at", "-id"
+    )
+    return (
+        _oracle_runs(user)
+        .prefetch_related(Prefetch("validation_reports", queryset=reports, to_attr="reports"))
+        .order_by("-created_at", "-id")
+    )
+
+
+def oracle_run_get(*, user, run_id: int) -> OracleRun | None:
+    return _oracle_runs(user).filter(pk=run_id).first()
+
+
+def run_latest_report(run: OracleRun) -> ValidationReport | None:
+    """The run's newest validation report, from the prefetched ``reports``
+    when the run came from ``oracle_runs_with_reports``."""
+    if hasattr(run, "reports"):
+        return run.reports[0] if run.reports else None
+    return validation_report_latest(run=run)
+
+
+def promotion_get(*, user, run_id: int, report_id: int | None = None) -> dict | None:
+    """What the promote page shows for an Oracle run: the run, the validation
+    report a Scale release would carry (``report_id`` if it is one of the run's,
+    else the newest), and that report's headline figures. None when the user is
+    not an admin or there is no such run."""
+    run = oracle_run_get(user=user, run_id=run_id)
+    if run is None:
+        return None
+    report = None
+    if report_id is not None:
+        report = (
+            ValidationReport.objects.select_related("campaign")
+            .filter(run=run, pk=report_id)
+            .first()
+        )
+    if report is None:
+        report = validation_report_latest(run=run)
+    return {"run": run, "report": report, "figures": report_figures(report)}
+
+
+def report_figures(report: ValidationReport | None) -> dict | None:
+    """Headline figures of a validation report (paper Table 1): status macro-F1
+    and accuracy, the set tasks' semantic F1, the windows compared."""
+    if report is None:
+        return None
+    body = report.report or {}
+    return {
+        "n_windows": body.get("n_windows"),
+        "n_missing": body.get("n_missing"),
+        "status_macro_f1": body.get("status_macro_f1"),
+        "status_accuracy": body.get("status_accuracy"),
+        "tasks": [
+            {"task": key, "label": label, "f1": (body.get(key) or {}).get("f1")}
+            for key, label in (
+                ("acute_problems", "Acute problems"),
+                ("recommended_actions", "Recommended actions"),
+                ("red_flags", "Red flags"),
+            )
+        ],
     }

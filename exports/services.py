@@ -33,7 +33,14 @@ from exports.scoring import (
     predictions_read,
     scores_compute,
 )
-from oracle.models import OracleLabel, OracleLabelState, OracleRun, RunState
+from oracle.models import (
+    OracleLabel,
+    OracleLabelState,
+    OracleRun,
+    RunState,
+    ValidationReport,
+)
+from oracle.selectors import validation_report_latest
 
 logger = logging.getLogger(__name__)
 
@@ -70,11 +77,14 @@ def release_create(
     kind: str,
     campaign: Campaign | None = None,
     oracle_run: OracleRun | None = None,
+    validation_report: ValidationReport | None = None,
     notes: str = "",
 ) -> Release:
     """A queued release, version = the kind's last + 1. Gold needs a campaign
     with finished consensus; Scale an Oracle run that completed with labels and
-    has been validated against Gold (spec section 7)."""
+    has been validated against Gold (spec section 7). A Scale release carries
+    ``validation_report`` (one of the run's, e.g. the one shown next to the
+    promote button) or else the run's newest report."""
     _require_admin(user, "build a release")
     fields: dict = {"kind": kind, "notes": notes.strip(), "created_by": user}
     if kind == ReleaseKind.GOLD:
@@ -93,7 +103,12 @@ def release_create(
     elif kind == ReleaseKind.SCALE:
         if oracle_run is None:
             raise ValidationError("Choose the Oracle run whose labels to release.")
-        report = oracle_run.validation_reports.order_by("-created_at", "-id").first()
+        if validation_report is not None and validation_report.run_id != oracle_run.pk:
+            raise ValidationError(
+                f"Validation report {validation_report.pk} is not a report of Oracle "
+                f"run {oracle_run.pk}; choose one of the run's own reports."
+            )
+        report = validation_report or validation_report_latest(run=oracle_run)
         if report is None:
             raise ValidationError(
                 f"Oracle run {oracle_run.pk} ({oracle_run.name!r}) has no validation "

@@ -9,6 +9,7 @@ app_name = "exports"
 urlpatterns = [
     path("", views.release_list, name="release_list"),
     path("build/", views.release_build_start, name="release_build_start"),
+    path("new/", views.release_new, name="release_new"),
     path("token/", views.token_page, name="token"),
     path("token/create/", views.token_create, name="token_create"),
     path("token/revoke/", views.token_revoke, name="token_revoke"),

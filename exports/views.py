@@ -13,7 +13,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import FileResponse, Http404
 from django.shortcuts import redirect, render
 from django.utils.cache import patch_vary_headers
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from rest_framework.authtoken.models import Token
 
 from annotation.models import Campaign
@@ -24,7 +24,7 @@ from exports.models import ReleaseKind, SubmissionState
 from exports.roles import user_is_admin, user_may_use_releases
 from exports.scoring import MAX_K
 from exports.selectors import LEADERBOARD_KEYS
-from oracle.models import OracleRun
+from oracle.models import OracleRun, ValidationReport
 
 PLOT_NAMES = ("by_disease_group", "by_hours_since_admit")
 
@@ -109,6 +109,91 @@ def release_build_start(request):
             messages.success(request, f"{release} is queued for building.")
             return redirect("exports:release_list")
     return _release_list_page(request, form, status=400)
+
+
+class PromoteForm(forms.Form):
+    """Promote an Oracle run to RealICU-Scale with one of its validation
+    reports; the service checks that the report is the run's."""
+
+    oracle_run = forms.ModelChoiceField(queryset=OracleRun.objects.all())
+    validation_report = forms.ModelChoiceField(
+        queryset=ValidationReport.objects.all(), required=False
+    )
+    notes = forms.CharField(required=False, max_length=2000)
+
+
+def _query_id(request, name: str) -> int | None:
+    raw = request.GET.get(name, "").strip()
+    if not raw:
+        return None
+    if not raw.isdigit():
+        raise Http404(f"No such {name.replace('_', ' ')}: {raw!r} is not an id.")
+    return int(raw)
+
+
+def _release_new_page(request, promotion, form=None, errors=(), status=200):
+    context = {
+        **(promotion or {}),
+        "form": form,
+        "errors": list(errors),
+        "runs": selectors.release_build_choices(user=request.user)["runs"],
+    }
+    return render(request, "exports/release_new.html", context, status=status)
+
+
+@require_http_methods(["GET", "POST"])
+@release_user_required
+def release_new(request):
+    """Promote an Oracle run to a Scale release (spec section 7): the page
+    shows the validation report the release will carry next to the button;
+    a run without one is refused."""
+    if not user_is_admin(request.user):
+        raise Http404
+    if request.method == "GET":
+        run_id = _query_id(request, "run")
+        if run_id is None:
+            return _release_new_page(request, None)
+        promotion = selectors.promotion_get(
+            user=request.user, run_id=run_id, report_id=_query_id(request, "report")
+        )
+        if promotion is None:
+            raise Http404("No such Oracle run.")
+        return _release_new_page(request, promotion)
+    form = PromoteForm(request.POST)
+    if not form.is_valid():
+        return _release_new_page(
+            request, None, form=form, errors=_form_errors(form), status=400
+        )
+    run = form.cleaned_data["oracle_run"]
+    report = form.cleaned_data["validation_report"]
+    promotion = selectors.promotion_get(
+        user=request.user, run_id=run.pk, report_id=report.pk if report else None
+    )
+    try:
+        release = services.release_create(
+            user=request.user,
+            kind=ReleaseKind.SCALE,
+            oracle_run=run,
+            validation_report=report,
+            notes=form.cleaned_data["notes"],
+        )
+    except ValidationError as error:
+        return _release_new_page(
+            request, promotion, form=form, errors=error.messages, status=400
+        )
+    services.release_build_enqueue(release=release)
+    messages.success(
+        request, f"{release} is queued for building from Oracle run {run.pk}."
+    )
+    return redirect("exports:release_list")
+
+
+def _form_errors(form) -> list[str]:
+    return [
+        f"{form.fields[name].label or name}: {message}" if name != "__all__" else message
+        for name, messages_ in form.errors.items()
+        for message in messages_
+    ]
 
 
 @require_GET

@@ -85,6 +85,7 @@ def submit(
     flags=(),
     added=(),
     ratings=None,
+    status_evidence=(),
 ):
     """Submit the physician's label; items are ``text`` or ``(text, evidence)``;
     every recorded critical action is rated acceptable unless ``ratings``
@@ -104,7 +105,7 @@ def submit(
     ratings = ratings or {}
     payload = {
         "status": status,
-        "status_evidence": [],
+        "status_evidence": list(status_evidence),
         "acute_problems": items(problems),
         "action_ratings": [
             {
@@ -786,3 +787,48 @@ def test_submit_stands_when_the_broker_is_unreachable(
     assert len(callbacks) == 1
     last.refresh_from_db()
     assert last.submitted_at is not None
+
+
+def test_consensus_status_carries_the_evidence_of_the_labels_that_gave_it(
+    gold, physicians, windows, clinical, admin_user, matcher
+):
+    from annotation.consensus import campaign_agreement_refresh
+
+    a, b = physicians
+    ne, lactate, insulin = (
+        clinical["norepinephrine"].pk,
+        clinical["lactate"].pk,
+        clinical["insulin"].pk,
+    )
+    w0, w1, w2, w3 = windows
+    submit(a, gold, w0, "deteriorating", status_evidence=[ne])
+    submit(b, gold, w0, "deteriorating", status_evidence=[lactate, ne])
+    submit(a, gold, w1, "stable", status_evidence=[insulin])
+    submit(b, gold, w1, "deteriorating", status_evidence=[lactate])
+    submit(a, gold, w2, "improving")
+    submit(b, gold, w2, "improving")
+
+    # Campaign-wide path: agreed status -> the union of both labels' evidence;
+    # a status in dispute has none yet.
+    campaign_agreement_refresh(campaign=gold, matcher=matcher, window_ids=[w0.pk, w1.pk, w2.pk])
+    assert _consensus(gold, w0).status_evidence == sorted([ne, lactate])
+    assert _consensus(gold, w1).status == "" and _consensus(gold, w1).status_evidence == []
+    assert _consensus(gold, w2).status_evidence == []
+
+    # Single-window path gives the same.
+    window_consensus_refresh(campaign=gold, window=w0, matcher=matcher)
+    assert _consensus(gold, w0).status_evidence == sorted([ne, lactate])
+
+    # Settled: the evidence of the label whose status the admin settled on.
+    adjudication_decide(
+        admin=admin_user,
+        campaign=gold,
+        window=w1,
+        task="status",
+        item_ref="",
+        action="settle_status",
+        new_status="stable",
+        reason="Lactate falling",
+    )
+    settled = _consensus(gold, w1)
+    assert settled.status_source == "settled" and settled.status_evidence == [insulin]

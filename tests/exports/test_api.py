@@ -249,7 +249,7 @@ def _schemathesis_run(schemathesis, application, key):
 
     schema = schemathesis.from_wsgi("/api/schema/?format=json", application)
     operations = [result.ok() for result in schema.get_all_operations()]
-    assert len(operations) == 8
+    assert len(operations) == 10
     for operation in operations:
 
         @settings(

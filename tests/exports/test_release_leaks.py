@@ -102,8 +102,20 @@ def test_gold_release_with_real_consensus_leaks_nothing_and_hides_physicians(
     campaign = campaign_create(
         admin=admin_user, name="demo gold", windows=gold, physicians=physicians
     )
+    # Each window's status cites its latest bedside event before the end.
+    status_evidence = {
+        window.pk: list(
+            Event.objects.filter(
+                admission_id=window.stay.admission_id, time__lt=window.end
+            )
+            .exclude(kind=EventKind.OUTCOME)
+            .order_by("-time", "-pk")
+            .values_list("pk", flat=True)[:1]
+        )
+        for window in gold
+    }
     for window in gold:
-        for physician in physicians:
+        for n, physician in enumerate(physicians):
             assignment = Assignment.objects.get(
                 campaign=campaign, window=window, annotator=physician, active=True
             )
@@ -112,7 +124,8 @@ def test_gold_release_with_real_consensus_leaks_nothing_and_hides_physicians(
                 assignment_id=assignment.pk,
                 payload={
                     "status": "stable",
-                    "status_evidence": [],
+                    # One physician cites it: the consensus takes the union.
+                    "status_evidence": status_evidence[window.pk] if n else [],
                     "acute_problems": [{"text": "Septic shock", "evidence": []}],
                     "action_ratings": [
                         {"event_id": e.pk, "rating": "acceptable", "evidence": []}
@@ -132,6 +145,8 @@ def test_gold_release_with_real_consensus_leaks_nothing_and_hides_physicians(
     folder = release_dirs / release.directory
     _assert_no_leaks(release, folder)
     record = json.loads(open(folder / "windows.jsonl").readline())
+    assert record["labels"]["status"]["evidence"] == status_evidence[record["window_id"]]
+    assert record["labels"]["status"]["evidence"]
     problem = record["labels"]["acute_problems"][0]
     assert problem["text"] == "Septic shock"
     assert problem["provenance"]["source"] == "consensus"
