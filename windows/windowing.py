@@ -70,6 +70,52 @@ def window_bounds(
     return bounds
 
 
+def _window_references():
+    """Every relation that points at a window from elsewhere (campaigns,
+    assignments, labels, agreements, Oracle labels, release records), hidden
+    reverse names included."""
+    return [
+        rel
+        for rel in Window._meta.get_fields(include_hidden=True)
+        if rel.auto_created and not rel.concrete and (rel.one_to_many or rel.one_to_one)
+    ]
+
+
+def windows_change_check(*, stay: Stay, bounds: list[tuple]) -> None:
+    """Refuse to move or delete a window that anything refers to: a label
+    written for ``[10:00, 10:30)`` must not come to mean another half hour
+    because the window settings changed. Raises ValidationError naming the
+    windows; changes nothing."""
+    existing = {
+        index: (pk, start, end)
+        for pk, index, start, end in Window.objects.filter(stay=stay).values_list(
+            "pk", "index", "start", "end"
+        )
+    }
+    changed = {
+        pk: index
+        for index, (pk, start, end) in existing.items()
+        if index >= len(bounds) or bounds[index] != (start, end)
+    }
+    if not changed:
+        return
+    referenced: set[int] = set()
+    for rel in _window_references():
+        referenced.update(
+            rel.related_model._default_manager.filter(
+                **{f"{rel.field.name}__in": list(changed)}
+            ).values_list(rel.field.name, flat=True)
+        )
+    if referenced:
+        indexes = sorted(changed[pk] for pk in referenced)
+        raise ValidationError(
+            f"Stay {stay.pk}: windows {', '.join(map(str, indexes))} are in a "
+            "campaign, an Oracle run or a release, so their bounds cannot change. "
+            "Build with the window settings they were made with; nothing was "
+            "changed."
+        )
+
+
 def windows_build(
     *,
     stay: Stay,
@@ -96,6 +142,7 @@ def windows_build(
         stride_hours=stride_hours,
     )
 
+    windows_change_check(stay=stay, bounds=bounds)
     times: list = []
     action_times: list = []
     if bounds:
@@ -262,6 +309,18 @@ def windows_build_many(
     )
     resolved["seed"] = seed
     stays = list(stays)
+    # Every stay is checked before the first is written, so a refusal changes
+    # nothing.
+    for stay in stays:
+        windows_change_check(
+            stay=stay,
+            bounds=window_bounds(
+                intime=stay.intime,
+                outtime=stay.outtime,
+                window_minutes=resolved["window_minutes"],
+                stride_hours=resolved["stride_hours"],
+            ),
+        )
     summary = WindowsBuildSummary(settings=resolved)
     if progress is not None:
         progress.start(len(stays), "windows")
