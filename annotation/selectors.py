@@ -389,7 +389,9 @@ def term_suggestions(
     is or on which window: only texts and their counts over the whole campaign
     are returned. Others' drafts are left out (half-typed); with
     ``exclude_window`` (the window being labelled) others' labels of that window
-    are left out too, so a co-rater's items on it are never suggested.
+    are left out too, and a physician never gets others' items from any window
+    they rate themselves before it is adjudicated, so a co-rater's items are
+    never suggested.
     Only the campaign's physicians and admins get suggestions.
     """
     if field not in SUGGESTION_FIELDS:
@@ -412,6 +414,22 @@ def term_suggestions(
     if exclude_window is not None:
         labels = labels.exclude(
             Q(assignment__window=exclude_window) & ~Q(assignment__annotator=user)
+        )
+    if not user_is_admin(user):
+        # Blindness (spec section 4): a co-rater's items on any window this
+        # physician rates stay hidden until that window is adjudicated, not
+        # only on the window being labelled (the endpoint can be asked from any
+        # of the physician's assignments).
+        adjudicated = CampaignWindow.objects.filter(
+            campaign=campaign, adjudicated_at__isnull=False
+        ).values("window_id")
+        rated = (
+            Assignment.objects.filter(campaign=campaign, annotator=user)
+            .exclude(window_id__in=adjudicated)
+            .values("window_id")
+        )
+        labels = labels.exclude(
+            Q(assignment__window_id__in=rated) & ~Q(assignment__annotator=user)
         )
     if connection.vendor == "postgresql":
         return _suggestions_postgresql(

@@ -28,6 +28,7 @@ import re
 import threading
 import time
 import uuid
+from urllib.parse import urlsplit
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -41,6 +42,7 @@ from annotation.models import Campaign, ConsensusLabel, PatientStatus
 from annotation.roles import user_is_admin
 from oracle import selectors
 from oracle.backbones.base import BackboneResult
+from oracle.backbones.openai_compat import _RESERVED as RESERVED_PARAMETERS
 from oracle.models import (
     Backbone,
     BackboneKind,
@@ -126,6 +128,22 @@ def _backbone_validate(backbone: Backbone) -> None:
             "Give the name of an environment variable (letters, digits, "
             "underscores), not the key itself."
         )
+    if backbone.base_url and urlsplit(backbone.base_url).scheme not in ("http", "https"):
+        errors.setdefault("base_url", []).append(
+            "The base URL must start with http:// or https://."
+        )
+    if not isinstance(backbone.parameters, dict):
+        errors.setdefault("parameters", []).append("Parameters must be a JSON object.")
+    else:
+        # The prompt, the model and the reply's shape are the Oracle's own: a
+        # parameter cannot replace them (the backbone would otherwise drop it
+        # without a word).
+        reserved = sorted(set(backbone.parameters) & RESERVED_PARAMETERS)
+        if reserved:
+            errors.setdefault("parameters", []).append(
+                f"{', '.join(reserved)} cannot be set here: the Oracle sets the "
+                "model, the messages and the reply's form itself."
+            )
     if backbone.kind == BackboneKind.RULES and (backbone.base_url or backbone.api_key_env):
         errors.setdefault("base_url", []).append(
             "A rules backbone calls no endpoint: leave the base URL and the API key "

@@ -7,7 +7,9 @@ from annotation.critical import (
     critical_action_rules_clean,
     default_critical_action_rules,
 )
-from annotation.models import Label
+from django.utils import timezone
+
+from annotation.models import CampaignWindow, Label
 from annotation.selectors import (
     _suggestions_python,
     recorded_critical_actions,
@@ -116,6 +118,13 @@ def test_suggestions_are_campaign_wide_texts_most_used_first(
         payload={"acute_problems": [{"text": "Shockwave"}]},
         base_version=0,
     )
+    # a co-rater's items on a window a rates are hidden until it is adjudicated
+    assert term_suggestions(
+        user=a, campaign=campaign, field="acute_problems", prefix="sho"
+    ) == [("Septic shock", 1)]
+    CampaignWindow.objects.filter(
+        campaign=campaign, window__in=[gold_windows[1], gold_windows[2]]
+    ).update(adjudicated_at=timezone.now())
 
     got = term_suggestions(
         user=a, campaign=campaign, field="acute_problems", prefix="sho"
