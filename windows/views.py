@@ -22,7 +22,7 @@ from django.utils.http import parse_etags, quote_etag
 from django.views.decorators.http import require_GET, require_POST
 
 from windows import selectors, services
-from windows.accounts import user_may_see_clinical_data
+from windows.accounts import user_is_admin, user_may_see_clinical_data
 from windows.models import (
     DiseaseGroup,
     Domain,
@@ -43,11 +43,12 @@ IMPORT_RUNS_PER_PAGE = 25
 
 
 def staff_required(view):
-    """Staff-only page: anyone else gets a 404, so the page does not reveal itself."""
+    """Admin-only page (the admin role, windows.accounts): anyone else gets a
+    404, so the page does not reveal itself."""
 
     @wraps(view)
     def wrapper(request, *args, **kwargs):
-        if not request.user.is_staff:
+        if not user_is_admin(request.user):
             raise Http404
         return view(request, *args, **kwargs)
 

@@ -39,7 +39,7 @@ def user():
 
 @pytest.fixture
 def staff():
-    return make_user(staff=True)
+    return make_user(staff=True, role="admin")
 
 
 @pytest.fixture

@@ -3,7 +3,7 @@ the pages it may open."""
 
 from django import template
 
-from windows.accounts import user_may_see_clinical_data
+from windows.accounts import user_is_admin, user_may_see_clinical_data
 
 register = template.Library()
 
@@ -11,3 +11,8 @@ register = template.Library()
 @register.filter
 def may_see_clinical_data(user) -> bool:
     return user_may_see_clinical_data(user)
+
+
+@register.filter
+def is_admin(user) -> bool:
+    return user_is_admin(user)
