@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.db import transaction
 from django.db.models import Count
 
 from windows.importers.base import Progress, SourceDataError
-from windows.importers.mimic import mimic_import
+from windows.importers.mimic import ChartEventsStep, EventStep, mimic_import
 from windows.importers.mimic_mapping import (
     CHARTEVENTS,
     DATETIMEEVENTS,
@@ -900,6 +901,70 @@ def test_batches_of_one_stay_import_the_same_and_report_progress(mimic_dir):
     assert any(label == "chartevents: 11 rows" for _, _, label in seen)
 
 
+def chart_events() -> list[tuple]:
+    return sorted(
+        Event.objects.filter(source_table="chartevents").values_list(
+            "admission__source_id", "time", "end_time", "kind", "domain", "category",
+            "name", "value_num", "unit", "value_text", "source_key",
+        )
+    )
+
+
+def chart_events_both_ways(directory: Path, monkeypatch) -> tuple[list, list]:
+    """chartevents imported by ChartEventsStep (Arrow), then, in a clean
+    database, by the general pandas path."""
+    with transaction.atomic():
+        mimic_import(directory=directory)
+        arrow = chart_events()
+        transaction.set_rollback(True)
+    monkeypatch.setattr(ChartEventsStep, "run", EventStep.run)
+    mimic_import(directory=directory)
+    return arrow, chart_events()
+
+
+@pytest.mark.django_db
+def test_chartevents_read_by_arrow_are_those_of_the_pandas_reader(tmp_path, monkeypatch):
+    """The Arrow reader and transform of chartevents give the events of the
+    pandas path, row for row, on the cases that differ between the two
+    libraries: missing-value spellings, quoted commas and line breaks, a unit
+    beyond its column's length, a device with trailing spaces, rows of another
+    admission or without one, times out of order, fractional seconds."""
+    tables = mimic_tables()
+    tables["icu/chartevents"] += [
+        chart(A1, 220045, "2151-03-01 12:00:00", "NA", "", "bpm"),
+        chart(A1, 229999, "2151-03-01 12:30", '"quoted, with\na line break"', ""),
+        chart(A1, 229998, "2151-03-01 12:30:00", "n/a", "NaN", "x" * 40),
+        chart(A1, 226732, "2151-03-01 12:45:00", "Nasal cannula  ", ""),
+        chart(A1, 223835, "2151-03-01 11:00:00", "0.4", "0.4"),
+        chart(A2, 220045, "2161-05-01 10:30:00.5", "null", "", ""),
+        chart("", 220045, "2151-03-01 12:00:00", "90", 90, "bpm"),
+    ]
+    arrow, pandas = chart_events_both_ways(write_mimic(tmp_path / "m", tables), monkeypatch)
+
+    assert len(arrow) == IMPORTED_ROWS["chartevents"] + 6
+    assert arrow == pandas
+
+
+@pytest.mark.django_db
+def test_a_chartevents_line_arrow_cannot_read_goes_to_the_pandas_reader(
+    tmp_path, monkeypatch
+):
+    """Arrow refuses a line with more fields than the header; pandas' reader
+    (which reads only the columns it needs) takes it, so the import does too."""
+    directory = write_mimic(tmp_path / "m", mimic_tables())
+    path = directory / "icu" / "chartevents.csv.gz"
+    with gzip.open(path, "rt") as fh:
+        lines = fh.read().splitlines()
+    lines[3] += ",an extra field"
+    with gzip.open(path, "wt") as fh:
+        fh.write("\n".join(lines) + "\n")
+
+    arrow, pandas = chart_events_both_ways(directory, monkeypatch)
+
+    assert len(arrow) == IMPORTED_ROWS["chartevents"]
+    assert arrow == pandas
+
+
 @pytest.mark.django_db
 def test_a_patient_seen_before_gets_the_new_admission(tmp_path):
     tables = mimic_tables()
@@ -1177,3 +1242,11 @@ def test_every_itemid_named_in_clinical_concepts_is_mapped():
     text = concepts.read_text(encoding="utf-8")
     named = {int(m) for m in re.findall(r"\b(2\d{5}|5\d{4})\b", text)}
     assert sorted(named - known) == []
+
+
+def test_the_arrow_reader_reads_as_missing_exactly_what_pandas_does():
+    from pandas._libs.parsers import STR_NA_VALUES
+
+    from windows.importers.base import _PANDAS_NA
+
+    assert set(_PANDAS_NA) == set(STR_NA_VALUES)

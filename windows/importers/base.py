@@ -54,6 +54,17 @@ _ARROW_SCHEMA = pa.schema(
         ("source_key", pa.string()),
     ]
 )
+# The events' columns as EventWriter.write_arrow takes them.
+EVENT_ARROW_SCHEMA = _ARROW_SCHEMA
+
+
+# The strings pandas' read_csv reads as missing by default (keep_default_na, as
+# documented for read_csv's na_values), so both CSV readers agree on what is
+# missing; tests/windows/test_import_mimic.py checks the list against pandas.
+_PANDAS_NA = [
+    "", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND",
+    "1.#QNAN", "<NA>", "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null",
+]
 
 
 class SourceDataError(ValidationError):
@@ -128,11 +139,52 @@ class SourceTable:
         except Exception as exc:
             raise SourceDataError(f"cannot be read ({exc})", file=self.display, row=row) from exc
 
+    def arrow_blocks(
+        self, columns: list[str], rows: int = 250_000
+    ) -> Iterator[tuple[int, pa.RecordBatch]]:
+        """Yield (first_row_number, batch) of about ``rows`` rows of a CSV file
+        (plain or .gz) read by Arrow's streaming reader: the columns as text, with
+        the values pandas' ``read_csv`` reads as missing (its default NA strings)
+        as nulls, so that a batch holds the same values as the frames of
+        ``chunks``, without a Python object per cell. Arrow's reader reads up to
+        32 blocks ahead of its consumer, so blocks are small (2 MB: at most 64 MB
+        ahead, whatever the file's size) and gathered into batches here. Arrow's
+        own errors (a malformed line) propagate; callers that promise pandas'
+        messages fall back to ``chunks``."""
+        reader = pa_csv.open_csv(
+            pa.input_stream(str(self.path), compression="detect"),
+            read_options=pa_csv.ReadOptions(block_size=2 << 20, use_threads=False),
+            parse_options=pa_csv.ParseOptions(newlines_in_values=True),
+            convert_options=pa_csv.ConvertOptions(
+                include_columns=columns,
+                column_types={c: pa.string() for c in columns},
+                null_values=_PANDAS_NA,
+                strings_can_be_null=True,
+                quoted_strings_can_be_null=True,
+            ),
+        )
+        first, parts, gathered = 1, [], 0
+        for part in reader:
+            parts.append(part)
+            gathered += part.num_rows
+            if gathered >= rows:
+                yield first, _one_batch(parts, reader.schema)
+                first, parts, gathered = first + gathered, [], 0
+        if gathered:
+            yield first, _one_batch(parts, reader.schema)
+
     def read_all(self, columns: list[str], dtype: dict | None = None) -> pd.DataFrame:
         parts = [frame for _, frame in self.chunks(columns, dtype=dtype)]
         if not parts:
             return pd.DataFrame(columns=columns)
         return pd.concat(parts, ignore_index=True)
+
+
+def _one_batch(parts: list[pa.RecordBatch], schema: pa.Schema) -> pa.RecordBatch:
+    """Record batches as one, each column in one contiguous array."""
+    if len(parts) == 1:
+        return parts[0]
+    return pa.Table.from_batches(parts, schema=schema).combine_chunks().to_batches()[0]
 
 
 def find_table(directory: Path, names: Iterable[str]) -> SourceTable | None:
@@ -252,16 +304,29 @@ class EventWriter:
         values = pd.to_numeric(frame["value_num"], errors="coerce").astype("float64")
         frame["value_num"] = values.where(np.isfinite(values))
         if connection.vendor == "postgresql":
-            payload = self._csv(frame)
-            self.flush()
-            if self._executor is None:
-                self._executor = ThreadPoolExecutor(max_workers=1)
-            raw = connection.connection  # the psycopg connection, in this transaction
-            self._pending = self._executor.submit(self._copy, raw, payload)
+            self._submit(self._csv(frame))
         else:
             self._bulk(frame)
         self.written += len(frame)
         return len(frame)
+
+    def write_arrow(self, table: pa.Table) -> int:
+        """Append events already in the COPY's form (PostgreSQL only): the
+        columns of ``_ARROW_SCHEMA`` in its order, times as UTC ISO text, text
+        columns not null and within their length (``TEXT_LIMITS``)."""
+        if not table.num_rows:
+            return 0
+        payload = self._arrow_csv(table.cast(_ARROW_SCHEMA))
+        self._submit(payload)
+        self.written += table.num_rows
+        return table.num_rows
+
+    def _submit(self, payload: memoryview) -> None:
+        self.flush()
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(max_workers=1)
+        raw = connection.connection  # the psycopg connection, in this transaction
+        self._pending = self._executor.submit(self._copy, raw, payload)
 
     def flush(self) -> None:
         pending, self._pending = self._pending, None
@@ -303,10 +368,25 @@ class EventWriter:
                 arrays.append(_arrow_time(col))
             else:
                 arrays.append(pa.array(col.to_numpy(), type=spec.type, from_pandas=True))
-        arrow = pa.Table.from_arrays(arrays, schema=_ARROW_SCHEMA)
-        sink = pa.BufferOutputStream()
-        pa_csv.write_csv(arrow, sink, write_options=pa_csv.WriteOptions(include_header=False))
-        return memoryview(sink.getvalue())
+        return EventWriter._arrow_csv(pa.Table.from_arrays(arrays, schema=_ARROW_SCHEMA))
+
+    @staticmethod
+    def _arrow_csv(arrow: pa.Table) -> memoryview:
+        # Unquoted when no value needs quotes: less for the server to parse.
+        for quoting in ("none", "needed"):
+            sink = pa.BufferOutputStream()
+            try:
+                pa_csv.write_csv(
+                    arrow,
+                    sink,
+                    write_options=pa_csv.WriteOptions(
+                        include_header=False, quoting_style=quoting
+                    ),
+                )
+            except pa.ArrowInvalid:  # a comma, quote or line break in a value
+                continue
+            return memoryview(sink.getvalue())
+        raise AssertionError("quoting 'needed' writes any value")
 
     @staticmethod
     def _copy(raw, payload: memoryview) -> None:
