@@ -1,6 +1,5 @@
-"""Writes of the Oracle (spec section 7): backbones, Oracle runs and their
-chunked, resumable execution on Celery workers, and validation reports against
-Gold consensus.
+"""Oracle runs (spec section 7): create, cancel, resume, retry, and their
+chunked, resumable execution on Celery workers.
 
 How a run shares out across workers: it is labelled in chunks. A chunk task
 claims up to ``chunk_size`` windows of the run that have no label and no live
@@ -24,25 +23,21 @@ price is that a lane whose worker is busy elsewhere leaves its share unused;
 from __future__ import annotations
 
 import logging
-import re
 import threading
 import time
 import uuid
-from urllib.parse import urlsplit
 from dataclasses import dataclass, field
 from datetime import timedelta
 
 from django.conf import settings
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import ValidationError
 from django.db import connection, transaction
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
-from annotation.models import Campaign, ConsensusLabel, PatientStatus
-from annotation.roles import user_is_admin
+from annotation.models import Campaign, PatientStatus
 from oracle import selectors
 from oracle.backbones.base import BackboneResult
-from oracle.backbones.openai_compat import _RESERVED as RESERVED_PARAMETERS
 from oracle.models import (
     Backbone,
     BackboneKind,
@@ -53,10 +48,8 @@ from oracle.models import (
     PromptTemplate,
     RunScope,
     RunState,
-    ValidationJob,
-    ValidationJobState,
-    ValidationReport,
 )
+from oracle.services.access import _require_admin
 from windows.jobprogress import progress_set
 from windows.models import Cohort, Window
 
@@ -68,14 +61,8 @@ POLL_SECONDS = 1.0
 # A chunk task that found nothing to claim (the other lanes hold the rest, or a
 # dead worker's lease has not run out yet) tries again after this long.
 WAIT_SECONDS = 5
-ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 MAX_NAME = 200
 FINISHED_STATES = (RunState.CANCELLED, RunState.COMPLETED, RunState.FAILED)
-
-
-def _require_admin(user, what: str) -> None:
-    if not user_is_admin(user):
-        raise PermissionDenied(f"Only an admin can {what}.")
 
 
 def run_lanes(run: OracleRun | None = None) -> int:
@@ -100,111 +87,6 @@ def chunk_size_default() -> int:
 def lease_seconds() -> int:
     return max(5, int(getattr(settings, "REALICU_ORACLE_CLAIM_LEASE_SECONDS", 120)))
 
-
-# Backbones ----------------------------------------------------------------------
-
-BACKBONE_FIELDS = (
-    "name",
-    "kind",
-    "base_url",
-    "model",
-    "api_key_env",
-    "parameters",
-    "timeout_seconds",
-    "max_retries",
-    "concurrency",
-    "requests_per_minute",
-    "price_per_million_input",
-    "price_per_million_output",
-)
-
-
-def _backbone_validate(backbone: Backbone) -> None:
-    errors: dict[str, list[str]] = {}
-    backbone.name = (backbone.name or "").strip()
-    backbone.api_key_env = (backbone.api_key_env or "").strip()
-    if backbone.api_key_env and not ENV_NAME.match(backbone.api_key_env):
-        errors.setdefault("api_key_env", []).append(
-            "Give the name of an environment variable (letters, digits, "
-            "underscores), not the key itself."
-        )
-    if backbone.base_url and urlsplit(backbone.base_url).scheme not in ("http", "https"):
-        errors.setdefault("base_url", []).append(
-            "The base URL must start with http:// or https://."
-        )
-    if not isinstance(backbone.parameters, dict):
-        errors.setdefault("parameters", []).append("Parameters must be a JSON object.")
-    else:
-        # The prompt, the model and the reply's shape are the Oracle's own: a
-        # parameter cannot replace them (the backbone would otherwise drop it
-        # without a word).
-        reserved = sorted(set(backbone.parameters) & RESERVED_PARAMETERS)
-        if reserved:
-            errors.setdefault("parameters", []).append(
-                f"{', '.join(reserved)} cannot be set here: the Oracle sets the "
-                "model, the messages and the reply's form itself."
-            )
-    if backbone.kind == BackboneKind.RULES and (backbone.base_url or backbone.api_key_env):
-        errors.setdefault("base_url", []).append(
-            "A rules backbone calls no endpoint: leave the base URL and the API key "
-            "variable empty."
-        )
-    if backbone.concurrency is not None and backbone.concurrency < 1:
-        errors.setdefault("concurrency", []).append("At least one request in flight.")
-    if backbone.requests_per_minute is not None and backbone.requests_per_minute < 1:
-        errors.setdefault("requests_per_minute", []).append(
-            "At least one request per minute."
-        )
-    if backbone.timeout_seconds is not None and not backbone.timeout_seconds > 0:
-        errors.setdefault("timeout_seconds", []).append("The timeout must be positive.")
-    for price in ("price_per_million_input", "price_per_million_output"):
-        value = getattr(backbone, price)
-        if value is not None and value < 0:
-            errors.setdefault(price, []).append("A price cannot be negative.")
-    try:
-        backbone.full_clean(exclude=["created_by"])
-    except ValidationError as error:
-        for key, messages in error.message_dict.items():
-            errors.setdefault(key, []).extend(messages)
-    if errors:
-        raise ValidationError(errors)
-
-
-@transaction.atomic
-def backbone_create(*, admin, name: str, kind: str, **fields) -> Backbone:
-    """A new backbone. The API key is never taken: ``api_key_env`` names the
-    environment variable that holds it."""
-    _require_admin(admin, "configure Oracle backbones")
-    unknown = set(fields) - set(BACKBONE_FIELDS)
-    if unknown:
-        raise ValidationError(f"Unknown backbone settings: {', '.join(sorted(unknown))}.")
-    backbone = Backbone(name=name, kind=kind, created_by=admin, **fields)
-    if backbone.parameters is None:
-        backbone.parameters = {}
-    _backbone_validate(backbone)
-    backbone.save()
-    return backbone
-
-
-@transaction.atomic
-def backbone_update(*, admin, backbone: Backbone, **fields) -> Backbone:
-    """Change a backbone's settings. Runs already made keep their snapshot."""
-    _require_admin(admin, "configure Oracle backbones")
-    unknown = set(fields) - set(BACKBONE_FIELDS)
-    if unknown:
-        raise ValidationError(f"Unknown backbone settings: {', '.join(sorted(unknown))}.")
-    backbone = Backbone.objects.select_for_update().get(pk=backbone.pk)
-    if "kind" in fields and fields["kind"] != backbone.kind and backbone.runs.exists():
-        raise ValidationError(
-            {"kind": "This backbone has runs: its kind cannot change. Make a new one."}
-        )
-    for key, value in fields.items():
-        setattr(backbone, key, value)
-    if backbone.parameters is None:
-        backbone.parameters = {}
-    _backbone_validate(backbone)
-    backbone.save()
-    return backbone
 
 
 # Runs ---------------------------------------------------------------------------
@@ -688,155 +570,3 @@ def oracle_run_execute_inline(
             return result.outcome
         if result.outcome == ChunkOutcome.WAITING:
             wait(result.retry_after)
-
-
-# Validation against Gold ----------------------------------------------------------
-
-def _validation_check(*, admin, run: OracleRun, campaign: Campaign | None) -> None:
-    _require_admin(admin, "validate an Oracle run")
-    if campaign is None:
-        raise ValidationError("Choose the Gold campaign to validate against.")
-    if not ConsensusLabel.objects.filter(campaign=campaign).exists():
-        raise ValidationError(
-            f"Campaign {campaign} has no consensus yet: nothing to validate against."
-        )
-
-
-def validation_report_create(
-    *, admin, run: OracleRun, campaign: Campaign, matcher=None, on_progress=None
-) -> ValidationReport:
-    """Measure the run against the campaign's Gold consensus (spec section 6,
-    paper Table 1), here and now; see ``oracle.validation``. The pages queue
-    ``validation_job_create`` instead; this is the command line's way.
-    ``on_progress(done, total, label)`` follows the computation."""
-    _validation_check(admin=admin, run=run, campaign=campaign)
-    report, matcher = _validation_compute(
-        run=run, campaign=campaign, matcher=matcher, on_progress=on_progress
-    )
-    with transaction.atomic():
-        return _validation_report_save(
-            admin=admin, run=run, campaign=campaign, matcher=matcher, report=report
-        )
-
-
-def _validation_compute(*, run, campaign, matcher, on_progress):
-    from oracle.validation import oracle_validation_compute
-
-    if matcher is None:
-        from evaluation.matcher import matcher_for_settings
-
-        matcher = matcher_for_settings()
-    report = oracle_validation_compute(
-        run=run, campaign=campaign, matcher=matcher, on_progress=on_progress
-    )
-    return report, matcher
-
-
-def _validation_report_save(*, admin, run, campaign, matcher, report) -> ValidationReport:
-    return ValidationReport.objects.create(
-        run=run,
-        campaign=campaign,
-        created_by=admin,
-        matcher_model=getattr(matcher, "model_name", type(matcher).__name__)[:200],
-        tau=float(getattr(matcher, "tau", 0.5)),
-        report=report,
-    )
-
-
-VALIDATION_PROGRESS_KIND = "oracle_validation"
-VALIDATION_ACTIVE = selectors.VALIDATION_ACTIVE
-
-
-@transaction.atomic
-def validation_job_create(
-    *, admin, run: OracleRun, campaign: Campaign | None, enqueue: bool = True
-) -> ValidationJob:
-    """Queue the validation of the run against the campaign on a worker (a cold
-    matcher may take tens of seconds). A validation of the same run and
-    campaign still under way is returned instead of a second one."""
-    _validation_check(admin=admin, run=run, campaign=campaign)
-    OracleRun.objects.select_for_update().filter(pk=run.pk).first()
-    going = ValidationJob.objects.filter(
-        run=run, campaign=campaign, state__in=VALIDATION_ACTIVE
-    ).first()
-    if going is not None:
-        return going
-    job = ValidationJob.objects.create(run=run, campaign=campaign, created_by=admin)
-    progress_set(
-        kind=VALIDATION_PROGRESS_KIND, pk=job.pk, done=0, total=0, label="queued"
-    )
-    if enqueue:
-
-        def send() -> None:
-            from oracle.tasks import oracle_validation_task
-
-            try:
-                oracle_validation_task.delay(job.pk)
-            except Exception:
-                logger.exception("Validation job %s could not be queued", job.pk)
-
-        transaction.on_commit(send)
-    return job
-
-
-def validation_job_execute(*, job_id: int, matcher=None) -> ValidationJob | None:
-    """Compute a queued validation and record its report (or why it failed).
-    Idempotent: a job already done or failed is left as it is, and a job a dead
-    worker left running is computed again (a report is written once, with the
-    job's state, in one transaction)."""
-    with transaction.atomic():
-        job = (
-            ValidationJob.objects.select_for_update(of=("self",))
-            .select_related("run__prompt", "campaign", "created_by")
-            .filter(pk=job_id)
-            .first()
-        )
-        if job is None or job.state not in VALIDATION_ACTIVE:
-            return job
-        job.state = ValidationJobState.RUNNING
-        job.started_at = timezone.now()
-        job.save(update_fields=["state", "started_at"])
-
-    def on_progress(done: int, total: int, label: str) -> None:
-        progress_set(
-            kind=VALIDATION_PROGRESS_KIND, pk=job.pk, done=done, total=total, label=label
-        )
-
-    try:
-        _validation_check(admin=job.created_by, run=job.run, campaign=job.campaign)
-        report, matcher = _validation_compute(
-            run=job.run, campaign=job.campaign, matcher=matcher, on_progress=on_progress
-        )
-    except (ValidationError, PermissionDenied) as error:
-        with transaction.atomic():
-            _validation_job_finish(job, error=" ".join(
-                getattr(error, "messages", [str(error)])))
-        return job
-    except Exception as error:
-        logger.exception("Validation job %s failed", job.pk)
-        with transaction.atomic():
-            _validation_job_finish(job, error=f"{type(error).__name__}: {error}")
-        return job
-    with transaction.atomic():
-        # A second delivery of the task may have finished first: one report.
-        job = ValidationJob.objects.select_for_update().get(pk=job.pk)
-        if job.state != ValidationJobState.RUNNING:
-            return job
-        saved = _validation_report_save(
-            admin=job.created_by, run=job.run, campaign=job.campaign,
-            matcher=matcher, report=report,
-        )
-        _validation_job_finish(job, report=saved)
-    return job
-
-
-def _validation_job_finish(job: ValidationJob, *, report=None, error: str = "") -> None:
-    job.state = ValidationJobState.DONE if report is not None else ValidationJobState.FAILED
-    job.report = report
-    job.error = error[:5000]
-    job.finished_at = timezone.now()
-    job.save(update_fields=["state", "report", "error", "finished_at"])
-    progress_set(
-        kind=VALIDATION_PROGRESS_KIND, pk=job.pk, done=1, total=1,
-        label="done" if report is not None else "failed",
-    )
