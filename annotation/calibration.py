@@ -29,6 +29,7 @@ from annotation.models import (
 from annotation.roles import user_is_admin, user_is_physician
 from evaluation.calibration import best_row, majority, sweep_taus, tau_sweep
 from evaluation.models import MatcherModel
+from windows.accounts import require_admin
 
 # The free-text fields whose items are paired, by the set task they belong to.
 # Rated recorded actions are event names, the same for every rater: left out.
@@ -42,11 +43,6 @@ TASK_FIELDS = {
 MAX_TEXTS_PER_TASK = 1500
 MAX_PAIRS_PER_STRATUM = 200
 DEFAULT_BAND = 0.15
-
-
-def _require_admin(user, what: str) -> None:
-    if not user_is_admin(user):
-        raise PermissionDenied(f"Only an admin can {what}.")
 
 
 def _may_judge(user) -> bool:
@@ -102,7 +98,7 @@ def calibration_set_draw(
     band), near misses (tau - band <= cos < tau) and random pairs, cosines by
     ``matcher`` (the configured model) and tau its current one. A stratum with
     fewer candidates than asked gets all of them."""
-    _require_admin(admin, "draw calibration pairs")
+    require_admin(admin, "draw calibration pairs")
     name = (name or "").strip()
     campaigns = list(campaigns)
     if not name:
@@ -255,7 +251,7 @@ def calibration_report(*, admin, calibration_set: CalibrationSet, taus=None) -> 
     time, under the set's model. Also: the best row (highest F1), the pairs per
     stratum and their share judged the same, and the model's current tau.
     """
-    _require_admin(admin, "see calibration reports")
+    require_admin(admin, "see calibration reports")
     pairs = list(
         CalibrationPair.objects.filter(calibration_set=calibration_set)
         .prefetch_related("judgments")
@@ -332,7 +328,7 @@ def tau_adopt(*, admin, calibration_set: CalibrationSet, tau, reason: str = "") 
     taus, recording who adopted it, when, the previous tau and the report.
     Agreements already computed keep the tau they were computed with until
     they are recomputed."""
-    _require_admin(admin, "adopt a tau")
+    require_admin(admin, "adopt a tau")
     report = calibration_report(admin=admin, calibration_set=calibration_set)
     try:
         value = float(tau)

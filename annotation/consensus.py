@@ -11,7 +11,7 @@ from collections import defaultdict
 from itertools import combinations
 
 import numpy as np
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
@@ -31,7 +31,6 @@ from annotation.models import (
     PatientStatus,
     WindowAgreement,
 )
-from annotation.roles import user_is_admin
 from annotation.services import (
     MAX_ITEM_CHARS,
     assignment_add,
@@ -45,6 +44,7 @@ from evaluation.agreement import (
     pairwise_semantic_f1,
     status_agreement,
 )
+from windows.accounts import require_admin
 from windows.models import Event, Window
 
 logger = logging.getLogger(__name__)
@@ -69,11 +69,6 @@ WINDOW_ACTIONS = (
     AdjudicationAction.REQUEST_THIRD_RATER,
     AdjudicationAction.DROP_WINDOW,
 )
-
-
-def _require_admin(user, what: str) -> None:
-    if not user_is_admin(user):
-        raise PermissionDenied(f"Only an admin can {what}.")
 
 
 # Label items ------------------------------------------------------------------
@@ -723,7 +718,7 @@ def adjudication_decide(
     Every decision is a new record with its author, time and reason; the
     physicians' labels are never changed.
     """
-    _require_admin(admin, "adjudicate")
+    require_admin(admin, "adjudicate")
     reason = (reason or "").strip()
     new_text = (new_text or "").strip()
     new_status = (new_status or "").strip()
@@ -1002,7 +997,7 @@ def physician_stats(*, admin, campaign: Campaign) -> list[dict]:
     on task of a submitted label, and agreement with the other physicians
     (status agreement over shared windows, mean pairwise F1 per set task), to
     find a rater who needs calibration."""
-    _require_admin(admin, "see physicians' figures")
+    require_admin(admin, "see physicians' figures")
     members = list(
         CampaignPhysician.objects.filter(campaign=campaign)
         .select_related("user")

@@ -25,7 +25,7 @@ from exports.models import (
     Submission,
     SubmissionState,
 )
-from exports.roles import user_is_admin, user_may_use_releases
+from exports.roles import user_may_use_releases
 from exports.scoring import (
     breakdown_plot,
     check_k,
@@ -41,13 +41,9 @@ from oracle.models import (
     ValidationReport,
 )
 from oracle.selectors import validation_report_latest
+from windows.accounts import require_admin
 
 logger = logging.getLogger(__name__)
-
-
-def _require_admin(user, what: str) -> None:
-    if not user_is_admin(user):
-        raise PermissionDenied(f"Only an admin can {what}.")
 
 
 def _require_release_user(user) -> None:
@@ -85,7 +81,7 @@ def release_create(
     has been validated against Gold (spec section 7). A Scale release carries
     ``validation_report`` (one of the run's, e.g. the one shown next to the
     promote button) or else the run's newest report."""
-    _require_admin(user, "build a release")
+    require_admin(user, "build a release")
     fields: dict = {"kind": kind, "notes": notes.strip(), "created_by": user}
     if kind == ReleaseKind.GOLD:
         if campaign is None:

@@ -6,6 +6,7 @@ import secrets
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
+from django.core.exceptions import PermissionDenied
 from django.db import transaction
 
 
@@ -46,6 +47,12 @@ def user_is_physician(user) -> bool:
 def user_is_admin(user) -> bool:
     """An admin (adjudicator) by group; a superuser counts as one."""
     return _active(user) and (user.is_superuser or Role.ADMIN in _group_names(user))
+
+
+def require_admin(user, what: str) -> None:
+    """The services' guard: ``what`` completes "Only an admin can ..."."""
+    if not user_is_admin(user):
+        raise PermissionDenied(f"Only an admin can {what}.")
 
 
 def user_is_researcher(user) -> bool:

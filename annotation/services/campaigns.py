@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
@@ -22,13 +22,9 @@ from annotation.models import (
     CampaignPhysician,
     CampaignWindow,
 )
-from annotation.roles import user_is_admin, user_is_physician
+from annotation.roles import user_is_physician
 from windows.models import Window
-
-
-def _require_admin(user, what: str) -> None:
-    if not user_is_admin(user):
-        raise PermissionDenied(f"Only an admin can {what}.")
+from windows.accounts import require_admin
 
 
 def _windows_resolve(windows: Iterable) -> list[Window]:
@@ -88,7 +84,7 @@ def campaign_create(
     of physicians sharing windows). Physicians are indexed by id, so the same
     inputs give the same assignments.
     """
-    _require_admin(admin, "create a campaign")
+    require_admin(admin, "create a campaign")
     name = (name or "").strip()
     if not name:
         raise ValidationError("Give the campaign a name.")
@@ -144,7 +140,7 @@ def campaign_critical_categories_set(
 ) -> Campaign:
     """Change which recorded actions are shown for rating. Labels already
     submitted keep their ratings; new submits are checked against the new rules."""
-    _require_admin(admin, "change the critical action categories")
+    require_admin(admin, "change the critical action categories")
     campaign.critical_action_categories = critical_action_rules_clean(rules)
     campaign.save(update_fields=["critical_action_categories"])
     return campaign
@@ -165,7 +161,7 @@ def assignment_add(
 ) -> Assignment:
     """Give a window of the campaign to one more physician (e.g. a third rater on
     disagreement)."""
-    _require_admin(admin, "assign windows")
+    require_admin(admin, "assign windows")
     _campaign_window_get(campaign=campaign, window=window)
     (user,) = _physicians_resolve([physician])
     existing = (
@@ -195,7 +191,7 @@ def assignment_reassign(*, admin, assignment: Assignment, physician) -> Assignme
     """Move an abandoned window to another physician. The old assignment stays,
     inactive, with whatever draft it had; the new one starts empty (blindness)
     and points back to it."""
-    _require_admin(admin, "reassign windows")
+    require_admin(admin, "reassign windows")
     (user,) = _physicians_resolve([physician])
     old = Assignment.objects.select_for_update().get(pk=assignment.pk)
     if not old.active:
@@ -240,7 +236,7 @@ def campaign_window_adjudication_start(
 ) -> CampaignWindow:
     """Mark that adjudication of the window has started: from now on its authors
     can no longer reopen their labels. Idempotent."""
-    _require_admin(admin, "adjudicate")
+    require_admin(admin, "adjudicate")
     campaign_window = _campaign_window_get(campaign=campaign, window=window)
     if campaign_window.adjudication_started_at is None:
         campaign_window.adjudication_started_at = timezone.now()

@@ -11,7 +11,7 @@ from django.db import transaction
 
 from oracle.backbones.openai_compat import _RESERVED as RESERVED_PARAMETERS
 from oracle.models import Backbone, BackboneKind
-from oracle.services.access import _require_admin
+from windows.accounts import require_admin
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -87,7 +87,7 @@ def _backbone_validate(backbone: Backbone) -> None:
 def backbone_create(*, admin, name: str, kind: str, **fields) -> Backbone:
     """A new backbone. The API key is never taken: ``api_key_env`` names the
     environment variable that holds it."""
-    _require_admin(admin, "configure Oracle backbones")
+    require_admin(admin, "configure Oracle backbones")
     unknown = set(fields) - set(BACKBONE_FIELDS)
     if unknown:
         raise ValidationError(f"Unknown backbone settings: {', '.join(sorted(unknown))}.")
@@ -102,7 +102,7 @@ def backbone_create(*, admin, name: str, kind: str, **fields) -> Backbone:
 @transaction.atomic
 def backbone_update(*, admin, backbone: Backbone, **fields) -> Backbone:
     """Change a backbone's settings. Runs already made keep their snapshot."""
-    _require_admin(admin, "configure Oracle backbones")
+    require_admin(admin, "configure Oracle backbones")
     unknown = set(fields) - set(BACKBONE_FIELDS)
     if unknown:
         raise ValidationError(f"Unknown backbone settings: {', '.join(sorted(unknown))}.")

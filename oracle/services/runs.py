@@ -49,7 +49,7 @@ from oracle.models import (
     RunScope,
     RunState,
 )
-from oracle.services.access import _require_admin
+from windows.accounts import require_admin
 from windows.jobprogress import progress_set
 from windows.models import Cohort, Window
 
@@ -122,7 +122,7 @@ def oracle_run_create(
     """A run of ``backbone`` over a campaign's windows or over every candidate
     window of a cohort's stays, queued for the workers once committed. The
     backbone's settings are copied onto the run; later edits change nothing."""
-    _require_admin(admin, "start an Oracle run")
+    require_admin(admin, "start an Oracle run")
     name = (name or "").strip()
     if not name:
         raise ValidationError({"name": "Give the run a name."})
@@ -175,7 +175,7 @@ def oracle_run_create(
 def oracle_run_cancel(*, admin, run: OracleRun) -> OracleRun:
     """Stop the run: no new request is started (chunks poll for this); replies
     already in flight are still saved. Resumable."""
-    _require_admin(admin, "cancel an Oracle run")
+    require_admin(admin, "cancel an Oracle run")
     run = OracleRun.objects.select_for_update().get(pk=run.pk)
     if run.state in (RunState.COMPLETED, RunState.CANCELLED):
         raise ValidationError(f"The run is already {run.get_state_display().lower()}.")
@@ -201,7 +201,7 @@ def oracle_run_resume(*, admin, run: OracleRun, enqueue: bool = True) -> OracleR
     """Queue the run again for the windows that have no label yet. A running
     run may be resumed too (its workers died): the lanes bound the chunks at
     work, so the limits still hold."""
-    _require_admin(admin, "resume an Oracle run")
+    require_admin(admin, "resume an Oracle run")
     run = OracleRun.objects.select_for_update().get(pk=run.pk)
     if not selectors.run_windows_todo(run=run).exists():
         failed = run.labels.filter(state=OracleLabelState.FAILED).count()
@@ -226,7 +226,7 @@ def oracle_run_resume(*, admin, run: OracleRun, enqueue: bool = True) -> OracleR
 def oracle_run_retry_failed(*, admin, run: OracleRun, enqueue: bool = True) -> int:
     """Forget the run's failed windows (this run's only) and label them again.
     Returns how many were forgotten."""
-    _require_admin(admin, "retry an Oracle run's failures")
+    require_admin(admin, "retry an Oracle run's failures")
     run = OracleRun.objects.select_for_update().get(pk=run.pk)
     if run.state in (RunState.QUEUED, RunState.RUNNING):
         raise ValidationError(

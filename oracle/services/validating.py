@@ -18,14 +18,14 @@ from oracle.models import (
     ValidationJobState,
     ValidationReport,
 )
-from oracle.services.access import _require_admin
+from windows.accounts import require_admin
 from windows.jobprogress import progress_set
 
 logger = logging.getLogger(__name__)
 
 
 def _validation_check(*, admin, run: OracleRun, campaign: Campaign | None) -> None:
-    _require_admin(admin, "validate an Oracle run")
+    require_admin(admin, "validate an Oracle run")
     if campaign is None:
         raise ValidationError("Choose the Gold campaign to validate against.")
     if not ConsensusLabel.objects.filter(campaign=campaign).exists():
