@@ -3,17 +3,15 @@ from the queue, settles the status and rewrites the one-sided item by
 keyboard, each with a reason; the window leaves the queue and the decisions
 show with their author."""
 
-import os
 
 import pytest
-from django.db import connections
 
 from annotation.models import AdjudicationDecision, ConsensusLabel
 
-from .test_annotate_browser import CHROMIUM, CHROMIUM_ARGS, sign_in
+from .test_annotate_browser import sign_in
 from .test_consensus import gold, labelled, matcher, stay, windows  # noqa: F401
+from tests.browser import chromium
 
-os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 SCREENSHOT = "/tmp/adjudicate.png"
@@ -21,15 +19,8 @@ SCREENSHOT = "/tmp/adjudicate.png"
 
 @pytest.fixture
 def browser(labelled):
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield browser
-        finally:
-            browser.close()
-            connections.close_all()
+    with chromium() as browser:
+        yield browser
 
 
 def test_admin_settles_a_disagreement_on_the_adjudication_page(

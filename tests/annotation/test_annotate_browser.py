@@ -2,29 +2,16 @@
 in the event table; the draft survives a reload, submit opens the next window,
 and a second physician sees none of it."""
 
-import os
 
 import pytest
-from django.db import connections
 
 from annotation.models import Assignment, AssignmentState, Label
 from windows.tracks import stay_tracks_get
+from tests.browser import chromium
 
-# Playwright's sync API runs an event loop in this thread; the database work of
-# the test itself happens outside it, but Django cannot tell.
-os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 PASSWORD = "correct horse battery"  # tests.factories.make_user's
 SCREENSHOT = "/tmp/annotate.png"
 FORM = "[data-label-form]"
@@ -43,17 +30,8 @@ def labelling(campaign, physicians, gold_windows, clinical, stay):
 
 @pytest.fixture
 def browser(labelling):
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield browser
-        finally:
-            browser.close()
-            # Queries made while Playwright ran used a connection of their own:
-            # close it, or it keeps the test database from being dropped.
-            connections.close_all()
+    with chromium() as browser:
+        yield browser
 
 
 def sign_in(browser, live_server, user):

@@ -7,7 +7,6 @@ the worker has computed it."""
 import os
 
 import pytest
-from django.db import connections
 
 from annotation.consensus import window_consensus_refresh
 from annotation.services import campaign_create
@@ -20,11 +19,11 @@ from tests.annotation.conftest import (  # noqa: F401 - fixtures
     stay,
 )
 from tests.annotation.test_consensus import submit
-from tests.annotation.test_annotate_browser import CHROMIUM, CHROMIUM_ARGS, PASSWORD
+from tests.annotation.test_annotate_browser import PASSWORD
 from windows.accounts import Role
 from windows.models import Cohort, CohortStay, CohortStratum, Window
+from tests.browser import chromium
 
-os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 # The worker inherits this: the matcher's model ships with its package.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -59,15 +58,8 @@ def gold_campaign(stay, clinical):
 
 @pytest.fixture
 def browser(gold_campaign):
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield browser
-        finally:
-            browser.close()
-            connections.close_all()
+    with chromium() as browser:
+        yield browser
 
 
 def test_admin_runs_the_rules_oracle_and_reads_its_validation(

@@ -1,7 +1,6 @@
 """The window page in the system Chromium: a physician signs in, the plots are
 drawn, and the keyboard moves between windows."""
 
-import os
 from datetime import timedelta
 
 import pytest
@@ -17,22 +16,11 @@ from tests.factories import (
 from windows.models import Domain, EventKind
 from windows.tracks import stay_tracks_get
 from windows.windowing import windows_build, windows_sample_gold
+from tests.browser import chromium
 
-# Playwright's sync API runs an event loop in this thread; the database work of
-# the test itself happens outside it, but Django cannot tell.
-os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 PASSWORD = "a long passphrase"
 SCREENSHOT = "/tmp/window_page.png"
 
@@ -149,14 +137,8 @@ def browser():
     """Chromium, started after the test's data is written: database work inside
     Playwright's sync API would run on a connection the test database's
     teardown does not see (it keeps the database from being dropped)."""
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield browser
-        finally:
-            browser.close()
+    with chromium() as browser:
+        yield browser
 
 
 def _canvas_sizes(page, selector: str) -> list[tuple[float, float]]:
