@@ -132,9 +132,18 @@ class Stay(models.Model):
 
 
 class EventKind(models.TextChoices):
+    """What an event is to a reader at the bedside.
+
+    ``action`` is a clinical decision (``windows.actions`` defines which records
+    are); ``outcome`` reveals how the stay ends; ``coded`` is coded after
+    discharge (ICD procedure codes billed with a date only, DRG): hindsight only,
+    never in a bedside or release context.
+    """
+
     OBSERVATION = "observation", "Observation"
     ACTION = "action", "Action"
     OUTCOME = "outcome", "Outcome"
+    CODED = "coded", "Coded after discharge"
 
 
 class Domain(models.TextChoices):
@@ -191,6 +200,13 @@ class Event(models.Model):
     value_text = models.TextField(blank=True)
     source_table = models.CharField(max_length=48)
     source_key = models.CharField(max_length=128, blank=True)
+    order_id = models.CharField(
+        max_length=64,
+        blank=True,
+        default="",
+        help_text="The order a medication record belongs to (CLIF med_order_id, "
+        "MIMIC-IV linkorderid): rates are kept per order.",
+    )
 
     class Meta:
         indexes = [models.Index(fields=["admission", "time"], name="event_admission_time")]

@@ -18,6 +18,9 @@ OUTCOME_REVEALING_CATEGORIES = frozenset(
     }
 )
 
+# Kinds never at the bedside: how the stay ends, and what is coded after discharge.
+HINDSIGHT_KINDS = (EventKind.OUTCOME, EventKind.CODED)
+
 
 def bedside_filter(
     *, admission_id, start, end, exclude_window_actions: bool = False
@@ -27,7 +30,7 @@ def bedside_filter(
     cover many windows (exports, checks over a whole cohort)."""
     condition = (
         Q(admission_id=admission_id, time__lt=end)
-        & ~Q(kind=EventKind.OUTCOME)
+        & ~Q(kind__in=HINDSIGHT_KINDS)
         & ~Q(category__in=OUTCOME_REVEALING_CATEGORIES)
     )
     if exclude_window_actions:
@@ -76,6 +79,7 @@ def window_actions(*, window: Window) -> QuerySet[Event]:
 
 
 __all__ = [
+    "HINDSIGHT_KINDS",
     "OUTCOME_REVEALING_CATEGORIES",
     "bedside_events",
     "bedside_filter",

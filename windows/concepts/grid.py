@@ -31,6 +31,7 @@ EVENT_COLUMNS = (
     "value_num",
     "unit",
     "value_text",
+    "order_id",
 )
 # How far before ICU admission the grid reaches at most (section 0: hours from -24).
 LOOKBACK_HOURS = 24
@@ -322,6 +323,7 @@ def prepare_stay(
             else np.full(n, np.nan),
             "unit": text("unit"),
             "value_text": text("value_text"),
+            "order_id": text("order_id"),
         }
     )[keep]
     frame = frame.sort_values("t", kind="mergesort").reset_index(drop=True)

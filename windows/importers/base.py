@@ -33,9 +33,12 @@ EVENT_COLUMNS = [
     "value_text",
     "source_table",
     "source_key",
+    "order_id",
 ]
-_TEXT_COLUMNS = ("kind", "domain", "category", "name", "unit", "value_text", "source_table", "source_key")
-TEXT_LIMITS = {"category": 64, "name": 255, "unit": 32, "source_table": 48, "source_key": 128}
+_TEXT_COLUMNS = ("kind", "domain", "category", "name", "unit", "value_text", "source_table",
+                 "source_key", "order_id")
+TEXT_LIMITS = {"category": 64, "name": 255, "unit": 32, "source_table": 48, "source_key": 128,
+               "order_id": 64}
 
 
 _ARROW_SCHEMA = pa.schema(
@@ -52,6 +55,7 @@ _ARROW_SCHEMA = pa.schema(
         ("value_text", pa.string()),
         ("source_table", pa.string()),
         ("source_key", pa.string()),
+        ("order_id", pa.string()),
     ]
 )
 # The events' columns as EventWriter.write_arrow takes them.
@@ -481,10 +485,16 @@ class ImportSummary:
     stays: int = 0
     skipped_admissions: int = 0
     events: dict[str, int] = field(default_factory=dict)
+    actions: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
     def add_events(self, table: str, n: int) -> None:
         self.events[table] = self.events.get(table, 0) + n
+
+    def add_actions(self, counts: dict[str, int]) -> None:
+        """Actions per domain, as ``windows.actions`` derived them."""
+        for domain, n in counts.items():
+            self.actions[domain] = self.actions.get(domain, 0) + n
 
     @property
     def total_events(self) -> int:
@@ -499,6 +509,7 @@ class ImportSummary:
             "skipped_admissions": self.skipped_admissions,
             "events": dict(self.events),
             "total_events": self.total_events,
+            "actions": dict(self.actions),
             "notes": list(self.notes),
         }
 
@@ -511,5 +522,9 @@ class ImportSummary:
         ]
         for table, n in sorted(self.events.items()):
             lines.append(f"  {table:<40} {n:>10}")
+        if self.actions:
+            lines.append(f"  clinical decisions (actions): {sum(self.actions.values())}")
+            for domain, n in sorted(self.actions.items()):
+                lines.append(f"    {domain:<38} {n:>10}")
         lines.extend(f"  note: {note}" for note in self.notes)
         return "\n".join(lines)

@@ -16,6 +16,7 @@ import pandas as pd
 from django.conf import settings
 from django.db import transaction
 
+from windows.actions import actions_derive
 from windows.importers.base import (
     EventWriter,
     ImportSummary,
@@ -375,6 +376,10 @@ def _import_batch(*, batch, adt, label, patients, hosps, stays_by_hosp, diagnose
                              diagnoses=diagnoses, event_tables=event_tables,
                              code_status_table=code_status_table, progress=progress,
                              summary=summary, writer=writer)
+    admission_ids = Admission.objects.filter(
+        source=Source.CLIF, source_id__in=batch
+    ).values_list("pk", flat=True)
+    summary.add_actions(actions_derive(admission_ids=list(admission_ids)))
 
 
 def _import_batch_events(*, batch, batch_set, adt, label, patients, hosps, stays_by_hosp,
@@ -581,10 +586,13 @@ def _meds(domain: str):
     def transform(c: pd.DataFrame) -> pd.DataFrame:
         action = _text(c["mar_action_category"]).str.lower()
         kind = np.where(action.isin(MED_NON_ACTIONS), EventKind.OBSERVATION, EventKind.ACTION)
-        return _base(c, kind=kind, domain=domain, category=_text(c["med_category"]),
-                     name=_text(c["med_name"]), value_num=pd.to_numeric(c["med_dose"],
-                                                                        errors="coerce"),
-                     unit=_text(c["med_dose_unit"]), value_text=action)
+        frame = _base(c, kind=kind, domain=domain, category=_text(c["med_category"]),
+                      name=_text(c["med_name"]), value_num=pd.to_numeric(c["med_dose"],
+                                                                         errors="coerce"),
+                      unit=_text(c["med_dose_unit"]), value_text=action)
+        if "med_order_id" in c:
+            frame["order_id"] = _text(c["med_order_id"])
+        return frame
     return transform
 
 
@@ -677,7 +685,7 @@ def _crrt(c: pd.DataFrame) -> pd.DataFrame:
             sub = c[has]
             frames.append(_base(sub, kind=EventKind.OBSERVATION, domain=Domain.CRRT,
                                 category=col, name=col.replace("_", " "), value_num=vals[has],
-                                unit="mL/h" if col != "blood_flow_rate" else "mL/min")
+                                unit="mL/h")
                           .assign(source_key=lambda f, col=col: f["source_key"] + ":" + col))
     if not frames:
         return _base(c.iloc[:0], kind="", domain="", category="", name="")
@@ -693,9 +701,11 @@ def _position(c: pd.DataFrame) -> pd.DataFrame:
 
 
 def _procedures(c: pd.DataFrame) -> pd.DataFrame:
+    """CLIF ``patient_procedures`` holds ICD/CPT codes billed after discharge with a
+    billing date: coded records, for hindsight only (never at the bedside)."""
     code = _text(c["procedure_code"])
     fmt = _text(c["procedure_code_format"])
-    return _base(c, kind=EventKind.ACTION, domain=Domain.PROCEDURES, category=fmt,
+    return _base(c, kind=EventKind.CODED, domain=Domain.PROCEDURES, category=fmt,
                  name=fmt + " " + code, value_text=code)
 
 

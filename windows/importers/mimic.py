@@ -35,6 +35,7 @@ from windows.importers.mimic_mapping import (
     VALUE_CATEGORIES,
     items_frame,
 )
+from windows.actions import actions_derive
 from windows.models import (
     Admission,
     Domain,
@@ -1162,6 +1163,7 @@ class ChartEventsStep(EventStep):
                 ),
                 TEXT_LIMITS.get("source_key"),
             ),
+            "order_id": _dictionary_text([""], np.zeros(n, dtype="int64")),
         }
         return pa.table([columns[f.name] for f in EVENT_ARROW_SCHEMA], schema=EVENT_ARROW_SCHEMA)
 
@@ -1646,6 +1648,10 @@ def mimic_import(
             for step in steps:
                 step.run(batch, writer, progress, summary)
                 progress.advance(1, f"batch {number}/{len(batches)}: {step.name} done")
+            writer.flush()
+            summary.add_actions(
+                actions_derive(admission_ids=[int(a) for a in batch.admission_ids])
+            )
     for step in steps:
         if step.untimed:
             summary.notes.append(
