@@ -203,9 +203,16 @@ class Event(models.Model):
     order_id = models.CharField(
         max_length=64,
         blank=True,
-        default="",
+        db_default="",
         help_text="The order a medication record belongs to (CLIF med_order_id, "
         "MIMIC-IV linkorderid): rates are kept per order.",
+    )
+    previous_value = models.CharField(
+        max_length=64,
+        blank=True,
+        db_default="",
+        help_text="For an action that changes a state (a rate, a setting, a device): "
+        "the state before it, as windows.actions derived it.",
     )
 
     class Meta:
