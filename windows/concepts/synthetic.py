@@ -23,8 +23,10 @@ def event(
     text: str = "",
     end_hours: float | None = None,
     kind: str = "",
+    order_id: str = "",
 ) -> dict:
-    """One event ``hours`` after ICU admission (see events_frame)."""
+    """One event ``hours`` after ICU admission (see events_frame); ``order_id``
+    names the medication order a MAR record belongs to ('' for none)."""
     return {
         "hours": hours,
         "domain": domain,
@@ -34,6 +36,7 @@ def event(
         "value_text": text,
         "end_hours": end_hours,
         "kind": kind,
+        "order_id": order_id,
     }
 
 
