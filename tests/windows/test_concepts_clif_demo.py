@@ -124,3 +124,37 @@ def test_the_first_demo_stays_give_sane_tracks(clif, demo):
                 np.ceil((outtime - intime) / pd.Timedelta(hours=1))
             )
             check_sane(frame)
+
+
+def stay_tracks(clif, demo, hosp_id, index=0):
+    tables, adt = demo
+    intime, outtime = icu_stays(adt, hosp_id)[index]
+    events = events_of(clif, tables, hosp_id)
+    return compute_stay_tracks(events, intime=intime, outtime=outtime)
+
+
+def during(frame, start, end):
+    """Rows whose hour end lies in (start, end]."""
+    ends = frame["hour_end"]
+    start, end = pd.Timestamp(start, tz="UTC"), pd.Timestamp(end, tz="UTC")
+    return frame[(ends > start) & (ends <= end)]
+
+
+@pytest.mark.parametrize(
+    ("hosp_id", "start", "next_change", "rate"),
+    [
+        # Order 124411 starts at 0.40 at 12:10; order 3745719 stops at 12:20.
+        ("22987108", "2146-06-23 12:10", "2146-06-23 17:13", 0.400032),
+        # Order 5625317 starts at 0.10 at 20:40; order 7827615 stops at 20:43.
+        ("29842315", "2155-12-03 20:40", "2155-12-04 02:12", 0.100059),
+    ],
+)
+def test_a_new_norepinephrine_bag_keeps_running_after_the_old_bag_stops(
+    clif, demo, hosp_id, start, next_change, rate
+):
+    frame = stay_tracks(clif, demo, hosp_id)
+    hours = during(frame, start, next_change)
+    assert len(hours) == 5
+    expected = np.full(5, rate)
+    assert hours["norepinephrine"].to_numpy() == pytest.approx(expected, abs=1e-5)
+    assert (hours["sofa_cardiovascular"] == 4).all()

@@ -183,3 +183,75 @@ def test_concurrent_interval_records_of_one_drug_take_the_highest_rate():
 
 def at(frame, hour, name):
     return frame.set_index("hour").at[hour, name]
+
+
+def order(hours, drug, dose, action, order_id, unit="mcg/kg/min"):
+    return event(
+        hours, MED, drug, dose, unit=unit, text=action, kind="action", order_id=order_id
+    )
+
+
+def test_the_old_bags_stop_does_not_end_a_new_bag_already_running():
+    frame = tracks(
+        [
+            order(1.5, "norepinephrine", 0.2, "start", "A"),
+            order(3.2, "norepinephrine", 0.4, "start", "B"),
+            order(3.4, "norepinephrine", 0, "stop", "A"),
+            order(6.5, "norepinephrine", 0.3, "dose_change", "B"),
+            order(8.0, "norepinephrine", 0, "stop", "B"),
+        ]
+    )
+    assert column(frame, "norepinephrine", [2, 3, 4, 5, 6, 7, 8, 9]) == [
+        0.2,
+        0.2,
+        0.4,
+        0.4,
+        0.4,
+        0.3,
+        0.3,
+        0,
+    ]
+
+
+def test_concurrent_orders_of_one_drug_take_the_highest_rate_until_each_stops():
+    frame = tracks(
+        [
+            order(0.5, "norepinephrine", 0.3, "start", "A"),
+            order(1.5, "norepinephrine", 0.1, "start", "B"),
+            order(3.5, "norepinephrine", 0, "stop", "A"),
+            order(5.5, "norepinephrine", 0, "stop", "B"),
+        ]
+    )
+    assert column(frame, "norepinephrine", [1, 2, 3, 4, 5, 6]) == [
+        0.3,
+        0.3,
+        0.3,
+        0.1,
+        0.1,
+        0,
+    ]
+
+
+def test_an_orders_stop_and_the_next_orders_start_at_one_time_hand_over():
+    frame = tracks(
+        [
+            order(0.5, "epinephrine", 0.05, "start", "A"),
+            order(2.0, "epinephrine", 0.08, "start", "B"),
+            order(2.0, "epinephrine", 0, "stop", "A"),
+            order(4.0, "epinephrine", 0, "stop", "B"),
+        ]
+    )
+    assert column(frame, "epinephrine", [1, 2, 3, 4, 5]) == [0.05, 0.05, 0.08, 0.08, 0]
+
+
+def test_records_without_an_order_id_keep_one_state_per_drug():
+    # The same records as the first test but without order ids: A's stop at
+    # 3.4 h ends the drug, as it did before order ids existed.
+    frame = tracks(
+        [
+            clif(1.5, "norepinephrine", 0.2, "start"),
+            clif(3.2, "norepinephrine", 0.4, "start"),
+            clif(3.4, "norepinephrine", 0, "stop"),
+        ]
+    )
+    assert column(frame, "norepinephrine", [2, 3, 4, 5]) == [0.2, 0.2, 0, 0]

@@ -90,9 +90,10 @@ class Stay:
     ``domain(name)`` returns the events of one CLIF domain as a frame sorted by
     time with columns ``t`` (ns since intime), ``end`` (ns since intime, NO_TIME
     when the record is a point event), ``kind`` and ``cat`` (the category), both
-    lower-cased and stripped, ``name``, ``value_num``, ``unit`` and
-    ``value_text`` (as given, '' when missing). Text columns are categoricals:
-    compare them or use ``.str``; ``astype(object)`` before ``map``.
+    lower-cased and stripped, ``name``, ``value_num``, ``unit``,
+    ``value_text`` and ``order_id`` (as given, '' when missing). Text columns
+    are categoricals: compare them or use ``.str``; ``astype(object)`` before
+    ``map``.
     """
 
     intime: pd.Timestamp
@@ -268,6 +269,7 @@ def _empty_events() -> pd.DataFrame:
             "value_num": np.empty(0, dtype=float),
             "unit": np.empty(0, dtype=object),
             "value_text": np.empty(0, dtype=object),
+            "order_id": np.empty(0, dtype=object),
         }
     )
 

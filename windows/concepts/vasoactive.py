@@ -80,6 +80,38 @@ def _no_intervals() -> pd.DataFrame:
     )
 
 
+def _order_intervals(
+    stay: Stay, rows: pd.DataFrame, stop: np.ndarray, rate: np.ndarray
+) -> pd.DataFrame:
+    """Intervals of point records, one rate state per order (see
+    drug_intervals): each charting's rate holds until the next charting of the
+    same order, an order's last one until ICU discharge."""
+    order = (
+        rows["order_id"].astype(str).str.strip().to_numpy(dtype=object)
+        if "order_id" in rows
+        else np.full(len(rows), "", dtype=object)
+    )
+    p = pd.DataFrame(
+        {
+            "order": order,
+            "t": rows["t"].to_numpy(dtype=np.int64),
+            "stop": stop,
+            "rate": np.where(stop, 0.0, rate),
+        }
+    )
+    p = p.sort_values(
+        ["order", "t", "stop"], ascending=[True, True, False], kind="mergesort"
+    )
+    # Several chartings of one order at one time: the last one (a start after a
+    # stop) wins.
+    p = p.drop_duplicates(["order", "t"], keep="last")
+    t = p["t"].to_numpy(dtype=np.int64)
+    orders = p["order"].to_numpy()
+    same_order_next = np.r_[orders[1:] == orders[:-1], False]
+    end = np.where(same_order_next, np.r_[t[1:], 0], np.maximum(stay.outtime_ns, t))
+    return pd.DataFrame({"start": t, "end": end, "rate": p["rate"].to_numpy()})
+
+
 def drug_intervals(stay: Stay, drug: str) -> pd.DataFrame:
     """Constant-rate intervals of one drug, in the standard unit: columns start,
     end (ns since intime), rate.
@@ -87,12 +119,20 @@ def drug_intervals(stay: Stay, drug: str) -> pd.DataFrame:
     Two record styles are read (section 5 and CLIF's MAR):
     - interval records (``end_time`` set, MIMIC-IV inputevents): the rate holds
       on [time, end_time] (a record without a rate is not an infusion rate);
-    - point records (CLIF medication_admin_continuous): a start, dose_change or
-      going/verify charting sets the rate from its time until the drug's next
-      charting; a stop (or a rate of 0) ends it. At one time, a stop is applied
-      before a start, so a stop and a restart charted together keep the drug
-      running. The last rate holds until ICU discharge. Bolus, not_given and
+    - point records (CLIF medication_admin_continuous): rate state is kept per
+      order (``order_id``, CLIF ``med_order_id``), as section 5 links the rate
+      changes of one order. A start, dose_change or going/verify charting sets
+      the order's rate from its time until that order's next charting; a stop
+      (or a rate of 0) ends that order only, so a new bag started before the
+      old one's stop keeps running. At one time, a stop is applied before a
+      start, so a stop and a restart charted together keep the order running.
+      An order's last rate holds until ICU discharge (every vasoactive order of
+      the CLIF demo ends with a stop). Records without an order id share one
+      state per drug, as before order ids were kept. Bolus, not_given and
       other chartings are ignored.
+
+    Concurrent intervals (two orders running) are all returned; the hourly
+    track takes the highest rate (vasoactive_tracks).
     """
     rows = stay.select("medication_admin_continuous", drug)
     if rows.empty:
@@ -129,21 +169,7 @@ def drug_intervals(stay: Stay, drug: str) -> pd.DataFrame:
         & (stop | has_dose)
     )
     if point.any():
-        p = pd.DataFrame(
-            {
-                "t": rows["t"].to_numpy()[point],
-                "stop": stop[point],
-                "rate": np.where(stop[point], 0.0, rate[point]),
-            }
-        )
-        p = p.sort_values(["t", "stop"], ascending=[True, False], kind="mergesort")
-        # Several chartings at one time: the last one (a start after a stop) wins.
-        p = p.drop_duplicates("t", keep="last")
-        t = p["t"].to_numpy(dtype=np.int64)
-        end = np.r_[t[1:], max(stay.outtime_ns, int(t[-1]))]
-        frames.append(
-            pd.DataFrame({"start": t, "end": end, "rate": p["rate"].to_numpy()})
-        )
+        frames.append(_order_intervals(stay, rows[point], stop[point], rate[point]))
 
     if not frames:
         return _no_intervals()
