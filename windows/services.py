@@ -12,6 +12,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from windows.disease_groups import disease_group, first_ranked
+from windows.vocabulary import diagnosis_label
 from windows.models import (
     Admission,
     DiseaseGroup,
@@ -51,7 +52,10 @@ def admission_died(*, admission: Admission, death_time) -> bool:
 
 def stay_diagnosis_fields(*, admission: Admission) -> dict:
     """Admission diagnosis and disease group from the first-ranked ICD code of the
-    stay's admission: the code recorded nearest the ICU admission."""
+    stay's admission: the code recorded nearest the ICU admission. The label is
+    the code with its title (the source's, else the CMS tables'), so pages never
+    show a bare code. Diagnoses are coded after discharge: hindsight readers see
+    them, bedside and release contexts do not."""
     dx = first_ranked(admission.diagnoses or [])
     if dx is None:
         return {
@@ -61,8 +65,7 @@ def stay_diagnosis_fields(*, admission: Admission) -> dict:
             "disease_group": DiseaseGroup.UNKNOWN,
         }
     group = disease_group(dx["code"], dx.get("version"))
-    title = dx.get("title") or ""
-    label = f"{dx['code']} {title}".strip() if title else f"ICD-{dx.get('version')} {dx['code']}"
+    label = diagnosis_label(str(dx["code"]), dx.get("version"), dx.get("title") or "")
     return {
         "admission_diagnosis": label[:255],
         "diagnosis_code": str(dx["code"])[:16],
