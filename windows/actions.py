@@ -1,9 +1,409 @@
 """Which recorded events are clinical decisions (actions): one definition for every
-source, applied after an import batch and by ``manage.py rebuild_actions``."""
+source, applied to an admission's stored events after each import batch and by
+``manage.py rebuild_actions``.
+
+An action is a decision a clinician made at that time (REALICU_SPEC.md section 1:
+the window's actions are the answer of the Recommended Actions task and drive
+action density, section 2). Charting a state that did not change is an
+observation. Per domain:
+
+- ``medication_admin_continuous``: per drug (the CLIF category), the running rate
+  is the highest rate among the drug's open orders (``Event.order_id``; records
+  without an order share one state). An order opens with its first charted rate,
+  is re-rated by any later charting with a dose, and closes with a stop, a pause
+  or a rate of 0. A record is an action when it changes the drug's running rate:
+  a start (0 -> r), a stop (r -> 0), or a change of more than ``RATE_TOLERANCE``
+  relative. A new bag or syringe (a new order taking over at the rate of the
+  old one, within the tolerance that weight-based conversions of one pump rate
+  need) and a "going" confirmation are observations. A bolus is an action.
+- ``respiratory_support``: a device (its CLIF category), a ventilation mode
+  (``mode:<category>``) or one set parameter (``<name>_set``) is an action when it
+  differs from that item's previous charting in the admission; the first charting
+  counts as a change, except a first "Room Air", which starts nothing. Measured
+  parameters (``*_obs``) are observations. Each setting is compared on its own:
+  changing FiO2 does not make the PEEP charted beside it an action.
+- ``crrt_therapy``: the CRRT mode (``crrt:<mode>``: start or switch) and its
+  prescription (blood flow, replacement and dialysate rates), by the same rule;
+  the ultrafiltrate removed is a measurement.
+- ``position``: turning a patient prone, or back from prone.
+- ``code_status``: a change of code status (the first charting counts).
+
+Other domains keep the kind their importer gave: an intermittent dose given is an
+action, a procedure with a real time (intubation, a line) is an action, coded
+records (``EventKind.CODED``) and outcomes are never actions.
+
+For every action that changes a state, ``Event.previous_value`` keeps the state
+before it ("0.6" for "FiO2 0.6 -> 0.4", "IMV" for a device change), so
+``action_text`` names the change.
+"""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterable
 
-def actions_derive(*, admission_ids) -> dict:
-    """Set the kind of the admissions' events by the action semantics (stub)."""
-    return {}
+import numpy as np
+import pandas as pd
+from django.db import connection, transaction
+
+from windows.models import Domain, Event, EventKind
+
+# Relative rate change below which a charting keeps a drug's rate: one pump rate
+# converted to mcg/kg/min with the weights charted on two orders differs by up to
+# 1.5 % in the CLIF demo's bag changes; titration steps are 10 % and more.
+RATE_TOLERANCE = 0.025
+# MAR action words (CLIF mar_action_category, MIMIC-IV statusdescription, lower
+# case) that end an order's infusion, and those that say nothing about its rate.
+STOP_WORDS = ("stop", "stopped", "paused", "finishedrunning", "finished running")
+NO_RATE_WORDS = ("not_given", "verify", "other", "held")
+CRRT_SETTINGS = (
+    "blood_flow_rate",
+    "pre_filter_replacement_fluid_rate",
+    "post_filter_replacement_fluid_rate",
+    "dialysate_flow_rate",
+)
+# Source tables whose records are coded after discharge (billing codes with a
+# date only): EventKind.CODED, whatever an older import called them.
+CODED_SOURCE_TABLES = ("clif_patient_procedures",)
+DERIVED_DOMAINS = (
+    Domain.MED_CONTINUOUS,
+    Domain.RESPIRATORY,
+    Domain.CRRT,
+    Domain.POSITION,
+    Domain.CODE_STATUS,
+)
+_FIELDS = (
+    "id",
+    "admission_id",
+    "time",
+    "kind",
+    "domain",
+    "category",
+    "value_num",
+    "unit",
+    "value_text",
+    "order_id",
+    "previous_value",
+)
+_ACT, _OBS = EventKind.ACTION.value, EventKind.OBSERVATION.value
+
+
+def actions_derive(*, admission_ids: Iterable[int], chunk: int = 200) -> dict[str, int]:
+    """Set ``kind`` and ``previous_value`` of the admissions' events in the derived
+    domains by the definition above; return the number of actions per domain.
+
+    Runs in the caller's transaction (an import batch) or its own; only rows
+    whose kind or previous state changes are written, so a rerun writes nothing.
+    """
+    ids = sorted({int(a) for a in admission_ids})
+    counts: dict[str, int] = {}
+    with transaction.atomic():
+        for start in range(0, len(ids), chunk):
+            part = ids[start : start + chunk]
+            rows = list(
+                Event.objects.filter(admission_id__in=part, domain__in=DERIVED_DOMAINS)
+                .exclude(kind__in=(EventKind.OUTCOME, EventKind.CODED))
+                .values_list(*_FIELDS)
+            )
+            if not rows:
+                continue
+            frame = pd.DataFrame.from_records(rows, columns=list(_FIELDS))
+            derived = derive_kinds(frame)
+            for domain, n in (
+                derived.loc[derived["kind"] == _ACT, "domain"].value_counts().items()
+            ):
+                counts[str(domain)] = counts.get(str(domain), 0) + int(n)
+            changed = derived[
+                (derived["kind"] != frame["kind"])
+                | (derived["previous_value"] != frame["previous_value"])
+            ]
+            _write(changed)
+    return counts
+
+
+def derive_kinds(events: pd.DataFrame) -> pd.DataFrame:
+    """The events with ``kind`` and ``previous_value`` derived (a copy; same index).
+
+    ``events`` has the columns of ``_FIELDS`` (``id`` only breaks ties of equal
+    times); rows of other domains come back unchanged.
+    """
+    out = events.copy()
+    out["previous_value"] = out["previous_value"].fillna("").astype(str)
+    out["order_id"] = out["order_id"].fillna("").astype(str)
+    out["value_text"] = out["value_text"].fillna("").astype(str)
+    out["category"] = out["category"].fillna("").astype(str)
+    out["time"] = pd.to_datetime(out["time"], utc=True)
+    out = out.sort_values(["admission_id", "time", "id"], kind="mergesort")
+    kinds = out["kind"].to_numpy(dtype=object).copy()
+    previous = out["previous_value"].to_numpy(dtype=object).copy()
+    position = {idx: i for i, idx in enumerate(out.index)}
+
+    def set_rows(index, kind, prev):
+        for idx, k, p in zip(index, kind, prev):
+            kinds[position[idx]] = k
+            previous[position[idx]] = p
+
+    domain = out["domain"].to_numpy(dtype=object)
+    for name, rule in (
+        (Domain.MED_CONTINUOUS.value, _infusion_kinds),
+        (Domain.RESPIRATORY.value, _respiratory_kinds),
+        (Domain.CRRT.value, _crrt_kinds),
+        (Domain.POSITION.value, _position_kinds),
+        (Domain.CODE_STATUS.value, _code_status_kinds),
+    ):
+        part = out[domain == name]
+        if len(part):
+            set_rows(part.index, *rule(part))
+    out["kind"] = kinds
+    out["previous_value"] = previous
+    return out.loc[events.index]
+
+
+def action_text(*, name: str, category: str, domain: str, value_num, unit: str,
+                value_text: str, previous_value: str) -> str:
+    """A recorded action as a clinician reads it: "FiO2 0.6 -> 0.4",
+    "norepinephrine 0.3 -> 0.1 mcg/kg/min", "start norepinephrine 0.3 mcg/kg/min",
+    "stop propofol", "device Nasal Cannula -> IMV"."""
+    value = "" if value_num is None or _isnan(value_num) else _number(value_num)
+    unit = f" {unit}" if unit and value else ""
+    label = name or category
+    if domain == Domain.MED_CONTINUOUS:
+        if value_text.strip().lower() in STOP_WORDS or value in ("", "0"):
+            return f"stop {label}"
+        if previous_value:
+            return f"{label} {previous_value} -> {value}{unit}"
+        return f"start {label} {value}{unit}"
+    if domain in (Domain.RESPIRATORY, Domain.CRRT, Domain.POSITION, Domain.CODE_STATUS):
+        if not value:  # a device, mode or position: the category is the state
+            state = category.split(":", 1)[-1] if category else name
+            kind = (
+                "mode" if category.startswith("mode:") else
+                "CRRT" if category.startswith("crrt:") else
+                "device" if domain == Domain.RESPIRATORY else ""
+            )
+            text = f"{previous_value} -> {state}" if previous_value else state
+            return " ".join(part for part in (kind, text) if part)
+        if previous_value:
+            return f"{label} {previous_value} -> {value}{unit}"
+        return f"{label} {value}{unit}"
+    return " ".join(part for part in (label, value + unit, value_text) if part)
+
+
+def action_text_of(event: Event) -> str:
+    return action_text(
+        name=event.name,
+        category=event.category,
+        domain=event.domain,
+        value_num=event.value_num,
+        unit=event.unit,
+        value_text=event.value_text,
+        previous_value=event.previous_value,
+    )
+
+
+# --- the rules ---------------------------------------------------------------------
+
+
+def _isnan(value) -> bool:
+    try:
+        return math.isnan(float(value))
+    except (TypeError, ValueError):
+        return True
+
+
+def _number(value: float) -> str:
+    return f"{float(value):.4g}"
+
+
+def _same(a: float, b: float) -> bool:
+    return math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-9)
+
+
+def _infusion_kinds(rows: pd.DataFrame):
+    """Per admission and drug, replay the records in time order (stops first at
+    one time, so a stop and a restart charted together keep the drug running)."""
+    words = rows["value_text"].str.strip().str.lower()
+    stop = words.isin(STOP_WORDS).to_numpy()
+    bolus = words.str.contains("bolus").to_numpy()
+    no_rate = words.isin(NO_RATE_WORDS).to_numpy()
+    frame = rows.assign(is_stop=stop, is_bolus=bolus, no_rate=no_rate)
+    frame = frame.sort_values(
+        ["admission_id", "category", "time", "is_stop", "id"],
+        ascending=[True, True, True, False, True],
+        kind="mergesort",
+    )
+    kinds, prevs, index = [], [], []
+    for _, drug in frame.groupby(["admission_id", "category"], sort=False):
+        open_orders: dict[str, tuple[float, str]] = {}
+        # The records of one time are one decision: a stop and a restart charted
+        # together change nothing; the record that set the new state is the action.
+        for _, instant in drug.groupby("time", sort=False):
+            before = _drug_rate(open_orders)
+            deciding = None
+            for r in instant.itertuples():
+                kinds.append(_ACT if r.is_bolus else _OBS)
+                prevs.append("")
+                index.append(r.Index)
+                if r.is_bolus:
+                    continue
+                if r.is_stop:
+                    open_orders.pop(r.order_id, None)
+                    deciding = len(kinds) - 1
+                elif not r.no_rate and not _isnan(r.value_num):
+                    if float(r.value_num) > 0:
+                        open_orders[r.order_id] = (float(r.value_num), r.unit or "")
+                    else:
+                        open_orders.pop(r.order_id, None)
+                    deciding = len(kinds) - 1
+            after = _drug_rate(open_orders)
+            if deciding is not None and _rate_changed(before, after):
+                kinds[deciding] = _ACT
+                prevs[deciding] = _number(before[0]) if before and after else ""
+    order = pd.Series(range(len(index)), index=index).loc[rows.index].to_numpy()
+    return np.asarray(kinds, dtype=object)[order], np.asarray(prevs, dtype=object)[order]
+
+
+def _drug_rate(open_orders: dict[str, tuple[float, str]]) -> tuple[float, str] | None:
+    if not open_orders:
+        return None
+    return max(open_orders.values(), key=lambda rate_unit: rate_unit[0])
+
+
+def _rate_changed(before, after) -> bool:
+    if (before is None) != (after is None):
+        return True
+    if before is None:
+        return False
+    if before[1] != after[1]:
+        return True
+    return abs(after[0] - before[0]) > RATE_TOLERANCE * max(before[0], after[0])
+
+
+def _state_changes(rows: pd.DataFrame, *, item, state, first_counts=None):
+    """Kind and previous state per row: an action where the item's state differs
+    from its previous charting in the admission (first chartings count unless
+    ``first_counts`` says otherwise)."""
+    kinds, prevs = [], []
+    last: dict[tuple, object] = {}
+    for key, value in zip(
+        zip(rows["admission_id"].to_numpy(), item), state
+    ):
+        if value is None:
+            kinds.append(_OBS)
+            prevs.append("")
+            continue
+        before = last.get(key)
+        last[key] = value
+        if before is None:
+            first = first_counts(value) if first_counts else True
+            kinds.append(_ACT if first else _OBS)
+            prevs.append("")
+        elif _differs(before, value):
+            kinds.append(_ACT)
+            prevs.append(_number(before) if isinstance(before, float) else str(before))
+        else:
+            kinds.append(_OBS)
+            prevs.append("")
+    return np.asarray(kinds, dtype=object), np.asarray(prevs, dtype=object)
+
+
+def _differs(before, value) -> bool:
+    if isinstance(before, float) and isinstance(value, float):
+        return not _same(before, value)
+    return before != value
+
+
+def _respiratory_kinds(rows: pd.DataFrame):
+    category = rows["category"].str.strip()
+    lower = category.str.lower()
+    is_obs = lower.str.endswith("_obs").to_numpy()
+    is_set = lower.str.endswith("_set").to_numpy()
+    is_mode = lower.str.startswith("mode:").to_numpy()
+    is_device = ~(is_obs | is_set | is_mode) & (lower != "").to_numpy()
+    values = rows["value_num"].to_numpy(dtype=float)
+    item = np.where(is_set, lower.to_numpy(), np.where(is_mode, "mode", "device"))
+    state = []
+    for value, setting, mode, device, cat in zip(
+        values, is_set, is_mode, is_device, category.to_numpy()
+    ):
+        if setting:
+            state.append(None if np.isnan(value) else float(value))
+        elif mode:
+            state.append(cat.split(":", 1)[1] or None)
+        elif device:
+            state.append(cat)
+        else:
+            state.append(None)
+    return _state_changes(
+        rows, item=item, state=state,
+        first_counts=lambda v: not (isinstance(v, str) and v.lower() == "room air"),
+    )
+
+
+def _crrt_kinds(rows: pd.DataFrame):
+    category = rows["category"].str.strip().str.lower()
+    is_mode = category.str.startswith("crrt:").to_numpy()
+    is_setting = category.isin(CRRT_SETTINGS).to_numpy()
+    values = rows["value_num"].to_numpy(dtype=float)
+    state = []
+    for cat, mode, setting, value in zip(category.to_numpy(), is_mode, is_setting, values):
+        if mode:
+            state.append(cat.split(":", 1)[1] or None)
+        elif setting:
+            state.append(None if np.isnan(value) else float(value))
+        else:
+            state.append(None)
+    item = np.where(is_mode, "mode", category.to_numpy())
+    return _state_changes(rows, item=item, state=state)
+
+
+def _position_kinds(rows: pd.DataFrame):
+    category = rows["category"].str.strip().str.lower().to_numpy()
+    kinds, prevs = [], []
+    last: dict[int, str] = {}
+    for adm, cat in zip(rows["admission_id"].to_numpy(), category):
+        if not cat:
+            kinds.append(_OBS)
+            prevs.append("")
+            continue
+        before = last.get(adm)
+        last[adm] = cat
+        turned = before != cat and "prone" in (before, cat)
+        kinds.append(_ACT if turned else _OBS)
+        prevs.append(before if turned and before else "")
+    return np.asarray(kinds, dtype=object), np.asarray(prevs, dtype=object)
+
+
+def _code_status_kinds(rows: pd.DataFrame):
+    category = rows["category"].str.strip().to_numpy()
+    state = [c or None for c in category]
+    return _state_changes(rows, item=np.full(len(rows), "code"), state=state)
+
+
+def _write(changed: pd.DataFrame) -> None:
+    if changed.empty:
+        return
+    values = list(
+        zip(
+            changed["id"].astype(int),
+            changed["kind"].astype(str),
+            changed["previous_value"].astype(str).str.slice(0, 64),
+        )
+    )
+    table = Event._meta.db_table
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            for start in range(0, len(values), 5000):
+                part = values[start : start + 5000]
+                marks = ", ".join(["(%s, %s, %s)"] * len(part))
+                cursor.execute(
+                    f"UPDATE {table} AS e SET kind = v.kind, previous_value = v.prev "
+                    f"FROM (VALUES {marks}) AS v(id, kind, prev) "
+                    f"WHERE e.id = v.id::bigint",
+                    [x for row in part for x in row],
+                )
+        else:
+            cursor.executemany(
+                f"UPDATE {table} SET kind = %s, previous_value = %s WHERE id = %s",
+                [(kind, prev, pk) for pk, kind, prev in values],
+            )

@@ -1,0 +1,316 @@
+"""An action is a clinical decision (windows.actions): hand-built trajectories for
+each rule, then the real CLIF demo read against its source files."""
+
+from __future__ import annotations
+
+import io
+
+import pandas as pd
+import pytest
+from django.core.management import call_command
+
+from windows.actions import action_text_of, actions_derive, derive_kinds
+from windows.importers.clif import clif_import
+from windows.models import Admission, Domain, Event, EventKind, Patient, Stay, Window
+from windows.selectors_context import bedside_events, window_actions
+from windows.windowing import windows_build_many
+
+ACT, OBS = EventKind.ACTION.value, EventKind.OBSERVATION.value
+
+
+def _frame(rows: list[dict]) -> pd.DataFrame:
+    base = {
+        "admission_id": 1,
+        "kind": OBS,
+        "value_num": float("nan"),
+        "unit": "",
+        "value_text": "",
+        "order_id": "",
+        "previous_value": "",
+    }
+    out = []
+    for i, row in enumerate(rows):
+        full = {**base, **row, "id": i + 1}
+        full["time"] = pd.Timestamp("2150-01-01 00:00", tz="UTC") + pd.Timedelta(
+            minutes=full.pop("minute")
+        )
+        out.append(full)
+    return pd.DataFrame(out)
+
+
+def _kinds(frame: pd.DataFrame) -> list[tuple[str, str]]:
+    derived = derive_kinds(frame)
+    return list(zip(derived["kind"], derived["previous_value"]))
+
+
+# --- respiratory support ----------------------------------------------------------
+
+
+def _setting(minute, category, value):
+    return {"minute": minute, "domain": Domain.RESPIRATORY, "category": category,
+            "value_num": value}
+
+
+def test_only_the_setting_that_changed_is_an_action_with_its_old_value():
+    frame = _frame([
+        _setting(0, "fio2_set", 0.6), _setting(0, "peep_set", 8.0),
+        _setting(60, "fio2_set", 0.6), _setting(60, "peep_set", 8.0),
+        _setting(120, "fio2_set", 0.4), _setting(120, "peep_set", 8.0),
+    ])
+    assert _kinds(frame) == [
+        (ACT, ""), (ACT, ""),  # the first settings are set
+        (OBS, ""), (OBS, ""),  # re-charted unchanged
+        (ACT, "0.6"), (OBS, ""),  # FiO2 0.6 -> 0.4; PEEP charted beside it unchanged
+    ]
+    derived = derive_kinds(frame)
+    event = Event(name="FiO2 set", category="fio2_set", domain=Domain.RESPIRATORY,
+                  value_num=0.4, unit="fraction", value_text="",
+                  previous_value=derived["previous_value"].iloc[4])
+    assert action_text_of(event) == "FiO2 set 0.6 -> 0.4 fraction"
+
+
+def test_device_and_mode_changes_are_actions_and_a_first_room_air_is_not():
+    frame = _frame([
+        {"minute": 0, "domain": Domain.RESPIRATORY, "category": "Room Air"},
+        {"minute": 30, "domain": Domain.RESPIRATORY, "category": "Room Air"},
+        {"minute": 60, "domain": Domain.RESPIRATORY, "category": "Nasal Cannula"},
+        {"minute": 90, "domain": Domain.RESPIRATORY, "category": "IMV"},
+        {"minute": 90, "domain": Domain.RESPIRATORY,
+         "category": "mode:Assist Control-Volume Control"},
+        {"minute": 120, "domain": Domain.RESPIRATORY, "category": "IMV"},
+        {"minute": 120, "domain": Domain.RESPIRATORY,
+         "category": "mode:Pressure Support/CPAP"},
+        {"minute": 120, "domain": Domain.RESPIRATORY, "category": "peep_obs",
+         "value_num": 7.0},
+    ])
+    assert _kinds(frame) == [
+        (OBS, ""), (OBS, ""), (ACT, "Room Air"), (ACT, "Nasal Cannula"), (ACT, ""),
+        (OBS, ""), (ACT, "Assist Control-Volume Control"), (OBS, ""),
+    ]
+
+
+def test_settings_are_followed_per_admission():
+    frame = _frame([
+        _setting(0, "peep_set", 5.0),
+        {**_setting(10, "peep_set", 5.0), "admission_id": 2},
+        _setting(20, "peep_set", 5.0),
+    ])
+    assert _kinds(frame) == [(ACT, ""), (ACT, ""), (OBS, "")]
+
+
+# --- infusions per order ----------------------------------------------------------
+
+
+def _mar(minute, action, rate, order, drug="norepinephrine"):
+    return {"minute": minute, "domain": Domain.MED_CONTINUOUS, "category": drug,
+            "value_text": action, "value_num": rate, "unit": "mcg/kg/min",
+            "order_id": order}
+
+
+def test_a_new_bag_at_the_same_rate_is_no_decision_and_the_old_bags_stop_is_none():
+    frame = _frame([
+        _mar(0, "start", 0.30, "A"),
+        _mar(60, "dose_change", 0.397, "A"),
+        _mar(120, "start", 0.400, "B"),  # new bag, same rate within conversion noise
+        _mar(130, "stop", 0.0, "A"),  # the old bag stops; B keeps running
+        _mar(300, "dose_change", 0.30, "B"),
+        _mar(400, "stop", 0.0, "B"),
+    ])
+    assert _kinds(frame) == [
+        (ACT, ""), (ACT, "0.3"), (OBS, ""), (OBS, ""), (ACT, "0.4"), (ACT, ""),
+    ]
+
+
+def test_a_new_order_at_another_rate_is_a_rate_change_and_pause_restart_are_actions():
+    frame = _frame([
+        _mar(0, "start", 0.10, "A"),
+        _mar(30, "start", 0.20, "B"),
+        _mar(40, "stop", 0.0, "A"),
+        _mar(60, "stop", 0.0, "B"),  # paused
+        _mar(60, "start", 0.20, "B"),  # restarted at the same time: keeps running
+        _mar(90, "stop", 0.0, "B"),
+        _mar(120, "start", 0.05, "B"),
+        _mar(125, "going", 0.05, "B"),
+    ])
+    kinds = _kinds(frame)
+    assert kinds[0] == (ACT, "")
+    assert kinds[1] == (ACT, "0.1")
+    assert kinds[2] == (OBS, "")  # A stops under the higher-rate B
+    assert kinds[3:5] == [(OBS, ""), (OBS, "")]  # stop + restart at one time
+    assert kinds[5] == (ACT, "")  # stop
+    assert kinds[6] == (ACT, "")  # start again
+    assert kinds[7] == (OBS, "")  # a "going" confirmation
+
+
+def test_drugs_are_followed_separately_and_a_bolus_is_an_action():
+    frame = _frame([
+        _mar(0, "start", 0.1, "A"),
+        _mar(10, "start", 50.0, "P", drug="propofol"),
+        _mar(20, "bolus", 20.0, "P", drug="propofol"),
+        _mar(30, "going", 0.1, "A"),
+    ])
+    assert [k for k, _ in _kinds(frame)] == [ACT, ACT, ACT, OBS]
+
+
+# --- CRRT, position, code status --------------------------------------------------
+
+
+def test_crrt_start_and_prescription_changes_are_actions_the_ultrafiltrate_is_not():
+    crrt = Domain.CRRT
+    frame = _frame([
+        {"minute": 0, "domain": crrt, "category": "crrt:cvvhdf"},
+        {"minute": 0, "domain": crrt, "category": "blood_flow_rate", "value_num": 12000.0},
+        {"minute": 60, "domain": crrt, "category": "crrt:cvvhdf"},
+        {"minute": 60, "domain": crrt, "category": "blood_flow_rate", "value_num": 12000.0},
+        {"minute": 60, "domain": crrt, "category": "ultrafiltration_out", "value_num": 90.0},
+        {"minute": 120, "domain": crrt, "category": "blood_flow_rate", "value_num": 15000.0},
+    ])
+    assert _kinds(frame) == [
+        (ACT, ""), (ACT, ""), (OBS, ""), (OBS, ""), (OBS, ""), (ACT, "1.2e+04"),
+    ]
+
+
+def test_proning_and_unproning_are_actions_other_turns_are_not():
+    frame = _frame([
+        {"minute": m, "domain": Domain.POSITION, "category": c}
+        for m, c in [(0, "semi_recumbent"), (60, "prone"), (90, "prone"),
+                     (180, "semi_recumbent"), (240, "other")]
+    ])
+    assert [k for k, _ in _kinds(frame)] == [OBS, ACT, OBS, ACT, OBS]
+
+
+def test_a_code_status_is_an_action_when_it_changes():
+    frame = _frame([
+        {"minute": m, "domain": Domain.CODE_STATUS, "category": c}
+        for m, c in [(0, "Full"), (600, "Full"), (900, "DNR")]
+    ])
+    assert _kinds(frame) == [(ACT, ""), (OBS, ""), (ACT, "Full")]
+
+
+def test_other_domains_keep_their_kind():
+    frame = _frame([
+        {"minute": 0, "domain": Domain.MED_INTERMITTENT, "category": "cefepime",
+         "kind": ACT},
+        {"minute": 0, "domain": Domain.VITALS, "category": "heart_rate", "value_num": 90.0},
+    ])
+    assert [k for k, _ in _kinds(frame)] == [ACT, OBS]
+
+
+# --- the real CLIF demo ------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def demo(django_db_setup, django_db_blocker, clif_demo_dir):
+    with django_db_blocker.unblock():
+        summary = clif_import(directory=clif_demo_dir)
+        windows_build_many(stays=Stay.objects.order_by("pk"), seed=0)
+        yield summary
+        Patient.objects.all().delete()
+
+
+def _previous_equal(frame: pd.DataFrame) -> pd.Series:
+    """Independent check: a charting whose value equals the same item's previous
+    charting in the admission (numbers for settings, the category otherwise)."""
+    frame = frame.sort_values(["admission_id", "time", "id"], kind="mergesort")
+    is_set = frame["category"].str.endswith("_set")
+    is_mode = frame["category"].str.startswith("mode:")
+    state = frame["value_num"].astype(object).where(
+        is_set, frame["category"].str.split(":").str[-1]
+    )
+    item = frame["category"].where(is_set, is_mode.map({True: "mode", False: "device"}))
+    previous = state.groupby([frame["admission_id"], item]).shift(1)
+    return state.eq(previous)
+
+
+@pytest.mark.django_db
+def test_no_re_charted_unchanged_respiratory_item_is_an_action_over_the_demo(demo):
+    rows = pd.DataFrame.from_records(
+        Event.objects.filter(domain=Domain.RESPIRATORY)
+        .exclude(category__endswith="_obs")
+        .values("id", "admission_id", "time", "category", "value_num", "kind")
+    )
+    unchanged = _previous_equal(rows)
+    kinds = rows.set_index("id")["kind"]
+    ids = rows.loc[unchanged.index[unchanged.to_numpy()], "id"]
+    assert len(ids) > 5000  # the demo re-charts its respiratory support hourly or so
+    assert (kinds.loc[ids] == OBS).all()
+    # and every change is an action, with the value it changed from
+    changed_settings = Event.objects.filter(
+        domain=Domain.RESPIRATORY, category__endswith="_set", kind=EventKind.ACTION
+    ).exclude(previous_value="")
+    assert changed_settings.count() > 300
+    sample = changed_settings.order_by("pk").first()
+    before = (
+        Event.objects.filter(admission_id=sample.admission_id, category=sample.category,
+                             time__lt=sample.time)
+        .order_by("-time", "-pk").first()
+    )
+    assert float(sample.previous_value) == pytest.approx(before.value_num, rel=1e-3)
+    assert before.value_num != pytest.approx(sample.value_num)
+
+
+@pytest.mark.django_db
+def test_window_5_of_the_first_stay_offers_its_nitroglycerin_and_its_peep_change(demo):
+    stay = Stay.objects.get(source_id="20044587:678")
+    window = Window.objects.get(stay=stay, index=5)
+    texts = [action_text_of(e) for e in window_actions(window=window)]
+    assert "start Nitroglycerin 0.5 mcg/kg/min" in texts
+    assert "peep set 5 -> 10 cmH2O" in texts
+    # the ventilator settings charted beside the PEEP change did not change
+    assert not [t for t in texts if t.startswith(("fio2", "tidal", "inspiratory", "resp"))]
+    assert not [e for e in window_actions(window=window) if e.category == "IMV"]
+    assert window.action_count == len(texts)
+
+
+@pytest.mark.django_db
+def test_a_norepinephrine_bag_change_is_no_decision_in_hospitalization_22987108(demo):
+    adm = Admission.objects.get(source_id="22987108")
+    ne = Event.objects.filter(admission=adm, category="norepinephrine")
+    # 12:10 order 124411 starts at 0.40 while order 3745719 runs at 0.398;
+    # 12:20 order 3745719 stops: the drug keeps running at 0.40.
+    new_bag = ne.get(order_id="124411", value_text="start")
+    old_stop = ne.get(order_id="3745719", value_text="stop")
+    assert (new_bag.kind, old_stop.kind) == (OBS, OBS)
+    # its titrations are decisions, with the rate they changed from
+    change = ne.get(order_id="124411", time__hour=17, time__minute=13)
+    assert change.kind == ACT and float(change.previous_value) == pytest.approx(0.4, abs=0.01)
+    assert action_text_of(change).startswith("Norepinephrine 0.4 -> 0.2996")
+
+
+@pytest.mark.django_db
+def test_billing_codes_are_coded_records_never_actions_nor_at_the_bedside(demo):
+    procedures = Event.objects.filter(source_table="clif_patient_procedures")
+    assert procedures.count() == 556
+    assert set(procedures.values_list("kind", flat=True)) == {EventKind.CODED}
+    stay = Stay.objects.get(admission__source_id="22987108")
+    last = Window.objects.filter(stay=stay).order_by("-index").first()
+    assert not bedside_events(window=last).filter(kind=EventKind.CODED).exists()
+    assert procedures.filter(admission=stay.admission).exists()
+
+
+@pytest.mark.django_db
+def test_the_import_summary_counts_the_decisions(demo):
+    assert demo.actions[Domain.RESPIRATORY] == Event.objects.filter(
+        domain=Domain.RESPIRATORY, kind=EventKind.ACTION).count()
+    assert "clinical decisions (actions)" in str(demo)
+
+
+@pytest.mark.django_db
+def test_rederiving_changes_nothing_and_rebuild_reports_the_figures(demo):
+    kinds = dict(Event.objects.values_list("pk", "kind"))
+    actions_derive(admission_ids=Admission.objects.values_list("pk", flat=True))
+    assert dict(Event.objects.values_list("pk", "kind")) == kinds
+    # an older import: every re-charted setting an action, billing codes actions
+    Event.objects.filter(domain=Domain.RESPIRATORY, category__endswith="_set").update(
+        kind=EventKind.ACTION)
+    Event.objects.filter(source_table="clif_patient_procedures").update(
+        kind=EventKind.ACTION)
+    windows_build_many(stays=Stay.objects.order_by("pk"), seed=0)
+    out = io.StringIO()
+    call_command("rebuild_actions", stdout=out, stderr=io.StringIO())
+    report = out.getvalue()
+    assert "556 coded records" in report
+    assert "respiratory_support" in report and "actions per window, mean" in report
+    assert dict(Event.objects.values_list("pk", "kind")) == kinds
+    window = Window.objects.get(stay__source_id="20044587:678", index=5)
+    assert window.action_count == window_actions(window=window).count()
