@@ -158,3 +158,59 @@ def test_a_new_norepinephrine_bag_keeps_running_after_the_old_bag_stops(
     expected = np.full(5, rate)
     assert hours["norepinephrine"].to_numpy() == pytest.approx(expected, abs=1e-5)
     assert (hours["sofa_cardiovascular"] == 4).all()
+
+
+def test_every_creatinine_0_3_above_its_48_hour_low_is_at_least_stage_1(clif, demo):
+    """Seven demo results are exactly 0.3 mg/dL above their 48-h low (1.1 ->
+    1.4, 1.6 -> 1.9, 12.3 -> 12.6); the comparison is done in hundredths."""
+    from windows.concepts.grid import prepare_stay
+    from windows.concepts.renal import creatinine_stages
+
+    tables, adt = demo
+    labs = tables["labs"]
+    hosp_ids = sorted(
+        labs.loc[labs["lab_category"] == "creatinine", "hospitalization_id"]
+        .astype(str)
+        .unique()
+    )
+    exact = 0
+    for hosp_id in hosp_ids:
+        stays = icu_stays(adt, hosp_id)
+        if not stays:
+            continue
+        events = events_of(clif, tables, hosp_id)
+        intime, _ = stays[0]
+        # The whole admission as one span, so every result has its 48-h low.
+        stages = creatinine_stages(
+            prepare_stay(events, intime=intime, outtime=pd.Timestamp("2300-01-01"))
+        )
+        rise = np.round(stages["creat"] * 100) - np.round(stages["low_48h"] * 100)
+        assert (stages.loc[rise >= 30, "stage"] >= 1).all(), hosp_id
+        exact += int((rise == 30).sum())
+    assert exact >= 7
+
+
+CRRT_PAUSES_STAY = "25133749"  # 395 h of CVVHDF with three pauses of 21-44 h
+
+
+def test_crrt_is_active_between_its_hourly_chartings(clif, demo):
+    frame = stay_tracks(clif, demo, CRRT_PAUSES_STAY)
+    first = frame.index[frame["crrt_active"] == 1][0]
+    last = frame.index[frame["crrt_active"] == 1][-1]
+    span = frame.loc[first:last]
+    # From the first to the last running charting (mode or circuit flow). Only
+    # charted modes counted before, and 215 of 395 hours were off.
+    assert len(span) == 404
+    off = span[span["crrt_active"] == 0]
+    # Off only in the three pauses (21, 21 and 44 h without a running charting):
+    # the hours wholly inside them.
+    assert len(off) == 21 + 20 + 43
+    for start, end in [
+        ("2146-05-25 22:00", "2146-05-26 19:00"),
+        ("2146-05-29 22:00", "2146-05-30 19:00"),
+        ("2146-06-02 22:00", "2146-06-04 18:00"),
+    ]:
+        inside = during(frame, pd.Timestamp(start) + pd.Timedelta(hours=1), end)
+        assert (inside["crrt_active"] == 0).all()
+    on = span[span["crrt_active"] == 1]
+    assert (on["aki_stage"] == 3).all()

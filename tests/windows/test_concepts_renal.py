@@ -41,6 +41,24 @@ def test_a_rise_of_0_3_within_48_hours_is_stage_1():
     assert at(frame, 11, "aki_stage") == 1
 
 
+@pytest.mark.parametrize(
+    ("low", "value", "stage"),
+    [
+        (1.1, 1.4, 1),  # 1.1 + 0.3 is 1.4000000000000001 in floating point
+        (12.3, 12.6, 1),
+        (1.6, 1.9, 1),
+        (1.1, 1.39, 0),
+        (1.1, 1.65, 1),  # 1.5 x 1.1 exactly
+        (1.1, 2.2, 2),  # 2 x exactly
+        (1.1, 3.3, 3),  # 3 x exactly
+        (3.7, 4.0, 3),  # 4.0 after a 48 h low of 3.7
+    ],
+)
+def test_exact_thresholds_count_in_hundredths_of_mg_per_dl(low, value, stage):
+    frame = tracks([creat(-30, low), creat(10.5, value)])
+    assert at(frame, 11, "aki_stage_creat") == stage
+
+
 def test_a_rise_below_0_3_and_below_1_5_times_baseline_is_stage_0():
     frame = tracks([creat(-30, 1.0), creat(10.5, 1.25)])
     assert at(frame, 11, "aki_stage_creat") == 0
@@ -139,9 +157,47 @@ def test_crrt_from_mimic_mode_text_and_procedure_intervals():
     interval = tracks([event(2.5, "crrt_therapy", "cvvhdf", end_hours=5.5)])
     assert column(interval, "crrt_active", [2, 3, 6, 7]) == [0, 1, 1, 0]
     assert at(interval, 4, "aki_stage") == 3
-    # Numeric CRRT readings alone are not a mode charting.
+    # A circuit flow shows the machine running; other readings do not.
     readings = tracks([event(3.5, "crrt_therapy", "blood_flow_rate", 200)])
-    assert readings["crrt_active"].max() == 0
+    assert column(readings, "crrt_active", [3, 4, 5]) == [0, 1, 0]
+    pressure = tracks([event(3.5, "crrt_therapy", "crrt_access_pressure", -80)])
+    assert pressure["crrt_active"].max() == 0
+
+
+def crrt(hours, category="crrt:cvvhdf", value=None, text=""):
+    return event(hours, "crrt_therapy", category, value, text=text)
+
+
+def test_crrt_is_carried_between_chartings_up_to_6_hours_apart():
+    frame = tracks([crrt(2.5), crrt(4.5), crrt(10.0), crrt(17.0)])
+    # 4.5 -> 10.0 (5.5 h) is carried; 10.0 -> 17.0 (7 h) is a pause.
+    assert column(frame, "crrt_active", list(range(2, 19))) == (
+        [0] + [1] * 8 + [0] * 6 + [1, 0]
+    )
+    assert column(frame, "aki_stage", list(range(3, 11))) == [3] * 8
+    assert np.isnan(at(frame, 13, "aki_stage"))
+
+
+def test_a_discontinued_circuit_or_a_blood_flow_of_0_stops_crrt():
+    for stop in (
+        crrt(3.5, "crrt_system_integrity", text="Discontinued"),
+        crrt(3.5, "blood_flow_rate", 0),
+    ):
+        frame = tracks([crrt(1.5), stop, crrt(6.5)])
+        assert column(frame, "crrt_active", [2, 3, 4, 5, 6, 7, 8]) == [
+            1,
+            1,
+            1,
+            0,
+            0,
+            1,
+            0,
+        ]
+
+
+def test_an_active_circuit_charted_in_mimic_text_is_crrt():
+    frame = tracks([crrt(1.5, "crrt_system_integrity", text="Active"), crrt(3.5)])
+    assert column(frame, "crrt_active", [1, 2, 3, 4, 5]) == [0, 1, 1, 1, 0]
 
 
 def test_combined_stage_is_the_highest_criterion_in_the_hour():

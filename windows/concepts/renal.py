@@ -1,5 +1,5 @@
 """Urine output, CRRT and KDIGO acute kidney injury staging
-(CLINICAL_CONCEPTS.md sections 3, 4 and 11a)."""
+(CLINICAL_CONCEPTS.md sections 3, 4 and 11)."""
 
 from __future__ import annotations
 
@@ -25,6 +25,27 @@ IRRIGANT_IN = "flush_irrigation_urine"
 # Renal replacement procedures recorded as intervals (MIMIC procedureevents,
 # section 11b) that are continuous therapies.
 CRRT_PROCEDURES = {"crrt", "cvvh", "cvvhd", "cvvhdf", "scuf"}
+# Circuit flows (CLIF crrt_therapy columns; MIMIC-IV 224144, 224154, 228005,
+# 228006, 224153, section 11a): a positive flow is blood through a running
+# circuit; a blood flow of 0 is a stopped one.
+CRRT_FLOWS = {
+    "blood_flow_rate",
+    "dialysate_flow_rate",
+    "pre_filter_replacement_fluid_rate",
+    "post_filter_replacement_fluid_rate",
+    "crrt_replacement_rate",
+}
+# MIMIC-IV System Integrity (224146) text, section 11a: system_active 1 / 0.
+SYSTEM_ACTIVE = {"active", "initiated", "reinitiated", "new filter"}
+SYSTEM_STOPPED = {"recirculating", "discontinued"}
+# Section 11a: the CRRT tables hold point chartings only, no durations. CRRT is
+# charted hourly for the fluid balance (in the CLIF demo 98 % of consecutive
+# CRRT chartings are at most 1 h apart), so a running charting is carried to
+# the next charting when that is at most 6 h later: a missed charting or a
+# filter change stays on CRRT, while a longer silence (the demo's pauses last
+# 21-44 h) is taken as the circuit being off. 6 h is also the window over which
+# section 4d smooths the KDIGO stage.
+CRRT_MAX_GAP = 6 * HOUR
 DAY = 24 * HOUR
 
 
@@ -95,6 +116,11 @@ def creatinine_stages(stay: Stay) -> pd.DataFrame:
     3 if >= 3 x low_7d, or >= 4.0 and (low_48h <= 3.7 or >= 1.5 x low_7d); 2 if
     >= 2 x low_7d; 1 if >= low_48h + 0.3 or >= 1.5 x low_7d; else 0. A missing
     baseline matches nothing.
+
+    The comparisons are made on values rounded to integer hundredths of mg/dL
+    (creatinine is reported to 0.01 at most), so that a threshold met exactly
+    counts: in floating point 1.1 + 0.3 > 1.4 and 3 x 1.1 > 3.3, which lost
+    seven exact 0.3 rises of the CLIF demo.
     """
     rows = stay.select("labs", "creatinine")
     v = rows["value_num"]
@@ -107,14 +133,16 @@ def creatinine_stages(stay: Stay) -> pd.DataFrame:
     low48 = series.rolling("48h", closed="left").min().to_numpy()
     low7 = series.rolling("7D", closed="left").min().to_numpy()
     c = series.to_numpy()
+    # Hundredths of mg/dL: whole numbers held exactly in floats (NaN stays NaN).
+    c_h, l48_h, l7_h = (np.round(x * 100) for x in (c, low48, low7))
     with np.errstate(invalid="ignore"):
         stage = np.select(
             [
-                c >= 3 * low7,
-                (c >= 4) & ((low48 <= 3.7) | (c >= 1.5 * low7)),
-                c >= 2 * low7,
-                c >= low48 + 0.3,
-                c >= 1.5 * low7,
+                c_h >= 3 * l7_h,
+                (c_h >= 400) & ((l48_h <= 370) | (2 * c_h >= 3 * l7_h)),
+                c_h >= 2 * l7_h,
+                c_h >= l48_h + 30,
+                2 * c_h >= 3 * l7_h,
             ],
             [3, 3, 2, 1, 1],
             default=0,
@@ -130,14 +158,62 @@ def creatinine_stages(stay: Stay) -> pd.DataFrame:
     )
 
 
-def crrt_mode_times(stay: Stay) -> np.ndarray:
-    """Times a CRRT mode was charted (CLIF ``crrt:<mode>``; MIMIC-IV
-    ``crrt_mode_name`` with the mode as text), section 11a."""
+def crrt_chartings(stay: Stay) -> pd.DataFrame:
+    """CRRT point chartings that tell whether the circuit runs (section 11a):
+    columns ``t`` and ``running``, one row per time.
+
+    Running: a CRRT mode (CLIF ``crrt:<mode>``; MIMIC-IV ``crrt_mode_name``
+    with the mode as text), a positive circuit flow (CRRT_FLOWS), or a System
+    Integrity of Active, Initiated, Reinitiated or New Filter. Stopped: a
+    System Integrity of Recirculating or Discontinued, or a blood flow of 0; a
+    stop charted at the same time as a running charting wins. Other readings
+    (pressures, ultrafiltrate volumes, fluids) say nothing either way."""
     crrt = stay.domain("crrt_therapy")
-    point = crrt["end"] == NO_TIME
-    clif = crrt["cat"].str.startswith("crrt:") & (crrt["cat"].str.len() > 5)
-    mimic = (crrt["cat"] == "crrt_mode_name") & (crrt["value_text"].str.strip() != "")
-    return crrt.loc[point & (clif | mimic), "t"].unique()
+    crrt = crrt[crrt["end"] == NO_TIME]
+    cat = crrt["cat"]
+    text = crrt["value_text"].str.strip().str.lower()
+    value = crrt["value_num"]
+    integrity = cat == "crrt_system_integrity"
+    running = (
+        (cat.str.startswith("crrt:") & (cat.str.len() > 5))
+        | ((cat == "crrt_mode_name") & (text != ""))
+        | (cat.isin(CRRT_FLOWS) & (value > 0))
+        | (integrity & text.isin(SYSTEM_ACTIVE))
+    )
+    stopped = (integrity & text.isin(SYSTEM_STOPPED)) | (
+        (cat == "blood_flow_rate") & (value == 0)
+    )
+    rows = pd.DataFrame(
+        {
+            "t": crrt["t"].to_numpy(dtype=np.int64),
+            "running": running.to_numpy(dtype=bool),
+            "stopped": stopped.to_numpy(dtype=bool),
+        }
+    )
+    rows = rows[rows["running"] | rows["stopped"]]
+    per_time = rows.groupby("t").agg(
+        running=("running", "max"), stopped=("stopped", "max")
+    )
+    return pd.DataFrame(
+        {
+            "t": per_time.index.to_numpy(dtype=np.int64),
+            "running": (per_time["running"] & ~per_time["stopped"]).to_numpy(bool),
+        }
+    )
+
+
+def crrt_periods(stay: Stay) -> pd.DataFrame:
+    """Periods on CRRT, columns ``t`` (start) and ``end`` (ns since intime):
+    each running charting lasts until the next charting (running or stopped)
+    if that is at most CRRT_MAX_GAP later, else only at its own time; plus the
+    CRRT intervals (crrt_intervals). A stop ends CRRT at the stop's time."""
+    chartings = crrt_chartings(stay)
+    t = chartings["t"].to_numpy(dtype=np.int64)
+    gap = np.r_[np.diff(t), np.iinfo(np.int64).max]
+    end = np.where(gap <= CRRT_MAX_GAP, t + np.minimum(gap, CRRT_MAX_GAP), t)
+    running = chartings["running"].to_numpy(dtype=bool)
+    points = pd.DataFrame({"t": t[running], "end": end[running]})
+    return pd.concat([points, crrt_intervals(stay)], ignore_index=True)
 
 
 def crrt_intervals(stay: Stay) -> pd.DataFrame:
@@ -158,13 +234,16 @@ def renal_tracks(stay: Stay) -> tuple[dict[str, np.ndarray], pd.DataFrame]:
     - ``urine_ml_kg_h``: urine charted in (H - 6 h, H] / weight / 6 h; NaN without
       weight, without a charting in that window, or before 6 h of charting exist
       (the first charting is taken to cover the hour before it).
-    - ``crrt_active``: 1 if a CRRT mode is charted in the hour or a CRRT interval
-      overlaps it, else 0.
+    - ``crrt_active``: 1 if a CRRT period (crrt_periods: from a running charting
+      to the next charting at most 6 h later, or a CRRT interval) overlaps the
+      hour, else 0.
     - ``aki_stage_creat`` / ``aki_stage_uo``: highest creatinine / urine stage
       (sections 4b, 4c) among chartings in the hour; NaN without one.
     - ``aki_stage``: section 4d, max(creatinine, urine, CRRT stage) at each time
-      of any of them (a missing stage counts 0; CRRT = 3), highest in the hour;
-      3 whenever ``crrt_active``. NaN when the hour has no such time.
+      of any of them (a missing stage counts 0; a running CRRT charting = 3),
+      highest in the hour; 3 whenever ``crrt_active``, so the stage does not
+      fall back between CRRT chartings. NaN when the hour has no such time and
+      no CRRT.
     - ``aki_stage_smoothed``: highest ``aki_stage`` over (H - 6 h, H], the 6 h
       trailing maximum of section 4d seen at the hour end.
     """
@@ -183,15 +262,13 @@ def renal_tracks(stay: Stay) -> tuple[dict[str, np.ndarray], pd.DataFrame]:
         covered = stay.ends_ns - 6 * HOUR >= t_u[0] - HOUR
     out["urine_ml_kg_h"] = np.where(any6 & covered, rate6, np.nan)
 
-    modes = crrt_mode_times(stay)
-    mode_hours = stay.hourly(modes, np.ones(len(modes)), "max")
-    iv = crrt_intervals(stay)
+    chartings = crrt_chartings(stay)
+    modes = chartings.loc[chartings["running"], "t"].to_numpy(dtype=np.int64)
+    periods = crrt_periods(stay)
     rows, ones = stay.overlapping(
-        iv["t"].to_numpy(), iv["end"].to_numpy(), np.ones(len(iv))
+        periods["t"].to_numpy(), periods["end"].to_numpy(), np.ones(len(periods))
     )
-    interval_hours = stay.reduce_rows(rows, ones, "max")
-    crrt = np.fmax(mode_hours, interval_hours)
-    out["crrt_active"] = np.nan_to_num(crrt, nan=0.0)
+    out["crrt_active"] = np.nan_to_num(stay.reduce_rows(rows, ones, "max"), nan=0.0)
 
     creat = creatinine_stages(stay)
     out["aki_stage_creat"] = stay.hourly(
