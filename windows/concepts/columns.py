@@ -114,7 +114,8 @@ CONCEPT_COLUMNS: dict[str, ConceptColumn] = {
         "",
         "renal",
         "flag",
-        "mode charted in hour or CRRT interval overlapping it",
+        "running charting (mode, circuit flow) in the hour, carried to the next "
+        "charting up to 6 h later, or CRRT interval overlapping it",
         "11a, 11b",
     ),
     "aki_stage_creat": _c(
