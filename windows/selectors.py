@@ -33,7 +33,7 @@ from windows.models import (
     StayTracks,
     Window,
 )
-from windows.selectors_context import OUTCOME_REVEALING_CATEGORIES
+from windows.selectors_context import HINDSIGHT_KINDS, OUTCOME_REVEALING_CATEGORIES
 from windows.tracks import events_signature, stay_tracks_build
 
 # The sort keys a page may ask for, mapped to the orderings they mean. Anything
@@ -116,9 +116,11 @@ def stay_admission_stays(*, stay: Stay) -> list[Stay]:
 
 def stay_event_categories(*, stay: Stay) -> dict[str, list[str]]:
     """The domains present in the stay's admission, each with its categories in
-    name order (unmapped items, with an empty category, are left out); one query."""
+    name order (unmapped items, with an empty category, are left out; coded
+    records are not on the timeline); one query."""
     pairs = (
         Event.objects.filter(admission_id=stay.admission_id)
+        .exclude(kind=EventKind.CODED)
         .order_by("domain", "category")
         .values_list("domain", "category")
         .distinct()
@@ -140,8 +142,12 @@ def stay_events(
 ) -> QuerySet[Event]:
     """The events of the stay's admission (its whole trajectory: before, during
     and after this ICU stay) in time order. Unknown kinds and domains are
-    ignored; ``category`` is matched exactly when given."""
-    qs = Event.objects.filter(admission_id=stay.admission_id)
+    ignored; ``category`` is matched exactly when given. Coded records are not
+    events on the timeline (their date is a billing date): admission_coded_records
+    lists them apart."""
+    qs = Event.objects.filter(admission_id=stay.admission_id).exclude(
+        kind=EventKind.CODED
+    )
     if kind in EventKind.values:
         qs = qs.filter(kind=kind)
     if domain in Domain.values:
@@ -149,6 +155,18 @@ def stay_events(
     if category:
         qs = qs.filter(category=category)
     return qs.order_by("time", "id")
+
+
+def admission_coded_records(*, admission_id: int) -> list[Event]:
+    """The admission's records coded after discharge (ICD procedure codes with a
+    billing date, ...), by date then code; one query. Hindsight readers see
+    them apart from the timeline, marked as coded, never at the billing date's
+    place among the bedside events."""
+    return list(
+        Event.objects.filter(admission_id=admission_id, kind=EventKind.CODED).order_by(
+            "time", "category", "value_text", "id"
+        )
+    )
 
 
 def import_run_list(*, user) -> QuerySet[ImportRun]:
@@ -285,9 +303,11 @@ def _window_event_bounds(*, window: Window, scope: str) -> tuple:
 
 def _window_events_base(*, window: Window, scope: str) -> QuerySet[Event]:
     start, end = _window_event_bounds(window=window, scope=scope)
+    # Coded records are listed apart (admission_coded_records): their billing
+    # date is not a time at the bedside.
     qs = (
         Event.objects.filter(admission_id=window.stay.admission_id, time__gte=start)
-        .exclude(kind=EventKind.OUTCOME)
+        .exclude(kind__in=HINDSIGHT_KINDS)
         .exclude(category__in=OUTCOME_REVEALING_CATEGORIES)
     )
     # A window is [start, end); the whole stay keeps what is charted at discharge.
@@ -304,8 +324,9 @@ def window_events(
     """Events around a window for its page, in time order: with the ``window``
     scope those from 6 h before its start to its end (exclusive), with ``stay``
     those of the whole ICU stay (from its admission, or 6 h before the window if
-    earlier, to its discharge). Outcome events and outcome-revealing categories
-    are left out, as in the bedside context. ``domain`` keeps one domain;
+    earlier, to its discharge). Outcome events, outcome-revealing categories
+    and coded records are left out, as in the bedside context (the page lists
+    coded records apart). ``domain`` keeps one domain;
     unknown ones are ignored.
 
     Time order follows the (admission, time) index, so a page of a long stay

@@ -35,6 +35,13 @@ from windows.models import (
 )
 from windows.selectors import EventScope
 from windows.tracks import stay_track_sources
+from windows.vocabulary import (
+    CODE_SYSTEMS,
+    EventLabel,
+    code_title,
+    event_label,
+    format_code,
+)
 
 STAYS_PER_PAGE = 50
 EVENTS_PER_PAGE = 100
@@ -127,21 +134,66 @@ def stay_list(request):
     return _render(request, "windows/stay_list.html", context, partial="stay_table")
 
 
+def _event_label(event: Event) -> EventLabel:
+    return event_label(
+        domain=event.domain, category=event.category, name=event.name, unit=event.unit
+    )
+
+
+def _value_text(event: Event, unit: str) -> str:
+    """The value with the unit it is stored in (windows.vocabulary)."""
+    num = event.value_num
+    if num is None:
+        return event.value_text
+    text = f"{num:.0f}" if abs(num) >= 1e6 else f"{num:.6g}"
+    return f"{text} {unit}".strip()
+
+
 @dataclass(frozen=True)
 class EventRow:
-    """An event as the stay page shows it, placed relative to this ICU stay."""
+    """An event as the stay page shows it, placed relative to this ICU stay,
+    named by its concept (windows.vocabulary)."""
 
     event: Event
     hours_since_admit: float
     phase: str  # "pre" (before ICU admission), "icu", or "post" (after discharge)
+    label: EventLabel
 
     @property
     def value(self) -> str:
-        num = self.event.value_num
-        if num is None:
-            return self.event.value_text
-        text = f"{num:.0f}" if abs(num) >= 1e6 else f"{num:.6g}"
-        return f"{text} {self.event.unit}".strip()
+        return _value_text(self.event, self.label.unit)
+
+
+@dataclass(frozen=True, slots=True)
+class CodedRow:
+    """A record coded after discharge, as the pages list it apart from the
+    timeline: its billing date (a date only), code system, code and title."""
+
+    id: int
+    billed: str
+    system: str
+    code: str
+    title: str
+    source: str
+
+
+def _coded_rows(events) -> list[CodedRow]:
+    rows = []
+    for event in events:
+        system_key = (event.category or "").upper()
+        code = event.value_text or event.name
+        system = CODE_SYSTEMS.get(system_key, (event.category or "Code", ""))[0]
+        rows.append(
+            CodedRow(
+                id=event.pk,
+                billed=timezone.localtime(event.time).strftime("%Y-%m-%d"),
+                system=system,
+                code=format_code(system_key, code),
+                title=code_title(system_key, code),
+                source=f"{event.source_table} {event.source_key}".strip(),
+            )
+        )
+    return rows
 
 
 def _event_rows(stay: Stay, events) -> list[EventRow]:
@@ -153,7 +205,9 @@ def _event_rows(stay: Stay, events) -> list[EventRow]:
             phase = "post"
         else:
             phase = "icu"
-        rows.append(EventRow(event, stay.hours_since_admit(event.time), phase))
+        rows.append(
+            EventRow(event, stay.hours_since_admit(event.time), phase, _event_label(event))
+        )
     return rows
 
 
@@ -165,7 +219,9 @@ def stay_detail(request, stay_id: int):
     if stay is None:
         raise Http404("No such ICU stay.")
     categories_by_domain = selectors.stay_event_categories(stay=stay)
-    kind = _choice(request.GET.get("kind"), EventKind.values)
+    kind = _choice(
+        request.GET.get("kind"), [k for k in EventKind.values if k != EventKind.CODED]
+    )
     domain = _choice(request.GET.get("domain"), categories_by_domain)
     present = {c for categories in categories_by_domain.values() for c in categories}
     category = _choice(request.GET.get("category"), present)
@@ -181,7 +237,8 @@ def stay_detail(request, stay_id: int):
         "kind": kind,
         "domain": domain,
         "category": category,
-        "kinds": EventKind.choices,
+        # Coded records are listed apart, not filtered into the timeline.
+        "kinds": [c for c in EventKind.choices if c[0] != EventKind.CODED],
         "domains": [(d, domain_labels.get(d, d)) for d in categories_by_domain],
         "categories": [
             (domain_labels.get(d, d), categories)
@@ -191,6 +248,9 @@ def stay_detail(request, stay_id: int):
         "filtered": bool(kind or domain or category),
     }
     if not _wants_partial(request):
+        context["coded"] = _coded_rows(
+            selectors.admission_coded_records(admission_id=stay.admission_id)
+        )
         context["other_stays"] = selectors.stay_admission_stays(stay=stay)
         windows = _window_marks(selectors.stay_windows(stay=stay))
         context["windows"] = windows
@@ -243,7 +303,9 @@ class WindowEventRow:
     kind: str
     kind_label: str
     category: str
-    name: str
+    name: str  # the concept (windows.vocabulary)
+    detail: str  # the source label where it adds to the concept, else ""
+    source_name: str
     value: str
 
 
@@ -260,6 +322,7 @@ def _window_event_row(window: Window, event: Event, kind_labels: dict):
         if is_window_action
         else _POSITION_TAGS.get(position, ("", ""))
     )
+    label = _event_label(event)
     return WindowEventRow(
         id=event.pk,
         css=f"pos-{position}" + (" window-action" if is_window_action else ""),
@@ -270,8 +333,10 @@ def _window_event_row(window: Window, event: Event, kind_labels: dict):
         kind=event.kind,
         kind_label=kind_labels.get(event.kind, event.kind),
         category=event.category or "–",
-        name=event.name,
-        value=EventRow(event, 0.0, "icu").value or "–",
+        name=label.concept,
+        detail=label.detail,
+        source_name=label.source_name,
+        value=_value_text(event, label.unit) or "–",
     )
 
 
@@ -339,6 +404,9 @@ def window_page_context(request, window: Window, *, full: bool) -> dict:
             else None
         ),
         "lookback_hours": int(selectors.WINDOW_LOOKBACK.total_seconds() // 3600),
+        "coded": _coded_rows(
+            selectors.admission_coded_records(admission_id=stay.admission_id)
+        ),
     }
     if full:
         context.update(

@@ -561,3 +561,47 @@ def test_a_running_import_polls_its_progress_until_it_ends(staff_client):
         ).status_code
         == 404
     )
+
+
+def test_stay_page_lists_coded_records_apart_from_the_timeline(signed_in, icu_stay):
+    coded = make_event(
+        admission=icu_stay.admission,
+        time=icu_stay.intime + timedelta(hours=5),
+        kind=EventKind.CODED,
+        domain=Domain.PROCEDURES,
+        category="ICD10PCS",
+        name="ICD10PCS 0BH17EZ",
+        value_num=None,
+        unit="",
+        value_text="0BH17EZ",
+        source_table="patient_procedures",
+    )
+    html = signed_in.get(reverse("windows:stay_detail", args=[icu_stay.pk])).content.decode()
+    timeline = html.split('class="coded-records"')[0]
+    assert "0BH17EZ" not in timeline
+    section = html.split('class="coded-records"')[1]
+    assert "Coded after discharge" in section
+    assert "0BH17EZ" in section
+    assert "Insertion of Endotracheal Airway into Trachea" in section
+    assert coded.time.strftime("%Y-%m-%d") in section
+    # Coded records are not a kind the timeline filters to.
+    assert 'value="coded"' not in html
+    response = signed_in.get(
+        reverse("windows:stay_detail", args=[icu_stay.pk]) + "?kind=coded"
+    )
+    assert "0BH17EZ" not in response.content.decode().split('class="coded-records"')[0]
+
+
+def test_stay_page_names_events_by_concept(signed_in, icu_stay):
+    make_event(
+        admission=icu_stay.admission,
+        time=icu_stay.intime + timedelta(hours=1),
+        category="temp_c",
+        name="Temperature Fahrenheit",
+        value_num=36.7,
+        unit="°C",
+    )
+    html = signed_in.get(reverse("windows:stay_detail", args=[icu_stay.pk])).content.decode()
+    assert "source label: Temperature Fahrenheit" in html
+    assert ">Temperature Fahrenheit<" not in html
+    assert "36.7 °C" in html

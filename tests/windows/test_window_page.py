@@ -719,10 +719,134 @@ def test_window_page_and_json_queries_do_not_grow_with_the_stay(
     assert stay_scope_long == stay_scope_short
     assert json_long == json_short
     # session, user, the user's roles, window, code status and weight, Gold
-    # windows, domain counts, one page of events
-    with django_assert_max_num_queries(8):
+    # windows, domain counts, one page of events, the coded records
+    with django_assert_max_num_queries(9):
         signed_in.get(window_url(long, middle))
     # session, user, the user's roles, stay, windows, events signature, tracks
     # version, series
     with django_assert_max_num_queries(8):
         signed_in.get(tracks_url(long, window=middle))
+
+
+# Coded records and concept names ---------------------------------------------
+
+
+def _coded(admission, time, system="ICD10PCS", code="5A1955Z"):
+    return make_event(
+        admission=admission,
+        time=time,
+        kind=EventKind.CODED,
+        domain=Domain.PROCEDURES,
+        category=system,
+        name=f"{system} {code}",
+        value_num=None,
+        unit="",
+        value_text=code,
+        source_table="patient_procedures",
+    )
+
+
+def coded_section(html: str) -> str:
+    match = re.search(
+        r"<section class=\"coded-records\".*?</section>", html, re.DOTALL
+    )
+    assert match, "no coded-after-discharge section"
+    return match.group(0)
+
+
+def test_coded_records_are_listed_apart_marked_and_titled_never_in_the_window_table(
+    signed_in,
+):
+    stay = build_stay()
+    window = Window.objects.get(stay=stay, index=3)
+    # Billed at 05:00 of a date inside the window's look-back: it must not be
+    # interleaved as if ventilation > 96 h had been charted then.
+    coded = _coded(stay.admission, window.start - timedelta(hours=1))
+    _coded(stay.admission, window.start - timedelta(hours=1), "ICD9", "9671")
+    charted = make_event(admission=stay.admission, time=window.start)
+
+    for url in (window_url(stay, 3), window_url(stay, 3, scope="stay")):
+        html = signed_in.get(url).content.decode()
+        assert event_row(html, charted) is not None
+        assert event_row(html, coded) is None
+        section = coded_section(html)
+        assert "Coded after discharge" in section
+        assert "5A1955Z" in section
+        assert "Respiratory Ventilation, Greater than 96 Consecutive Hours" in section
+        assert "96.71" in section
+        assert "Continuous invasive mechanical ventilation" in section
+        # Not citable as evidence: coded rows carry no event id.
+        assert "data-event-id" not in section
+        # The domain filter does not count them either.
+        assert "Procedures (" not in html.split("coded-records")[0]
+
+
+def test_htmx_event_table_keeps_the_coded_section(signed_in):
+    """The annotation page embeds the event table partial: the coded section
+    comes with it."""
+    stay = build_stay()
+    _coded(stay.admission, stay.intime + timedelta(hours=30))
+    html = signed_in.get(window_url(stay, 1), HTTP_HX_REQUEST="true").content.decode()
+    assert "5A1955Z" in coded_section(html)
+
+
+def test_window_without_coded_records_has_no_coded_section(signed_in):
+    stay = build_stay()
+    html = signed_in.get(window_url(stay, 1)).content.decode()
+    assert "coded-records" not in html
+
+
+def test_events_are_named_by_their_concept_with_the_unit_of_their_value(signed_in):
+    stay = build_stay()
+    window = Window.objects.get(stay=stay, index=1)
+    temperature = make_event(
+        admission=stay.admission,
+        time=window.start,
+        category="temp_c",
+        name="Temperature Fahrenheit",
+        value_num=36.7,
+        unit="°C",
+    )
+    weight = make_event(
+        admission=stay.admission,
+        time=window.start,
+        category="weight_kg",
+        name="Admission Weight (lbs.)",
+        value_num=77.8,
+        unit="kg",
+    )
+    drug = make_event(
+        admission=stay.admission,
+        time=window.start,
+        kind=EventKind.ACTION,
+        domain=Domain.MED_CONTINUOUS,
+        category="albumin_infusion",
+        name="Albumin 25%",
+        value_num=20,
+        unit="mL/hour",
+    )
+    html = signed_in.get(window_url(stay, 1)).content.decode()
+    temp_row, weight_row = event_row(html, temperature), event_row(html, weight)
+    # The concept is what the row says; the source label is only a tooltip.
+    assert ">Temperature</td>" in temp_row.replace("\n", "")
+    assert "36.7 °C" in temp_row
+    assert "source label: Temperature Fahrenheit" in temp_row
+    assert ">Temperature Fahrenheit<" not in temp_row
+    assert ">Weight</td>" in weight_row.replace("\n", "")
+    assert "77.8 kg" in weight_row
+    assert ">Admission Weight (lbs.)<" not in weight_row
+    # A drug's product name says more than its category: shown beside it.
+    drug_row = event_row(html, drug)
+    assert "Albumin infusion" in drug_row
+    assert '<span class="muted">Albumin 25%</span>' in drug_row
+
+
+def test_admission_diagnosis_is_marked_as_coded_after_discharge(signed_in):
+    stay = build_stay(
+        admission_diagnosis="414.01 Coronary atherosclerosis of native coronary "
+        "artery (ICD-9-CM)"
+    )
+    html = signed_in.get(window_url(stay, 1)).content.decode()
+    assert "Admission diagnosis" in html
+    assert "(coded after discharge)" in html
+    assert "414.01 Coronary atherosclerosis of native coronary artery" in html
