@@ -1,12 +1,22 @@
 """The rules backbone ("rules", model "rules-v1"): the offline default Oracle.
-It labels a window deterministically from the stay's concept tracks
-(windows.concepts, definitions in /work/shared/CLINICAL_CONCEPTS.md) and the
-events of its context, with no LLM and no database access.
+It labels a window deterministically from the stay's hourly concept tracks
+(windows.concepts, definitions in /work/shared/CLINICAL_CONCEPTS.md, columns in
+windows.concepts.columns) and the events of its context, with no LLM and no
+database access. Each rule below cites the definition it applies.
 
-What it reads, per window: the hourly track rows that cover the window ("now":
-the hours ending at ceil(start) and ceil(end)) and the six hours that end two
-hours before the window ("before"). Evidence is the ids of the context's events
-that drive each finding, those nearest the window first.
+What it reads, per window (hours since ICU admission; track row H holds the
+hour (H - 1, H]):
+
+- "now": the rows of the window and the two hours before it, (start - 2, ceil(end)];
+- "before": the six hours before that, (start - 8, start - 2], the recent
+  context the status is judged against (spec section 3);
+- for problems that last longer than a few hours (AKI), the rows of the
+  preceding ``AKI_RECOVERY_HOURS``;
+- the stay's static facts: the Oracle is a hindsight labeller (spec section 7)
+  and its context carries the hospital outcome and the stay's length.
+
+Evidence is the ids of the context's events that drive each finding, those
+nearest the window first.
 """
 
 from __future__ import annotations
@@ -30,6 +40,70 @@ INOTROPES = ("dobutamine", "milrinone")
 _RULE_CATEGORIES = {r["key"]: set(r["categories"]) for r in DEFAULT_CRITICAL_ACTION_RULES}
 FLUID_BOLUS = _RULE_CATEGORIES["fluid_boluses"]
 MED_DOMAINS = ("medication_admin_continuous", "medication_admin_intermittent")
+
+# Spans of the tracks read around a window (see the module docstring), hours.
+NOW_LEAD_HOURS = 2.0
+BEFORE_HOURS = 6.0
+
+# MAP target of the Surviving Sepsis Campaign 2021 (Evans et al., Crit Care Med
+# 2021): 65 mmHg. Hypotension is *sustained* when the hourly mean MAP (the
+# "map" track, mean of the hour's chartings) is below it in the latest hour with
+# a value and in at least two hours of "now": one low reading (a flushed
+# arterial line, a cuff) moves the hour's minimum, not two hourly means.
+MAP_TARGET = 65.0
+SUSTAINED_HOURS = 2
+# Profound hypotension: a sustained hourly mean MAP below 50 mmHg, under the
+# lower limit of cerebral autoregulation (Lassen, Physiol Rev 1959) and of renal
+# autoregulation; whatever the trend, a patient there is deteriorating.
+MAP_PROFOUND = 50.0
+# Shock on vasopressors: a norepinephrine-equivalent dose (CLINICAL_CONCEPTS.md
+# 5, Goradia et al. 2020) above 0.1 mcg/kg/min, the dose at which SOFA scores
+# cardiovascular failure 4 (norepinephrine or epinephrine > 0.1 mcg/kg/min,
+# Vincent et al. 1996; CLINICAL_CONCEPTS.md 9b). Lower doses are named as
+# low-dose support, and only beside hypotension or hyperlactatemia.
+SHOCK_NED_MIN = 0.1
+# SSC 2021: add vasopressin rather than escalating norepinephrine further once
+# norepinephrine is 0.25-0.5 mcg/kg/min.
+VASOPRESSIN_ADD_NE = 0.25
+# A vasopressor dose trend: a change of at least 0.05 mcg/kg/min of
+# norepinephrine equivalent and at least a quarter of the earlier dose (half of
+# it when weaning), so that a pump's rounding or a bag change is not a trend.
+NED_STEP = 0.05
+NED_RISE_RATIO = 1.25
+NED_WEAN_RATIO = 0.5
+# Acute organ dysfunction in Sepsis-3 (Singer et al., JAMA 2016): a SOFA rise
+# of 2 points or more (SOFA is the 24-h worst score, CLINICAL_CONCEPTS.md 9c).
+SOFA_STEP = 2
+# Lactate: a rise of 1 mmol/L to at least 2 mmol/L (the Sepsis-3 hyperlactatemia
+# cut-off) is worse; a fall of at least 20 % from 2 mmol/L or more is lactate
+# clearance (SSC 2021 guides resuscitation by falling lactate; 10-20 % clearance
+# goals, Jansen et al. 2010, Nguyen et al. 2004).
+LACTATE_HIGH = 2.0
+LACTATE_RISE = 1.0
+LACTATE_CLEARANCE = 0.2
+# Oxygenation: FiO2 changed by 0.2 or more, or P/F by a fifth or more across
+# the Berlin ARDS cut-off of 300 mmHg (ARDS Definition Task Force, JAMA 2012).
+FIO2_STEP = 0.2
+PF_CUTOFF = 300.0
+PF_CHANGE = 0.2
+GCS_STEP = 3
+# AKI lasts as long as its definition: KDIGO stages an AKI episode by its worst
+# stage (KDIGO 2012, CLINICAL_CONCEPTS.md 4) and ADQI 16 (Chawla et al., Nat
+# Rev Nephrol 2017) calls AKI reversed only after 48 h without its criteria, so
+# the problem's stage is the worst KDIGO stage of the last 48 h; while CRRT
+# runs it is stage 3 (4d).
+AKI_RECOVERY_HOURS = 48.0
+# Antimicrobials count as given when one was given within the last 24 h (the
+# longest usual dosing interval).
+ANTIBIOTIC_LOOKBACK_HOURS = 24.0
+# The final hours of the ICU stay of a patient who died in hospital: never
+# "improving", and weaning of vasopressors or of ventilatory support there is
+# not read as improvement (it is, in the main, withdrawal of life-sustaining
+# treatment). The context gives the outcome and the stay's length, not the time
+# of death; in the CLIF demo 13 of the 22 in-hospital deaths happen during the
+# ICU stay, 1 to 5 h before its recorded end.
+DEATH_GUARD_HOURS = 12.0
+DIED = "died"  # windows.models.Outcome.DIED
 # Which events stand behind each concept track (CLIF categories, or a domain).
 EVIDENCE = {
     "map": {"categories": {"map", "sbp"}},
@@ -72,18 +146,26 @@ class _Window:
         self.context = context
         self.start_h = context.hours_since_admit
         self.end_h = self.start_h + (context.end - context.start).total_seconds() / 3600
+        self.last_h = max(math.ceil(self.end_h), math.floor(self.start_h) + 1)
         frame = context.tracks
-        now_lo, now_hi = math.ceil(self.start_h), math.ceil(self.end_h)
-        if now_hi == now_lo:
-            now_hi += 1
         if frame is not None and len(frame):
-            hours = frame.index.to_numpy(dtype=float)
-            self.now = frame[(hours >= now_lo) & (hours <= now_hi)]
-            self.before = frame[(hours > now_lo - 8) & (hours <= now_lo - 2)]
+            self.hours = frame.index.to_numpy(dtype=float)
+            self.frame = frame
+            self.now = self.rows(self.start_h - NOW_LEAD_HOURS, self.last_h)
+            self.before = self.rows(
+                self.start_h - NOW_LEAD_HOURS - BEFORE_HOURS,
+                self.start_h - NOW_LEAD_HOURS,
+            )
         else:
-            self.now = self.before = None
+            self.hours = self.frame = self.now = self.before = None
         self.events = sorted(context.events, key=lambda e: (self._distance(e), -e["id"]))
         self.static = context.static or {}
+
+    def rows(self, after_h: float, upto_h: float):
+        """The track rows of hours ending in (after_h, upto_h]."""
+        if self.frame is None:
+            return None
+        return self.frame[(self.hours > after_h) & (self.hours <= upto_h)]
 
     def _distance(self, event) -> float:
         h = event["hours"]
@@ -92,25 +174,52 @@ class _Window:
         # Past events first at equal distance: the window is judged on what led to it.
         return min(abs(h - self.start_h), abs(h - self.end_h)) + (0.01 if h >= self.end_h else 0)
 
-    def _series(self, rows, column):
+    @staticmethod
+    def series(rows, column) -> list:
         if rows is None or column not in rows:
             return []
         return [v for v in rows[column].tolist() if v is not None and v == v]
 
+    def numbers(self, column: str, rows=None) -> list[float]:
+        rows = self.now if rows is None else rows
+        return [n for n in (_num(v) for v in self.series(rows, column)) if n is not None]
+
     def value(self, column: str, how: str = "last", *, when: str = "now"):
-        """A track over "now" or "before": last known, min or max; None if unknown."""
-        values = self._series(self.now if when == "now" else self.before, column)
-        if not values:
-            return None
+        """A track over "now" or "before": last known, min, max or mean; None if
+        unknown. Ventilation status: the last or the most supportive."""
+        rows = self.now if when == "now" else self.before
         if column == "ventilation":
-            ranked = [v for v in values if v in VENTILATION_STATUSES]
+            ranked = [v for v in self.series(rows, column) if v in VENTILATION_STATUSES]
             if not ranked:
                 return None
             return max(ranked, key=VENTILATION_STATUSES.index) if how == "max" else ranked[-1]
-        numbers = [n for n in (_num(v) for v in values) if n is not None]
+        numbers = self.numbers(column, rows)
         if not numbers:
             return None
+        if how == "mean":
+            return sum(numbers) / len(numbers)
         return {"last": numbers[-1], "min": min(numbers), "max": max(numbers)}[how]
+
+    def worst_since(self, column: str, hours: float) -> float | None:
+        """The highest value of a track over the ``hours`` before the window's end."""
+        numbers = self.numbers(column, self.rows(self.last_h - hours, self.last_h))
+        return max(numbers) if numbers else None
+
+    def hypotension(self, below: float = MAP_TARGET) -> bool:
+        """Sustained hypotension: the hourly mean MAP of "now" below ``below``
+        in its latest known hour and in SUSTAINED_HOURS hours at least."""
+        means = self.numbers("map")
+        if not means or means[-1] >= below:
+            return False
+        return sum(m < below for m in means) >= SUSTAINED_HOURS
+
+    def final_hours_before_death(self) -> bool:
+        """The window lies in the last DEATH_GUARD_HOURS of the ICU stay of a
+        patient who died in hospital (the hindsight facts of the context)."""
+        stay_hours = _num(self.static.get("stay_hours"))
+        if self.static.get("hospital_outcome") != DIED or stay_hours is None:
+            return False
+        return stay_hours - self.end_h <= DEATH_GUARD_HOURS
 
     def cite(self, *keys: str, limit: int = 2) -> list[int]:
         """Ids of the events behind ``keys`` (EVIDENCE), nearest the window first."""
@@ -158,55 +267,130 @@ class _Window:
 # --- status ---------------------------------------------------------------------
 
 
+def _ned_trend(f: _Window) -> int:
+    """+1 when the norepinephrine-equivalent dose rose (NED_STEP and
+    NED_RISE_RATIO), -1 when it was weaned (NED_STEP and NED_WEAN_RATIO, or
+    stopped), 0 otherwise or unknown. Last dose of "now" against the last of
+    "before": the state at the end of each span."""
+    now, before = f.value("ned", "last"), f.value("ned", "last", when="before")
+    if now is None or before is None:
+        return 0
+    if now - before >= NED_STEP and now >= NED_RISE_RATIO * before:
+        return 1
+    if before > 0 and (now == 0 or (before - now >= NED_STEP and now <= NED_WEAN_RATIO * before)):
+        return -1
+    return 0
+
+
 def _status(f: _Window) -> tuple[str, list[int]]:
-    """Patient status from trends, "now" against "before" (spec section 3:
-    relative to the recent context). Signs of deterioration and of improvement
-    are weighted (SOFA, vasopressor dose and ventilation support 2; lactate,
-    FiO2, MAP, KDIGO stage and GCS 1); the net sign decides, ties are stable.
-    SOFA is the 24-h worst score (CLINICAL_CONCEPTS.md 9c), so a change of 2 or
-    more counts; the norepinephrine-equivalent dose is section 5's."""
+    """Patient status from trends over hours, "now" against "before" (spec
+    section 3: relative to the recent context).
+
+    Signs, with their weights; the weighted net decides, a tie is stable:
+
+    - SOFA (24-h worst) rose or fell by SOFA_STEP or more: 2 (Sepsis-3);
+    - norepinephrine-equivalent dose rose or was weaned (_ned_trend): 2;
+    - ventilation support escalated or de-escalated (6b ranks: none <
+      supplemental O2 < HFNC < NIV < invasive): 2;
+    - lactate rose by LACTATE_RISE to LACTATE_HIGH or more, or cleared by
+      LACTATE_CLEARANCE: 1;
+    - oxygenation: FiO2 up or down by FIO2_STEP, or P/F fell or rose by a
+      fifth across PF_CUTOFF: 1 each;
+    - sustained hypotension began or resolved (MAP_TARGET): 1;
+    - GCS fell or rose by GCS_STEP: 1; KDIGO stage rose: 1 (a falling stage is
+      the baseline window moving, not renal recovery).
+
+    Overrides, in this order:
+
+    - sustained hypotension on a rising vasopressor dose is deteriorating
+      (escalating support that does not restore MAP), and so is profound
+      hypotension (MAP_PROFOUND);
+    - never improving while hypotension persists;
+    - in the final hours before death (DEATH_GUARD_HOURS) never improving,
+      and vasopressor or ventilation weaning there is not counted as better.
+    """
     worse: list[tuple[int, tuple]] = []
     better: list[tuple[int, tuple]] = []
+    dying = f.final_hours_before_death()
+    hypotension = f.hypotension()
 
-    def compare(column, how, threshold, weight, keys, *, higher_is_worse=True):
-        now, before = f.value(column, how), f.value(column, how, when="before")
-        if now is None or before is None:
-            return
-        delta = now - before if higher_is_worse else before - now
-        if delta >= threshold:
+    def sign(worse_now: bool, better_now: bool, weight: int, keys: tuple) -> None:
+        if worse_now:
             worse.append((weight, keys))
-        elif delta <= -threshold:
+        elif better_now:
             better.append((weight, keys))
 
-    compare("sofa", "max", 2, 2, ("creatinine", "platelets", "map", "vasopressors", "gcs"))
-    compare("lactate", "last", 1.0, 1, ("lactate",))
-    compare("fio2", "max", 0.2, 1, ("fio2",))
-    compare("gcs", "min", 3, 1, ("gcs",), higher_is_worse=False)
-    compare("aki_stage", "max", 1, 1, ("creatinine", "urine", "crrt"))
-    ned_now, ned_before = f.value("ned", "last"), f.value("ned", "max", when="before")
-    if ned_now is not None and ned_before is not None:
-        if ned_now - ned_before >= 0.05 and ned_now >= 1.25 * ned_before:
-            worse.append((2, ("vasopressors", "map")))
-        elif ned_before > 0 and ned_now <= 0.5 * ned_before:
-            better.append((2, ("vasopressors", "map")))
-    vent_now, vent_before = f.value("ventilation", "max"), f.value(
-        "ventilation", "max", when="before"
-    )
+    sofa_now, sofa_before = f.value("sofa", "max"), f.value("sofa", "max", when="before")
+    if sofa_now is not None and sofa_before is not None:
+        sign(
+            sofa_now - sofa_before >= SOFA_STEP,
+            sofa_before - sofa_now >= SOFA_STEP,
+            2,
+            ("creatinine", "platelets", "map", "vasopressors", "gcs"),
+        )
+    ned_trend = _ned_trend(f)
+    sign(ned_trend > 0, ned_trend < 0 and not dying, 2, ("vasopressors", "map"))
+    vent_now = f.value("ventilation", "max")
+    vent_before = f.value("ventilation", "max", when="before")
     if vent_now and vent_before:
         rank = VENTILATION_STATUSES.index
-        if rank(vent_now) > rank(vent_before):
-            worse.append((2, ("ventilation",)))
-        elif rank(vent_now) < rank(vent_before):
-            better.append((2, ("ventilation",)))
-    map_now, map_before = f.value("map_min", "min"), f.value("map_min", "min", when="before")
-    if map_now is not None and map_before is not None:
-        if map_now < 65 <= map_before:
-            worse.append((1, ("map",)))
-        elif map_before < 65 <= map_now:
-            better.append((1, ("map",)))
+        sign(
+            rank(vent_now) > rank(vent_before),
+            rank(vent_now) < rank(vent_before) and not dying,
+            2,
+            ("ventilation",),
+        )
+    lac_now, lac_before = f.value("lactate", "last"), f.value("lactate", "last", when="before")
+    if lac_now is not None and lac_before is not None:
+        sign(
+            lac_now >= LACTATE_HIGH and lac_now - lac_before >= LACTATE_RISE,
+            lac_before >= LACTATE_HIGH and lac_now <= (1 - LACTATE_CLEARANCE) * lac_before,
+            1,
+            ("lactate",),
+        )
+    fio2_now, fio2_before = f.value("fio2", "max"), f.value("fio2", "max", when="before")
+    if fio2_now is not None and fio2_before is not None:
+        sign(
+            fio2_now - fio2_before >= FIO2_STEP,
+            fio2_before - fio2_now >= FIO2_STEP,
+            1,
+            ("fio2",),
+        )
+    pf_now, pf_before = f.value("pf_ratio", "min"), f.value("pf_ratio", "min", when="before")
+    if pf_now is not None and pf_before is not None and pf_before > 0:
+        sign(
+            pf_now < PF_CUTOFF and pf_now <= (1 - PF_CHANGE) * pf_before,
+            pf_before < PF_CUTOFF and pf_now >= (1 + PF_CHANGE) * pf_before,
+            1,
+            ("pf_ratio",),
+        )
+    map_before = f.value("map", "mean", when="before")
+    if map_before is not None:
+        before_low = map_before < MAP_TARGET
+        map_now = f.value("map", "last")
+        sign(
+            hypotension and not before_low,
+            before_low and map_now is not None and map_now >= MAP_TARGET,
+            1,
+            ("map",),
+        )
+    gcs_now, gcs_before = f.value("gcs", "min"), f.value("gcs", "min", when="before")
+    if gcs_now is not None and gcs_before is not None:
+        sign(gcs_before - gcs_now >= GCS_STEP, gcs_now - gcs_before >= GCS_STEP, 1, ("gcs",))
+    aki_now, aki_before = f.value("aki_stage", "max"), f.value("aki_stage", "max", when="before")
+    if aki_now is not None and aki_before is not None:
+        sign(aki_now > aki_before, False, 1, ("creatinine", "urine", "crrt"))
+
     net = sum(w for w, _ in worse) - sum(w for w, _ in better)
     status = "deteriorating" if net > 0 else "improving" if net < 0 else "stable"
     drivers = worse if net > 0 else better if net < 0 else []
+    if status != "deteriorating":
+        if hypotension and ned_trend > 0:
+            status, drivers = "deteriorating", [(2, ("map", "vasopressors"))]
+        elif f.hypotension(below=MAP_PROFOUND):
+            status, drivers = "deteriorating", [(2, ("map",))]
+    if status == "improving" and (hypotension or dying):
+        status, drivers = "stable", []
     ids: list[int] = []
     for _, keys in sorted(drivers, key=lambda d: -d[0]):
         for pk in f.cite(*keys, limit=1):
@@ -225,24 +409,34 @@ def _fmt(value: float, digits: int = 1) -> str:
 
 
 def _findings(f: _Window) -> dict:
+    """What is true of the patient at the window, read once for the rules."""
     get = f.value
     septic_group = "sepsis" in str(f.static.get("disease_group", "")).lower()
-    return {
-        "aki": max(
-            (
-                v
-                for v in (get("aki_stage", "max"), get("aki_stage_smoothed", "max"))
-                if v is not None
-            ),
-            default=None,
+    crrt = (get("crrt_active", "max") or 0) >= 1
+    aki = max(
+        (
+            v
+            for v in (
+                f.worst_since("aki_stage", AKI_RECOVERY_HOURS),
+                f.worst_since("aki_stage_smoothed", AKI_RECOVERY_HOURS),
+            )
+            if v is not None
         ),
-        "crrt": (get("crrt_active", "max") or 0) >= 1,
+        default=None,
+    )
+    if crrt:
+        aki = 3.0
+    antibiotics = f.worst_since("antibiotic", ANTIBIOTIC_LOOKBACK_HOURS)
+    return {
+        "aki": aki,
+        "crrt": crrt,
         "creatinine": get("creatinine"),
         "ned": get("ned", "last"),
         "norepinephrine": get("norepinephrine", "last") or 0.0,
         "vasopressin": get("vasopressin", "last") or 0.0,
         "inotrope": max(get("dobutamine", "last") or 0.0, get("milrinone", "last") or 0.0),
-        "map_min": get("map_min", "min"),
+        "map": get("map", "last"),
+        "hypotension": f.hypotension(),
         "lactate": get("lactate"),
         "ph": get("ph"),
         "inr": get("inr"),
@@ -259,19 +453,28 @@ def _findings(f: _Window) -> dict:
         or (get("sepsis3", "max") or 0) >= 1
         or (get("suspected_infection", "max") or 0) >= 1,
         "sepsis3": (get("sepsis3", "max") or 0) >= 1,
-        "antibiotic_recent": (get("antibiotic", "max") or 0) >= 1
-        or (get("antibiotic", "max", when="before") or 0) >= 1,
+        "antibiotic_recent": (antibiotics or 0) >= 1,
     }
 
 
 def _problems(f: _Window, x: dict) -> list[dict]:
-    """Acute problems from active findings: KDIGO AKI stage (CLINICAL_CONCEPTS.md
-    4d, stage 3 on CRRT), shock by vasopressor dose (5; septic when Sepsis-3 (10c),
-    suspected infection (10b) or a sepsis diagnosis group), respiratory failure by
-    ventilation status (6b) and P/F or FiO2 (7), hyperlactatemia (lactate >= 2
-    mmol/L), acidemia (arterial pH < 7.30), coagulopathy (INR >= 1.5, platelets
-    < 100), liver dysfunction (bilirubin >= 2 mg/dL, SOFA liver 2), depressed
-    consciousness (GCS <= 8), fever (>= 38.3 °C), tachycardia (> 130/min)."""
+    """Acute problems from active findings, each as long as its definition:
+
+    - AKI: the worst KDIGO stage of the last AKI_RECOVERY_HOURS (CLINICAL_CONCEPTS.md
+      4; ADQI 16), stage 3 while on CRRT (4d);
+    - shock on vasopressors: norepinephrine equivalent above SHOCK_NED_MIN (SOFA
+      cardiovascular 4, 9b); septic when Sepsis-3 (10c), suspected infection
+      (10b) or a sepsis diagnosis group; below it, low-dose vasopressor support
+      is a problem only beside sustained hypotension or lactate >= 2 mmol/L;
+    - hypotension: sustained (MAP_TARGET, hourly means), off vasopressors;
+    - respiratory failure by ventilation status (6b) and P/F < 300 or FiO2 >= 0.5
+      (7; Berlin 2012); hypoxemia SpO2 < 90 % without support;
+    - hyperlactatemia lactate >= 2 mmol/L, severe >= 4 (Sepsis-3; spec 10);
+      acidemia arterial pH < 7.30 (spec 10); coagulopathy INR >= 1.5 (spec 10)
+      or platelets < 100 (SOFA coagulation 2); liver dysfunction bilirubin >= 2
+      mg/dL (SOFA liver 2); depressed consciousness GCS <= 8 (spec 10); fever
+      >= 38.3 °C (IDSA/SCCM fever in the ICU, 2008); tachycardia > 130/min.
+    """
     out: list[dict] = []
 
     def add(text: str, ids: list[int]) -> None:
@@ -285,18 +488,28 @@ def _problems(f: _Window, x: dict) -> list[dict]:
             text += f" (creatinine {_fmt(x['creatinine'])} mg/dL)"
         add(text, f.evidence("creatinine", "crrt", "urine"))
     ned = x["ned"] or 0.0
-    if ned > 0:
+    lactate_high = x["lactate"] is not None and x["lactate"] >= LACTATE_HIGH
+    if ned > SHOCK_NED_MIN:
         kind = "septic shock" if x["infection"] else "shock"
         text = f"{kind} on vasopressors (norepinephrine equivalent {_fmt(ned, 2)} mcg/kg/min)"
         add(text, f.evidence("vasopressors", "map", "lactate"))
-    elif x["inotrope"] > 0:
+    elif ned > 0 and (x["hypotension"] or lactate_high):
+        why = f"MAP {_fmt(x['map'], 0)} mmHg" if x["hypotension"] else (
+            f"lactate {_fmt(x['lactate'])} mmol/L"
+        )
+        add(
+            f"circulatory failure on low-dose vasopressors (norepinephrine equivalent "
+            f"{_fmt(ned, 2)} mcg/kg/min, {why})",
+            f.evidence("vasopressors", "map", "lactate"),
+        )
+    elif ned <= 0 and x["inotrope"] > 0:
         add("low cardiac output on inotropes", f.evidence("inotropes"))
-    elif x["map_min"] is not None and x["map_min"] < 65:
-        add(f"hypotension (MAP {_fmt(x['map_min'], 0)} mmHg)", f.evidence("map"))
+    elif ned <= 0 and x["hypotension"]:
+        add(f"hypotension (MAP {_fmt(x['map'], 0)} mmHg)", f.evidence("map"))
     elif x["sepsis3"]:
         add("sepsis (Sepsis-3 criteria met)", f.evidence("antibiotic", "lactate"))
     vent = x["vent"]
-    hypoxemic = (x["pf"] is not None and x["pf"] < 300) or (
+    hypoxemic = (x["pf"] is not None and x["pf"] < PF_CUTOFF) or (
         x["fio2"] is not None and x["fio2"] >= 0.5
     ) or (x["spo2"] is not None and x["spo2"] < 92)
     if vent == "invasive":
@@ -305,7 +518,7 @@ def _problems(f: _Window, x: dict) -> list[dict]:
             if hypoxemic
             else "respiratory failure on invasive ventilation"
         )
-        if x["pf"] is not None and x["pf"] < 300:
+        if x["pf"] is not None and x["pf"] < PF_CUTOFF:
             text += f" (P/F {_fmt(x['pf'], 0)})"
         add(text, f.evidence("ventilation", "pf_ratio", "spo2", limit=1))
     elif vent in ("niv", "hfnc"):
@@ -316,7 +529,7 @@ def _problems(f: _Window, x: dict) -> list[dict]:
         )
     elif x["spo2"] is not None and x["spo2"] < 90:
         add(f"hypoxemia (SpO2 {_fmt(x['spo2'], 0)}%)", f.evidence("spo2", "ventilation"))
-    if x["lactate"] is not None and x["lactate"] >= 2:
+    if lactate_high:
         severity = "severe hyperlactatemia" if x["lactate"] >= 4 else "hyperlactatemia"
         add(f"{severity} (lactate {_fmt(x['lactate'])} mmol/L)", f.evidence("lactate"))
     if x["ph"] is not None and x["ph"] < 7.30:
@@ -340,117 +553,113 @@ def _problems(f: _Window, x: dict) -> list[dict]:
 
 
 def _actions_and_flags(f: _Window, x: dict) -> tuple[list[dict], list[dict]]:
-    """Guideline rules. Surviving Sepsis Campaign 2021: MAP target 65 mmHg,
-    norepinephrine first, vasopressin added when norepinephrine reaches
-    0.25-0.5 mcg/kg/min, antimicrobials within 1 hour of septic shock, lactate
-    re-measured while raised. Lung-protective ventilation (6 mL/kg PBW, prone
-    position when P/F < 150). KDIGO 2012: avoid nephrotoxins in AKI. Under
-    CRRT, fluid is removed by ultrafiltration: boluses only for proven
-    hypovolaemia (fluid overload)."""
+    """Recommended actions and red flags, each a clinical action in words (a
+    drug, a target, a manoeuvre), never the name of a charted item.
+
+    Surviving Sepsis Campaign 2021: MAP target 65 mmHg; norepinephrine first;
+    vasopressin added when norepinephrine reaches VASOPRESSIN_ADD_NE; fluid
+    given as boluses with reassessment, and norepinephrine started when
+    hypotension persists; antimicrobials within 1 hour of possible septic
+    shock; lactate re-measured while raised. All of these act on *sustained*
+    hypotension (hourly means, MAP_TARGET), never on one reading. Lung-protective
+    ventilation (6-8 mL/kg predicted body weight) and prone position when P/F
+    < 150 (PROSEVA, Guérin et al. 2013). KDIGO 2012: avoid nephrotoxins in AKI.
+    Under CRRT, fluid is removed by ultrafiltration: no boluses without
+    hypotension."""
     actions: list[dict] = []
     flags: list[dict] = []
-    map_low = x["map_min"] is not None and x["map_min"] < 65
-    if x["norepinephrine"] > 0 and map_low:
-        text = "Escalate vasopressor support to restore MAP >= 65 mmHg (titrate norepinephrine up"
-        if x["norepinephrine"] >= 0.25 and x["vasopressin"] <= 0:
-            text += ", add vasopressin"
-        actions.append({"text": text + ")", "evidence": f.evidence("vasopressors", "map")})
-    elif (x["ned"] or 0) > 0 and map_low:
-        actions.append(
-            {
-                "text": "Escalate vasopressor support to restore MAP >= 65 mmHg",
-                "evidence": f.evidence("vasopressors", "map"),
-            }
+
+    def act(text: str, ids: list[int]) -> None:
+        actions.append({"text": text, "evidence": ids})
+
+    def flag(text: str, ids: list[int]) -> None:
+        flags.append({"text": text, "evidence": ids})
+
+    hypotension = x["hypotension"]
+    ned = x["ned"] or 0.0
+    if hypotension and x["norepinephrine"] > 0:
+        act(
+            "Titrate norepinephrine up to MAP >= 65 mmHg",
+            f.evidence("vasopressors", "map"),
         )
-    elif map_low:
-        if x["crrt"]:
-            text = "Start norepinephrine for MAP < 65 mmHg rather than giving more fluid"
-        else:
-            text = (
-                "Give a fluid challenge and start norepinephrine if MAP stays below 65 mmHg"
+        if x["norepinephrine"] >= VASOPRESSIN_ADD_NE and x["vasopressin"] <= 0:
+            act(
+                "Add vasopressin 0.03 U/min (norepinephrine >= 0.25 mcg/kg/min)",
+                f.evidence("vasopressors", "map"),
             )
-        actions.append({"text": text, "evidence": f.evidence("map")})
-    if (x["ned"] or 0) > 0 and map_low:
-        flags.append(
-            {
-                "text": "Do not wean vasopressors while MAP is below 65 mmHg",
-                "evidence": f.evidence("map", "vasopressors"),
-            }
+    elif hypotension and ned > 0:
+        act(
+            "Add norepinephrine to reach MAP >= 65 mmHg",
+            f.evidence("vasopressors", "map"),
         )
-    if x["infection"] and (x["ned"] or 0) > 0 and not x["antibiotic_recent"]:
-        actions.append(
-            {
-                "text": "Give broad-spectrum antimicrobials within 1 hour (septic shock)",
-                "evidence": f.evidence("vasopressors", "lactate"),
-            }
+    elif hypotension and x["crrt"]:
+        act(
+            "Start norepinephrine for MAP < 65 mmHg rather than giving fluid (on CRRT)",
+            f.evidence("map", "crrt"),
         )
-    if x["lactate"] is not None and x["lactate"] >= 2:
-        actions.append(
-            {
-                "text": "Repeat lactate within 2 hours to guide resuscitation",
-                "evidence": f.evidence("lactate"),
-            }
+    elif hypotension:
+        act(
+            "Give a 500 mL crystalloid fluid challenge and reassess; start "
+            "norepinephrine if MAP stays below 65 mmHg",
+            f.evidence("map"),
         )
+    if hypotension and ned > 0:
+        flag(
+            "Do not wean vasopressors while MAP is below 65 mmHg",
+            f.evidence("map", "vasopressors"),
+        )
+    if x["infection"] and ned > 0 and not x["antibiotic_recent"]:
+        act(
+            "Give broad-spectrum antimicrobials within 1 hour (possible septic shock)",
+            f.evidence("vasopressors", "lactate"),
+        )
+    if x["lactate"] is not None and x["lactate"] >= LACTATE_HIGH:
+        act("Repeat lactate within 2 hours to guide resuscitation", f.evidence("lactate"))
     if x["vent"] == "invasive" and x["pf"] is not None and x["pf"] < 150:
-        actions.append(
-            {
-                "text": "Optimize PEEP and consider prone positioning (P/F < 150)",
-                "evidence": f.evidence("pf_ratio", "ventilation"),
-            }
+        act(
+            "Prone position for at least 12 h a day (P/F < 150 on invasive ventilation)",
+            f.evidence("pf_ratio", "ventilation"),
         )
     if x["vent"] == "invasive" and (
-        (x["pf"] is not None and x["pf"] < 300) or (x["fio2"] is not None and x["fio2"] >= 0.5)
+        (x["pf"] is not None and x["pf"] < PF_CUTOFF)
+        or (x["fio2"] is not None and x["fio2"] >= 0.5)
     ):
-        flags.append(
-            {
-                "text": "Avoid tidal volumes above 8 mL/kg predicted body weight",
-                "evidence": f.evidence("ventilation", "pf_ratio", limit=1),
-            }
+        flag(
+            "Avoid tidal volumes above 8 mL/kg predicted body weight",
+            f.evidence("ventilation", "pf_ratio", limit=1),
         )
     if x["gcs"] is not None and x["gcs"] <= 8 and x["vent"] != "invasive":
-        actions.append(
-            {"text": "Secure the airway (GCS <= 8 without invasive ventilation)",
-             "evidence": f.evidence("gcs")}
-        )
-        flags.append(
-            {"text": "Avoid deep sedation without a secured airway", "evidence": f.evidence("gcs")}
-        )
+        act("Secure the airway (GCS <= 8 without invasive ventilation)", f.evidence("gcs"))
+        flag("Avoid deep sedation without a secured airway", f.evidence("gcs"))
     if x["aki"] is not None and x["aki"] >= 2:
-        flags.append(
-            {
-                "text": "Avoid nephrotoxic drugs (NSAIDs, aminoglycosides, IV contrast) "
-                "with AKI",
-                "evidence": f.evidence("creatinine", "crrt", "urine"),
-            }
+        flag(
+            "Avoid nephrotoxic drugs (NSAIDs, aminoglycosides, IV contrast) with AKI",
+            f.evidence("creatinine", "crrt", "urine"),
         )
-    if x["crrt"] and not map_low:
-        flags.append(
-            {
-                "text": "Avoid fluid boluses under CRRT (fluid overload; remove fluid by "
-                "ultrafiltration)",
-                "evidence": f.evidence("crrt"),
-            }
+    if x["crrt"] and not hypotension:
+        flag(
+            "Avoid fluid boluses under CRRT (remove fluid by ultrafiltration)",
+            f.evidence("crrt"),
         )
     if x["platelets"] is not None and x["platelets"] < 50:
-        flags.append(
-            {
-                "text": "Avoid therapeutic anticoagulation and invasive procedures with "
-                "platelets < 50",
-                "evidence": f.evidence("platelets"),
-            }
+        flag(
+            "Avoid therapeutic anticoagulation and invasive procedures with "
+            "platelets < 50",
+            f.evidence("platelets"),
         )
     return actions, flags
 
 
 def _ratings(f: _Window, x: dict) -> list[dict]:
-    """Each recorded action rated acceptable unless a rule speaks: vasopressor
-    start or increase with MAP < 65 best practice, decrease or stop then
-    potentially harmful; antimicrobials with suspected infection or sepsis best
-    practice; fluid boluses best practice for MAP < 65 off CRRT, potentially
-    harmful under CRRT without hypotension; CRRT actions with KDIGO stage 3 best
+    """Each recorded action rated acceptable unless a rule speaks (sustained
+    hypotension as in _actions_and_flags): a vasopressor start or increase
+    during hypotension best practice, a decrease or stop then potentially
+    harmful; antimicrobials with suspected infection or sepsis best practice;
+    fluid boluses best practice for hypotension off CRRT, potentially harmful
+    under CRRT without hypotension; CRRT actions with KDIGO stage 3 best
     practice; FiO2 raised with SpO2 < 92 % best practice; anticoagulants with
     platelets < 50 potentially harmful."""
-    map_low = x["map_min"] is not None and x["map_min"] < 65
+    hypotension = x["hypotension"]
     out = []
     for event in f.context.recorded_actions:
         category, domain = event["category"], event["domain"]
@@ -464,16 +673,16 @@ def _ratings(f: _Window, x: dict) -> list[dict]:
                 text == "start" or previous is None or (value is not None and value > previous)
             )
             down = stopping or (value is not None and previous is not None and value < previous)
-            if map_low and up:
+            if hypotension and up:
                 rating, evidence = "best_practice", f.cite("map", limit=2)
-            elif map_low and down:
+            elif hypotension and down:
                 rating, evidence = "potentially_harmful", f.cite("map", limit=2)
         elif category in ANTIBIOTICS and x["infection"]:
             rating, evidence = "best_practice", f.cite("lactate", "vasopressors", limit=1)
         elif category in FLUID_BOLUS:
-            if x["crrt"] and not map_low:
+            if x["crrt"] and not hypotension:
                 rating, evidence = "potentially_harmful", f.cite("crrt", limit=1)
-            elif map_low and not x["crrt"]:
+            elif hypotension and not x["crrt"]:
                 rating, evidence = "best_practice", f.cite("map", limit=2)
         elif domain == "crrt_therapy" and (x["aki"] or 0) >= 3:
             rating, evidence = "best_practice", f.cite("creatinine", limit=1)

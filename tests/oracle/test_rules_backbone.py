@@ -3,9 +3,11 @@ stays (every label passes the reply-level rules)."""
 
 import pytest
 
+from oracle.backbones import rules
 from oracle.backbones.rules import RulesBackbone
 from oracle.context import window_contexts_build
 from oracle.schema import payload_validate
+from tests.factories import make_stay
 from tests.oracle.helpers import drip, lab, stable_stay, vitals, windows_of
 from windows.importers.clif import clif_import
 from windows.models import Patient, Stay, Window
@@ -42,14 +44,19 @@ def test_rising_creatinine_gives_an_aki_problem_citing_the_creatinine():
 
 
 def test_norepinephrine_with_map_below_65_gives_an_escalation():
-    stay = stable_stay(hours=12)
+    stay = make_stay(hours=12)
+    vitals(stay, "heart_rate", 95, start_h=-1, end_h=12, unit="bpm")
+    vitals(stay, "map", 80, start_h=-1, end_h=2, every_min=15, unit="mmHg")
     vitals(stay, "map", 58, start_h=2, end_h=12, every_min=15, unit="mmHg")
     start = drip(stay, "norepinephrine", 0.1, 3.0)
     titration = drip(stay, "norepinephrine", 0.15, 4.1, text="dose_change")
 
     context, result = label_window(stay, 2)  # 4.0-4.5 h
 
-    [escalate] = [a for a in result.payload["added_actions"] if "Escalate vasopressor" in a["text"]]
+    [escalate] = [
+        a for a in result.payload["added_actions"] if a["text"].startswith("Titrate")
+    ]
+    assert escalate["text"] == "Titrate norepinephrine up to MAP >= 65 mmHg"
     assert {start.pk, titration.pk} & set(escalate["evidence"])
     assert "Do not wean vasopressors while MAP is below 65 mmHg" in texts(
         result.payload["red_flags"]
@@ -57,7 +64,9 @@ def test_norepinephrine_with_map_below_65_gives_an_escalation():
     [rating] = result.payload["action_ratings"]
     assert rating["event_id"] == titration.pk and rating["rating"] == "best_practice"
     assert rating["evidence"]
-    assert any("shock" in t for t in texts(result.payload["acute_problems"]))
+    # 0.15 mcg/kg/min is above the SOFA cardiovascular 4 dose: shock.
+    assert any("shock on vasopressors" in t for t in texts(result.payload["acute_problems"]))
+    assert result.status == "deteriorating"  # MAP fell below 65 on a rising dose
 
 
 def test_worsening_sofa_gives_deteriorating():
@@ -145,3 +154,32 @@ def test_rules_labels_of_demo_stays_all_pass_the_reply_rules(demo_stays):
     problems = [p["text"] for r in results for p in r.payload["acute_problems"]]
     assert any("invasive ventilation" in p for p in problems)
     assert any(p.startswith("AKI KDIGO stage") for p in problems)
+
+
+def test_rules_on_demo_stays_keep_their_clinical_limits(demo_stays):
+    """The rules' limits hold on real stays: no shock at or below the SOFA
+    cardiovascular 4 dose, no fluid challenge while the window's hourly mean MAP
+    is 65 or more, never improving with sustained hypotension, and none in the
+    final 12 h of a stay of a patient who died in hospital."""
+    windows = list(
+        Window.objects.filter(stay__in=demo_stays).order_by("stay_id", "index")
+    )
+    contexts = window_contexts_build(windows=windows)
+    died = 0
+    for context in contexts:
+        status, payload = rules.rules_label(context)
+        f = rules._Window(context)
+        problems = [p["text"] for p in payload["acute_problems"]]
+        actions = [a["text"] for a in payload["added_actions"]]
+        ned = f.value("ned", "last") or 0.0
+        if any("shock" in p for p in problems):
+            assert ned > rules.SHOCK_NED_MIN, (context.window_id, problems)
+        window_map = f.numbers("map", f.rows(f.start_h, f.last_h))
+        if any("fluid challenge" in a for a in actions):
+            assert all(m < 65 for m in window_map), (context.window_id, window_map)
+        if f.hypotension():
+            assert status != "improving", context.window_id
+        if f.final_hours_before_death():
+            died += 1
+            assert status != "improving", context.window_id
+    assert died > 0  # the eight longest demo stays include deaths
