@@ -3,7 +3,8 @@ of one window, built for many windows at once with a handful of queries per
 batch (never one per window).
 
 For each window: the stay's static facts (outcome included, the Oracle labels in
-hindsight), a per-6-h summary of the whole trajectory from the stored concept
+hindsight; the records coded after discharge listed apart, never among the
+events at their billing date), a per-6-h summary of the whole trajectory from the stored concept
 tracks (windows.tracks), the events around the window in full, the latest key
 lab results before them, and the window's recorded critical actions to rate
 (annotation.critical rules: the defaults, or a campaign's).
@@ -23,8 +24,9 @@ from annotation.critical import critical_action_q, default_critical_action_rules
 from oracle.backbones.base import WindowContext
 from windows.disease_groups import disease_group
 from windows.models import DiseaseGroup, Event, EventKind, Stay, StayTracks, Window
-from windows.selectors_context import OUTCOME_REVEALING_CATEGORIES
+from windows.selectors_context import HINDSIGHT_KINDS, OUTCOME_REVEALING_CATEGORIES
 from windows.tracks import stay_tracks_build
+from windows.vocabulary import CODE_SYSTEMS, code_title, event_label, format_code
 
 # Events shown in full: this many hours before the window's start and after its
 # end (hindsight: what followed the window helps to judge it).
@@ -192,6 +194,7 @@ def _static(stay: Stay, tracks: StayTracks) -> dict:
     return {
         "age": admission.age_at_admission or patient.age,
         "sex": patient.sex,
+        # Coded after discharge (the billed primary diagnosis): the prompt says so.
         "admission_diagnosis": stay.admission_diagnosis,
         "diagnosis_code": stay.diagnosis_code,
         "disease_group": DiseaseGroup(group).label,
@@ -203,6 +206,30 @@ def _static(stay: Stay, tracks: StayTracks) -> dict:
         "weight_kg": meta.get("weight_kg"),
         "sepsis3_onset_h": onset_h,
     }
+
+
+def _coded_records(admission_ids: set[int]) -> dict[int, list[dict]]:
+    """The records coded after discharge of each admission (one query), as the
+    prompt lists them apart: billing date, code system, code and title. They
+    carry no event id: a label's evidence cites what was charted, not billing."""
+    out: dict[int, list[dict]] = defaultdict(list)
+    rows = (
+        Event.objects.filter(admission_id__in=admission_ids, kind=EventKind.CODED)
+        .order_by("admission_id", "time", "category", "value_text", "id")
+        .values_list("admission_id", "time", "category", "name", "value_text")
+    )
+    for admission_id, time, system, name, code in rows:
+        code = code or name
+        key = (system or "").upper()
+        out[admission_id].append(
+            {
+                "date": time.date().isoformat(),
+                "system": CODE_SYSTEMS.get(key, (system, ""))[0],
+                "code": format_code(key, code),
+                "title": code_title(key, code),
+            }
+        )
+    return out
 
 
 def _tracks_frame(tracks: StayTracks) -> pd.DataFrame:
@@ -238,6 +265,7 @@ _EVENT_FIELDS = (
 
 def _event_dict(row: tuple, intime) -> dict:
     (pk, _adm, time, end_time, kind, domain, category, name, value, unit, text) = row
+    label = event_label(domain=domain, category=category, name=name, unit=unit)
     event = {
         "id": pk,
         "time": time,
@@ -246,8 +274,12 @@ def _event_dict(row: tuple, intime) -> dict:
         "domain": domain,
         "category": category,
         "name": name,
+        # How the prompt names it: the concept, and the source label where it
+        # adds to it (windows.vocabulary); the unit is the value's.
+        "concept": label.concept,
+        "detail": label.detail,
         "value": None if value is None else round(value, 3),
-        "unit": unit,
+        "unit": label.unit,
         "text": text,
     }
     if end_time is not None:
@@ -273,8 +305,10 @@ def window_contexts_build(
     actions are rated (a campaign's ``critical_action_categories``); the
     defaults when None. ``events`` of a context holds, by time, the key labs'
     latest results before the shown span (``"latest_before": True``) and every
-    non-outcome event from ``hours_before`` before the window's start to
-    ``hours_after`` after its end; ``allowed_event_ids`` are their ids.
+    event from ``hours_before`` before the window's start to ``hours_after``
+    after its end, outcome events and coded records left out;
+    ``allowed_event_ids`` are their ids. ``static["coded_after_discharge"]``
+    lists the admission's coded records (no ids: not citable).
     """
     if not windows:
         return []
@@ -292,7 +326,14 @@ def window_contexts_build(
         pk: trajectory_summary(hours=t.hours, columns=t.columns)
         for pk, t in tracks_by_stay.items()
     }
-    statics = {pk: _static(stays[pk], tracks_by_stay[pk]) for pk in stays}
+    coded = _coded_records({s.admission_id for s in stay_list})
+    statics = {
+        pk: {
+            **_static(stays[pk], tracks_by_stay[pk]),
+            "coded_after_discharge": coded.get(stays[pk].admission_id, []),
+        }
+        for pk in stays
+    }
 
     before = timedelta(hours=hours_before)
     after = timedelta(hours=hours_after)
@@ -311,7 +352,9 @@ def window_contexts_build(
             time__gte=merged[0][0] - timedelta(hours=KEY_LAB_LOOKBACK_HOURS),
             time__lt=merged[-1][1],
         )
-    visible = ~Q(kind=EventKind.OUTCOME) & ~Q(category__in=OUTCOME_REVEALING_CATEGORIES)
+    # Coded records are not events of the timeline: they go to the static
+    # context, marked as coded after discharge (_coded_records).
+    visible = ~Q(kind__in=HINDSIGHT_KINDS) & ~Q(category__in=OUTCOME_REVEALING_CATEGORIES)
     rows = list(
         Event.objects.filter(span_q & visible)
         .annotate(

@@ -1,5 +1,6 @@
 """The hindsight prompt of one window (spec section 7; issue 6 part 2): static
-context, a compact per-6-h trajectory, the events around the window in full,
+context (with the records coded after discharge, marked and apart from the
+events), a compact per-6-h trajectory, the events around the window in full,
 the recorded actions to rate, and the label instructions, kept within the
 template's token budget by dropping whole records by rule.
 
@@ -127,9 +128,16 @@ def _hours(h: float) -> str:
 def event_line(event: dict) -> str:
     """One event as one line: ``[id] +h.hh domain category name = value unit text``."""
     parts = [f"[{event['id']}]", _hours(event["hours"]), event["kind"], event["domain"]]
-    label = event["category"] or event["name"]
-    if event["name"] and event["name"].lower() != (event["category"] or "").lower():
-        label = f"{label} ({event['name']})" if event["category"] else event["name"]
+    if event.get("concept"):
+        # The concept's name (windows.vocabulary), never a source label that
+        # contradicts the value's unit; the source label where it adds to it.
+        label = event["concept"]
+        if event.get("detail"):
+            label = f"{label} ({event['detail']})"
+    else:
+        label = event["category"] or event["name"]
+        if event["name"] and event["name"].lower() != (event["category"] or "").lower():
+            label = f"{label} ({event['name']})" if event["category"] else event["name"]
     parts.append(label)
     if event["value"] is not None:
         parts.append(f"= {_fmt(event['value'])}{(' ' + event['unit']) if event['unit'] else ''}")
@@ -168,9 +176,9 @@ def _static_block(context) -> str:
     lines.append(f"Patient: {who or 'unknown'}.")
     diagnosis = s.get("admission_diagnosis") or s.get("diagnosis_code") or "unknown"
     lines.append(
-        f"Admission diagnosis: {diagnosis}; disease group: {s.get('disease_group')}; "
-        f"admission type: {s.get('admission_type') or 'unknown'}; unit: "
-        f"{s.get('care_unit') or 'unknown'}."
+        f"Admission diagnosis (coded after discharge): {diagnosis}; disease group: "
+        f"{s.get('disease_group')}; admission type: {s.get('admission_type') or 'unknown'}; "
+        f"unit: {s.get('care_unit') or 'unknown'}."
     )
     outcome = f"ICU stay {s.get('stay_hours')} h; hospital outcome: {s.get('hospital_outcome')}"
     if s.get("discharge_disposition"):
@@ -178,6 +186,30 @@ def _static_block(context) -> str:
     if s.get("sepsis3_onset_h") is not None:
         outcome += f"; Sepsis-3 onset at {s['sepsis3_onset_h']:+} h"
     lines.append(outcome + ".")
+    coded = s.get("coded_after_discharge") or []
+    if coded:
+        lines.append("")
+        lines.append(coded_block(coded))
+    return "\n".join(lines)
+
+
+# Coded records listed in one prompt at most; the rest are counted.
+MAX_CODED_RECORDS = 40
+
+
+def coded_block(records: list[dict]) -> str:
+    """The admission's records coded after discharge, apart from the events:
+    their date is a billing date, not when anything happened, and they have no
+    id (evidence cites charted events only)."""
+    lines = [
+        "## Coded after discharge (billing codes with a date only; not events of "
+        "the timeline, not actions of the window; no id, not citable as evidence)"
+    ]
+    for record in records[:MAX_CODED_RECORDS]:
+        title = f" {record['title']}" if record.get("title") else ""
+        lines.append(f"- billed {record['date']}: {record['system']} {record['code']}{title}")
+    if len(records) > MAX_CODED_RECORDS:
+        lines.append(f"({len(records) - MAX_CODED_RECORDS} more coded records left out)")
     return "\n".join(lines)
 
 

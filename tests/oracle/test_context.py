@@ -19,7 +19,8 @@ def test_a_batch_of_many_windows_over_several_stays_costs_a_fixed_number_of_quer
     windows = [w for stay in stays for w in windows_of(stay)]
     window_contexts_build(windows=windows)  # stores the tracks
 
-    with django_assert_max_num_queries(5):
+    # stays, event signatures, stored tracks, events, key labs, coded records
+    with django_assert_max_num_queries(6):
         contexts = window_contexts_build(windows=list(reversed(windows)))
 
     assert [c.window_id for c in contexts] == [w.pk for w in reversed(windows)]
@@ -61,3 +62,46 @@ def test_a_campaigns_rules_decide_which_actions_are_rated():
     [context] = window_contexts_build(windows=[windows_of(stay)[5]], critical_rules=rules)
 
     assert [e["id"] for e in context.recorded_actions] == [insulin.pk]
+
+
+def _coded(stay, hours, system="ICD10PCS", code="5A1955Z"):
+    return make_event(admission=stay.admission, time=at(stay, hours),
+                      kind=EventKind.CODED, domain=Domain.PROCEDURES, category=system,
+                      name=f"{system} {code}", value_num=None, unit="", value_text=code,
+                      source_table="patient_procedures")
+
+
+def test_coded_records_are_hindsight_facts_apart_from_the_events_and_not_citable():
+    stay = stable_stay(hours=24)
+    # Billed at a date inside the window's span: it must not appear as an event
+    # there, nor be rated as one of the window's actions.
+    coded = _coded(stay, 6.1)
+    _coded(stay, 6.1, "ICD9", "9672")
+    window = windows_of(stay)[3]  # [+6 h, +6.5 h)
+
+    [context] = window_contexts_build(windows=[window])
+
+    assert coded.pk not in {e["id"] for e in context.events}
+    assert coded.pk not in {e["id"] for e in context.recorded_actions}
+    assert coded.pk not in context.allowed_event_ids
+    records = context.static["coded_after_discharge"]
+    assert records == [
+        {"date": coded.time.date().isoformat(), "system": "ICD-10-PCS", "code": "5A1955Z",
+         "title": "Respiratory Ventilation, Greater than 96 Consecutive Hours"},
+        {"date": coded.time.date().isoformat(), "system": "ICD-9-CM procedure",
+         "code": "96.72",
+         "title": "Continuous invasive mechanical ventilation for 96 consecutive hours "
+                  "or more"},
+    ]
+
+
+def test_events_carry_their_concept_name_and_the_unit_of_their_value():
+    stay = stable_stay(hours=24)
+    make_event(admission=stay.admission, time=at(stay, 6.2), domain=Domain.VITALS,
+               kind=EventKind.OBSERVATION, category="temp_c", name="Temperature Fahrenheit",
+               value_num=36.7, unit="°C")
+    [context] = window_contexts_build(windows=[windows_of(stay)[3]])
+    [temp] = [e for e in context.events if e["category"] == "temp_c"]
+    assert (temp["concept"], temp["unit"], temp["name"]) == (
+        "Temperature", "°C", "Temperature Fahrenheit"
+    )

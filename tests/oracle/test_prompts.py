@@ -69,7 +69,7 @@ def shown_lines(prompt) -> dict[int, str]:
 def test_a_long_stay_is_compressed_to_the_budget_by_whole_records(long_stay_context):
     context, action = long_stay_context
     template = PromptTemplate(version="t", system="Be brief.",
-                              instructions="Reply in JSON.", token_budget=3000)
+                              instructions="Reply in JSON.", token_budget=2500)
     uncompressed = prompt_build(
         context=context,
         template=PromptTemplate(version="u", system="Be brief.",
@@ -78,8 +78,8 @@ def test_a_long_stay_is_compressed_to_the_budget_by_whole_records(long_stay_cont
 
     prompt = prompt_build(context=context, template=template)
 
-    assert uncompressed.estimated_tokens > 3000 and not uncompressed.compressions
-    assert prompt.estimated_tokens <= 3000
+    assert uncompressed.estimated_tokens > 2500 and not uncompressed.compressions
+    assert prompt.estimated_tokens <= 2500
     assert prompt.compressions and "events outside the window" in prompt.compressions[0]
     events = {e["id"]: e for e in context.events}
     lines = shown_lines(prompt)
@@ -155,9 +155,44 @@ def test_the_prompt_holds_the_static_context_summary_and_outcome():
     prompt = prompt_build(context=context, template=template)
 
     user = prompt.messages[-1]["content"]
-    assert "Admission diagnosis: A41.9 Sepsis, unspecified organism" in user
+    assert (
+        "Admission diagnosis (coded after discharge): A41.9 Sepsis, unspecified organism"
+        in user
+    )
     assert "hospital outcome: survived" in user
     assert "h0-6:" in user and "h18-24:" in user
     assert "Window 3: +6.00h to +6.50h" in user
     assert "Event ids to rate: none" in user
     assert prompt.messages[0] == {"role": "system", "content": template.system}
+
+
+def test_coded_records_are_marked_as_coded_after_discharge_in_their_own_section():
+    from tests.factories import make_event
+
+    stay = stable_stay(hours=24)
+    make_event(admission=stay.admission, time=at(stay, 6.1), kind=EventKind.CODED,
+               domain=Domain.PROCEDURES, category="ICD10PCS", name="ICD10PCS 5A1955Z",
+               value_num=None, unit="", value_text="5A1955Z",
+               source_table="patient_procedures")
+    make_event(admission=stay.admission, time=at(stay, 6.2), domain=Domain.VITALS,
+               kind=EventKind.OBSERVATION, category="temp_c", name="Temperature Fahrenheit",
+               value_num=36.7, unit="°C", source_table="vitals")
+    [context] = window_contexts_build(windows=[windows_of(stay)[3]])
+
+    prompt = prompt_build(context=context, template=prompt_default_get_or_create())
+
+    user = prompt.messages[-1]["content"]
+    head, _, rest = user.partition("## Coded after discharge")
+    assert rest, "no coded section"
+    section = rest.split("\n## ")[0]
+    assert (
+        "- billed 2024-01-02: ICD-10-PCS 5A1955Z Respiratory Ventilation, Greater than "
+        "96 Consecutive Hours" in section
+    )
+    assert "not citable" in user.split("## Coded after discharge")[1].splitlines()[0]
+    # Nowhere else: not among the events, not among the actions to rate.
+    assert user.count("5A1955Z") == 1
+    assert "Admission diagnosis (coded after discharge)" in head
+    # The event is named by its concept, never by a source label in another unit.
+    assert "Temperature = 36.7 °C" in user
+    assert "Fahrenheit" not in user
