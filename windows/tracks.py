@@ -144,7 +144,8 @@ def stay_track_sources(
     matching event at or before the hour's end, no older than the track's reach.
 
     One query for the events of all the tracks' domains in the stay's admission
-    up to ICU discharge (the plots never reach later)."""
+    up to ICU discharge: the tracks take nothing later (the last hour ends at
+    discharge, windows.concepts.grid)."""
     keys = [k for k in series if k in TRACK_SOURCES]
     if not hours or not keys:
         return {}
@@ -153,7 +154,7 @@ def stay_track_sources(
         Event.objects.filter(
             admission_id=stay.admission_id,
             domain__in=domains,
-            time__lte=stay.outtime + timedelta(hours=1),
+            time__lte=stay.outtime,
         )
         .order_by("time", "id")
         .values_list("id", "time", "domain", "category")

@@ -214,3 +214,32 @@ def test_crrt_is_active_between_its_hourly_chartings(clif, demo):
         assert (inside["crrt_active"] == 0).all()
     on = span[span["crrt_active"] == 1]
     assert (on["aki_stage"] == 3).all()
+
+
+def test_a_norepinephrine_started_after_a_34_minute_stay_does_not_score_it(
+    clif, demo
+):
+    # ICU 04:40-05:14:10; norepinephrine order 3083669 starts at 05:20.
+    frame = stay_tracks(clif, demo, "22942076")
+    assert frame["hour"].tolist() == [0, 1]
+    assert (frame["norepinephrine"] == 0).all()
+    assert (frame["ned"] == 0).all()
+    assert (frame["sofa_cardiovascular"] == 0).all()
+
+
+def test_events_after_icu_discharge_change_no_track(clif, demo):
+    tables, adt = demo
+    hosp_ids = sorted(
+        adt.loc[adt["location_category"].str.lower() == "icu", "hospitalization_id"]
+        .astype(str)
+        .unique()
+    )[:40]
+    for hosp_id in hosp_ids:
+        events = events_of(clif, tables, hosp_id)
+        times = pd.to_datetime(events["time"], utc=True)
+        for intime, outtime in icu_stays(adt, hosp_id):
+            full = compute_stay_tracks(events, intime=intime, outtime=outtime)
+            cut = compute_stay_tracks(
+                events[times <= outtime], intime=intime, outtime=outtime
+            )
+            pd.testing.assert_frame_equal(full, cut, check_exact=False)

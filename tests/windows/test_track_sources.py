@@ -79,3 +79,19 @@ def test_sources_only_when_asked_and_cached_apart(signed_in, stay):
         reverse("windows:stay_tracks_json", args=[stay.pk]), {"sources": "1"}
     )
     assert with_sources["ETag"] != plain["ETag"]
+
+
+def test_an_event_after_icu_discharge_is_never_a_source(signed_in):
+    stay = make_stay(admission=make_admission(), hours=2.5)
+    t0 = stay.intime
+    before = make_event(
+        admission=stay.admission, time=t0 + timedelta(hours=2, minutes=20), value_num=90
+    )
+    make_event(
+        admission=stay.admission, time=t0 + timedelta(hours=2, minutes=40), value_num=40
+    )
+    data = _tracks(signed_in, stay, sources="1")
+    last = data["hours"].index(3.0)
+    # The last hour ends at discharge (2.5 h): the 2:40 charting is not in it.
+    assert data["series"]["hr"][last] == 90
+    assert data["sources"]["hr"][last] == before.pk

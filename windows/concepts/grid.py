@@ -9,6 +9,11 @@ to hour ``ceil((t - intime) / 1 h)``.
 Deviation from mimic-code, on purpose: the anchor is the stay's ``intime`` itself,
 not the first heart rate rounded up to the clock hour, so that ``hour`` is the
 platform's ``hours_since_admit`` of the hour's end.
+
+The last row ends at ICU discharge (``outtime``), not at its whole hour: events
+after discharge are dropped (microbiology cultures excepted, which section 10b
+pairs with the stay's antibiotics), interval records end at discharge, and a
+state at the hour end (an infusion rate) is read at discharge for that row.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ EVENT_COLUMNS = (
 )
 # How far before ICU admission the grid reaches at most (section 0: hours from -24).
 LOOKBACK_HOURS = 24
+CULTURE_DOMAIN = "microbiology_culture"
 
 
 def utc(value) -> pd.Timestamp:
@@ -168,8 +174,9 @@ class Stay:
         return out
 
     def latest(self, t: np.ndarray, values: np.ndarray, max_age: int) -> np.ndarray:
-        """At each hour end H, the latest value with time in [H - max_age, H]
-        (values at one time are averaged); NaN when there is none."""
+        """At each hour end H (ICU discharge for the last row), the latest value
+        with time in [H - max_age, H] (values at one time are averaged); NaN
+        when there is none."""
         t = np.asarray(t, dtype=np.int64)
         values = np.asarray(values, dtype=float)
         ok = ~np.isnan(values)
@@ -178,7 +185,7 @@ class Stay:
         per_time = pd.Series(values[ok]).groupby(t[ok]).mean()
         times = per_time.index.to_numpy(dtype=np.int64)
         vals = per_time.to_numpy(dtype=float)
-        ends = self.ends_ns
+        ends = np.minimum(self.ends_ns, self.outtime_ns)
         idx = np.searchsorted(times, ends, side="right") - 1
         out = self.empty()
         has = idx >= 0
@@ -191,11 +198,15 @@ class Stay:
         self, starts: np.ndarray, ends: np.ndarray, values: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray]:
         """Rows and values of every interval active at an hour end H, i.e.
-        ``start < H <= end`` (section 0, infusions)."""
+        ``start < H <= end`` (section 0, infusions); the last row's end is ICU
+        discharge, so an interval running at discharge is active in it."""
         starts = np.asarray(starts, dtype=np.int64)
         ends = np.asarray(ends, dtype=np.int64)
         first = floor_hours(starts) + 1
         last = floor_hours(ends)
+        out = self.outtime_ns
+        at_discharge = (starts < out) & (ends >= out)
+        last = np.where(at_discharge, np.maximum(last, self.last_hour), last)
         return self._expand(first, last, values)
 
     def overlapping(
@@ -283,9 +294,11 @@ def prepare_stay(
 ) -> Stay:
     """Check and normalize the event frame and lay the hourly grid.
 
-    Events without a time are dropped. Missing optional columns are treated as
-    empty. The grid runs from the hour of the first event (but not before hour
-    -24 and not after hour 0) to ceil(outtime - intime).
+    Events without a time are dropped, and so are events after ``outtime``
+    except microbiology cultures; interval ends are cut at ``outtime``.
+    Missing optional columns are treated as empty. The grid runs from the hour
+    of the first event (but not before hour -24 and not after hour 0) to
+    ceil(outtime - intime).
     """
     intime = utc(intime)
     outtime = utc(outtime)
@@ -300,8 +313,10 @@ def prepare_stay(
     t = _ns(events["time"])
     keep = t != NO_TIME
     base = intime.value
+    out_ns = (outtime - intime).value
     end = _ns(events["end_time"]) if "end_time" in events else np.full(n, NO_TIME)
-    end = np.where(end == NO_TIME, NO_TIME, end - base)
+    # Interval records end at ICU discharge at the latest.
+    end = np.where(end == NO_TIME, NO_TIME, np.minimum(end - base, out_ns))
 
     def text(column: str, clean: bool = False):
         return (
@@ -328,6 +343,9 @@ def prepare_stay(
             "order_id": text("order_id"),
         }
     )[keep]
+    # Nothing recorded after ICU discharge reaches the stay's grid, except the
+    # cultures that section 10b pairs with antibiotics given in the stay.
+    frame = frame[(frame["t"] <= out_ns) | (frame["domain"] == CULTURE_DOMAIN)]
     frame = frame.sort_values("t", kind="mergesort").reset_index(drop=True)
     domains = {
         str(d): g.drop(columns="domain")

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from windows.concepts.grid import HOUR, Stay, ceil_hours
+from windows.concepts.grid import CULTURE_DOMAIN, HOUR, Stay, ceil_hours
 
 # CLIF med_category values of med_group CMS_sepsis_qualifying_antibiotics
 # (mcide clif_medication_admin_intermittent_med_categories.csv): antibacterials,
@@ -141,7 +141,6 @@ ANTIBIOTICS = frozenset(
     }
 )
 MED_DOMAINS = ("medication_admin_intermittent", "medication_admin_continuous")
-CULTURE_DOMAIN = "microbiology_culture"
 CULTURE_THEN_ANTIBIOTIC = 72 * HOUR  # section 10b
 ANTIBIOTIC_THEN_CULTURE = 24 * HOUR
 SOFA_BEFORE = 48 * HOUR  # section 10c
