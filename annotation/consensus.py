@@ -45,6 +45,7 @@ from evaluation.agreement import (
     status_agreement,
 )
 from windows.accounts import require_admin
+from windows.actions import action_text_of
 from windows.models import Event, Window
 
 logger = logging.getLogger(__name__)
@@ -258,7 +259,8 @@ def _agreement_fields(*, labels: list[Label], items: list[dict], matcher) -> dic
 
 
 def _event_names(labels: list[Label]) -> dict[int, str]:
-    """Names of the recorded actions the labels rate, in one query."""
+    """The recorded actions the labels rate, as clinicians read them
+    (``windows.actions.action_text``), in one query."""
     event_ids = {
         rating["event_id"]
         for label in labels
@@ -266,7 +268,7 @@ def _event_names(labels: list[Label]) -> dict[int, str]:
     }
     if not event_ids:
         return {}
-    return dict(Event.objects.filter(pk__in=event_ids).values_list("pk", "name"))
+    return {e.pk: action_text_of(e) for e in Event.objects.filter(pk__in=event_ids)}
 
 
 def window_agreement_compute(

@@ -29,6 +29,7 @@ from annotation.forms import CampaignForm
 from annotation.models import ActionRating, AssignmentState, PatientStatus
 from annotation.roles import user_is_admin, user_is_physician
 from windows import selectors as window_selectors
+from windows.actions import action_text_of
 from windows.models import Event
 from windows.views import window_page_context
 
@@ -148,9 +149,7 @@ def _form_context(assignment, label) -> dict:
             {
                 "event": event,
                 "hours": window.stay.hours_since_admit(event.time),
-                "value": event.value_text
-                if event.value_num is None
-                else f"{event.value_num:g} {event.unit}".strip(),
+                "text": action_text_of(event),
                 "rating": saved.get("rating", ""),
                 "chips": _chips(saved.get("evidence"), labels),
             }

@@ -47,6 +47,7 @@ import pandas as pd
 from django.db import connection, transaction
 
 from windows.models import Domain, Event, EventKind
+from windows.vocabulary import event_label
 
 # Relative rate change below which a charting keeps a drug's rate: one pump rate
 # converted to mcg/kg/min with the weights charted on two orders differs by up to
@@ -161,32 +162,36 @@ def derive_kinds(events: pd.DataFrame) -> pd.DataFrame:
 
 def action_text(*, name: str, category: str, domain: str, value_num, unit: str,
                 value_text: str, previous_value: str) -> str:
-    """A recorded action as a clinician reads it: "FiO2 0.6 -> 0.4",
-    "norepinephrine 0.3 -> 0.1 mcg/kg/min", "start norepinephrine 0.3 mcg/kg/min",
-    "stop propofol", "device Nasal Cannula -> IMV"."""
+    """A recorded action as a clinician reads it, named by its concept
+    (``windows.vocabulary``): "PEEP 5 -> 10 cmH2O", "start Nitroglycerin 0.5
+    mcg/kg/min", "Norepinephrine 0.4 -> 0.3 mcg/kg/min", "stop Propofol",
+    "Nasal cannula -> Invasive mechanical ventilation (Endotracheal tube)"."""
+    label = event_label(domain=domain, category=category, name=name, unit=unit)
     value = "" if value_num is None or _isnan(value_num) else _number(value_num)
-    unit = f" {unit}" if unit and value else ""
-    label = name or category
+    unit = f" {label.unit}" if label.unit and value else ""
     if domain == Domain.MED_CONTINUOUS:
         if value_text.strip().lower() in STOP_WORDS or value in ("", "0"):
-            return f"stop {label}"
+            return f"stop {label.text}"
         if previous_value:
-            return f"{label} {previous_value} -> {value}{unit}"
-        return f"start {label} {value}{unit}"
+            return f"{label.text} {previous_value} -> {value}{unit}"
+        return f"start {label.text} {value}{unit}"
     if domain in (Domain.RESPIRATORY, Domain.CRRT, Domain.POSITION, Domain.CODE_STATUS):
-        if not value:  # a device, mode or position: the category is the state
-            state = category.split(":", 1)[-1] if category else name
-            kind = (
-                "mode" if category.startswith("mode:") else
-                "CRRT" if category.startswith("crrt:") else
-                "device" if domain == Domain.RESPIRATORY else ""
-            )
-            text = f"{previous_value} -> {state}" if previous_value else state
-            return " ".join(part for part in (kind, text) if part)
-        if previous_value:
-            return f"{label} {previous_value} -> {value}{unit}"
-        return f"{label} {value}{unit}"
-    return " ".join(part for part in (label, value + unit, value_text) if part)
+        if value:  # a setting
+            setting = label.text.removesuffix(" (set)")
+            if previous_value:
+                return f"{setting} {previous_value} -> {value}{unit}"
+            return f"{setting} {value}{unit}"
+        if previous_value:  # a device, mode, position or code status
+            prefix = category.split(":", 1)[0] + ":" if ":" in category else ""
+            before = event_label(domain=domain, category=prefix + previous_value, name="")
+            head, sep, _ = label.text.partition(": ")
+            if sep and before.concept.startswith(head + sep):
+                # "Ventilator mode: A -> B", not the heading twice
+                return f"{label.text[: len(head + sep)]}{before.concept[len(head + sep):]}" \
+                    f" -> {label.text[len(head + sep):]}"
+            return f"{before.concept} -> {label.text}"
+        return label.text
+    return " ".join(part for part in (label.text, value + unit, value_text) if part)
 
 
 def action_text_of(event: Event) -> str:
@@ -212,7 +217,11 @@ def _isnan(value) -> bool:
 
 
 def _number(value: float) -> str:
-    return f"{float(value):.4g}"
+    """A charted number as charted: 12000, 0.4, 0.3977 (4 significant digits)."""
+    value = float(value)
+    if value.is_integer() and abs(value) < 1e9:
+        return str(int(value))
+    return f"{value:.4g}" if abs(value) < 1e4 else f"{value:.0f}"
 
 
 def _same(a: float, b: float) -> bool:

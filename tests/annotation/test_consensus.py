@@ -253,7 +253,7 @@ def test_matched_items_are_kept_with_merged_texts_and_evidence(
     assert problem["source"] == "consensus"
     actions = consensus.items[ACTIONS]
     assert [a["texts"] for a in actions] == [
-        ["Norepinephrine"],
+        ["start Norepinephrine 0.1 mcg/kg/min"],  # the decision, not the drug
         ["Blood cultures", "Obtain blood cultures"],
     ]
     assert consensus.items[FLAGS][0]["texts"] == [
@@ -273,7 +273,7 @@ def test_queue_holds_exactly_the_disagreements(labelled, admin_user, windows):
     assert disputes == {
         windows[0].pk: [
             (PROBLEMS, ("Respiratory failure",)),
-            (ACTIONS, ("Ventilator",)),
+            (ACTIONS, ("Invasive mechanical ventilation (Ventilator)",)),
         ],
         windows[1].pk: [(FLAGS, ("Avoid nephrotoxic drugs",))],
         windows[3].pk: [
