@@ -305,10 +305,14 @@ def test_rederiving_changes_nothing_and_rebuild_reports_the_figures(demo):
         kind=EventKind.ACTION)
     Event.objects.filter(source_table="clif_patient_procedures").update(
         kind=EventKind.ACTION)
+    orders = dict(Event.objects.exclude(order_id="").values_list("pk", "order_id"))
+    Event.objects.update(order_id="")
     windows_build_many(stays=Stay.objects.order_by("pk"), seed=0)
     out = io.StringIO()
-    call_command("rebuild_actions", stdout=out, stderr=io.StringIO())
+    call_command("rebuild_actions", clif_orders="demo", stdout=out, stderr=io.StringIO())
     report = out.getvalue()
+    assert f"{len(orders)} CLIF medication events given their order id" in report
+    assert dict(Event.objects.exclude(order_id="").values_list("pk", "order_id")) == orders
     assert "556 coded records" in report
     assert "respiratory_support" in report and "actions per window, mean" in report
     assert dict(Event.objects.values_list("pk", "kind")) == kinds

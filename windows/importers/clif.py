@@ -722,6 +722,39 @@ _TRANSFORMS = {
 }
 
 
+def clif_order_ids_fill(*, directory: Path | None = None) -> int:
+    """Give CLIF medication events imported before ``Event.order_id`` existed the
+    ``med_order_id`` of their source row (``source_key`` ``row:N``); returns how
+    many were filled. The events must come from this folder (the demo by default):
+    a row number names a row of the file it was imported from."""
+    from windows.models import Event
+
+    tables = _Tables(Path(directory) if directory else clif_demo_directory())
+    filled = 0
+    for name in ("medication_admin_continuous", "medication_admin_intermittent"):
+        table = tables.get(name)
+        if table is None or "med_order_id" not in set(table.columns()):
+            continue
+        events = dict(
+            Event.objects.filter(source_table=f"clif_{name}", order_id="")
+            .values_list("source_key", "pk")
+        )
+        if not events:
+            continue
+        updates = []
+        for first_row, chunk in table.chunks(["med_order_id"]):
+            keys = "row:" + pd.Series(np.arange(first_row, first_row + len(chunk))).astype(str)
+            orders = _text(chunk["med_order_id"]).to_numpy()
+            for key, order in zip(keys, orders):
+                pk = events.get(key)
+                if pk is not None and order:
+                    updates.append(Event(pk=pk, order_id=order[:64]))
+        with transaction.atomic():
+            Event.objects.bulk_update(updates, ["order_id"], batch_size=2000)
+        filled += len(updates)
+    return filled
+
+
 def _code_status_events(table: SourceTable, adm_by_hosp: dict[str, Admission]) -> pd.DataFrame:
     """Code status is charted per patient; each record goes to the imported
     admission whose stay in hospital contains its time."""

