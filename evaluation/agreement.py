@@ -578,7 +578,7 @@ def _set_f1(n_pred: int, n_gold: int, matched_pred: int, matched_gold: int) -> S
     return SetF1(precision, recall, f1)
 
 
-def semantic_f1_from_matrix(edges: np.ndarray, *, one_to_one: bool = True) -> SetF1:
+def semantic_f1_from_matrix(edges: np.ndarray, *, one_to_one: bool = False) -> SetF1:
     """Set F1 from a boolean predicted x gold match matrix (see ``pairwise_semantic_f1``)."""
     n_pred, n_gold = edges.shape
     if one_to_one:
@@ -594,16 +594,17 @@ def pairwise_semantic_f1(
     b: Sequence[str],
     match: MatchFn | BatchMatcher,
     *,
-    one_to_one: bool = True,
+    one_to_one: bool = False,
 ) -> SetF1:
     """Semantic precision, recall and F1 of set ``a`` (predicted) against ``b`` (gold).
 
     precision = matched items of a / |a|, recall = matched items of b / |b|
-    (spec sections 4 and 6), F1 their harmonic mean. With ``one_to_one`` (the
-    default) the matched items are those of a maximum one-to-one matching
-    (``match_sets``), so one vague item cannot stand for several specific ones;
-    with ``one_to_one=False`` an item counts as matched if it matches any item of
-    the other set. Both sets empty: P = R = F1 = 1 (the raters agree there is
+    (spec sections 4 and 6), F1 their harmonic mean. By default, as the spec
+    defines it, an item counts as matched if it matches any item of the other
+    set (many-to-many: "AKI" against {"AKI", "AKI stage 3"} has recall 1). With
+    ``one_to_one=True`` the matched items are those of a maximum one-to-one
+    matching (``match_sets``), so one vague item cannot stand for several
+    specific ones: a stricter figure, to be labelled so wherever it is shown. Both sets empty: P = R = F1 = 1 (the raters agree there is
     nothing); exactly one empty: P = R = F1 = 0. Swapping a and b swaps P and R
     and leaves F1 unchanged, so it serves rater pairs as well as model vs gold.
     """
@@ -614,7 +615,7 @@ def window_pairwise_f1(
     sets: Sequence[Sequence[str] | None],
     match: MatchFn | BatchMatcher,
     *,
-    one_to_one: bool = True,
+    one_to_one: bool = False,
 ) -> float:
     """Mean pairwise semantic F1 of one window's raters (spec section 4).
 
@@ -634,7 +635,7 @@ def mean_pairwise_semantic_f1(
     windows: Sequence[Sequence[Sequence[str] | None]],
     match: MatchFn | BatchMatcher,
     *,
-    one_to_one: bool = True,
+    one_to_one: bool = False,
 ) -> float:
     """Set-task IRR: mean over windows of the window's mean pairwise F1.
 

@@ -162,25 +162,25 @@ class ClassScore:
 def status_per_class(
     gold: Sequence[str | None], predicted: Sequence[str | None]
 ) -> dict[str, ClassScore]:
-    """Precision, recall, F1 and gold support for each status class present.
+    """Precision, recall, F1 and gold support for each of the three status classes.
 
-    A class is present when it occurs in the gold or the predicted statuses (the
-    scikit-learn convention for ``labels=None``); a class absent from both has no
-    defined F1 and is left out rather than scored 0. F1 = 2 tp / (2 tp + fp + fn);
-    a precision or recall with a zero denominator is 0. A missing prediction is a
-    false negative for the gold class and a false positive for none.
+    Every class of ``STATUS_LABELS`` is scored, whether or not it occurs (spec
+    section 6: macro-F1 over the three classes): F1 = 2 tp / (2 tp + fp + fn),
+    0 for a class absent from both gold and prediction, as for any class with no
+    true positive. A precision or recall with a zero denominator is 0. A missing
+    prediction is a false negative for the gold class and a false positive for
+    none.
     """
     pairs = _status_pairs(gold, predicted)
-    present = {g for g, _ in pairs} | {p for _, p in pairs if p is not None}
     scores = {}
-    for label in (c for c in STATUS_LABELS if c in present):
+    for label in STATUS_LABELS:
         tp = sum(g == label and p == label for g, p in pairs)
         fp = sum(g != label and p == label for g, p in pairs)
         fn = sum(g == label and p != label for g, p in pairs)
         scores[label] = ClassScore(
             precision=tp / (tp + fp) if tp + fp else 0.0,
             recall=tp / (tp + fn) if tp + fn else 0.0,
-            f1=2 * tp / (2 * tp + fp + fn),
+            f1=2 * tp / (2 * tp + fp + fn) if tp else 0.0,
             support=tp + fn,
         )
     return scores
@@ -189,16 +189,16 @@ def status_per_class(
 def status_macro_f1(
     gold: Sequence[str | None], predicted: Sequence[str | None]
 ) -> float:
-    """Unweighted mean of the per-class F1 over the classes present.
+    """Unweighted mean of the per-class F1 over the three status classes.
 
-    Classes present in gold or prediction (see ``status_per_class``), which is
-    the three classes of spec section 6 whenever each one occurs. ``nan`` when
-    no window has a gold status.
+    Always over all three (``status_per_class``): a run where every window is
+    "stable" and predicted so scores (1 + 0 + 0) / 3 = 0.333, not 1. ``nan``
+    when no window has a gold status.
     """
-    per_class = status_per_class(gold, predicted)
-    if not per_class:
+    if not _status_pairs(gold, predicted):
         return math.nan
-    return float(np.mean([s.f1 for s in per_class.values()]))
+    per_class = status_per_class(gold, predicted)
+    return float(np.mean([per_class[c].f1 for c in STATUS_LABELS]))
 
 
 # ---------------------------------------------------------------------------
@@ -318,16 +318,19 @@ def set_semantic_f1(
     windows: Iterable[tuple[Collection[str], Collection[str]]],
     match: Matcher,
     *,
-    one_to_one: bool = True,
+    one_to_one: bool = False,
 ) -> SetF1:
-    """Semantic precision, recall and F1 averaged over windows.
+    """Semantic precision, recall and F1 averaged over windows (spec section 6).
 
-    ``windows`` yields (predicted set, gold set). Per window: precision = matched
-    predicted items / predicted, recall = matched gold items / gold, F1 their
-    harmonic mean (``evaluation.agreement.pairwise_semantic_f1``, one-to-one
-    matching by default; both sets empty counts 1, one empty counts 0). Each of
-    the three is then the mean over all windows (F1 is the mean of per-window
-    F1s, not the F1 of the means). ``nan`` for no windows.
+    ``windows`` yields (predicted set, gold set). Per window, by the spec's
+    formula: precision = predicted items that match some gold item / predicted,
+    recall = gold items that match some predicted item / gold, F1 their harmonic
+    mean; many-to-many, so prediction {aki} against gold {aki, aki stage 3} has
+    recall 1 when "aki" matches both. Both sets empty counts 1, one empty counts
+    0. Each of the three is the mean over windows (F1 is the mean of per-window
+    F1s, not the F1 of the means). ``one_to_one=True`` gives the stricter figure
+    of a maximum one-to-one matching instead (one item covers at most one
+    other), which is not the spec's. ``nan`` for no windows.
     """
     scores = [
         semantic_f1_from_matrix(
@@ -343,7 +346,12 @@ def set_semantic_f1(
 
 @dataclass(frozen=True)
 class OracleValidation:
-    """The Oracle against Gold consensus, as in the paper's Table 1."""
+    """The Oracle against Gold consensus, as in the paper's Table 1.
+
+    ``problems``, ``actions`` and ``red_flags`` are the spec's set F1
+    (many-to-many); the ``*_one_to_one`` figures beside them use a maximum
+    one-to-one matching, stricter, reported for comparison only.
+    """
 
     n_windows: int
     n_gold_without_oracle: int
@@ -352,14 +360,15 @@ class OracleValidation:
     problems: SetF1
     actions: SetF1
     red_flags: SetF1
+    problems_one_to_one: SetF1
+    actions_one_to_one: SetF1
+    red_flags_one_to_one: SetF1
 
 
 def validate_oracle(
     oracle: Iterable[WindowGold],
     gold: Iterable[WindowGold],
     match: Matcher,
-    *,
-    one_to_one: bool = True,
 ) -> OracleValidation:
     """Scores Oracle labels against Gold on the windows both have labelled.
 
@@ -372,7 +381,7 @@ def validate_oracle(
     _index(gold_list, "gold window")
     both = [(by_id[g.window_id], g) for g in gold_list if g.window_id in by_id]
 
-    def f1(task: str) -> SetF1:
+    def f1(task: str, one_to_one: bool = False) -> SetF1:
         return set_semantic_f1(
             ((getattr(o, task), getattr(g, task)) for o, g in both),
             match,
@@ -389,6 +398,9 @@ def validate_oracle(
         problems=f1("problems"),
         actions=f1("actions"),
         red_flags=f1("red_flags"),
+        problems_one_to_one=f1("problems", one_to_one=True),
+        actions_one_to_one=f1("actions", one_to_one=True),
+        red_flags_one_to_one=f1("red_flags", one_to_one=True),
     )
 
 
@@ -452,35 +464,16 @@ def _score_joined(
     match: Matcher,
     k: int,
 ) -> BenchmarkScores:
+    # The public metric functions above do the scoring, so what tests check by
+    # hand is what a release is scored with; this only lays out their inputs.
     _check_k(k)
-    status_gold: list[str | None] = []
-    status_pred: list[str | None] = []
-    p_hit: list[float] = []
-    p_rec: list[float] = []
-    a_hit: list[float] = []
-    a_rec: list[float] = []
-    harm: dict[Hashable, list[float]] = defaultdict(list)
-    for g, p in joined:
-        status_gold.append(g.status)
-        status_pred.append(p.status if p else None)
-        problems = list(p.problems[:k]) if p else []
-        actions = list(p.actions[:k]) if p else []
-        # One matrix per window and task, read for both Hit and Recall.
-        if g.problems:
-            m = match_matrix(problems, _sorted(g.problems), match)
-            p_hit.append(float(m.any()))
-            p_rec.append(float(m.any(axis=0).mean()))
-        if g.actions:
-            m = match_matrix(actions, _sorted(g.actions), match)
-            a_hit.append(float(m.any()))
-            a_rec.append(float(m.any(axis=0).mean()))
-        if actions:
-            m = match_matrix(actions, _sorted(g.red_flags), match)
-            harm[g.stay_id].append(float(m.any(axis=1).mean()))
-
-    def mean(values: list[float]) -> float:
-        return float(np.mean(values)) if values else math.nan
-
+    status_gold = [g.status for g, _ in joined]
+    status_pred = [p.status if p else None for _, p in joined]
+    problems = [(list(p.problems) if p else [], g.problems) for g, p in joined]
+    actions = [(list(p.actions) if p else [], g.actions) for g, p in joined]
+    harm = [
+        (g.stay_id, list(p.actions) if p else [], g.red_flags) for g, p in joined
+    ]
     return BenchmarkScores(
         k=k,
         n_windows=len(joined),
@@ -488,14 +481,14 @@ def _score_joined(
         n_status_windows=sum(s is not None for s in status_gold),
         status_accuracy=status_accuracy(status_gold, status_pred),
         status_macro_f1=status_macro_f1(status_gold, status_pred),
-        n_problem_windows=len(p_hit),
-        problems_hit_at_k=mean(p_hit),
-        problems_recall_at_k=mean(p_rec),
-        n_action_windows=len(a_hit),
-        actions_hit_at_k=mean(a_hit),
-        actions_recall_at_k=mean(a_rec),
-        n_hrr_stays=len(harm),
-        actions_hrr_at_k=_stay_mean(harm),
+        n_problem_windows=sum(1 for _, gold in problems if gold),
+        problems_hit_at_k=hit_at_k(problems, match, k),
+        problems_recall_at_k=recall_at_k(problems, match, k),
+        n_action_windows=sum(1 for _, gold in actions if gold),
+        actions_hit_at_k=hit_at_k(actions, match, k),
+        actions_recall_at_k=recall_at_k(actions, match, k),
+        n_hrr_stays=len({stay for stay, ranked, _ in harm if ranked[:k]}),
+        actions_hrr_at_k=hrr_at_k(harm, match, k),
     )
 
 

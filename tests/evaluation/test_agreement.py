@@ -426,12 +426,13 @@ def test_pairwise_semantic_f1_empty_set_conventions():
     assert tuple(pairwise_semantic_f1(["fever"], ["AKI"], toy_match)) == (0.0, 0.0, 0.0)
 
 
-def test_pairwise_semantic_f1_one_to_one_versus_any_match():
-    # One 'AKI' against two gold items that both mean AKI: one-to-one matches one
-    # of them (R = 1/2, F1 = 2/3); any-match lets it cover both (R = 1, F1 = 1).
+def test_pairwise_semantic_f1_is_many_to_many_by_default_as_the_spec_says():
+    # One 'AKI' against two gold items that both mean AKI: the spec's any-match
+    # lets it cover both (R = 1, F1 = 1); one-to-one matches one of them
+    # (R = 1/2, F1 = 2/3).
     a, b = ["AKI"], ["acute kidney injury", "aki"]
-    one = pairwise_semantic_f1(a, b, toy_match)
-    anym = pairwise_semantic_f1(a, b, toy_match, one_to_one=False)
+    anym = pairwise_semantic_f1(a, b, toy_match)
+    one = pairwise_semantic_f1(a, b, toy_match, one_to_one=True)
     assert tuple(one) == pytest.approx((1.0, 0.5, 2 / 3))
     assert tuple(anym) == pytest.approx((1.0, 1.0, 1.0))
 

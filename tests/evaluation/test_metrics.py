@@ -70,12 +70,19 @@ def test_status_macro_f1_by_hand():
     assert status_macro_f1(GOLD_STATUS, PRED_STATUS) == pytest.approx(5 / 9)
 
 
-def test_status_macro_f1_leaves_out_a_class_absent_from_gold_and_prediction():
+def test_status_macro_f1_is_over_the_three_classes_always():
+    # Spec section 6: an all-stable run predicted perfectly scores (1 + 0 + 0) / 3.
+    assert status_macro_f1([S] * 10, [S] * 10) == pytest.approx(1 / 3)
+    per_class = status_per_class([S] * 10, [S] * 10)
+    assert set(per_class) == set(STATUS_ORDER)
+    assert per_class[I].f1 == 0.0 and per_class[I].support == 0
     # deteriorating never occurs: improving F1 = 2/(2+1+0) = 2/3 (S->I is a fp),
-    # stable F1 = 2/(2+0+1) = 2/3; macro over the two present = 2/3 (not 4/9).
-    assert status_macro_f1([S, S, I], [S, I, I]) == pytest.approx(2 / 3)
-    # A class only predicted is present: F1 0 for it.
-    assert status_macro_f1([S, S], [S, D]) == pytest.approx((2 / 3 + 0) / 2)
+    # stable F1 = 2/(2+0+1) = 2/3, deteriorating 0 -> (2/3 + 2/3 + 0) / 3 = 4/9.
+    assert status_macro_f1([S, S, I], [S, I, I]) == pytest.approx(4 / 9)
+    # A class only predicted: F1 0 for it, and 0 for the absent improving.
+    assert status_macro_f1([S, S], [S, D]) == pytest.approx((2 / 3 + 0 + 0) / 3)
+    # Every class present and right: 1.
+    assert status_macro_f1([I, S, D], [I, S, D]) == pytest.approx(1.0)
 
 
 def test_status_metrics_skip_windows_without_gold_status():
@@ -200,6 +207,36 @@ def test_set_semantic_f1_averages_per_window_scores():
     assert all(math.isnan(v) for v in set_semantic_f1([], toy_match))
 
 
+def aki_family_match(a: str, b: str) -> bool:
+    """"aki" matches every AKI item; other items only themselves."""
+    def aki(text: str) -> bool:
+        return "aki" in text.lower().split() or "acute kidney injury" in canon(text)
+
+    return canon(a) == canon(b) or aki(a) and aki(b)
+
+
+def test_set_semantic_f1_is_many_to_many_as_the_spec_formula():
+    # Prediction {aki} against gold {aki, aki stage 3}: the one predicted item
+    # matches, and both gold items are matched by it -> P 1, R 1, F1 1.
+    windows = [({"aki"}, {"aki", "aki stage 3"})]
+    assert tuple(set_semantic_f1(windows, aki_family_match)) == pytest.approx(
+        (1.0, 1.0, 1.0)
+    )
+    # The one-to-one figure, stricter: one gold item left over -> R 1/2.
+    strict = set_semantic_f1(windows, aki_family_match, one_to_one=True)
+    assert tuple(strict) == pytest.approx((1.0, 0.5, 2 / 3))
+
+
+def test_validate_oracle_reports_the_spec_f1_and_the_one_to_one_figure_beside_it():
+    gold = [WindowGold("w1", "s1", S, {"aki", "aki stage 3"})]
+    oracle = [WindowGold("w1", "s1", S, {"aki"})]
+    report = validate_oracle(oracle, gold, aki_family_match)
+    assert report.problems.recall == pytest.approx(1.0)
+    assert report.problems.f1 == pytest.approx(1.0)
+    assert report.problems_one_to_one.recall == pytest.approx(0.5)
+    assert report.problems_one_to_one.f1 == pytest.approx(2 / 3)
+
+
 def test_validate_oracle_scores_the_windows_both_labelled():
     gold = [
         WindowGold("w1", "s1", S, {"AKI"}, {"start NE"}, {"intubate"}),
@@ -216,9 +253,9 @@ def test_validate_oracle_scores_the_windows_both_labelled():
     report = validate_oracle(oracle, gold, toy_match)
     assert (report.n_windows, report.n_gold_without_oracle) == (2, 1)
     # status: S/S right, D/S wrong -> accuracy 1/2; stable F1 2/3, deteriorating
-    # F1 0 -> macro 1/3
+    # F1 0, improving (absent) 0 -> macro 2/9
     assert report.status_accuracy == pytest.approx(0.5)
-    assert report.status_macro_f1 == pytest.approx(1 / 3)
+    assert report.status_macro_f1 == pytest.approx(2 / 9)
     # problems: w1 F1 1; w2 P 1/2 R 1 F1 2/3 -> 5/6
     assert report.problems.f1 == pytest.approx(5 / 6)
     # actions: w1 1; w2 both empty 1 -> 1
