@@ -7,8 +7,9 @@ stays bounded by the largest stay, not by the release:
   Actions (spec section 2) and must be dropped from a model's context);
 - ``context/<stay_id>.jsonl``: the stay's bedside events (spec section 1: events
   of the admission before the end of the stay's last released window, outcome-
-  revealing events removed), from which the context of any window is the events
-  with ``time`` before the window's ``end``;
+  revealing events and records coded after discharge removed), from which the
+  context of any window is the events with ``time`` before the window's ``end``;
+  each event named by its concept (windows.vocabulary) beside its source label;
 - ``manifest.json``, ``DATACARD.md`` and ``plots/*.png``.
 
 Files go to a hidden folder that is renamed into place when complete and then
@@ -49,6 +50,7 @@ from exports.models import Release, ReleaseFile, ReleaseKind, ReleaseState, Rele
 from oracle.models import OracleLabel, OracleLabelState
 from windows.models import Event, EventKind, Stay
 from windows.selectors_context import bedside_filter
+from windows.vocabulary import event_label
 from windows.windowing import window_settings
 
 SCHEMA_VERSION = "1.0"
@@ -163,10 +165,13 @@ def _gold_labels(consensus: ConsensusLabel, release: Release) -> dict:
     return labels
 
 
-def _oracle_labels(label: OracleLabel, action_names: dict[int, str]) -> dict:
+def _oracle_labels(
+    label: OracleLabel, action_names: dict[int, str], coded_ids: frozenset = frozenset()
+) -> dict:
     """An Oracle label as released: the payload's items made into the three set
     tasks as for physicians (spec section 3: recommended actions are the
-    recorded actions rated best practice or acceptable, plus additions)."""
+    recorded actions rated best practice or acceptable, plus additions).
+    Ratings of coded records (``coded_ids``) are not actions and are left out."""
     payload = label.payload or {}
     provenance = {
         "source": "oracle",
@@ -186,6 +191,7 @@ def _oracle_labels(label: OracleLabel, action_names: dict[int, str]) -> dict:
         )
         for rating in payload.get("action_ratings", [])
         if rating.get("rating") in RECOMMENDING_RATINGS
+        and rating.get("event_id") not in coded_ids
     ]
     actions += [
         item(entry["text"], entry.get("evidence"))
@@ -207,6 +213,56 @@ def _oracle_labels(label: OracleLabel, action_names: dict[int, str]) -> dict:
             for entry in payload.get("red_flags", [])
         ],
     }
+
+
+@dataclass(frozen=True)
+class CodedRecords:
+    """A stay's records coded after discharge: ids and names (``"ICD10PCS
+    5A1955Z"``). Labels made before such records were marked as coded may cite
+    them, or have rated them as actions: a release keeps neither."""
+
+    ids: frozenset[int] = frozenset()
+    names: frozenset[str] = frozenset()
+
+    @classmethod
+    def of_admission(cls, admission_id: int) -> CodedRecords:
+        rows = Event.objects.filter(
+            admission_id=admission_id, kind=EventKind.CODED
+        ).values_list("id", "name")
+        ids, names = set(), set()
+        for pk, name in rows:
+            ids.add(pk)
+            names.add(name)
+        return cls(frozenset(ids), frozenset(names))
+
+
+def labels_without_coded(labels: dict, coded: CodedRecords) -> dict:
+    """``labels`` with no trace of a coded record: evidence ids of coded records
+    dropped, and items that stand for one (a rating of a coded record as an
+    action, named by its code) left out."""
+    if not coded.ids:
+        return labels
+    status = labels["status"]
+    out = {
+        "status": {
+            **status,
+            "evidence": [e for e in status["evidence"] if e not in coded.ids],
+        }
+    }
+    for task in SET_TASKS:
+        out[task] = []
+        for item in labels[task]:
+            if item["text"] in coded.names:
+                continue
+            item = {**item, "evidence": [e for e in item["evidence"] if e not in coded.ids]}
+            texts = item["provenance"].get("texts")
+            if texts:
+                item["provenance"] = {
+                    **item["provenance"],
+                    "texts": [t for t in texts if t not in coded.names],
+                }
+            out[task].append(item)
+    return out
 
 
 def release_label_rows(release: Release):
@@ -368,9 +424,12 @@ class _EventLines:
         part = self._head.get(key)
         if part is None:
             s = self._string
+            concept = event_label(
+                domain=domain or "", category=category or "", name=name or ""
+            ).text
             part = self._head[key] = (
                 f',"kind":{s(kind)},"domain":{s(domain)},"category":{s(category)}'
-                f',"name":{s(name)},"value_num":'
+                f',"name":{s(name)},"concept":{s(concept)},"value_num":'
             )
         return part
 
@@ -451,12 +510,14 @@ def _write_stay(
         "disease_group": stay.disease_group,
         "windows": len(rows),
     }
+    coded = CodedRecords.of_admission(stay.admission_id)
     records = []
     for row, window, action_ids in zip(rows, windows, actions_of):
         if release.kind == ReleaseKind.GOLD:
             labels = _gold_labels(row, release)
         else:
-            labels = _oracle_labels(row, action_names)
+            labels = _oracle_labels(row, action_names, coded.ids)
+        labels = labels_without_coded(labels, coded)
         records.append(
             {
                 "window_id": window.pk,
@@ -554,6 +615,38 @@ def _validation_report(release: Release) -> dict | None:
             "matcher_model": report.matcher_model,
             "tau": report.tau,
             "report": report.report,
+        }
+    )
+
+
+def _promotion(release: Release) -> dict | None:
+    """How a Scale release passed the promotion gate: the thresholds and, when
+    an admin overrode them, who, when, why and which thresholds failed
+    (oracle.models.PromotionOverride)."""
+    if release.kind != ReleaseKind.SCALE or release.validation_report is None:
+        return None
+    from oracle.models import PromotionOverride
+    from oracle.validation import promotion_gate
+
+    override = (
+        PromotionOverride.objects.select_related("created_by")
+        .filter(release_id=release.pk)
+        .first()
+    )
+    if override is None:
+        gate = promotion_gate(report=release.validation_report)
+        return json_safe(
+            {"thresholds": gate["thresholds"], "failures": gate["failures"], "override": None}
+        )
+    return json_safe(
+        {
+            "thresholds": override.thresholds,
+            "failures": override.failures,
+            "override": {
+                "by": override.created_by.get_username(),
+                "at": override.created_at.isoformat(),
+                "reason": override.reason,
+            },
         }
     )
 
@@ -673,6 +766,7 @@ def _manifest(*, release: Release, stats: ReleaseStats, files: list[dict]) -> di
             },
             "agreement_report": _agreement_report(release),
             "validation_report": _validation_report(release),
+            "promotion": _promotion(release),
             "files": files,
         }
     )

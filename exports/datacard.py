@@ -96,7 +96,9 @@ is the JSON string `labels_json` and the item texts are also list columns) is:
   "window_index": int,         # 0 = the window at ICU admission
   "start", "end": ISO 8601,    # the window is [start, end)
   "start_hours", "end_hours": float,   # hours since ICU admission
-  "disease_group": str,        # ICD chapter of the admission diagnosis, sepsis apart
+  "disease_group": str,        # ICD chapter of the admission diagnosis, sepsis apart:
+                               # coded after discharge, for score breakdowns only,
+                               # never model input
   "context_file": "context/<stay_id>.jsonl",
   "window_action_event_ids": [int],    # the window's own recorded actions
   "labels": {
@@ -117,14 +119,21 @@ trajectory, so evidence may point after the window.
 
 **Bedside context of a window** (spec sections 1-2): the lines of its stay's
 context file with `time` before the window's `end`. Outcome-revealing events
-(discharges, death, discharge summary and disposition) are not in the files.
+(discharges, death, discharge summary and disposition) are not in the files, nor
+is anything coded after discharge: ICD procedure codes billed with a date only,
+ICD diagnoses (the admission diagnosis among them) and DRGs. Hindsight labellers
+saw coded records, marked as such; labels never cite them.
 Interval end times are left out, since an infusion's end lies in the future.
 For the Recommended Actions task, also drop the events listed in
 `window_action_event_ids`: they are the answer.
 
 Each context line: `{"event_id", "time", "hours_since_admit", "kind"
-("observation" | "action"), "domain", "category", "name", "value_num", "unit",
-"value_text", "source_table"}`.
+("observation" | "action"), "domain", "category", "name", "concept",
+"value_num", "unit", "value_text", "source_table"}`. `category` is the CLIF
+category; `concept` names it (one name per category, with the source's product
+or device name where it adds to it); `name` is the source's own label, which
+may name another unit than the value's ("Temperature Fahrenheit" for a value in
+°C): `unit` is the unit of `value_num`.
 """
 
 

