@@ -243,3 +243,37 @@ def test_events_after_icu_discharge_change_no_track(clif, demo):
                 events[times <= outtime], intime=intime, outtime=outtime
             )
             pd.testing.assert_frame_equal(full, cut, check_exact=False)
+
+
+def test_a_demo_gas_charted_with_venous_results_is_venous_and_gives_no_p_f(
+    clif, demo
+):
+    """The demo gives no specimen and files every pO2 under po2_arterial; the
+    venous pH and pCO2 charted from the same collection carry that gas's own
+    values, which tells a venous gas apart (the importer keeps the specimen in
+    the pO2's value_text)."""
+    from windows.concepts.grid import prepare_stay
+    from windows.concepts.respiratory import pf_ratios, ventilation_episodes
+
+    tables, adt = demo
+    labs = tables["labs"]
+    hosp_ids = sorted(labs["hospitalization_id"].astype(str).unique())
+    specimens = []
+    for hosp_id in hosp_ids:
+        events = events_of(clif, tables, hosp_id)
+        po2 = events[(events["domain"] == "labs") & (events["category"] == "po2_arterial")]
+        specimens.append(po2[["value_num", "value_text"]])
+        for intime, outtime in icu_stays(adt, hosp_id):
+            stay = prepare_stay(events, intime=intime, outtime=outtime)
+            pf = pf_ratios(stay, ventilation_episodes(stay))
+            gases = stay.select("labs", "po2_arterial")
+            venous_times = set(gases.loc[gases["value_text"] == "venous", "t"])
+            other_times = set(gases.loc[gases["value_text"] != "venous", "t"])
+            assert not (set(pf["t"]) & (venous_times - other_times))
+    specimens = pd.concat(specimens)
+    counts = specimens["value_text"].value_counts().to_dict()
+    assert counts["venous"] == 148
+    assert counts["arterial"] > 0 and counts[""] > 0
+    low = specimens[specimens["value_num"] < 40]["value_text"].value_counts()
+    assert len(specimens[specimens["value_num"] < 40]) == 57
+    assert low.get("venous", 0) == 40

@@ -182,3 +182,64 @@ def test_a_blood_gas_fio2_at_the_same_time_wins_over_the_charted_one():
         event(2.0, "labs", "po2_arterial", 120),
     ]
     assert at(tracks(rows), 2, "pf_ratio") == pytest.approx(200)
+
+
+# --- pO2 specimen (section 7: SOFA reads arterial gases) --------------------------
+
+
+def gas(hours, po2, specimen="", name="pO2"):
+    return event(hours, "labs", "po2_arterial", po2, text=specimen, name=name)
+
+
+def test_a_venous_po2_gives_no_p_f_ratio():
+    rows = [
+        event(1.0, RESP, "fio2_set", 0.5),
+        gas(2.0, 35, "venous"),
+        gas(4.5, 90, "arterial"),
+    ]
+    frame = tracks(rows)
+    assert np.isnan(at(frame, 2, "pf_ratio"))
+    assert at(frame, 5, "pf_ratio") == pytest.approx(180)
+    assert at(frame, 5, "pf_specimen_unknown") == 0
+    assert np.isnan(at(frame, 2, "pf_specimen_unknown"))
+    assert frame["sofa_respiration"].max() == 2
+
+
+def test_a_po2_of_unknown_specimen_is_used_and_flagged():
+    rows = [event(1.0, RESP, "fio2_set", 0.5), gas(2.0, 60)]
+    frame = tracks(rows)
+    assert at(frame, 2, "pf_ratio") == pytest.approx(120)
+    assert column(frame, "pf_specimen_unknown", [1, 2, 14, 15]) == [
+        pytest.approx(np.nan, nan_ok=True),
+        1,
+        1,
+        pytest.approx(np.nan, nan_ok=True),
+    ]
+
+
+def test_the_mimic_specimen_type_of_the_same_time_tells_the_specimen():
+    rows = [
+        event(1.0, RESP, "fio2_set", 0.5),
+        event(2.0, "labs", "specimen_type", text="VEN."),
+        gas(2.0, 38),
+        event(5.0, "labs", "specimen_type", text="ART."),
+        gas(5.0, 75),
+        event(8.0, "labs", "specimen_type", text="MIX."),
+        gas(8.0, 30),
+    ]
+    frame = tracks(rows)
+    assert np.isnan(at(frame, 2, "pf_ratio"))
+    assert at(frame, 5, "pf_ratio") == pytest.approx(150)
+    assert at(frame, 5, "pf_specimen_unknown") == 0
+    assert at(frame, 8, "pf_ratio") == pytest.approx(150)  # carried from 5 h
+
+
+def test_a_gas_named_arterial_is_arterial_and_wins_at_its_time():
+    rows = [
+        event(1.0, RESP, "fio2_set", 0.5),
+        gas(2.0, 100, name="Arterial O2 pressure"),
+        gas(2.0, 40),  # unknown specimen at the same time: not averaged in
+    ]
+    frame = tracks(rows)
+    assert at(frame, 2, "pf_ratio") == pytest.approx(200)
+    assert at(frame, 2, "pf_specimen_unknown") == 0

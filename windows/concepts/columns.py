@@ -53,7 +53,20 @@ CONCEPT_COLUMNS: dict[str, ConceptColumn] = {
         "FiO2 (set)", "fraction", "respiratory", "number", "latest within 4 h", "6a, 7"
     ),
     "pf_ratio": _c(
-        "PaO2/FiO2", "mmHg", "respiratory", "number", "latest within 12 h", "7"
+        "PaO2/FiO2",
+        "mmHg",
+        "respiratory",
+        "number",
+        "latest within 12 h; never from a venous pO2",
+        "7",
+    ),
+    "pf_specimen_unknown": _c(
+        "P/F from a pO2 of unknown specimen",
+        "",
+        "respiratory",
+        "flag",
+        "1 when the P/F shown comes from a pO2 not recorded as arterial",
+        "7",
     ),
     "ventilation": _c(
         "Ventilation status",

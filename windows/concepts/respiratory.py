@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 
@@ -45,6 +47,24 @@ CONTINUING_MODES = {"pressure support/cpap", "other"}
 EPISODE_GAP = 14 * HOUR  # section 6c
 FIO2_LOOKBACK = 4 * HOUR  # section 7, fio2_chartevents
 PF_CARRY = 12 * HOUR
+# Specimen of a blood gas (section 7: MIMIC-IV 52033 Specimen Type, "ART." is
+# arterial; "VEN.", "MIX." and "CENTRAL VENOUS" are not), read from the pO2's
+# own text (the CLIF importer keeps the specimen there), a specimen_type result
+# of the same time (MIMIC-IV), or a source name with the word "arterial"
+# (MIMIC-IV chartevents 220224 "Arterial O2 pressure").
+ARTERIAL, UNKNOWN, VENOUS = "arterial", "unknown", "venous"
+_ARTERIAL_TEXT = re.compile(r"^\s*art|\barterial\b", re.IGNORECASE)
+_VENOUS_TEXT = re.compile(r"ven|mix|central", re.IGNORECASE)
+
+
+def specimen_of(text: str) -> str:
+    """ARTERIAL, VENOUS or UNKNOWN from a specimen text ("ART.", "VEN.",
+    "MIX.", "CENTRAL VENOUS", "arterial", "venous", "mixed venous", '')."""
+    if _VENOUS_TEXT.search(text):
+        return VENOUS
+    if _ARTERIAL_TEXT.search(text):
+        return ARTERIAL
+    return UNKNOWN
 
 
 def status_per_time(stay: Stay) -> pd.Series:
@@ -162,16 +182,63 @@ def fio2_per_time(stay: Stay) -> pd.Series:
     return fio2.groupby(rows["t"].to_numpy()).last().dropna()
 
 
-def pf_ratios(stay: Stay, episodes: pd.DataFrame) -> pd.DataFrame:
-    """P/F at each arterial pO2 result (section 7): pO2 (mmHg) / FiO2 (fraction),
-    FiO2 from a blood-gas FiO2 at the same time (MIMIC ``fio2_lab``) if any, else
-    the latest charted ``fio2_set`` in [gas - 4 h, gas]; no FiO2 -> no ratio.
-    Columns t, pf, vent (gas inside an invasive-ventilation episode)."""
+def po2_specimens(stay: Stay) -> pd.DataFrame:
+    """Every pO2 result (``po2_arterial``, > 0) with its specimen: columns t,
+    po2, specimen (ARTERIAL, VENOUS or UNKNOWN).
+
+    The specimen is the one the pO2's own text names (the CLIF importer keeps
+    the source's specimen there, or the one the same collection's results show);
+    else the one a ``specimen_type`` result at the same time names (MIMIC-IV
+    52033); else arterial when the source's name has the word "arterial"
+    ("Arterial O2 pressure"); else unknown. CLIF files every pO2 under
+    po2_arterial whatever the sample, so the category proves nothing."""
     po2 = stay.select("labs", "po2_arterial")
-    po2 = po2[po2["value_num"] > 0].groupby("t")["value_num"].mean()
-    if po2.empty:
-        return pd.DataFrame({"t": np.empty(0, np.int64), "pf": [], "vent": []})
-    t = po2.index.to_numpy(dtype=np.int64)
+    po2 = po2[po2["value_num"] > 0]
+    own = po2["value_text"].astype(object).map(specimen_of).to_numpy(dtype=object)
+    typed = stay.select("labs", "specimen_type")
+    if not typed.empty:
+        kinds = typed["value_text"].astype(object).map(specimen_of)
+        by_time = kinds[kinds != UNKNOWN].groupby(typed["t"].to_numpy()).first()
+        same_time = by_time.reindex(po2["t"].to_numpy()).to_numpy(dtype=object)
+        own = np.where((own == UNKNOWN) & pd.notna(same_time), same_time, own)
+    named = po2["name"].astype(object).map(
+        lambda n: bool(re.search(r"\barterial\b", n, re.IGNORECASE))
+    )
+    own = np.where((own == UNKNOWN) & named.to_numpy(dtype=bool), ARTERIAL, own)
+    return pd.DataFrame(
+        {
+            "t": po2["t"].to_numpy(dtype=np.int64),
+            "po2": po2["value_num"].to_numpy(dtype=float),
+            "specimen": own,
+        }
+    )
+
+
+def pf_ratios(stay: Stay, episodes: pd.DataFrame) -> pd.DataFrame:
+    """P/F at each pO2 result that is not venous (section 7): pO2 (mmHg) / FiO2
+    (fraction), FiO2 from a blood-gas FiO2 at the same time (MIMIC ``fio2_lab``)
+    if any, else the latest charted ``fio2_set`` in [gas - 4 h, gas]; no FiO2 ->
+    no ratio. Columns t, pf, vent (gas inside an invasive-ventilation episode)
+    and unknown (1 when the pO2's specimen is unknown, 0 when arterial).
+
+    Section 7 scores only arterial specimens. A venous, mixed or central venous
+    pO2 (specimens in po2_specimens) is never used. A pO2 of unknown specimen is
+    used, flagged by ``unknown``: the CLIF demo records no specimen for most
+    gases, and dropping them would leave its stays without a P/F. At one time,
+    arterial results are used and unknown ones only when there is none."""
+    gases = po2_specimens(stay)
+    gases = gases[gases["specimen"] != VENOUS]
+    if gases.empty:
+        return pd.DataFrame(
+            {"t": np.empty(0, np.int64), "pf": [], "vent": [], "unknown": []}
+        )
+    gases = gases.assign(unknown=(gases["specimen"] == UNKNOWN).astype(float))
+    # Per time, the best-known specimen only (arterial before unknown).
+    best = gases.groupby("t")["unknown"].transform("min")
+    gases = gases[gases["unknown"] == best]
+    per_time = gases.groupby("t").agg(po2=("po2", "mean"), unknown=("unknown", "min"))
+    po2 = per_time["po2"]
+    t = per_time.index.to_numpy(dtype=np.int64)
 
     charted = fio2_per_time(stay)
     fio2 = np.full(len(t), np.nan)
@@ -193,14 +260,21 @@ def pf_ratios(stay: Stay, episodes: pd.DataFrame) -> pd.DataFrame:
         fio2 = np.where(np.isnan(same), fio2, same)
 
     return pd.DataFrame(
-        {"t": t, "pf": po2.to_numpy() / fio2, "vent": in_invasive_episode(episodes, t)}
+        {
+            "t": t,
+            "pf": po2.to_numpy() / fio2,
+            "vent": in_invasive_episode(episodes, t),
+            "unknown": per_time["unknown"].to_numpy(dtype=float),
+        }
     ).dropna(subset=["pf"])
 
 
 def respiratory_tracks(stay: Stay, episodes: pd.DataFrame, pf: pd.DataFrame) -> dict:
     """``ventilation``: the most supportive status among the episodes (section
     6c) overlapping the hour, None where no episode does. ``fio2``: latest
-    charted FiO2 (fraction) within 4 h. ``pf_ratio``: latest P/F within 12 h."""
+    charted FiO2 (fraction) within 4 h. ``pf_ratio``: latest P/F within 12 h;
+    ``pf_specimen_unknown``: 1 when that P/F comes from a pO2 of unknown
+    specimen, 0 when from an arterial one, NaN without a P/F (pf_ratios)."""
     names = np.array([None, *STATUSES], dtype=object)
     rows, codes = stay.overlapping(
         episodes["start"].to_numpy(),
@@ -214,4 +288,7 @@ def respiratory_tracks(stay: Stay, episodes: pd.DataFrame, pf: pd.DataFrame) -> 
         "ventilation": ventilation,
         "fio2": stay.latest(fio2.index.to_numpy(), fio2.to_numpy(), FIO2_LOOKBACK),
         "pf_ratio": stay.latest(pf["t"].to_numpy(), pf["pf"].to_numpy(), PF_CARRY),
+        "pf_specimen_unknown": stay.latest(
+            pf["t"].to_numpy(), pf["unknown"].to_numpy(), PF_CARRY
+        ),
     }

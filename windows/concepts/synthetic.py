@@ -24,9 +24,11 @@ def event(
     end_hours: float | None = None,
     kind: str = "",
     order_id: str = "",
+    name: str | None = None,
 ) -> dict:
     """One event ``hours`` after ICU admission (see events_frame); ``order_id``
-    names the medication order a MAR record belongs to ('' for none)."""
+    names the medication order a MAR record belongs to ('' for none); ``name``
+    is the source's name, the category when None."""
     return {
         "hours": hours,
         "domain": domain,
@@ -37,6 +39,7 @@ def event(
         "end_hours": end_hours,
         "kind": kind,
         "order_id": order_id,
+        "name": name,
     }
 
 
@@ -50,7 +53,7 @@ def events_frame(intime: pd.Timestamp, rows: list[dict]) -> pd.DataFrame:
     frame["time"] = intime + pd.to_timedelta(frame.pop("hours"), unit="h")
     end = frame.pop("end_hours").astype(float)
     frame["end_time"] = intime + pd.to_timedelta(end, unit="h")
-    frame["name"] = frame["category"]
+    frame["name"] = frame["name"].fillna(frame["category"])
     return frame[columns]
 
 

@@ -575,10 +575,47 @@ def _vitals(c: pd.DataFrame) -> pd.DataFrame:
 
 
 def _labs(c: pd.DataFrame) -> pd.DataFrame:
+    """A text result keeps its text in ``value_text``; a numeric result keeps its
+    specimen there, for the concept tracks (windows.concepts.respiratory: a
+    venous pO2 gives no P/F; CLINICAL_CONCEPTS.md section 7).
+
+    The specimen is the source's ``lab_specimen_category`` when it has one.
+    Else a blood-gas result (category ``*_arterial`` or ``*_venous``) is
+    "venous" when its category or name says venous, "arterial" when its name
+    says arterial ("Arterial O2 pressure"), and otherwise takes what the other
+    results of its collection (same hospitalization and ``lab_collect_dttm``)
+    say, "arterial" or "venous", when they say one of them only; '' is unknown.
+    CLIF files every pO2, pCO2 and pH under ``*_arterial`` whatever the sample;
+    in the CLIF demo the venous pH and pCO2 charted from a gas carry that gas's
+    own values, so they mark it venous (148 pO2 results, 40 of the 57 below
+    40 mmHg). A collection split between two read chunks is judged on each
+    part alone."""
     num = pd.to_numeric(c["lab_value_numeric"], errors="coerce")
     text = _text(c["lab_value"]).where(num.isna(), "")
+    category = _text(c["lab_category"]).str.lower()
+    name = _text(c["lab_name"])
+    specimen = (_text(c["lab_specimen_category"]) if "lab_specimen_category" in c
+                else pd.Series("", index=c.index))
+    gas = category.str.endswith("_arterial") | category.str.endswith("_venous")
+    venous = category.str.endswith("_venous") | name.str.contains("venous", case=False)
+    arterial = name.str.contains(r"\barterial\b", case=False, regex=True) & ~venous
+    own = pd.Series(np.select([venous, arterial], ["venous", "arterial"], ""),
+                    index=c.index).where(gas, "")
+    if "lab_collect_dttm" in c:
+        collected = pd.to_datetime(c["lab_collect_dttm"], utc=True, errors="coerce")
+        grouped = gas & collected.notna()
+        if grouped.any():
+            key = [c.loc[grouped, "hospitalization_id"], collected[grouped]]
+            any_venous = (own[grouped] == "venous").groupby(key).transform("any")
+            any_arterial = (own[grouped] == "arterial").groupby(key).transform("any")
+            shared = pd.Series(np.select([any_venous & ~any_arterial,
+                                          any_arterial & ~any_venous],
+                                         ["venous", "arterial"], ""), index=own[grouped].index)
+            own.loc[grouped] = own[grouped].where(own[grouped] != "", shared)
+    specimen = specimen.where(specimen != "", own)
+    text = text.where(num.isna(), specimen)
     return _base(c, kind=EventKind.OBSERVATION, domain=Domain.LABS,
-                 category=_text(c["lab_category"]), name=_text(c["lab_name"]), value_num=num,
+                 category=_text(c["lab_category"]), name=name, value_num=num,
                  unit=_text(c["reference_unit"]), value_text=text)
 
 
