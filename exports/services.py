@@ -37,10 +37,12 @@ from oracle.models import (
     OracleLabel,
     OracleLabelState,
     OracleRun,
+    PromotionOverride,
     RunState,
     ValidationReport,
 )
 from oracle.selectors import validation_report_latest
+from oracle.validation import gate_failure_text, promotion_gate
 from windows.accounts import require_admin
 
 logger = logging.getLogger(__name__)
@@ -75,14 +77,20 @@ def release_create(
     oracle_run: OracleRun | None = None,
     validation_report: ValidationReport | None = None,
     notes: str = "",
+    override_reason: str = "",
 ) -> Release:
     """A queued release, version = the kind's last + 1. Gold needs a campaign
     with finished consensus; Scale an Oracle run that completed with labels and
     has been validated against Gold (spec section 7). A Scale release carries
     ``validation_report`` (one of the run's, e.g. the one shown next to the
-    promote button) or else the run's newest report."""
+    promote button) or else the run's newest report, and that report's figures
+    must reach the promotion thresholds (oracle.validation.promotion_gate).
+    Below them, only an admin's ``override_reason`` lets the release through;
+    the override (who, when, why, the failed thresholds) is recorded with the
+    release (PromotionOverride) and written into its manifest."""
     require_admin(user, "build a release")
     fields: dict = {"kind": kind, "notes": notes.strip(), "created_by": user}
+    override: dict | None = None
     if kind == ReleaseKind.GOLD:
         if campaign is None:
             raise ValidationError("Choose the Gold campaign whose consensus to release.")
@@ -122,6 +130,28 @@ def release_create(
             raise ValidationError(
                 f"Oracle run {oracle_run.pk} has no successful label to release."
             )
+        gate = promotion_gate(report=report)
+        if not gate["passed"]:
+            reason = (override_reason or "").strip()
+            if not reason:
+                raise ValidationError(
+                    [
+                        f"Validation report {report.pk} of Oracle run {oracle_run.pk} "
+                        "is below the promotion thresholds "
+                        f"({gate['thresholds']['source']}):",
+                        *(gate_failure_text(row) + "." for row in gate["failures"]),
+                        "Improve the run and validate it again, or override with a "
+                        "reason (it is recorded and written into the release manifest).",
+                    ]
+                )
+            override = {
+                "run": oracle_run,
+                "report": report,
+                "reason": reason,
+                "thresholds": gate["thresholds"],
+                "failures": gate["failures"],
+                "created_by": user,
+            }
         fields.update(
             oracle_run=oracle_run,
             validation_report=report,
@@ -134,7 +164,10 @@ def release_create(
         try:
             with transaction.atomic():
                 last = Release.objects.filter(kind=kind).aggregate(v=Max("version"))["v"]
-                return Release.objects.create(version=(last or 0) + 1, **fields)
+                release = Release.objects.create(version=(last or 0) + 1, **fields)
+                if override is not None:
+                    PromotionOverride.objects.create(release_id=release.pk, **override)
+                return release
         except IntegrityError:
             continue  # another build took this version meanwhile
     raise ValidationError("Could not number the release; try again.")

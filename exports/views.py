@@ -25,6 +25,7 @@ from exports.roles import user_is_admin, user_may_use_releases
 from exports.scoring import MAX_K
 from exports.selectors import LEADERBOARD_KEYS
 from oracle.models import OracleRun, ValidationReport
+from oracle.validation import promotion_gate
 
 PLOT_NAMES = ("by_disease_group", "by_hours_since_admit")
 
@@ -120,6 +121,7 @@ class PromoteForm(forms.Form):
         queryset=ValidationReport.objects.all(), required=False
     )
     notes = forms.CharField(required=False, max_length=2000)
+    override_reason = forms.CharField(required=False, max_length=2000)
 
 
 def _query_id(request, name: str) -> int | None:
@@ -132,8 +134,10 @@ def _query_id(request, name: str) -> int | None:
 
 
 def _release_new_page(request, promotion, form=None, errors=(), status=200):
+    report = (promotion or {}).get("report")
     context = {
         **(promotion or {}),
+        "gate": promotion_gate(report=report) if report is not None else None,
         "form": form,
         "errors": list(errors),
         "runs": selectors.release_build_choices(user=request.user)["runs"],
@@ -145,8 +149,9 @@ def _release_new_page(request, promotion, form=None, errors=(), status=200):
 @release_user_required
 def release_new(request):
     """Promote an Oracle run to a Scale release (spec section 7): the page
-    shows the validation report the release will carry next to the button;
-    a run without one is refused."""
+    shows the validation report the release will carry next to the button,
+    each figure against its promotion threshold; a run without a report is
+    refused, and one below a threshold needs an override with a reason."""
     if not user_is_admin(request.user):
         raise Http404
     if request.method == "GET":
@@ -176,6 +181,7 @@ def release_new(request):
             oracle_run=run,
             validation_report=report,
             notes=form.cleaned_data["notes"],
+            override_reason=form.cleaned_data["override_reason"],
         )
     except ValidationError as error:
         return _release_new_page(

@@ -301,3 +301,64 @@ class ValidationJob(models.Model):
 
     def __str__(self) -> str:
         return f"Validation job {self.pk} of run {self.run_id} ({self.state})"
+
+
+class PromotionThresholds(models.Model):
+    """The validation figures an Oracle run's report must reach before its labels
+    can become a RealICU-Scale release (spec section 7: validated against Gold
+    before it labels Scale). Admins set them; every change is a new row and the
+    newest applies, so a release can name the thresholds it was held to. With
+    no row, ``oracle.validation.DEFAULT_THRESHOLDS`` apply."""
+
+    status_macro_f1 = models.FloatField()
+    acute_problems_f1 = models.FloatField()
+    recommended_actions_f1 = models.FloatField()
+    red_flags_f1 = models.FloatField()
+    note = models.TextField(blank=True)
+    set_by = models.ForeignKey(USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    set_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-set_at", "-id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(status_macro_f1__gte=0, status_macro_f1__lte=1)
+                & models.Q(acute_problems_f1__gte=0, acute_problems_f1__lte=1)
+                & models.Q(recommended_actions_f1__gte=0, recommended_actions_f1__lte=1)
+                & models.Q(red_flags_f1__gte=0, red_flags_f1__lte=1),
+                name="promotion_thresholds_in_unit_range",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"Promotion thresholds set {self.set_at:%Y-%m-%d %H:%M}"
+
+
+class PromotionOverride(models.Model):
+    """An admin's decision to promote an Oracle run whose validation report is
+    below the promotion thresholds: who, when, why, and which thresholds failed
+    with the report's figures. ``release_id`` is the exports Release it allowed;
+    a plain id, not a foreign key, because oracle sits before exports in the
+    apps' data flow (STYLE: no app imports one to its right)."""
+
+    run = models.ForeignKey(OracleRun, on_delete=models.PROTECT, related_name="+")
+    report = models.ForeignKey(
+        ValidationReport, on_delete=models.PROTECT, related_name="overrides"
+    )
+    release_id = models.PositiveIntegerField(unique=True)
+    reason = models.TextField()
+    thresholds = models.JSONField(default=dict)
+    failures = models.JSONField(default=list)
+    created_by = models.ForeignKey(USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=~models.Q(reason=""), name="promotion_override_has_reason"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"Override of run {self.run_id} for release {self.release_id}"

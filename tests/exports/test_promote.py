@@ -1,7 +1,9 @@
 """Promoting an Oracle run to RealICU-Scale from its validation page: the
 promote link opens the release page with the run's validation report next to
-the button, the button builds the release carrying that report, and a run
-without a report is refused on the server, writing nothing."""
+the button, each figure against its promotion threshold; the button builds the
+release carrying that report. A run without a report, or with figures below a
+threshold, is refused on the server, writing nothing, unless an admin
+overrides with a reason, which is recorded and written into the manifest."""
 
 import html
 import json
@@ -9,9 +11,13 @@ import re
 
 import pytest
 
+from django.core.exceptions import PermissionDenied, ValidationError
+
 from exports.models import Release, ReleaseKind, ReleaseState
+from exports.services import release_create
 from exports.tasks import release_build_task
-from oracle.models import ValidationReport
+from oracle.models import PromotionOverride, PromotionThresholds, ValidationReport
+from oracle.validation import DEFAULT_THRESHOLDS, PAPER_TABLE1, promotion_thresholds_set
 
 from .helpers import make_oracle_run
 
@@ -24,10 +30,29 @@ def _promote_href(page: str) -> str:
     return html.unescape(match.group(1))
 
 
+def figures(status, problems, actions, red_flags) -> dict:
+    """A validation report's body with the four Table 1 figures."""
+    return {
+        "status_macro_f1": status,
+        "status_accuracy": status,
+        "acute_problems": {"f1": problems},
+        "recommended_actions": {"f1": actions},
+        "red_flags": {"f1": red_flags},
+        "n_windows": 4,
+    }
+
+
+def report_with(run, body: dict) -> ValidationReport:
+    report = ValidationReport.objects.get(run=run)
+    report.report = body
+    report.save(update_fields=["report"])
+    return report
+
+
 def test_admin_promotes_a_run_from_its_validation_page_to_a_built_scale_release(
     client, admin_user, tiny_run, release_dirs, django_capture_on_commit_callbacks
 ):
-    report = ValidationReport.objects.get(run=tiny_run)
+    report = report_with(tiny_run, figures(0.95, 0.96, 0.90, 0.93))
     client.force_login(admin_user)
     validation = client.get(f"/oracle/runs/{tiny_run.pk}/validation/")
     assert validation.status_code == 200
@@ -39,7 +64,8 @@ def test_admin_promotes_a_run_from_its_validation_page_to_a_built_scale_release(
     body = page.content.decode()
     # The report the release will carry is shown next to the build button.
     assert f'data-report-id="{report.pk}"' in body
-    assert "0.900" in body and "data-promote-build" in body
+    assert "0.950" in body and "data-promote-build" in body
+    assert "data-gate-failed" not in body and "data-override-reason" not in body
     assert f'name="validation_report" value="{report.pk}"' in body
 
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
@@ -62,6 +88,9 @@ def test_admin_promotes_a_run_from_its_validation_page_to_a_built_scale_release(
     manifest = json.loads((release_dirs / release.directory / "manifest.json").read_text())
     assert manifest["validation_report"]["id"] == report.pk
     assert manifest["source"]["oracle_run_id"] == tiny_run.pk
+    assert manifest["promotion"]["override"] is None
+    assert manifest["promotion"]["failures"] == []
+    assert manifest["promotion"]["thresholds"]["values"] == DEFAULT_THRESHOLDS
     assert client.get(f"/releases/{release.pk}/").status_code == 200
 
 
@@ -111,3 +140,128 @@ def test_only_admins_reach_the_promote_page(client, researcher, physician, tiny_
         assert client.get(f"/releases/new/?run={tiny_run.pk}").status_code == 404
         assert client.post("/releases/new/", {"oracle_run": tiny_run.pk}).status_code == 404
     assert not Release.objects.exists()
+
+
+def test_default_thresholds_are_table_1_minus_the_margin():
+    assert DEFAULT_THRESHOLDS == {
+        "status_macro_f1": 0.937,
+        "acute_problems_f1": 0.937,
+        "recommended_actions_f1": 0.845,
+        "red_flags_f1": 0.914,
+    }
+    assert all(DEFAULT_THRESHOLDS[k] < PAPER_TABLE1[k] for k in PAPER_TABLE1)
+
+
+def test_a_report_below_a_threshold_is_refused_naming_the_threshold(
+    client, admin_user, tiny_run
+):
+    report = report_with(tiny_run, figures(0.95, 0.96, 0.80, 0.93))
+    client.force_login(admin_user)
+
+    page = client.get(f"/releases/new/?run={tiny_run.pk}&report={report.pk}")
+    body = page.content.decode()
+    assert page.status_code == 200
+    assert 'data-task="recommended_actions_f1" data-gate-failed' in body
+    assert 'data-failed-threshold="recommended_actions_f1"' in body
+    assert "data-override-reason" in body  # the override needs its reason
+    assert body.count("data-failed-threshold=") == 1
+
+    response = client.post(
+        "/releases/new/", {"oracle_run": tiny_run.pk, "validation_report": report.pk}
+    )
+    assert response.status_code == 400
+    answer = html.unescape(response.content.decode())
+    assert "Recommended actions F1 0.800 is below the threshold 0.845" in answer
+    assert "Patient status" not in answer.split("data-promote-errors")[1].split("</div>")[0]
+    assert not Release.objects.exists() and not PromotionOverride.objects.exists()
+
+
+def test_a_report_without_a_figure_is_refused(admin_user, tiny_run):
+    report_with(tiny_run, {"status_macro_f1": 0.9})  # measured status only
+
+    with pytest.raises(ValidationError) as refused:
+        release_create(user=admin_user, kind=ReleaseKind.SCALE, oracle_run=tiny_run)
+
+    text = " ".join(refused.value.messages)
+    assert "Patient status macro-F1 0.900 is below the threshold 0.937" in text
+    assert "Red flags F1 is missing from the report" in text
+    assert not Release.objects.exists()
+
+
+def test_an_override_without_a_reason_is_refused(client, admin_user, tiny_run):
+    report = report_with(tiny_run, figures(0.60, 0.70, 0.50, 0.40))
+    client.force_login(admin_user)
+
+    response = client.post(
+        "/releases/new/",
+        {"oracle_run": tiny_run.pk, "validation_report": report.pk,
+         "override_reason": "   "},
+    )
+
+    assert response.status_code == 400
+    assert "override with a reason" in response.content.decode()
+    assert not Release.objects.exists() and not PromotionOverride.objects.exists()
+
+
+def test_an_override_with_a_reason_is_recorded_and_written_into_the_manifest(
+    client, admin_user, tiny_run, release_dirs
+):
+    report = report_with(tiny_run, figures(0.60, 0.96, 0.90, 0.40))
+    reason = "Offline rules Oracle for the demo; no LLM labels exist yet."
+    client.force_login(admin_user)
+
+    response = client.post(
+        "/releases/new/",
+        {"oracle_run": tiny_run.pk, "validation_report": report.pk,
+         "override_reason": f"  {reason} "},
+    )
+
+    assert response.status_code == 302
+    release = Release.objects.get()
+    override = PromotionOverride.objects.get()
+    assert override.release_id == release.pk and override.report == report
+    assert override.created_by == admin_user and override.reason == reason
+    assert [f["key"] for f in override.failures] == ["status_macro_f1", "red_flags_f1"]
+    release_build_task(release.pk)
+    release.refresh_from_db()
+    assert release.state == ReleaseState.READY, release.error
+    manifest = json.loads((release_dirs / release.directory / "manifest.json").read_text())
+    promotion = manifest["promotion"]
+    assert promotion["override"]["reason"] == reason
+    assert promotion["override"]["by"] == admin_user.get_username()
+    assert promotion["override"]["at"] == override.created_at.isoformat()
+    assert [f["key"] for f in promotion["failures"]] == ["status_macro_f1", "red_flags_f1"]
+    assert promotion["failures"][0]["figure"] == 0.60
+    assert promotion["thresholds"]["values"]["status_macro_f1"] == 0.937
+
+
+def test_thresholds_an_admin_sets_apply_and_others_cannot_set_them(
+    client, admin_user, physician, tiny_run
+):
+    report = report_with(tiny_run, figures(0.80, 0.80, 0.70, 0.75))
+    with pytest.raises(ValidationError):
+        release_create(user=admin_user, kind=ReleaseKind.SCALE, oracle_run=tiny_run)
+    with pytest.raises(PermissionDenied):
+        promotion_thresholds_set(user=physician, values=dict(DEFAULT_THRESHOLDS))
+    bad = {**DEFAULT_THRESHOLDS, "red_flags_f1": 1.5, "status_macro_f1": "high"}
+    with pytest.raises(ValidationError) as refused:
+        promotion_thresholds_set(user=admin_user, values=bad)
+    assert len(refused.value.messages) == 2
+    assert not PromotionThresholds.objects.exists()
+
+    promotion_thresholds_set(
+        user=admin_user,
+        values={"status_macro_f1": 0.8, "acute_problems_f1": 0.8,
+                "recommended_actions_f1": 0.7, "red_flags_f1": 0.7},
+        note="pilot Gold set of 40 windows",
+    )
+    client.force_login(admin_user)
+    body = client.get(f"/releases/new/?run={tiny_run.pk}").content.decode()
+    assert "set by an admin" in body and "data-gate-failed" not in body
+
+    release = release_create(
+        user=admin_user, kind=ReleaseKind.SCALE, oracle_run=tiny_run,
+        validation_report=report,
+    )
+    assert release.validation_report == report
+    assert not PromotionOverride.objects.exists()
