@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
+from windows.disease_groups import normalize_code
 from windows.models import Domain
 
 
@@ -334,10 +335,6 @@ def _titles(table: str) -> dict[str, str]:
         if code:
             titles[code] = title.strip()
     return titles
-
-
-def normalize_code(code: str) -> str:
-    return "".join(ch for ch in str(code).upper() if ch.isalnum())
 
 
 def code_title(system: str, code: str) -> str:
