@@ -53,7 +53,8 @@ from windows.selectors_context import bedside_filter
 from windows.vocabulary import event_label
 from windows.windowing import window_settings
 
-SCHEMA_VERSION = "1.0"
+# 1.1: context lines name each event by its ``concept``; no coded records.
+SCHEMA_VERSION = "1.1"
 # Window records per Parquet row group and per database insert.
 BATCH_ROWS = 2000
 # Events read from the database per round trip.
