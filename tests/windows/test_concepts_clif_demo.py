@@ -261,7 +261,8 @@ def test_a_demo_gas_charted_with_venous_results_is_venous_and_gives_no_p_f(
     specimens = []
     for hosp_id in hosp_ids:
         events = events_of(clif, tables, hosp_id)
-        po2 = events[(events["domain"] == "labs") & (events["category"] == "po2_arterial")]
+        labs = events[events["domain"] == "labs"]
+        po2 = labs[labs["category"] == "po2_arterial"]
         specimens.append(po2[["value_num", "value_text"]])
         for intime, outtime in icu_stays(adt, hosp_id):
             stay = prepare_stay(events, intime=intime, outtime=outtime)
@@ -277,3 +278,32 @@ def test_a_demo_gas_charted_with_venous_results_is_venous_and_gives_no_p_f(
     low = specimens[specimens["value_num"] < 40]["value_text"].value_counts()
     assert len(specimens[specimens["value_num"] < 40]) == 57
     assert low.get("venous", 0) == 40
+
+
+def test_an_intubated_patients_15_is_flagged_as_the_untestable_verbal_convention(
+    clif, demo
+):
+    """Hospitalization 20044587 is charted E1 V0 M1 with a total of 15; the
+    hour keeps the 15 of section 2 and says the verbal could not be tested."""
+    frame = stay_tracks(clif, demo, "20044587")
+    hour = during(frame, "2113-08-26 05:00", "2113-08-26 06:00")
+    assert len(hour) == 1
+    row = hour.iloc[0]
+    assert row["gcs"] == 15 and row["gcs_unable"] == 1
+    assert (row["gcs_eye"], row["gcs_verbal"], row["gcs_motor"]) == (1, 0, 1)
+    # Over the first demo stays: every flagged hour is 15, and an observed 15
+    # (verbal tested) is never flagged.
+    tables, adt = demo
+    for hosp_id in sorted(tables["patient_assessments"]["hospitalization_id"]
+                          .astype(str).unique())[:30]:
+        events = events_of(clif, tables, hosp_id)
+        for intime, outtime in icu_stays(adt, hosp_id):
+            frame = compute_stay_tracks(events, intime=intime, outtime=outtime)
+            flagged = frame[frame["gcs_unable"] == 1]
+            assert (flagged["gcs"] == 15).all() and (flagged["gcs_verbal"] == 0).all()
+            tested = frame[frame["gcs_unable"] == 0]
+            assert (tested["gcs_verbal"] > 0).all()
+            assert (
+                tested["gcs"] == tested["gcs_eye"] + tested["gcs_verbal"]
+                + tested["gcs_motor"]
+            ).all()

@@ -137,6 +137,52 @@ def test_a_charted_total_wins_over_components_at_the_same_time():
     assert at(frame, 2, "gcs") == 7
 
 
+def test_an_untestable_verbal_is_flagged_beside_the_conventional_15():
+    # CLIF charts the total with its components; E1 V0 M1 of an intubated
+    # patient is 15 by section 2's rule 1, and the hour says why.
+    frame = tracks(
+        gcs(1.5, eye=1, verbal=0, motor=1) + [event(1.5, ASSESS, "gcs_total", 15)]
+    )
+    assert at(frame, 2, "gcs") == 15
+    assert at(frame, 2, "gcs_unable") == 1
+    assert column(frame, ["gcs_eye", "gcs_verbal", "gcs_motor"], 2) == [1, 0, 1]
+    assert frame["sofa_cns"].max() == 0
+
+
+def test_a_total_charted_without_the_verbal_of_an_intubated_patient_is_15():
+    # A site that charts "2T" as a total of 2 gets the same 15 as one that
+    # charts 15: rule 1 reads the verbal component, not the charted sum.
+    frame = tracks(
+        gcs(1.5, eye=1, verbal=0, motor=1) + [event(1.5, ASSESS, "gcs_total", 2)]
+    )
+    assert at(frame, 2, "gcs") == 15 and at(frame, 2, "gcs_unable") == 1
+
+
+@pytest.mark.parametrize("text", ["No Response-ETT", "T", "1T", "VT", "Intubated"])
+def test_the_verbal_t_of_intubated_patients_is_untestable(text):
+    frame = tracks(gcs(1.5, eye=3, motor=5, verbal_text=text))
+    assert at(frame, 2, "gcs") == 15
+    assert at(frame, 2, "gcs_unable") == 1
+    assert at(frame, 2, "gcs_verbal") == 0
+
+
+def test_a_testable_verbal_is_not_flagged_and_the_lowest_total_decides_the_flag():
+    frame = tracks(
+        gcs(1.2, eye=1, verbal=0, motor=1)
+        + gcs(1.7, eye=3, verbal=4, motor=6)
+        + gcs(3.5, eye=2, verbal=2, motor=5, verbal_text="Incomprehensible sounds")
+    )
+    assert at(frame, 2, "gcs") == 13 and at(frame, 2, "gcs_unable") == 0
+    assert at(frame, 4, "gcs") == 9 and at(frame, 4, "gcs_unable") == 0
+    assert np.isnan(at(frame, 5, "gcs_unable"))
+
+
+def test_a_missing_verbal_after_an_untestable_one_is_still_untestable():
+    frame = tracks(gcs(1.5, eye=1, verbal=0, motor=4) + gcs(2.5, eye=2, motor=3))
+    assert column(frame, "gcs_unable", [2, 3]) == [1, 1]
+    assert at(frame, 3, "gcs_verbal") == 0  # carried from 1.5 h (section 2)
+
+
 def test_rass_is_the_last_value_of_the_hour():
     frame = tracks(
         [

@@ -33,7 +33,27 @@ CONCEPT_COLUMNS: dict[str, ConceptColumn] = {
     "spo2": _c("SpO2", "%", "vitals", "number", "mean in hour", "1"),
     "temp": _c("Temperature", "°C", "vitals", "number", "mean in hour", "1"),
     # Neurology.
-    "gcs": _c("GCS total", "", "neuro", "number", "min in hour", "2, 9a"),
+    "gcs": _c(
+        "GCS total",
+        "",
+        "neuro",
+        "number",
+        "min in hour; 15 when the verbal cannot be tested (see gcs_unable)",
+        "2, 9a",
+    ),
+    "gcs_eye": _c("GCS eye", "", "neuro", "number", "of the hour's GCS", "2"),
+    "gcs_verbal": _c(
+        "GCS verbal", "", "neuro", "number", "of the hour's GCS; 0 = untestable", "2"
+    ),
+    "gcs_motor": _c("GCS motor", "", "neuro", "number", "of the hour's GCS", "2"),
+    "gcs_unable": _c(
+        "GCS verbal untestable (intubated, VT)",
+        "",
+        "neuro",
+        "flag",
+        "1 when the hour's GCS is 15 by convention for an untestable verbal",
+        "2",
+    ),
     "rass": _c("RASS", "", "neuro", "number", "last in hour", "-"),
     # Labs: latest result carried forward for a bounded time.
     "lactate": _c("Lactate", "mmol/L", "labs", "number", "latest within 12 h", "7"),

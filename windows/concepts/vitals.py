@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 
@@ -45,69 +47,131 @@ def vital_tracks(stay: Stay) -> dict[str, np.ndarray]:
     return out
 
 
-def gcs_per_time(stay: Stay) -> pd.Series:
-    """Total GCS at each charting time (index: ns since intime).
+# A verbal response that cannot be tested in an intubated or tracheostomised
+# patient: MIMIC-IV "No Response-ETT" (section 2), and the bedside "T" written
+# for it ("T", "1T", "VT"), or words saying the patient is intubated.
+_UNTESTABLE_VERBAL = re.compile(
+    r"(?:^|[^a-z])(?:ett|t|vt|intubated|trach[a-z]*)(?:[^a-z]|$)", re.IGNORECASE
+)
+_PARTS = ["gcs_eye", "gcs_verbal", "gcs_motor"]
 
-    A charted ``gcs_total`` (CLIF) is used as it is (3-15). Where only components
-    are charted (MIMIC-IV), the total follows CLINICAL_CONCEPTS.md section 2
-    (mimic-code gcs): a verbal response charted as "No Response-ETT" (or 0) counts
-    as verbal 0; rule 1: verbal 0 -> 15; rule 2: verbal missing and previous verbal
-    0 -> 15; rule 3: previous verbal 0 -> current components, missing ones
-    normal (E4 V5 M6); rule 4: each component current, else previous, else
-    normal. "Previous" is the preceding component charting, used only if less
-    than 6 h earlier.
+
+def gcs_chartings(stay: Stay) -> pd.DataFrame:
+    """GCS at each charting time (index: ns since intime), CLINICAL_CONCEPTS.md
+    section 2 (mimic-code gcs). Columns ``total``, ``eye``, ``verbal``,
+    ``motor`` and ``unable``.
+
+    A verbal response that cannot be tested (intubated: "No Response-ETT", the
+    bedside "T", or a verbal charted as 0) is verbal 0 with ``unable`` = 1.
+    Totals: rule 1, verbal 0 -> 15 (sedated or intubated patients assumed
+    normal, as SAPS II does); rule 2, verbal missing and previous verbal 0 ->
+    15, also ``unable``; rule 3, previous verbal 0 -> current components,
+    missing ones normal (E4 V5 M6); rule 4, each component current, else
+    previous, else normal. "Previous" is the preceding component charting,
+    used only if less than 6 h earlier. Component columns: current, else
+    previous, not defaulted (section 2). A charted ``gcs_total`` (CLIF, 3-15)
+    wins over the sum and comes with the components charted with it, except
+    where the verbal charted with it is untestable: there rule 1 gives 15,
+    whether the source charted 15 or the eye and motor sum ("2T"). ``unable``
+    is 0 for a tested verbal and NaN for a total charted without a verbal.
     """
     assessments = stay.domain("patient_assessments")
     totals = assessments[assessments["cat"] == "gcs_total"]
     totals = totals[(totals["value_num"] >= 3) & (totals["value_num"] <= 15)]
-    total = totals.groupby("t")["value_num"].min()
+    charted = totals.groupby("t")["value_num"].min()
 
-    parts = assessments[assessments["cat"].isin(["gcs_eye", "gcs_verbal", "gcs_motor"])]
-    if parts.empty:
-        return total
+    parts = assessments[assessments["cat"].isin(_PARTS)]
     parts = parts.assign(cat=parts["cat"].astype(object))
-    ett = parts["value_text"].str.contains(
-        r"(?:^|[^a-z])ett(?:[^a-z]|$)", case=False, regex=True
+    untestable = parts["value_text"].astype(object).map(
+        lambda text: bool(_UNTESTABLE_VERBAL.search(text))
     )
-    parts.loc[(parts["cat"] == "gcs_verbal") & ett, "value_num"] = 0.0
+    parts.loc[(parts["cat"] == "gcs_verbal") & untestable, "value_num"] = 0.0
     wide = parts.pivot_table(
         index="t", columns="cat", values="value_num", aggfunc="min"
-    )
-    wide = wide.reindex(columns=["gcs_eye", "gcs_verbal", "gcs_motor"])
+    ).reindex(columns=_PARTS)
     wide = wide[wide.notna().any(axis=1)]
+    columns = ["total", "eye", "verbal", "motor", "unable"]
     if wide.empty:
-        return total
+        out = pd.DataFrame(index=charted.index, columns=columns, dtype=float)
+        out["total"] = charted
+        return out
     times = wide.index.to_numpy(dtype=np.int64)
     prev = wide.shift(1)
     recent = np.r_[False, np.diff(times) < 6 * HOUR]
     prev.loc[~recent] = np.nan
-    eye, verbal, motor = (wide[c] for c in ("gcs_eye", "gcs_verbal", "gcs_motor"))
-    p_eye, p_verbal, p_motor = (prev[c] for c in ("gcs_eye", "gcs_verbal", "gcs_motor"))
+    eye, verbal, motor = (wide[c] for c in _PARTS)
+    p_eye, p_verbal, p_motor = (prev[c] for c in _PARTS)
     rule3 = motor.fillna(6) + verbal.fillna(5) + eye.fillna(4)
     rule4 = (
         motor.fillna(p_motor).fillna(6)
         + verbal.fillna(p_verbal).fillna(5)
         + eye.fillna(p_eye).fillna(4)
     )
-    derived = np.select(
-        [verbal.eq(0), verbal.isna() & p_verbal.eq(0), p_verbal.eq(0)],
-        [15.0, 15.0, rule3],
+    unable = verbal.eq(0) | (verbal.isna() & p_verbal.eq(0))
+    total = np.select(
+        [unable, p_verbal.eq(0)],
+        [15.0, rule3],
         default=rule4,
     )
-    derived = pd.Series(derived, index=wide.index)
-    # A charted total wins over one derived from components at the same time.
-    derived = derived[~derived.index.isin(total.index)]
-    return pd.concat([total, derived]).sort_index()
+    derived = pd.DataFrame(
+        {
+            "total": total,
+            "eye": eye.fillna(p_eye),
+            "verbal": verbal.fillna(p_verbal),
+            "motor": motor.fillna(p_motor),
+            "unable": unable.astype(float),
+        },
+        index=wide.index,
+    )
+    # A charted total wins over one derived from components at the same time,
+    # unless the verbal charted with it could not be tested (rule 1). It is
+    # shown with the components charted with it, not earlier ones.
+    both = derived.index.intersection(charted.index)
+    current = wide.loc[both]
+    derived.loc[both, ["eye", "verbal", "motor"]] = current[_PARTS].to_numpy()
+    tested = current["gcs_verbal"].to_numpy()
+    derived.loc[both, "unable"] = np.where(np.isnan(tested), np.nan, tested == 0)
+    keep_charted = both[~(tested == 0)]
+    derived.loc[keep_charted, "total"] = charted[keep_charted]
+    only_charted = charted[~charted.index.isin(derived.index)]
+    alone = pd.DataFrame(index=only_charted.index, columns=columns, dtype=float)
+    alone["total"] = only_charted
+    return pd.concat([derived, alone]).sort_index()
 
 
 def neuro_tracks(stay: Stay) -> dict[str, np.ndarray]:
     """``gcs``: lowest total GCS of the hour (section 9a; totals as in
-    gcs_per_time). ``rass``: last RASS (-5..+4) charted in the hour. No
-    carry-forward."""
-    gcs = gcs_per_time(stay)
+    gcs_chartings). The charting that gives it (at equal totals, one with a
+    testable verbal first) also gives ``gcs_eye``, ``gcs_verbal`` (0 when
+    untestable), ``gcs_motor`` and ``gcs_unable``: 1 when that 15 is section
+    2's convention for an untestable verbal (intubated, "VT"), not an observed
+    15; 0 when the verbal was tested; NaN without components. ``rass``: last
+    RASS (-5..+4) charted in the hour. No carry-forward."""
+    chartings = gcs_chartings(stay)
+    rows = stay.rows_of(chartings.index.to_numpy(dtype=np.int64))
+    inside = (rows >= 0) & (rows < stay.n) & chartings["total"].notna().to_numpy()
+    # Lowest total first; at equal totals a tested verbal (0) before an
+    # untestable one (1), and a total without components (NaN) last.
+    chosen = (
+        chartings[inside]
+        .assign(row=rows[inside], order=chartings["unable"][inside].fillna(2))
+        .sort_values(["row", "total", "order"], kind="mergesort")
+        .drop_duplicates("row")
+    )
+    out = {}
+    for track, column in [
+        ("gcs", "total"),
+        ("gcs_eye", "eye"),
+        ("gcs_verbal", "verbal"),
+        ("gcs_motor", "motor"),
+        ("gcs_unable", "unable"),
+    ]:
+        values = stay.empty()
+        values[chosen["row"].to_numpy()] = chosen[column].to_numpy(dtype=float)
+        out[track] = values
     rass = stay.select("patient_assessments", "rass")
     rass = rass[(rass["value_num"] >= -5) & (rass["value_num"] <= 4)]
-    return {
-        "gcs": stay.hourly(gcs.index.to_numpy(), gcs.to_numpy(), "min"),
-        "rass": stay.hourly(rass["t"].to_numpy(), rass["value_num"].to_numpy(), "last"),
-    }
+    out["rass"] = stay.hourly(
+        rass["t"].to_numpy(), rass["value_num"].to_numpy(), "last"
+    )
+    return out
