@@ -37,13 +37,35 @@ def demo(clif):
     return tables, adt
 
 
+_EVENTS: dict = {}
+
+
 def events_of(clif, tables, hosp_id):
-    """The admission's events as the importer writes them."""
+    """The admission's events as the importer writes them (computed once per
+    module run: several tests read the same admissions)."""
+    key = (id(tables), hosp_id)
+    if key not in _EVENTS:
+        _EVENTS[key] = _events_of(clif, tables, hosp_id)
+    return _EVENTS[key].copy()
+
+
+def _by_admission(tables):
+    key = (id(tables), "split")
+    if key not in _EVENTS:
+        _EVENTS[key] = {
+            name: dict(tuple(table.groupby(table["hospitalization_id"].astype(str))))
+            for name, table in tables.items()
+        }
+    return _EVENTS[key]
+
+
+def _events_of(clif, tables, hosp_id):
     frames = []
-    for name, table in tables.items():
-        chunk = table[table["hospitalization_id"].astype(str) == hosp_id].copy()
-        if chunk.empty:
+    for name, by_hosp in _by_admission(tables).items():
+        chunk = by_hosp.get(hosp_id)
+        if chunk is None or chunk.empty:
             continue
+        chunk = chunk.copy()
         chunk["_row"] = np.arange(1, len(chunk) + 1)
         chunk["hospitalization_id"] = chunk["hospitalization_id"].astype(str)
         times = pd.to_datetime(chunk[clif._TIME_COLUMN[name]], utc=True)
