@@ -157,9 +157,11 @@ def test_crrt_from_mimic_mode_text_and_procedure_intervals():
     interval = tracks([event(2.5, "crrt_therapy", "cvvhdf", end_hours=5.5)])
     assert column(interval, "crrt_active", [2, 3, 6, 7]) == [0, 1, 1, 0]
     assert at(interval, 4, "aki_stage") == 3
-    # A circuit flow shows the machine running; other readings do not.
+    # A circuit flow or volume shows the machine running; other readings do not.
     readings = tracks([event(3.5, "crrt_therapy", "blood_flow_rate", 200)])
     assert column(readings, "crrt_active", [3, 4, 5]) == [0, 1, 0]
+    ultrafiltrate = tracks([event(3.5, "crrt_therapy", "ultrafiltration_out", 150)])
+    assert column(ultrafiltrate, "crrt_active", [3, 4, 5]) == [0, 1, 0]
     pressure = tracks([event(3.5, "crrt_therapy", "crrt_access_pressure", -80)])
     assert pressure["crrt_active"].max() == 0
 

@@ -25,15 +25,19 @@ IRRIGANT_IN = "flush_irrigation_urine"
 # Renal replacement procedures recorded as intervals (MIMIC procedureevents,
 # section 11b) that are continuous therapies.
 CRRT_PROCEDURES = {"crrt", "cvvh", "cvvhd", "cvvhdf", "scuf"}
-# Circuit flows (CLIF crrt_therapy columns; MIMIC-IV 224144, 224154, 228005,
-# 228006, 224153, section 11a): a positive flow is blood through a running
-# circuit; a blood flow of 0 is a stopped one.
+# Circuit flows and volumes (CLIF crrt_therapy columns; MIMIC-IV 224144,
+# 224154, 228005, 228006, 224153, 226457, 224191, which section 11b counts as
+# RRT active): a positive value is a circuit running in that hour (blood
+# pumped, dialysate or replacement given, ultrafiltrate removed); a blood flow
+# of 0 is a stopped circuit.
 CRRT_FLOWS = {
     "blood_flow_rate",
     "dialysate_flow_rate",
     "pre_filter_replacement_fluid_rate",
     "post_filter_replacement_fluid_rate",
     "crrt_replacement_rate",
+    "ultrafiltration_out",
+    "crrt_fluid_removal",
 }
 # MIMIC-IV System Integrity (224146) text, section 11a: system_active 1 / 0.
 SYSTEM_ACTIVE = {"active", "initiated", "reinitiated", "new filter"}
@@ -163,11 +167,12 @@ def crrt_chartings(stay: Stay) -> pd.DataFrame:
     columns ``t`` and ``running``, one row per time.
 
     Running: a CRRT mode (CLIF ``crrt:<mode>``; MIMIC-IV ``crrt_mode_name``
-    with the mode as text), a positive circuit flow (CRRT_FLOWS), or a System
-    Integrity of Active, Initiated, Reinitiated or New Filter. Stopped: a
-    System Integrity of Recirculating or Discontinued, or a blood flow of 0; a
-    stop charted at the same time as a running charting wins. Other readings
-    (pressures, ultrafiltrate volumes, fluids) say nothing either way."""
+    with the mode as text), a positive circuit flow or volume (CRRT_FLOWS), or
+    a System Integrity of Active, Initiated, Reinitiated or New Filter
+    (section 11, 11b's "RRT active"). Stopped: a System Integrity of
+    Recirculating or Discontinued, or a blood flow of 0; a stop charted at the
+    same time as a running charting wins. Other readings (pressures, fluid
+    names, heparin) say nothing either way."""
     crrt = stay.domain("crrt_therapy")
     crrt = crrt[crrt["end"] == NO_TIME]
     cat = crrt["cat"]
