@@ -409,9 +409,17 @@ def oracle_and_releases_through_pages(flow: Flow, cohort, campaign, stays):
 
     url = reverse("exports:release_new") + f"?run={run.pk}&report={report.pk}"
     assert admin.get(url).status_code == 200
-    response = admin.post(
+    # The offline rules Oracle is below the paper's figures: promoting it takes
+    # an admin's override with a reason (recorded, and in the manifest).
+    refused = admin.post(
         reverse("exports:release_new"),
         {"oracle_run": run.pk, "validation_report": report.pk, "notes": "e2e"},
+    )
+    assert refused.status_code == 400 and b"below the promotion thresholds" in refused.content
+    response = admin.post(
+        reverse("exports:release_new"),
+        {"oracle_run": run.pk, "validation_report": report.pk, "notes": "e2e",
+         "override_reason": "End-to-end test of the offline rules Oracle."},
     )
     assert response.status_code == 302, response.content
     response = admin.post(
@@ -430,6 +438,8 @@ def oracle_and_releases_through_pages(flow: Flow, cohort, campaign, stays):
     assert scale.state == ReleaseState.READY, scale.error
     assert gold_release.state == ReleaseState.READY, gold_release.error
     assert scale.validation_report_id == report.pk
+    override = scale.manifest["promotion"]["override"]
+    assert override["reason"] == "End-to-end test of the offline rules Oracle."
     return run, gold_release, scale, len(candidates)
 
 
