@@ -33,6 +33,7 @@ from oracle.backbones.base import BackboneResult, WindowContext
 from oracle.schema import payload_validate
 from windows.concepts.respiratory import STATUSES as VENTILATION_STATUSES
 from windows.concepts.sepsis import ANTIBIOTICS
+from windows.models import Outcome
 
 MODEL = "rules-v1"
 VASOPRESSORS = ("norepinephrine", "epinephrine", "vasopressin", "phenylephrine", "dopamine")
@@ -103,7 +104,6 @@ ANTIBIOTIC_LOOKBACK_HOURS = 24.0
 # of death; in the CLIF demo 13 of the 22 in-hospital deaths happen during the
 # ICU stay, 1 to 5 h before its recorded end.
 DEATH_GUARD_HOURS = 12.0
-DIED = "died"  # windows.models.Outcome.DIED
 # Which events stand behind each concept track (CLIF categories, or a domain).
 EVIDENCE = {
     "map": {"categories": {"map", "sbp"}},
@@ -217,7 +217,7 @@ class _Window:
         """The window lies in the last DEATH_GUARD_HOURS of the ICU stay of a
         patient who died in hospital (the hindsight facts of the context)."""
         stay_hours = _num(self.static.get("stay_hours"))
-        if self.static.get("hospital_outcome") != DIED or stay_hours is None:
+        if self.static.get("hospital_outcome") != Outcome.DIED or stay_hours is None:
             return False
         return stay_hours - self.end_h <= DEATH_GUARD_HOURS
 
