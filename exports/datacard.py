@@ -114,8 +114,9 @@ is the JSON string `labels_json` and the item texts are also list columns) is:
 Provenance: `{"source": "consensus" | "adjudicated", "raters": [pseudonymous rater
 ids], "texts": [the raters' phrasings]}` for Gold; `{"source": "oracle",
 "oracle_run_id", "backbone_kind", "model", "prompt_version"}` for Scale. Evidence
-ids refer to events of the stay's admission; hindsight labellers saw the whole
-trajectory, so evidence may point after the window.
+ids refer to charted events of the stay's admission, never to a record coded
+after discharge; hindsight labellers saw the whole trajectory, so evidence may
+point after the window.
 
 **Bedside context of a window** (spec sections 1-2): the lines of its stay's
 context file with `time` before the window's `end`. Outcome-revealing events
