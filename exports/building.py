@@ -255,7 +255,8 @@ def labels_without_coded(labels: dict, coded: CodedRecords) -> dict:
         for item in labels[task]:
             if item["text"] in coded.names:
                 continue
-            item = {**item, "evidence": [e for e in item["evidence"] if e not in coded.ids]}
+            evidence = [e for e in item["evidence"] if e not in coded.ids]
+            item = {**item, "evidence": evidence}
             texts = item["provenance"].get("texts")
             if texts:
                 item["provenance"] = {

@@ -26,7 +26,7 @@ from windows.disease_groups import disease_group
 from windows.models import DiseaseGroup, Event, EventKind, Stay, StayTracks, Window
 from windows.selectors_context import HINDSIGHT_KINDS, OUTCOME_REVEALING_CATEGORIES
 from windows.tracks import stay_tracks_build
-from windows.vocabulary import CODE_SYSTEMS, code_title, event_label, format_code
+from windows.vocabulary import coded_code, event_label
 
 # Events shown in full: this many hours before the window's start and after its
 # end (hindsight: what followed the window helps to judge it).
@@ -219,14 +219,13 @@ def _coded_records(admission_ids: set[int]) -> dict[int, list[dict]]:
         .values_list("admission_id", "time", "category", "name", "value_text")
     )
     for admission_id, time, system, name, code in rows:
-        code = code or name
-        key = (system or "").upper()
+        parts = coded_code(system, code or name)
         out[admission_id].append(
             {
                 "date": time.date().isoformat(),
-                "system": CODE_SYSTEMS.get(key, (system, ""))[0],
-                "code": format_code(key, code),
-                "title": code_title(key, code),
+                "system": parts.system,
+                "code": parts.code,
+                "title": parts.title,
             }
         )
     return out

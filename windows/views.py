@@ -35,13 +35,7 @@ from windows.models import (
 )
 from windows.selectors import EventScope
 from windows.tracks import stay_track_sources
-from windows.vocabulary import (
-    CODE_SYSTEMS,
-    EventLabel,
-    code_title,
-    event_label,
-    format_code,
-)
+from windows.vocabulary import EventLabel, coded_code, event_label
 
 STAYS_PER_PAGE = 50
 EVENTS_PER_PAGE = 100
@@ -180,16 +174,14 @@ class CodedRow:
 def _coded_rows(events) -> list[CodedRow]:
     rows = []
     for event in events:
-        system_key = (event.category or "").upper()
-        code = event.value_text or event.name
-        system = CODE_SYSTEMS.get(system_key, (event.category or "Code", ""))[0]
+        parts = coded_code(event.category, event.value_text or event.name)
         rows.append(
             CodedRow(
                 id=event.pk,
                 billed=timezone.localtime(event.time).strftime("%Y-%m-%d"),
-                system=system,
-                code=format_code(system_key, code),
-                title=code_title(system_key, code),
+                system=parts.system,
+                code=parts.code,
+                title=parts.title,
                 source=f"{event.source_table} {event.source_key}".strip(),
             )
         )
@@ -205,9 +197,8 @@ def _event_rows(stay: Stay, events) -> list[EventRow]:
             phase = "post"
         else:
             phase = "icu"
-        rows.append(
-            EventRow(event, stay.hours_since_admit(event.time), phase, _event_label(event))
-        )
+        hours = stay.hours_since_admit(event.time)
+        rows.append(EventRow(event, hours, phase, _event_label(event)))
     return rows
 
 

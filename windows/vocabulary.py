@@ -121,7 +121,9 @@ _RESPIRATORY = {
     "pressure_control_set": Concept("Pressure control (set)", "cmH2O"),
     "pressure_support_set": Concept("Pressure support (set)", "cmH2O"),
     "flow_rate_set": Concept("Flow rate (set)", "L/min"),
-    "peak_inspiratory_pressure_set": Concept("Peak inspiratory pressure (set)", "cmH2O"),
+    "peak_inspiratory_pressure_set": Concept(
+        "Peak inspiratory pressure (set)", "cmH2O"
+    ),
     "inspiratory_time_set": Concept("Inspiratory time (set)", "s"),
     "peep_set": Concept("PEEP (set)", "cmH2O"),
     "tidal_volume_obs": Concept("Tidal volume (measured)", "mL"),
@@ -370,14 +372,31 @@ def format_code(system: str, code: str) -> str:
     return f"{code[:cut]}.{code[cut:]}" if len(code) > cut else code
 
 
+@dataclass(frozen=True, slots=True)
+class CodedCode:
+    """A code as shown: its system's name, the code as clinicians write it, and
+    its title ("" when the tables have none)."""
+
+    system: str
+    code: str
+    title: str
+
+
+def coded_code(system: str, code: str) -> CodedCode:
+    key = _system_key(system)
+    return CodedCode(
+        CODE_SYSTEMS.get(key, (system or "Code", ""))[0],
+        format_code(key, code),
+        code_title(key, code),
+    )
+
+
 def coded_label(system: str, code: str) -> str:
     """"ICD-10-PCS 5A1955Z Respiratory Ventilation, Greater than 96 Consecutive
     Hours": system, code and title (the title left out when unknown)."""
-    key = _system_key(system)
-    display = CODE_SYSTEMS.get(key, (system, ""))[0]
-    title = code_title(key, code)
-    text = f"{display} {format_code(key, code)}"
-    return f"{text} {title}" if title else text
+    parts = coded_code(system, code)
+    text = f"{parts.system} {parts.code}"
+    return f"{text} {parts.title}" if parts.title else text
 
 
 def diagnosis_label(code: str, version: int | None, title: str = "") -> str:
@@ -409,9 +428,11 @@ def diagnoses_titled(diagnoses: list[dict]) -> list[dict]:
 __all__ = [
     "CONCEPTS",
     "CODE_SYSTEMS",
+    "CodedCode",
     "Concept",
     "EventLabel",
     "code_title",
+    "coded_code",
     "coded_label",
     "concept_of",
     "diagnoses_titled",

@@ -20,7 +20,9 @@ def fill_titles(apps, schema_editor):
         dx = first_ranked(titled)
         if dx is None:
             continue
-        label = diagnosis_label(str(dx["code"]), dx.get("version"), dx.get("title") or "")
+        label = diagnosis_label(
+            str(dx["code"]), dx.get("version"), dx.get("title") or ""
+        )
         Stay.objects.filter(admission_id=admission.pk).exclude(
             admission_diagnosis=label[:255]
         ).update(admission_diagnosis=label[:255])
