@@ -183,6 +183,17 @@ def test_a_missing_verbal_after_an_untestable_one_is_still_untestable():
     assert at(frame, 3, "gcs_verbal") == 0  # carried from 1.5 h (section 2)
 
 
+def test_a_charted_total_without_a_verbal_after_an_untestable_one_is_15():
+    # Rule 2 decides, as it would from MIMIC-IV's components alone: the site's
+    # 12 (E3 M4 and a verbal defaulted to 5) is not an observed GCS.
+    frame = tracks(
+        gcs(1.5, eye=1, verbal=0, motor=4)
+        + gcs(2.5, eye=3, motor=4)
+        + [event(2.5, ASSESS, "gcs_total", 12)]
+    )
+    assert at(frame, 3, "gcs") == 15 and at(frame, 3, "gcs_unable") == 1
+
+
 def test_rass_is_the_last_value_of_the_hour():
     frame = tracks(
         [

@@ -70,10 +70,11 @@ def gcs_chartings(stay: Stay) -> pd.DataFrame:
     previous, else normal. "Previous" is the preceding component charting,
     used only if less than 6 h earlier. Component columns: current, else
     previous, not defaulted (section 2). A charted ``gcs_total`` (CLIF, 3-15)
-    wins over the sum and comes with the components charted with it, except
-    where the verbal charted with it is untestable: there rule 1 gives 15,
-    whether the source charted 15 or the eye and motor sum ("2T"). ``unable``
-    is 0 for a tested verbal and NaN for a total charted without a verbal.
+    wins over the sum, except where the verbal is untestable (rules 1 and 2):
+    there the total is 15 whether the source charted 15 or the eye and motor
+    sum ("2T"), as a total derived from MIMIC-IV's components would be.
+    ``unable`` is 0 for a testable verbal and NaN for a total charted without
+    components.
     """
     assessments = stay.domain("patient_assessments")
     totals = assessments[assessments["cat"] == "gcs_total"]
@@ -124,14 +125,9 @@ def gcs_chartings(stay: Stay) -> pd.DataFrame:
         index=wide.index,
     )
     # A charted total wins over one derived from components at the same time,
-    # unless the verbal charted with it could not be tested (rule 1). It is
-    # shown with the components charted with it, not earlier ones.
+    # unless the verbal could not be tested (rules 1 and 2 give 15).
     both = derived.index.intersection(charted.index)
-    current = wide.loc[both]
-    derived.loc[both, ["eye", "verbal", "motor"]] = current[_PARTS].to_numpy()
-    tested = current["gcs_verbal"].to_numpy()
-    derived.loc[both, "unable"] = np.where(np.isnan(tested), np.nan, tested == 0)
-    keep_charted = both[~(tested == 0)]
+    keep_charted = both[derived.loc[both, "unable"].to_numpy() == 0]
     derived.loc[keep_charted, "total"] = charted[keep_charted]
     only_charted = charted[~charted.index.isin(derived.index)]
     alone = pd.DataFrame(index=only_charted.index, columns=columns, dtype=float)
