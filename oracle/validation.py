@@ -318,16 +318,39 @@ def promotion_gate(*, report, thresholds: dict | None = None) -> dict:
                 "passed": figure is not None and figure >= threshold,
             }
         )
+    absent = _gold_status_classes_absent(report.report if report is not None else {})
+    if absent:
+        # Macro-F1 averages the three classes always (evaluation.metrics): a
+        # class Gold lacks caps it, however right the Oracle is.
+        rows[0]["note"] = (
+            f"Gold has no {' or '.join(absent)} window, so status macro-F1 cannot "
+            f"exceed {(3 - len(absent)) / 3:.3f}"
+        )
     failures = [row for row in rows if not row["passed"]]
     return {"thresholds": thresholds, "rows": rows, "failures": failures, "passed": not failures}
+
+
+def _gold_status_classes_absent(report_body: dict) -> list[str]:
+    """Status classes with no Gold window in the report's confusion matrix
+    (rows are Gold), in STATUS_ORDER; [] when the report has no matrix."""
+    confusion = (report_body or {}).get("confusion") or {}
+    labels, matrix = confusion.get("labels") or [], confusion.get("matrix") or []
+    if not labels or len(labels) != len(matrix):
+        return []
+    return [label for label, row in zip(labels, matrix) if not sum(row)]
 
 
 def gate_failure_text(row: dict) -> str:
     """One failed threshold in words, e.g. "Red flags F1 0.612 is below the
     threshold 0.914"."""
     if row["figure"] is None:
-        return f"{row['label']} is missing from the report (threshold {row['threshold']:.3f})"
-    return f"{row['label']} {row['figure']:.3f} is below the threshold {row['threshold']:.3f}"
+        text = f"{row['label']} is missing from the report (threshold {row['threshold']:.3f})"
+    else:
+        text = (
+            f"{row['label']} {row['figure']:.3f} is below the threshold "
+            f"{row['threshold']:.3f}"
+        )
+    return f"{text} ({row['note']})" if row.get("note") else text
 
 
 @transaction.atomic

@@ -188,6 +188,29 @@ def test_a_report_without_a_figure_is_refused(admin_user, tiny_run):
     assert not Release.objects.exists()
 
 
+def test_a_status_class_missing_from_gold_is_named_with_the_failed_threshold(
+    client, admin_user, tiny_run
+):
+    body = figures(0.667, 0.96, 0.90, 0.93)
+    body["confusion"] = {
+        "labels": ["improving", "stable", "deteriorating"],
+        "matrix": [[0, 0, 0], [0, 2, 0], [0, 0, 1]],
+    }
+    report = report_with(tiny_run, body)
+    client.force_login(admin_user)
+
+    response = client.post(
+        "/releases/new/", {"oracle_run": tiny_run.pk, "validation_report": report.pk}
+    )
+
+    assert response.status_code == 400
+    assert (
+        "Patient status macro-F1 0.667 is below the threshold 0.937 (Gold has no "
+        "improving window, so status macro-F1 cannot exceed 0.667)"
+    ) in html.unescape(response.content.decode())
+    assert not Release.objects.exists()
+
+
 def test_an_override_without_a_reason_is_refused(client, admin_user, tiny_run):
     report = report_with(tiny_run, figures(0.60, 0.70, 0.50, 0.40))
     client.force_login(admin_user)
