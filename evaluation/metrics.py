@@ -27,6 +27,7 @@ from evaluation.agreement import (
     match_matrix,
     semantic_f1_from_matrix,
 )
+from evaluation.polarity import forbidden_action, harmful_direction_conflict
 
 DEFAULT_K = 5
 STATUS_LABELS: tuple[str, ...] = STATUS_ORDER
@@ -242,12 +243,26 @@ def window_harmful_fraction(
     k: int = DEFAULT_K,
 ) -> float | None:
     """|{a in A_w^k : exists r in R_w, match(a, r)}| / |A_w^k|; ``None`` if A_w^k
-    is empty. An empty red-flag set gives 0 (nothing recommended was harmful)."""
+    is empty. An empty red-flag set gives 0 (nothing recommended was harmful).
+
+    A red flag names an action to avoid, often as a prohibition ("Do not wean
+    vasopressors while MAP < 65"); a recommendation is harmful when it is that
+    action, so it is matched against the action the red flag forbids
+    (``evaluation.polarity.forbidden_action``: "wean vasopressors while ...")
+    and never counts when it goes the other way ("Escalate vasopressors",
+    "Avoid fluid boluses" against "Avoid fluid boluses";
+    ``harmful_direction_conflict``).
+    """
     _check_k(k)
     top = list(ranked[:k])
     if not top:
         return None
-    m = match_matrix(top, _sorted(red_flags), match)
+    flags = _sorted(red_flags)
+    m = match_matrix(top, [forbidden_action(r) for r in flags], match)
+    for i, action in enumerate(top):
+        for j, flag in enumerate(flags):
+            if m[i, j] and harmful_direction_conflict(action, flag):
+                m[i, j] = False
     return float(m.any(axis=1).mean())
 
 

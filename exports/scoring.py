@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 from django.core.exceptions import ValidationError
 
-from evaluation.matcher import SemanticMatcher
+from evaluation.matcher import SemanticMatcher, guard_similarity
 from evaluation.metrics import (
     DEFAULT_K,
     STATUS_LABELS,
@@ -23,6 +23,7 @@ from evaluation.metrics import (
     score_by_group,
     score_predictions,
 )
+from evaluation.polarity import forbidden_action
 from exports.building import json_safe
 from exports.models import Release, ReleaseWindow
 
@@ -187,7 +188,9 @@ class PreparedMatcher:
         return self.vectors[[self.index[t] for t in texts]]
 
     def matrix(self, a, b) -> np.ndarray:
-        return (self._rows(a) @ self._rows(b).T) >= self.tau
+        # The matcher's polarity guard applies here as in SemanticMatcher.matrix.
+        cosine = self._rows(a) @ self._rows(b).T
+        return guard_similarity(cosine, a, b) >= self.tau
 
     def __call__(self, a: str, b: str) -> bool:
         return bool(self.matrix([a], [b])[0, 0])
@@ -197,7 +200,8 @@ def _texts(gold: list[WindowGold], predictions: list[WindowPrediction], k: int):
     for g in gold:
         yield from g.problems
         yield from g.actions
-        yield from g.red_flags
+        # HRR matches actions against what each red flag forbids.
+        yield from (forbidden_action(r) for r in g.red_flags)
     for p in predictions:
         yield from p.problems[:k]
         yield from p.actions[:k]

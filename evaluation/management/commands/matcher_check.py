@@ -4,6 +4,7 @@ out at once, not at the first agreement task, that the model cannot be loaded.""
 from django.core.management.base import BaseCommand, CommandError
 
 from evaluation.matcher import MatcherUnavailable, matcher_for_settings
+from evaluation.polarity import opposed
 
 
 class Command(BaseCommand):
@@ -30,6 +31,9 @@ class Command(BaseCommand):
             a, sep, b = pair.partition("|")
             if not sep:
                 raise CommandError(f'write each pair as "text a|text b", not {pair!r}')
-            cos = float(matcher.similarity([a], [b])[0, 0])
-            verdict = "match" if cos >= matcher.tau else "no match"
+            cos = float(matcher.cosine([a], [b])[0, 0])
+            if opposed(a, b):
+                verdict = "no match (opposite directions)"
+            else:
+                verdict = "match" if cos >= matcher.tau else "no match"
             self.stdout.write(f"{cos:.3f} {verdict}: {a!r} vs {b!r}")

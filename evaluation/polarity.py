@@ -1,0 +1,294 @@
+"""The polarity guard of the semantic matcher: two items about the same thing
+in opposite directions ("start norepinephrine" / "stop norepinephrine", "give a
+fluid bolus" / "avoid fluid boluses", "worsening AKI" / "resolving AKI") or
+naming mutually exclusive states of it ("hypokalemia" / "hyperkalemia",
+"septic shock" / "cardiogenic shock", "upper" / "lower GI bleeding") never
+match, whatever the embedding says.
+
+Sentence embeddings place such pairs close together (they share most words),
+so no tau separates them; the guard reads the direction and state words
+instead. It only vetoes a match, never makes one, and an item without such
+words ("septic shock", "norepinephrine") is opposed to neither side.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+from evaluation.normalize import normalize_text
+
+# Direction of an instruction: do more of something (+1) or less (-1). Verb
+# forms only: a noun phrase ("intubation", "fluid restriction") names an action
+# without saying whether to do it or to avoid it (a red flag is often written
+# so), and is compatible with either. Whole words after normalization; phrases
+# are tried before single words, so "titrate down" is not read as "titrate".
+_UP_WORDS = (
+    "start", "starts", "started", "starting", "initiate", "initiated", "initiating",
+    "begin", "commence", "add", "adding", "give", "giving", "administer",
+    "resume", "resumed", "restart", "restarted", "continue", "continued",
+    "continuing", "increase", "increased", "increasing", "escalate", "escalated",
+    "escalating", "uptitrate", "up-titrate", "titrate up", "raise", "raised",
+    "broaden", "broadened", "intensify", "intubate", "insert", "place", "replete",
+    "transfuse", "liberalize",
+)
+_DOWN_WORDS = (
+    "stop", "stops", "stopped", "stopping", "discontinue", "discontinued",
+    "discontinuing", "d/c", "cease", "ceased", "hold", "held", "holding",
+    "withhold", "withheld", "withholding", "wean", "weaned", "weaning", "taper",
+    "tapered", "tapering", "decrease", "decreased", "decreasing", "reduce",
+    "reduced", "reducing", "lower", "lowered", "lowering", "de-escalate",
+    "de-escalated", "de-escalating", "deescalate", "downtitrate", "down-titrate",
+    "titrate down", "narrow", "narrowed", "extubate", "remove", "removed",
+    "restrict", "restricted", "minimize", "limit",
+)
+# Words that forbid what follows them: "do not wean" is the opposite of "wean",
+# "avoid fluid boluses" of "give fluid boluses".
+_NEGATIONS = (
+    "do not", "don't", "dont", "does not", "should not", "must not", "not",
+    "never", "avoid", "avoiding", "avoidance", "no", "without", "refrain from",
+    "contraindicated", "against",
+)
+# Course of a problem: getting better (+1) or worse (-1).
+_BETTER_WORDS = (
+    "improving", "improved", "improvement", "resolving", "resolved", "resolution",
+    "recovering", "recovered", "recovery", "better", "stabilizing", "stabilized",
+    "decreasing need", "weaning off",
+)
+_WORSE_WORDS = (
+    "worsening", "worsened", "worse", "deteriorating", "deteriorated",
+    "deterioration", "progressing", "progressive", "progression", "escalating need",
+    "new-onset", "refractory", "failing",
+)
+# Code status phrases that carry "not" without forbidding an action.
+_FIXED_PHRASES = {
+    "do not resuscitate": "dnr",
+    "do not intubate": "dni",
+    "do not attempt resuscitation": "dnar",
+    "allow natural death": "and",
+    "no code": "dnr",
+    # Anatomy, not direction.
+    "lower gastrointestinal": "lgi",
+    "upper gastrointestinal": "ugi",
+    "lower extremity": "leg",
+    "lower extremities": "legs",
+    "lower lobe": "basal lobe",
+}
+# Opposite or mutually exclusive states of one thing, named by different
+# words: groups of (name, pattern), where a pattern's group 1, when it has
+# one, is the stem both sides must share ("hypokalemia" is opposed to
+# "hyperkalemia", not to "hypertension"). Two items are opposed when each names
+# a different member and not the other's ("mixed septic and cardiogenic shock"
+# names both, and is opposed to neither).
+_EXCLUSIVE_STATES: tuple[tuple[tuple[str, str], ...], ...] = (
+    (("hypo", r"hypo-?([a-z]{3,})"), ("hyper", r"hyper-?([a-z]{3,})")),
+    (("brady", r"brady-?([a-z]{3,})"), ("tachy", r"tachy-?([a-z]{3,})")),
+    (("penia", r"([a-z]{3,}?)(?:cyto)?penia"), ("cytosis", r"([a-z]{3,}?)(?:cytosis|philia)")),
+    (("acidosis", r"acidosis"), ("alkalosis", r"alkalosis")),
+    (("acidemia", r"acidemia"), ("alkalemia", r"alkalemia")),
+    (("intubation", r"(?:re)?intubat[a-z]*"), ("extubation", r"extubat[a-z]*")),
+    (("vasoconstriction", r"vasoconstrict[a-z]*"), ("vasodilation", r"vasodilat[a-z]*")),
+    # "High potassium" / "low potassium"; "lower" as a verb is an action word.
+    (("high", r"(?:high|elevated|raised)"), ("low", r"low")),
+    (("acute", r"acute"), ("chronic", r"chronic")),
+    (("atrial", r"(?:atrial|supraventricular)"), ("ventricular", r"ventricular")),
+    (("upper gi", r"ugi"), ("lower gi", r"lgi")),
+    (("ischemic", r"ischemic"), ("hemorrhagic stroke", r"hemorrhagic stroke")),
+    (("hypoxemic", r"hypox[a-z]*"), ("hypercapnic", r"(?:hypercapn|hypercarb)[a-z]*")),
+    (
+        ("septic", r"(?:septic|sepsis)"),
+        ("cardiogenic", r"cardiogenic"),
+        ("hypovolemic", r"(?:hemorrhagic|hypovolemic)"),
+        ("obstructive", r"obstructive shock"),
+    ),
+)
+# A recorded change of a setting or rate: "PEEP 5 -> 10 cmH2O".
+_NUMERIC_CHANGE = re.compile(r"(\d+(?:\.\d+)?)\s*[a-z/%]*\s*(?:->|\u2192)\s*(\d+(?:\.\d+)?)")
+# A clause ends here: a direction word after it belongs to another instruction.
+_CLAUSE_BREAK = re.compile(r"[;,:]| then | and then | but ")
+
+
+def _words_pattern(words: tuple[str, ...]) -> re.Pattern[str]:
+    ordered = sorted(set(words), key=len, reverse=True)
+    alternation = "|".join(re.escape(w) for w in ordered)
+    return re.compile(rf"(?<![\w-])(?:{alternation})(?![\w-])")
+
+
+_UP = _words_pattern(_UP_WORDS)
+_DOWN = _words_pattern(_DOWN_WORDS)
+_NEGATION = _words_pattern(_NEGATIONS)
+_BETTER = _words_pattern(_BETTER_WORDS)
+_WORSE = _words_pattern(_WORSE_WORDS)
+_FIXED = re.compile(
+    "|".join(
+        rf"(?<!\w){re.escape(k)}(?!\w)"
+        for k in sorted(_FIXED_PHRASES, key=len, reverse=True)
+    )
+)
+_STATE_PATTERNS = tuple(
+    (name, re.compile(rf"(?<!\w){pattern}(?!\w)"))
+    for group in _EXCLUSIVE_STATES
+    for name, pattern in group
+)
+_RIVALS = {
+    name: {other for other, _ in group if other != name}
+    for group in _EXCLUSIVE_STATES
+    for name, _ in group
+}
+# A prohibition at the start of a red flag: "Do not wean ...", "Avoid ...",
+# "No ...". What follows is the action the red flag forbids.
+_PROHIBITION = re.compile(
+    r"^(?:do not|don't|dont|never|avoid(?:ing)?|no|refrain from|"
+    r"(?:it is )?(?:contraindicated to)|should not|must not)\s+"
+)
+
+
+@dataclass(frozen=True)
+class Polarity:
+    """Which way an item points.
+
+    ``negated``: the item forbids something ("do not wean ...", "avoid fluid
+    boluses", "no NSAIDs"): a prohibition. ``verb``: the direction word it uses,
+    +1 (start, give, continue, escalate, increase), -1 (stop, hold, wean,
+    decrease) or 0 (none); in a prohibition, the direction of what it forbids.
+    ``course``: a problem improving (+1) or worsening (-1). ``states``: the
+    opposable states it names (hypo/hyper and brady/tachy with their stem,
+    acidosis, intubation, ...).
+    """
+
+    negated: bool
+    verb: int
+    course: int
+    states: frozenset[tuple[str, str]]
+
+    @property
+    def action(self) -> int:
+        """The net direction: "do not wean" is +1, "avoid fluid boluses" -1,
+        "start" +1, a noun phrase 0."""
+        if self.negated:
+            return -(self.verb or 1)
+        return self.verb
+
+
+def _action(text: str) -> tuple[bool, int]:
+    clause = _CLAUSE_BREAK.split(text, maxsplit=1)[0]
+    up, down = _UP.search(clause), _DOWN.search(clause)
+    verbs = [m for m in (up, down) if m is not None]
+    negation = _NEGATION.search(clause)
+    if not verbs:
+        change = _NUMERIC_CHANGE.search(clause)
+        if change is not None and negation is None:
+            # A recorded setting change, "PEEP 5 -> 10 cmH2O", goes up or down.
+            before, after = float(change.group(1)), float(change.group(2))
+            return False, (after > before) - (after < before)
+        return negation is not None, 0
+    verb = min(verbs, key=lambda m: m.start())
+    direction = 1 if verb is up else -1
+    negated = negation is not None and negation.start() < verb.start()
+    return negated, direction
+
+
+def _course(text: str) -> int:
+    better, worse = _BETTER.search(text), _WORSE.search(text)
+    if better is None and worse is None:
+        return 0
+    if better is not None and (worse is None or better.start() < worse.start()):
+        # "not improving", "no improvement": a negation just before it turns it.
+        negation = _NEGATION.search(text[: better.start()])
+        if negation is not None and better.start() - negation.end() <= 12:
+            return -1
+        return 1
+    return -1
+
+
+def _stem(rest: str) -> str:
+    # "hypoxemia" is hypo + (o)xemia: oxygen on both sides of hyperoxia.
+    if rest.startswith(("x", "ox")):
+        return "oxygen"
+    return rest[:5]
+
+
+def _states(text: str) -> frozenset[tuple[str, str]]:
+    states = set()
+    for name, pattern in _STATE_PATTERNS:
+        for match in pattern.finditer(text):
+            stem = _stem(match.group(1)) if pattern.groups else ""
+            states.add((name, stem))
+    return frozenset(states)
+
+
+def _prepare(text: str) -> str:
+    text = normalize_text(text)
+    return _FIXED.sub(lambda m: _FIXED_PHRASES[m.group(0)], text)
+
+
+@lru_cache(maxsize=65536)
+def polarity(text: str) -> Polarity:
+    """The direction words of one item (normalized first, like the matcher)."""
+    prepared = _prepare(text)
+    negated, verb = _action(prepared)
+    return Polarity(
+        negated=negated, verb=verb, course=_course(prepared), states=_states(prepared)
+    )
+
+
+def _opposite_states(a: frozenset, b: frozenset) -> bool:
+    for name, stem in a - b:
+        for rival in _RIVALS[name]:
+            if (rival, stem) in b - a:
+                return True
+    return False
+
+
+def _opposite_actions(a: Polarity, b: Polarity) -> bool:
+    if a.negated and b.negated:
+        # Two prohibitions: opposed when they forbid opposite things ("do not
+        # wean" / "do not escalate"). "Avoid extubation" forbids the act the
+        # noun names, whichever its direction word would be.
+        return a.verb * b.verb < 0
+    if a.negated or b.negated:
+        # A prohibition never matches an instruction that says its direction:
+        # "give a fluid bolus" / "avoid fluid boluses", "escalate vasopressors"
+        # / "do not wean vasopressors". A bare noun phrase ("fluid boluses")
+        # says neither, and may be either.
+        instruction = b if a.negated else a
+        return instruction.verb != 0
+    return a.verb * b.verb < 0
+
+
+def opposed(a: str, b: str) -> bool:
+    """True when a and b point in opposite directions, so they must not match
+    however similar they read: opposite instructions (start / stop), a
+    prohibition against an instruction, opposite courses (worsening /
+    resolving) or opposite states (hypo- / hyperkalemia, acidosis / alkalosis).
+    An item without direction words ("septic shock", "norepinephrine") is
+    opposed to none of these."""
+    pa, pb = polarity(a), polarity(b)
+    if _opposite_actions(pa, pb):
+        return True
+    if pa.course * pb.course < 0:
+        return True
+    return _opposite_states(pa.states, pb.states)
+
+
+def forbidden_action(red_flag: str) -> str:
+    """The action a red flag forbids, as a recommended action would say it:
+    "Do not wean vasopressors while MAP < 65" -> "wean vasopressors while map
+    < 65", "Avoid fluid boluses" -> "fluid boluses". A red flag written as the
+    action itself ("Intubation") is returned as it is (normalized)."""
+    text = _prepare(red_flag)
+    stripped = _PROHIBITION.sub("", text, count=1)
+    return stripped or text
+
+
+def harmful_direction_conflict(action: str, red_flag: str) -> bool:
+    """True when a recommended action goes against what a red flag forbids, so
+    it cannot be that harmful action: "Avoid fluid boluses" recommended against
+    the red flag "Avoid fluid boluses" (the red flag forbids giving them), or
+    "Escalate vasopressors" against "Do not wean vasopressors". Both sides read
+    an item without direction words as doing it ("Norepinephrine" is giving
+    norepinephrine), as a recommendation and a forbidden action mean."""
+    recommended = polarity(action).action or 1
+    forbidden = polarity(forbidden_action(red_flag)).action or 1
+    return recommended != forbidden
