@@ -14,6 +14,7 @@ from evaluation import matcher as matcher_module
 from evaluation.agreement import match_matrix, pairwise_semantic_f1
 from evaluation.matcher import (
     DEFAULT_TAU,
+    REFERENCE_TAUS,
     MatcherUnavailable,
     SemanticMatcher,
     matcher_for_settings,
@@ -127,7 +128,7 @@ def test_cache_is_kept_per_model(matcher):
 
 
 def test_same_meaning_matches_and_unrelated_does_not(matcher):
-    assert matcher.tau == DEFAULT_TAU
+    assert matcher.tau == REFERENCE_TAUS[SMALL_MODEL][0]
     sim = matcher.similarity(["septic shock"], ["shock due to sepsis", "broken leg"])
     assert sim.shape == (1, 2)
     assert sim[0, 0] > sim[0, 1] + 0.2
@@ -174,6 +175,12 @@ def test_tau_is_read_from_the_models_row():
 def test_tau_of_another_model_does_not_apply():
     MatcherModel.objects.create(name="NeuML/pubmedbert-base-embeddings", tau=0.9)
     m = SemanticMatcher(SMALL_MODEL)
+    assert m.tau == REFERENCE_TAUS[SMALL_MODEL][0]
+    assert "reference calibration" in m.tau_source
+
+
+def test_a_model_without_row_or_reference_tau_says_it_is_not_calibrated():
+    m = SemanticMatcher("some/uncalibrated-model")
     assert m.tau == DEFAULT_TAU
     assert "not calibrated" in m.tau_source
 
