@@ -133,6 +133,9 @@ TRACK_SOURCES: dict[str, tuple[str, tuple[str, ...] | None, float | None]] = {
     "urine_ml_kg_h": (Domain.OUTPUT, tuple(sorted(URINE_CATEGORIES)), 6.0),
     "crrt_active": (Domain.CRRT, None, None),
 }
+# Events that are never a track's source although their category matches: a
+# pO2 the CLIF importer marks venous gives no P/F (windows.concepts.respiratory).
+NOT_SOURCES: dict[str, set[str]] = {"pf_ratio": {"venous"}}
 
 
 def stay_track_sources(
@@ -157,7 +160,7 @@ def stay_track_sources(
             time__lte=stay.outtime,
         )
         .order_by("time", "id")
-        .values_list("id", "time", "domain", "category")
+        .values_list("id", "time", "domain", "category", "value_text")
     )
     if not rows:
         return {k: [None] * len(hours) for k in keys}
@@ -165,6 +168,7 @@ def stay_track_sources(
     times = np.fromiter((_us(r[1]) for r in rows), dtype=np.int64, count=len(rows))
     domain_of = np.array([str(r[2]) for r in rows], dtype=object)
     category_of = np.array([r[3] for r in rows], dtype=object)
+    text_of = np.array([r[4] for r in rows], dtype=object)
     ends = _us(stay.intime) + np.round(
         np.asarray(hours, dtype=float) * _HOUR_US
     ).astype(np.int64)
@@ -174,6 +178,8 @@ def stay_track_sources(
         mask = domain_of == str(domain)
         if categories is not None:
             mask &= np.isin(category_of, categories)
+        if key in NOT_SOURCES:
+            mask &= ~np.isin(text_of, list(NOT_SOURCES[key]))
         key_times, key_ids = times[mask], ids[mask]
         values = series[key]
         sources: list = [None] * len(hours)

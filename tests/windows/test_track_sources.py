@@ -95,3 +95,27 @@ def test_an_event_after_icu_discharge_is_never_a_source(signed_in):
     # The last hour ends at discharge (2.5 h): the 2:40 charting is not in it.
     assert data["series"]["hr"][last] == 90
     assert data["sources"]["hr"][last] == before.pk
+
+
+def test_a_venous_po2_is_never_the_source_of_a_p_f_ratio(signed_in):
+    stay = make_stay(admission=make_admission(), hours=6)
+    t0, a = stay.intime, stay.admission
+    make_event(
+        admission=a, time=t0 + timedelta(minutes=30), domain=Domain.RESPIRATORY,
+        category="fio2_set", name="fio2 set", value_num=0.5,
+    )
+    arterial = make_event(
+        admission=a, time=t0 + timedelta(minutes=40), domain=Domain.LABS,
+        category="po2_arterial", name="pO2", value_num=90, unit="mmHg",
+        value_text="arterial",
+    )
+    make_event(
+        admission=a, time=t0 + timedelta(hours=1, minutes=30), domain=Domain.LABS,
+        category="po2_arterial", name="pO2", value_num=35, unit="mmHg",
+        value_text="venous",
+    )
+    data = _tracks(signed_in, stay, sources="1")
+    at = {h: i for i, h in enumerate(data["hours"])}
+    # The venous gas of 1:30 gives no P/F: hour 2 shows the arterial 180.
+    assert data["series"]["pf_ratio"][at[2.0]] == 180
+    assert data["sources"]["pf_ratio"][at[2.0]] == arterial.pk
