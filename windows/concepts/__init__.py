@@ -41,9 +41,12 @@ def compute_stay_tracks(
 
     ``events``: one row per event with columns ``time`` (tz-aware; naive is read
     as UTC), ``end_time`` (interval records, else empty), ``kind``, ``domain``,
-    ``category``, ``name``, ``value_num``, ``unit``, ``value_text`` (only time,
-    domain and category are required). Pass all events of the admission: labs up
-    to 7 days before ``intime`` feed the KDIGO baseline.
+    ``category``, ``name``, ``value_num``, ``unit``, ``value_text`` (a numeric
+    lab's specimen) and ``order_id`` (a MAR record's medication order; infusion
+    rates are kept per order); only time, domain and category are required.
+    Pass all events of the admission: labs up to 7 days before ``intime`` feed
+    the KDIGO baseline; events after ``outtime`` are not read (cultures
+    excepted, for the Sepsis-3 pairing), and the last hour ends at ``outtime``.
 
     ``weight_kg``: body weight used for per-kg rates; when None, the charted
     ``weight_kg`` vitals are used (each holds until the next, the first is
