@@ -320,6 +320,19 @@ def guard_similarity(
     return guarded
 
 
+def tau_source_of(model_name: str, tau: float) -> str:
+    """Where a tau recorded with some result (a release, a report) comes from,
+    for a page to show beside it: the model's own calibration when it is the
+    model's tau today, else that it was recorded so, and the model's tau now."""
+    current = SemanticMatcher(model_name)
+    if abs(current.tau - float(tau)) < 1e-9:
+        return current.tau_source
+    return (
+        f"recorded as {float(tau):g}; {model_name}'s tau is now {current.tau:g} "
+        f"({current.tau_source})"
+    )
+
+
 def configured_model_name() -> str:
     return getattr(settings, "REALICU_MATCHER_MODEL", DEFAULT_MODEL)
 

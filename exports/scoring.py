@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 from django.core.exceptions import ValidationError
 
-from evaluation.matcher import SemanticMatcher, guard_similarity
+from evaluation.matcher import SemanticMatcher, guard_similarity, tau_source_of
 from evaluation.metrics import (
     DEFAULT_K,
     STATUS_LABELS,
@@ -251,6 +251,9 @@ def scores_compute(
             "k": k,
             "matcher_model": release.matcher_model,
             "tau": release.tau,
+            # The release's tau is the one its Gold agreement or Oracle
+            # validation used; this says where that value comes from.
+            "tau_source": tau_source_of(release.matcher_model, release.tau),
             "texts": len(prepared.index),
             "texts_embedded": getattr(base, "embedded_count", 0) - embedded_before,
             "overall": overall.as_dict(),

