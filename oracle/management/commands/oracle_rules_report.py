@@ -13,7 +13,8 @@ starting after the recorded death are counted too (charting of a dead patient).
 ``--checks`` labels every window of the stays and counts what the rules must
 never do: shock on vasopressors below the dose threshold, AKI switching on and
 off, a fluid challenge beside an hourly mean MAP >= 70, raw charting names
-among the added actions.
+among the added actions; and the recorded actions the rules rate as
+recommended whose event names are raw charting (how windows name actions).
 """
 
 from __future__ import annotations
@@ -144,6 +145,7 @@ class Command(BaseCommand):
 
     def _checks(self, windows: list[Window]) -> None:
         shock_low = shock = fluid = fluid_map70 = raw = 0
+        raw_rated: Counter = Counter()
         flips: Counter = Counter()
         previous: dict[int, bool] = {}
         for window, context, _status, payload in _label(windows):
@@ -164,6 +166,13 @@ class Command(BaseCommand):
                         fluid_map70 += 1
                 if RAW_CHARTING.search(text.strip()):
                     raw += 1
+            # Rated recorded actions join the recommended set under their event
+            # names (annotation.consensus._label_items).
+            names = {e["id"]: str(e.get("name") or "") for e in context.recorded_actions}
+            for rating in payload["action_ratings"]:
+                name = names.get(rating["event_id"], "")
+                if rating["rating"] != "potentially_harmful" and RAW_CHARTING.search(name):
+                    raw_rated[name.lower()] += 1
             aki = any(p["text"].startswith("AKI") for p in payload["acute_problems"])
             last = previous.get(window.stay_id)
             if last is not None and last != aki:
@@ -183,3 +192,8 @@ class Command(BaseCommand):
             "MAP >= 70"
         )
         self.stdout.write(f"  added actions named by raw charting: {raw}")
+        self.stdout.write(
+            f"  recommended recorded actions named by raw charting: "
+            f"{sum(raw_rated.values())}"
+            + "".join(f"; {name} {n}" for name, n in raw_rated.most_common(5))
+        )
