@@ -88,13 +88,23 @@ NOT_CARRIED_COLUMNS = [
         lambda e: e["domain"] == "adt",
     ),
 ]
-# Hourly tracks that may differ, with the reason.
-NOT_CARRIED_TRACKS = {
-    "gcs": "CLIF's gcs_total is the consortium's sum; MIMIC-IV's total is derived "
-    "from the components by mimic-code's rules (CLINICAL_CONCEPTS.md section 2)",
-    "sofa_cns": "follows gcs",
-    "sofa": "follows sofa_cns",
-}
+# Compared without surrounding white space: the CLIF importer keeps the source's
+# ("Bipap mask " as MIMIC-IV charts it, the consortium's lymphocytes_absolute
+# unit "10^3/µL\t"); the MIMIC-IV importer strips it.
+STRIPPED = ("name", "unit")
+MAR_ORDER_REASON = (
+    "an order whose first CLIF MAR record is not a start (the consortium's records "
+    "of one order out of step): MIMIC-IV's intervals start every order, so start "
+    "and dose_change are compared alike in those orders"
+)
+NOT_CARRIED_GRID = (
+    "windows.concepts starts a stay's grid at its admission's first event, a "
+    "date-only coded record included; the tracks are compared without them"
+)
+# Hourly tracks that may differ, with the reason: none. (CLIF's gcs_total is the
+# consortium's sum of the components, which MIMIC-IV does not chart; the concept
+# derives the same total from the components on every stay-hour of the demo.)
+NOT_CARRIED_TRACKS: dict[str, str] = {}
 
 
 @pytest.fixture(scope="session")
@@ -140,8 +150,20 @@ def roundtrip(django_db_setup, django_db_blocker, clif_demo_dir, mimic_folder):
         Patient.objects.all().delete()
 
 
-def _comparable(events: pd.DataFrame, side: str) -> pd.DataFrame:
+def _orders_not_started(clif: pd.DataFrame) -> set:
+    meds = clif[clif["domain"] == "medication_admin_continuous"].sort_values("time")
+    first = meds.groupby(["hosp", "order_id", "name"])["value_text"].first()
+    return set(first[first != "start"].index)
+
+
+def _comparable(events: pd.DataFrame, side: str, odd_orders: set = frozenset()) -> pd.DataFrame:
     e = events.copy()
+    for column in STRIPPED:
+        e[column] = e[column].astype(str).str.strip()
+    if odd_orders:
+        keys = pd.Series(list(zip(e["hosp"], e["order_id"], e["name"])), index=e.index)
+        odd = keys.isin(odd_orders) & e["value_text"].isin(["start", "dose_change"])
+        e.loc[odd, "value_text"] = "start|dose_change"
     for _reason, who, rule in NOT_CARRIED_ROWS:
         if who == side:
             e = e[~rule(e)]
@@ -170,8 +192,9 @@ def _multiset_diff(clif: pd.DataFrame, mimic: pd.DataFrame, key: list[str]) -> p
 
 
 def event_differences(trip: RoundTrip) -> pd.DataFrame:
-    clif = _comparable(trip.events[Source.CLIF], "clif")
-    mimic = _comparable(trip.events[Source.MIMIC], "mimic")
+    odd = _orders_not_started(trip.events[Source.CLIF])
+    clif = _comparable(trip.events[Source.CLIF], "clif", odd)
+    mimic = _comparable(trip.events[Source.MIMIC], "mimic", odd)
     return _multiset_diff(clif, mimic, EVENT_KEY)
 
 
@@ -238,10 +261,28 @@ def test_event_kinds_agree_per_domain_and_category(roundtrip):
     assert differ.empty, differ.to_string()
 
 
+def _drop_not_carried_events() -> None:
+    """Delete the events NOT_CARRIED_ROWS leaves out of the comparison, so that
+    windows count the same records on both sides."""
+    for _reason, side, rule in NOT_CARRIED_ROWS:
+        source = Source.CLIF if side == "clif" else Source.MIMIC
+        Event.objects.filter(pk__in=_event_ids(source, rule)).delete()
+
+
+def _event_ids(source, rule) -> list[int]:
+    rows = Event.objects.filter(admission__source=source).values_list(
+        "pk", "admission__source_id", *EVENT_COLUMNS
+    )
+    frame = pd.DataFrame.from_records(list(rows), columns=["pk", "hosp", *EVENT_COLUMNS])
+    return frame.loc[rule(frame).to_numpy(), "pk"].tolist()
+
+
 def test_actions_per_window_and_the_gold_draw_agree(roundtrip):
-    """Windows, their action counts and high-density regimes agree; the draw itself
-    is seeded by the stay's source id (CLIF: hospitalization and ADT row, MIMIC-IV:
+    """Windows, their action counts and high-density regimes agree once the events
+    the inversion cannot carry are left out on both sides; the draw itself is
+    seeded by the stay's source id (CLIF: hospitalization and ADT row, MIMIC-IV:
     stay_id), so the same pools give draws of the same size, not the same windows."""
+    _drop_not_carried_events()
     differ = []
     for key in roundtrip.stay_keys:
         sides = []
@@ -260,10 +301,15 @@ def test_actions_per_window_and_the_gold_draw_agree(roundtrip):
     assert not differ, f"{len(differ)} stays (hosp, actions CLIF, MIMIC): {differ[:20]}"
 
 
-def _tracks(trip, src, key, cache={}):
+def _tracks(trip, src, key):
+    """The stay's tracks from its admission's events, records coded after
+    discharge left out: they carry a date only (05:00 UTC in the consortium's
+    demo, midnight in MIMIC-IV) and the grid's first hour follows the first
+    event, so they would move it (NOT_CARRIED_GRID)."""
     stay = trip.stays[src][key]
     events = trip.events[src]
-    events = events[events["hosp"] == key[0]][list(EVENT_COLUMNS)]
+    events = events[(events["hosp"] == key[0]) & (events["kind"] != "coded")]
+    events = events[list(EVENT_COLUMNS)]
     return compute_stay_tracks(events, intime=pd.Timestamp(stay.intime),
                                outtime=pd.Timestamp(stay.outtime))
 
@@ -305,5 +351,5 @@ def test_mimic_import_summary_names_what_was_not_imported(roundtrip):
     """Admissions without an ICU stay are not imported, and the summary says so;
     every itemid of the generated folder is mapped, so none is reported unknown."""
     notes = "\n".join(roundtrip.mimic_summary.notes)
-    assert "165 admissions without an ICU stay" in notes
+    assert "177 admissions without an ICU stay" in notes
     assert "unknown itemid" not in notes

@@ -114,9 +114,14 @@ class SourceTable:
                 raise SourceDataError("required column is missing", file=self.display, column=col)
 
     def chunks(
-        self, columns: list[str], chunksize: int = 500_000, dtype: dict | None = None
+        self, columns: list[str], chunksize: int = 500_000, dtype: dict | None = None,
+        all_fields: bool = False,
     ) -> Iterator[tuple[int, pd.DataFrame]]:
-        """Yield (first_row_number, frame) with at most ``chunksize`` rows each."""
+        """Yield (first_row_number, frame) with at most ``chunksize`` rows each.
+
+        With ``all_fields``, a CSV file is read whole and then cut to ``columns``:
+        pandas reading only some columns (usecols) accepts a line with more
+        fields than the header without a word; read whole, it names the line."""
         self.require(columns)
         row = 1
         try:
@@ -129,13 +134,15 @@ class SourceTable:
             else:
                 reader = pd.read_csv(
                     self.path,
-                    usecols=columns,
+                    usecols=None if all_fields else columns,
                     chunksize=chunksize,
                     dtype=dtype or str,
                     keep_default_na=True,
                     low_memory=False,
                 )
                 for frame in reader:
+                    if all_fields:
+                        frame = frame[columns]
                     yield row, frame
                     row += len(frame)
         except SourceDataError:

@@ -15,6 +15,7 @@ import pyarrow.compute as pc
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import connection, transaction
+from django.db.models import Exists, OuterRef, Subquery
 
 from windows.importers.base import (
     EVENT_ARROW_SCHEMA,
@@ -29,16 +30,24 @@ from windows.importers.base import (
 )
 from windows.importers.mimic_mapping import (
     ADT_LOCATION_CATEGORIES,
+    ADMISSION_TYPE_CATEGORIES,
+    DISCHARGE_CATEGORIES,
+    DISCHARGE_EXPIRED,
+    DISCHARGE_MISSING,
     FRACTION_ITEMS,
     MEDICATION_WORDS,
     RATE_CONVERSIONS,
-    VALUE_CATEGORIES,
+    SEX_CATEGORIES,
+    TEMPERATURE_SITE_ITEM,
+    VALUE_CATEGORY_ITEMS,
     items_frame,
+    value_categories,
 )
 from windows.actions import actions_derive
 from windows.models import (
     Admission,
     Domain,
+    Event,
     EventKind,
     Outcome,
     Patient,
@@ -57,7 +66,7 @@ CHUNK_ROWS = 250_000
 
 OBS = EventKind.OBSERVATION.value
 ACT = EventKind.ACTION.value
-OUTCOME = EventKind.OUTCOME.value
+CODED = EventKind.CODED.value
 
 
 @dataclass(frozen=True)
@@ -102,7 +111,9 @@ CHARTEVENTS = TableSpec(
     "icu",
     "chartevents",
     ("hadm_id", "charttime", "itemid", "value", "valuenum", "valueuom"),
+    ("storetime",),
 )
+DEVICE_ITEM = 226732
 LABEVENTS = TableSpec(
     "hosp",
     "labevents",
@@ -132,7 +143,7 @@ INPUTEVENTS = TableSpec(
         "rateuom",
         "orderid",
     ),
-    ("patientweight", "statusdescription"),
+    ("patientweight", "statusdescription", "linkorderid"),
 )
 OUTPUTEVENTS = TableSpec(
     "icu", "outputevents", ("hadm_id", "charttime", "itemid", "value", "valueuom")
@@ -171,6 +182,10 @@ MICROBIOLOGYEVENTS = TableSpec(
     ),
     ("charttime", "storedate", "storetime", "test_name", "ab_name", "interpretation"),
 )
+PROCEDURES_ICD = TableSpec(
+    "hosp", "procedures_icd", ("hadm_id", "chartdate", "icd_code", "icd_version")
+)
+HCPCSEVENTS = TableSpec("hosp", "hcpcsevents", ("hadm_id", "chartdate", "hcpcs_cd"))
 TRANSFERS = TableSpec(
     "hosp",
     "transfers",
@@ -238,8 +253,10 @@ def _times(
     rows: np.ndarray,
     required: bool = False,
 ) -> pd.Series:
-    """UTC times from MIMIC's ISO times (naive, taken as UTC) or dates; an
-    unparseable or, if required, missing value raises naming its row."""
+    """UTC times from MIMIC's ISO times (naive, taken as UTC) or, for the date
+    columns (``DATE_COLUMNS``: dod, chartdate, storedate), dates; an unparseable
+    value, a date without a time in a time column or, if required, a missing
+    value raises naming its row."""
     if pd.api.types.is_datetime64_any_dtype(values):
         out = values if values.dt.tz is not None else values.dt.tz_localize("UTC")
         out = out.dt.tz_convert("UTC")
@@ -254,12 +271,27 @@ def _times(
                 row=int(rows[pos]),
                 column=column,
             )
+        if column not in DATE_COLUMNS:
+            # "2180-07-23" parses as midnight: a time column must say its time.
+            short = (values.notna() & (values.astype(str).str.len() <= 10)).to_numpy()
+            if short.any():
+                pos = int(short.nonzero()[0][0])
+                raise SourceDataError(
+                    f"{values.iloc[pos]!r} is a date without a time",
+                    file=file,
+                    row=int(rows[pos]),
+                    column=column,
+                )
     if required and out.isna().any():
         pos = int(out.isna().to_numpy().nonzero()[0][0])
         raise SourceDataError(
             "time is missing", file=file, row=int(rows[pos]), column=column
         )
     return out
+
+
+# Columns of MIMIC-IV that hold a date only.
+DATE_COLUMNS = frozenset({"dod", "chartdate", "storedate"})
 
 
 def _text(values: pd.Series) -> pd.Series:
@@ -677,7 +709,7 @@ def _write_cohort(
                 pseudo_id=patient_pseudo_id(
                     source=Source.MIMIC, source_id=str(subject)
                 ),
-                sex=p["gender"],
+                sex=SEX_CATEGORIES.get(p["gender"], p["gender"]),
                 age=max(age, 0),
                 death_time=_py(cohort.deaths.get(subject)),
             )
@@ -696,10 +728,12 @@ def _write_cohort(
             source_id=str(hadm),
             admit_time=_py(row["admittime"]),
             discharge_time=_py(row["dischtime"]),
-            discharge_disposition=(
-                "DIED" if row["expired"] else row["discharge_location"]
+            discharge_disposition=_disposition(
+                row["discharge_location"], expired=row["expired"]
             )[:64],
-            admission_type=row["admission_type"][:64],
+            admission_type=ADMISSION_TYPE_CATEGORIES.get(
+                row["admission_type"], row["admission_type"]
+            )[:64],
             age_at_admission=max(
                 int(p["anchor_age"] + row["admittime"].year - p["anchor_year"]), 0
             ),
@@ -771,6 +805,16 @@ def _write_cohort(
     )
 
 
+def _disposition(location: str, *, expired: bool) -> str:
+    """CLIF's discharge_category of an admission: Expired for a death in hospital,
+    Missing when MIMIC-IV records no discharge location."""
+    if expired:
+        return DISCHARGE_EXPIRED
+    if not location:
+        return DISCHARGE_MISSING
+    return DISCHARGE_CATEGORIES.get(location, location)
+
+
 def _admission_death(admission: Admission, *, deathtime, patient_death):
     """When the patient died in this admission, or None: the admission's
     deathtime, else the patient's death time if it falls within the admission
@@ -799,6 +843,7 @@ class Labels:
     def __init__(self, folder: MimicFolder, summary: ImportSummary) -> None:
         self.chart = pd.Series(dtype=object)
         self.lab = pd.Series(dtype=object)
+        self.unmapped = Unmapped()
         self.text_items = np.array([], dtype="int64")
         raw, file = folder.read(D_ITEMS)
         if raw is None:
@@ -845,12 +890,24 @@ class Labels:
 
 
 def _mapped(
-    table: str, itemid: pd.Series, labels: pd.Series, *, domain: str, kind: str
+    table: str,
+    itemid: pd.Series,
+    labels: pd.Series,
+    *,
+    domain: str,
+    kind: str,
+    unmapped: Unmapped | None = None,
+    rows: np.ndarray | None = None,
 ) -> pd.DataFrame:
     """The mapping of each row's itemid (mimic_mapping) and its label as name;
-    unmapped items get the given domain and kind and an empty category."""
+    unmapped items get the given domain and kind and an empty category, and are
+    counted in ``unmapped`` (``rows``: rows per itemid, default one)."""
     items = items_frame(table)
     pos = items.index.get_indexer(itemid.to_numpy())
+    if unmapped is not None and (pos < 0).any():
+        unknown = pos < 0
+        counts = np.ones(len(pos), dtype="int64") if rows is None else rows
+        unmapped.add(table, itemid.to_numpy()[unknown], counts[unknown], labels)
     pos = np.where(pos < 0, len(items), pos)
     defaults = {
         "domain": domain,
@@ -860,6 +917,7 @@ def _mapped(
         "factor": 1.0,
         "offset": 0.0,
         "delivery": "",
+        "no_unit": False,
     }
     out = pd.DataFrame(
         {c: np.append(items[c].to_numpy(), d)[pos] for c, d in defaults.items()},
@@ -867,6 +925,44 @@ def _mapped(
     )
     out["name"] = Labels.name(itemid, labels)
     return out
+
+
+def _unit(m: pd.DataFrame, source: pd.Series) -> pd.Series:
+    """Each row's unit: the mapping's, else the source's; none where CLIF has none."""
+    unit = m["unit"].where(m["unit"] != "", source)
+    return unit.where(~m["no_unit"].astype(bool), "")
+
+
+class Unmapped:
+    """Rows of itemids the mapping does not know, per file, for the summary."""
+
+    def __init__(self) -> None:
+        self.rows: dict[str, dict[int, int]] = {}
+        self.names: dict[int, str] = {}
+
+    def add(self, table: str, itemids, counts, labels: pd.Series) -> None:
+        per_table = self.rows.setdefault(table, {})
+        for itemid, n in zip(itemids, counts):
+            itemid = int(itemid)
+            per_table[itemid] = per_table.get(itemid, 0) + int(n)
+            if itemid not in self.names:
+                self.names[itemid] = str(labels.get(itemid, "")) if len(labels) else ""
+
+    def notes(self, shown: int = 20) -> list[str]:
+        out = []
+        for table, counts in sorted(self.rows.items()):
+            ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+            listed = ", ".join(
+                f"{itemid} {self.names.get(itemid) or '(no label)'} ({n:,} rows)"
+                for itemid, n in ranked[:shown]
+            )
+            more = f", and {len(ranked) - shown} more" if len(ranked) > shown else ""
+            out.append(
+                f"{table}: {sum(counts.values()):,} rows of {len(ranked)} unknown "
+                f"itemids (not in the mapping) imported under their label without a "
+                f"CLIF category: {listed}{more}"
+            )
+        return out
 
 
 def _in_index_order(events: pd.DataFrame) -> pd.DataFrame:
@@ -912,7 +1008,9 @@ class EventStep:
     def frames(self, batch: Batch, progress: Progress, *, from_row: int = 1):
         """Event frames of the batch's rows, from file row ``from_row`` on."""
         read = 0
-        for first_row, chunk in self.table.chunks(self.columns, chunksize=CHUNK_ROWS):
+        for first_row, chunk in self.table.chunks(
+            self.columns, chunksize=CHUNK_ROWS, all_fields=True
+        ):
             read += len(chunk)
             if first_row + len(chunk) <= from_row:
                 continue
@@ -977,11 +1075,22 @@ def _arrow_ids(values: pa.Array, *, required: bool) -> np.ndarray | None:
     return np.where(missing, -1, out).astype("int64")
 
 
-def _arrow_us(values: pa.Array) -> np.ndarray | None:
-    """Naive ISO times (taken as UTC) as int64 microseconds, None if one is
-    missing, is not an ISO time to Arrow, or lies outside pandas' range."""
-    if values.null_count:
+def _arrow_us(values: pa.Array, *, nulls: bool = False) -> np.ndarray | None:
+    """Naive ISO times (taken as UTC) as int64 microseconds (with ``nulls``, the
+    smallest int64 where missing), None if one is missing (unless ``nulls``), has
+    no time of day, is not an ISO time to Arrow, or lies outside pandas' range."""
+    if values.null_count and not nulls:
         return None
+    if len(values) and pc.min(pc.utf8_length(values)).as_py() <= 10:
+        return None  # a date without a time: the pandas path words the error
+    if nulls and values.null_count:
+        valid = pc.is_valid(values).to_numpy(zero_copy_only=False)
+        out = np.full(len(values), np.iinfo("int64").min, dtype="int64")
+        inner = _arrow_us(values.filter(pc.is_valid(values)))
+        if inner is None:
+            return None
+        out[valid] = inner
+        return out
     try:
         us = pc.cast(values, pa.timestamp("us")).to_numpy().view("int64")
     except pa.ArrowInvalid:
@@ -989,6 +1098,14 @@ def _arrow_us(values: pa.Array) -> np.ndarray | None:
     if len(us) and (us.min() < _PANDAS_US[0] or us.max() > _PANDAS_US[1]):
         return None
     return us
+
+
+def _collection_times(us: np.ndarray, gas: np.ndarray) -> pa.Array:
+    """The collection time of blood-gas rows (for ``_gas_specimens``), else null."""
+    if not gas.any():
+        return pa.nulls(len(us), pa.string())
+    text = _iso_text(us)
+    return pc.if_else(pa.array(gas), text, pa.scalar(None, pa.string()))
 
 
 def _iso_text(us: np.ndarray) -> pa.Array:
@@ -1043,8 +1160,22 @@ class ChartEventsStep(EventStep):
     def __init__(self, *args, labels: Labels, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.labels = labels
+        self.lone_sites = 0  # temperature sites without a temperature beside them
 
     def run(
+        self,
+        batch: Batch,
+        writer: EventWriter,
+        progress: Progress,
+        summary: ImportSummary,
+    ) -> None:
+        self._run(batch, writer, progress, summary)
+        writer.flush()
+        self.lone_sites += _attach_temperature_sites(
+            [int(a) for a in batch.admission_ids]
+        )
+
+    def _run(
         self,
         batch: Batch,
         writer: EventWriter,
@@ -1096,15 +1227,6 @@ class ChartEventsStep(EventStep):
         us = _arrow_us(block.column("charttime"))
         if itemid is None or valuenum is None or us is None:
             return None
-        admission = batch.admission_ids.to_numpy()[pos[sel]].astype("int64")
-        rows = first_row + sel
-        value, uom = block.column("value"), block.column("valueuom")
-        order = np.lexsort((us, admission))
-        if (order[1:] < order[:-1]).any():
-            itemid, valuenum, us = itemid[order], valuenum[order], us[order]
-            admission, rows = admission[order], rows[order]
-            value, uom = value.take(pa.array(order)), uom.take(pa.array(order))
-
         codes, items = pd.factorize(itemid)
         m = _mapped(
             "chartevents",
@@ -1113,23 +1235,51 @@ class ChartEventsStep(EventStep):
             domain=Domain.OTHER.value,
             kind=OBS,
         )
+        lab = (m["domain"] == Domain.LABS.value).to_numpy()[codes]
+        collected = us
+        if "storetime" in block.schema.names and lab.any():
+            # Labs charted here enter at their result time, as labevents do.
+            stored = _arrow_us(block.column("storetime"), nulls=True)
+            if stored is None:
+                return None
+            use = lab & (stored != np.iinfo("int64").min)
+            us = np.where(use, stored, us)
+        unknown = ~np.isin(items, items_frame("chartevents").index.to_numpy())
+        if unknown.any():
+            counts = np.bincount(codes, minlength=len(items))
+            self.labels.unmapped.add(
+                "chartevents", items[unknown], counts[unknown], self.labels.chart
+            )
+        admission = batch.admission_ids.to_numpy()[pos[sel]].astype("int64")
+        rows = first_row + sel
+        value, uom = block.column("value"), block.column("valueuom")
+        gas = lab & _gas(m["category"]).to_numpy()[codes]
+        order = np.lexsort((us, admission))
+        if (order[1:] < order[:-1]).any():
+            collected, gas = collected[order], gas[order]
+            itemid, valuenum, us = itemid[order], valuenum[order], us[order]
+            admission, rows, codes = admission[order], rows[order], codes[order]
+            value, uom = value.take(pa.array(order)), uom.take(pa.array(order))
+
         number = valuenum * m["factor"].to_numpy()[codes] + m["offset"].to_numpy()[codes]
         fraction = np.isin(itemid, list(FRACTION_ITEMS)) & (number > 1)
         number = np.where(fraction, number / 100, number)
 
         categories = list(m["category"])
+        names = list(m["name"])
         category_codes = codes.copy()
-        for item, mapping in VALUE_CATEGORIES.items():
+        name_codes = codes.copy()
+        by_value = np.isin(itemid, list(VALUE_CATEGORY_ITEMS))
+        for item in np.unique(itemid[by_value]):
             mask = itemid == item
-            if not mask.any():
-                continue
             texts = pc.dictionary_encode(
                 pc.fill_null(value.filter(pa.array(mask)), "")
             )
+            distinct = texts.dictionary.to_pylist()
             category_codes[mask] = len(categories) + texts.indices.to_numpy()
-            categories.extend(
-                mapping.get(v.strip(), "") for v in texts.dictionary.to_pylist()
-            )
+            categories.extend(value_categories(int(item), distinct))
+            name_codes[mask] = len(names) + texts.indices.to_numpy()
+            names.extend(v.strip() for v in distinct)
 
         own_unit = m["unit"].to_numpy(dtype=object)
         has_unit = (own_unit != "")[codes]
@@ -1138,19 +1288,31 @@ class ChartEventsStep(EventStep):
             unit = pc.if_else(
                 pa.array(has_unit), _dictionary_text(own_unit, codes), unit
             )
-        keep_text = np.isnan(valuenum) | np.isin(itemid, self.labels.text_items)
+        no_unit = m["no_unit"].to_numpy(dtype=bool)[codes]
+        if no_unit.any():
+            unit = pc.if_else(pa.array(no_unit), "", unit)
+        keep_text = (
+            np.isnan(valuenum) | np.isin(itemid, self.labels.text_items)
+        ) & ~by_value
         value_text = pc.if_else(pa.array(keep_text), pc.fill_null(value, ""), "")
+        trach = (itemid == DEVICE_ITEM) & np.asarray(
+            pc.fill_null(
+                pc.equal(pc.utf8_trim_whitespace(value), "Tracheostomy tube"), False
+            )
+        )
+        if trach.any():
+            value_text = pc.if_else(pa.array(trach), "tracheostomy", value_text)
         n = len(itemid)
         columns = {
             "admission_id": pa.array(admission, pa.int64()),
             "time": _iso_text(us),
-            "end_time": pa.nulls(n, pa.string()),
+            "end_time": _collection_times(collected, gas),
             "kind": _dictionary_text(m["kind"], codes, TEXT_LIMITS.get("kind")),
             "domain": _dictionary_text(m["domain"], codes, TEXT_LIMITS.get("domain")),
             "category": _dictionary_text(
                 categories, category_codes, TEXT_LIMITS.get("category")
             ),
-            "name": _dictionary_text(m["name"], codes, TEXT_LIMITS.get("name")),
+            "name": _dictionary_text(names, name_codes, TEXT_LIMITS.get("name")),
             "value_num": pa.array(number, pa.float64(), mask=~np.isfinite(number)),
             "unit": _within(unit, TEXT_LIMITS.get("unit")),
             "value_text": _within(value_text, TEXT_LIMITS.get("value_text")),
@@ -1166,6 +1328,39 @@ class ChartEventsStep(EventStep):
             "order_id": _dictionary_text([""], np.zeros(n, dtype="int64")),
         }
         return pa.table([columns[f.name] for f in EVENT_ARROW_SCHEMA], schema=EVENT_ARROW_SCHEMA)
+
+
+def _attach_temperature_sites(admission_ids: list[int]) -> int:
+    """The Temperature Site item's text onto the temperature charted at the same
+    time (CLIF's meas_site_name, kept in value_text of vitals), then the site
+    rows removed; returns how many sites had no temperature beside them."""
+    sites = Event.objects.filter(
+        admission_id__in=admission_ids,
+        source_table="chartevents",
+        domain=Domain.VITALS.value,
+        category="temp_site",
+    )
+    site_of = sites.filter(
+        admission_id=OuterRef("admission_id"), time=OuterRef("time")
+    ).exclude(value_text="").values("value_text")[:1]
+    temperatures = Event.objects.filter(
+        admission_id__in=admission_ids,
+        source_table="chartevents",
+        domain=Domain.VITALS.value,
+        category="temp_c",
+        value_text="",
+    )
+    temperatures.filter(Exists(site_of)).update(value_text=Subquery(site_of))
+    placed = Event.objects.filter(
+        admission_id=OuterRef("admission_id"),
+        time=OuterRef("time"),
+        domain=Domain.VITALS.value,
+        category="temp_c",
+        source_table="chartevents",
+    )
+    lone = sites.exclude(Exists(placed)).count()
+    sites.delete()
+    return lone
 
 
 class EmarStep(EventStep):
@@ -1219,8 +1414,11 @@ class EmarStep(EventStep):
 def _chartevents(labels: Labels) -> Callable:
     def transform(f: pd.DataFrame, file: str) -> pd.DataFrame:
         """Values in CLIF units (°F -> °C as CLINICAL_CONCEPTS.md section 1, FiO2
-        as a fraction); devices and ventilator modes categorized by their text;
-        the text of text items kept, with their score when they have one."""
+        as a fraction); devices, ventilator modes, position, code status and CRRT
+        modes categorized and named by their text, as CLIF's *_category and
+        *_name; the text of other text items kept, with their score when they
+        have one. Labs charted here enter at their result time (storetime), as
+        labevents do."""
         col = _Columns(f, file, f["_row"].to_numpy())
         itemid, valuenum, value = (
             col.id("itemid"),
@@ -1228,28 +1426,50 @@ def _chartevents(labels: Labels) -> Callable:
             col.text("value"),
         )
         m = _mapped(
-            "chartevents", itemid, labels.chart, domain=Domain.OTHER.value, kind=OBS
+            "chartevents",
+            itemid,
+            labels.chart,
+            domain=Domain.OTHER.value,
+            kind=OBS,
+            unmapped=labels.unmapped,
         )
         number = valuenum * m["factor"] + m["offset"]
         fraction = itemid.isin(FRACTION_ITEMS) & (number > 1)
         number = number.where(~fraction, number / 100)
-        category = m["category"].copy()
-        for item, categories in VALUE_CATEGORIES.items():
-            mask = (itemid == item).to_numpy()
-            if mask.any():
-                category[mask] = value[mask].str.strip().map(categories).fillna("")
+        category, name = m["category"].copy(), m["name"].copy()
         keep_text = valuenum.isna() | itemid.isin(labels.text_items)
+        value_text = value.where(keep_text, "")
+        by_value = itemid.isin(VALUE_CATEGORY_ITEMS).to_numpy()
+        for item in np.unique(itemid[by_value]):
+            mask = (itemid == item).to_numpy()
+            texts = value[mask].astype(str)
+            uniques = texts.unique()
+            lookup = dict(zip(uniques, value_categories(int(item), list(uniques))))
+            category[mask] = texts.map(lookup).to_numpy()
+            name[mask] = texts.str.strip().to_numpy()
+        value_text = value_text.where(~by_value, "")
+        trach = (itemid == DEVICE_ITEM) & value.str.strip().eq("Tracheostomy tube")
+        value_text = value_text.where(~trach, "tracheostomy")
+        collected = col.time("charttime", required=True)
+        time = collected
+        if "storetime" in f:
+            lab = (m["domain"] == Domain.LABS.value).to_numpy()
+            if lab.any():
+                stored = col.time("storetime")
+                time = time.where(~lab | stored.isna(), stored)
+        gas = _gas(category) & (m["domain"] == Domain.LABS.value)
         return _events(
             f,
             "chartevents",
-            time=col.time("charttime", required=True),
+            time=time,
+            end_time=collected.where(gas, pd.NaT),
             kind=m["kind"],
             domain=m["domain"],
             category=category,
-            name=m["name"],
+            name=name,
             value_num=number,
-            unit=m["unit"].where(m["unit"] != "", col.text("valueuom")),
-            value_text=value.where(keep_text, ""),
+            unit=_unit(m, col.text("valueuom")),
+            value_text=value_text,
             source_key=_row_keys(col.rows),
         )
 
@@ -1259,20 +1479,31 @@ def _chartevents(labels: Labels) -> Callable:
 def _labevents(labels: Labels) -> Callable:
     def transform(f: pd.DataFrame, file: str) -> pd.DataFrame:
         """Time: storetime when present, else charttime: a lab enters the
-        trajectory when its result is available."""
+        trajectory when its result is available, as CLIF's lab_result_dttm. A
+        blood-gas result keeps its collection time in end_time until
+        ``_gas_specimens`` has read its specimen."""
         col = _Columns(f, file, f["_row"].to_numpy())
         itemid, valuenum = col.id("itemid"), col.number("valuenum")
-        m = _mapped("labevents", itemid, labels.lab, domain=Domain.LABS.value, kind=OBS)
+        m = _mapped(
+            "labevents",
+            itemid,
+            labels.lab,
+            domain=Domain.LABS.value,
+            kind=OBS,
+            unmapped=labels.unmapped,
+        )
+        collected = col.time("charttime", required=True)
         return _events(
             f,
             "labevents",
-            time=col.time("storetime").fillna(col.time("charttime", required=True)),
+            time=col.time("storetime").fillna(collected),
+            end_time=collected.where(_gas(m["category"]), pd.NaT),
             kind=m["kind"],
             domain=m["domain"],
             category=m["category"],
             name=m["name"],
             value_num=valuenum * m["factor"] + m["offset"],
-            unit=m["unit"].where(m["unit"] != "", col.text("valueuom")),
+            unit=_unit(m, col.text("valueuom")),
             value_text=col.text("value").where(valuenum.isna(), ""),
             source_key=_keys(f["labevent_id"]),
         )
@@ -1282,19 +1513,29 @@ def _labevents(labels: Labels) -> Callable:
 
 def _inputevents(labels: Labels) -> Callable:
     def transform(f: pd.DataFrame, file: str) -> pd.DataFrame:
-        """value_num is the rate when there is one, converted for vasoactives as in
-        CLINICAL_CONCEPTS.md section 5 (mcg/kg/min, vasopressin units/hour), else
-        the amount. Medications CLIF records as both continuous and intermittent
-        are continuous when they have a rate."""
+        """One event per row, from starttime to endtime; ``InputEventsStep`` turns
+        the continuous medications into CLIF's MAR records. value_num is the rate
+        when there is one, converted for vasoactives as in CLINICAL_CONCEPTS.md
+        section 5 (mcg/kg/min, vasopressin units/hour), else the amount.
+        Medications CLIF records as both continuous and intermittent are
+        continuous when they have a rate. A medication's order is its
+        linkorderid (the order across rate changes), else its orderid."""
         col = _Columns(f, file, f["_row"].to_numpy())
         itemid, rate, rateuom = (
             col.id("itemid"),
             col.number("rate"),
             col.text("rateuom"),
         )
+        start, end = col.time("starttime", required=True), col.time("endtime")
+        _check_interval(start, end, file=file, rows=col.rows)
         weight = col.number("patientweight")
         m = _mapped(
-            "inputevents", itemid, labels.chart, domain=Domain.INPUT.value, kind=ACT
+            "inputevents",
+            itemid,
+            labels.chart,
+            domain=Domain.INPUT.value,
+            kind=ACT,
+            unmapped=labels.unmapped,
         )
         for (category, unit), conv in RATE_CONVERSIONS.items():
             mask = (m["category"] == category) & (rateuom == unit) & rate.notna()
@@ -1312,22 +1553,197 @@ def _inputevents(labels: Labels) -> Callable:
         continuous = np.where(
             has_rate, Domain.MED_CONTINUOUS.value, Domain.MED_INTERMITTENT.value
         )
-        return _events(
+        order = _keys(f["linkorderid"]) if "linkorderid" in f else _keys(f["orderid"])
+        order = order.where(order != "", _keys(f["orderid"]))
+        domain = m["domain"].where(m["delivery"] != "both", continuous)
+        medication = domain.isin([Domain.MED_CONTINUOUS.value,
+                                  Domain.MED_INTERMITTENT.value])
+        events = _events(
             f,
             "inputevents",
-            time=col.time("starttime", required=True),
-            end_time=col.time("endtime"),
+            time=start,
+            end_time=end,
             kind=m["kind"],
-            domain=m["domain"].where(m["delivery"] != "both", continuous),
+            domain=domain,
             category=m["category"],
             name=m["name"],
             value_num=rate.where(has_rate, col.number("amount")),
             unit=rateuom.where(has_rate, col.text("amountuom")),
             value_text=col.text("statusdescription"),
             source_key=_keys(f["orderid"]),
+            order_id=order.where(medication, ""),
         )
+        events["_rate"] = has_rate.to_numpy()
+        return events
 
     return transform
+
+
+def _check_interval(start: pd.Series, end: pd.Series, *, file: str, rows) -> None:
+    bad = ((end < start) & end.notna()).to_numpy()
+    if bad.any():
+        pos = int(bad.nonzero()[0][0])
+        raise SourceDataError(
+            f"endtime {end.iloc[pos]} is before starttime {start.iloc[pos]}",
+            file=file,
+            row=int(rows[pos]),
+            column="endtime",
+        )
+
+
+# statusdescription of an intermittent row that records no administration.
+_NOT_GIVEN = {"Rewritten"}
+
+
+def _medication_records(events: pd.DataFrame) -> pd.DataFrame:
+    """inputevents rows as CLIF's MAR records (the consortium's conversion).
+
+    A continuous medication with a rate becomes point records per order and
+    item: ``start`` at the first starttime (and after a gap), ``dose_change`` where
+    the next row of the order starts at the end of the previous one with its
+    rate (``going`` after a Paused row: paused and restarted at once), and
+    ``stop`` (value 0) at the end of the order's last row or before a gap. A row
+    without a rate is one record at its starttime: an intermittent dose
+    (``given``, or ``not_given`` for a rewritten order) or, for an infusion
+    item, a ``bolus``. Fluids and other inputs keep their interval."""
+    is_med = events["domain"].isin(
+        [Domain.MED_CONTINUOUS.value, Domain.MED_INTERMITTENT.value]
+    ).to_numpy()
+    rate = events.pop("_rate").to_numpy(dtype=bool)
+    others = events[~is_med]
+    points = events[is_med & ~rate].copy()
+    status = points["value_text"].astype(str)
+    points["value_text"] = np.where(
+        points["domain"] == Domain.MED_CONTINUOUS.value,
+        "bolus",
+        np.where(status.isin(_NOT_GIVEN), "not_given", "given"),
+    )
+    points["kind"] = np.where(points["value_text"] == "not_given", OBS, ACT)
+    points["end_time"] = pd.NaT
+
+    runs = events[is_med & rate]
+    if runs.empty:
+        return pd.concat([others, points], ignore_index=True)
+    runs = runs.assign(_item=runs["name"].astype(str)).sort_values(
+        ["admission_id", "order_id", "_item", "time", "end_time"], kind="stable"
+    )
+    key = runs[["admission_id", "order_id", "_item"]]
+    first = (key != key.shift(1)).any(axis=1).to_numpy()
+    prev_end = runs["end_time"].shift(1)
+    prev_status = runs["value_text"].shift(1).astype(object)
+    gap = (runs["time"] > prev_end).fillna(True).to_numpy()
+    starts = first | gap
+    action = np.where(
+        starts, "start", np.where(prev_status.eq("Paused"), "going", "dose_change")
+    )
+    ends = np.append(starts[1:], True)
+    begin = runs.drop(columns="_item").assign(
+        value_text=action, end_time=pd.NaT,
+        kind=np.where(action == "going", OBS, ACT),
+    )
+    stop = runs.loc[ends].drop(columns="_item")
+    stop = stop.assign(
+        time=stop["end_time"].fillna(stop["time"]),
+        end_time=pd.NaT,
+        value_num=0.0,
+        value_text="stop",
+        kind=ACT,
+        source_key=stop["source_key"].astype(str) + ":stop",
+    )
+    return pd.concat([others, points, begin, stop], ignore_index=True)
+
+
+def _gas(category: pd.Series) -> pd.Series:
+    """Blood-gas results (CLIF *_arterial and *_venous categories) and the blood
+    gas's Specimen Type (52033): their specimen is read per collection."""
+    text = category.astype(str)
+    return (
+        text.str.endswith("_arterial")
+        | text.str.endswith("_venous")
+        | (text == "specimen_type")
+    )
+
+
+# Specimen Type (52033) values -> specimen.
+_SPECIMEN_TYPES = {"ART.": "arterial", "VEN.": "venous", "MIX.": "venous",
+                   "CENTRAL VENOUS": "venous"}
+
+
+def _gas_specimens(admission_ids: list[int]) -> None:
+    """Each numeric blood-gas result's specimen in its value_text, as the CLIF
+    importer keeps it (windows.importers.clif._labs; a venous pO2 gives no P/F,
+    CLINICAL_CONCEPTS.md section 7): the Specimen Type charted with the same
+    collection, else "venous" where its category or name says venous and
+    "arterial" where its name says arterial, else what the collection's other
+    results say when they say one only; '' is unknown. A collection is the
+    admission's results collected at the same time, from labevents and
+    chartevents alike; the transforms left its time in end_time, cleared here."""
+    rows = pd.DataFrame.from_records(
+        list(
+            Event.objects.filter(
+                admission_id__in=admission_ids,
+                source_table__in=["labevents", "chartevents"],
+                domain=Domain.LABS.value,
+                end_time__isnull=False,
+            ).values_list("id", "admission_id", "category", "name", "value_num",
+                          "value_text", "end_time")
+        ),
+        columns=[
+            "id", "admission", "category", "name", "value_num", "text", "collected"
+        ],
+    )
+    if rows.empty:
+        return
+    key = [rows["admission"], rows["collected"]]
+    typed = rows["text"].where(rows["category"] == "specimen_type", "").str.strip()
+    typed = typed.str.upper().map(_SPECIMEN_TYPES).fillna("")
+    venous = rows["category"].str.endswith("_venous") | rows["name"].str.contains(
+        "venous", case=False
+    )
+    arterial = rows["name"].str.contains(r"\barterial\b", case=False) & ~venous
+    own = pd.Series(np.select([venous, arterial], ["venous", "arterial"], ""),
+                    index=rows.index).where(rows["category"] != "specimen_type", "")
+
+    def one_of(values: pd.Series) -> pd.Series:
+        has_v = (values == "venous").groupby(key).transform("any")
+        has_a = (values == "arterial").groupby(key).transform("any")
+        return pd.Series(np.select([has_v & ~has_a, has_a & ~has_v],
+                                   ["venous", "arterial"], ""), index=rows.index)
+
+    source, shared = one_of(typed), one_of(own)
+    specimen = source.where(source != "", own.where(own != "", shared))
+    numeric = rows["value_num"].notna()
+    for text in specimen[numeric].unique():
+        ids = rows.loc[numeric & (specimen == text), "id"].tolist()
+        for start in range(0, len(ids), 5000):
+            Event.objects.filter(id__in=ids[start : start + 5000]).update(
+                value_text=text, end_time=None
+            )
+    ids = rows.loc[~numeric, "id"].tolist()
+    for start in range(0, len(ids), 5000):
+        Event.objects.filter(id__in=ids[start : start + 5000]).update(end_time=None)
+
+
+class LabEventsStep(EventStep):
+    """labevents; then, with chartevents' blood gases written too, the specimen
+    of each blood-gas result (``_gas_specimens``)."""
+
+    def run(self, batch, writer, progress, summary) -> None:
+        super().run(batch, writer, progress, summary)
+        writer.flush()
+        _gas_specimens([int(a) for a in batch.admission_ids])
+
+
+class InputEventsStep(EventStep):
+    """inputevents of a batch read whole, so that each order's rows are seen
+    together when they become MAR records (_medication_records)."""
+
+    def run(self, batch, writer, progress, summary) -> None:
+        parts = list(self.frames(batch, progress))
+        if not parts:
+            return
+        events = _medication_records(pd.concat(parts, ignore_index=True))
+        summary.add_events(self.name, writer.write(_in_index_order(events)))
 
 
 def _outputevents(labels: Labels) -> Callable:
@@ -1337,7 +1753,12 @@ def _outputevents(labels: Labels) -> Callable:
         col = _Columns(f, file, f["_row"].to_numpy())
         itemid = col.id("itemid")
         m = _mapped(
-            "outputevents", itemid, labels.chart, domain=Domain.OUTPUT.value, kind=OBS
+            "outputevents",
+            itemid,
+            labels.chart,
+            domain=Domain.OUTPUT.value,
+            kind=OBS,
+            unmapped=labels.unmapped,
         )
         return _events(
             f,
@@ -1348,7 +1769,7 @@ def _outputevents(labels: Labels) -> Callable:
             category=m["category"],
             name=m["name"],
             value_num=col.number("value") * m["factor"] + m["offset"],
-            unit=m["unit"].where(m["unit"] != "", col.text("valueuom")),
+            unit=_unit(m, col.text("valueuom")),
             source_key=_row_keys(col.rows),
         )
 
@@ -1366,12 +1787,15 @@ def _procedureevents(labels: Labels) -> Callable:
             labels.chart,
             domain=Domain.PROCEDURES.value,
             kind=ACT,
+            unmapped=labels.unmapped,
         )
+        start, end = col.time("starttime", required=True), col.time("endtime")
+        _check_interval(start, end, file=file, rows=col.rows)
         return _events(
             f,
             "procedureevents",
-            time=col.time("starttime", required=True),
-            end_time=col.time("endtime"),
+            time=start,
+            end_time=end,
             kind=m["kind"],
             domain=m["domain"],
             category=m["category"],
@@ -1391,7 +1815,12 @@ def _datetimeevents(labels: Labels) -> Callable:
         col = _Columns(f, file, f["_row"].to_numpy())
         itemid = col.id("itemid")
         m = _mapped(
-            "datetimeevents", itemid, labels.chart, domain=Domain.OTHER.value, kind=OBS
+            "datetimeevents",
+            itemid,
+            labels.chart,
+            domain=Domain.OTHER.value,
+            kind=OBS,
+            unmapped=labels.unmapped,
         )
         return _events(
             f,
@@ -1461,15 +1890,16 @@ def _microbiologyevents(f: pd.DataFrame, file: str) -> pd.DataFrame:
     """One observation per row: the organism (or "no growth") and, for a
     susceptibility row, the antibiotic and its interpretation.
 
-    Its time is when the result is known, as for labs: storetime, else storedate
-    (not before the specimen), else the specimen's charttime or chartdate. The
-    specimen time that CLINICAL_CONCEPTS.md section 10b pairs antibiotics with is
-    not kept separately.
+    Its time is the specimen's (charttime, else chartdate), which
+    CLINICAL_CONCEPTS.md section 10b pairs antibiotics with, as CLIF's
+    microbiology_culture collect_dttm; its end time is when the result was
+    known (storetime, else storedate; not before the specimen), as CLIF's
+    result_dttm. A reader at the bedside knows the organism only from then.
     """
     col = _Columns(f, file, f["_row"].to_numpy())
     taken = col.time("charttime").fillna(col.time("chartdate", required=True))
     stored = col.time("storetime").fillna(col.time("storedate"))
-    time = stored.where(stored.isna() | (stored >= taken), taken).fillna(taken)
+    result = stored.where(stored.isna() | (stored >= taken), taken)
     organism = col.text("org_name")
     organism = organism.where(organism != "", "no growth")
     antibiotic = col.text("ab_name")
@@ -1478,7 +1908,8 @@ def _microbiologyevents(f: pd.DataFrame, file: str) -> pd.DataFrame:
     return _events(
         f,
         "microbiologyevents",
-        time=time,
+        time=taken,
+        end_time=result,
         kind=OBS,
         domain=Domain.MICROBIOLOGY.value,
         category=specimen.str.lower(),
@@ -1489,24 +1920,67 @@ def _microbiologyevents(f: pd.DataFrame, file: str) -> pd.DataFrame:
 
 
 def _transfers(f: pd.DataFrame, file: str) -> pd.DataFrame:
-    """Care-unit transfers in CLIF location categories; the discharge row reveals
-    the outcome and is kept as an outcome event."""
+    """Care-unit transfers in CLIF location categories, as the CLIF importer
+    writes ADT segments ("transfer in" at intime), with their end. The discharge
+    rows are not imported: the admission's hospital-discharge outcome event
+    (from admissions) already says when and how the stay in hospital ended."""
     col = _Columns(f, file, f["_row"].to_numpy())
     careunit, eventtype = col.text("careunit"), col.text("eventtype")
-    discharge = (eventtype == "discharge").to_numpy()
+    keep = (eventtype != "discharge").to_numpy()
+    time, end = col.time("intime", required=True), col.time("outtime")
+    keys = _keys(f["transfer_id"]) if "transfer_id" in f else _row_keys(col.rows)
+    f = f.loc[keep]
     return _events(
         f,
         "transfers",
-        time=col.time("intime", required=True),
-        end_time=col.time("outtime"),
-        kind=np.where(discharge, OUTCOME, OBS),
-        domain=np.where(discharge, Domain.OUTCOME.value, Domain.ADT.value),
-        category=careunit.map(ADT_LOCATION_CATEGORIES).fillna(""),
-        name=careunit.where(careunit != "", eventtype),
-        value_text=eventtype,
-        source_key=_keys(f["transfer_id"])
-        if "transfer_id" in f
-        else _row_keys(col.rows),
+        time=time[keep],
+        end_time=end[keep],
+        kind=OBS,
+        domain=Domain.ADT.value,
+        category=careunit[keep].map(ADT_LOCATION_CATEGORIES).fillna(""),
+        name=careunit[keep].where(careunit[keep] != "", eventtype[keep]),
+        value_text="transfer in",
+        source_key=keys[keep],
+    )
+
+
+def _procedures_icd(f: pd.DataFrame, file: str) -> pd.DataFrame:
+    """ICD procedure codes, coded after discharge with a date only: hindsight
+    records (kind coded), named as CLIF's patient_procedures (format and code)."""
+    col = _Columns(f, file, f["_row"].to_numpy())
+    code = col.text("icd_code").astype(str).str.strip()
+    version = col.number("icd_version")
+    fmt = pd.Series(np.where(version == 10, "ICD10PCS", "ICD9"), index=f.index)
+    return _events(
+        f,
+        "procedures_icd",
+        time=col.time("chartdate", required=True),
+        kind=CODED,
+        domain=Domain.PROCEDURES.value,
+        category=fmt,
+        name=fmt + " " + code,
+        value_text=code,
+        source_key=_row_keys(col.rows),
+    )
+
+
+def _hcpcsevents(f: pd.DataFrame, file: str) -> pd.DataFrame:
+    """CPT and HCPCS codes billed with a date only: hindsight records (kind
+    coded); a five-digit code is CPT, a letter and four digits HCPCS."""
+    col = _Columns(f, file, f["_row"].to_numpy())
+    code = col.text("hcpcs_cd").astype(str).str.strip()
+    fmt = pd.Series(np.where(code.str.fullmatch(r"\d{4}[0-9A-Z]"), "CPT", "HCPCS"),
+                    index=f.index)
+    return _events(
+        f,
+        "hcpcsevents",
+        time=col.time("chartdate", required=True),
+        kind=CODED,
+        domain=Domain.PROCEDURES.value,
+        category=fmt,
+        name=fmt + " " + code,
+        value_text=code,
+        source_key=_row_keys(col.rows),
     )
 
 
@@ -1540,8 +2014,8 @@ def _event_steps(
         )
 
     add(CHARTEVENTS, _chartevents(labels), step=ChartEventsStep, labels=labels)
-    add(LABEVENTS, _labevents(labels), ("charttime",))
-    add(INPUTEVENTS, _inputevents(labels))
+    add(LABEVENTS, _labevents(labels), ("charttime",), step=LabEventsStep)
+    add(INPUTEVENTS, _inputevents(labels), step=InputEventsStep)
     add(OUTPUTEVENTS, _outputevents(labels))
     add(PROCEDUREEVENTS, _procedureevents(labels))
     add(DATETIMEEVENTS, _datetimeevents(labels))
@@ -1574,6 +2048,8 @@ def _event_steps(
         )
     add(MICROBIOLOGYEVENTS, _microbiologyevents, ("charttime", "chartdate"))
     add(TRANSFERS, _transfers)
+    add(PROCEDURES_ICD, _procedures_icd)
+    add(HCPCSEVENTS, _hcpcsevents)
     return steps
 
 
@@ -1629,6 +2105,12 @@ def mimic_import(
     )
     new = cohort.admissions.loc[[h for h in in_icu if str(h) not in done]]
     summary.skipped_admissions = len(in_icu) - len(new)
+    without_icu = len(cohort.admissions) - len(in_icu)
+    if without_icu:
+        summary.notes.append(
+            f"{ADMISSIONS.display}: {without_icu} admissions without an ICU stay not "
+            f"imported, nor their events"
+        )
     new = new.sort_values(["admittime"], kind="stable")
     cohort.first_admit = new.groupby("subject_id")["admittime"].min()
     batches = _batches(cohort.stays, [int(h) for h in new.index], batch_stays)
@@ -1657,4 +2139,11 @@ def mimic_import(
             summary.notes.append(
                 f"{step.spec.display}: {step.untimed} rows without a time not imported"
             )
+        if getattr(step, "lone_sites", 0):
+            summary.notes.append(
+                f"{step.spec.display}: {step.lone_sites} Temperature Site rows "
+                f"({TEMPERATURE_SITE_ITEM}) without a temperature at their time, "
+                f"not imported"
+            )
+    summary.notes.extend(labels.unmapped.notes())
     return summary

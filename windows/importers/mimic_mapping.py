@@ -8,7 +8,8 @@ mode_category, dialysis, output, input, adt) and from the concept definitions in
 CLINICAL_CONCEPTS.md. Items CLINICAL_CONCEPTS.md names that CLIF has no category for
 get a category of this project (marked "project" below), or only their domain
 where the concept reads them as a group. Items missing here keep their source label
-and an empty category on import; nothing is dropped.
+and an empty category on import, and the import summary lists them with their row
+counts; nothing is dropped silently.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ ACT = EventKind.ACTION
 @dataclass(frozen=True)
 class ItemMapping:
     """Where one itemid goes: ``value = source value * factor + offset`` in ``unit``
-    (an empty unit keeps the source's unit). ``delivery`` says, for medications,
+    (an empty unit keeps the source's unit, unless ``no_unit``: CLIF gives the
+    category none, as for pH and INR). ``delivery`` says, for medications,
     whether CLIF records them as continuous, intermittent or both (by the row)."""
 
     domain: str
@@ -37,42 +39,49 @@ class ItemMapping:
     factor: float = 1.0
     offset: float = 0.0
     delivery: str = ""
+    no_unit: bool = False
 
 
 def _items(domain: str, kind: str, table: dict) -> dict[int, ItemMapping]:
-    """Expand ``{itemid: category | (category, unit[, factor[, offset]])}``."""
+    """Expand ``{itemid: category | (category, unit[, factor[, offset]])}``; a unit
+    of None means the CLIF category has no unit."""
     out = {}
     for itemid, spec in table.items():
         if isinstance(spec, str):
             spec = (spec,)
-        out[itemid] = ItemMapping(domain, *spec[:1], kind, *spec[1:])
+        unit = spec[1] if len(spec) > 1 else ""
+        out[itemid] = ItemMapping(
+            domain, spec[0], kind, unit or "", *spec[2:], no_unit=unit is None
+        )
     return out
 
 
 # --- chartevents ----------------------------------------------------------------
 
-# CLIF vitals (consortium vitals.csv); ranges and the F -> C rule in
-# CLINICAL_CONCEPTS.md section 1, weights in section 3a.
+# CLIF vitals (consortium vitals.csv) in the units the CLIF importer labels
+# them with; ranges and the F -> C rule in CLINICAL_CONCEPTS.md section 1,
+# weights in section 3a. The Temperature Site item (224642) is not a vital: the
+# importer copies its text onto the temperature charted at the same time, as
+# CLIF's meas_site_name (TEMPERATURE_SITE_ITEM).
 _VITALS = {
-    220045: "heart_rate",  # Heart Rate
-    220179: "sbp",  # Non Invasive Blood Pressure systolic
-    220050: "sbp",  # Arterial Blood Pressure systolic
-    225309: "sbp",  # ART BP Systolic
-    224167: "sbp",  # Manual Blood Pressure Systolic Left
-    227243: "sbp",  # Manual Blood Pressure Systolic Right
-    220180: "dbp",  # Non Invasive Blood Pressure diastolic
-    220051: "dbp",  # Arterial Blood Pressure diastolic
-    225310: "dbp",  # ART BP Diastolic
-    224643: "dbp",  # Manual Blood Pressure Diastolic Left
-    227242: "dbp",  # Manual Blood Pressure Diastolic Right
-    220181: "map",  # Non Invasive Blood Pressure mean
-    220052: "map",  # Arterial Blood Pressure mean
-    225312: "map",  # ART BP Mean
-    220277: "spo2",  # O2 saturation pulseoxymetry
-    220210: "respiratory_rate",  # Respiratory Rate
+    220045: ("heart_rate", "bpm"),  # Heart Rate
+    220179: ("sbp", "mmHg"),  # Non Invasive Blood Pressure systolic
+    220050: ("sbp", "mmHg"),  # Arterial Blood Pressure systolic
+    225309: ("sbp", "mmHg"),  # ART BP Systolic
+    224167: ("sbp", "mmHg"),  # Manual Blood Pressure Systolic Left
+    227243: ("sbp", "mmHg"),  # Manual Blood Pressure Systolic Right
+    220180: ("dbp", "mmHg"),  # Non Invasive Blood Pressure diastolic
+    220051: ("dbp", "mmHg"),  # Arterial Blood Pressure diastolic
+    225310: ("dbp", "mmHg"),  # ART BP Diastolic
+    224643: ("dbp", "mmHg"),  # Manual Blood Pressure Diastolic Left
+    227242: ("dbp", "mmHg"),  # Manual Blood Pressure Diastolic Right
+    220181: ("map", "mmHg"),  # Non Invasive Blood Pressure mean
+    220052: ("map", "mmHg"),  # Arterial Blood Pressure mean
+    225312: ("map", "mmHg"),  # ART BP Mean
+    220277: ("spo2", "%"),  # O2 saturation pulseoxymetry
+    220210: ("respiratory_rate", "/min"),  # Respiratory Rate
     223762: ("temp_c", "°C"),  # Temperature Celsius
     223761: ("temp_c", "°C", 1 / 1.8, -32 / 1.8),  # Temperature Fahrenheit
-    224642: "temp_c",  # Temperature Site (text: the site of the reading)
     226730: ("height_cm", "cm"),  # Height (cm)
     224639: ("weight_kg", "kg"),  # Daily Weight
     226512: ("weight_kg", "kg"),  # Admission Weight (Kg)
@@ -80,49 +89,75 @@ _VITALS = {
     226329: "",  # Blood Temperature CCO (C): excluded on purpose, section 1
 }
 
-# GCS components (section 2) and RASS, CLIF patient_assessments categories.
+# The chartevents item of the temperature's site (CLIF vitals meas_site_name).
+TEMPERATURE_SITE_ITEM = 224642
+
+# GCS components (section 2), RASS, Braden, CAM-ICU and SBT items in CLIF
+# patient_assessments categories (mCIDE clif_patient_assessment_categories;
+# CLIF's braden_total and cam_total are computed, not charted).
 _ASSESSMENTS = {
     220739: "gcs_eye",  # GCS - Eye Opening
     223900: "gcs_verbal",  # GCS - Verbal Response ("No Response-ETT" kept as text)
     223901: "gcs_motor",  # GCS - Motor Response
     228096: "RASS",  # Richmond-RAS Scale
+    224054: "braden_sensory",  # Braden Sensory Perception
+    224055: "braden_moisture",  # Braden Moisture
+    224056: "braden_activity",  # Braden Activity
+    224057: "braden_mobility",  # Braden Mobility
+    224058: "braden_nutrition",  # Braden Nutrition
+    224059: "braden_friction",  # Braden Friction/Shear
+    228300: "cam_mental",  # CAM-ICU MS Change
+    228337: "cam_mental",  # CAM-ICU MS Change
+    229326: "cam_mental",  # CAM-ICU MS Change
+    228301: "cam_inattention",  # CAM-ICU Inattention
+    228336: "cam_inattention",  # CAM-ICU Inattention
+    229325: "cam_inattention",  # CAM-ICU Inattention
+    228334: "cam_loc",  # CAM-ICU Altered LOC
+    228302: "cam_loc",  # CAM-ICU RASS LOC
+    228303: "cam_thinking",  # CAM-ICU Disorganized thinking
+    228335: "cam_thinking",  # CAM-ICU Disorganized thinking
+    229324: "cam_thinking",  # CAM-ICU Disorganized thinking
+    224717: "sbt_delivery_pass_fail",  # SBT Successfully Completed
+    224833: "sbt_fail_reason",  # SBT Deferred
+    224716: "sbt_fail_reason",  # SBT Stopped
 }
 
-# Ventilator and oxygen settings are actions (orders); measured values are
-# observations. Consortium respiratory_support.csv; section 6a.
+# Ventilator and oxygen settings and measured values (consortium
+# respiratory_support.csv; section 6a), named as the CLIF importer names CLIF's
+# columns and in its units. Which chartings are actions is decided after the
+# import (windows.actions: a change of device, mode or one setting).
 _RESPIRATORY_SETTINGS = {
     226732: "",  # O2 Delivery Device(s): category from the value, DEVICE_CATEGORIES
-    223849: "",  # Ventilator Mode: category from the value, MODE_CATEGORIES
+    223849: "",  # Ventilator Mode: "mode:" + category from the value, MODE_CATEGORIES
     229314: "",  # Ventilator Mode (Hamilton): likewise
     227577: "",  # BiPap Mode: likewise
     223835: ("fio2_set", "fraction"),  # Inspired O2 Fraction, see FRACTION_ITEMS
-    220339: "peep_set",  # PEEP set
-    227579: "peep_set",  # BiPap EPAP
-    224684: "tidal_volume_set",  # Tidal Volume (set)
-    224688: "resp_rate_set",  # Respiratory Rate (Set)
-    227581: "resp_rate_set",  # BiPap bpm (S/T -Back up)
-    223834: "lpm_set",  # O2 Flow
-    227287: "lpm_set",  # O2 Flow (additional cannula)
-    227582: "flow_rate_set",  # BiPap O2 Flow
-    224691: "flow_rate_set",  # Flow Rate (L/min)
-    224738: "inspiratory_time_set",  # Inspiratory Time
-    224701: "pressure_support_set",  # PSV Level
-    224702: "pressure_control_set",  # PCV Level
-    227580: "peak_inspiratory_pressure_set",  # BiPap IPAP
+    220339: ("peep_set", "cmH2O"),  # PEEP set
+    227579: ("peep_set", "cmH2O"),  # BiPap EPAP
+    224684: ("tidal_volume_set", "mL"),  # Tidal Volume (set)
+    224688: ("resp_rate_set", "/min"),  # Respiratory Rate (Set)
+    227581: ("resp_rate_set", "/min"),  # BiPap bpm (S/T -Back up)
+    223834: ("lpm_set", "L/min"),  # O2 Flow
+    227287: ("lpm_set", "L/min"),  # O2 Flow (additional cannula)
+    227582: ("flow_rate_set", "L/min"),  # BiPap O2 Flow
+    224691: ("flow_rate_set", "L/min"),  # Flow Rate (L/min)
+    224738: ("inspiratory_time_set", "s"),  # Inspiratory Time
+    224701: ("pressure_support_set", "cmH2O"),  # PSV Level
+    224702: ("pressure_control_set", "cmH2O"),  # PCV Level
+    227580: ("peak_inspiratory_pressure_set", "cmH2O"),  # BiPap IPAP
 }
 _RESPIRATORY_MEASURES = {
-    223848: "vent_brand_name",  # Ventilator Type
-    224700: "peep_obs",  # Total PEEP Level
-    224685: "tidal_volume_obs",  # Tidal Volume (observed)
-    224686: "tidal_volume_obs",  # Tidal Volume (spontaneous)
-    224421: "tidal_volume_obs",  # Spont Vt
-    224687: "minute_vent_obs",  # Minute Volume
-    224697: "mean_airway_pressure_obs",  # Mean Airway Pressure
-    224695: "peak_inspiratory_pressure_obs",  # Peak Insp. Pressure
-    224696: "plateau_pressure_obs",  # Plateau Pressure
-    224690: "resp_rate_obs",  # Respiratory Rate (Total)
-    224422: "resp_rate_obs",  # Spont RR
-    224689: "resp_rate_spont",  # Respiratory Rate (spontaneous): project, section 6a
+    224700: ("peep_obs", "cmH2O"),  # Total PEEP Level
+    224685: ("tidal_volume_obs", "mL"),  # Tidal Volume (observed)
+    224686: ("tidal_volume_obs", "mL"),  # Tidal Volume (spontaneous)
+    224421: ("tidal_volume_obs", "mL"),  # Spont Vt
+    224687: ("minute_vent_obs", "L/min"),  # Minute Volume
+    224697: ("mean_airway_pressure_obs", "cmH2O"),  # Mean Airway Pressure
+    224695: ("peak_inspiratory_pressure_obs", "cmH2O"),  # Peak Insp. Pressure
+    224696: ("plateau_pressure_obs", "cmH2O"),  # Plateau Pressure
+    224690: ("resp_rate_obs", "/min"),  # Respiratory Rate (Total)
+    224422: ("resp_rate_obs", "/min"),  # Spont RR
+    224689: ("resp_rate_spont", "/min"),  # Respiratory Rate (spontaneous): project
 }
 
 # Blood-gas and oximetry values charted at the bedside (consortium labs.csv).
@@ -130,8 +165,8 @@ _CHART_LABS = {
     220235: ("pco2_arterial", "mmHg"),  # Arterial CO2 Pressure
     220224: ("po2_arterial", "mmHg"),  # Arterial O2 pressure
     226062: ("pco2_venous", "mmHg"),  # Venous CO2 Pressure
-    223830: "ph_arterial",  # PH (Arterial)
-    220274: "ph_venous",  # PH (Venous)
+    223830: ("ph_arterial", None),  # PH (Arterial)
+    220274: ("ph_venous", None),  # PH (Venous)
     220227: ("so2_arterial", "%"),  # Arterial O2 Saturation
     223772: ("so2_mixed_venous", "%"),  # SvO2
     225674: ("so2_mixed_venous", "%"),  # Mixed Venous O2% Sat
@@ -147,19 +182,21 @@ _CHART_LABS = {
 # Renal replacement therapy, sections 11a-11b. CLIF crrt_therapy names where it
 # has them (consortium dialysis.csv), else project names; the items section 11b
 # uses only to tell that some RRT is present keep just the CRRT domain.
+# CLIF's flows are mL/h (blood flow charted in mL/min, x 60), as the CLIF
+# importer labels them; the mode is "crrt:" + the charted mode, lower case.
 _CRRT_SETTINGS = {
-    227290: "crrt_mode_name",  # CRRT mode (text)
-    224144: "blood_flow_rate",  # Blood Flow (ml/min)
-    224154: "dialysate_flow_rate",  # Dialysate Rate
-    228005: "pre_filter_replacement_fluid_rate",  # PBP (Prefilter) Replacement Rate
-    228006: "post_filter_replacement_fluid_rate",  # Post Filter Replacement Rate
+    227290: "",  # CRRT mode (text): category from the value, CRRT_MODE_ITEM
+    224144: ("blood_flow_rate", "mL/h", 60.0),  # Blood Flow (ml/min)
+    224154: ("dialysate_flow_rate", "mL/h"),  # Dialysate Rate
+    228005: ("pre_filter_replacement_fluid_rate", "mL/h"),  # PBP (Prefilter) Repl.
+    228006: ("post_filter_replacement_fluid_rate", "mL/h"),  # Post Filter Replacement
     224153: "crrt_replacement_rate",  # Replacement Rate: project
     224145: "crrt_heparin_dose",  # Heparin Dose (per hour): project
     228004: "crrt_citrate",  # Citrate (ACD-A): project
     225183: "crrt_fluid_removal_goal",  # Current Goal: project
 }
 _CRRT_MEASURES = {
-    226457: "ultrafiltration_out",  # Ultrafiltrate Output
+    226457: ("ultrafiltration_out", "mL/h"),  # Ultrafiltrate Output (hourly)
     224146: "crrt_system_integrity",  # System Integrity (text): project
     224191: "crrt_fluid_removal",  # Hourly Patient Fluid Removal: project
     224149: "crrt_access_pressure",  # Access Pressure: project
@@ -201,8 +238,21 @@ _CRRT_MEASURES = {
     224406: "",  # VEN Lumen Volume
 }
 
+# Position (CLIF position: prone or not_prone, by the charted value) and code
+# status (CLIF code_status categories, by the charted value).
+POSITION_ITEM = 224093
+CODE_STATUS_ITEM = 223758
+CRRT_MODE_ITEM = 227290
+
 CHARTEVENTS: dict[int, ItemMapping] = {
     **_items(Domain.VITALS, OBS, _VITALS),
+    TEMPERATURE_SITE_ITEM: ItemMapping(Domain.VITALS, "temp_site", OBS),
+    # Ventilator Type is CLIF's vent_brand_name, an attribute of a respiratory
+    # row that the CLIF importer does not import; kept outside the
+    # respiratory domain, whose records are devices, modes and parameters.
+    223848: ItemMapping(Domain.OTHER, "vent_brand_name", OBS),
+    POSITION_ITEM: ItemMapping(Domain.POSITION, "", OBS),
+    CODE_STATUS_ITEM: ItemMapping(Domain.CODE_STATUS, "", ACT),
     **_items(Domain.ASSESSMENTS, OBS, _ASSESSMENTS),
     **_items(Domain.RESPIRATORY, ACT, _RESPIRATORY_SETTINGS),
     **_items(Domain.RESPIRATORY, OBS, _RESPIRATORY_MEASURES),
@@ -315,19 +365,54 @@ MODE_CATEGORIES: dict[tuple[int, str], str] = {
     key: category for category, keys in _MODES.items() for key in keys
 }
 
-# Text items whose CLIF category depends on the charted value.
-VALUE_CATEGORIES: dict[int, dict[str, str]] = {
-    226732: DEVICE_CATEGORIES,
-    **{
-        itemid: {name: cat for (i, name), cat in MODE_CATEGORIES.items() if i == itemid}
-        for itemid in (223849, 229314, 227577)
-    },
+# Code Status value -> CLIF code_status_category (the pairs of the consortium's
+# demo; the DNAR wordings of later MIMIC-IV charting as their DNR equivalents).
+CODE_STATUS_CATEGORIES: dict[str, str] = {
+    "Full code": "Full",
+    "DNR (do not resuscitate)": "DNR",
+    "DNI (do not intubate)": "DNI_only",
+    "DNR / DNI": "DNR/DNI",
+    "Comfort measures only": "AND",
+    "DNAR (Do Not Attempt Resuscitation)  [DNR]": "DNR",
+    "DNAR (Do Not Attempt Resuscitation) [DNR]": "DNR",
+    "DNAR (Do Not Attempt Resuscitation) [DNR] / DNI": "DNR/DNI",
 }
+
+MODE_ITEMS = frozenset({223849, 229314, 227577})
+
+
+def value_categories(itemid: int, values: list[str]) -> list[str]:
+    """The CLIF category of each charted text of a text item whose category
+    depends on its value (devices, modes, position, code status, CRRT mode);
+    an unknown text gives an empty category (a mode: "mode:")."""
+    texts = [str(v).strip() for v in values]
+    if itemid == 226732:
+        return [DEVICE_CATEGORIES.get(t, "") for t in texts]
+    if itemid in MODE_ITEMS:
+        return ["mode:" + MODE_CATEGORIES.get((itemid, t), "") for t in texts]
+    if itemid == POSITION_ITEM:
+        return [
+            "prone" if "prone" in t.lower() else "not_prone" if t else "" for t in texts
+        ]
+    if itemid == CODE_STATUS_ITEM:
+        return [CODE_STATUS_CATEGORIES.get(t, "") for t in texts]
+    if itemid == CRRT_MODE_ITEM:
+        return ["crrt:" + t.lower() for t in texts]
+    raise KeyError(itemid)
+
+
+# Items named by their charted text (the CLIF *_name), as value_categories
+# categorizes them.
+VALUE_CATEGORY_ITEMS = frozenset(
+    {226732, *MODE_ITEMS, POSITION_ITEM, CODE_STATUS_ITEM, CRRT_MODE_ITEM}
+)
 
 # --- labevents ------------------------------------------------------------------
 
-# CLIF lab categories with their reference units and conversions (consortium
-# labs.csv, rows to map); blood gases section 7, other labs section 8.
+# CLIF lab categories with their reference units (labs.csv target_uom, as the
+# consortium writes them: 10*3/uL for platelets and WBC, 10^3/µL for the
+# differential counts) and conversions (consortium labs.csv, rows to map);
+# blood gases section 7, other labs section 8.
 _LABS = {
     50862: ("albumin", "g/dL"),  # Albumin
     50863: ("alkaline_phosphatase", "U/L"),  # Alkaline Phosphatase
@@ -356,7 +441,7 @@ _LABS = {
     51200: ("eosinophils_percent", "%"),  # Eosinophils
     52073: ("eosinophils_absolute", "10^3/µL"),  # Absolute Eosinophil Count
     51199: ("eosinophils_absolute", "10^3/µL", 0.001),  # Eosinophil Count (#/uL)
-    51288: ("esr", "mm/hour"),  # Sedimentation Rate
+    51288: ("esr", "mm/Hr"),  # Sedimentation Rate
     50924: ("ferritin", "ng/mL"),  # Ferritin
     50931: ("glucose_serum", "mg/dL"),  # Glucose
     50809: ("glucose_serum", "mg/dL"),  # Glucose (blood gas)
@@ -365,8 +450,8 @@ _LABS = {
     50811: ("hemoglobin", "g/dL"),  # Hemoglobin (blood gas)
     51645: ("hemoglobin", "g/dL"),  # Hemoglobin, Calculated
     50970: ("phosphate", "mg/dL"),  # Phosphate
-    51237: "inr",  # INR(PT)
-    51675: "inr",  # INR(PT)
+    51237: ("inr", None),  # INR(PT)
+    51675: ("inr", None),  # INR(PT)
     50813: ("lactate", "mmol/L"),  # Lactate
     53154: ("lactate", "mmol/L"),  # Lactate
     50954: ("ldh", "U/L"),  # Lactate Dehydrogenase (LD)
@@ -384,8 +469,8 @@ _LABS = {
     53159: ("neutrophils_absolute", "10^3/µL"),  # Absolute Neutrophil Count
     50818: ("pco2_arterial", "mmHg"),  # pCO2
     50821: ("po2_arterial", "mmHg"),  # pO2
-    50820: "ph_arterial",  # pH
-    51265: ("platelet_count", "10^3/µL"),  # Platelet Count
+    50820: ("ph_arterial", None),  # pH
+    51265: ("platelet_count", "10*3/uL"),  # Platelet Count
     50971: ("potassium", "mmol/L"),  # Potassium
     50822: ("potassium", "mmol/L"),  # Potassium, Whole Blood
     52610: ("potassium", "mmol/L"),  # Potassium
@@ -398,10 +483,10 @@ _LABS = {
     50976: ("total_protein", "g/dL"),  # Protein, Total
     51003: ("troponin_t", "ng/L", 1000.0),  # Troponin T (ng/mL)
     52642: ("troponin_i", "ng/L", 1000.0),  # Troponin I (ng/mL)
-    51300: ("wbc", "10^3/µL"),  # WBC Count
-    51301: ("wbc", "10^3/µL"),  # White Blood Cells
-    51755: ("wbc", "10^3/µL"),  # White Blood Cells
-    51756: ("wbc", "10^3/µL"),  # White Blood Cells
+    51300: ("wbc", "10*3/uL"),  # WBC Count
+    51301: ("wbc", "10*3/uL"),  # White Blood Cells
+    51755: ("wbc", "10*3/uL"),  # White Blood Cells
+    51756: ("wbc", "10*3/uL"),  # White Blood Cells
     # Project categories for the blood-gas panel of section 7.
     52033: "specimen_type",  # Specimen Type (text; ART. = arterial)
     50801: "aado2",  # Alveolar-arterial Gradient
@@ -525,9 +610,10 @@ _MEDICATIONS: dict[str, tuple[tuple[int, str], ...]] = {
         (227523, _INTERMITTENT),
         (227524, _CONTINUOUS),
     ),
-    "dextrose_5_water": ((220949, _BOTH),),
-    "dextrose_10_water": ((220950, _BOTH),),
-    "dextrose_other": (
+    # mCIDE categories (the consortium's demo): D5W, and dextrose for the others.
+    "dextrose_in_water_d5w": ((220949, _BOTH),),
+    "dextrose": (
+        (220950, _BOTH),
         (220952, _INTERMITTENT),
         (225947, _CONTINUOUS),
         (228140, _CONTINUOUS),
@@ -813,6 +899,45 @@ _LOCATIONS = {
 }
 ADT_LOCATION_CATEGORIES: dict[str, str] = {
     unit: category for category, units in _LOCATIONS.items() for unit in units
+}
+
+# --- patients and admissions ----------------------------------------------------
+
+# patients.gender -> CLIF sex_category.
+SEX_CATEGORIES: dict[str, str] = {"F": "Female", "M": "Male"}
+
+# admissions.discharge_location -> CLIF discharge_category (consortium
+# discharge.csv); an admission without one is "Missing", as in the CLIF demo.
+DISCHARGE_CATEGORIES: dict[str, str] = {
+    "HOME": "Home",
+    "HOME HEALTH CARE": "Home",
+    "SKILLED NURSING FACILITY": "Skilled Nursing Facility (SNF)",
+    "REHAB": "Acute Inpatient Rehab Facility",
+    "DIED": "Expired",
+    "CHRONIC/LONG TERM ACUTE CARE": "Long Term Care Hospital (LTACH)",
+    "HOSPICE": "Hospice",
+    "AGAINST ADVICE": "Against Medical Advice (AMA)",
+    "PSYCH FACILITY": "Psychiatric Hospital",
+    "ACUTE HOSPITAL": "Acute Care Hospital",
+    "OTHER FACILITY": "Other",
+    "ASSISTED LIVING": "Assisted Living",
+    "HEALTHCARE FACILITY": "Other",
+}
+DISCHARGE_MISSING = "Missing"
+DISCHARGE_EXPIRED = "Expired"
+
+# admissions.admission_type -> CLIF admission_type_category (the pairs of the
+# consortium's demo, which holds all nine MIMIC-IV admission types).
+ADMISSION_TYPE_CATEGORIES: dict[str, str] = {
+    "AMBULATORY OBSERVATION": "direct",
+    "DIRECT OBSERVATION": "direct",
+    "DIRECT EMER.": "ed",
+    "EU OBSERVATION": "ed",
+    "EW EMER.": "ed",
+    "OBSERVATION ADMIT": "ed",
+    "URGENT": "ed",
+    "ELECTIVE": "elective",
+    "SURGICAL SAME DAY ADMISSION": "elective",
 }
 
 # --- medication names (emar, prescriptions) -------------------------------------
