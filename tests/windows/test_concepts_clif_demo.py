@@ -329,3 +329,10 @@ def test_an_intubated_patients_15_is_flagged_as_the_untestable_verbal_convention
                 tested["gcs"] == tested["gcs_eye"] + tested["gcs_verbal"]
                 + tested["gcs_motor"]
             ).all()
+
+
+def test_bipap_charted_2_hours_before_discharge_lasts_until_discharge(clif, demo):
+    # 22205327: Bipap mask at 15:00, ICU discharge 17:03:56, high flow at 17:28.
+    frame = stay_tracks(clif, demo, "22205327")
+    last = during(frame, "2123-02-26 14:30", "2123-02-26 18:00")
+    assert last["ventilation"].tolist() == ["niv", "niv", "niv"]

@@ -99,3 +99,28 @@ def test_crrt_charted_after_discharge_is_not_carried_into_the_stay():
     # The charting at 2.2 h is the stay's last; it is not carried past discharge
     # toward the one at 3.0 h, but its own hour is on CRRT.
     assert frame["crrt_active"].tolist() == [0, 0, 0, 1]
+
+
+def test_a_ventilation_status_charted_before_discharge_lasts_until_discharge():
+    frame = tracks(
+        [
+            event(0.5, "respiratory_support", "High Flow NC"),
+            event(1.5, "respiratory_support", "High Flow NC"),
+            event(2.0, "respiratory_support", "NIPPV"),
+            # After discharge: not read, and not needed to keep NIV running.
+            event(5.0, "respiratory_support", "High Flow NC"),
+        ],
+        hours=3.7,
+    )
+    assert frame["ventilation"].tolist() == [None, "hfnc", "niv", "niv", "niv"]
+
+
+def test_crrt_charted_before_discharge_runs_until_discharge_within_6_hours():
+    frame = tracks(
+        [
+            event(0.5, "crrt_therapy", "crrt:cvvhdf"),
+            event(1.5, "crrt_therapy", "crrt:cvvhdf"),
+        ],
+        hours=4.5,
+    )
+    assert frame["crrt_active"].tolist() == [0, 1, 1, 1, 1, 1]

@@ -209,12 +209,15 @@ def crrt_chartings(stay: Stay) -> pd.DataFrame:
 
 def crrt_periods(stay: Stay) -> pd.DataFrame:
     """Periods on CRRT, columns ``t`` (start) and ``end`` (ns since intime):
-    each running charting lasts until the next charting (running or stopped)
-    if that is at most CRRT_MAX_GAP later, else only at its own time; plus the
-    CRRT intervals (crrt_intervals). A stop ends CRRT at the stop's time."""
+    each running charting lasts until the next charting (running or stopped),
+    the last one until ICU discharge, if that is at most CRRT_MAX_GAP later,
+    else only at its own time; plus the CRRT intervals (crrt_intervals). A stop
+    ends CRRT at the stop's time."""
     chartings = crrt_chartings(stay)
     t = chartings["t"].to_numpy(dtype=np.int64)
-    gap = np.r_[np.diff(t), np.iinfo(np.int64).max]
+    # The last charting runs to ICU discharge as to a next charting.
+    gap = np.r_[np.diff(t), stay.outtime_ns - t[-1:]]
+    gap[gap <= 0] = np.iinfo(np.int64).max
     end = np.where(gap <= CRRT_MAX_GAP, t + np.minimum(gap, CRRT_MAX_GAP), t)
     running = chartings["running"].to_numpy(dtype=bool)
     points = pd.DataFrame({"t": t[running], "end": end[running]})

@@ -132,8 +132,9 @@ def ventilation_episodes(stay: Stay) -> pd.DataFrame:
     """Episodes of one status (section 6c): a new episode starts at the first
     classified row, at a change of status, or 14 h or more after the previous row
     of the same status; each row lasts until the next classified row unless that
-    is 14 h or more later (then it ends at its own time); episodes of a single
-    time point are dropped. Columns: status (code), start, end (ns since intime).
+    is 14 h or more later (then it ends at its own time), the last row until ICU
+    discharge on the same terms; episodes of a single time point are dropped.
+    Columns: status (code), start, end (ns since intime).
     """
     codes = status_per_time(stay)
     if codes.empty:
@@ -142,7 +143,12 @@ def ventilation_episodes(stay: Stay) -> pd.DataFrame:
     s = codes.to_numpy(dtype=np.int64)
     gap_before = np.r_[np.inf, np.diff(t)]
     new = np.r_[True, s[1:] != s[:-1]] | (gap_before >= EPISODE_GAP)
-    gap_after = np.r_[np.diff(t), np.iinfo(np.int64).max]
+    # The stay's last row runs to ICU discharge as to a next row (the grid reads
+    # nothing later, windows.concepts.grid).
+    until_discharge = stay.outtime_ns - t[-1]
+    gap_after = np.r_[
+        np.diff(t), until_discharge if until_discharge > 0 else np.iinfo(np.int64).max
+    ]
     row_end = np.where(
         gap_after < EPISODE_GAP, t + np.minimum(gap_after, EPISODE_GAP), t
     )
