@@ -47,8 +47,8 @@ _DOWN_WORDS = (
 # "avoid fluid boluses" of "give fluid boluses".
 _NEGATIONS = (
     "do not", "don't", "dont", "does not", "should not", "must not", "not",
-    "never", "avoid", "avoiding", "avoidance", "no", "without", "refrain from",
-    "contraindicated", "against",
+    "never", "avoid", "avoiding", "avoidance", "no", "refrain from",
+    "contraindicated",
 )
 # Course of a problem: getting better (+1) or worse (-1).
 _BETTER_WORDS = (
@@ -141,6 +141,14 @@ _RIVALS = {
 _PROHIBITION = re.compile(
     r"^(?:do not|don't|dont|never|avoid(?:ing)?|no|refrain from|"
     r"(?:it is )?(?:contraindicated to)|should not|must not)\s+"
+)
+
+
+# Where a red flag's condition starts: "... while MAP < 65", "... without a
+# secured airway". "with" is left out: "ventilation with high tidal volumes"
+# names the harm itself.
+_CONDITION = re.compile(
+    r"\s(?:while|when|whenever|if|unless|until|without|under|during)\s"
 )
 
 
@@ -274,12 +282,17 @@ def opposed(a: str, b: str) -> bool:
 
 def forbidden_action(red_flag: str) -> str:
     """The action a red flag forbids, as a recommended action would say it:
-    "Do not wean vasopressors while MAP < 65" -> "wean vasopressors while map
-    < 65", "Avoid fluid boluses" -> "fluid boluses". A red flag written as the
-    action itself ("Intubation") is returned as it is (normalized)."""
+    "Do not wean vasopressors while MAP < 65" -> "wean vasopressors", "Avoid
+    deep sedation without a secured airway" -> "deep sedation", "Avoid fluid
+    boluses" -> "fluid boluses". The prohibition goes, and so does a trailing
+    condition (while, when, if, unless, until, without, under): it says when
+    the action is harmful, and left in, it makes the remedy ("secure the
+    airway") read like the harm. A red flag written as the action itself
+    ("Intubation") is returned as it is (normalized)."""
     text = _prepare(red_flag)
-    stripped = _PROHIBITION.sub("", text, count=1)
-    return stripped or text
+    stripped = _PROHIBITION.sub("", text, count=1) or text
+    action = _CONDITION.split(stripped, maxsplit=1)[0].strip(" ,;:")
+    return action or stripped
 
 
 def harmful_direction_conflict(action: str, red_flag: str) -> bool:

@@ -91,7 +91,14 @@ def test_polarity_reads_negation_before_the_direction_word():
 
 def test_a_red_flag_forbids_the_action_after_its_prohibition():
     assert forbidden_action("Do not wean vasopressors while MAP < 65") == (
-        "wean vasopressors while mean arterial pressure < 65"
+        "wean vasopressors"
+    )
+    # The condition goes: the remedy it names is not the harm.
+    assert forbidden_action("Avoid deep sedation without a secured airway") == (
+        "deep sedation"
+    )
+    assert forbidden_action("Avoid ventilation with high tidal volumes") == (
+        "ventilation with high tidal volumes"
     )
     assert forbidden_action("Avoid fluid boluses") == "fluid boluses"
     assert forbidden_action("No NSAIDs") == "nsaids"
