@@ -1141,6 +1141,21 @@ def test_a_chartevents_line_with_an_extra_field_is_rejected_naming_its_line(
 
 
 @pytest.mark.django_db
+def test_a_labevents_line_with_an_extra_field_is_rejected_naming_its_line(tmp_path):
+    directory = write_mimic(tmp_path / "m", mimic_tables())
+    path = directory / "hosp" / "labevents.csv.gz"
+    with gzip.open(path, "rt") as fh:
+        lines = fh.read().splitlines()
+    lines[2] += ",an extra field"
+    with gzip.open(path, "wt") as fh:
+        fh.write("\n".join(lines) + "\n")
+
+    with pytest.raises(SourceDataError, match="Expected 16 fields in line 3, saw 17"):
+        mimic_import(directory=directory)
+    assert counts() == (0, 0, 0, 0)
+
+
+@pytest.mark.django_db
 def test_a_patient_seen_before_gets_the_new_admission(tmp_path):
     tables = mimic_tables()
     first = write_mimic(
@@ -1440,6 +1455,34 @@ def test_medication_and_urine_mapping_agrees_with_the_consortium():
         if r["decision"] == "TO MAP":
             item = OUTPUTEVENTS[int(r["itemid"])]
             assert item.category == r["output_category"], r["itemid"]
+
+
+def _mcide(name: str) -> set[str]:
+    path = MAPPINGS.parent / "mcide" / name
+    if not path.exists():
+        pytest.skip(f"{path} not found")
+    with path.open(encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    return {next(iter(r.values())) for r in rows}
+
+
+def test_medication_assessment_input_and_output_categories_are_mcide_categories():
+    medications = _mcide("clif_medication_admin_continuous_med_categories.csv") | _mcide(
+        "clif_medication_admin_intermittent_med_categories.csv"
+    )
+    mapped = [*INPUTEVENTS.values(), *CHARTEVENTS.values(), *OUTPUTEVENTS.values()]
+    assert {
+        m.category for m in mapped if m.domain.startswith("medication_admin")
+    } <= medications
+    assert {m.category for m in mapped if m.domain == Domain.ASSESSMENTS} <= _mcide(
+        "clif_patient_assessment_categories.csv"
+    )
+    assert {m.category for m in mapped if m.domain == Domain.INPUT} <= _mcide(
+        "clif_input_category.csv"
+    )
+    assert {m.category for m in mapped if m.domain == Domain.OUTPUT} <= _mcide(
+        "clif_output_categories.csv"
+    )
 
 
 def test_every_itemid_named_in_clinical_concepts_is_mapped():

@@ -1008,9 +1008,7 @@ class EventStep:
     def frames(self, batch: Batch, progress: Progress, *, from_row: int = 1):
         """Event frames of the batch's rows, from file row ``from_row`` on."""
         read = 0
-        for first_row, chunk in self.table.chunks(
-            self.columns, chunksize=CHUNK_ROWS, all_fields=True
-        ):
+        for first_row, chunk in self._source_chunks():
             read += len(chunk)
             if first_row + len(chunk) <= from_row:
                 continue
@@ -1021,6 +1019,37 @@ class EventStep:
             if events is not None:
                 yield events
             progress.advance(0, f"{self.name}: {read:,} rows")
+
+    def _source_chunks(self):
+        """(first row, frame of text columns) of the file. A CSV file is read by
+        Arrow's streaming reader, which rejects a line with more fields than the
+        header; from a block Arrow cannot read on, pandas reads the whole lines
+        (not only the columns used, which would take such a line silently) and
+        names the line in its error."""
+        if self.table.is_parquet:
+            yield from self.table.chunks(self.columns, chunksize=CHUNK_ROWS)
+            return
+        self.table.require(self.columns)
+        blocks = self.table.arrow_blocks(self.columns, rows=CHUNK_ROWS)
+        done = 0
+        while True:
+            try:
+                first_row, block = next(blocks)
+            except StopIteration:
+                return
+            except Exception:  # whatever Arrow says: pandas' reader words it
+                for first_row, chunk in self.table.chunks(
+                    self.columns, chunksize=CHUNK_ROWS, all_fields=True
+                ):
+                    if first_row + len(chunk) <= done + 1:
+                        continue
+                    if first_row <= done:
+                        chunk = chunk.iloc[done + 1 - first_row :].reset_index(drop=True)
+                        first_row = done + 1
+                    yield first_row, chunk
+                return
+            done += block.num_rows
+            yield first_row, _pandas_chunk(block)
 
     def chunk_events(
         self, chunk: pd.DataFrame, first_row: int, batch: Batch
