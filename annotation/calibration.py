@@ -1,7 +1,9 @@
 """Threshold calibration of the semantic matcher (spec section 5): pairs of real
-label items drawn near the current tau and at random, physicians' same /
-different judgments of them, the sweep report, and the admin adopting a tau for
-the model from it (recorded with who, when and which report)."""
+label items drawn near the current tau and at random, judged same / different
+by the physicians an admin invites, the sweep report, and the admin adopting a
+tau for the model from it (recorded with who, when and which report). Which
+items may be drawn and which pairs a judge is shown is blindness's
+(annotation.blindness)."""
 
 from __future__ import annotations
 
@@ -11,19 +13,19 @@ import random
 import numpy as np
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
-from django.db.models import Count, Q
+from django.db.models import Count, F, Q
 from django.http import Http404
 from django.utils import timezone
 
+from annotation import blindness
 from annotation.models import (
-    AssignmentState,
+    CalibrationInvitation,
     CalibrationJudgment,
     CalibrationPair,
     CalibrationSet,
     CalibrationStratum,
     Campaign,
     ConsensusTask,
-    Label,
     TauAdoption,
 )
 from annotation.roles import user_is_admin, user_is_physician
@@ -45,19 +47,17 @@ MAX_PAIRS_PER_STRATUM = 200
 DEFAULT_BAND = 0.15
 
 
-def _may_judge(user) -> bool:
-    return user_is_physician(user) or user_is_admin(user)
-
-
-def _campaign_texts(campaigns: list[Campaign], normalize) -> dict[str, list[dict]]:
-    """Distinct item texts (by normalized form) of the campaigns' submitted
-    labels per set task, each with where it was first found."""
+def _campaign_texts(
+    campaigns: list[Campaign], normalize, judges: list
+) -> dict[str, list[dict]]:
+    """Distinct item texts (by normalized form) per set task of the labels the
+    judges may be shown (``blindness.calibration_labels``), each with where it
+    was first found; texts a judge's co-rater wrote are left out wherever they
+    appear."""
     texts: dict[str, dict[str, dict]] = {task: {} for task in TASK_FIELDS}
+    hidden = blindness.hidden_text_keys(judges)
     labels = (
-        Label.objects.filter(
-            assignment__campaign__in=campaigns,
-            assignment__state=AssignmentState.SUBMITTED,
-        )
+        blindness.calibration_labels(campaigns=campaigns, judges=judges)
         .order_by("pk")
         .values_list("pk", "payload")
     )
@@ -66,7 +66,7 @@ def _campaign_texts(campaigns: list[Campaign], normalize) -> dict[str, list[dict
             for field in fields:
                 for index, item in enumerate((payload or {}).get(field) or []):
                     text = (item.get("text") or "").strip()
-                    if not text:
+                    if not text or blindness.text_key(text) in hidden:
                         continue
                     key = normalize(text)
                     texts[task].setdefault(
@@ -92,15 +92,21 @@ def calibration_set_draw(
     per_stratum: int = 20,
     band: float = DEFAULT_BAND,
     seed: int = 0,
+    judges=(),
 ) -> CalibrationSet:
     """Draw pairs of items of the same task from the campaigns' submitted
     labels, ``per_stratum`` in each stratum: near matches (tau <= cos < tau +
     band), near misses (tau - band <= cos < tau) and random pairs, cosines by
     ``matcher`` (the configured model) and tau its current one. A stratum with
-    fewer candidates than asked gets all of them."""
+    fewer candidates than asked gets all of them.
+
+    ``judges`` are invited to judge the set. Items come from closed windows and
+    from windows none of them still rates (``blindness.calibration_labels``):
+    without judges, from closed windows only."""
     require_admin(admin, "draw calibration pairs")
     name = (name or "").strip()
     campaigns = list(campaigns)
+    judges = _judges_resolve(judges)
     if not name:
         raise ValidationError("Give the calibration set a name.")
     if CalibrationSet.objects.filter(name=name).exists():
@@ -118,7 +124,7 @@ def calibration_set_draw(
     rng = random.Random(seed)
     tau = float(matcher.tau)
     candidates: dict[str, list[tuple]] = {s: [] for s in CalibrationStratum.values}
-    for task, entries in _campaign_texts(campaigns, matcher.normalize).items():
+    for task, entries in _campaign_texts(campaigns, matcher.normalize, judges).items():
         if len(entries) > MAX_TEXTS_PER_TASK:
             entries = rng.sample(entries, MAX_TEXTS_PER_TASK)
         if len(entries) < 2:
@@ -149,8 +155,9 @@ def calibration_set_draw(
             pairs.append((stratum, task, a, b, cosine))
     if not pairs:
         raise ValidationError(
-            "The campaigns' submitted labels hold fewer than two distinct items "
-            "of any task: there is nothing to pair yet."
+            "The campaigns' submitted labels that these judges may see (closed "
+            "windows, and windows none of them still rates) hold fewer than two "
+            "distinct items of any task: there is nothing to pair yet."
         )
     rng.shuffle(pairs)
     with transaction.atomic():
@@ -163,6 +170,7 @@ def calibration_set_draw(
             created_by=admin,
         )
         calibration_set.campaigns.set(campaigns)
+        _invite(admin=admin, calibration_set=calibration_set, judges=judges)
         CalibrationPair.objects.bulk_create(
             [
                 CalibrationPair(
@@ -181,38 +189,154 @@ def calibration_set_draw(
     return calibration_set
 
 
+# Invitations ------------------------------------------------------------------
+
+
+def _judges_resolve(judges) -> list:
+    users = list({u.pk: u for u in judges}.values())
+    refused = [u for u in users if not (u.is_active and user_is_physician(u))]
+    if refused:
+        names = ", ".join(u.get_username() for u in refused)
+        raise ValidationError(
+            f"Only active physicians judge calibration pairs; {names} "
+            f"{'is' if len(refused) == 1 else 'are'} not one."
+        )
+    return sorted(users, key=lambda u: u.pk)
+
+
+def _invite(*, admin, calibration_set: CalibrationSet, judges: list) -> int:
+    now = timezone.now()
+    created = CalibrationInvitation.objects.bulk_create(
+        [
+            CalibrationInvitation(
+                calibration_set=calibration_set,
+                judge=judge,
+                invited_by=admin,
+                invited_at=now,
+            )
+            for judge in judges
+        ],
+        ignore_conflicts=True,
+    )
+    return len(created)
+
+
+@transaction.atomic
+def calibration_invite(*, admin, calibration_set: CalibrationSet, judges) -> int:
+    """Invite physicians to judge the set (those already invited stay as they
+    were). Each is shown only the pairs blindness lets them see."""
+    require_admin(admin, "invite calibration judges")
+    judges = _judges_resolve(judges)
+    if not judges:
+        raise ValidationError("Choose the physicians to invite.")
+    already = set(
+        CalibrationInvitation.objects.filter(
+            calibration_set=calibration_set, judge__in=judges
+        ).values_list("judge_id", flat=True)
+    )
+    _invite(
+        admin=admin,
+        calibration_set=calibration_set,
+        judges=[j for j in judges if j.pk not in already],
+    )
+    return len(judges) - len(already)
+
+
+@transaction.atomic
+def calibration_invitation_withdraw(
+    *, admin, calibration_set: CalibrationSet, judge_id
+) -> None:
+    """Withdraw a physician's invitation: the set disappears from their pages.
+    Their judgments so far stay in the report."""
+    require_admin(admin, "withdraw calibration invitations")
+    try:
+        pk = int(judge_id)
+    except (TypeError, ValueError):
+        raise ValidationError("No such judge invited to this set.")
+    deleted, _ = CalibrationInvitation.objects.filter(
+        calibration_set=calibration_set, judge_id=pk
+    ).delete()
+    if not deleted:
+        raise ValidationError("No such judge invited to this set.")
+
+
+def calibration_invitations(*, admin, calibration_set: CalibrationSet) -> list:
+    """The set's invitations by judge name, each with ``judged``: how many
+    pairs the judge has judged."""
+    require_admin(admin, "see calibration judges")
+    return list(
+        CalibrationInvitation.objects.filter(calibration_set=calibration_set)
+        .select_related("judge", "invited_by")
+        .annotate(
+            judged=Count(
+                "calibration_set__pairs__judgments",
+                filter=Q(calibration_set__pairs__judgments__judge=F("judge")),
+            )
+        )
+        .order_by("judge__username")
+    )
+
+
+def physicians_to_invite(*, admin, calibration_set: CalibrationSet) -> list:
+    """Active physicians not invited to the set yet, by username."""
+    from annotation.selectors import physicians_all
+
+    require_admin(admin, "invite calibration judges")
+    invited = CalibrationInvitation.objects.filter(
+        calibration_set=calibration_set
+    ).values("judge_id")
+    return list(physicians_all().exclude(pk__in=invited))
+
+
 # Judging ----------------------------------------------------------------------
 
 
+def _may_judge(user) -> bool:
+    return user_is_physician(user) or user_is_admin(user)
+
+
 def calibration_sets_for(*, user) -> list[CalibrationSet]:
-    """The calibration sets, newest first, each with ``pairs_total`` and
-    ``judged_by_user``; for physicians and admins only."""
+    """The sets the user may judge, newest first (all for an admin, the sets a
+    physician is invited to), each with ``pairs_total`` (the pairs the user may
+    be shown) and ``judged_by_user``; Http404 for anyone but physicians and
+    admins."""
     if not _may_judge(user):
         raise Http404("No such page.")
-    return list(
-        CalibrationSet.objects.annotate(
-            pairs_total=Count("pairs", distinct=True),
+    sets = list(
+        blindness.calibration_sets_visible_to(user).annotate(
             judged_by_user=Count(
-                "pairs__judgments", filter=Q(pairs__judgments__judge=user), distinct=True
+                "pairs__judgments",
+                filter=Q(pairs__judgments__judge=user),
+                distinct=True,
             ),
         )
     )
+    for calibration_set in sets:
+        calibration_set.pairs_total = blindness.calibration_pairs_visible_to(
+            user=user, calibration_set=calibration_set
+        ).count()
+    return sets
 
 
 def calibration_set_get(*, user, set_id, admin_only: bool = False) -> CalibrationSet:
     """The calibration set; Http404 for an unknown id or a user who may not see
-    it (judges: physicians and admins; the report: admins)."""
-    allowed = user_is_admin(user) if admin_only else _may_judge(user)
-    found = CalibrationSet.objects.filter(pk=set_id).first() if allowed else None
+    it (judges: admins and the physicians invited to it; the report: admins)."""
+    if admin_only:
+        sets = CalibrationSet.objects.all() if user_is_admin(user) else None
+    else:
+        sets = blindness.calibration_sets_visible_to(user)
+    found = sets.filter(pk=set_id).first() if sets is not None else None
     if found is None:
         raise Http404("No such calibration set.")
     return found
 
 
 def calibration_next_pair(*, user, calibration_set: CalibrationSet) -> dict:
-    """The first pair of the set the user has not judged (None when done), with
-    how many they have judged and the total."""
-    pairs = CalibrationPair.objects.filter(calibration_set=calibration_set)
+    """The first pair of the set the user may be shown and has not judged (None
+    when done), with how many of those they have judged and their total."""
+    pairs = blindness.calibration_pairs_visible_to(
+        user=user, calibration_set=calibration_set
+    )
     judged = pairs.filter(judgments__judge=user)
     return {
         "pair": pairs.exclude(pk__in=judged.values("pk")).order_by("position").first(),
@@ -221,17 +345,30 @@ def calibration_next_pair(*, user, calibration_set: CalibrationSet) -> dict:
     }
 
 
-def calibration_judge(*, judge, calibration_set: CalibrationSet, pair_id, same) -> CalibrationJudgment:
-    """Record (or replace) the judge's same / different judgment of a pair."""
+def calibration_judge(
+    *, judge, calibration_set: CalibrationSet, pair_id, same
+) -> CalibrationJudgment:
+    """Record (or replace) the judge's same / different judgment of a pair the
+    judge may be shown."""
     if not _may_judge(judge):
         raise PermissionDenied("Only physicians and admins judge calibration pairs.")
+    if not blindness.calibration_sets_visible_to(judge).filter(
+        pk=calibration_set.pk
+    ).exists():
+        raise PermissionDenied("Only the physicians invited to this set judge it.")
     if same not in (True, False):
         raise ValidationError("Judge the pair as the same item or different items.")
     try:
         pk = int(pair_id)
     except (TypeError, ValueError):
         raise ValidationError("No such pair in this calibration set.")
-    pair = CalibrationPair.objects.filter(pk=pk, calibration_set=calibration_set).first()
+    pair = (
+        blindness.calibration_pairs_visible_to(
+            user=judge, calibration_set=calibration_set
+        )
+        .filter(pk=pk)
+        .first()
+    )
     if pair is None:
         raise ValidationError("No such pair in this calibration set.")
     judgment, _ = CalibrationJudgment.objects.update_or_create(

@@ -436,6 +436,11 @@ def consensus_build(*, campaign: Campaign, window: Window) -> ConsensusLabel:
         CampaignWindow.objects.filter(
             campaign=campaign, window=window, adjudicated_at__isnull=True
         ).update(adjudicated_at=fields["built_at"])
+    if not fields["open_disputes"]:
+        # Closed for good (annotation.blindness): labels final, raters unblinded.
+        CampaignWindow.objects.filter(
+            campaign=campaign, window=window, closed_at__isnull=True
+        ).update(closed_at=fields["built_at"])
     return consensus
 
 
@@ -597,6 +602,12 @@ def campaign_agreement_refresh(
                     window_id__in=settled,
                     adjudicated_at__isnull=True,
                 ).update(adjudicated_at=timezone.now())
+            # Closed for good (annotation.blindness): labels final, raters
+            # unblinded.
+            agreed = [row.window_id for row in consensus_rows if not row.open_disputes]
+            CampaignWindow.objects.filter(
+                campaign=campaign, window_id__in=agreed, closed_at__isnull=True
+            ).update(closed_at=timezone.now())
         done += len(chunk)
         if on_progress is not None:
             on_progress(done, len(window_order))

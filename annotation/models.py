@@ -82,8 +82,10 @@ class CampaignPhysician(models.Model):
 
 class CampaignWindow(models.Model):
     """A window of a campaign and where its review stands. Once adjudication has
-    started, authors can no longer reopen their labels; once it is adjudicated,
-    the window's physicians may see each other's labels."""
+    started, authors can no longer reopen their labels. Once its consensus has
+    no open dispute (all agreed, or all adjudicated) it is closed for good
+    (annotation.blindness): its labels are final and its raters no longer
+    blind to each other."""
 
     campaign = models.ForeignKey(
         Campaign, on_delete=models.CASCADE, related_name="campaign_windows"
@@ -94,6 +96,12 @@ class CampaignWindow(models.Model):
     )
     adjudication_started_at = models.DateTimeField(null=True, blank=True)
     adjudicated_at = models.DateTimeField(null=True, blank=True)
+    closed_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="When the window closed (annotation.blindness): its consensus "
+        "first had no open dispute, agreed or adjudicated. Never unset.",
+    )
 
     class Meta:
         constraints = [
@@ -540,6 +548,33 @@ class CalibrationJudgment(models.Model):
 
     def __str__(self) -> str:
         return f"{self.judge}: {'same' if self.same else 'different'} ({self.pair_id})"
+
+
+class CalibrationInvitation(models.Model):
+    """An admin inviting a physician to judge a calibration set: only invited
+    physicians see the set (blindness: its pairs are real label items)."""
+
+    calibration_set = models.ForeignKey(
+        CalibrationSet, on_delete=models.CASCADE, related_name="invitations"
+    )
+    judge = models.ForeignKey(
+        USER_MODEL, on_delete=models.CASCADE, related_name="calibration_invitations"
+    )
+    invited_by = models.ForeignKey(
+        USER_MODEL, on_delete=models.PROTECT, related_name="+"
+    )
+    invited_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["calibration_set", "judge__username"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["calibration_set", "judge"], name="calibration_invitation_uniq"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.judge} invited to judge {self.calibration_set}"
 
 
 class TauAdoption(models.Model):

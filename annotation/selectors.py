@@ -1,6 +1,7 @@
 """Reads of the annotation app, each scoped to what the asking user may see:
-physicians their own assignments and labels only (blindness, spec section 4),
-admins everything."""
+physicians their own assignments and labels only, admins everything. What one
+physician may read of another's words is decided in annotation.blindness
+(spec section 4), never here."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from django.db import connection
 from django.db.models import Count, Prefetch, Q, QuerySet
 from django.http import Http404
 
+from annotation import blindness
 from annotation.critical import critical_action_q
 from annotation.models import (
     Assignment,
@@ -28,7 +30,7 @@ from windows.accounts import Role
 from windows.models import Cohort, Event, Window
 from windows.selectors_context import window_actions
 
-SUGGESTION_FIELDS = ("acute_problems", "added_actions", "red_flags")
+SUGGESTION_FIELDS = blindness.TEXT_FIELDS
 
 
 # Queue ------------------------------------------------------------------------
@@ -69,12 +71,6 @@ class PhysicianQueue:
         return None
 
 
-def _assignments_of(user) -> QuerySet[Assignment]:
-    if not user_is_physician(user):
-        return Assignment.objects.none()
-    return Assignment.objects.filter(annotator=user, active=True)
-
-
 def physician_queue(
     *, user, campaign: Campaign | None = None, details: bool = True
 ) -> PhysicianQueue:
@@ -85,7 +81,7 @@ def physician_queue(
     order: enough for a position, the progress and the next window, which the
     annotation page and every submit need (one narrow query instead of a
     five-table join and a prefetch)."""
-    qs = _assignments_of(user)
+    qs = blindness.own_assignments(user)
     if campaign is not None:
         qs = qs.filter(campaign=campaign)
     if details:
@@ -112,7 +108,7 @@ def assignment_get_for_annotator(*, annotator, assignment_id) -> Assignment:
     except (TypeError, ValueError):
         raise Http404("No such assignment.")
     assignment = (
-        _assignments_of(annotator)
+        blindness.own_assignments(annotator)
         .select_related("campaign", "window", "window__stay")
         .filter(pk=pk)
         .first()
@@ -128,35 +124,6 @@ def label_of(assignment: Assignment) -> Label | None:
         return assignment.label
     except Label.DoesNotExist:
         return None
-
-
-# Blindness --------------------------------------------------------------------
-
-
-def window_labels_visible_to(*, user, window: Window) -> QuerySet[Label]:
-    """The labels of ``window`` that ``user`` may see.
-
-    Admins see all. A physician sees their own, and other physicians' only in a
-    campaign where the window has been adjudicated and they were among its raters.
-    Anyone else sees none (researchers read released data, not raw labels).
-    """
-    labels = Label.objects.filter(assignment__window=window).select_related(
-        "assignment", "assignment__annotator", "assignment__campaign"
-    )
-    if user_is_admin(user):
-        return labels.order_by("assignment__campaign_id", "assignment_id")
-    if not user_is_physician(user):
-        return Label.objects.none()
-    adjudicated_campaigns = CampaignWindow.objects.filter(
-        window=window,
-        adjudicated_at__isnull=False,
-        campaign__assignments__window=window,
-        campaign__assignments__annotator=user,
-    ).values("campaign_id")
-    return labels.filter(
-        Q(assignment__annotator=user)
-        | Q(assignment__campaign_id__in=adjudicated_campaigns)
-    ).order_by("assignment__campaign_id", "assignment_id")
 
 
 # Admin's view -----------------------------------------------------------------
@@ -380,19 +347,16 @@ def term_suggestions(
     field: str,
     prefix: str,
     limit: int = 10,
-    exclude_window: Window | None = None,
 ) -> list[tuple[str, int]]:
     """Free-text items already used in ``field`` in the campaign, as
     ``(text, uses)``, most used first, matching ``prefix`` at the start of a word.
 
-    Blindness: a suggestion reveals other physicians' wording, never whose it
-    is or on which window: only texts and their counts over the whole campaign
-    are returned. Others' drafts are left out (half-typed); with
-    ``exclude_window`` (the window being labelled) others' labels of that window
-    are left out too, and a physician never gets others' items from any window
-    they rate themselves before it is adjudicated, so a co-rater's items are
-    never suggested.
-    Only the campaign's physicians and admins get suggestions.
+    Only texts and their counts over the campaign are returned, never whose or
+    on which window. Which labels may be read is blindness's
+    (``annotation.blindness.suggestion_labels``): the user's own, others'
+    submitted ones, and nothing of anyone who co-rates a window the user still
+    has open, in any campaign. Only the campaign's physicians and admins get
+    suggestions.
     """
     if field not in SUGGESTION_FIELDS:
         return []
@@ -408,29 +372,7 @@ def term_suggestions(
     if not prefix:
         return []
     limit = max(1, min(int(limit), 50))
-    labels = Label.objects.filter(assignment__campaign=campaign).filter(
-        Q(assignment__annotator=user) | Q(assignment__state=AssignmentState.SUBMITTED)
-    )
-    if exclude_window is not None:
-        labels = labels.exclude(
-            Q(assignment__window=exclude_window) & ~Q(assignment__annotator=user)
-        )
-    if not user_is_admin(user):
-        # Blindness (spec section 4): a co-rater's items on any window this
-        # physician rates stay hidden until that window is adjudicated, not
-        # only on the window being labelled (the endpoint can be asked from any
-        # of the physician's assignments).
-        adjudicated = CampaignWindow.objects.filter(
-            campaign=campaign, adjudicated_at__isnull=False
-        ).values("window_id")
-        rated = (
-            Assignment.objects.filter(campaign=campaign, annotator=user)
-            .exclude(window_id__in=adjudicated)
-            .values("window_id")
-        )
-        labels = labels.exclude(
-            Q(assignment__window_id__in=rated) & ~Q(assignment__annotator=user)
-        )
+    labels = blindness.suggestion_labels(user=user, campaign=campaign)
     if connection.vendor == "postgresql":
         return _suggestions_postgresql(
             labels=labels, field=field, prefix=prefix, limit=limit

@@ -83,6 +83,16 @@ urlpatterns = [
         name="calibration_report",
     ),
     path(
+        "calibration/<int:set_id>/invite/",
+        views_calibration.calibration_invite,
+        name="calibration_invite",
+    ),
+    path(
+        "calibration/<int:set_id>/withdraw/",
+        views_calibration.calibration_invitation_withdraw,
+        name="calibration_invitation_withdraw",
+    ),
+    path(
         "calibration/<int:set_id>/adopt/",
         views_calibration.calibration_adopt,
         name="calibration_adopt",

@@ -338,7 +338,6 @@ def suggest(request, assignment_id: int):
         campaign=assignment.campaign,
         field=field,
         prefix=request.GET.get("q", ""),
-        exclude_window=assignment.window,
     )
     response = render(
         request,

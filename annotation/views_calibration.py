@@ -1,7 +1,7 @@
 """Threshold calibration pages (spec section 5): the list of calibration sets
-(with the admin's form to draw one), the judging page where physicians say
-whether two items are the same (keys S / D), and the admin's report sweeping
-tau with the form to adopt one for the model."""
+(with the admin's form to draw one), the judging page where invited physicians
+say whether two items are the same (keys S / D), and the admin's report sweeping
+tau, with the forms to invite judges and to adopt a tau for the model."""
 
 from __future__ import annotations
 
@@ -13,10 +13,12 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET, require_POST
 
 from annotation import calibration as services
+from annotation import selectors
 from annotation.charts import line_plot
 from annotation.models import Campaign, ConsensusTask
 from annotation.roles import user_is_admin, user_is_physician
@@ -54,6 +56,7 @@ def calibration_list(request):
             "sets": sets,
             "is_admin": is_admin,
             "campaigns": Campaign.objects.order_by("name") if is_admin else [],
+            "physicians": list(selectors.physicians_all()) if is_admin else [],
             "model_name": model_name,
             "model": model,
         },
@@ -67,6 +70,13 @@ def _int(value, default: int) -> int:
         return default
 
 
+def _physicians_posted(request) -> list:
+    """The physicians named in the form's ``judges`` (unknown ids ignored)."""
+    ids = [_int(v, 0) for v in request.POST.getlist("judges")]
+    ids = [pk for pk in ids if 0 < pk < 2**31]
+    return list(selectors.physicians_all().filter(pk__in=ids))
+
+
 @require_POST
 @admin_required
 def calibration_draw(request):
@@ -76,6 +86,7 @@ def calibration_draw(request):
 
     ids = [_int(v, 0) for v in request.POST.getlist("campaigns")]
     campaigns = list(Campaign.objects.filter(pk__in=ids))
+    judges = _physicians_posted(request)
     try:
         per_stratum = int(request.POST.get("per_stratum") or "")
         band = float(request.POST.get("band") or "")
@@ -94,6 +105,7 @@ def calibration_draw(request):
             per_stratum=per_stratum,
             band=band,
             seed=_int(request.POST.get("seed"), 0),
+            judges=judges,
         )
     except (ValidationError, PermissionDenied, MatcherUnavailable) as error:
         messages.error(request, _error_text(error))
@@ -190,7 +202,65 @@ def calibration_report(request, set_id: int):
     return render(
         request,
         "annotation/calibration_report.html",
-        {**report, "plot": plot, "task_names": TASK_NAMES},
+        {
+            **report,
+            "plot": plot,
+            "task_names": TASK_NAMES,
+            "invitations": services.calibration_invitations(
+                admin=request.user, calibration_set=calibration_set
+            ),
+            "physicians_to_invite": services.physicians_to_invite(
+                admin=request.user, calibration_set=calibration_set
+            ),
+        },
+    )
+
+
+@require_POST
+@admin_required
+def calibration_invite(request, set_id: int):
+    """Invite physicians to judge the set."""
+    calibration_set = services.calibration_set_get(
+        user=request.user, set_id=set_id, admin_only=True
+    )
+    try:
+        invited = services.calibration_invite(
+            admin=request.user,
+            calibration_set=calibration_set,
+            judges=_physicians_posted(request),
+        )
+    except (ValidationError, PermissionDenied) as error:
+        messages.error(request, _error_text(error))
+    else:
+        messages.success(
+            request, f"{invited} physician{'s' if invited != 1 else ''} invited."
+        )
+    return redirect(
+        reverse("annotation:calibration_report", args=[calibration_set.pk])
+        + "#judges"
+    )
+
+
+@require_POST
+@admin_required
+def calibration_invitation_withdraw(request, set_id: int):
+    """Withdraw a physician's invitation to judge the set."""
+    calibration_set = services.calibration_set_get(
+        user=request.user, set_id=set_id, admin_only=True
+    )
+    try:
+        services.calibration_invitation_withdraw(
+            admin=request.user,
+            calibration_set=calibration_set,
+            judge_id=request.POST.get("judge"),
+        )
+    except (ValidationError, PermissionDenied) as error:
+        messages.error(request, _error_text(error))
+    else:
+        messages.success(request, "Invitation withdrawn.")
+    return redirect(
+        reverse("annotation:calibration_report", args=[calibration_set.pk])
+        + "#judges"
     )
 
 
@@ -221,6 +291,8 @@ def calibration_adopt(request, set_id: int):
 __all__ = [
     "calibration_adopt",
     "calibration_draw",
+    "calibration_invitation_withdraw",
+    "calibration_invite",
     "calibration_judge",
     "calibration_judge_post",
     "calibration_list",

@@ -10,6 +10,7 @@ from django.db import transaction
 from django.http import Http404
 from django.utils import timezone
 
+from annotation.blindness import window_is_closed
 from annotation.models import (
     ActionRating,
     Assignment,
@@ -468,7 +469,8 @@ def label_submit(
 
 def label_reopen(*, annotator, assignment_id, base_version: int | None = None) -> Label:
     """Turn the author's submitted label back into a draft, until adjudication of
-    the window starts. Recorded in the history like any save."""
+    the window starts or the window closes (annotation.blindness). Recorded in
+    the history like any save."""
     with transaction.atomic():
         assignment = _assignment_for_update(
             annotator=annotator, assignment_id=assignment_id
@@ -487,6 +489,14 @@ def label_reopen(*, annotator, assignment_id, base_version: int | None = None) -
             raise ValidationError(
                 "Adjudication of this window has started, so the label can no "
                 "longer be reopened."
+            )
+        if window_is_closed(
+            campaign_id=assignment.campaign_id, window_id=assignment.window_id
+        ):
+            # Closed windows are final: their raters may now compare labels.
+            raise ValidationError(
+                "This window is closed (every rater agreed, or it was "
+                "adjudicated), so the label can no longer be reopened."
             )
         label.submitted_at = None
         label = _label_write(

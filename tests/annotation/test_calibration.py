@@ -9,13 +9,17 @@ import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.urls import reverse
 
+from annotation.blindness import calibration_pairs_visible_to
 from annotation.calibration import (
+    calibration_invitation_withdraw,
+    calibration_invite,
     calibration_judge,
     calibration_report,
     calibration_set_draw,
     tau_adopt,
 )
 from annotation.models import (
+    CalibrationInvitation,
     CalibrationJudgment,
     CalibrationPair,
     CalibrationSet,
@@ -96,12 +100,18 @@ def test_majority_of_judgments():
 # Drawing pairs from labels ---------------------------------------------------------
 
 
+@pytest.fixture
+def judge(db):
+    """A physician who rates no window: every window may give them items."""
+    return make_role_user(Role.PHYSICIAN)
+
+
 def test_pairs_are_drawn_from_the_labels_in_their_cosine_strata(
-    labelled, admin_user, matcher
+    labelled, admin_user, matcher, judge
 ):
     drawn = calibration_set_draw(
         admin=admin_user, name="Cal 1", campaigns=[labelled], matcher=matcher,
-        per_stratum=3, band=0.2, seed=1,
+        per_stratum=3, band=0.2, seed=1, judges=[judge],
     )
 
     pairs = list(drawn.pairs.all())
@@ -125,6 +135,79 @@ def test_pairs_are_drawn_from_the_labels_in_their_cosine_strata(
         assert len(pair.sources) == 2 and pair.sources[0]["label_id"]
     assert sum(p.stratum == "random" for p in pairs) == 3
     assert sorted(p.position for p in pairs) == list(range(len(pairs)))
+    assert list(drawn.invitations.values_list("judge", flat=True)) == [judge.pk]
+
+
+def test_without_judges_only_closed_windows_give_items(
+    labelled, admin_user, matcher, windows
+):
+    """Window 0 is adjudicated; windows 1 and 3 stay open and give nothing
+    (window 2, closed as agreed, has no item)."""
+    from annotation.models import CampaignWindow
+    from django.utils import timezone
+
+    CampaignWindow.objects.filter(campaign=labelled, window=windows[0]).update(
+        adjudicated_at=timezone.now()
+    )
+    drawn = calibration_set_draw(
+        admin=admin_user, name="Closed", campaigns=[labelled], matcher=matcher,
+        per_stratum=50, band=0.5,
+    )
+    texts = {t for p in drawn.pairs.all() for t in (p.text_a, p.text_b)}
+    assert texts and texts <= {
+        "Septic shock", "Respiratory failure", "Shock due to sepsis",
+        "Blood cultures", "Obtain blood cultures",
+        "Avoid fluid overload", "Avoid excessive fluids",
+    }
+    assert not drawn.invitations.exists()
+
+
+def test_a_judge_who_rates_the_windows_gets_no_item_of_them_nor_of_their_co_raters(
+    labelled, admin_user, matcher, physicians, judge
+):
+    """Drawn for physician a, who rates every window of the campaign with b:
+    nothing is left to pair (a's own items come from open windows too)."""
+    with pytest.raises(ValidationError, match="nothing to pair"):
+        calibration_set_draw(
+            admin=admin_user, name="For a", campaigns=[labelled], matcher=matcher,
+            per_stratum=5, judges=[physicians[0], judge],
+        )
+    assert not CalibrationSet.objects.exists()
+
+
+def test_an_invited_rater_is_never_shown_a_pair_with_a_co_raters_words(
+    labelled, admin_user, matcher, physicians, judge
+):
+    """Drawn for an outside judge, then a (who co-rates every window with b) is
+    invited: a is shown only pairs without b's words, and cannot judge the
+    others by forging their id."""
+    drawn = calibration_set_draw(
+        admin=admin_user, name="Late", campaigns=[labelled], matcher=matcher,
+        per_stratum=20, band=0.5, judges=[judge],
+    )
+    a, b = physicians
+    calibration_invite(admin=admin_user, calibration_set=drawn, judges=[a])
+    b_words = {
+        "shock due to sepsis", "obtain blood cultures", "avoid excessive fluids",
+        "delirium",
+    }
+    shown = list(calibration_pairs_visible_to(user=a, calibration_set=drawn))
+    hidden = [
+        p for p in drawn.pairs.all()
+        if {p.text_a.lower(), p.text_b.lower()} & b_words
+    ]
+    assert hidden
+    assert not {p.pk for p in shown} & {p.pk for p in hidden}
+    assert len(shown) == drawn.pairs.count() - len(hidden)
+    with pytest.raises(ValidationError, match="No such pair"):
+        calibration_judge(
+            judge=a, calibration_set=drawn, pair_id=hidden[0].pk, same=True
+        )
+    assert not CalibrationJudgment.objects.exists()
+    # the outside judge sees every pair
+    assert calibration_pairs_visible_to(user=judge, calibration_set=drawn).count() == (
+        drawn.pairs.count()
+    )
 
 
 @pytest.mark.parametrize(
@@ -178,6 +261,9 @@ def judged_set(labelled, admin_user, physicians, matcher):
         created_by=admin_user,
     )
     calibration_set.campaigns.set([labelled])
+    calibration_invite(
+        admin=admin_user, calibration_set=calibration_set, judges=physicians
+    )
     pairs = [
         CalibrationPair.objects.create(
             calibration_set=calibration_set, position=n, task="acute_problems",
@@ -266,10 +352,12 @@ def test_a_tau_outside_the_report_is_refused_and_nothing_changes(
     assert not MatcherModel.objects.filter(name=matcher.model_name).exists()
 
 
-def test_a_set_without_judgments_cannot_calibrate(labelled, admin_user, matcher):
+def test_a_set_without_judgments_cannot_calibrate(
+    labelled, admin_user, matcher, judge
+):
     drawn = calibration_set_draw(
         admin=admin_user, name="Unjudged", campaigns=[labelled], matcher=matcher,
-        per_stratum=2,
+        per_stratum=2, judges=[judge],
     )
     with pytest.raises(ValidationError, match="No pair of this set has a judgment"):
         tau_adopt(admin=admin_user, calibration_set=drawn, tau=0.5)
@@ -290,6 +378,17 @@ def test_physician_judges_pairs_on_the_page_one_after_another(
     judge = make_role_user(Role.PHYSICIAN)
     client.force_login(judge)
     url = reverse("annotation:calibration_judge", args=[judged_set.pk])
+    # not invited: the set is not there
+    assert client.get(url).status_code == 404
+    assert judged_set.name not in client.get(
+        reverse("annotation:calibration_list")
+    ).content.decode()
+    calibration_invite(
+        admin=judged_set.created_by, calibration_set=judged_set, judges=[judge]
+    )
+    assert judged_set.name in client.get(
+        reverse("annotation:calibration_list")
+    ).content.decode()
     post_url = reverse("annotation:calibration_judge_post", args=[judged_set.pk])
 
     page = client.get(url).content.decode()
@@ -333,14 +432,17 @@ def test_admin_sees_the_report_with_its_plot_and_adopts_a_tau(
     assert f"by <span data-author>{admin_user.username}</span>" in page
 
 
-def test_admin_draws_a_set_from_the_list_page(client, labelled, admin_user, matcher):
+def test_admin_draws_a_set_from_the_list_page(
+    client, labelled, admin_user, matcher, judge
+):
     client.force_login(admin_user)
     response = client.post(
         reverse("annotation:calibration_draw"),
         {"name": "From page", "campaigns": [labelled.pk], "per_stratum": "2",
-         "band": "0.15", "seed": "0"},
+         "band": "0.15", "seed": "0", "judges": [judge.pk]},
     )
     drawn = CalibrationSet.objects.get(name="From page")
+    assert list(drawn.invitations.values_list("judge", flat=True)) == [judge.pk]
     assert response["Location"] == reverse(
         "annotation:calibration_report", args=[drawn.pk]
     )
@@ -378,3 +480,82 @@ def test_researchers_do_not_judge(client, judged_set, researcher):
         reverse("annotation:calibration_judge_post", args=[judged_set.pk]),
         {"pair": judged_set.pairs.first().pk, "judgment": "same"},
     ).status_code == 404
+
+
+# Invitations --------------------------------------------------------------------
+
+
+def test_admin_invites_and_withdraws_judges_on_the_report_page(
+    client, judged_set, admin_user, physicians
+):
+    newcomer = make_role_user(Role.PHYSICIAN)
+    client.force_login(admin_user)
+    report = reverse("annotation:calibration_report", args=[judged_set.pk])
+    page = client.get(report).content.decode()
+    assert f'data-judge="{physicians[0].pk}"' in page
+    assert f'<option value="{newcomer.pk}">' in page
+
+    response = client.post(
+        reverse("annotation:calibration_invite", args=[judged_set.pk]),
+        {"judges": [newcomer.pk]},
+    )
+    assert response.status_code == 302
+    invitation = CalibrationInvitation.objects.get(
+        calibration_set=judged_set, judge=newcomer
+    )
+    assert invitation.invited_by == admin_user
+    assert f'data-judge="{newcomer.pk}"' in client.get(report).content.decode()
+
+    client.post(
+        reverse("annotation:calibration_invitation_withdraw", args=[judged_set.pk]),
+        {"judge": newcomer.pk},
+    )
+    assert not CalibrationInvitation.objects.filter(judge=newcomer).exists()
+    client.force_login(newcomer)
+    assert client.get(
+        reverse("annotation:calibration_judge", args=[judged_set.pk])
+    ).status_code == 404
+
+
+def test_bad_invitations_are_refused_and_nothing_is_written(
+    judged_set, admin_user, physicians, researcher
+):
+    before = CalibrationInvitation.objects.count()
+    with pytest.raises(ValidationError, match="Only active physicians judge"):
+        calibration_invite(
+            admin=admin_user, calibration_set=judged_set, judges=[researcher]
+        )
+    with pytest.raises(ValidationError, match="Choose the physicians"):
+        calibration_invite(admin=admin_user, calibration_set=judged_set, judges=[])
+    with pytest.raises(PermissionDenied):
+        calibration_invite(
+            admin=physicians[0], calibration_set=judged_set,
+            judges=[make_role_user(Role.PHYSICIAN)],
+        )
+    with pytest.raises(ValidationError, match="No such judge"):
+        calibration_invitation_withdraw(
+            admin=admin_user, calibration_set=judged_set, judge_id="abc"
+        )
+    assert CalibrationInvitation.objects.count() == before
+    # inviting someone already invited changes nothing
+    assert calibration_invite(
+        admin=admin_user, calibration_set=judged_set, judges=[physicians[0]]
+    ) == 0
+    assert CalibrationInvitation.objects.count() == before
+
+
+@pytest.mark.parametrize("role", [Role.PHYSICIAN, Role.RESEARCHER])
+def test_invite_and_withdraw_are_404_for_non_admins(
+    client, judged_set, physicians, role
+):
+    client.force_login(make_role_user(role))
+    before = CalibrationInvitation.objects.count()
+    assert client.post(
+        reverse("annotation:calibration_invite", args=[judged_set.pk]),
+        {"judges": [physicians[0].pk]},
+    ).status_code == 404
+    assert client.post(
+        reverse("annotation:calibration_invitation_withdraw", args=[judged_set.pk]),
+        {"judge": physicians[0].pk},
+    ).status_code == 404
+    assert CalibrationInvitation.objects.count() == before

@@ -1,24 +1,36 @@
 """Roles and blindness: physicians act on and see only their own assignments and
 labels; ids not theirs are 404s; researchers and admins without the physician
-role cannot label."""
+role cannot label. The blindness rule itself (annotation.blindness): when a
+window closes, who stays blind to it and to whom; the whole site is crawled for
+leaks in test_blindness_canary."""
 
 import pytest
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404
 from django.utils import timezone
 
-from annotation.models import CampaignWindow
-from annotation.selectors import (
-    assignment_get_for_annotator,
-    physician_queue,
-    window_labels_visible_to,
+from annotation.blindness import (
+    blind_window_ids,
+    co_rater_ids,
+    own_assignments,
+    window_is_closed,
 )
-from annotation.services import label_reopen, label_save_draft, label_submit
+from annotation.consensus import adjudication_decide, window_consensus_refresh
+from annotation.models import CampaignWindow
+from annotation.selectors import assignment_get_for_annotator, physician_queue
+from annotation.services import (
+    assignment_add,
+    campaign_create,
+    label_reopen,
+    label_save_draft,
+    label_submit,
+)
 from tests.factories import make_admission, make_stay
 from windows.accounts import Role
 
 from .conftest import make_gold_windows, make_role_user
 from .helpers import written_state
+from .test_consensus import matcher  # noqa: F401
 
 ACTIONS = ["draft", "submit", "reopen"]
 
@@ -139,50 +151,149 @@ def test_queue_shows_only_own_assignments(db, admin_user, physicians, campaign):
     assert physician_queue(user=make_role_user(Role.RESEARCHER)).assignments == []
 
 
-def test_a_physician_never_sees_the_co_raters_label_before_adjudication(
-    physicians, campaign, assignment, complete_payload, admin_user
-):
-    window = assignment.window
-    other = campaign.assignments.get(annotator=physicians[1], window=window)
-    mine = label_submit(
-        annotator=physicians[0],
+# The blindness rule (annotation.blindness) ------------------------------------
+
+
+def _stable(physician, campaign, window, problems=()):
+    assignment = campaign.assignments.get(annotator=physician, window=window)
+    return label_submit(
+        annotator=physician,
         assignment_id=assignment.pk,
-        payload=complete_payload,
-        base_version=0,
-    )
-    theirs = label_save_draft(
-        annotator=physicians[1],
-        assignment_id=other.pk,
-        payload={"status": "stable"},
+        payload={
+            "status": "stable",
+            "acute_problems": [{"text": t, "evidence": []} for t in problems],
+        },
         base_version=0,
     )
 
-    assert list(window_labels_visible_to(user=physicians[0], window=window)) == [mine]
-    assert list(window_labels_visible_to(user=physicians[1], window=window)) == [theirs]
-    assert set(window_labels_visible_to(user=admin_user, window=window)) == {
-        mine,
-        theirs,
-    }
-    assert (
-        list(
-            window_labels_visible_to(
-                user=make_role_user(Role.RESEARCHER), window=window
-            )
+
+def test_a_window_closes_when_its_consensus_has_no_dispute_and_stays_closed(
+    physicians, campaign, gold_windows, matcher
+):
+    """Every rater agreeing closes the window with no admin step: the raters
+    are no longer blind to it, and its labels can no longer be reopened."""
+    a, b = physicians
+    window = gold_windows[1]
+    assert not window_is_closed(campaign_id=campaign.pk, window_id=window.pk)
+    _stable(a, campaign, window, ["Delirium"])
+    assert window.pk in set(blind_window_ids(a).values_list("window_id", flat=True))
+    assert b.pk in set(co_rater_ids(a).values_list("annotator_id", flat=True))
+    mine = _stable(b, campaign, window, ["Delirium"])
+    # submitted by both, agreement not computed yet: still open
+    assert not window_is_closed(campaign_id=campaign.pk, window_id=window.pk)
+
+    window_consensus_refresh(campaign=campaign, window=window, matcher=matcher)
+
+    assert window_is_closed(campaign_id=campaign.pk, window_id=window.pk)
+    assert window.pk not in set(
+        blind_window_ids(a).values_list("window_id", flat=True)
+    )
+    before = written_state()
+    with pytest.raises(ValidationError, match="window is closed"):
+        label_reopen(annotator=b, assignment_id=mine.assignment_id)
+    assert written_state() == before
+
+
+def test_a_window_with_a_dispute_stays_open_until_adjudicated(
+    admin_user, physicians, campaign, gold_windows, matcher
+):
+    a, b = physicians
+    window = gold_windows[1]
+    _stable(a, campaign, window, ["Delirium"])
+    _stable(b, campaign, window)
+    consensus = window_consensus_refresh(
+        campaign=campaign, window=window, matcher=matcher
+    )
+    assert consensus.dispute_count == 1
+    assert not window_is_closed(campaign_id=campaign.pk, window_id=window.pk)
+    assert b.pk in set(co_rater_ids(a).values_list("annotator_id", flat=True))
+
+    (dispute,) = consensus.open_disputes
+    adjudication_decide(
+        admin=admin_user, campaign=campaign, window=window, task=dispute["task"],
+        item_ref=dispute["item_ref"], action="accept", reason="seen on imaging",
+    )
+    assert window_is_closed(campaign_id=campaign.pk, window_id=window.pk)
+    assert window.pk not in set(
+        blind_window_ids(a).values_list("window_id", flat=True)
+    )
+
+
+def test_a_closed_window_stays_closed_when_a_recompute_finds_a_dispute(
+    physicians, campaign, gold_windows, matcher
+):
+    """Closed as agreed at tau 0.5; recomputed at a stricter tau the two
+    wordings no longer match: the dispute goes to adjudication, but the window
+    is not reopened (its raters may have compared already)."""
+    a, b = physicians
+    window = gold_windows[1]
+    _stable(a, campaign, window, ["Delirium"])
+    mine = _stable(b, campaign, window, ["Acute delirium"])
+    assert window_consensus_refresh(
+        campaign=campaign, window=window, matcher=matcher
+    ).dispute_count == 0
+    tau = matcher.tau
+    try:
+        matcher.tau = 0.999
+        recomputed = window_consensus_refresh(
+            campaign=campaign, window=window, matcher=matcher
         )
-        == []
-    )
-    outsider = make_role_user(Role.PHYSICIAN)
-    assert list(window_labels_visible_to(user=outsider, window=window)) == []
+    finally:
+        matcher.tau = tau
+    assert recomputed.dispute_count > 0
+    assert window_is_closed(campaign_id=campaign.pk, window_id=window.pk)
+    with pytest.raises(ValidationError, match="window is closed"):
+        label_reopen(annotator=b, assignment_id=mine.assignment_id)
 
-    # after adjudication the window's raters may compare, outsiders still not
+
+def test_a_window_closed_in_one_campaign_keeps_its_rater_in_another_blind(
+    admin_user, physicians, campaign, gold_windows
+):
+    a, b = physicians
+    window = gold_windows[1]
+    third = make_role_user(Role.PHYSICIAN)
+    other = campaign_create(
+        admin=admin_user, name="Other", windows=[window], physicians=[a, third]
+    )
+    _stable(a, campaign, window)
+    _stable(b, campaign, window)
     CampaignWindow.objects.filter(campaign=campaign, window=window).update(
         adjudicated_at=timezone.now()
     )
-    assert set(window_labels_visible_to(user=physicians[1], window=window)) == {
-        mine,
-        theirs,
-    }
-    assert list(window_labels_visible_to(user=outsider, window=window)) == []
+    # b's window is closed; a still rates it in the other campaign with third
+    assert window.pk not in set(
+        blind_window_ids(b).values_list("window_id", flat=True)
+    )
+    assert window.pk in set(blind_window_ids(a).values_list("window_id", flat=True))
+    co_raters = set(co_rater_ids(a).values_list("annotator_id", flat=True))
+    assert {b.pk, third.pk} <= co_raters
+    assert other.assignments.filter(annotator=a).exists()
+
+
+def test_a_rater_added_after_the_window_closed_stays_blind_until_submitting(
+    admin_user, physicians, campaign, gold_windows
+):
+    a, b = physicians
+    window = gold_windows[1]
+    _stable(a, campaign, window)
+    _stable(b, campaign, window)
+    CampaignWindow.objects.filter(campaign=campaign, window=window).update(
+        adjudicated_at=timezone.now()
+    )
+    late = make_role_user(Role.PHYSICIAN)
+    assignment_add(admin=admin_user, window=window, campaign=campaign, physician=late)
+    assert window.pk in set(blind_window_ids(late).values_list("window_id", flat=True))
+    co_raters = set(co_rater_ids(late).values_list("annotator_id", flat=True))
+    assert {a.pk, b.pk} <= co_raters
+
+
+def test_own_assignments_are_a_physicians_active_ones_only(
+    physicians, campaign, admin_user
+):
+    a, _ = physicians
+    assert set(own_assignments(a)) == set(campaign.assignments.filter(annotator=a))
+    assert not own_assignments(admin_user).exists()
+    assert not own_assignments(make_role_user(Role.RESEARCHER)).exists()
 
 
 def test_second_physician_opens_the_same_window_with_an_empty_form(

@@ -110,7 +110,9 @@ def test_suggestions_are_campaign_wide_texts_most_used_first(
     }
     _submit_items(b, theirs[1], ["Septic shock", "Acute kidney injury"], clinical)
     _submit_items(b, theirs[2], ["septic  shock", "Shock liver"], clinical)
+    _submit_items(a, mine[0], ["Hypotension"], clinical)
     _submit_items(a, mine[1], ["Septic shock"], clinical)
+    _submit_items(a, mine[2], [], clinical)
     # another physician's draft is not suggested
     label_save_draft(
         annotator=b,
@@ -118,13 +120,21 @@ def test_suggestions_are_campaign_wide_texts_most_used_first(
         payload={"acute_problems": [{"text": "Shockwave"}]},
         base_version=0,
     )
-    # a co-rater's items on a window a rates are hidden until it is adjudicated
+    # b co-rates windows a has open: nothing b wrote is suggested to a
     assert term_suggestions(
         user=a, campaign=campaign, field="acute_problems", prefix="sho"
     ) == [("Septic shock", 1)]
+    # not even once two of the three shared windows are closed: b's words on
+    # them could repeat what b wrote on the one still open
     CampaignWindow.objects.filter(
         campaign=campaign, window__in=[gold_windows[1], gold_windows[2]]
     ).update(adjudicated_at=timezone.now())
+    assert term_suggestions(
+        user=a, campaign=campaign, field="acute_problems", prefix="sho"
+    ) == [("Septic shock", 1)]
+    CampaignWindow.objects.filter(campaign=campaign, window=gold_windows[0]).update(
+        adjudicated_at=timezone.now()
+    )
 
     got = term_suggestions(
         user=a, campaign=campaign, field="acute_problems", prefix="sho"
@@ -133,14 +143,10 @@ def test_suggestions_are_campaign_wide_texts_most_used_first(
     assert term_suggestions(
         user=a, campaign=campaign, field="acute_problems", prefix="ACUTE"
     ) == [("Acute kidney injury", 1)]
-    # the co-rater's items on the window being labelled are never suggested
+    # b has not submitted window 0: a's words stay hidden from b
     assert term_suggestions(
-        user=a,
-        campaign=campaign,
-        field="acute_problems",
-        prefix="shock",
-        exclude_window=gold_windows[2],
-    ) == [("Septic shock", 2)]
+        user=b, campaign=campaign, field="acute_problems", prefix="hypo"
+    ) == []
     # the portable version agrees
     labels = Label.objects.filter(
         assignment__campaign=campaign, assignment__state="submitted"
@@ -148,6 +154,41 @@ def test_suggestions_are_campaign_wide_texts_most_used_first(
     assert _suggestions_python(
         labels=labels, field="acute_problems", prefix="sho", limit=10
     ) == [("Septic shock", 3), ("Shock liver", 1)]
+
+
+def test_suggestions_leave_out_a_co_raters_words_from_every_campaign(
+    admin_user, physicians, campaign
+):
+    """A co-rater of a window in one campaign writes in another campaign (on
+    another stay's window, with someone else): none of it is suggested
+    (issue 12); the other rater's words are."""
+    from annotation.models import CampaignPhysician
+    from annotation.services import campaign_create
+    from tests.factories import make_admission, make_stay
+
+    from .conftest import make_gold_windows
+
+    a, b = physicians
+    c = make_role_user(Role.PHYSICIAN)
+    elsewhere = make_gold_windows(
+        stay=make_stay(admission=make_admission(), hours=12), count=1
+    )
+    other = campaign_create(
+        admin=admin_user, name="Other", windows=elsewhere, physicians=[b, c]
+    )
+    # a takes part in the other campaign, on none of its windows yet
+    CampaignPhysician.objects.create(campaign=other, user=a)
+    for physician, text in ((b, "Pneumothorax"), (c, "Pneumonia")):
+        label_submit(
+            annotator=physician,
+            assignment_id=other.assignments.get(annotator=physician).pk,
+            payload={"status": "stable", "acute_problems": [{"text": text}]},
+            base_version=0,
+        )
+    # b shares the first campaign's windows with a
+    assert term_suggestions(
+        user=a, campaign=other, field="acute_problems", prefix="pneum"
+    ) == [("Pneumonia", 1)]
 
 
 def test_suggestions_only_for_the_campaigns_physicians_and_known_fields(
