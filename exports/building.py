@@ -48,6 +48,7 @@ from evaluation.metrics import DEFAULT_K, hours_bin
 from exports.datacard import datacard_write
 from exports.models import Release, ReleaseFile, ReleaseKind, ReleaseState, ReleaseWindow
 from oracle.models import OracleLabel, OracleLabelState
+from windows.actions import action_text_of
 from windows.models import Event, EventKind, Stay
 from windows.selectors_context import bedside_filter
 from windows.vocabulary import event_label
@@ -513,6 +514,13 @@ def _write_stay(
         "windows": len(rows),
     }
     coded = CodedRecords.of_admission(stay.admission_id)
+    if release.kind != ReleaseKind.GOLD and action_names:
+        # Rated actions are released as the decisions they record ("PEEP 5 -> 10
+        # cmH2O"), not as the charting's name ("peep set").
+        action_names = {
+            event.pk: action_text_of(event)
+            for event in Event.objects.filter(pk__in=list(action_names))
+        }
     records = []
     for row, window, action_ids in zip(rows, windows, actions_of):
         if release.kind == ReleaseKind.GOLD:
@@ -762,7 +770,8 @@ def _manifest(*, release: Release, stats: ReleaseStats, files: list[dict]) -> di
                 "k": DEFAULT_K,
                 "context": (
                     "events of the stay's hospital admission with time < the "
-                    "window's end; outcome-revealing events removed; drop "
+                    "window's end; outcome-revealing events and records coded "
+                    "after discharge removed; drop "
                     "window_action_event_ids for Recommended Actions"
                 ),
             },

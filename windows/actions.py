@@ -170,8 +170,10 @@ def action_text(*, name: str, category: str, domain: str, value_num, unit: str,
     value = "" if value_num is None or _isnan(value_num) else _number(value_num)
     unit = f" {label.unit}" if label.unit and value else ""
     if domain == Domain.MED_CONTINUOUS:
-        if value_text.strip().lower() in STOP_WORDS or value in ("", "0"):
+        if value_text.strip().lower() in STOP_WORDS or value == "0":
             return f"stop {label.text}"
+        if not value:  # a record without its rate
+            return label.text
         if previous_value:
             return f"{label.text} {previous_value} -> {value}{unit}"
         return f"start {label.text} {value}{unit}"

@@ -82,7 +82,7 @@ def test_records_hold_labels_with_provenance_and_the_windows_own_actions(
     assert labels["status"]["value"] == "deteriorating"
     assert [i["text"] for i in labels["acute_problems"]] == ["Septic shock", "AKI"]
     assert [i["text"] for i in labels["recommended_actions"]] == [
-        "Norepinephrine",
+        "Norepinephrine 0.05 -> 0.08 mcg/kg/min",  # the decision the rating is of
         "Blood cultures",
     ]
     assert labels["recommended_actions"][0]["evidence"] == [ne]

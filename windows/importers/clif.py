@@ -29,6 +29,7 @@ from windows.importers.base import (
     reject_first,
 )
 from windows.models import Admission, Domain, EventKind, Patient, Source, Stay
+from windows.vocabulary import diagnoses_titled
 from windows.services import (
     admission_died,
     merge_icu_segments,
@@ -364,7 +365,7 @@ def _read_diagnoses(table: SourceTable | None, hosp_ids: set[str]) -> dict[str, 
                 "rank": (0 if primary == 1 else 1) * 100000 + len(items) + 1,
                 "title": "",
             })
-    return out
+    return {hosp: diagnoses_titled(items) for hosp, items in out.items()}
 
 
 def _import_batch(*, batch, adt, label, patients, hosps, stays_by_hosp, diagnoses, event_tables,
