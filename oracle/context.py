@@ -25,7 +25,7 @@ from oracle.backbones.base import WindowContext
 from windows.disease_groups import disease_group
 from windows.models import DiseaseGroup, Event, EventKind, Stay, StayTracks, Window
 from windows.selectors_context import HINDSIGHT_KINDS, OUTCOME_REVEALING_CATEGORIES
-from windows.tracks import stay_tracks_build
+from windows.tracks import signature_of, stay_tracks_build
 from windows.vocabulary import coded_code, event_label
 
 # Events shown in full: this many hours before the window's start and after its
@@ -159,8 +159,11 @@ def _signatures(stays: list[Stay]) -> dict[int, str]:
         .values("admission_id")
         .annotate(n=Count("id"), last=Max("id"))
     )
-    by_admission = {r["admission_id"]: f"{r['n']}:{r['last'] or 0}" for r in rows}
-    return {s.pk: by_admission.get(s.admission_id, "0:0") for s in stays}
+    by_admission = {
+        r["admission_id"]: signature_of(count=r["n"], last_id=r["last"]) for r in rows
+    }
+    empty = signature_of(count=0, last_id=None)
+    return {s.pk: by_admission.get(s.admission_id, empty) for s in stays}
 
 
 def _stay_tracks(stays: list[Stay]) -> dict[int, StayTracks]:

@@ -12,7 +12,12 @@ import pandas as pd
 from django.db import transaction
 from django.db.models import Count, Max
 
-from windows.concepts import CONCEPT_COLUMNS, EVENT_COLUMNS, compute_stay_tracks
+from windows.concepts import (
+    CONCEPT_COLUMNS,
+    CONCEPTS_VERSION,
+    EVENT_COLUMNS,
+    compute_stay_tracks,
+)
 from windows.concepts.labs import LABS
 from windows.concepts.renal import URINE_CATEGORIES
 from windows.concepts.respiratory import EPISODE_GAP
@@ -22,13 +27,18 @@ from windows.importers.base import Progress
 from windows.models import Domain, Event, Stay, StayTracks
 
 
+def signature_of(*, count: int, last_id: int | None) -> str:
+    """The concepts' version, then count and highest id of the admission's events:
+    events are only ever added (imports append), so this changes exactly when the
+    trajectory or the definitions do."""
+    return f"v{CONCEPTS_VERSION}:{count}:{last_id or 0}"
+
+
 def events_signature(*, stay: Stay) -> str:
-    """Count and highest id of the admission's events: events are only ever added
-    (imports append), so this changes exactly when the trajectory does."""
     agg = Event.objects.filter(admission_id=stay.admission_id).aggregate(
         n=Count("id"), last=Max("id")
     )
-    return f"{agg['n']}:{agg['last'] or 0}"
+    return signature_of(count=agg["n"], last_id=agg["last"])
 
 
 def _events_frame(stay: Stay) -> pd.DataFrame:

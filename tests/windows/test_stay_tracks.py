@@ -7,7 +7,7 @@ import pytest
 from django.core.management import call_command
 
 from tests.factories import make_event, make_stay
-from windows.concepts import compute_stay_tracks
+from windows.concepts import CONCEPTS_VERSION, compute_stay_tracks
 from windows.models import Domain, EventKind, StayTracks
 from windows.tracks import stay_tracks_get, tracks_build_all
 
@@ -59,6 +59,21 @@ def test_new_events_recompute_the_tracks():
     again = stay_tracks_get(stay=stay)
     assert again.events_signature != first.events_signature
     assert dict(zip(again.hours, again.columns["sofa_cardiovascular"]))[4.0] == 4
+
+
+def test_tracks_stored_by_an_older_concepts_version_are_recomputed_on_read():
+    stay = _norepinephrine_stay()
+    first = stay_tracks_get(stay=stay)
+    assert first.events_signature.startswith(f"v{CONCEPTS_VERSION}:")
+    # as an older version stored them: another signature form, a wrong value
+    old_signature = first.events_signature.split(":", 1)[1]
+    StayTracks.objects.filter(pk=first.pk).update(
+        events_signature=old_signature,
+        columns={**first.columns, "norepinephrine": [0.0] * len(first.hours)},
+    )
+    again = stay_tracks_get(stay=stay)
+    assert again.events_signature == first.events_signature
+    assert dict(zip(again.hours, again.columns["norepinephrine"]))[1.0] == pytest.approx(0.1)
 
 
 def test_build_all_skips_current_stays_and_command_reports(capsys):

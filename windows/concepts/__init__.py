@@ -26,7 +26,17 @@ from windows.concepts.sofa import hourly_components, sofa_inputs, worst_24h
 from windows.concepts.vasoactive import vasoactive_tracks
 from windows.concepts.vitals import neuro_tracks, vital_tracks
 
-__all__ = ["CONCEPT_COLUMNS", "EVENT_COLUMNS", "ConceptColumn", "compute_stay_tracks"]
+__all__ = [
+    "CONCEPTS_VERSION",
+    "CONCEPT_COLUMNS",
+    "EVENT_COLUMNS",
+    "ConceptColumn",
+    "compute_stay_tracks",
+]
+
+# Bumped whenever a definition changes what a track holds, so tracks stored by
+# an older version are recomputed on their next read (windows.tracks signature).
+CONCEPTS_VERSION = "2"
 
 
 def compute_stay_tracks(

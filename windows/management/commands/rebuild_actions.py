@@ -13,7 +13,7 @@ from windows.actions import CODED_SOURCE_TABLES, actions_derive
 from windows.importers.base import SourceDataError
 from windows.importers.clif import clif_order_ids_fill
 from windows.importers.base import ConsoleProgress, Progress
-from windows.models import Admission, Event, EventKind, Stay, Window
+from windows.models import Admission, Event, EventKind, Stay, StayTracks, Window
 from windows.windowing import windows_build_many
 
 
@@ -59,6 +59,9 @@ class Command(BaseCommand):
             except SourceDataError as exc:
                 raise CommandError(str(exc)) from exc
             self.stdout.write(f"{filled} CLIF medication events given their order id")
+            if filled:
+                # Infusion tracks follow orders: recompute them on their next read.
+                StayTracks.objects.all().delete()
         before = window_figures()
         kinds_before = Counter(
             Event.objects.filter(kind=EventKind.ACTION).values_list("domain", flat=True)
