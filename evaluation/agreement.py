@@ -578,8 +578,11 @@ def _set_f1(n_pred: int, n_gold: int, matched_pred: int, matched_gold: int) -> S
     return SetF1(precision, recall, f1)
 
 
-def semantic_f1_from_matrix(edges: np.ndarray, *, one_to_one: bool = False) -> SetF1:
-    """Set F1 from a boolean predicted x gold match matrix (see ``pairwise_semantic_f1``)."""
+def semantic_f1_from_matrix(
+    edges: np.ndarray, *, one_to_one: bool = False
+) -> SetF1:
+    """Set F1 from a boolean predicted x gold match matrix (see
+    ``pairwise_semantic_f1``)."""
     n_pred, n_gold = edges.shape
     if one_to_one:
         k = len(_max_matching(edges, np.zeros(edges.shape)))
@@ -604,8 +607,9 @@ def pairwise_semantic_f1(
     set (many-to-many: "AKI" against {"AKI", "AKI stage 3"} has recall 1). With
     ``one_to_one=True`` the matched items are those of a maximum one-to-one
     matching (``match_sets``), so one vague item cannot stand for several
-    specific ones: a stricter figure, to be labelled so wherever it is shown. Both sets empty: P = R = F1 = 1 (the raters agree there is
-    nothing); exactly one empty: P = R = F1 = 0. Swapping a and b swaps P and R
+    specific ones: a stricter figure, to be labelled so wherever it is shown.
+    Both sets empty: P = R = F1 = 1 (the raters agree there is nothing);
+    exactly one empty: P = R = F1 = 0. Swapping a and b swaps P and R
     and leaves F1 unchanged, so it serves rater pairs as well as model vs gold.
     """
     return semantic_f1_from_matrix(match_matrix(a, b, match), one_to_one=one_to_one)

@@ -66,7 +66,7 @@ _FIXED_PHRASES = {
     "do not resuscitate": "dnr",
     "do not intubate": "dni",
     "do not attempt resuscitation": "dnar",
-    "allow natural death": "and",
+    "allow natural death": "dnr",
     "no code": "dnr",
     # Anatomy, not direction.
     "lower gastrointestinal": "lgi",
@@ -84,18 +84,27 @@ _FIXED_PHRASES = {
 _EXCLUSIVE_STATES: tuple[tuple[tuple[str, str], ...], ...] = (
     (("hypo", r"hypo-?([a-z]{3,})"), ("hyper", r"hyper-?([a-z]{3,})")),
     (("brady", r"brady-?([a-z]{3,})"), ("tachy", r"tachy-?([a-z]{3,})")),
-    (("penia", r"([a-z]{3,}?)(?:cyto)?penia"), ("cytosis", r"([a-z]{3,}?)(?:cytosis|philia)")),
+    (
+        ("penia", r"([a-z]{3,}?)(?:cyto)?penia"),
+        ("cytosis", r"([a-z]{3,}?)(?:cytosis|philia)"),
+    ),
     (("acidosis", r"acidosis"), ("alkalosis", r"alkalosis")),
     (("acidemia", r"acidemia"), ("alkalemia", r"alkalemia")),
     (("intubation", r"(?:re)?intubat[a-z]*"), ("extubation", r"extubat[a-z]*")),
-    (("vasoconstriction", r"vasoconstrict[a-z]*"), ("vasodilation", r"vasodilat[a-z]*")),
+    (
+        ("vasoconstriction", r"vasoconstrict[a-z]*"),
+        ("vasodilation", r"vasodilat[a-z]*"),
+    ),
     # "High potassium" / "low potassium"; "lower" as a verb is an action word.
     (("high", r"(?:high|elevated|raised)"), ("low", r"low")),
     (("acute", r"acute"), ("chronic", r"chronic")),
     (("atrial", r"(?:atrial|supraventricular)"), ("ventricular", r"ventricular")),
     (("upper gi", r"ugi"), ("lower gi", r"lgi")),
     (("ischemic", r"ischemic"), ("hemorrhagic stroke", r"hemorrhagic stroke")),
-    (("hypoxemic", r"hypox[a-z]*"), ("hypercapnic", r"(?:hypercapn|hypercarb)[a-z]*")),
+    (
+        ("hypoxemic", r"hypox[a-z]*"),
+        ("hypercapnic", r"(?:hypercapn|hypercarb)[a-z]*"),
+    ),
     (
         ("septic", r"(?:septic|sepsis)"),
         ("cardiogenic", r"cardiogenic"),
@@ -104,7 +113,9 @@ _EXCLUSIVE_STATES: tuple[tuple[tuple[str, str], ...], ...] = (
     ),
 )
 # A recorded change of a setting or rate: "PEEP 5 -> 10 cmH2O".
-_NUMERIC_CHANGE = re.compile(r"(\d+(?:\.\d+)?)\s*[a-z/%]*\s*(?:->|\u2192)\s*(\d+(?:\.\d+)?)")
+_NUMERIC_CHANGE = re.compile(
+    r"(\d+(?:\.\d+)?)\s*[a-z/%]*\s*(?:->|\u2192)\s*(\d+(?:\.\d+)?)"
+)
 # A clause ends here: a direction word after it belongs to another instruction.
 _CLAUSE_BREAK = re.compile(r"[;,:]| then | and then | but ")
 

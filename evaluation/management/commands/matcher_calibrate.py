@@ -9,7 +9,11 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
-from evaluation.matcher import MatcherUnavailable, SemanticMatcher, configured_model_name
+from evaluation.matcher import (
+    MatcherUnavailable,
+    SemanticMatcher,
+    configured_model_name,
+)
 from evaluation.models import MatcherModel
 from evaluation.reference_calibration import REFERENCE_PAIRS_PATH, reference_report
 
@@ -108,7 +112,8 @@ class Command(BaseCommand):
         for kind, row in report["by_kind"].items():
             write(
                 f"    {kind}: {row['pairs']} pairs, F1 {_figure(row['f1'])}, "
-                f"precision {_figure(row['precision'])}, recall {_figure(row['recall'])}"
+                f"precision {_figure(row['precision'])}, "
+                f"recall {_figure(row['recall'])}"
             )
         for category, row in report["by_category"].items():
             write(f"    {category}: {row['pairs']} pairs, {row['accuracy']:.0%} right")
@@ -118,8 +123,9 @@ class Command(BaseCommand):
             for error in wrong[:errors]:
                 verdict = "same" if error["same"] else "different"
                 write(
-                    f"    {error['similarity']:.3f} {error['kind']} {error['category']} "
-                    f"(judged {verdict}): {error['a']!r} vs {error['b']!r}"
+                    f"    {error['similarity']:.3f} {error['kind']} "
+                    f"{error['category']} (judged {verdict}): "
+                    f"{error['a']!r} vs {error['b']!r}"
                 )
             if len(wrong) > errors:
                 write(f"    ... and {len(wrong) - errors} more")
