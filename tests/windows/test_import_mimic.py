@@ -581,7 +581,7 @@ IMPORTED_ROWS = {
     "procedureevents": 2,
     "datetimeevents": 1,
     "emar": 2,
-    "microbiologyevents": 2,
+    "microbiologyevents": 4,  # two cultures drawn, two results
     "transfers": 2,  # not the discharge row
     "icustays": 2,  # ICU discharge of each stay
     "admissions": 3,  # hospital discharge of each admission, one death
@@ -1015,16 +1015,24 @@ def test_output_procedures_medications_cultures_and_transfers_are_mapped(mimic_d
         "Not Given",
     )
 
-    culture = event("microbiologyevents", source_key="701")
-    assert (culture.domain, culture.category, culture.name) == (
+    # Drawn at specimen time (CLINICAL_CONCEPTS.md 10b), resulted at its result
+    # time: the organism is not known before.
+    drawn = event("microbiologyevents", source_key="specimen:1")
+    assert (drawn.domain, drawn.category, drawn.name, drawn.value_text) == (
         "microbiology_culture",
         "blood culture",
         "Blood Culture, Routine",
+        "culture drawn",
     )
-    assert culture.value_text == "ESCHERICHIA COLI: CEFEPIME S"
-    # At specimen time (CLINICAL_CONCEPTS.md 10b), known from its result time.
-    assert culture.time.isoformat() == "2151-03-01T14:00:00+00:00"
-    assert culture.end_time.isoformat() == "2151-03-03T10:00:00+00:00"
+    assert drawn.time.isoformat() == "2151-03-01T14:00:00+00:00"
+    assert drawn.end_time.isoformat() == "2151-03-03T10:00:00+00:00"
+    result = event("microbiologyevents", source_key="701")
+    assert (result.domain, result.category, result.value_text) == (
+        "labs",
+        "culture_result",
+        "ESCHERICHIA COLI: CEFEPIME S",
+    )
+    assert result.time.isoformat() == "2151-03-03T10:00:00+00:00"
     assert event("microbiologyevents", source_key="702").value_text == "no growth"
 
     icu = event("transfers", source_key="602")
@@ -1034,6 +1042,20 @@ def test_output_procedures_medications_cultures_and_transfers_are_mapped(mimic_d
         "2151-03-04T12:00:00+00:00",
     )
     assert event("transfers", source_key="601").category == "ed"
+
+
+@pytest.mark.django_db
+def test_suspected_infection_starts_at_the_culture_draw_not_at_its_result(mimic_dir):
+    """Culture drawn at 14:00 (end of ICU hour 2), resulted two days later,
+    vancomycin at 20:00: suspicion of infection from the draw (CLINICAL_CONCEPTS.md
+    10b), not from hour 46 when the result came."""
+    from windows.tracks import stay_tracks_build
+
+    mimic_import(directory=mimic_dir)
+    tracks = stay_tracks_build(stay=Stay.objects.get(source_id="30001"))
+
+    suspected = dict(zip(tracks.hours, tracks.columns["suspected_infection"]))
+    assert suspected[1] == 0 and suspected[2] == 1  # hour 2 ends at 14:00
 
 
 # --- re-runs, batches, progress ---------------------------------------------------------
@@ -1355,7 +1377,7 @@ def test_command_prints_progress_and_summary(mimic_dir):
     )
 
     assert (
-        "MIMIC-IV import: 2 patients, 2 admissions, 2 ICU stays, 35 events"
+        "MIMIC-IV import: 2 patients, 2 admissions, 2 ICU stays, 37 events"
         in out.getvalue()
     )
     assert "chartevents" in out.getvalue()

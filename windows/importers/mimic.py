@@ -180,7 +180,15 @@ MICROBIOLOGYEVENTS = TableSpec(
         "spec_type_desc",
         "org_name",
     ),
-    ("charttime", "storedate", "storetime", "test_name", "ab_name", "interpretation"),
+    (
+        "charttime",
+        "storedate",
+        "storetime",
+        "test_name",
+        "ab_name",
+        "interpretation",
+        "micro_specimen_id",
+    ),
 )
 PROCEDURES_ICD = TableSpec(
     "hosp", "procedures_icd", ("hadm_id", "chartdate", "icd_code", "icd_version")
@@ -1916,14 +1924,18 @@ def _prescriptions(f: pd.DataFrame, file: str) -> pd.DataFrame:
 
 
 def _microbiologyevents(f: pd.DataFrame, file: str) -> pd.DataFrame:
-    """One observation per row: the organism (or "no growth") and, for a
-    susceptibility row, the antibiotic and its interpretation.
+    """A culture as two records, so that nothing is known before it was known.
 
-    Its time is the specimen's (charttime, else chartdate), which
-    CLINICAL_CONCEPTS.md section 10b pairs antibiotics with, as CLIF's
-    microbiology_culture collect_dttm; its end time is when the result was
-    known (storetime, else storedate; not before the specimen), as CLIF's
-    result_dttm. A reader at the bedside knows the organism only from then.
+    The draw: a microbiology record at the specimen's time (charttime, else
+    chartdate), which CLINICAL_CONCEPTS.md section 10b pairs antibiotics with
+    (CLIF's collect_dttm), one per specimen (micro_specimen_id, else per row),
+    with the result time as its end and no result in it. The result: one per
+    row at the time it was known (storetime, else storedate; not before the
+    specimen; CLIF's result_dttm), the organism (or "no growth") and, for a
+    susceptibility row, the antibiotic and its interpretation. Results are
+    ``labs`` records of category ``culture_result`` so that the concepts,
+    which count every microbiology record as a culture drawn, do not take a
+    result time for a draw.
     """
     col = _Columns(f, file, f["_row"].to_numpy())
     taken = col.time("charttime").fillna(col.time("chartdate", required=True))
@@ -1934,18 +1946,38 @@ def _microbiologyevents(f: pd.DataFrame, file: str) -> pd.DataFrame:
     antibiotic = col.text("ab_name")
     susceptibility = (": " + antibiotic + " " + col.text("interpretation")).str.rstrip()
     specimen, test = col.text("spec_type_desc"), col.text("test_name")
-    return _events(
-        f,
+    name = test.where(test != "", specimen)
+    keys = _keys(f["microevent_id"])
+    specimen_id = (
+        _keys(f["micro_specimen_id"]) if "micro_specimen_id" in f else keys
+    )
+    draw = (~pd.DataFrame({"a": f["admission_id"].to_numpy(),
+                           "s": specimen_id.where(specimen_id != "", keys).to_numpy()})
+            .duplicated()).to_numpy()
+    drawn = _events(
+        f.loc[draw],
         "microbiologyevents",
-        time=taken,
-        end_time=result,
+        time=taken[draw],
+        end_time=result[draw].fillna(taken[draw]),
         kind=OBS,
         domain=Domain.MICROBIOLOGY.value,
-        category=specimen.str.lower(),
-        name=test.where(test != "", specimen),
-        value_text=organism + susceptibility.where(antibiotic != "", ""),
-        source_key=_keys(f["microevent_id"]),
+        category=specimen[draw].str.lower(),
+        name=name[draw],
+        value_text="culture drawn",
+        source_key="specimen:" + specimen_id.where(specimen_id != "", keys)[draw],
     )
+    results = _events(
+        f,
+        "microbiologyevents",
+        time=result.fillna(taken),
+        kind=OBS,
+        domain=Domain.LABS.value,
+        category="culture_result",
+        name=name,
+        value_text=organism + susceptibility.where(antibiotic != "", ""),
+        source_key=keys,
+    )
+    return pd.concat([drawn, results], ignore_index=True)
 
 
 def _transfers(f: pd.DataFrame, file: str) -> pd.DataFrame:
