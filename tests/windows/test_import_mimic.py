@@ -775,6 +775,7 @@ def test_summary_counts_the_rows_of_unknown_itemids_and_admissions_left_out(mimi
         "their label without a CLIF category: 229999 Skin Care Site (1 rows)"
     ) in notes
     assert "hosp/admissions: 1 admissions without an ICU stay not imported" in notes
+    assert "hosp/transfers: 1 discharge rows not imported" in notes
 
 
 # Text items CLIF keeps in their own tables: categorized and named by their text.

@@ -348,8 +348,10 @@ def test_hourly_tracks_agree(roundtrip):
 
 
 def test_mimic_import_summary_names_what_was_not_imported(roundtrip):
-    """Admissions without an ICU stay are not imported, and the summary says so;
-    every itemid of the generated folder is mapped, so none is reported unknown."""
+    """Admissions without an ICU stay and transfers' discharge rows are not
+    imported, and the summary says so; every itemid of the generated folder is
+    mapped, so none is reported unknown."""
     notes = "\n".join(roundtrip.mimic_summary.notes)
     assert "177 admissions without an ICU stay" in notes
+    assert "hosp/transfers: 133 discharge rows not imported" in notes
     assert "unknown itemid" not in notes

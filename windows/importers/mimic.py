@@ -1771,6 +1771,20 @@ class LabEventsStep(EventStep):
         _gas_specimens([int(a) for a in batch.admission_ids])
 
 
+class TransfersStep(EventStep):
+    """transfers, counting the discharge rows it leaves out (``_transfers``)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.discharges = 0
+
+    def chunk_events(self, chunk, first_row, batch):
+        events = super().chunk_events(chunk, first_row, batch)
+        selected = batch.select(chunk, first_row, self.table.display)
+        self.discharges += int((selected["eventtype"] == "discharge").sum())
+        return events
+
+
 class InputEventsStep(EventStep):
     """inputevents of a batch read whole, so that each order's rows are seen
     together when they become MAR records (_medication_records)."""
@@ -2108,7 +2122,7 @@ def _event_steps(
             f"{EMAR.display} and {PRESCRIPTIONS.display} not found: no medication events"
         )
     add(MICROBIOLOGYEVENTS, _microbiologyevents, ("charttime", "chartdate"))
-    add(TRANSFERS, _transfers)
+    add(TRANSFERS, _transfers, step=TransfersStep)
     add(PROCEDURES_ICD, _procedures_icd)
     add(HCPCSEVENTS, _hcpcsevents)
     return steps
@@ -2199,6 +2213,11 @@ def mimic_import(
         if step.untimed:
             summary.notes.append(
                 f"{step.spec.display}: {step.untimed} rows without a time not imported"
+            )
+        if getattr(step, "discharges", 0):
+            summary.notes.append(
+                f"{step.spec.display}: {step.discharges} discharge rows not imported "
+                f"(the admissions' hospital-discharge outcome events say it)"
             )
         if getattr(step, "lone_sites", 0):
             summary.notes.append(
