@@ -47,9 +47,11 @@ _DOWN_WORDS = (
 # "avoid fluid boluses" of "give fluid boluses".
 _NEGATIONS = (
     "do not", "don't", "dont", "does not", "should not", "must not", "not",
-    "never", "avoid", "avoiding", "avoidance", "no", "refrain from",
-    "contraindicated",
+    "never", "avoid", "avoiding", "avoidance", "refrain from", "contraindicated",
 )
+# "No" forbids only at the start of a clause ("no NSAIDs", "no further
+# fluids"); elsewhere it is as likely nitric oxide ("inhaled NO").
+_LEADING_NO = re.compile(r"^\s*no\s")
 # Course of a problem: getting better (+1) or worse (-1).
 _BETTER_WORDS = (
     "improving", "improved", "improvement", "resolving", "resolved", "resolution",
@@ -190,11 +192,15 @@ class Polarity:
         return self.verb
 
 
+def _negation(clause: str) -> re.Match[str] | None:
+    return _LEADING_NO.search(clause) or _NEGATION.search(clause)
+
+
 def _action(text: str) -> tuple[bool, int]:
     clause = _CLAUSE_BREAK.split(text, maxsplit=1)[0]
     up, down = _UP.search(clause), _DOWN.search(clause)
     verbs = [m for m in (up, down) if m is not None]
-    negation = _NEGATION.search(clause)
+    negation = _negation(clause)
     if not verbs:
         change = _NUMERIC_CHANGE.search(clause)
         if change is not None and negation is None:
@@ -214,7 +220,7 @@ def _course(text: str) -> int:
         return 0
     if better is not None and (worse is None or better.start() < worse.start()):
         # "not improving", "no improvement": a negation just before it turns it.
-        negation = _NEGATION.search(text[: better.start()])
+        negation = _negation(text[: better.start()])
         if negation is not None and better.start() - negation.end() <= 12:
             return -1
         return 1

@@ -68,6 +68,7 @@ NOT_OPPOSED = [
     ("Discuss DNR", "Goals of care discussion"),
     ("Lower GI bleed", "Lower gastrointestinal hemorrhage"),
     ("Start inhaled NO", "Start inhaled nitric oxide"),
+    ("Inhaled NO", "Start inhaled nitric oxide"),
 ]
 
 
@@ -86,6 +87,8 @@ def test_polarity_reads_negation_before_the_direction_word():
     assert polarity("Avoid fluid boluses").action == -1
     assert polarity("Stop propofol, start dexmedetomidine").action == -1
     assert polarity("Septic shock").action == 0
+    assert polarity("No further fluid boluses").action == -1
+    assert polarity("No improvement in oxygenation").course == -1
     assert polarity("Norepinephrine 0.2 mcg/kg/min -> 0.05 mcg/kg/min").verb == -1
 
 
