@@ -3,8 +3,9 @@ with a matcher that matches equal texts only; and the validation of prediction
 files, one test per malformed case, each naming its line and storing nothing.
 
 Reference (stays A: a0, a1; B: b0; C: c0):
-  a0 deteriorating, problems {Septic shock, AKI}, actions {Norepinephrine,
-     Blood cultures}, red flags {Fluid bolus}
+  a0 deteriorating, problems {Septic shock, AKI}, actions {Norepinephrine
+     0.05 -> 0.08 mcg/kg/min (the rated decision), Blood cultures}, red flags
+     {Fluid bolus}
   a1 stable, every set empty
   b0 improving, {Delirium}, {Haloperidol}, red flags {Benzodiazepines}
   c0 stable, {Hypokalemia}, {Potassium}
@@ -45,7 +46,11 @@ def _predictions(w):
             "window_id": w["A"][0].pk,
             "status": "deteriorating",
             "acute_problems": ["Pneumonia", "Septic shock", "AKI"],
-            "recommended_actions": ["Fluid bolus", "norepinephrine", "Blood cultures"],
+            "recommended_actions": [
+                "Fluid bolus",
+                "norepinephrine 0.05 -> 0.08 mcg/kg/min",
+                "Blood cultures",
+            ],
         },
         {
             "window_id": w["A"][1].pk,
