@@ -25,6 +25,7 @@ from django.views.decorators.http import (
 )
 
 from annotation import selectors, services
+from annotation.blindness import window_is_closed
 from annotation.forms import CampaignForm
 from annotation.models import ActionRating, AssignmentState, PatientStatus
 from annotation.roles import user_is_admin, user_is_physician
@@ -208,6 +209,10 @@ def annotate(request, assignment_id: int):
             "version": label.version if label is not None else 0,
             "saved_at": label.updated_at if label is not None else None,
             "readonly": assignment.state == AssignmentState.SUBMITTED,
+            "closed": assignment.state == AssignmentState.SUBMITTED
+            and window_is_closed(
+                campaign_id=assignment.campaign_id, window_id=assignment.window_id
+            ),
             # One id per rendering of the page: a double click on Submit, or a
             # retry after a lost response, repeats the same submit.
             "submission_id": uuid.uuid4().hex,

@@ -350,6 +350,25 @@ def test_submitted_label_is_read_only_with_a_reopen_button(
     assert written_state() == before
 
 
+def test_a_closed_window_says_the_label_is_final_and_offers_no_reopen(
+    client, physician, assignment, complete_payload
+):
+    from annotation.models import CampaignWindow
+
+    label_submit(
+        annotator=physician,
+        assignment_id=assignment.pk,
+        payload=complete_payload,
+        base_version=0,
+    )
+    CampaignWindow.objects.filter(
+        campaign=assignment.campaign, window=assignment.window
+    ).update(closed_at=assignment.campaign.created_at)
+    html = client.get(page_url(assignment)).content.decode()
+    assert "data-readonly" in html and "data-closed" in html
+    assert "data-reopen" not in html
+
+
 def test_reopen_turns_the_label_back_into_a_draft(
     client, physician, assignment, complete_payload
 ):

@@ -265,3 +265,37 @@ def _schemathesis_run(schemathesis, application, key):
             case.validate_response(response, checks=(not_a_server_error,))
 
         run()
+
+
+def test_a_researcher_who_also_rates_is_refused_while_a_window_is_open(
+    tiny_release, tiny_stays, researcher, admin_user
+):
+    """A Gold release may hold a co-rater's items on a window the researcher
+    still rates as a physician (annotation.blindness): no release reads until
+    every window they rate is closed."""
+    from annotation.models import AssignmentState
+    from annotation.services import campaign_create
+    from tests.factories import make_user
+    from windows.accounts import Role, roles_ensure
+
+    client = _client(researcher)
+    assert client.get("/api/v1/releases/").status_code == 200
+    researcher.groups.add(roles_ensure()[Role.PHYSICIAN])
+    researcher = type(researcher).objects.get(pk=researcher.pk)  # roles are cached
+    other = make_user(role=Role.PHYSICIAN)
+    window = tiny_stays["windows"]["A"][0]
+    type(window).objects.filter(pk=window.pk).update(sampled_gold=True)
+    campaign = campaign_create(
+        admin=admin_user, name="blind", windows=[window.pk],
+        physicians=[researcher, other],
+    )
+    for url in (
+        "/api/v1/releases/",
+        f"/api/v1/releases/{tiny_release.pk}/windows/",
+        f"/api/v1/releases/{tiny_release.pk}/files/windows.jsonl",
+    ):
+        assert client.get(url).status_code == 403, url
+    # once their label is submitted and the window closed, reads return
+    campaign.assignments.filter(annotator=researcher).update(state=AssignmentState.SUBMITTED)
+    campaign.campaign_windows.update(closed_at=campaign.created_at)
+    assert client.get("/api/v1/releases/").status_code == 200
