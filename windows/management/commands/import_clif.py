@@ -14,7 +14,8 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("directory", nargs="?", help="Folder of CLIF tables.")
         parser.add_argument("--batch-stays", type=int, default=None,
-                            help="ICU stays per transaction (default from settings).")
+                            help="ICU stays per batch (default from settings); the whole "
+                            "import is one transaction.")
 
     def handle(self, *args, directory=None, batch_stays=None, **options):
         progress = Progress(sinks=[ConsoleProgress(stream=self.stderr._out)])
