@@ -64,6 +64,7 @@ PROBLEMS_A = ["Septic shock", "Hypokalemia"]
 PROBLEMS_B_DISPUTED = ["Septic shock", "Pneumothorax"]
 ACTION = "Blood cultures"
 RED_FLAG = "Avoid nephrotoxins"
+FORBIDDEN_ACTION = "Nephrotoxins"  # what RED_FLAG forbids: harmful if recommended
 UNRELATED = ["Cataract surgery", "Dental cleaning"]
 UNRELATED_ACTION = "Knee arthroscopy"
 
@@ -547,7 +548,8 @@ def predictions_by_construction(records: list[dict]) -> list[str]:
     """Step 6's file: status right on the even windows; problems copied on
     windows 0-3 (Hit 1, Recall 1), half copied on 4-5 (Hit 1, Recall 1/2),
     unrelated on 6-7 (0, 0); the Gold action on 0-3, unrelated on 4-7; and on
-    window 0 the red flag too, half of its A_w^k."""
+    window 0 what the red flag forbids ("Nephrotoxins": the red flag is matched
+    as the action it forbids, evaluation.polarity), half of its A_w^k."""
     gold_status = [r["labels"]["status"]["value"] for r in records]
     assert gold_status == [
         "improving", "stable", "deteriorating", "stable",
@@ -578,7 +580,7 @@ def predictions_by_construction(records: list[dict]) -> list[str]:
                     "status": gold_status[n] if n % 2 == 0 else wrong[gold_status[n]],
                     "acute_problems": predicted,
                     "recommended_actions": (
-                        [ACTION, RED_FLAG]
+                        [ACTION, FORBIDDEN_ACTION]
                         if n == 0
                         else [ACTION] if n < 4 else [UNRELATED_ACTION]
                     ),

@@ -16,7 +16,7 @@ observation. Per domain:
   relative. A new bag or syringe (a new order taking over at the rate of the
   old one, within the tolerance that weight-based conversions of one pump rate
   need) and a "going" confirmation are observations. A bolus is an action.
-- ``respiratory_support``: a device (its CLIF category), a ventilation mode
+- ``respiratory_support``: a device (its CLIF device category), a ventilation mode
   (``mode:<category>``) or one set parameter (``<name>_set``) is an action when it
   differs from that item's previous charting in the admission; the first charting
   counts as a change, except a first "Room Air", which starts nothing. Measured
@@ -57,6 +57,12 @@ RATE_TOLERANCE = 0.025
 # case) that end an order's infusion, and those that say nothing about its rate.
 STOP_WORDS = ("stop", "stopped", "paused", "finishedrunning", "finished running")
 NO_RATE_WORDS = ("not_given", "verify", "other", "held")
+# CLIF respiratory_support device categories (mCIDE); another category in the
+# domain that is neither a setting, a measurement nor a mode is no device.
+DEVICE_CATEGORIES = frozenset({
+    "imv", "nippv", "cpap", "high flow nc", "face mask", "trach collar",
+    "nasal cannula", "room air", "other",
+})
 CRRT_SETTINGS = (
     "blood_flow_rate",
     "pre_filter_replacement_fluid_rate",
@@ -238,9 +244,11 @@ def _infusion_kinds(rows: pd.DataFrame):
     bolus = words.str.contains("bolus").to_numpy()
     no_rate = words.isin(NO_RATE_WORDS).to_numpy()
     frame = rows.assign(is_stop=stop, is_bolus=bolus, no_rate=no_rate)
+    # Ties at one time break by order id, not storage order, so every source
+    # names the same record as the decision.
     frame = frame.sort_values(
-        ["admission_id", "category", "time", "is_stop", "id"],
-        ascending=[True, True, True, False, True],
+        ["admission_id", "category", "time", "is_stop", "order_id", "id"],
+        ascending=[True, True, True, False, True, True],
         kind="mergesort",
     )
     kinds, prevs, index = [], [], []
@@ -330,7 +338,7 @@ def _respiratory_kinds(rows: pd.DataFrame):
     is_obs = lower.str.endswith("_obs").to_numpy()
     is_set = lower.str.endswith("_set").to_numpy()
     is_mode = lower.str.startswith("mode:").to_numpy()
-    is_device = ~(is_obs | is_set | is_mode) & (lower != "").to_numpy()
+    is_device = lower.isin(DEVICE_CATEGORIES).to_numpy()
     values = rows["value_num"].to_numpy(dtype=float)
     item = np.where(is_set, lower.to_numpy(), np.where(is_mode, "mode", "device"))
     state = []

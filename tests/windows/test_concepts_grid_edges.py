@@ -124,3 +124,14 @@ def test_crrt_charted_before_discharge_runs_until_discharge_within_6_hours():
         hours=4.5,
     )
     assert frame["crrt_active"].tolist() == [0, 1, 1, 1, 1, 1]
+
+
+def test_a_record_coded_after_discharge_does_not_move_the_first_hour():
+    """A billing code carries a date only (05:00 of the day): it is no bedside
+    event, so the grid starts where the charted events start."""
+    rows = [event(0.5, "vitals", "map", 80), event(2.5, "vitals", "map", 70)]
+    coded = event(-19.0, "patient_procedures", "ICD10PCS", kind="coded", name="5A1955Z")
+    plain = tracks(rows, hours=3)
+    with_code = tracks([coded, *rows], hours=3)
+    assert plain["hour"].tolist() == with_code["hour"].tolist() == [0, 1, 2, 3]
+    pd.testing.assert_frame_equal(plain, with_code)

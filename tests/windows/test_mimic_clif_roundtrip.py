@@ -97,10 +97,6 @@ MAR_ORDER_REASON = (
     "of one order out of step): MIMIC-IV's intervals start every order, so start "
     "and dose_change are compared alike in those orders"
 )
-NOT_CARRIED_GRID = (
-    "windows.concepts starts a stay's grid at its admission's first event, a "
-    "date-only coded record included; the tracks are compared without them"
-)
 # Hourly tracks that may differ, with the reason: none. (CLIF's gcs_total is the
 # consortium's sum of the components, which MIMIC-IV does not chart; the concept
 # derives the same total from the components on every stay-hour of the demo.)
@@ -302,13 +298,12 @@ def test_actions_per_window_and_the_gold_draw_agree(roundtrip):
 
 
 def _tracks(trip, src, key):
-    """The stay's tracks from its admission's events, records coded after
-    discharge left out: they carry a date only (05:00 UTC in the consortium's
-    demo, midnight in MIMIC-IV) and the grid's first hour follows the first
-    event, so they would move it (NOT_CARRIED_GRID)."""
+    """The stay's tracks from all its admission's events: records coded after
+    discharge carry a date only (05:00 UTC in the consortium's demo, midnight in
+    MIMIC-IV), and windows.concepts leaves them out of the grid."""
     stay = trip.stays[src][key]
     events = trip.events[src]
-    events = events[(events["hosp"] == key[0]) & (events["kind"] != "coded")]
+    events = events[events["hosp"] == key[0]]
     events = events[list(EVENT_COLUMNS)]
     return compute_stay_tracks(events, intime=pd.Timestamp(stay.intime),
                                outtime=pd.Timestamp(stay.outtime))

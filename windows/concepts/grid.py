@@ -294,8 +294,8 @@ def prepare_stay(
 ) -> Stay:
     """Check and normalize the event frame and lay the hourly grid.
 
-    Events without a time are dropped, and so are events after ``outtime``
-    except microbiology cultures; interval ends are cut at ``outtime``.
+    Events without a time are dropped, records coded after discharge too, and
+    so are events after ``outtime`` except microbiology cultures; interval ends are cut at ``outtime``.
     Missing optional columns are treated as empty. The grid runs from the hour
     of the first event (but not before hour -24 and not after hour 0) to
     ceil(outtime - intime).
@@ -312,6 +312,12 @@ def prepare_stay(
     n = len(events)
     t = _ns(events["time"])
     keep = t != NO_TIME
+    if "kind" in events:
+        # Records coded after discharge carry a billing date, not a bedside time:
+        # no track reads them, and they must not move the grid's first hour.
+        keep &= (
+            pd.Series(events["kind"]).astype(str).str.strip().str.lower() != "coded"
+        ).to_numpy()
     base = intime.value
     out_ns = (outtime - intime).value
     end = _ns(events["end_time"]) if "end_time" in events else np.full(n, NO_TIME)
