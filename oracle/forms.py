@@ -8,7 +8,7 @@ import json
 from django import forms
 
 from annotation.models import Campaign
-from oracle.models import Backbone, BackboneKind, PromptTemplate
+from oracle.models import Backbone, BackboneKind, PromptTemplate, ReplyFormat, Tokenizer
 from windows.models import Cohort
 
 
@@ -23,7 +23,9 @@ class BackboneForm(forms.Form):
     api_key_env = forms.CharField(
         max_length=100, required=False, label="API key variable",
         help_text="The name of the environment variable of the workers that holds "
-        "the key, e.g. OPENAI_API_KEY. The key itself is never entered here.",
+        "the key, e.g. REALICU_LLM_KEY (names the operator allows: "
+        "REALICU_LLM_KEY_ENV_PREFIXES, REALICU_LLM_KEY_ENV_NAMES). The key itself "
+        "is never entered here.",
     )
     parameters = forms.CharField(
         required=False, widget=forms.Textarea(attrs={"rows": 3}),
@@ -37,6 +39,29 @@ class BackboneForm(forms.Form):
     requests_per_minute = forms.IntegerField(
         initial=600, help_text="Per run, across workers."
     )
+    context_tokens = forms.IntegerField(
+        required=False, min_value=1, label="Context window (tokens)",
+        help_text="As the server runs the model (e.g. Ollama's num_ctx, llama.cpp's "
+        "--n_ctx). Empty: detected from the server, else the platform default.",
+    )
+    max_completion_tokens = forms.IntegerField(
+        required=False, min_value=1, label="Reply tokens (max_tokens)",
+        help_text="Empty: the platform default. The prompt gets the window minus "
+        "this minus a margin.",
+    )
+    reply_format = forms.ChoiceField(
+        choices=ReplyFormat.choices, initial=ReplyFormat.JSON_OBJECT, required=False,
+        label="Constrained reply",
+        help_text="How the label's JSON Schema is sent; detected with the server.",
+    )
+    tokenizer = forms.ChoiceField(
+        choices=Tokenizer.choices, required=False, label="Token counts",
+    )
+    detect = forms.BooleanField(
+        required=False, initial=True, label="Ask the server",
+        help_text="Fill the context window, token counts and reply format from "
+        "what the server reports (vLLM, llama.cpp, llama-cpp-python, Ollama).",
+    )
     price_per_million_input = forms.FloatField(initial=0.0, label="Price / 1M input tokens")
     price_per_million_output = forms.FloatField(
         initial=0.0, label="Price / 1M output tokens"
@@ -44,8 +69,11 @@ class BackboneForm(forms.Form):
 
     @classmethod
     def for_backbone(cls, backbone: Backbone, data=None):
-        initial = {name: getattr(backbone, name) for name in cls.base_fields}
+        initial = {
+            name: getattr(backbone, name) for name in cls.base_fields if name != "detect"
+        }
         initial["parameters"] = json.dumps(backbone.parameters or {})
+        initial["detect"] = False
         return cls(data, initial=initial)
 
     def clean_parameters(self):

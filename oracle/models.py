@@ -19,9 +19,38 @@ class BackboneKind(models.TextChoices):
     OPENAI = "openai", "OpenAI-compatible chat completions"
 
 
+class ReplyFormat(models.TextChoices):
+    """How a backbone asks its server to constrain the reply to the label's
+    JSON Schema, in the dialect that server speaks."""
+
+    JSON_SCHEMA = "json_schema", "response_format json_schema (OpenAI, vLLM, llama.cpp)"
+    LLAMACPP_PYTHON = (
+        "llamacpp_python",
+        "response_format json_object with schema (llama-cpp-python server)",
+    )
+    OLLAMA = "ollama", "format with the schema (Ollama)"
+    JSON_OBJECT = "json_object", "response_format json_object, no schema"
+    NONE = "none", "Nothing: the prompt alone asks for JSON"
+
+
+class Tokenizer(models.TextChoices):
+    """Where a backbone's prompts are counted in the model's own tokens."""
+
+    ESTIMATE = "", "Estimate from characters (calibrated from the server's usage)"
+    LLAMACPP_PYTHON = "llamacpp_python", "llama-cpp-python /extras/tokenize/count"
+    LLAMACPP = "llamacpp", "llama.cpp server /tokenize"
+    VLLM = "vllm", "vLLM /tokenize"
+
+
 class Backbone(models.Model):
     """A labeller the admin has configured. The API key is never stored: the
-    backbone names the environment variable that holds it."""
+    backbone names the environment variable that holds it.
+
+    ``context_tokens`` and ``max_completion_tokens`` bound every request: the
+    prompt gets the window minus the reply budget minus a margin.
+    ``server_report`` keeps what was detected from the server (and when);
+    ``calibration`` the observed characters per token of its prompts, from
+    the server's ``usage.prompt_tokens``."""
 
     name = models.CharField(max_length=100, unique=True)
     kind = models.CharField(max_length=8, choices=BackboneKind.choices)
@@ -50,6 +79,28 @@ class Backbone(models.Model):
     requests_per_minute = models.PositiveIntegerField(
         default=600, help_text="Upper bound on requests per minute, per run."
     )
+    context_tokens = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="The model's context window in tokens, as the server runs it "
+        "(filled in from the server where it reports it).",
+    )
+    max_completion_tokens = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="Tokens a reply may take, sent as max_tokens.",
+    )
+    reply_format = models.CharField(
+        max_length=16,
+        choices=ReplyFormat.choices,
+        default=ReplyFormat.JSON_OBJECT,
+        help_text="How the label's JSON Schema is sent to constrain the reply.",
+    )
+    tokenizer = models.CharField(
+        max_length=16, choices=Tokenizer.choices, default=Tokenizer.ESTIMATE, blank=True
+    )
+    server_report = models.JSONField(default=dict, blank=True)
+    calibration = models.JSONField(default=dict, blank=True)
     price_per_million_input = models.FloatField(
         default=0.0, help_text="Estimated cost, currency units per 1M input tokens."
     )
@@ -94,6 +145,10 @@ class Backbone(models.Model):
             "max_retries": self.max_retries,
             "concurrency": self.concurrency,
             "requests_per_minute": self.requests_per_minute,
+            "context_tokens": self.context_tokens,
+            "max_completion_tokens": self.max_completion_tokens,
+            "reply_format": self.reply_format,
+            "tokenizer": self.tokenizer,
             "price_per_million_input": self.price_per_million_input,
             "price_per_million_output": self.price_per_million_output,
         }
@@ -207,6 +262,18 @@ class OracleLabel(models.Model):
         "limit and backoff are not in it (rules: the labelling time).",
     )
     attempts = models.PositiveSmallIntegerField(default=1)
+    prompt_chars = models.PositiveIntegerField(
+        default=0, help_text="Characters of the first request's messages."
+    )
+    prompt_tokens = models.PositiveIntegerField(
+        default=0,
+        help_text="The first request's prompt tokens as the server counted them "
+        "(usage.prompt_tokens, else its tokenizer); 0 when unknown.",
+    )
+    prompt_estimate = models.PositiveIntegerField(
+        default=0, help_text="The prompt tokens the budget was kept with."
+    )
+    prompt_compressions = models.JSONField(default=list, blank=True)
     raw_response = models.TextField(blank=True)
     error = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)

@@ -4,10 +4,12 @@ events), a compact per-6-h trajectory, the events around the window in full,
 the recorded actions to rate, and the label instructions, kept within the
 template's token budget by dropping whole records by rule.
 
-Token estimate (no tokenizer): ceil(characters / 4) per message plus 4 tokens
-of chat framing per message. English clinical text with numbers runs at about
-3.5-4.5 characters per token on common BPE tokenizers, so the budget is an
-estimate, and a template's budget should leave the model's context some slack.
+Token estimate: ceil(characters / ratio) per message plus 4 tokens of chat
+framing per message, with 4 characters per token by default. That is about
+right for English prose on large BPE vocabularies but 1.5-2x short on clinical
+text with numbers for small ones (SmolLM2: about 2.5), so a backbone passes
+its calibrated ratio (oracle.services.tokens), and the request is counted with
+the server's tokenizer where it has one.
 """
 
 from __future__ import annotations
@@ -75,15 +77,20 @@ class Prompt:
     compressions: list[str] = field(default_factory=list)
 
 
-def tokens_estimate(text: str) -> int:
-    """ceil(len(text) / 4): see the module docstring."""
-    return math.ceil(len(text) / CHARS_PER_TOKEN)
+def tokens_estimate(text: str, chars_per_token: float = CHARS_PER_TOKEN) -> int:
+    """ceil(len(text) / chars_per_token): see the module docstring."""
+    return math.ceil(len(text) / chars_per_token)
 
 
-def messages_tokens(messages: list[dict]) -> int:
+def messages_tokens(messages: list[dict], chars_per_token: float = CHARS_PER_TOKEN) -> int:
     return sum(
-        tokens_estimate(m.get("content") or "") + TOKENS_PER_MESSAGE for m in messages
+        tokens_estimate(m.get("content") or "", chars_per_token) + TOKENS_PER_MESSAGE
+        for m in messages
     )
+
+
+def messages_chars(messages: list[dict]) -> int:
+    return sum(len(m.get("content") or "") for m in messages)
 
 
 # --- rendering ------------------------------------------------------------------
@@ -253,8 +260,16 @@ def _actions_block(context) -> str:
     return "\n".join(lines)
 
 
-def prompt_build(*, context, template: PromptTemplate) -> Prompt:
-    """The chat messages of one window within ``template.token_budget``.
+def prompt_build(
+    *,
+    context,
+    template: PromptTemplate,
+    budget: int | None = None,
+    chars_per_token: float = CHARS_PER_TOKEN,
+) -> Prompt:
+    """The chat messages of one window within ``budget`` estimated tokens
+    (``template.token_budget`` when not given; a backbone gives the room its
+    context window leaves), estimating at ``chars_per_token``.
 
     Compression, by rule, until the estimate fits: (1) events outside the
     window, farthest from it first; (2) the trajectory summary coarsened from
@@ -264,7 +279,16 @@ def prompt_build(*, context, template: PromptTemplate) -> Prompt:
     shown whole or not at all. Raises PromptBudgetError when nothing is left to
     drop and the prompt still does not fit.
     """
-    budget = template.token_budget
+    budget = template.token_budget if budget is None else int(budget)
+    cpt = max(0.5, float(chars_per_token or CHARS_PER_TOKEN))
+
+    def tokens_estimate(text: str) -> int:  # noqa: F811 - this prompt's ratio
+        return math.ceil(len(text) / cpt)
+
+    def messages_tokens(messages: list[dict]) -> int:  # noqa: F811
+        return sum(tokens_estimate(m.get("content") or "") + TOKENS_PER_MESSAGE
+                   for m in messages)
+
     w_start = context.hours_since_admit
     w_end = w_start + (context.end - context.start).total_seconds() / 3600.0
     recorded_ids = {e["id"] for e in context.recorded_actions}
@@ -376,7 +400,8 @@ def prompt_build(*, context, template: PromptTemplate) -> Prompt:
     if estimated > budget:
         raise PromptBudgetError(
             f"The prompt of window {context.window_id} needs about {estimated} tokens "
-            f"even compressed; the template's budget is {budget}. Raise the budget."
+            f"even compressed; the budget is {budget}. Raise the template's budget "
+            "or the backbone's context window, or lower its reply tokens."
         )
     return Prompt(
         messages=messages,
@@ -396,6 +421,7 @@ __all__ = [
     "Prompt",
     "PromptBudgetError",
     "event_line",
+    "messages_chars",
     "messages_tokens",
     "prompt_build",
     "prompt_default_get_or_create",

@@ -65,6 +65,113 @@ TEXT_LISTS = {
 _FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
 
 
+# Bounds of a schema-constrained reply (oracle.schema.reply_schema_for): few
+# enough items and characters that the worst reply fits the backbone's
+# max_tokens, so a constrained reply is never cut off mid-object.
+CONSTRAINED_ITEMS = 3
+CONSTRAINED_EVIDENCE = 3
+CONSTRAINED_TEXT_CHARS = 120
+# Worst case characters per token of a JSON reply (ids and punctuation tokenize
+# densely; prose at about 4): the bound is meant to be safe, not tight.
+REPLY_CHARS_PER_TOKEN = 2.0
+
+
+def _bounded_schema(*, ids, recorded, items, evidence, text_chars) -> dict:
+    cite = {"type": "integer", "enum": ids} if ids else {"type": "integer"}
+    cited = {
+        "type": "array",
+        "items": cite,
+        "minItems": 1 if ids else 0,
+        "maxItems": evidence if ids else 0,
+    }
+    ratings_evidence = {"type": "array", "items": cite, "maxItems": evidence if ids else 0}
+    text_item = {
+        "type": "object",
+        "properties": {
+            "text": {"type": "string", "minLength": 1, "maxLength": text_chars},
+            "evidence": cited,
+        },
+        "required": ["text", "evidence"],
+        "additionalProperties": False,
+    }
+    text_list = {"type": "array", "items": text_item, "maxItems": items}
+
+    def rating(event_id) -> dict:
+        return {
+            "type": "object",
+            "properties": {
+                "event_id": {"type": "integer", "enum": [event_id]},
+                "rating": {"type": "string", "enum": list(ActionRating.values)},
+                "evidence": ratings_evidence,
+            },
+            "required": ["event_id", "rating", "evidence"],
+            "additionalProperties": False,
+        }
+
+    # One rating per recorded action, in order: a tuple of fixed event ids, so
+    # a constrained reply rates each exactly once.
+    ratings = (
+        {
+            "type": "array",
+            "prefixItems": [rating(pk) for pk in recorded],
+            "items": False,
+            "minItems": len(recorded),
+            "maxItems": len(recorded),
+        }
+        if recorded
+        else {"type": "array", "maxItems": 0, "items": rating(0)}
+    )
+    return {
+        "type": "object",
+        "properties": {
+            "status": {"type": "string", "enum": list(PatientStatus.values)},
+            "status_evidence": cited,
+            "acute_problems": text_list,
+            "action_ratings": ratings,
+            "added_actions": text_list,
+            "red_flags": text_list,
+        },
+        "required": list(REPLY_SCHEMA["required"]),
+        "additionalProperties": False,
+    }
+
+
+def reply_tokens_bound(*, ids, recorded, items, evidence, text_chars) -> int:
+    """Tokens of the longest reply the bounded schema allows (at
+    REPLY_CHARS_PER_TOKEN, with a token of whitespace per element)."""
+    digits = max([len(str(i)) for i in ids] or [1])
+    cites = evidence * (digits + 2) + 2
+    text_item = 30 + text_chars + cites
+    rating = 60 + digits + cites
+    chars = 160 + cites + 3 * items * text_item + len(recorded) * rating
+    elements = 12 + evidence + 3 * items * (4 + evidence) + len(recorded) * (6 + evidence)
+    return int(chars / REPLY_CHARS_PER_TOKEN) + elements
+
+
+def reply_schema_for(*, event_ids, recorded_ids, max_tokens: int | None = None) -> dict:
+    """The label's JSON Schema for one prompt, for constrained decoding: the
+    prompt's event ids as the only evidence values, the recorded actions each
+    rated once in order, and items, evidence and texts bounded (CONSTRAINED_*)
+    so that the longest allowed reply fits ``max_tokens``; the bounds shrink
+    (items, then text length, then evidence) until it does, or are at their
+    least. A reply it allows passes ``reply_parse``."""
+    ids = sorted(set(int(i) for i in event_ids))
+    recorded = list(dict.fromkeys(int(i) for i in recorded_ids))
+    bounds = {
+        "items": CONSTRAINED_ITEMS,
+        "evidence": CONSTRAINED_EVIDENCE,
+        "text_chars": CONSTRAINED_TEXT_CHARS,
+    }
+    if max_tokens:
+        steps = [("items", 2), ("text_chars", 80), ("items", 1), ("evidence", 2),
+                 ("text_chars", 60), ("evidence", 1), ("items", 0)]
+        for key, value in steps:
+            if reply_tokens_bound(ids=ids, recorded=recorded, **bounds) <= max_tokens:
+                break
+            bounds[key] = value
+    return _bounded_schema(ids=ids, recorded=recorded, **bounds)
+
+
 class ReplyError(ValueError):
     """A reply that cannot be a label; ``problems`` lists every reason, each
     one sentence a model (or an admin) can act on."""
@@ -239,4 +346,11 @@ def reply_parse(
     )
 
 
-__all__ = ["REPLY_SCHEMA", "ReplyError", "payload_validate", "reply_parse"]
+__all__ = [
+    "REPLY_SCHEMA",
+    "ReplyError",
+    "payload_validate",
+    "reply_parse",
+    "reply_schema_for",
+    "reply_tokens_bound",
+]

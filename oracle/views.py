@@ -15,6 +15,7 @@ from annotation.views import _error_text, admin_required
 from oracle import selectors, services
 from oracle.forms import BackboneForm, RunForm, ValidateForm
 from oracle.models import BackboneKind, RunState
+from oracle.services.tokens import context_tokens, prompt_tokens_distribution
 
 CHART_STATUS = ("improving", "stable", "deteriorating")
 
@@ -48,7 +49,9 @@ def backbone_new(request):
     form = BackboneForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         try:
-            backbone = services.backbone_create(admin=request.user, **form.cleaned_data)
+            backbone = services.backbone_create(
+                admin=request.user, app_host=request.get_host(), **form.cleaned_data
+            )
         except (ValidationError, PermissionDenied) as error:
             _form_errors_from(form, error)
         else:
@@ -65,7 +68,8 @@ def backbone_edit(request, backbone_id: int):
     if request.method == "POST" and form.is_valid():
         try:
             services.backbone_update(
-                admin=request.user, backbone=backbone, **form.cleaned_data
+                admin=request.user, backbone=backbone, app_host=request.get_host(),
+                **form.cleaned_data,
             )
         except (ValidationError, PermissionDenied) as error:
             _form_errors_from(form, error)
@@ -116,8 +120,13 @@ def run_new(request):
 
 
 def _run_context(request, run) -> dict:
+    snapshot = run.backbone_snapshot or {}
+    window = snapshot.get("context_tokens")
+    if snapshot.get("kind") == BackboneKind.OPENAI and not window:
+        window = context_tokens(run.backbone)
     return {
         "run": run,
+        "prompt_tokens": prompt_tokens_distribution(run.labels.all(), window=window),
         "progress": selectors.oracle_run_progress(admin=request.user, run=run),
         "snapshot": run.backbone_snapshot or {},
         "is_rules": (run.backbone_snapshot or {}).get("kind") == BackboneKind.RULES,

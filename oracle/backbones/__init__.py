@@ -11,9 +11,11 @@ def backbone_for(backbone, *, template) -> Backbone:
 
     Rules backbones ignore the template. For OpenAI-compatible ones,
     ``parameters`` go into every request body as given, except ``"json_mode":
-    true``, which asks for ``response_format: {"type": "json_object"}``; the
-    key is read from the environment variable the row names, when labelling
-    starts, never from the database.
+    true`` (the older switch for ``reply_format`` json_object when the row says
+    none); the prompt's budget is the room the backbone's context window leaves
+    (oracle.services.tokens.prompt_budget), estimated at its calibrated
+    characters per token; the key is read from the environment variable the
+    row names, when labelling starts, never from the database.
     """
     from oracle.models import BackboneKind
 
@@ -23,9 +25,17 @@ def backbone_for(backbone, *, template) -> Backbone:
         return RulesBackbone()
     if backbone.kind == BackboneKind.OPENAI:
         from oracle.backbones.openai_compat import OpenAICompatBackbone
+        from oracle.services.tokens import (
+            calibrated_chars_per_token,
+            completion_tokens,
+            prompt_budget,
+        )
 
         parameters = dict(backbone.parameters or {})
         json_mode = bool(parameters.pop("json_mode", False))
+        reply_format = backbone.reply_format or ""
+        if json_mode and reply_format in ("", "none"):
+            reply_format = "json_object"
         return OpenAICompatBackbone(
             base_url=backbone.base_url,
             model=backbone.model,
@@ -37,6 +47,11 @@ def backbone_for(backbone, *, template) -> Backbone:
             concurrency=backbone.concurrency,
             requests_per_minute=backbone.requests_per_minute,
             json_mode=json_mode,
+            reply_format=reply_format or "none",
+            max_completion_tokens=completion_tokens(backbone),
+            prompt_budget=prompt_budget(backbone, template=template),
+            chars_per_token=calibrated_chars_per_token(backbone.calibration),
+            tokenizer=backbone.tokenizer,
         )
     raise ValueError(f"Unknown backbone kind {backbone.kind!r}.")
 

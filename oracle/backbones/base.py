@@ -50,6 +50,14 @@ class BackboneResult:
     attempts: int = 1
     raw_response: str = ""
     error: str = ""
+    # The first request's prompt: its characters, its tokens as the server
+    # counted them (0 when unknown), the estimate its budget was kept with, and
+    # the compressions applied; a context window the server's error reported.
+    prompt_chars: int = 0
+    prompt_tokens: int = 0
+    prompt_estimate: int = 0
+    compressions: list = field(default_factory=list)
+    context_tokens_reported: int | None = None
 
 
 class Backbone(Protocol):

@@ -16,6 +16,7 @@ import json
 import os
 import queue
 import random
+import re
 import threading
 import time
 from dataclasses import dataclass
@@ -24,8 +25,16 @@ from typing import Callable
 import httpx
 
 from oracle.backbones.base import BackboneResult, WindowContext
-from oracle.prompts import PromptBudgetError, messages_tokens, prompt_build, tokens_estimate
-from oracle.schema import ReplyError, reply_parse
+from oracle.backbones.endpoints import EndpointRefused, key_env_check, url_check
+from oracle.prompts import (
+    CHARS_PER_TOKEN,
+    PromptBudgetError,
+    messages_chars,
+    messages_tokens,
+    prompt_build,
+    tokens_estimate,
+)
+from oracle.schema import ReplyError, reply_parse, reply_schema_for
 
 # Keys of ``parameters`` that the backbone itself sets.
 _RESERVED = {"model", "messages", "stream", "n"}
@@ -35,6 +44,66 @@ RAW_EXCERPT_CHARS = 2000
 class BackboneConfigError(ValueError):
     """The backbone cannot send anything as configured (e.g. its key's
     environment variable is not set)."""
+
+
+# How servers say a prompt did not fit (OpenAI, vLLM, llama-cpp-python, llama.cpp
+# server, TGI), and the figures some of them give.
+_OVERFLOW = re.compile(
+    r"context[ _](length|window|size)|maximum context|too many (input )?tokens"
+    r"|exceeds? the (available )?context|prompt is too long",
+    re.IGNORECASE,
+)
+_CONTEXT_SIZE = re.compile(
+    r"maximum context length is (\d+)|context window of (\d+)|\"n_ctx\"\s*:\s*(\d+)",
+    re.IGNORECASE,
+)
+_PROMPT_SIZE = re.compile(
+    r"\((\d+) in the messages|has (\d+) input tokens|requested tokens \((\d+)\)"
+    r"|\"n_prompt_tokens\"\s*:\s*(\d+)",
+    re.IGNORECASE,
+)
+_WORD = re.compile(r"^[A-Za-z0-9_.\-]{1,40}$")
+
+
+def _first_int(pattern: re.Pattern, text: str) -> int | None:
+    match = pattern.search(text or "")
+    if not match:
+        return None
+    return next(int(g) for g in match.groups() if g)
+
+
+def response_described(status: int, headers, text: str) -> str:
+    """A response as the run page may show it: status and content type, and
+    the error code when the body is an OpenAI-style error naming one as a bare
+    word. Never the body itself: a URL that is not an LLM server may return
+    anything (issue 14)."""
+    content_type = (headers.get("content-type") or "no content type").split(";")[0]
+    described = f"HTTP {status} ({content_type.strip()})"
+    try:
+        error = json.loads(text).get("error")
+    except (ValueError, AttributeError, TypeError):
+        error = None
+    if isinstance(error, dict):
+        codes = [
+            str(error.get(k)) for k in ("code", "type")
+            if error.get(k) is not None and _WORD.match(str(error.get(k)))
+        ]
+        if codes:
+            described += f", error {codes[0]}"
+    if _OVERFLOW.search(text or ""):
+        described += ", the prompt does not fit the model's context window"
+    return described
+
+
+class _Overflow(Exception):
+    """The server refused the prompt as longer than its context window;
+    ``prompt_tokens`` and ``context_tokens`` when the error said them."""
+
+    def __init__(self, message, attempts, prompt_tokens=None, context_tokens=None):
+        super().__init__(message)
+        self.attempts = attempts
+        self.prompt_tokens = prompt_tokens
+        self.context_tokens = context_tokens
 
 
 class _Stopped(Exception):
@@ -66,6 +135,14 @@ class RateLimiter:
             self._next = max(now, self._next) + self.interval
         if wait > 0:
             await asyncio.sleep(wait)
+
+
+@dataclass
+class _Reply:
+    content: str
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    finish_reason: str
 
 
 @dataclass
@@ -101,17 +178,25 @@ def retry_after_seconds(value: str | None) -> float | None:
 class OpenAICompatBackbone:
     """``label_many`` over an OpenAI-compatible ``/chat/completions`` endpoint.
 
-    Per window: the prompt (oracle.prompts) is sent; 429, 5xx, connection
-    errors, timeouts and unreadable bodies are retried up to ``max_retries``
-    times with exponential backoff and full jitter, or after the server's
-    Retry-After when it gives one (capped at ``retry_after_max``). A reply that
+    Per window: the prompt (oracle.prompts) is built within ``prompt_budget``
+    tokens, estimated at ``chars_per_token`` and counted with the server's
+    tokenizer where ``tokenizer`` names one (compressed further while the
+    count is over); it is sent with ``max_tokens`` and, per ``reply_format``,
+    the label's JSON Schema for this prompt (oracle.schema.reply_schema_for)
+    in the server's dialect. A prompt the server refuses as longer than its
+    context window is compressed further and sent once more. 429, 5xx,
+    connection errors, timeouts and unreadable bodies are retried up to
+    ``max_retries`` times with exponential backoff and full jitter, or after
+    the server's Retry-After (capped at ``retry_after_max``). A reply that
     fails oracle.schema validation gets one repair turn quoting the error; a
     second failure is a failed result with both raw replies. Tokens come from
-    the reply's ``usage``, estimated (oracle.prompts rule) when absent.
+    the reply's ``usage``, estimated when absent.
 
-    The API key is read from the environment variable ``api_key_env`` when
-    ``label_many`` starts, sent as a Bearer token, and scrubbed from every error
-    and raw text kept.
+    The URL is checked (oracle.backbones.endpoints) and the API key read from
+    the environment variable ``api_key_env`` (an allowed name) when
+    ``label_many`` starts; the key is sent as a Bearer token and scrubbed from
+    every error and raw text kept. Error responses are described by status and
+    content type, never by their body.
     """
 
     kind = "openai"
@@ -129,6 +214,11 @@ class OpenAICompatBackbone:
         concurrency: int = 16,
         requests_per_minute: int = 600,
         json_mode: bool = False,
+        reply_format: str = "",
+        max_completion_tokens: int | None = None,
+        prompt_budget: int | None = None,
+        chars_per_token: float = CHARS_PER_TOKEN,
+        tokenizer: str = "",
         backoff_base: float = 1.0,
         backoff_max: float = 60.0,
         retry_after_max: float = 300.0,
@@ -144,7 +234,15 @@ class OpenAICompatBackbone:
         self.max_retries = max(0, int(max_retries))
         self.concurrency = max(1, int(concurrency))
         self.requests_per_minute = max(1, int(requests_per_minute))
-        self.json_mode = json_mode
+        # json_mode (the older parameter) is reply_format "json_object".
+        self.reply_format = reply_format or ("json_object" if json_mode else "none")
+        self.json_mode = self.reply_format != "none"
+        self.max_completion_tokens = (
+            int(max_completion_tokens) if max_completion_tokens else None
+        )
+        self.prompt_budget = int(prompt_budget) if prompt_budget else None
+        self.chars_per_token = float(chars_per_token or CHARS_PER_TOKEN)
+        self.tokenizer = tokenizer or ""
         self.backoff_base = backoff_base
         self.backoff_max = backoff_max
         self.retry_after_max = retry_after_max
@@ -155,11 +253,24 @@ class OpenAICompatBackbone:
             return self.base_url
         return f"{self.base_url}/chat/completions"
 
+    @property
+    def root_url(self) -> str:
+        """The server's root: the base URL without /chat/completions and /v1."""
+        root = self.base_url
+        for tail in ("/chat/completions", "/v1"):
+            if root.endswith(tail):
+                root = root[: -len(tail)]
+        return root
+
     # --- the sync interface -----------------------------------------------------
 
     def _api_key(self) -> str:
         if not self.api_key_env:
             return ""
+        try:
+            key_env_check(self.api_key_env)
+        except EndpointRefused as error:
+            raise BackboneConfigError(str(error)) from None
         key = os.environ.get(self.api_key_env, "")
         if not key:
             raise BackboneConfigError(
@@ -179,7 +290,12 @@ class OpenAICompatBackbone:
         calling thread before the first request, after each finished window and
         every half second; once it is True no new request starts, and windows
         not finished get no result (a run picks them up again). Raises
-        BackboneConfigError before sending anything if the key is missing."""
+        BackboneConfigError before sending anything if the key is missing or
+        not allowed, or the URL is refused."""
+        try:
+            url_check(self.base_url)
+        except EndpointRefused as error:
+            raise BackboneConfigError(f"The backbone's URL is refused: {error}") from None
         key = self._api_key()
         if should_stop is not None and should_stop():
             return []
@@ -259,19 +375,38 @@ class OpenAICompatBackbone:
         ceiling = min(self.backoff_max, self.backoff_base * (2**retry))
         return random.uniform(ceiling / 2, ceiling)
 
-    async def _complete(
-        self, client, messages, key, semaphore, limiter, stop, usage: _Usage
-    ) -> str:
-        """The content of one chat completion, retrying transient failures."""
+    def _body(self, messages, schema: dict | None) -> dict:
+        """The request body, with the reply's schema in the server's dialect."""
         body = {"model": self.model, "messages": messages, **self.parameters}
-        if self.json_mode:
+        if self.max_completion_tokens:
+            body["max_tokens"] = self.max_completion_tokens
+        form = self.reply_format
+        if form == "json_schema" and schema is not None:
+            body["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": "window_label", "schema": schema, "strict": False},
+            }
+        elif form == "llamacpp_python" and schema is not None:
+            body["response_format"] = {"type": "json_object", "schema": schema}
+        elif form == "ollama" and schema is not None:
+            body["format"] = schema
+        elif form != "none":
             body["response_format"] = {"type": "json_object"}
-        payload = json.dumps(body)
+        return body
+
+    async def _complete(
+        self, client, messages, key, semaphore, limiter, stop, usage: _Usage,
+        schema: dict | None = None,
+    ) -> _Reply:
+        """One chat completion, retrying transient failures. Raises _Overflow
+        when the server says the prompt does not fit its context window."""
+        payload = json.dumps(self._body(messages, schema))
         retry = 0
         while True:
             if stop.is_set():
                 raise _Stopped()
             retry_after = None
+            headers: dict = {}
             async with semaphore:
                 if stop.is_set():
                     raise _Stopped()
@@ -281,6 +416,7 @@ class OpenAICompatBackbone:
                 try:
                     response = await client.post(self.url, content=payload)
                     status, text = response.status_code, response.text
+                    headers = response.headers
                     retry_after = retry_after_seconds(response.headers.get("retry-after"))
                     problem = None
                 except httpx.TimeoutException:
@@ -294,23 +430,38 @@ class OpenAICompatBackbone:
             if problem is None and status == 200:
                 try:
                     data = json.loads(text)
-                    content = data["choices"][0]["message"]["content"] or ""
+                    choice = data["choices"][0]
+                    content = choice["message"]["content"] or ""
                 except (ValueError, KeyError, IndexError, TypeError):
-                    problem = "the endpoint's reply was not a chat completion"
+                    problem = (
+                        "the endpoint's reply was not a chat completion ("
+                        + response_described(status, headers, "")
+                        + ")"
+                    )
                 else:
                     reported = data.get("usage") or {}
                     tokens_in = reported.get("prompt_tokens")
                     tokens_out = reported.get("completion_tokens")
+                    tokens_in = int(tokens_in) if tokens_in is not None else None
+                    tokens_out = int(tokens_out) if tokens_out is not None else None
                     usage.tokens_in += (
-                        int(tokens_in) if tokens_in is not None else messages_tokens(messages)
+                        tokens_in if tokens_in is not None else messages_tokens(messages)
                     )
                     usage.tokens_out += (
-                        int(tokens_out) if tokens_out is not None else tokens_estimate(content)
+                        tokens_out if tokens_out is not None else tokens_estimate(content)
                     )
-                    return content
+                    return _Reply(
+                        content, tokens_in, tokens_out, str(choice.get("finish_reason") or "")
+                    )
             if problem is None:
-                excerpt = " ".join(self._scrub(text, key).split())[:300]
-                problem = f"HTTP {status}" + (f": {excerpt}" if excerpt else "")
+                problem = response_described(status, headers, text)
+                if status in (400, 413, 422) and _OVERFLOW.search(text or ""):
+                    raise _Overflow(
+                        f"The endpoint refused the prompt ({problem}).",
+                        usage.attempts,
+                        prompt_tokens=_first_int(_PROMPT_SIZE, text),
+                        context_tokens=_first_int(_CONTEXT_SIZE, text),
+                    )
                 if not (status == 429 or status >= 500):
                     raise _RequestFailed(
                         f"The endpoint refused the request ({problem}).", usage.attempts
@@ -323,8 +474,72 @@ class OpenAICompatBackbone:
             retry += 1
             await asyncio.sleep(delay)
 
+    async def _count(self, client, messages) -> int | None:
+        """The prompt's tokens by the server's tokenizer (``tokenizer``), or None
+        when it has none or the count failed (the estimate stands then). Raw
+        tokenizers count the contents; the chat template's framing is what the
+        budget's margin is for."""
+        if not self.tokenizer:
+            return None
+        try:
+            if self.tokenizer == "vllm":
+                response = await client.post(
+                    f"{self.root_url}/tokenize",
+                    json={"model": self.model, "messages": messages},
+                )
+                return int(response.json()["count"]) if response.status_code == 200 else None
+            text = "\n".join(m.get("content") or "" for m in messages)
+            framing = 4 * len(messages)
+            if self.tokenizer == "llamacpp_python":
+                response = await client.post(
+                    f"{self.root_url}/extras/tokenize/count",
+                    json={"input": text, "model": self.model},
+                )
+                if response.status_code == 200:
+                    return int(response.json()["count"]) + framing
+            elif self.tokenizer == "llamacpp":
+                response = await client.post(
+                    f"{self.root_url}/tokenize", json={"content": text}
+                )
+                if response.status_code == 200:
+                    return len(response.json()["tokens"]) + framing
+        except (httpx.HTTPError, ValueError, KeyError, TypeError):
+            return None
+        return None
+
+    def _build(self, context, budget: int | None):
+        return prompt_build(
+            context=context,
+            template=self.template,
+            budget=budget,
+            chars_per_token=self.chars_per_token,
+        )
+
+    async def _fitted(self, client, context, budget: int | None):
+        """The prompt within ``budget``, by the estimate and then, where the
+        server counts tokens, by its count: rebuilt at a budget scaled by how
+        far the count was over, at most three times. Returns the prompt and its
+        count (None without a tokenizer)."""
+        prompt = self._build(context, budget)
+        counted = await self._count(client, prompt.messages)
+        target = budget
+        for _ in range(3):
+            if counted is None or budget is None or counted <= budget:
+                break
+            target = int(target * budget / counted * 0.97) - 8
+            prompt = self._build(context, target)
+            counted = await self._count(client, prompt.messages)
+        if counted is not None and budget is not None and counted > budget:
+            raise PromptBudgetError(
+                f"The prompt of window {context.window_id} is {counted} tokens by the "
+                f"server's count even compressed; the room for it is {budget}. Raise "
+                "the backbone's context window or lower its reply tokens."
+            )
+        return prompt, counted
+
     async def _label_one(self, client, context, key, semaphore, limiter, stop):
         usage = _Usage()
+        first: dict = {}
 
         def result(**fields) -> BackboneResult:
             return BackboneResult(
@@ -333,27 +548,89 @@ class OpenAICompatBackbone:
                 tokens_out=usage.tokens_out,
                 latency_ms=int(usage.request_seconds * 1000),
                 attempts=max(1, usage.attempts),
+                prompt_chars=first.get("chars", 0),
+                prompt_tokens=first.get("tokens") or 0,
+                prompt_estimate=first.get("estimate", 0),
+                compressions=first.get("compressions", []),
+                context_tokens_reported=first.get("context_tokens"),
                 **fields,
             )
 
+        budget = self.prompt_budget
         try:
-            prompt = prompt_build(context=context, template=self.template)
+            prompt, counted = await self._fitted(client, context, budget)
         except PromptBudgetError as error:
             return result(ok=False, error=str(error))
         messages = list(prompt.messages)
+        first.update(
+            chars=messages_chars(messages), estimate=prompt.estimated_tokens,
+            tokens=counted, compressions=list(prompt.compressions),
+        )
         raws: list[str] = []
         last_error = ""
-        for turn in range(2):
-            try:
-                content = await self._complete(
-                    client, messages, key, semaphore, limiter, stop, usage
+        overflowed = False
+        turn = 0
+        while turn < 2:
+            schema = (
+                reply_schema_for(
+                    event_ids=prompt.event_ids,
+                    recorded_ids=[e["id"] for e in context.recorded_actions],
+                    max_tokens=self.max_completion_tokens,
                 )
+                if self.reply_format in ("json_schema", "llamacpp_python", "ollama")
+                else None
+            )
+            try:
+                reply = await self._complete(
+                    client, messages, key, semaphore, limiter, stop, usage, schema
+                )
+            except _Overflow as error:
+                if error.context_tokens:
+                    first["context_tokens"] = error.context_tokens
+                if turn == 0 and error.prompt_tokens:
+                    first["tokens"] = error.prompt_tokens
+                if overflowed or turn > 0:
+                    return result(
+                        ok=False,
+                        error=self._scrub(
+                            f"The prompt does not fit the model's context window even "
+                            f"compressed further: {error}", key,
+                        ),
+                        raw_response=self._raw(raws, key),
+                    )
+                overflowed = True
+                # Compress further, by how far over the server said it was (or
+                # by a quarter), and send once more.
+                size = error.prompt_tokens or prompt.estimated_tokens
+                room = int((budget or prompt.estimated_tokens) * 0.75)
+                if error.context_tokens:
+                    room = min(
+                        room,
+                        error.context_tokens - (self.max_completion_tokens or 0) - 64,
+                    )
+                target = max(1, int(prompt.estimated_tokens * min(room, size) / size * 0.9))
+                try:
+                    prompt = self._build(context, target)
+                except PromptBudgetError as budget_error:
+                    return result(ok=False, error=str(budget_error))
+                messages = list(prompt.messages)
+                first.update(
+                    chars=messages_chars(messages), estimate=prompt.estimated_tokens,
+                    tokens=None,
+                    compressions=list(prompt.compressions) + [
+                        "compressed further after the server refused the prompt's length"
+                    ],
+                )
+                continue
             except _RequestFailed as error:
                 return result(
                     ok=False,
                     error=self._scrub(str(error), key),
                     raw_response=self._raw(raws, key),
                 )
+            if turn == 0 and reply.prompt_tokens is not None:
+                first["tokens"] = reply.prompt_tokens
+            content = reply.content
             raws.append(content)
             try:
                 status, payload = reply_parse(
@@ -361,7 +638,23 @@ class OpenAICompatBackbone:
                 )
             except ReplyError as error:
                 last_error = str(error)
-                messages = messages + [
+                if reply.finish_reason == "length":
+                    last_error += (
+                        " The reply was cut at the backbone's reply tokens "
+                        f"({self.max_completion_tokens or 'server default'})."
+                    )
+                turn += 1
+                if turn >= 2:
+                    break
+                # The repair turn carries the reply and the correction: the
+                # prompt gives up their room so that the request still fits.
+                extra = (reply.completion_tokens or tokens_estimate(content)) + 160
+                if budget is not None:
+                    try:
+                        prompt, _ = await self._fitted(client, context, budget - extra)
+                    except PromptBudgetError:
+                        pass
+                messages = list(prompt.messages) + [
                     {"role": "assistant", "content": content},
                     {
                         "role": "user",

@@ -1,16 +1,21 @@
-"""Writes of Oracle backbones (spec section 7): create, update, and the checks
-that keep an API key out of the database and a backbone's settings usable."""
+"""Writes of Oracle backbones (spec section 7): create, update, detect what
+the server reports (context window, tokenizer, reply dialect), and the checks
+that keep an API key out of the database, its variable among those the operator
+allows, the URL off metadata and the app itself, and the settings usable."""
 
 from __future__ import annotations
 
 import re
 from urllib.parse import urlsplit
 
+import httpx
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.utils import timezone
 
+from oracle.backbones.endpoints import EndpointRefused, key_env_check, url_check
 from oracle.backbones.openai_compat import _RESERVED as RESERVED_PARAMETERS
-from oracle.models import Backbone, BackboneKind
+from oracle.models import Backbone, BackboneKind, ReplyFormat, Tokenizer
 from windows.accounts import require_admin
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -27,12 +32,16 @@ BACKBONE_FIELDS = (
     "max_retries",
     "concurrency",
     "requests_per_minute",
+    "context_tokens",
+    "max_completion_tokens",
+    "reply_format",
+    "tokenizer",
     "price_per_million_input",
     "price_per_million_output",
 )
 
 
-def _backbone_validate(backbone: Backbone) -> None:
+def _backbone_validate(backbone: Backbone, *, app_host: str = "") -> None:
     errors: dict[str, list[str]] = {}
     backbone.name = (backbone.name or "").strip()
     backbone.api_key_env = (backbone.api_key_env or "").strip()
@@ -41,9 +50,36 @@ def _backbone_validate(backbone: Backbone) -> None:
             "Give the name of an environment variable (letters, digits, "
             "underscores), not the key itself."
         )
+    elif backbone.api_key_env:
+        try:
+            key_env_check(backbone.api_key_env)
+        except EndpointRefused as error:
+            errors.setdefault("api_key_env", []).append(str(error))
     if backbone.base_url and urlsplit(backbone.base_url).scheme not in ("http", "https"):
         errors.setdefault("base_url", []).append(
             "The base URL must start with http:// or https://."
+        )
+    elif backbone.base_url:
+        try:
+            url_check(backbone.base_url, app_host=app_host)
+        except EndpointRefused as error:
+            errors.setdefault("base_url", []).append(str(error))
+    if backbone.context_tokens is not None and backbone.context_tokens < 256:
+        errors.setdefault("context_tokens", []).append(
+            "A context window under 256 tokens cannot hold a window's prompt."
+        )
+    if backbone.max_completion_tokens is not None and backbone.max_completion_tokens < 16:
+        errors.setdefault("max_completion_tokens", []).append(
+            "Give a reply at least 16 tokens."
+        )
+    if (
+        backbone.context_tokens
+        and backbone.max_completion_tokens
+        and backbone.max_completion_tokens > backbone.context_tokens // 2
+    ):
+        errors.setdefault("max_completion_tokens", []).append(
+            f"At most half the context window ({backbone.context_tokens // 2}): the "
+            "prompt needs the rest."
         )
     if not isinstance(backbone.parameters, dict):
         errors.setdefault("parameters", []).append("Parameters must be a JSON object.")
@@ -83,26 +119,43 @@ def _backbone_validate(backbone: Backbone) -> None:
         raise ValidationError(errors)
 
 
+def _fields_clean(fields: dict) -> dict:
+    fields = dict(fields)
+    for key in ("reply_format", "tokenizer"):
+        if key in fields and not fields[key]:
+            fields[key] = "" if key == "tokenizer" else ReplyFormat.JSON_OBJECT
+    return fields
+
+
 @transaction.atomic
-def backbone_create(*, admin, name: str, kind: str, **fields) -> Backbone:
+def backbone_create(
+    *, admin, name: str, kind: str, app_host: str = "", detect: bool = False, **fields
+) -> Backbone:
     """A new backbone. The API key is never taken: ``api_key_env`` names the
-    environment variable that holds it."""
+    environment variable that holds it, one the operator allows. ``app_host``
+    is the Host the admin's request came to (refused as a URL); with
+    ``detect``, what the server reports fills the settings left empty."""
     require_admin(admin, "configure Oracle backbones")
     unknown = set(fields) - set(BACKBONE_FIELDS)
     if unknown:
         raise ValidationError(f"Unknown backbone settings: {', '.join(sorted(unknown))}.")
-    backbone = Backbone(name=name, kind=kind, created_by=admin, **fields)
+    backbone = Backbone(name=name, kind=kind, created_by=admin, **_fields_clean(fields))
     if backbone.parameters is None:
         backbone.parameters = {}
-    _backbone_validate(backbone)
+    _backbone_validate(backbone, app_host=app_host)
+    if detect and backbone.kind == BackboneKind.OPENAI:
+        _detected_apply(backbone, server_detect(backbone), overwrite=False)
     backbone.save()
     return backbone
 
 
 @transaction.atomic
-def backbone_update(*, admin, backbone: Backbone, **fields) -> Backbone:
+def backbone_update(
+    *, admin, backbone: Backbone, app_host: str = "", detect: bool = False, **fields
+) -> Backbone:
     """Change a backbone's settings. Runs already made keep their snapshot."""
     require_admin(admin, "configure Oracle backbones")
+    fields = _fields_clean(fields)
     unknown = set(fields) - set(BACKBONE_FIELDS)
     if unknown:
         raise ValidationError(f"Unknown backbone settings: {', '.join(sorted(unknown))}.")
@@ -115,6 +168,129 @@ def backbone_update(*, admin, backbone: Backbone, **fields) -> Backbone:
         setattr(backbone, key, value)
     if backbone.parameters is None:
         backbone.parameters = {}
-    _backbone_validate(backbone)
+    _backbone_validate(backbone, app_host=app_host)
+    if detect and backbone.kind == BackboneKind.OPENAI:
+        _detected_apply(backbone, server_detect(backbone), overwrite=True)
     backbone.save()
     return backbone
+
+
+# Detection ---------------------------------------------------------------------
+
+DETECT_TIMEOUT_SECONDS = 5.0
+
+
+def _json(response) -> dict | list | None:
+    if response.status_code != 200:
+        return None
+    try:
+        return response.json()
+    except ValueError:
+        return None
+
+
+def server_detect(backbone: Backbone) -> dict:
+    """What the backbone's server reports of itself, found by asking the
+    endpoints each kind of server has: vLLM's model list (max_model_len), the
+    llama.cpp server's /props (n_ctx), llama-cpp-python's tokenizer (no context
+    figure: its error when a prompt overflows gives it later), Ollama's
+    /api/show (num_ctx, else its default). Returns ``server``, and where found
+    ``context_tokens``, ``tokenizer``, ``reply_format``, or ``error``. Only
+    these figures are read from the replies; nothing of them is shown."""
+    base = backbone.base_url.rstrip("/")
+    for tail in ("/chat/completions",):
+        if base.endswith(tail):
+            base = base[: -len(tail)]
+    root = base[:-3] if base.endswith("/v1") else base
+    try:
+        url_check(base)
+    except EndpointRefused as error:
+        return {"server": "", "error": str(error)}
+    found: dict = {"server": ""}
+    try:
+        with httpx.Client(timeout=DETECT_TIMEOUT_SECONDS) as client:
+            models = _json(client.get(f"{base}/models"))
+            entries = models.get("data", []) if isinstance(models, dict) else []
+            entries = [e for e in entries if isinstance(e, dict)]
+            entry = next(
+                (e for e in entries if e.get("id") == backbone.model),
+                entries[0] if entries else {},
+            )
+            if entry.get("max_model_len"):
+                return {
+                    "server": "vLLM",
+                    "context_tokens": int(entry["max_model_len"]),
+                    "tokenizer": Tokenizer.VLLM,
+                    "reply_format": ReplyFormat.JSON_SCHEMA,
+                }
+            props = _json(client.get(f"{root}/props"))
+            if isinstance(props, dict):
+                settings_ = props.get("default_generation_settings") or {}
+                n_ctx = settings_.get("n_ctx") or props.get("n_ctx")
+                if n_ctx:
+                    return {
+                        "server": "llama.cpp server",
+                        "context_tokens": int(n_ctx),
+                        "tokenizer": Tokenizer.LLAMACPP,
+                        "reply_format": ReplyFormat.JSON_SCHEMA,
+                    }
+            counted = _json(
+                client.post(
+                    f"{root}/extras/tokenize/count",
+                    json={"input": "ping", "model": backbone.model},
+                )
+            )
+            if isinstance(counted, dict) and "count" in counted:
+                return {
+                    "server": "llama-cpp-python",
+                    "tokenizer": Tokenizer.LLAMACPP_PYTHON,
+                    "reply_format": ReplyFormat.LLAMACPP_PYTHON,
+                }
+            shown = _json(client.post(f"{root}/api/show", json={"model": backbone.model}))
+            if isinstance(shown, dict) and ("model_info" in shown or "modelfile" in shown):
+                found = {"server": "Ollama", "reply_format": ReplyFormat.OLLAMA}
+                match = re.search(r"num_ctx\s+(\d+)", str(shown.get("parameters") or ""))
+                if match:
+                    found["context_tokens"] = int(match.group(1))
+                return found
+    except (httpx.HTTPError, ValueError, TypeError) as error:
+        return {"server": "", "error": f"The server could not be asked ({type(error).__name__})."}
+    host = (urlsplit(base).hostname or "").lower()
+    if host == "api.openai.com":
+        return {"server": "OpenAI", "reply_format": ReplyFormat.JSON_SCHEMA}
+    return found
+
+
+def _detected_apply(backbone: Backbone, found: dict, *, overwrite: bool) -> None:
+    """Fill the backbone from ``found`` (server_detect): every setting found
+    when ``overwrite``, else only those the admin left empty or at default."""
+    if found.get("context_tokens") and (overwrite or not backbone.context_tokens):
+        backbone.context_tokens = found["context_tokens"]
+    if found.get("tokenizer") and (overwrite or not backbone.tokenizer):
+        backbone.tokenizer = found["tokenizer"]
+    if found.get("reply_format") and (
+        overwrite or backbone.reply_format in ("", ReplyFormat.JSON_OBJECT)
+    ):
+        backbone.reply_format = found["reply_format"]
+    backbone.server_report = {
+        **{k: v for k, v in found.items()},
+        "detected_at": timezone.now().isoformat(timespec="seconds"),
+    }
+
+
+def backbone_detect_if_new(*, backbone_id: int) -> None:
+    """Detect the server of a backbone never detected (a run's first chunk),
+    filling only what the admin left empty. Never raises: a server that
+    cannot be asked keeps the backbone as it is."""
+    backbone = Backbone.objects.filter(pk=backbone_id, kind=BackboneKind.OPENAI).first()
+    if backbone is None or (backbone.server_report or {}).get("detected_at"):
+        return
+    found = server_detect(backbone)
+    with transaction.atomic():
+        backbone = Backbone.objects.select_for_update().get(pk=backbone_id)
+        if (backbone.server_report or {}).get("detected_at"):
+            return
+        _detected_apply(backbone, found, overwrite=False)
+        backbone.save(
+            update_fields=["context_tokens", "tokenizer", "reply_format", "server_report"]
+        )

@@ -38,6 +38,7 @@ from django.utils import timezone
 from annotation.models import Campaign, PatientStatus
 from oracle import selectors
 from oracle.backbones.base import BackboneResult
+from oracle.services.tokens import calibration_record, context_learned
 from oracle.models import (
     Backbone,
     BackboneKind,
@@ -92,6 +93,23 @@ def lease_seconds() -> int:
 # Runs ---------------------------------------------------------------------------
 
 
+def _backbone_endpoint_check(backbone: Backbone) -> None:
+    """A backbone saved before the operator's rules (or under other ones) is
+    checked again when a run starts: its key variable must be allowed and its
+    URL not refused (oracle.backbones.endpoints)."""
+    from oracle.backbones.endpoints import EndpointRefused, key_env_check, url_check
+
+    if backbone.kind != BackboneKind.OPENAI:
+        return
+    try:
+        key_env_check(backbone.api_key_env)
+        url_check(backbone.base_url)
+    except EndpointRefused as error:
+        raise ValidationError(
+            f"Backbone {backbone.name} cannot be used: {error} Edit the backbone first."
+        ) from None
+
+
 def _enqueue_chunks(run_id: int, count: int) -> None:
     """Queue ``count`` chunk tasks once the transaction commits. A broker that
     cannot be reached leaves the run queued, for the admin to resume."""
@@ -142,6 +160,7 @@ def oracle_run_create(
             f"Backbone {backbone.name} is not fully configured: "
             + " ".join(error.messages)
         ) from error
+    _backbone_endpoint_check(backbone)
     if prompt is None:
         from oracle.prompts import prompt_default_get_or_create
 
@@ -343,29 +362,47 @@ def _claim(*, run_id: int, token: str, chunk_size: int) -> tuple[OracleRun | Non
 
 def _backbone_for_run(run: OracleRun, lanes: int):
     """The run's backbone as it was snapshotted, with this lane's share of the
-    concurrency and rate limits."""
+    concurrency and rate limits. What describes the server rather than the
+    experiment (context window, reply tokens and dialect, tokenizer, the
+    calibration, the key's variable) is read from the live row, which the
+    server's detection may have filled since the run was made."""
     from oracle.backbones import backbone_for
 
     snapshot = run.backbone_snapshot or {}
-    kind = snapshot.get("kind", run.backbone.kind)
+    live = Backbone.objects.get(pk=run.backbone_id)
+    kind = snapshot.get("kind", live.kind)
     share = Backbone(
-        name=snapshot.get("name", run.backbone.name),
+        name=snapshot.get("name", live.name),
         kind=kind,
         base_url=snapshot.get("base_url", ""),
         model=snapshot.get("model", "") if kind == BackboneKind.OPENAI else "",
         # The variable's name, read from the live row: the snapshot keeps no
         # trace of where the key lives, and the key itself is never stored.
-        api_key_env=run.backbone.api_key_env,
+        api_key_env=live.api_key_env,
         parameters=dict(snapshot.get("parameters") or {}),
-        timeout_seconds=snapshot.get("timeout_seconds", run.backbone.timeout_seconds),
-        max_retries=snapshot.get("max_retries", run.backbone.max_retries),
+        timeout_seconds=snapshot.get("timeout_seconds", live.timeout_seconds),
+        max_retries=snapshot.get("max_retries", live.max_retries),
         concurrency=max(1, int(snapshot.get("concurrency") or 1) // lanes),
         requests_per_minute=max(
             1, int(snapshot.get("requests_per_minute") or 1) // lanes
         ),
+        context_tokens=live.context_tokens,
+        max_completion_tokens=live.max_completion_tokens,
+        reply_format=live.reply_format,
+        tokenizer=live.tokenizer,
+        calibration=live.calibration,
         price_per_million_input=snapshot.get("price_per_million_input", 0.0),
         price_per_million_output=snapshot.get("price_per_million_output", 0.0),
     )
+    in_use = {
+        key: getattr(share, key)
+        for key in ("context_tokens", "max_completion_tokens", "reply_format", "tokenizer")
+    }
+    if any(snapshot.get(key) != value for key, value in in_use.items()):
+        # The run records the server settings it labels with.
+        OracleRun.objects.filter(pk=run.pk).update(
+            backbone_snapshot={**snapshot, **in_use}
+        )
     return backbone_for(share, template=run.prompt)
 
 
@@ -383,6 +420,8 @@ class _ChunkKeeper:
         self.lock = threading.Lock()
         self.stopped = False
         self.saved: set[int] = set()
+        self.samples: list[tuple[int, int]] = []
+        self.context_reported: int | None = None
         self.labelled = 0
         self.failed = 0
         now = time.monotonic()
@@ -412,6 +451,10 @@ class _ChunkKeeper:
             tokens_out=max(0, int(result.tokens_out or 0)),
             latency_ms=max(0, int(result.latency_ms or 0)),
             attempts=max(1, min(int(result.attempts or 1), 32767)),
+            prompt_chars=max(0, int(result.prompt_chars or 0)),
+            prompt_tokens=max(0, int(result.prompt_tokens or 0)),
+            prompt_estimate=max(0, int(result.prompt_estimate or 0)),
+            prompt_compressions=list(result.compressions or []),
             raw_response=result.raw_response or "",
             error=error,
         )
@@ -427,6 +470,10 @@ class _ChunkKeeper:
             if result.window_id in self.saved:
                 return
             self.saved.add(result.window_id)
+            if result.prompt_chars and result.prompt_tokens:
+                self.samples.append((result.prompt_chars, result.prompt_tokens))
+            if result.context_tokens_reported:
+                self.context_reported = result.context_tokens_reported
         label = self._label(result)
         try:
             # ON CONFLICT DO NOTHING: a window labelled by a chunk that outlived
@@ -536,6 +583,10 @@ def oracle_run_execute_chunk(
         for window_id, reason in context_failures.items():
             keeper.save(BackboneResult(window_id=window_id, ok=False, error=reason))
         if contexts and not keeper.should_stop():
+            if run.backbone.kind == BackboneKind.OPENAI:
+                from oracle.services.backbones import backbone_detect_if_new
+
+                backbone_detect_if_new(backbone_id=run.backbone_id)
             backbone = _backbone_for_run(run, run_lanes(run))
             results = backbone.label_many(
                 contexts, on_result=keeper.save, should_stop=keeper.should_stop
@@ -547,6 +598,10 @@ def oracle_run_execute_chunk(
                     keeper.save(result)
     finally:
         keeper.release()
+        if keeper.samples:
+            calibration_record(backbone_id=run.backbone_id, samples=keeper.samples)
+        if keeper.context_reported:
+            context_learned(backbone_id=run.backbone_id, tokens=keeper.context_reported)
     _progress_write(run, label="running")
     if keeper.stopped:
         return ChunkResult(

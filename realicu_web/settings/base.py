@@ -5,6 +5,7 @@ With nothing configured the platform runs embedded: SQLite in WAL mode under
 server. Production sets ``DATABASE_URL`` (PostgreSQL) and ``CELERY_BROKER_URL``
 (Redis).
 """
+import os
 from pathlib import Path
 
 import environ
@@ -104,10 +105,8 @@ else:
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
-AUTH_PASSWORD_VALIDATORS = [
-    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
-    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
-]
+# Password validators, login lockout, sessions, cookies, HSTS and the CSP:
+# security.py.
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
@@ -123,10 +122,6 @@ STATIC_ROOT = VAR_DIR / "staticfiles"
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # whitenoise serves from finders too
 WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = DEBUG
-
-SESSION_COOKIE_HTTPONLY = True
-SESSION_COOKIE_SECURE = env.bool("DJANGO_SECURE_COOKIES", default=False)
-CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
 
 # The cache carries live job progress between worker and web processes: files
 # under var/ when embedded, Redis (CACHE_URL=redis://...) in production.
@@ -157,7 +152,8 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 
 # Where importers may read server-side folders started from the page.
 REALICU_IMPORT_ROOTS = env.list("REALICU_IMPORT_ROOTS", default=[str(BASE_DIR / "var" / "imports")])
-# Stays imported per transaction; a failure rolls back only its batch.
+# Stays imported per batch: a CLIF import runs all its batches in one
+# transaction; a MIMIC-IV import commits each batch (README "Importing data").
 REALICU_IMPORT_BATCH_STAYS = env.int("REALICU_IMPORT_BATCH_STAYS", default=200)
 # Oracle runs: chunk tasks of a run at work at once (each gets this share of the
 # backbone's concurrency and requests per minute; match it to the worker
@@ -168,6 +164,27 @@ REALICU_ORACLE_CHUNK_SIZE = env.int("REALICU_ORACLE_CHUNK_SIZE", default=50)
 REALICU_ORACLE_CLAIM_LEASE_SECONDS = env.int(
     "REALICU_ORACLE_CLAIM_LEASE_SECONDS", default=120
 )
+# LLM backbones. The environment variables a backbone may name as its API key:
+# names with one of these prefixes, or listed by name; any other variable of the
+# workers (DJANGO_SECRET_KEY, DATABASE_URL, ...) is refused, so an admin cannot
+# send it to an endpoint as a Bearer token.
+REALICU_LLM_KEY_ENV_PREFIXES = env.list("REALICU_LLM_KEY_ENV_PREFIXES", default=["REALICU_LLM_"])
+REALICU_LLM_KEY_ENV_NAMES = env.list("REALICU_LLM_KEY_ENV_NAMES", default=["OPENAI_API_KEY"])
+# Hostnames refused as backbone or agent URLs besides link-local addresses
+# (cloud metadata services), and this app's own addresses (host or host:port).
+REALICU_LLM_BLOCKED_HOSTS = env.list("REALICU_LLM_BLOCKED_HOSTS", default=[])
+REALICU_APP_ADDRESSES = env.list(
+    "REALICU_APP_ADDRESSES", default=[os.environ.get("REALICU_BIND", "127.0.0.1:8000")]
+)
+# A backbone whose server does not report its context window (and whose admin
+# left it empty) is assumed to have this many tokens; the reply budget
+# (max_tokens) when the admin left it empty; tokens kept free between prompt and
+# reply for the chat template's framing.
+REALICU_LLM_DEFAULT_CONTEXT_TOKENS = env.int("REALICU_LLM_DEFAULT_CONTEXT_TOKENS", default=4096)
+REALICU_LLM_DEFAULT_COMPLETION_TOKENS = env.int(
+    "REALICU_LLM_DEFAULT_COMPLETION_TOKENS", default=768
+)
+REALICU_LLM_PROMPT_MARGIN_TOKENS = env.int("REALICU_LLM_PROMPT_MARGIN_TOKENS", default=64)
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -198,6 +215,9 @@ SPECTACULAR_SETTINGS = {
     "SERVE_INCLUDE_SCHEMA": False,
     "COMPONENT_SPLIT_REQUEST": True,
     "SCHEMA_PATH_PREFIX": "/api/v1",
+    # Three models have a "state"; named here, the schema has no State8e3Enum
+    # (drf_spectacular.W001, which `check --deploy --fail-level WARNING` fails on).
+    "ENUM_NAME_OVERRIDES": {"OracleRunStateEnum": "oracle.models.RunState"},
 }
 # Releases: one read-only folder per version; submissions: uploaded predictions.
 REALICU_RELEASES_DIR = Path(

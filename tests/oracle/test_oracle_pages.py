@@ -148,7 +148,7 @@ def test_backbone_form_takes_a_variable_name_never_a_key(client, admin_user):
     client.force_login(admin_user)
     url = reverse("oracle:backbone_new")
     data = {
-        "name": "local vllm", "kind": "openai", "base_url": "http://127.0.0.1:8000/v1",
+        "name": "local vllm", "kind": "openai", "base_url": "http://127.0.0.1:8001/v1",
         "model": "qwen", "api_key_env": "sk-abc123", "parameters": '{"temperature": 0}',
         "timeout_seconds": 60, "max_retries": 3, "concurrency": 8,
         "requests_per_minute": 300, "price_per_million_input": 0,
@@ -159,7 +159,7 @@ def test_backbone_form_takes_a_variable_name_never_a_key(client, admin_user):
     assert not Backbone.objects.filter(name="local vllm").exists()
     response = client.post(url, {**data, "parameters": "[1]"})
     assert "JSON object" in response.content.decode()
-    response = client.post(url, {**data, "api_key_env": "VLLM_API_KEY"})
+    response = client.post(url, {**data, "api_key_env": "REALICU_LLM_VLLM_KEY"})
     assert response.status_code == 302
     backbone = Backbone.objects.get(name="local vllm")
-    assert backbone.api_key_env == "VLLM_API_KEY" and backbone.parameters == {"temperature": 0}
+    assert backbone.api_key_env == "REALICU_LLM_VLLM_KEY" and backbone.parameters == {"temperature": 0}

@@ -1,0 +1,131 @@
+"""A backbone's token figures (issue 19): the room its context window leaves a
+prompt, its reply budget, and the characters-per-token ratio its estimates use,
+calibrated from the prompt tokens its server reports."""
+
+from __future__ import annotations
+
+import statistics
+
+from django.conf import settings
+from django.db import transaction
+
+from oracle.prompts import CHARS_PER_TOKEN
+
+# Observations kept per backbone, the fewest that calibrate, and the quantile
+# used: a low ratio (more tokens per character) keeps the estimate on the safe
+# side for nine prompts in ten before the margin and the server's count.
+CALIBRATION_KEEP = 200
+CALIBRATION_MIN = 3
+CALIBRATION_QUANTILE = 0.1
+
+
+def context_tokens(backbone) -> int:
+    return int(
+        backbone.context_tokens
+        or getattr(settings, "REALICU_LLM_DEFAULT_CONTEXT_TOKENS", 4096)
+    )
+
+
+def completion_tokens(backbone) -> int:
+    """max_tokens of every request: the backbone's, else the default, and never
+    more than half its context window."""
+    wanted = int(
+        backbone.max_completion_tokens
+        or getattr(settings, "REALICU_LLM_DEFAULT_COMPLETION_TOKENS", 768)
+    )
+    return max(16, min(wanted, context_tokens(backbone) // 2))
+
+
+def prompt_budget(backbone, *, template=None) -> int:
+    """The prompt tokens a request may use: the context window minus the reply
+    budget minus REALICU_LLM_PROMPT_MARGIN_TOKENS. A template's budget can
+    only lower it (to spend less), never raise it past the window."""
+    margin = int(getattr(settings, "REALICU_LLM_PROMPT_MARGIN_TOKENS", 64))
+    room = context_tokens(backbone) - completion_tokens(backbone) - margin
+    if template is not None and template.token_budget:
+        room = min(room, int(template.token_budget))
+    return max(1, room)
+
+
+def calibrated_chars_per_token(calibration: dict | None) -> float:
+    """The safe quantile of the observed characters per token, or the plain
+    estimate's 4 until CALIBRATION_MIN prompts were observed."""
+    ratios = [r for r in (calibration or {}).get("ratios", []) if r and r > 0]
+    if len(ratios) < CALIBRATION_MIN:
+        return float(CHARS_PER_TOKEN)
+    ratios = sorted(ratios)
+    index = int(CALIBRATION_QUANTILE * (len(ratios) - 1))
+    return round(ratios[index], 4)
+
+
+def calibration_record(*, backbone_id: int, samples: list[tuple[int, int]]) -> dict:
+    """Add (prompt characters, prompt tokens the server reported) pairs to the
+    backbone's calibration; returns it. Pairs with no tokens are skipped."""
+    from oracle.models import Backbone
+
+    ratios = [chars / tokens for chars, tokens in samples if chars > 0 and tokens > 0]
+    if not ratios:
+        return {}
+    with transaction.atomic():
+        backbone = Backbone.objects.select_for_update().filter(pk=backbone_id).first()
+        if backbone is None:
+            return {}
+        calibration = dict(backbone.calibration or {})
+        kept = (list(calibration.get("ratios", [])) + ratios)[-CALIBRATION_KEEP:]
+        calibration["ratios"] = [round(r, 4) for r in kept]
+        calibration["chars_per_token"] = calibrated_chars_per_token(calibration)
+        calibration["median"] = round(statistics.median(kept), 4)
+        calibration["observed"] = int(calibration.get("observed", 0)) + len(ratios)
+        backbone.calibration = calibration
+        backbone.save(update_fields=["calibration"])
+    return calibration
+
+
+def context_learned(*, backbone_id: int, tokens: int) -> None:
+    """A context window a server's error reported, kept when the admin left
+    the backbone's empty."""
+    from oracle.models import Backbone
+
+    with transaction.atomic():
+        backbone = Backbone.objects.select_for_update().filter(pk=backbone_id).first()
+        if backbone is None or backbone.context_tokens:
+            return
+        backbone.context_tokens = int(tokens)
+        report = dict(backbone.server_report or {})
+        report["context_tokens_from"] = "the server's context-length error"
+        backbone.server_report = report
+        backbone.save(update_fields=["context_tokens", "server_report"])
+
+
+def prompt_tokens_distribution(labels, *, window: int | None) -> dict | None:
+    """Median, p95 and maximum of the real prompt tokens of ``labels`` (an
+    OracleLabel queryset), and a 10-bin histogram from 0 to the context
+    ``window`` (or the maximum, if larger), each bin with its share as a
+    percentage of the tallest; None when no label has a count."""
+    values = sorted(v for v in labels.values_list("prompt_tokens", flat=True) if v)
+    if not values:
+        return None
+
+    def quantile(q: float) -> int:
+        return values[min(len(values) - 1, int(round(q * (len(values) - 1))))]
+
+    top = max(values[-1], int(window or 0), 1)
+    width = max(1, -(-top // 10))
+    counts = [0] * 10
+    for value in values:
+        counts[min(9, value // width)] += 1
+    tallest = max(counts)
+    bins = [
+        {"from": i * width, "to": (i + 1) * width, "count": n,
+         "height": round(100 * n / tallest)}
+        for i, n in enumerate(counts)
+    ]
+    return {
+        "count": len(values),
+        "median": quantile(0.5),
+        "p95": quantile(0.95),
+        "max": values[-1],
+        "window": window,
+        "over": sum(1 for v in values if window and v > window),
+        "bins": bins,
+    }
