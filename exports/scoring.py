@@ -25,6 +25,7 @@ from evaluation.metrics import (
 )
 from evaluation.polarity import forbidden_action
 from exports.building import json_safe
+from exports.jsonlimits import JsonLimitError, loads_bounded
 from exports.models import Release, ReleaseWindow
 
 REQUIRED_FIELDS = ("window_id", "status", "acute_problems", "recommended_actions")
@@ -50,9 +51,11 @@ def _check_line(
     except UnicodeDecodeError:
         return [f"line {number}: not UTF-8 text"], None
     try:
-        record = json.loads(text)
+        record = loads_bounded(text)
     except json.JSONDecodeError as exc:
         return [f"line {number}: not valid JSON ({exc.msg}, column {exc.colno})"], None
+    except JsonLimitError as exc:
+        return [f"line {number}: refused: {exc}"], None
     if not isinstance(record, dict):
         return [f"line {number}: expected a JSON object, not {type(record).__name__}"], None
     errors = []

@@ -4,6 +4,7 @@ leaderboard, your API token, and the API's documentation page."""
 
 from __future__ import annotations
 
+import math
 from functools import wraps
 
 from django import forms
@@ -12,6 +13,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import FileResponse, Http404
 from django.shortcuts import redirect, render
+from django.utils import timezone
 from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from rest_framework.authtoken.models import Token
@@ -19,11 +21,13 @@ from rest_framework.authtoken.models import Token
 from annotation.models import Campaign
 from evaluation.metrics import DEFAULT_K
 from exports import selectors, services
+from exports.authentication import token_expires_at
 from exports.api import file_response
 from exports.models import ReleaseKind, SubmissionState
 from exports.roles import user_is_admin, user_may_use_releases
 from exports.scoring import MAX_K
 from exports.selectors import LEADERBOARD_KEYS
+from exports.throttling import rate_limit_hit, scope_rate
 from oracle.models import OracleRun, ValidationReport
 from oracle.validation import promotion_gate
 
@@ -128,8 +132,8 @@ def _query_id(request, name: str) -> int | None:
     raw = request.GET.get(name, "").strip()
     if not raw:
         return None
-    if not raw.isdigit():
-        raise Http404(f"No such {name.replace('_', ' ')}: {raw!r} is not an id.")
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 18:
+        raise Http404(f"No such {name.replace('_', ' ')}: that is not an id.")
     return int(raw)
 
 
@@ -250,6 +254,23 @@ def release_file(request, release_id: int, file_path: str):
 @release_user_required
 def submission_upload(request, release_id: int):
     release = _release_or_404(request, release_id)
+    # The API's submission rate, counted together with the API's uploads: both
+    # start the same scoring jobs.
+    rate = scope_rate("submissions")
+    wait = rate and rate_limit_hit(
+        scope="submissions", ident=f"user{request.user.pk}", rate=rate
+    )
+    if wait:
+        minutes = max(1, math.ceil(wait / 60))
+        return _release_detail_page(
+            request,
+            release,
+            errors=[
+                f"Too many uploads of predictions (the limit is {rate}, with the "
+                f"API's). Try again in {minutes} minute{'s' if minutes > 1 else ''}."
+            ],
+            status=429,
+        )
     form = SubmissionForm(request.POST, request.FILES)
     if not form.is_valid():
         return _release_detail_page(request, release, form=form, status=400)
@@ -340,10 +361,16 @@ def leaderboard(request, release_id: int):
 @release_user_required
 def token_page(request):
     token = Token.objects.filter(user=request.user).first()
+    expires_at = token_expires_at(token) if token else None
     return render(
         request,
         "exports/token.html",
-        {"token": token, "new_key": request.session.pop("exports_new_token", None)},
+        {
+            "token": token,
+            "new_key": request.session.pop("exports_new_token", None),
+            "expires_at": expires_at,
+            "expired": expires_at is not None and expires_at <= timezone.now(),
+        },
     )
 
 

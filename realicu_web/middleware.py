@@ -24,3 +24,25 @@ class ForgedSessionCookieMiddleware:
         if value is not None and not _SESSION_KEY.fullmatch(value):
             del request.COOKIES[name]
         return self.get_response(request)
+
+
+class SessionIdleTimeoutMiddleware:
+    """Sessions expire ``SESSION_COOKIE_AGE`` seconds after the last request
+    (the idle timeout): an active session's expiry is renewed, but at most once
+    a minute, so not every request writes the session."""
+
+    RENEW_AFTER_SECONDS = 60
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        import time
+
+        session = getattr(request, "session", None)
+        if session is not None and session.session_key:
+            now = int(time.time())
+            last = session.get("_renewed_at", 0)
+            if not isinstance(last, int) or now - last >= self.RENEW_AFTER_SECONDS:
+                session["_renewed_at"] = now
+        return self.get_response(request)

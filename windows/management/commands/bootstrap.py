@@ -1,11 +1,18 @@
 """manage.py bootstrap: everything `make run` needs before serving: migrate,
 import the CLIF demo cohort on the first run (with its windows and concept
-tracks), select its default cohort of 94 stays, create the demo accounts."""
+tracks), select its default cohort of 94 stays, create the demo accounts.
+With --skip-demo (production): migrate, and create the admin named by
+REALICU_ADMIN_USERNAME / REALICU_ADMIN_PASSWORD if given; no demo data, no demo
+accounts, no password printed."""
 from django.core.exceptions import ValidationError
 from django.core.management import call_command
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
-from windows.accounts import demo_accounts_ensure
+from windows.accounts import (
+    admin_from_environment_ensure,
+    demo_accounts_ensure,
+    demo_passwords_check,
+)
 from windows.cohort import cohort_build
 from windows.models import Admission, Cohort, Source
 
@@ -17,14 +24,22 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("--skip-demo", action="store_true",
-                            help="Do not import the CLIF demo cohort.")
+                            help="Production: no CLIF demo cohort and no demo accounts; "
+                            "an admin from REALICU_ADMIN_USERNAME and "
+                            "REALICU_ADMIN_PASSWORD if set.")
 
     def handle(self, *args, skip_demo=False, **options):
+        if not skip_demo:
+            try:
+                demo_passwords_check()
+            except ValidationError as exc:
+                raise CommandError("; ".join(exc.messages)) from exc
         call_command("migrate", interactive=False, verbosity=0)
         self.stdout.write("Database migrated.")
         if skip_demo:
-            pass
-        elif Admission.objects.filter(source=Source.CLIF).exists():
+            self._production_admin_ensure()
+            return
+        if Admission.objects.filter(source=Source.CLIF).exists():
             self.stdout.write("CLIF demo already imported; skipping the import.")
         else:
             self.stdout.write("Importing the CLIF demo cohort (first run only)...")
@@ -32,15 +47,31 @@ class Command(BaseCommand):
             self.stdout.write("Building windows, Gold sample and concept tracks...")
             call_command("build_windows", all=True, stdout=self.stdout, stderr=self.stderr)
             call_command("build_concepts", stdout=self.stdout, stderr=self.stderr)
-        if not skip_demo and Admission.objects.filter(source=Source.CLIF).exists():
+        if Admission.objects.filter(source=Source.CLIF).exists():
             self._demo_cohort_ensure()
-        created = demo_accounts_ensure()
+        try:
+            created = demo_accounts_ensure()
+        except ValidationError as exc:
+            raise CommandError("; ".join(exc.messages)) from exc
         if created:
             self.stdout.write(self.style.WARNING(
                 "Demo accounts created. Passwords are shown only now; set "
                 "REALICU_*_PASSWORD before the first run to choose them:"))
             for username, role, password in created:
                 self.stdout.write(f"  {username:<12} {role:<11} {password}")
+
+    def _production_admin_ensure(self):
+        try:
+            username = admin_from_environment_ensure()
+        except ValidationError as exc:
+            raise CommandError("; ".join(exc.messages)) from exc
+        if username:
+            self.stdout.write(f"Admin {username!r} created from REALICU_ADMIN_USERNAME.")
+        else:
+            self.stdout.write(
+                "No demo accounts (--skip-demo). Without an admin yet, create one: "
+                "manage.py createsuperuser, or set REALICU_ADMIN_USERNAME and "
+                "REALICU_ADMIN_PASSWORD for this job.")
 
     def _demo_cohort_ensure(self):
         """The demo's default cohort (spec section 2's settings), for the

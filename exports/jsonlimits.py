@@ -1,0 +1,74 @@
+"""JSON read with limits, for text a user sends (prediction files, API bodies):
+nesting deeper than ``MAX_DEPTH`` or an integer longer than ``MAX_INT_DIGITS``
+is refused with a message before the decoder recurses or converts, instead of a
+RecursionError or Python's 4,300-digit ValueError (a 500)."""
+
+from __future__ import annotations
+
+import json
+
+from rest_framework.exceptions import ParseError
+from rest_framework.parsers import JSONParser
+
+MAX_DEPTH = 64
+MAX_INT_DIGITS = 19  # a signed 64-bit id has at most 19 digits
+
+
+class JsonLimitError(ValueError):
+    """The text is JSON beyond the limits; the message says which."""
+
+
+def _depth_checked(text: str, max_depth: int) -> None:
+    """Raise if brackets nest deeper than ``max_depth`` (brackets inside strings
+    do not count); one pass, no recursion."""
+    depth = 0
+    in_string = False
+    escaped = False
+    for char in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            if depth > max_depth:
+                raise JsonLimitError(
+                    f"nested deeper than {max_depth} levels of arrays and objects"
+                )
+        elif char in "]}":
+            depth -= 1
+
+
+def _bounded_int(digits: str) -> int:
+    if len(digits.lstrip("-")) > MAX_INT_DIGITS:
+        raise JsonLimitError(
+            f"an integer of {len(digits.lstrip('-'))} digits (at most "
+            f"{MAX_INT_DIGITS} are accepted)"
+        )
+    return int(digits)
+
+
+def loads_bounded(text: str | bytes, *, max_depth: int = MAX_DEPTH):
+    """``json.loads`` within the limits. Raises ``JsonLimitError`` for text
+    beyond them and ``json.JSONDecodeError`` for text that is not JSON."""
+    if isinstance(text, (bytes, bytearray)):
+        text = text.decode("utf-8")
+    _depth_checked(text, max_depth)
+    return json.loads(text, parse_int=_bounded_int)
+
+
+class BoundedJSONParser(JSONParser):
+    """DRF's JSON parser with the same limits: a body beyond them is a 400."""
+
+    def parse(self, stream, media_type=None, parser_context=None):
+        parser_context = parser_context or {}
+        encoding = parser_context.get("encoding", "utf-8")
+        try:
+            return loads_bounded(stream.read().decode(encoding))
+        except (JsonLimitError, ValueError) as exc:
+            raise ParseError(f"JSON parse error - {exc}") from exc
