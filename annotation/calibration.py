@@ -30,6 +30,7 @@ from annotation.models import (
 )
 from annotation.roles import user_is_admin, user_is_physician
 from evaluation.calibration import best_row, majority, sweep_taus, tau_sweep
+from evaluation.matcher import SemanticMatcher
 from evaluation.models import MatcherModel
 from windows.accounts import require_admin
 
@@ -96,9 +97,10 @@ def calibration_set_draw(
 ) -> CalibrationSet:
     """Draw pairs of items of the same task from the campaigns' submitted
     labels, ``per_stratum`` in each stratum: near matches (tau <= cos < tau +
-    band), near misses (tau - band <= cos < tau) and random pairs, cosines by
-    ``matcher`` (the configured model) and tau its current one. A stratum with
-    fewer candidates than asked gets all of them.
+    band), near misses (tau - band <= cos < tau) and random pairs, cos being
+    ``matcher.similarity`` (the configured model's cosine, -1 for a pair its
+    polarity guard vetoes: the decision matching makes) and tau its current
+    one. A stratum with fewer candidates than asked gets all of them.
 
     ``judges`` are invited to judge the set. Items come from closed windows and
     from windows none of them still rates (``blindness.calibration_labels``):
@@ -129,10 +131,12 @@ def calibration_set_draw(
             entries = rng.sample(entries, MAX_TEXTS_PER_TASK)
         if len(entries) < 2:
             continue
-        vectors = matcher.embed([e["text"] for e in entries])
-        cosines = np.clip(vectors @ vectors.T, -1.0, 1.0)
+        texts = [e["text"] for e in entries]
+        # The guarded similarity (a vetoed opposite pair is -1), the decision
+        # every metric thresholds, so judges' sweeps judge that decision.
+        similarities = matcher.similarity(texts, texts)
         rows, cols = np.triu_indices(len(entries), k=1)
-        values = cosines[rows, cols]
+        values = similarities[rows, cols]
         near_match = np.flatnonzero((values >= tau) & (values < tau + band))
         near_miss = np.flatnonzero((values >= tau - band) & (values < tau))
         for stratum, picked in (
@@ -384,9 +388,11 @@ def calibration_report(*, admin, calibration_set: CalibrationSet, taus=None) -> 
     """The sweep of tau over the set's judged pairs (the paper's Table 8).
 
     A pair's truth is its judges' majority (``evaluation.calibration.majority``);
-    tied pairs are left out and counted. The cosines are those stored at draw
-    time, under the set's model. Also: the best row (highest F1), the pairs per
-    stratum and their share judged the same, and the model's current tau.
+    tied pairs are left out and counted. The similarities are those stored at
+    draw time, under the set's model (guarded by polarity in sets drawn since
+    the guard: an opposite pair's -1 matches at no tau). Also: the best row
+    (highest F1), the pairs per stratum and their share judged the same, and
+    the tau in force for the model with where it comes from.
     """
     require_admin(admin, "see calibration reports")
     pairs = list(
@@ -418,7 +424,7 @@ def calibration_report(*, admin, calibration_set: CalibrationSet, taus=None) -> 
         truths.append(truth)
     rows = tau_sweep(cosines, truths, sweep_taus() if taus is None else taus)
     best = best_row(rows) if cosines else None
-    model = MatcherModel.objects.filter(name=calibration_set.model_name).first()
+    in_force = SemanticMatcher(calibration_set.model_name)
     return {
         "calibration_set": calibration_set,
         "rows": [r.as_dict() for r in rows],
@@ -431,7 +437,8 @@ def calibration_report(*, admin, calibration_set: CalibrationSet, taus=None) -> 
         "positives": sum(truths),
         "strata": list(strata.values()),
         "model_name": calibration_set.model_name,
-        "current_tau": model.tau if model else None,
+        "current_tau": in_force.tau,
+        "tau_source": in_force.tau_source,
         "adoptions": list(
             TauAdoption.objects.filter(calibration_set=calibration_set).select_related(
                 "adopted_by", "matcher_model"

@@ -68,6 +68,11 @@ urlpatterns = [
         "calibration/draw/", views_calibration.calibration_draw, name="calibration_draw"
     ),
     path(
+        "calibration/reference/",
+        views_calibration.calibration_reference,
+        name="calibration_reference",
+    ),
+    path(
         "calibration/<int:set_id>/",
         views_calibration.calibration_judge,
         name="calibration_judge",

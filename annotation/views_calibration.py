@@ -1,7 +1,8 @@
 """Threshold calibration pages (spec section 5): the list of calibration sets
-(with the admin's form to draw one), the judging page where invited physicians
-say whether two items are the same (keys S / D), and the admin's report sweeping
-tau, with the forms to invite judges and to adopt a tau for the model."""
+(with the admin's form to draw one), the reference calibration of the shipped
+models, the judging page where invited physicians say whether two items are the
+same (keys S / D), and the admin's report sweeping tau, with the forms to invite
+judges and to adopt a tau for the model."""
 
 from __future__ import annotations
 
@@ -23,8 +24,18 @@ from annotation.charts import line_plot
 from annotation.models import Campaign, ConsensusTask
 from annotation.roles import user_is_admin, user_is_physician
 from annotation.views import _error_text, admin_required
-from evaluation.matcher import MatcherUnavailable, configured_model_name
-from evaluation.models import MatcherModel
+from evaluation.matcher import (
+    PACKAGED_MODELS,
+    REFERENCE_TAUS,
+    MatcherUnavailable,
+    SemanticMatcher,
+    configured_model_name,
+)
+from evaluation.reference_calibration import (
+    KINDS,
+    REFERENCE_PAIRS_PATH,
+    reference_report_for,
+)
 
 TASK_NAMES = dict(ConsensusTask.choices)
 
@@ -48,7 +59,6 @@ def calibration_list(request):
     sets = services.calibration_sets_for(user=request.user)
     is_admin = user_is_admin(request.user)
     model_name = configured_model_name()
-    model = MatcherModel.objects.filter(name=model_name).first()
     return render(
         request,
         "annotation/calibration_list.html",
@@ -58,9 +68,100 @@ def calibration_list(request):
             "campaigns": Campaign.objects.order_by("name") if is_admin else [],
             "physicians": list(selectors.physicians_all()) if is_admin else [],
             "model_name": model_name,
-            "model": model,
+            "in_force": _in_force(model_name),
         },
     )
+
+
+def _in_force(model_name: str) -> dict | None:
+    """The model's tau in force and where it comes from (nothing is loaded)."""
+    try:
+        matcher = SemanticMatcher(model_name)
+    except MatcherUnavailable:
+        return None
+    return {"tau": matcher.tau, "tau_source": matcher.tau_source}
+
+
+KIND_NAMES = {
+    "problem": "Acute problems",
+    "action": "Recommended actions",
+    "red_flag": "Red flags",
+}
+
+
+def _shipped_models() -> list[str]:
+    """The configured model first, then the other models shipped with a
+    reference tau or a package."""
+    names = [configured_model_name(), *REFERENCE_TAUS, *PACKAGED_MODELS]
+    return list(dict.fromkeys(names))
+
+
+def _same_tau(a, b) -> bool:
+    return a is not None and b is not None and abs(a - b) < 1e-9
+
+
+@require_GET
+@admin_required
+def calibration_reference(request):
+    """The reference calibration of a shipped model (``?model=``, default the
+    configured one): the sweep of the shipped clinical pairs with the share of
+    unrelated pairs each tau matches, the adopted tau, and the tau in force
+    with where it comes from. Computed once per process (the first request
+    embeds the pairs); an htmx request gets the report alone, which the list
+    page loads after it is shown. Admins only: the judges are shown no scores
+    or judged pairs that could sway their own judgments."""
+    models = _shipped_models()
+    model_name = request.GET.get("model") or models[0]
+    if model_name not in models:
+        raise Http404("No such shipped model.")
+    error = ""
+    try:
+        report = reference_report_for(model_name)
+    except MatcherUnavailable as exc:
+        report, error = None, str(exc)
+    rows = []
+    if report:
+        adopted, best = report["adopted"], report["best"]
+        for row in report["rows"]:
+            rates = row.get("unrelated_match_rate") or {}
+            rows.append(
+                {
+                    **row,
+                    "rates": [
+                        None if rates.get(kind) is None else 100 * rates[kind]
+                        for kind in KINDS
+                    ],
+                    "is_adopted": bool(adopted)
+                    and _same_tau(row["tau"], adopted["tau"]),
+                    "is_best": bool(best) and _same_tau(row["tau"], best["tau"]),
+                    "in_force": _same_tau(row["tau"], report["tau_in_force"]),
+                }
+            )
+    template = "annotation/calibration_reference.html"
+    if request.htmx and not request.htmx.history_restore_request:
+        template += "#reference"
+    response = render(
+        request,
+        template,
+        {
+            "report": report,
+            "error": error,
+            "rows": rows,
+            "model_name": model_name,
+            "models": models,
+            "kinds": [(kind, KIND_NAMES[kind]) for kind in KINDS],
+            "by_kind": [
+                (KIND_NAMES[kind], figures)
+                for kind, figures in (report or {}).get("by_kind", {}).items()
+            ],
+            "pairs_file": REFERENCE_PAIRS_PATH.name,
+            "max_unrelated_percent": 100 * report["max_unrelated_rate"]
+            if report
+            else None,
+        },
+    )
+    patch_vary_headers(response, ["HX-Request"])
+    return response
 
 
 def _int(value, default: int) -> int:
@@ -296,5 +397,6 @@ __all__ = [
     "calibration_judge",
     "calibration_judge_post",
     "calibration_list",
+    "calibration_reference",
     "calibration_report",
 ]

@@ -8,6 +8,7 @@ import math
 import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.urls import reverse
+from django.utils.html import escape
 
 from annotation.blindness import calibration_pairs_visible_to
 from annotation.calibration import (
@@ -32,7 +33,7 @@ from evaluation.models import MatcherModel
 from windows.accounts import Role
 
 from .conftest import make_role_user
-from .test_consensus import gold, labelled, matcher, stay, windows  # noqa: F401
+from .test_consensus import gold, labelled, matcher, stay, submit, windows  # noqa: F401
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
 COSINES = [0.9, 0.7, 0.55, 0.45, 0.35, 0.2]
@@ -136,6 +137,40 @@ def test_pairs_are_drawn_from_the_labels_in_their_cosine_strata(
     assert sum(p.stratum == "random" for p in pairs) == 3
     assert sorted(p.position for p in pairs) == list(range(len(pairs)))
     assert list(drawn.invitations.values_list("judge", flat=True)) == [judge.pk]
+
+
+def test_drawn_pairs_store_the_guarded_similarity_so_an_opposite_pair_gets_minus_one(
+    gold, physicians, windows, admin_user, matcher, judge
+):
+    a, b = physicians
+    submit(a, gold, windows[1], "stable", added=["Start norepinephrine infusion"])
+    submit(b, gold, windows[1], "stable", added=["Stop norepinephrine infusion"])
+
+    drawn = calibration_set_draw(
+        admin=admin_user, name="Opposites", campaigns=[gold], matcher=matcher,
+        per_stratum=3, band=0.3, seed=0, judges=[judge],
+    )
+
+    (pair,) = drawn.pairs.all()
+    # The model reads them as near the same: only the guard tells them apart.
+    raw = float(matcher.cosine([pair.text_a], [pair.text_b])[0, 0])
+    assert raw >= matcher.tau
+    assert pair.cosine == -1.0
+    assert pair.stratum == "random"  # -1 is in no band near tau
+
+
+def test_the_set_report_says_which_tau_is_in_force_and_where_it_comes_from(
+    client, judged_set, admin_user, matcher
+):
+    client.force_login(admin_user)
+    url = reverse("annotation:calibration_report", args=[judged_set.pk])
+    in_force = SemanticMatcher(matcher.model_name)
+
+    html = client.get(url).content.decode()
+
+    assert f"<strong data-current-tau>{in_force.tau:.2f}</strong>" in html
+    assert escape(in_force.tau_source) in html
+    assert reverse("annotation:calibration_reference") in html
 
 
 def test_without_judges_only_closed_windows_give_items(
