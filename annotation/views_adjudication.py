@@ -27,8 +27,12 @@ from annotation.models import (
 )
 from annotation.tasks import AGREEMENT_PROGRESS, campaign_agreement_task
 from annotation.views import _error_text, admin_required
-from evaluation.matcher import MatcherUnavailable, configured_model_name
-from evaluation.models import MatcherModel
+from evaluation.matcher import (
+    MatcherUnavailable,
+    SemanticMatcher,
+    configured_model_name,
+    tau_source_of,
+)
 from windows.jobprogress import progress_get, progress_set
 
 TASK_NAMES = dict(ConsensusTask.choices)
@@ -381,16 +385,18 @@ def irr_dashboard(request, campaign_id: int):
             row["lowest"] = row["status_agreement"] == lowest
     from annotation.models import WindowAgreement
 
-    computed_with = sorted(
-        {
-            (model, tau)
-            for model, tau in WindowAgreement.objects.filter(campaign=campaign)
-            .values_list("matcher_model", "tau")
-            .distinct()
-        }
-    )
+    computed_with = [
+        (model, tau, tau_source_of(model, tau))
+        for model, tau in sorted(
+            set(
+                WindowAgreement.objects.filter(campaign=campaign)
+                .values_list("matcher_model", "tau")
+                .distinct()
+            )
+        )
+    ]
     model_name = configured_model_name()
-    model = MatcherModel.objects.filter(name=model_name).first()
+    in_force = SemanticMatcher(model_name)
     context = {
         "campaign": campaign,
         "irr": irr,
@@ -405,7 +411,8 @@ def irr_dashboard(request, campaign_id: int):
         "set_names": [TASK_NAMES[t] for t in SET_TASKS],
         "computed_with": computed_with,
         "model_name": model_name,
-        "model_tau": model.tau if model else None,
+        "model_tau": in_force.tau,
+        "tau_source": in_force.tau_source,
         "progress": _progress(campaign),
         "queue_count": len(
             selectors.adjudication_queue(admin=request.user, campaign=campaign)

@@ -6,10 +6,13 @@ import math
 
 import pytest
 from django.urls import reverse
+from django.utils.html import escape
 
 from annotation.charts import ci_bars, line_plot
 from annotation.consensus import campaign_irr
 from annotation.tasks import AGREEMENT_PROGRESS
+from evaluation.matcher import SemanticMatcher, tau_source_of
+from evaluation.models import MatcherModel
 from windows.accounts import Role
 from windows.jobprogress import progress_clear, progress_set
 
@@ -38,6 +41,31 @@ def test_dashboard_shows_the_campaigns_irr_figures(dashboard, labelled):
         assert f'data-task="{task}"' in html
         assert f'{figures["mean_pairwise_f1"]["estimate"]:.3f}' in html
     assert html.count('<svg class="ci-bars"') == 3
+
+
+def test_dashboard_says_which_tau_matches_and_where_it_comes_from(
+    client, admin_user, labelled, matcher
+):
+    client.force_login(admin_user)
+    url = reverse("annotation:irr_dashboard", args=[labelled.pk])
+    in_force = SemanticMatcher(matcher.model_name)
+
+    html = client.get(url).content.decode()
+    assert f'data-tau-in-force="{in_force.tau}"' in html
+    assert escape(in_force.tau_source) in html
+    # The agreements were computed at 0.5: the tau in force, so its source.
+    assert 'data-computed-tau="0.5"' in html
+    assert escape(tau_source_of(matcher.model_name, 0.5)) in html
+
+    # An admin adopts another tau: the page says the agreements' tau is no
+    # longer the model's, and which one is.
+    MatcherModel.objects.create(
+        name=matcher.model_name, tau=0.6, notes="judged by the ICU team"
+    )
+    html = client.get(url).content.decode()
+    assert 'data-tau-in-force="0.6"' in html
+    assert "judged by the ICU team" in html
+    assert f"recorded as 0.5; {matcher.model_name}&#x27;s tau is now 0.6" in html
 
 
 def test_keep_rate_table_has_raw_and_kept_counts_per_task(dashboard, labelled):
