@@ -12,6 +12,7 @@ from django.urls import NoReverseMatch, reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from annotation.views import _error_text, admin_required
+from evaluation.matcher import tau_source_of
 from oracle import selectors, services
 from oracle.forms import BackboneForm, RunForm, ValidateForm
 from oracle.models import BackboneKind, RunState
@@ -267,6 +268,7 @@ def run_validation(request, run_id: int):
         "reports": reports,
         "report": report,
         "figures": report.report if report else None,
+        "tau_source": tau_source_of(report.matcher_model, report.tau) if report else "",
         "bars": _bars(report.report) if report else [],
         "confusion": _confusion_rows(report.report) if report else [],
         "status_labels": (report.report.get("confusion") or {}).get("labels", CHART_STATUS)

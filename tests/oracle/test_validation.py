@@ -8,11 +8,14 @@ import os
 import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.management import CommandError, call_command
+from django.urls import reverse
+from django.utils.html import escape
 
 from annotation.consensus import window_consensus_refresh
 from annotation.services import campaign_create
 from oracle import services
 from annotation.models import ConsensusLabel
+from evaluation.matcher import tau_source_of
 from oracle.models import BackboneKind, OracleLabel, ValidationJob, ValidationReport
 from windows.jobprogress import progress_get
 from oracle.selectors import backbone_rules_default, validation_report_latest
@@ -247,3 +250,33 @@ def test_oracle_validate_command_stores_and_prints_the_report(
     assert "status macro-F1 0.667, accuracy 1.000" in out.out
     assert "3 windows compared" in out.out
     assert "100%" in out.err  # the progress line
+
+
+def test_validation_page_says_the_tau_its_source_and_the_one_to_one_figure(
+    client, admin_user, gold, clinical, matcher
+):
+    campaign, (w0, w1, w2, w3) = gold
+    run = services.oracle_run_create(
+        admin=admin_user, name="v", backbone=backbone_rules_default(),
+        campaign=campaign, enqueue=False,
+    )
+    # Two Oracle items for one gold item: the spec's F1 counts both as
+    # matched, the one-to-one figure only one.
+    oracle_label(run, w0, "deteriorating", ["Septic shock", "Septic shock (sepsis)"])
+    oracle_label(run, w1, "stable", ["Septic shock"])
+    report = services.validation_report_create(
+        admin=admin_user, run=run, campaign=campaign, matcher=matcher
+    )
+    client.force_login(admin_user)
+
+    html = client.get(reverse("oracle:run_validation", args=[run.pk])).content.decode()
+
+    assert f'data-tau="{report.tau}"' in html
+    assert escape(tau_source_of(report.matcher_model, report.tau)) in html
+    assert "Stricter one-to-one figure, not the spec" in html
+    problems = report.report["acute_problems"]
+    assert problems["one_to_one"]["precision"] < problems["precision"]
+    one_to_one = html.split('class="data one-to-one"')[1].split("</table>")[0]
+    assert f"data-f1-one-to-one>{problems['one_to_one']['f1']:.3f}<" in one_to_one
+    spec = html.split('class="data table1"')[1].split("</table>")[0]
+    assert f"data-f1>{problems['f1']:.3f}<" in spec
