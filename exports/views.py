@@ -19,6 +19,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from rest_framework.authtoken.models import Token
 
 from annotation.models import Campaign
+from evaluation.matcher import tau_source_of
 from evaluation.metrics import DEFAULT_K
 from exports import selectors, services
 from exports.authentication import token_expires_at
@@ -229,6 +230,7 @@ def _release_detail_page(request, release, form=None, errors=(), status=200):
         "submissions": selectors.submission_list(user=request.user, release=release),
         "form": form or SubmissionForm(initial={"k": DEFAULT_K}),
         "errors": list(errors),
+        "tau_source": tau_source_of(release.matcher_model, release.tau),
     }
     return render(request, "exports/release_detail.html", context, status=status)
 
@@ -315,6 +317,13 @@ def submission_detail(request, submission_id: int):
         "scored": submission.state == SubmissionState.SCORED,
         "mine": submission.submitted_by_id == request.user.pk,
         "metric_keys": LEADERBOARD_KEYS,
+        # Recorded when scored; scores from before it was recorded get today's.
+        "tau_source": scores.get("tau_source")
+        or (
+            tau_source_of(scores["matcher_model"], scores["tau"])
+            if scores.get("matcher_model") and scores.get("tau") is not None
+            else ""
+        ),
     }
     return _partial(request, "exports/submission_detail.html", "scores", context)
 

@@ -5,7 +5,10 @@ import io
 import json
 
 import pytest
+from django.utils.html import escape
 from rest_framework.authtoken.models import Token
+
+from evaluation.matcher import tau_source_of
 
 from exports.models import Submission
 from exports.services import submission_create, submission_publish, submission_score
@@ -81,3 +84,34 @@ def test_leaderboard_shows_public_submissions_only(
     assert scores.status_code == 200 and "All windows" in scores.content.decode()
     plot = client.get(f"/releases/submissions/{public.pk}/plots/by_disease_group.png")
     assert plot.status_code == 200 and plot["Content-Type"] == "image/png"
+
+
+def test_release_and_score_pages_say_which_tau_matched_and_where_it_came_from(
+    client, researcher, tiny_release, tiny_stays
+):
+    w = tiny_stays["windows"]
+    line = json.dumps(
+        {"window_id": w["B"][0].pk, "status": "improving", "acute_problems": ["Delirium"],
+         "recommended_actions": []}
+    ).encode()
+    submission = submission_create(
+        user=researcher, release=tiny_release, upload=io.BytesIO(line), model_name="m"
+    )
+    submission_score(submission=submission, matcher=ExactMatcher())
+    source = tau_source_of(tiny_release.matcher_model, tiny_release.tau)
+    client.force_login(researcher)
+
+    detail = client.get(f"/releases/{tiny_release.pk}/").content.decode()
+    assert f'data-tau="{tiny_release.tau}"' in detail
+    assert f"<span data-tau-source>{escape(source)}</span>" in detail
+
+    scores = client.get(f"/releases/submissions/{submission.pk}/").content.decode()
+    assert f'data-tau="{tiny_release.tau}"' in scores
+    assert f"<span data-tau-source>{escape(source)}</span>" in scores
+
+    # Scores recorded before their tau's source was: the page names today's.
+    Submission.objects.filter(pk=submission.pk).update(
+        scores={**submission.scores, "tau_source": None}
+    )
+    scores = client.get(f"/releases/submissions/{submission.pk}/").content.decode()
+    assert f"<span data-tau-source>{escape(source)}</span>" in scores
