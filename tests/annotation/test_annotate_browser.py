@@ -45,9 +45,11 @@ def sign_in(browser, live_server, user):
 
 
 def wait_saved(page):
-    page.wait_for_function(
-        f"document.querySelector('{FORM}').dataset.saveState === 'saved'"
-    )
+    # A locator's wait, not wait_for_function: the pages' CSP has no
+    # 'unsafe-eval', and wait_for_function evaluates a string in the page.
+    from playwright.sync_api import expect
+
+    expect(page.locator(FORM)).to_have_attribute("data-save-state", "saved", timeout=30_000)
 
 
 def add_item(page, key: str, text: str):
@@ -198,10 +200,7 @@ def _plot_point(page, plot: str):
     canvas.focus()
     point = page.locator(f'[data-plot="{plot}"] .u-cursor-pt:not(.u-off)').first
     point.wait_for(state="attached")
-    page.wait_for_function(
-        "el => el.getBoundingClientRect().width > 0",
-        arg=point.element_handle(),
-    )
+    point.wait_for(state="visible")  # a box with a size (no eval under the CSP)
     box = point.bounding_box()
     return box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
 
