@@ -7,6 +7,7 @@ import statistics
 from collections import Counter
 from pathlib import Path
 
+from evaluation.matcher import tau_source_of
 from windows.models import DiseaseGroup, Outcome
 
 STATUS_ORDER = ("improving", "stable", "deteriorating", "none")
@@ -184,7 +185,13 @@ def datacard_write(*, release, stats, folder: Path) -> None:
         f"# {release.get_kind_display()} v{release.version}: data card",
         "",
         f"Built from {source}. Test-only: do not train on it. Matcher for scoring: "
-        f"`{release.matcher_model}` with tau = {release.tau:g}.",
+        f"`{release.matcher_model}` with tau = {release.tau:g}, from "
+        f"{tau_source_of(release.matcher_model, release.tau)}. Its polarity guard "
+        "keeps two items that point in opposite directions (start / stop, give / "
+        "avoid, escalate / wean, 'do not ...') from matching, whatever their "
+        "cosine. A model's tau comes from the reference calibration (clinical "
+        "pairs shipped with the code, swept from tau 0.1, below the paper's 0.3) "
+        "until an admin adopts one from physicians' judgments.",
         "",
         "## Cohort",
         "",

@@ -68,6 +68,17 @@ def test_scale_release_writes_every_file_with_its_checksum(tiny_release, release
     assert "Label schema" in card and "plots/status.png" in card
 
 
+def test_data_card_names_the_tau_its_source_and_the_polarity_guard(
+    tiny_release, release_dirs
+):
+    from evaluation.matcher import tau_source_of
+
+    card = (_folder(release_dirs, tiny_release) / "DATACARD.md").read_text()
+    source = tau_source_of(tiny_release.matcher_model, tiny_release.tau)
+    assert f"with tau = {tiny_release.tau:g}, from {source}." in card
+    assert "polarity guard" in card and "swept from tau 0.1" in card
+
+
 def test_records_hold_labels_with_provenance_and_the_windows_own_actions(
     tiny_release, tiny_stays, release_dirs
 ):
