@@ -71,7 +71,9 @@ def _address_problem(address) -> str | None:
         return f"{address} is a cloud metadata address"
     if any(address in network for network in LINK_LOCAL):
         return f"{address} is a link-local address (where cloud metadata services live)"
-    if address.is_multicast or address.is_unspecified or address.is_reserved:
+    if address.is_loopback:
+        return None
+    if address.is_multicast or address.is_unspecified:
         return f"{address} is not a host address"
     return None
 
@@ -142,6 +144,12 @@ def url_check(url: str, *, app_host: str = "") -> None:
             raise EndpointRefused(
                 f"{host}:{port} is this platform's own address, not an LLM server."
             )
+        if own_port == port and own_host in ("0.0.0.0", "::", "[::]"):
+            # Bound to every interface: its loopback address is the app.
+            if any(a.is_loopback for a in addresses):
+                raise EndpointRefused(
+                    f"{host}:{port} is this platform's own address, not an LLM server."
+                )
         if own_port == port:
             try:
                 resolved = [ipaddress.ip_address(own_host.strip("[]"))]

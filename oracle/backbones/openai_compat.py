@@ -569,6 +569,7 @@ class OpenAICompatBackbone:
         raws: list[str] = []
         last_error = ""
         overflowed = False
+        repair: list[dict] = []
         turn = 0
         while turn < 2:
             schema = (
@@ -589,7 +590,7 @@ class OpenAICompatBackbone:
                     first["context_tokens"] = error.context_tokens
                 if turn == 0 and error.prompt_tokens:
                     first["tokens"] = error.prompt_tokens
-                if overflowed or turn > 0:
+                if overflowed:
                     return result(
                         ok=False,
                         error=self._scrub(
@@ -600,27 +601,32 @@ class OpenAICompatBackbone:
                     )
                 overflowed = True
                 # Compress further, by how far over the server said it was (or
-                # by a quarter), and send once more.
-                size = error.prompt_tokens or prompt.estimated_tokens
-                room = int((budget or prompt.estimated_tokens) * 0.75)
+                # by a quarter), and send once more (a repair turn keeps its
+                # reply and correction, so the prompt gives up their room).
+                tail = messages_tokens(repair, self.chars_per_token) if repair else 0
+                size = max(1, (error.prompt_tokens or prompt.estimated_tokens + tail) - tail)
+                wanted = int(size * 0.75)
                 if error.context_tokens:
-                    room = min(
-                        room,
-                        error.context_tokens - (self.max_completion_tokens or 0) - 64,
+                    wanted = min(
+                        wanted,
+                        error.context_tokens - (self.max_completion_tokens or 0) - 64 - tail,
                     )
-                target = max(1, int(prompt.estimated_tokens * min(room, size) / size * 0.9))
+                # In the estimate's units: the estimate scaled as the server's
+                # count would have to shrink.
+                target = max(1, int(prompt.estimated_tokens * max(wanted, 1) / size * 0.95))
                 try:
                     prompt = self._build(context, target)
                 except PromptBudgetError as budget_error:
                     return result(ok=False, error=str(budget_error))
-                messages = list(prompt.messages)
-                first.update(
-                    chars=messages_chars(messages), estimate=prompt.estimated_tokens,
-                    tokens=None,
-                    compressions=list(prompt.compressions) + [
-                        "compressed further after the server refused the prompt's length"
-                    ],
-                )
+                messages = list(prompt.messages) + repair
+                note = "compressed further after the server refused the prompt's length"
+                if turn == 0:
+                    first.update(
+                        chars=messages_chars(messages), estimate=prompt.estimated_tokens,
+                        tokens=None, compressions=list(prompt.compressions) + [note],
+                    )
+                else:
+                    first["compressions"] = list(first.get("compressions", [])) + [note]
                 continue
             except _RequestFailed as error:
                 return result(
@@ -654,7 +660,7 @@ class OpenAICompatBackbone:
                         prompt, _ = await self._fitted(client, context, budget - extra)
                     except PromptBudgetError:
                         pass
-                messages = list(prompt.messages) + [
+                repair = [
                     {"role": "assistant", "content": content},
                     {
                         "role": "user",
@@ -662,6 +668,7 @@ class OpenAICompatBackbone:
                         f"{last_error} Reply again with only the corrected JSON object.",
                     },
                 ]
+                messages = list(prompt.messages) + repair
                 continue
             return result(
                 ok=True,

@@ -241,10 +241,13 @@ def server_detect(backbone: Backbone) -> dict:
                 )
             )
             if isinstance(counted, dict) and "count" in counted:
+                # It evaluates one request at a time: more in flight only
+                # queue there, against the timeout.
                 return {
                     "server": "llama-cpp-python",
                     "tokenizer": Tokenizer.LLAMACPP_PYTHON,
                     "reply_format": ReplyFormat.LLAMACPP_PYTHON,
+                    "concurrency": 1,
                 }
             shown = _json(client.post(f"{root}/api/show", json={"model": backbone.model}))
             if isinstance(shown, dict) and ("model_info" in shown or "modelfile" in shown):
@@ -272,6 +275,11 @@ def _detected_apply(backbone: Backbone, found: dict, *, overwrite: bool) -> None
         overwrite or backbone.reply_format in ("", ReplyFormat.JSON_OBJECT)
     ):
         backbone.reply_format = found["reply_format"]
+    default_concurrency = Backbone._meta.get_field("concurrency").default
+    if found.get("concurrency") and (
+        overwrite or backbone.concurrency in (None, default_concurrency)
+    ):
+        backbone.concurrency = found["concurrency"]
     backbone.server_report = {
         **{k: v for k, v in found.items()},
         "detected_at": timezone.now().isoformat(timespec="seconds"),
@@ -292,5 +300,8 @@ def backbone_detect_if_new(*, backbone_id: int) -> None:
             return
         _detected_apply(backbone, found, overwrite=False)
         backbone.save(
-            update_fields=["context_tokens", "tokenizer", "reply_format", "server_report"]
+            update_fields=[
+                "context_tokens", "tokenizer", "reply_format", "concurrency",
+                "server_report",
+            ]
         )

@@ -238,7 +238,8 @@ class FakeLLM:
         data = payload if isinstance(payload, str) else json.dumps(payload)
         encoded = data.encode()
         handler.send_response(status)
-        handler.send_header("Content-Type", "application/json")
+        headers = dict(headers)
+        handler.send_header("Content-Type", headers.pop("Content-Type", "application/json"))
         handler.send_header("Content-Length", str(len(encoded)))
         for name, value in headers.items():
             handler.send_header(name, str(value))

@@ -278,3 +278,91 @@ def test_backbone_for_builds_each_kind(fake_llm, template):
     assert (labeller.kind, labeller.model) == ("openai", "qwen")
     assert labeller.parameters == {"temperature": 0.2} and labeller.json_mode
     assert labeller.concurrency == 4 and labeller.requests_per_minute == 100
+
+
+# --- issue 19: reply dialects, max_tokens, a prompt too long for the server ---------
+
+OVERFLOW = (
+    "This model's maximum context length is 2048 tokens. However, you requested "
+    "3100 tokens (2900 in the messages, 200 in the completion). Please reduce the "
+    "length of the messages or completion."
+)
+
+
+@pytest.mark.parametrize(
+    "reply_format, where",
+    [
+        ("json_schema", "response_format.json_schema.schema"),
+        ("llamacpp_python", "response_format.schema"),
+        ("ollama", "format"),
+        ("json_object", None),
+        ("none", None),
+    ],
+)
+def test_the_schema_goes_out_in_the_servers_dialect_with_max_tokens(
+    fake_llm, template, contexts, reply_format, where
+):
+    context = contexts[1]
+    labeller = backbone(
+        fake_llm, template, reply_format=reply_format, max_completion_tokens=300
+    )
+    [result] = labeller.label_many([context])
+    assert result.ok, result.error
+    body = fake_llm.requests[0].body
+    assert body["max_tokens"] == 300
+    if where is None:
+        expected = {"type": "json_object"} if reply_format == "json_object" else None
+        assert body.get("response_format") == expected and "format" not in body
+        return
+    schema = body
+    for key in where.split("."):
+        schema = schema[key]
+    if reply_format == "llamacpp_python":
+        assert body["response_format"]["type"] == "json_object"
+    shown = prompt_build(context=context, template=template).event_ids
+    evidence = schema["properties"]["status_evidence"]
+    assert set(evidence["items"]["enum"]) == set(shown)
+    assert evidence["minItems"] == 1 and evidence["maxItems"] <= 3
+    ratings = schema["properties"]["action_ratings"]["prefixItems"]
+    assert [r["properties"]["event_id"]["enum"] for r in ratings] == [
+        [e["id"]] for e in context.recorded_actions
+    ]
+
+
+def test_a_prompt_the_server_finds_too_long_is_compressed_and_sent_once_more(
+    fake_llm, template, contexts
+):
+    fake_llm.push(status=400, body={"error": {"message": OVERFLOW, "type": "invalid_request_error"}})
+    [result] = backbone(fake_llm, template, max_completion_tokens=200).label_many(
+        [contexts[1]]
+    )
+    assert result.ok, result.error
+    assert result.attempts == 2 and result.context_tokens_reported == 2048
+    assert any("refused" in c for c in result.compressions)
+    first, second = (r.body for r in fake_llm.requests)
+    size = lambda body: sum(len(m["content"]) for m in body["messages"])  # noqa: E731
+    assert size(second) < size(first) * 2048 / 2900
+
+
+def test_a_prompt_still_too_long_after_compressing_fails_with_the_reason(
+    fake_llm, template, contexts
+):
+    for _ in range(2):
+        fake_llm.push(status=400, body={"error": {"message": OVERFLOW}})
+    [result] = backbone(fake_llm, template).label_many([contexts[1]])
+    assert not result.ok and result.attempts == 2
+    assert "does not fit the model's context window even compressed further" in result.error
+    assert "However, you requested" not in result.error
+
+
+def test_the_prompt_budget_is_the_window_less_the_reply_and_margin(template, settings):
+    settings.REALICU_LLM_PROMPT_MARGIN_TOKENS = 64
+    row = Backbone(kind=BackboneKind.OPENAI, base_url="http://127.0.0.1:9/v1",
+                   model="m", context_tokens=8192, max_completion_tokens=1024)
+    labeller = backbone_for(row, template=template)
+    assert labeller.prompt_budget == 8192 - 1024 - 64
+    assert labeller.max_completion_tokens == 1024
+    # The default template's 12,000 never raises it past the window; a smaller
+    # template budget lowers it.
+    template.token_budget = 3000
+    assert backbone_for(row, template=template).prompt_budget == 3000
