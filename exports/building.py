@@ -159,7 +159,10 @@ def _gold_labels(consensus: ConsensusLabel, release: Release) -> dict:
                         rater_pseudonym(release=release, user_id=a)
                         for a in item.get("annotators", [])
                     ],
-                    "texts": list(item.get("texts", [item["text"]])),
+                    # The phrasings are kept (the reference's paraphrases) but
+                    # sorted, so their order does not pair them with the raters
+                    # (README "Threat model").
+                    "texts": sorted(set(item.get("texts", [item["text"]]))),
                 },
             }
             for item in (consensus.items or {}).get(task, [])

@@ -343,3 +343,32 @@ def test_release_page_forms_and_uploads_answer_every_input_without_a_5xx(
 
     run()
     cache.clear()
+
+
+# Gold provenance ---------------------------------------------------------------
+
+
+def test_gold_provenance_keeps_the_phrasings_but_not_who_wrote_which():
+    """A Gold item lists its raters (pseudonyms) and its phrasings, sorted, so
+    the order of the phrasings does not pair them with the raters."""
+    from annotation.models import ConsensusLabel
+    from exports.building import _gold_labels, rater_pseudonym
+    from exports.models import Release, ReleaseKind
+
+    release = Release(kind=ReleaseKind.GOLD, version=1)
+    consensus = ConsensusLabel(
+        status="stable",
+        status_evidence=[],
+        items={
+            "acute_problems": [
+                {"text": "Septic shock", "annotators": [7, 3],
+                 "texts": ["septic shock", "Septic shock"], "evidence": []}
+            ]
+        },
+    )
+    (item,) = _gold_labels(consensus, release)["acute_problems"]
+    assert item["provenance"]["raters"] == [
+        rater_pseudonym(release=release, user_id=7),
+        rater_pseudonym(release=release, user_id=3),
+    ]
+    assert item["provenance"]["texts"] == ["Septic shock", "septic shock"]
