@@ -14,10 +14,20 @@ TEST_CACHE_URL ?= filecache://$(CURDIR)/var/test-cache
 
 .PHONY: run test services lint bench clean
 
+# llama-cpp-python (test-only, requirements-dev.txt) compiles llama.cpp from its
+# source package, 5-20 minutes on two cores: its wheel is built once into
+# WHEELS and every later install on the machine takes it from there.
+WHEELS ?= $(HOME)/.cache/realicu-wheels
+LLAMA_CPP_VERSION := 0.3.36
+
 $(STAMP): requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip
-	$(VENV)/bin/pip install --quiet -r requirements-dev.txt
+	mkdir -p $(WHEELS)
+	ls $(WHEELS)/llama_cpp_python-$(LLAMA_CPP_VERSION)-*.whl >/dev/null 2>&1 || \
+		$(VENV)/bin/pip wheel --quiet --no-deps --wheel-dir $(WHEELS) \
+			llama-cpp-python==$(LLAMA_CPP_VERSION)
+	$(VENV)/bin/pip install --quiet --find-links $(WHEELS) -r requirements-dev.txt
 	touch $(STAMP)
 
 run: $(STAMP)

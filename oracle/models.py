@@ -28,7 +28,7 @@ class ReplyFormat(models.TextChoices):
         "llamacpp_python",
         "response_format json_object with schema (llama-cpp-python server)",
     )
-    OLLAMA = "ollama", "format with the schema (Ollama)"
+    OLLAMA = "ollama", "format with the schema (Ollama's native field)"
     JSON_OBJECT = "json_object", "response_format json_object, no schema"
     NONE = "none", "Nothing: the prompt alone asks for JSON"
 

@@ -194,7 +194,7 @@ def server_detect(backbone: Backbone) -> dict:
     endpoints each kind of server has: vLLM's model list (max_model_len), the
     llama.cpp server's /props (n_ctx), llama-cpp-python's tokenizer (no context
     figure: its error when a prompt overflows gives it later), Ollama's
-    /api/show (num_ctx, else its default). Returns ``server``, and where found
+    /api/show (num_ctx where the model sets it). Returns ``server``, and where found
     ``context_tokens``, ``tokenizer``, ``reply_format``, or ``error``. Only
     these figures are read from the replies; nothing of them is shown."""
     base = backbone.base_url.rstrip("/")
@@ -251,7 +251,11 @@ def server_detect(backbone: Backbone) -> dict:
                 }
             shown = _json(client.post(f"{root}/api/show", json={"model": backbone.model}))
             if isinstance(shown, dict) and ("model_info" in shown or "modelfile" in shown):
-                found = {"server": "Ollama", "reply_format": ReplyFormat.OLLAMA}
+                # Its /v1 endpoint honours response_format json_schema (0.5 and
+                # later); ``format`` is its native /api/chat field. It cuts a
+                # prompt longer than num_ctx without an error: the window must
+                # be right, so its num_ctx is read where the model sets it.
+                found = {"server": "Ollama", "reply_format": ReplyFormat.JSON_SCHEMA}
                 match = re.search(r"num_ctx\s+(\d+)", str(shown.get("parameters") or ""))
                 if match:
                     found["context_tokens"] = int(match.group(1))

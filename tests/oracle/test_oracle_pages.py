@@ -163,3 +163,23 @@ def test_backbone_form_takes_a_variable_name_never_a_key(client, admin_user):
     assert response.status_code == 302
     backbone = Backbone.objects.get(name="local vllm")
     assert backbone.api_key_env == "REALICU_LLM_VLLM_KEY" and backbone.parameters == {"temperature": 0}
+
+
+def test_the_run_page_shows_prompt_tokens_against_the_context_window(
+    client, admin_user, fake_llm
+):
+    cohort, _, windows = make_cohort_with_stay(hours=2.0)
+    backbone = services.backbone_create(
+        admin=admin_user, name="fake", kind="openai", base_url=fake_llm.base_url,
+        model="fake-model", context_tokens=4096, max_completion_tokens=512,
+        concurrency=1, requests_per_minute=6000,
+    )
+    run = services.oracle_run_create(
+        admin=admin_user, name="tokens", backbone=backbone, cohort=cohort, enqueue=False
+    )
+    services.oracle_run_execute_inline(run_id=run.pk)
+    client.force_login(admin_user)
+    page = client.get(reverse("oracle:run_detail", args=[run.pk])).content.decode()
+    # The fake server reports 1,000 prompt tokens for every request.
+    assert f"Median 1000 · p95 1000 · max 1000 of {len(windows)} windows" in page
+    assert "against a context window of 4096 tokens (512 for the reply)" in page
