@@ -62,7 +62,6 @@ _PROMPT_SIZE = re.compile(
     r"|\"n_prompt_tokens\"\s*:\s*(\d+)",
     re.IGNORECASE,
 )
-_WORD = re.compile(r"^[A-Za-z0-9_.\-]{1,40}$")
 
 
 def _first_int(pattern: re.Pattern, text: str) -> int | None:
@@ -74,22 +73,11 @@ def _first_int(pattern: re.Pattern, text: str) -> int | None:
 
 def response_described(status: int, headers, text: str) -> str:
     """A response as the run page may show it: status and content type, and
-    the error code when the body is an OpenAI-style error naming one as a bare
-    word. Never the body itself: a URL that is not an LLM server may return
-    anything (issue 14)."""
+    whether it said the prompt was too long (the platform's own words). Never
+    anything of the body: a URL that is not an LLM server may return anything
+    (issue 14)."""
     content_type = (headers.get("content-type") or "no content type").split(";")[0]
     described = f"HTTP {status} ({content_type.strip()})"
-    try:
-        error = json.loads(text).get("error")
-    except (ValueError, AttributeError, TypeError):
-        error = None
-    if isinstance(error, dict):
-        codes = [
-            str(error.get(k)) for k in ("code", "type")
-            if error.get(k) is not None and _WORD.match(str(error.get(k)))
-        ]
-        if codes:
-            described += f", error {codes[0]}"
     if _OVERFLOW.search(text or ""):
         described += ", the prompt does not fit the model's context window"
     return described

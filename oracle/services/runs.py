@@ -222,6 +222,7 @@ def oracle_run_resume(*, admin, run: OracleRun, enqueue: bool = True) -> OracleR
     work, so the limits still hold."""
     require_admin(admin, "resume an Oracle run")
     run = OracleRun.objects.select_for_update().get(pk=run.pk)
+    _backbone_endpoint_check(run.backbone)
     if not selectors.run_windows_todo(run=run).exists():
         failed = run.labels.filter(state=OracleLabelState.FAILED).count()
         hint = (
@@ -247,6 +248,7 @@ def oracle_run_retry_failed(*, admin, run: OracleRun, enqueue: bool = True) -> i
     Returns how many were forgotten."""
     require_admin(admin, "retry an Oracle run's failures")
     run = OracleRun.objects.select_for_update().get(pk=run.pk)
+    _backbone_endpoint_check(run.backbone)
     if run.state in (RunState.QUEUED, RunState.RUNNING):
         raise ValidationError(
             "The run is still going: wait for it to finish, or cancel it first."

@@ -110,6 +110,12 @@ def test_a_run_whose_backbone_changed_to_a_refused_variable_sends_nothing(
         services.oracle_run_execute_chunk(run_id=run.pk)
     assert fake_llm.requests == []
     assert not OracleLabel.objects.filter(run=run).exists()
+    # Nor can it be resumed until the backbone is edited.
+    services.oracle_run_cancel(admin=admin_user, run=run)
+    with pytest.raises(ValidationError, match="Edit the backbone first"):
+        services.oracle_run_resume(admin=admin_user, run=run, enqueue=False)
+    run.refresh_from_db()
+    assert run.state == "cancelled"
 
 
 # --- item 6: where it may send ------------------------------------------------------
