@@ -25,8 +25,8 @@ from evaluation.metrics import (
 )
 from evaluation.polarity import forbidden_action
 from exports.building import json_safe
-from exports.jsonlimits import JsonLimitError, loads_bounded
 from exports.models import Release, ReleaseWindow
+from realicu_web.jsonlimits import JsonLimitError, loads_bounded
 
 REQUIRED_FIELDS = ("window_id", "status", "acute_problems", "recommended_actions")
 LIST_FIELDS = ("acute_problems", "recommended_actions")

@@ -245,3 +245,18 @@ def test_check_deploy_is_clean_with_the_production_environment(tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     assert "System check identified no issues" in result.stdout, result.stdout
     assert time.monotonic() - started < 300
+
+
+# JSON limits -----------------------------------------------------------------------
+
+
+def test_bounded_json_counts_only_real_nesting_and_long_integers():
+    from realicu_web.jsonlimits import JsonLimitError, loads_bounded
+
+    assert loads_bounded("[" * 64 + "]" * 64)
+    assert loads_bounded('{"text": "' + "[" * 500 + '\\" {"}') == {"text": "[" * 500 + '" {'}
+    assert loads_bounded('{"id": ' + "9" * 19 + "}") == {"id": int("9" * 19)}
+    with pytest.raises(JsonLimitError, match="nested deeper than 64 levels"):
+        loads_bounded("[" * 65 + "]" * 65)
+    with pytest.raises(JsonLimitError, match="an integer of 20 digits"):
+        loads_bounded("-" + "9" * 20)

@@ -106,7 +106,7 @@ REST_FRAMEWORK = {
     ],
     # JSON bodies with a depth and integer-size limit (a 400, not a 500).
     "DEFAULT_PARSER_CLASSES": [
-        "exports.jsonlimits.BoundedJSONParser",
+        "realicu_web.jsonlimits.BoundedJSONParser",
         "rest_framework.parsers.FormParser",
         "rest_framework.parsers.MultiPartParser",
     ],

@@ -1,7 +1,8 @@
-"""JSON read with limits, for text a user sends (prediction files, API bodies):
-nesting deeper than ``MAX_DEPTH`` or an integer longer than ``MAX_INT_DIGITS``
-is refused with a message before the decoder recurses or converts, instead of a
-RecursionError or Python's 4,300-digit ValueError (a 500)."""
+"""JSON read with limits, for text a user sends (prediction files, API bodies,
+form fields): nesting deeper than ``MAX_DEPTH`` or an integer longer than
+``MAX_INT_DIGITS`` is refused with a message before the decoder recurses or
+converts, instead of a RecursionError or Python's 4,300-digit ValueError (a
+500). In the project package, so that every app may use it."""
 
 from __future__ import annotations
 
