@@ -3,7 +3,8 @@ lines nested 5,000 deep or with a 5,000-digit window_id, a Range of 5,000 digits
 on the API and the web file routes, a JSON body nested 5,000 deep, query ids of
 5,000 digits, expired tokens; the web prediction upload throttled with the
 API's rate; concurrent clients against Redis held to the rate; and hypothesis
-posting arbitrary form fields and files to the release pages finds no 5xx."""
+posting arbitrary form fields and files to the release and import pages, and
+arbitrary query strings to the stay, window and release pages, finds no 5xx."""
 
 import io
 import json
@@ -274,8 +275,8 @@ def test_concurrent_clients_against_redis_get_no_more_than_the_rate(
 # Hypothesis: arbitrary form input on the release pages -----------------------------
 
 
-def test_release_page_forms_and_uploads_answer_every_input_without_a_5xx(
-    tiny_release, admin_user, researcher, release_dirs
+def test_page_forms_and_uploads_answer_every_input_without_a_5xx(
+    tiny_release, tiny_stays, admin_user, researcher, release_dirs
 ):
     from hypothesis import HealthCheck, given, settings as hsettings
     from hypothesis import strategies as st
@@ -299,13 +300,20 @@ def test_release_page_forms_and_uploads_answer_every_input_without_a_5xx(
             ("admin", "/releases/new/"),
             ("researcher", "/releases/token/create/"),
             ("admin", "/accounts/login/"),
+            ("admin", "/imports/start/"),
         ]
     )
+    stay = tiny_stays["windows"]["A"][0].stay_id
     gets = st.sampled_from(
         [
             "/releases/new/?run={}&report={}",
             f"/releases/{tiny_release.pk}/files/windows.jsonl?{{}}={{}}",
             "/releases/?page={}&q={}",
+            "/stays/?page={}&sort={}",
+            f"/stays/{stay}/?page={{}}&kind={{}}",
+            f"/stays/{stay}/windows/0/?scope={{}}&page={{}}",
+            f"/stays/{stay}/tracks.json?window={{}}&sources={{}}",
+            "/imports/?page={}&{}=1",
         ]
     )
 
@@ -316,7 +324,8 @@ def test_release_page_forms_and_uploads_answer_every_input_without_a_5xx(
         fields=st.dictionaries(
             st.sampled_from(["model_name", "k", "public", "kind", "campaign",
                              "oracle_run", "validation_report", "notes",
-                             "override_reason", "username", "password"]),
+                             "override_reason", "username", "password", "source",
+                             "path"]),
             text,
             max_size=6,
         ),
