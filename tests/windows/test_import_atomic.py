@@ -113,3 +113,14 @@ def test_failure_in_the_last_batch_rolls_back_every_batch_and_a_rerun_completes(
     summary = clif_import(directory=clif_folder, batch_stays=1)
     assert summary.admissions == HOSPITALIZATIONS
     assert Admission.objects.count() == HOSPITALIZATIONS
+
+
+def test_a_duplicate_hospitalization_is_refused_with_its_row(clif_folder):
+    path = clif_folder / "clif_hospitalization.csv"
+    frame = pd.read_csv(path, dtype=str)
+    frame = pd.concat([frame, frame.iloc[[0]]], ignore_index=True)
+    frame.to_csv(path, index=False)
+    with pytest.raises(SourceDataError) as info:
+        clif_import(directory=clif_folder, batch_stays=1)
+    assert f"row {len(frame)}, column hospitalization_id: duplicate" in info.value.message
+    assert _counts() == (0, 0, 0, 0)

@@ -294,6 +294,10 @@ def _read_hospitalizations(table: SourceTable, patients: pd.DataFrame) -> pd.Dat
                  lambda pos: f"unknown patient_id {frame['patient_id'].iloc[pos]!r} "
                  f"(not in the patient table)",
                  file=table.display, column="patient_id")
+    reject_first(frame["hospitalization_id"].duplicated(),
+                 lambda pos: f"duplicate hospitalization_id "
+                 f"{frame['hospitalization_id'].iloc[pos]!r}",
+                 file=table.display, column="hospitalization_id")
     return frame.set_index("hospitalization_id", drop=False)
 
 
