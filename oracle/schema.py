@@ -211,6 +211,8 @@ def _normalize(data: dict) -> dict:
             for item in items:
                 if isinstance(item, dict):
                     item = dict(item)
+                    if isinstance(item.get("text"), str):
+                        item["text"] = " ".join(item["text"].split())
                     if "evidence" in item:
                         item["evidence"] = _coerce_ids(item["evidence"])
                     event_id = item.get("event_id")
@@ -326,7 +328,9 @@ def reply_parse(
     """
     raw = _json_text(text)
     try:
-        data = json.loads(raw)
+        # strict=False: a raw newline or tab inside a string (which some
+        # servers' grammars let through) is read as the whitespace it is.
+        data = json.loads(raw, strict=False)
     except (json.JSONDecodeError, TypeError) as error:
         raise ReplyError(
             [f"The reply is not valid JSON ({error}); reply with one JSON object."]

@@ -503,20 +503,27 @@ class OpenAICompatBackbone:
             chars_per_token=self.chars_per_token,
         )
 
-    async def _fitted(self, client, context, budget: int | None):
+    async def _fitted(self, client, context, budget: int | None, semaphore):
         """The prompt within ``budget``, by the estimate and then, where the
         server counts tokens, by its count: rebuilt at a budget scaled by how
         far the count was over, at most three times. Returns the prompt and its
-        count (None without a tokenizer)."""
+        count (None without a tokenizer). Counting takes one of the requests in
+        flight: a server that serves one request at a time would otherwise
+        keep the counts waiting behind the completions until they time out."""
+
+        async def count(messages):
+            async with semaphore:
+                return await self._count(client, messages)
+
         prompt = self._build(context, budget)
-        counted = await self._count(client, prompt.messages)
+        counted = await count(prompt.messages)
         target = budget
         for _ in range(3):
             if counted is None or budget is None or counted <= budget:
                 break
             target = int(target * budget / counted * 0.97) - 8
             prompt = self._build(context, target)
-            counted = await self._count(client, prompt.messages)
+            counted = await count(prompt.messages)
         if counted is not None and budget is not None and counted > budget:
             raise PromptBudgetError(
                 f"The prompt of window {context.window_id} is {counted} tokens by the "
@@ -546,7 +553,7 @@ class OpenAICompatBackbone:
 
         budget = self.prompt_budget
         try:
-            prompt, counted = await self._fitted(client, context, budget)
+            prompt, counted = await self._fitted(client, context, budget, semaphore)
         except PromptBudgetError as error:
             return result(ok=False, error=str(error))
         messages = list(prompt.messages)
@@ -554,6 +561,10 @@ class OpenAICompatBackbone:
             chars=messages_chars(messages), estimate=prompt.estimated_tokens,
             tokens=counted, compressions=list(prompt.compressions),
         )
+        if self.tokenizer and counted is None:
+            first["compressions"].append(
+                "the server's token count failed: kept within the estimate only"
+            )
         raws: list[str] = []
         last_error = ""
         overflowed = False
@@ -645,7 +656,9 @@ class OpenAICompatBackbone:
                 extra = (reply.completion_tokens or tokens_estimate(content)) + 160
                 if budget is not None:
                     try:
-                        prompt, _ = await self._fitted(client, context, budget - extra)
+                        prompt, _ = await self._fitted(
+                            client, context, budget - extra, semaphore
+                        )
                     except PromptBudgetError:
                         pass
                 repair = [

@@ -71,3 +71,36 @@ def test_a_valid_reply_in_a_json_fence_is_a_label():
 def test_bad_replies_are_refused_with_the_reason(text, message):
     with pytest.raises(ReplyError, match=message.replace("(", r"\(")):
         reply_parse(text, context=context())
+
+
+def test_a_raw_newline_inside_a_text_is_read_as_a_space():
+    text = json.dumps(reply()).replace("septic shock", "septic\nshock\t")
+    _, payload = reply_parse(text, context=context())
+    assert payload["acute_problems"][0]["text"] == "septic shock"
+
+
+def test_any_reply_the_constrained_schema_allows_is_a_label():
+    import jsonschema
+
+    from oracle.schema import reply_schema_for, reply_tokens_bound
+
+    schema = reply_schema_for(event_ids=[1, 2, 3, 10], recorded_ids=[10], max_tokens=400)
+    jsonschema.Draft202012Validator(schema).validate(reply())
+    status, _ = reply_parse(json.dumps(reply()), context=context())
+    assert status == "deteriorating"
+    # Unknown evidence, a second rating or an extra field are outside it.
+    for bad in (
+        reply(status_evidence=[99]),
+        reply(action_ratings=[{"event_id": 10, "rating": "acceptable", "evidence": []}] * 2),
+        {**reply(), "note": "x"},
+    ):
+        assert not jsonschema.Draft202012Validator(schema).is_valid(bad)
+    # Its bounds shrink until the longest reply fits max_tokens.
+    small = reply_schema_for(event_ids=range(1000, 1100), recorded_ids=[1000], max_tokens=300)
+    items = small["properties"]["acute_problems"]["maxItems"]
+    chars = small["properties"]["acute_problems"]["items"]["properties"]["text"]["maxLength"]
+    evidence = small["properties"]["status_evidence"]["maxItems"]
+    assert reply_tokens_bound(
+        ids=range(1000, 1100), recorded=[1000], items=items, evidence=evidence,
+        text_chars=chars,
+    ) <= 300
