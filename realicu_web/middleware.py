@@ -6,6 +6,8 @@ import re
 
 from django.conf import settings
 
+from windows.accounts import SESSION_RENEWED_AT
+
 # Django's session keys are 32 characters of [a-z0-9] (SessionBase.VALID_KEY_CHARS).
 _SESSION_KEY = re.compile(r"[a-z0-9]{8,64}")
 
@@ -31,7 +33,7 @@ class SessionIdleTimeoutMiddleware:
     (the idle timeout): an active session's expiry is renewed, but at most once
     a minute, so not every request writes the session."""
 
-    RENEW_AFTER_SECONDS = 60
+    RENEW_AFTER_SECONDS = 60  # sign-in marks a session renewed too (windows.accounts)
 
     def __init__(self, get_response):
         self.get_response = get_response
@@ -42,7 +44,7 @@ class SessionIdleTimeoutMiddleware:
         session = getattr(request, "session", None)
         if session is not None and session.session_key:
             now = int(time.time())
-            last = session.get("_renewed_at", 0)
+            last = session.get(SESSION_RENEWED_AT, 0)
             if not isinstance(last, int) or now - last >= self.RENEW_AFTER_SECONDS:
-                session["_renewed_at"] = now
+                session[SESSION_RENEWED_AT] = now
         return self.get_response(request)

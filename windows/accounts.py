@@ -144,3 +144,15 @@ def admin_from_environment_ensure() -> str | None:
     user.save()
     user.groups.add(roles_ensure()[Role.ADMIN])
     return username
+
+
+SESSION_RENEWED_AT = "_renewed_at"
+
+
+def session_renewed_mark(sender, request, user, **kwargs) -> None:
+    """On sign-in: the session starts renewed (SessionIdleTimeoutMiddleware
+    renews it once a minute), so the first requests after it write nothing."""
+    import time
+
+    if getattr(request, "session", None) is not None:
+        request.session[SESSION_RENEWED_AT] = int(time.time())
