@@ -6,7 +6,6 @@ progress with forms to add a rater to a window or reassign an abandoned one."""
 
 from __future__ import annotations
 
-import json
 import uuid
 from functools import wraps
 
@@ -26,6 +25,7 @@ from django.views.decorators.http import (
 
 from annotation import selectors, services
 from annotation.blindness import window_is_closed
+from realicu_web.jsonlimits import loads_bounded
 from annotation.forms import CampaignForm
 from annotation.models import ActionRating, AssignmentState, PatientStatus
 from annotation.roles import user_is_admin, user_is_physician
@@ -231,7 +231,9 @@ def annotate(request, assignment_id: int):
 def _posted_label(request) -> dict:
     """The payload, base version and seconds of work the page's script posts."""
     try:
-        payload = json.loads(request.POST.get("payload") or "")
+        # JsonLimitError is a ValueError: a payload nested thousands deep or with
+        # a giant integer is refused like any unreadable one, not a 500.
+        payload = loads_bounded(request.POST.get("payload") or "")
     except ValueError:
         raise ValidationError("The label could not be read; reload to continue.")
     return {

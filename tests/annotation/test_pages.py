@@ -215,11 +215,16 @@ def test_draft_with_an_item_too_long_shows_the_message_and_writes_nothing(
     assert written_state() == before
 
 
-def test_unreadable_payload_is_refused(client, physician, assignment):
+@pytest.mark.parametrize(
+    "payload",
+    ["{not json", "[" * 5000 + "]" * 5000, '{"status": ' + "9" * 5000 + "}"],
+    ids=["not-json", "nested-5000-deep", "5000-digit-integer"],
+)
+def test_unreadable_payload_is_refused(client, physician, assignment, payload):
     before = written_state()
     response = client.post(
         reverse("annotation:draft", args=[assignment.pk]),
-        {"payload": "{not json", "base_version": 0},
+        {"payload": payload, "base_version": 0},
     )
     assert response.status_code == 400
     assert "could not be read" in response.json()["message"] + json.dumps(
