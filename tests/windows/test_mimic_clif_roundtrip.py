@@ -38,12 +38,6 @@ NOT_CARRIED_ROWS = [
         & e["category"].isin(["gcs_total", "braden_total", "cam_total"]),
     ),
     (
-        "the consortium writes Dextrose 5% (itemid 220949) under two categories, "
-        "dextrose and dextrose_in_water_d5w; one MIMIC-IV row gives back one",
-        "clif",
-        lambda e: (e["name"] == "Dextrose 5%") & (e["category"] == "dextrose"),
-    ),
-    (
         "Ventilator Type (223848) is CLIF's vent_brand_name, which the CLIF importer "
         "does not read",
         "mimic",
@@ -82,16 +76,7 @@ NOT_CARRIED_COLUMNS = [
         "time",
         lambda e: e["kind"] == "coded",
     ),
-    (
-        "the CLIF importer keeps no end time for ADT segments (it has out_dttm)",
-        "end_time",
-        lambda e: e["domain"] == "adt",
-    ),
 ]
-# Compared without surrounding white space: the CLIF importer keeps the source's
-# ("Bipap mask " as MIMIC-IV charts it, the consortium's lymphocytes_absolute
-# unit "10^3/µL\t"); the MIMIC-IV importer strips it.
-STRIPPED = ("name", "unit")
 MAR_ORDER_REASON = (
     "an order whose first CLIF MAR record is not a start (the consortium's records "
     "of one order out of step): MIMIC-IV's intervals start every order, so start "
@@ -154,8 +139,6 @@ def _orders_not_started(clif: pd.DataFrame) -> set:
 
 def _comparable(events: pd.DataFrame, side: str, odd_orders: set = frozenset()) -> pd.DataFrame:
     e = events.copy()
-    for column in STRIPPED:
-        e[column] = e[column].astype(str).str.strip()
     if odd_orders:
         keys = pd.Series(list(zip(e["hosp"], e["order_id"], e["name"])), index=e.index)
         odd = keys.isin(odd_orders) & e["value_text"].isin(["start", "dose_change"])

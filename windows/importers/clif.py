@@ -485,6 +485,7 @@ def _import_batch_events(*, batch, batch_set, adt, label, patients, hosps, stays
     adt_events = pd.DataFrame({
         "admission_id": adt["hospitalization_id"].map(adm_ids),
         "time": adt["in_dttm"],
+        "end_time": adt["out_dttm"],
         "kind": EventKind.OBSERVATION,
         "domain": Domain.ADT,
         "category": _text(adt["location_category"]),
@@ -503,6 +504,7 @@ def _import_batch_events(*, batch, batch_set, adt, label, patients, hosps, stays
         summary.add_events("clif_code_status", n)
     progress.advance(1, f"{label}: transfers and outcomes")
 
+    filed_twice: dict[str, int] = {}
     for name, table, columns in event_tables:
         time_col = _TIME_COLUMN[name]
         for first_row, chunk in table.chunks(columns):
@@ -520,7 +522,15 @@ def _import_batch_events(*, batch, batch_set, adt, label, patients, hosps, stays
             )
             frame["source_table"] = f"clif_{name}"
             summary.add_events(f"clif_{name}", writer.write(frame))
+            filed_twice[name] = filed_twice.get(name, 0) + frame.attrs.get("filed_twice", 0)
         progress.advance(1, f"{label}: {name}")
+    for name, n in filed_twice.items():
+        if n:
+            summary.notes.append(
+                f"{name}: {n} records repeated under a second medication category "
+                f"(e.g. Dextrose 5% as dextrose and dextrose_in_water_d5w) imported once, "
+                f"under the more specific category"
+            )
 
 
 def _validate_times(name: str, table: SourceTable, hosp_ids: set[str]) -> None:
@@ -565,16 +575,24 @@ def _event_times(chunk: pd.DataFrame, name: str, time_col: str, display: str) ->
     return pd.Series(times.to_numpy(), index=chunk.index)
 
 
+def _stripped(value):
+    """Text without the surrounding white space some sources keep ("Bipap mask ",
+    a unit "10^3/µL\t")."""
+    if isinstance(value, pd.Series):
+        return value.str.strip()
+    return value.strip() if isinstance(value, str) else value
+
+
 def _base(chunk: pd.DataFrame, *, kind, domain, category, name, value_num=np.nan, unit="",
           value_text="") -> pd.DataFrame:
     return pd.DataFrame({
         "time": chunk["_time"],
         "kind": kind,
         "domain": domain,
-        "category": category,
-        "name": name,
+        "category": _stripped(category),
+        "name": _stripped(name),
         "value_num": value_num,
-        "unit": unit,
+        "unit": _stripped(unit),
         "value_text": value_text,
         "source_key": "row:" + chunk["_row"].astype(str),
     }, index=chunk.index)
@@ -634,8 +652,23 @@ def _labs(c: pd.DataFrame) -> pd.DataFrame:
                  unit=_text(c["reference_unit"]), value_text=text)
 
 
+def _filed_twice(c: pd.DataFrame) -> pd.Series:
+    """Rows that repeat another row of the chunk in everything but med_category,
+    except the one with the longest (most specific) category: the CLIF demo files
+    each "Dextrose 5%" record under both dextrose and dextrose_in_water_d5w. One
+    administration is one event."""
+    key = [col for col in ("hospitalization_id", "_time", "med_order_id", "med_name",
+                           "mar_action_category", "med_dose", "med_dose_unit") if col in c]
+    frame = c[key].astype("object").where(c[key].notna(), "<NA>").astype(str)
+    frame["_len"] = _text(c["med_category"]).str.len()
+    frame = frame.sort_values("_len", ascending=False, kind="mergesort")
+    return frame.duplicated(key).reindex(c.index)
+
+
 def _meds(domain: str):
     def transform(c: pd.DataFrame) -> pd.DataFrame:
+        twice = _filed_twice(c)
+        c = c[~twice]
         action = _text(c["mar_action_category"]).str.lower()
         kind = np.where(action.isin(MED_NON_ACTIONS), EventKind.OBSERVATION, EventKind.ACTION)
         frame = _base(c, kind=kind, domain=domain, category=_text(c["med_category"]),
@@ -644,28 +677,17 @@ def _meds(domain: str):
                       unit=_text(c["med_dose_unit"]), value_text=action)
         if "med_order_id" in c:
             frame["order_id"] = _text(c["med_order_id"])
+        frame.attrs["filed_twice"] = int(twice.sum())
         return frame
     return transform
 
 
-def _changed(c: pd.DataFrame, columns: list[str]) -> pd.Series:
-    """True where any of ``columns`` differs from the previous row of the same
-    hospitalization (first rows count as changes)."""
-    order = c.sort_values(["hospitalization_id", "_time", "_row"])
-    key = order[columns].astype("object").where(order[columns].notna(), "<NA>").astype(str)
-    joined = key.apply(lambda r: "|".join(r), axis=1) if len(columns) > 1 else key[columns[0]]
-    prev = joined.groupby(order["hospitalization_id"]).shift(1)
-    changed = joined.ne(prev)
-    return changed.reindex(c.index)
-
-
 def _respiratory(c: pd.DataFrame) -> pd.DataFrame:
-    """One event per device or mode charting (an action when device, mode or any
-    setting changed since the previous charting; a continued charting is an
-    observation) and one per set or observed parameter."""
+    """One event per device or mode charting and one per set or observed
+    parameter; which of them are decisions (a change) ``windows.actions`` derives
+    from the admission's whole charting after the batch is written."""
     present_sets = [col for col in RESP_SET_COLUMNS if col in c]
-    changed = _changed(c, ["device_category", "mode_category", *present_sets])
-    kind = np.where(changed, EventKind.ACTION, EventKind.OBSERVATION)
+    kind = EventKind.OBSERVATION
     frames = []
     dev = c["device_category"].notna() | c["device_name"].notna()
     if dev.any():
@@ -673,13 +695,13 @@ def _respiratory(c: pd.DataFrame) -> pd.DataFrame:
         trach = ""
         if "tracheostomy" in d:
             trach = np.where(d["tracheostomy"].fillna(False).astype(bool), "tracheostomy", "")
-        frames.append(_base(d, kind=kind[dev.to_numpy()], domain=Domain.RESPIRATORY,
+        frames.append(_base(d, kind=kind, domain=Domain.RESPIRATORY,
                             category=_text(d["device_category"]), name=_text(d["device_name"]),
                             value_text=trach).assign(source_key=lambda f: f["source_key"] + ":device"))
     mode = c["mode_category"].notna() | c["mode_name"].notna()
     if mode.any():
         m = c[mode]
-        frames.append(_base(m, kind=kind[mode.to_numpy()], domain=Domain.RESPIRATORY,
+        frames.append(_base(m, kind=kind, domain=Domain.RESPIRATORY,
                             category="mode:" + _text(m["mode_category"]),
                             name=_text(m["mode_name"]))
                       .assign(source_key=lambda f: f["source_key"] + ":mode"))
@@ -689,9 +711,7 @@ def _respiratory(c: pd.DataFrame) -> pd.DataFrame:
         if not has.any():
             continue
         sub = c[has]
-        param_kind = (np.where(changed[has], EventKind.ACTION, EventKind.OBSERVATION)
-                      if col.endswith("_set") else EventKind.OBSERVATION)
-        frames.append(_base(sub, kind=param_kind, domain=Domain.RESPIRATORY, category=col,
+        frames.append(_base(sub, kind=kind, domain=Domain.RESPIRATORY, category=col,
                             name=col.replace("_", " "), value_num=vals[has],
                             unit=RESP_UNITS.get(col, "cmH2O"))
                       .assign(source_key=lambda f, col=col: f["source_key"] + ":" + col))
@@ -717,14 +737,13 @@ def _assessments(c: pd.DataFrame) -> pd.DataFrame:
 
 
 def _crrt(c: pd.DataFrame) -> pd.DataFrame:
-    """A mode charting is an action when the mode changes (start, switch); the
-    machine's numeric readings are observations."""
+    """One event per mode charting and one per numeric reading; starts, switches
+    and prescription changes are derived by ``windows.actions``."""
     frames = []
     has_mode = c["crrt_mode_category"].notna() | c["crrt_mode_name"].notna()
     if has_mode.any():
         m = c[has_mode]
-        changed = _changed(m, ["crrt_mode_category"])
-        frames.append(_base(m, kind=np.where(changed, EventKind.ACTION, EventKind.OBSERVATION),
+        frames.append(_base(m, kind=EventKind.OBSERVATION,
                             domain=Domain.CRRT, category="crrt:" + _text(m["crrt_mode_category"]),
                             name=_text(m["crrt_mode_name"]))
                       .assign(source_key=lambda f: f["source_key"] + ":mode"))
@@ -746,9 +765,8 @@ def _crrt(c: pd.DataFrame) -> pd.DataFrame:
 
 def _position(c: pd.DataFrame) -> pd.DataFrame:
     cat = _text(c["position_category"])
-    # Proning is an intervention; routine position charting is not.
-    kind = np.where(cat == "prone", EventKind.ACTION, EventKind.OBSERVATION)
-    return _base(c, kind=kind, domain=Domain.POSITION, category=cat,
+    # Proning (and its end) is derived as a decision by windows.actions.
+    return _base(c, kind=EventKind.OBSERVATION, domain=Domain.POSITION, category=cat,
                  name=_text(c["position_name"]))
 
 
