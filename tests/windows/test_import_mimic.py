@@ -1532,3 +1532,44 @@ def test_the_arrow_reader_reads_as_missing_exactly_what_pandas_does():
     from windows.importers.base import _PANDAS_NA
 
     assert set(_PANDAS_NA) == set(STR_NA_VALUES)
+
+
+@pytest.mark.django_db
+def test_an_error_in_a_later_batch_says_what_was_imported_and_a_rerun_completes_it(
+    tmp_path,
+):
+    """MIMIC-IV commits batch by batch (a full copy is too large for one
+    transaction): the error names the row, says which batches stay, and a re-run
+    after the fix imports the rest."""
+    tables = mimic_tables()
+    last = max(tables["hosp/admissions"], key=lambda a: a["admittime"])["hadm_id"]
+    row = next(
+        i for i, r in enumerate(tables["icu/chartevents"]) if r["hadm_id"] == last
+    )
+    good = tables["icu/chartevents"][row]["charttime"]
+    tables["icu/chartevents"][row]["charttime"] = "2151-03-01 25:99"
+    directory = write_mimic(tmp_path / "m", tables)
+    with pytest.raises(SourceDataError) as info:
+        mimic_import(directory=directory, batch_stays=1)
+    message = str(info.value.messages[0])
+    assert f"row {row + 1}" in message and "column charttime" in message
+    assert "batch 2 of 2 rolled back" in message
+    assert "1 earlier batch(es), 1 admissions, were imported" in message
+    assert "running the import again skips them" in message
+    assert Admission.objects.count() == 1
+    assert not Admission.objects.filter(source_id=str(last)).exists()
+
+    tables["icu/chartevents"][row]["charttime"] = good
+    summary = mimic_import(directory=write_mimic(tmp_path / "fixed", tables), batch_stays=1)
+    assert summary.skipped_admissions == 1 and summary.admissions == 1
+    assert event_counts() == IMPORTED_ROWS
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("age", ["40000", "-3", "61.5"])
+def test_an_age_that_is_no_whole_human_age_is_rejected_before_any_write(tmp_path, age):
+    tables = mimic_tables()
+    tables["hosp/patients"][1]["anchor_age"] = age
+    assert_rejected(
+        write_mimic(tmp_path / "m", tables), "patients", "row 2", "column anchor_age"
+    )

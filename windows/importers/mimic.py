@@ -440,6 +440,17 @@ def _read_cohort(folder: MimicFolder) -> Cohort:
         }
     )
     _check_unique(patients["subject_id"], file=file, column="subject_id")
+    # Ages go into a whole-number column: a fraction, a negative age or one past
+    # any human's (MIMIC-IV caps at 91) is a data error, named before any write.
+    for column, low, high in (("anchor_age", 0, 130), ("anchor_year", 1800, 2500)):
+        values = patients[column].to_numpy(dtype=float)
+        reject_first(
+            (values != np.floor(values)) | (values < low) | (values > high),
+            lambda pos, column=column: f"{patients[column].iloc[pos]!r} is not a whole "
+            f"number from {low} to {high}",
+            file=file,
+            column=column,
+        )
     patients = patients.set_index("subject_id")
 
     raw, admissions_file = folder.read(ADMISSIONS, required=True)
@@ -2196,19 +2207,38 @@ def mimic_import(
     progress.start(
         len(batches) * (len(steps) + 1), "MIMIC-IV: patients, admissions, stays"
     )
+    committed = 0
     for number, hadm_ids in enumerate(batches, start=1):
-        with transaction.atomic(), EventWriter() as writer:
-            batch = _write_cohort(hadm_ids, cohort, diagnoses, summary, writer)
-            progress.advance(
-                1, f"batch {number}/{len(batches)}: {len(hadm_ids)} admissions"
-            )
-            for step in steps:
-                step.run(batch, writer, progress, summary)
-                progress.advance(1, f"batch {number}/{len(batches)}: {step.name} done")
-            writer.flush()
-            summary.add_actions(
-                actions_derive(admission_ids=[int(a) for a in batch.admission_ids])
-            )
+        try:
+            with transaction.atomic(), EventWriter() as writer:
+                batch = _write_cohort(hadm_ids, cohort, diagnoses, summary, writer)
+                progress.advance(
+                    1, f"batch {number}/{len(batches)}: {len(hadm_ids)} admissions"
+                )
+                for step in steps:
+                    step.run(batch, writer, progress, summary)
+                    progress.advance(
+                        1, f"batch {number}/{len(batches)}: {step.name} done"
+                    )
+                writer.flush()
+                summary.add_actions(
+                    actions_derive(admission_ids=[int(a) for a in batch.admission_ids])
+                )
+        except ValidationError as exc:
+            # Batches commit one by one (a full MIMIC-IV is too large for one
+            # transaction): say exactly what stays, and that a re-run completes it.
+            raise SourceDataError(
+                "; ".join(exc.messages)
+                + f" (batch {number} of {len(batches)} rolled back; "
+                + (
+                    f"{number - 1} earlier batch(es), {committed} admissions, were "
+                    "imported and stay: running the import again skips them and "
+                    "completes it)"
+                    if committed
+                    else "nothing was imported)"
+                )
+            ) from exc
+        committed += len(hadm_ids)
     for step in steps:
         if step.untimed:
             summary.notes.append(
