@@ -292,7 +292,7 @@ def test_billing_codes_are_coded_records_never_actions_nor_at_the_bedside(demo):
 def test_the_import_summary_counts_the_decisions(demo):
     assert demo.actions[Domain.RESPIRATORY] == Event.objects.filter(
         domain=Domain.RESPIRATORY, kind=EventKind.ACTION).count()
-    assert "clinical decisions (actions)" in str(demo)
+    assert "actions derived by windows.actions" in str(demo)
 
 
 @pytest.mark.django_db

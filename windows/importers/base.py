@@ -564,7 +564,10 @@ class ImportSummary:
         for table, n in sorted(self.events.items()):
             lines.append(f"  {table:<40} {n:>10}")
         if self.actions:
-            lines.append(f"  clinical decisions (actions): {sum(self.actions.values())}")
+            lines.append(
+                f"  actions derived by windows.actions (changes of rate, device, mode, "
+                f"setting, CRRT, position, code status): {sum(self.actions.values())}"
+            )
             for domain, n in sorted(self.actions.items()):
                 lines.append(f"    {domain:<38} {n:>10}")
         lines.extend(f"  note: {note}" for note in self.notes)
