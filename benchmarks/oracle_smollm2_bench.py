@@ -35,7 +35,10 @@ from annotation.services import campaign_create  # noqa: E402
 from oracle import services  # noqa: E402
 from oracle.models import Backbone, BackboneKind, OracleLabel  # noqa: E402
 from oracle.prompts import TOKENS_PER_MESSAGE  # noqa: E402
-from oracle.services.tokens import calibrated_chars_per_token  # noqa: E402
+from oracle.services.tokens import (  # noqa: E402
+    calibrated_chars_per_token,
+    prompt_budget,
+)
 from tests.annotation.conftest import make_role_user  # noqa: E402
 from tests.oracle.llm_server import MODEL_ALIAS, LlamaServer  # noqa: E402
 from windows.accounts import Role  # noqa: E402
@@ -78,6 +81,12 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--n-ctx", type=int, default=8192, help="The server's window.")
     parser.add_argument("--windows", type=int, default=10)
+    parser.add_argument(
+        "--estimate-only", action="store_true",
+        help="Do not count with the server's tokenizer: the estimate, calibrated "
+        "chunk by chunk, keeps the budget alone.",
+    )
+    parser.add_argument("--chunk-size", type=int, default=None)
     args = parser.parse_args()
     if not Stay.objects.exists():
         with tempfile.TemporaryDirectory() as folder:
@@ -85,8 +94,11 @@ def main() -> None:
         stays = list(Stay.objects.order_by("pk"))
         windows_build_many(stays=stays, seed=7, per_stay=3)
     windows = list(Window.objects.filter(sampled_gold=True).order_by("pk"))[: args.windows]
-    admin = make_role_user(Role.ADMIN)
-    physicians = [make_role_user(Role.PHYSICIAN) for _ in range(2)]
+    tag = f"{time.time():.0f}"
+    admin = make_role_user(Role.ADMIN, username=f"bench-admin-{tag}")
+    physicians = [
+        make_role_user(Role.PHYSICIAN, username=f"bench-md{n}-{tag}") for n in range(2)
+    ]
     campaign = campaign_create(
         admin=admin, name=f"smollm2 bench {time.time():.0f}", windows=windows,
         physicians=physicians,
@@ -97,6 +109,9 @@ def main() -> None:
             admin=admin, name=f"smollm2 {time.time():.0f}", kind=BackboneKind.OPENAI,
             base_url=server.base_url, model=MODEL_ALIAS, detect=True,
         )
+        if args.estimate_only:
+            backbone.tokenizer = ""
+            backbone.save(update_fields=["tokenizer"])
         print(
             f"detected: {backbone.server_report}; reply format {backbone.reply_format}; "
             f"tokenizer {backbone.tokenizer or 'estimate'}; context "
@@ -107,7 +122,7 @@ def main() -> None:
             enqueue=False,
         )
         started = time.monotonic()
-        services.oracle_run_execute_inline(run_id=run.pk)
+        services.oracle_run_execute_inline(run_id=run.pk, chunk_size=args.chunk_size)
         elapsed = time.monotonic() - started
     finally:
         server.stop()
@@ -140,6 +155,10 @@ def main() -> None:
           f"calibrated (10th percentile) {ratio:.2f}")
     print(f"estimate error, chars/4 (before calibration): {error_of(before, reals)}")
     print(f"estimate error, calibrated: {error_of(after, reals)}")
+    budget = prompt_budget(backbone, template=run.prompt)
+    for label in sorted(labels, key=lambda label: label.pk):
+        print(f"  window {label.window_id}: estimate {label.prompt_estimate}, "
+              f"real {label.prompt_tokens}, budget {budget}")
     latencies = [label.latency_ms / 1000 for label in labels]
     print(f"seconds per window: median {statistics.median(latencies):.1f} on the wire, "
           f"{elapsed / len(labels):.1f} wall clock (run {elapsed:.0f} s)")

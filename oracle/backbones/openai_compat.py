@@ -230,6 +230,10 @@ class OpenAICompatBackbone:
         )
         self.prompt_budget = int(prompt_budget) if prompt_budget else None
         self.chars_per_token = float(chars_per_token or CHARS_PER_TOKEN)
+        # Characters per token of this batch's prompts as the server counted
+        # them: the estimate follows them from the next prompt on, instead of
+        # waiting for the backbone's calibration at the end of the chunk.
+        self.observed_ratios: list[float] = []
         self.tokenizer = tokenizer or ""
         self.backoff_base = backoff_base
         self.backoff_max = backoff_max
@@ -500,8 +504,15 @@ class OpenAICompatBackbone:
             context=context,
             template=self.template,
             budget=budget,
-            chars_per_token=self.chars_per_token,
+            chars_per_token=self.ratio(),
         )
+
+    def ratio(self) -> float:
+        """The estimate's characters per token: the backbone's calibration, or
+        less if a prompt of this batch showed fewer (with 3 % to spare)."""
+        if not self.observed_ratios:
+            return self.chars_per_token
+        return min(self.chars_per_token, 0.97 * min(self.observed_ratios))
 
     async def _fitted(self, client, context, budget: int | None, semaphore):
         """The prompt within ``budget``, by the estimate and then, where the
@@ -602,7 +613,7 @@ class OpenAICompatBackbone:
                 # Compress further, by how far over the server said it was (or
                 # by a quarter), and send once more (a repair turn keeps its
                 # reply and correction, so the prompt gives up their room).
-                tail = messages_tokens(repair, self.chars_per_token) if repair else 0
+                tail = messages_tokens(repair, self.ratio()) if repair else 0
                 size = max(1, (error.prompt_tokens or prompt.estimated_tokens + tail) - tail)
                 wanted = int(size * 0.75)
                 if error.context_tokens:
@@ -633,8 +644,9 @@ class OpenAICompatBackbone:
                     error=self._scrub(str(error), key),
                     raw_response=self._raw(raws, key),
                 )
-            if turn == 0 and reply.prompt_tokens is not None:
+            if turn == 0 and reply.prompt_tokens:
                 first["tokens"] = reply.prompt_tokens
+                self.observed_ratios.append(first["chars"] / reply.prompt_tokens)
             content = reply.content
             raws.append(content)
             try:

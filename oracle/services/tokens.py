@@ -9,14 +9,16 @@ import statistics
 from django.conf import settings
 from django.db import transaction
 
-from oracle.prompts import CHARS_PER_TOKEN
-
 # Observations kept per backbone, the fewest that calibrate, and the quantile
 # used: a low ratio (more tokens per character) keeps the estimate on the safe
 # side for nine prompts in ten before the margin and the server's count.
 CALIBRATION_KEEP = 200
 CALIBRATION_MIN = 3
 CALIBRATION_QUANTILE = 0.1
+# Before that: English prose runs at about 4 characters per token, clinical
+# text with numbers at 2.5-3 on small vocabularies (SmolLM2: 2.7), so an
+# uncalibrated backbone starts on the safe side of both.
+UNCALIBRATED_CHARS_PER_TOKEN = 3.0
 
 
 def context_tokens(backbone) -> int:
@@ -48,11 +50,11 @@ def prompt_budget(backbone, *, template=None) -> int:
 
 
 def calibrated_chars_per_token(calibration: dict | None) -> float:
-    """The safe quantile of the observed characters per token, or the plain
-    estimate's 4 until CALIBRATION_MIN prompts were observed."""
+    """The safe quantile of the observed characters per token, or
+    UNCALIBRATED_CHARS_PER_TOKEN until CALIBRATION_MIN prompts were observed."""
     ratios = [r for r in (calibration or {}).get("ratios", []) if r and r > 0]
     if len(ratios) < CALIBRATION_MIN:
-        return float(CHARS_PER_TOKEN)
+        return UNCALIBRATED_CHARS_PER_TOKEN
     ratios = sorted(ratios)
     index = int(CALIBRATION_QUANTILE * (len(ratios) - 1))
     return round(ratios[index], 4)
