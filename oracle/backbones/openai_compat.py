@@ -518,23 +518,24 @@ class OpenAICompatBackbone:
         """The prompt within ``budget``, by the estimate and then, where the
         server counts tokens, by its count: rebuilt at a budget scaled by how
         far the count was over, at most three times. Returns the prompt and its
-        count (None without a tokenizer). Counting takes one of the requests in
-        flight: a server that serves one request at a time would otherwise
-        keep the counts waiting behind the completions until they time out."""
+        count (None without a tokenizer). Building and counting take one of
+        the requests in flight: the prompt is built when the request can go,
+        with the ratios the batch has seen by then, and a server that serves
+        one request at a time does not keep counts waiting behind completions
+        until they time out."""
 
-        async def count(messages):
+        async def built(target):
             async with semaphore:
-                return await self._count(client, messages)
+                prompt = self._build(context, target)
+                return prompt, await self._count(client, prompt.messages)
 
-        prompt = self._build(context, budget)
-        counted = await count(prompt.messages)
+        prompt, counted = await built(budget)
         target = budget
         for _ in range(3):
             if counted is None or budget is None or counted <= budget:
                 break
             target = int(target * budget / counted * 0.97) - 8
-            prompt = self._build(context, target)
-            counted = await count(prompt.messages)
+            prompt, counted = await built(target)
         if counted is not None and budget is not None and counted > budget:
             raise PromptBudgetError(
                 f"The prompt of window {context.window_id} is {counted} tokens by the "
