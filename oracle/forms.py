@@ -9,6 +9,7 @@ from django import forms
 
 from annotation.models import Campaign
 from oracle.models import Backbone, BackboneKind, PromptTemplate, ReplyFormat, Tokenizer
+from realicu_web.jsonlimits import JsonLimitError, loads_bounded
 from windows.models import Cohort
 
 
@@ -81,9 +82,11 @@ class BackboneForm(forms.Form):
         if not text:
             return {}
         try:
-            value = json.loads(text)
+            value = loads_bounded(text)
         except json.JSONDecodeError as error:
             raise forms.ValidationError(f"Not valid JSON: {error.msg}.") from error
+        except JsonLimitError as error:  # nested thousands deep, a giant integer
+            raise forms.ValidationError(f"Refused: {error}.") from error
         if not isinstance(value, dict):
             raise forms.ValidationError("Parameters must be a JSON object.")
         return value

@@ -207,6 +207,11 @@ def validation_reports_of(*, admin, run: OracleRun) -> QuerySet[ValidationReport
 
 def validation_report_get(*, admin, run: OracleRun, report_id) -> ValidationReport:
     _require_admin(admin)
+    # A report id comes from the query string: anything but a plausible id is
+    # no report (a 5,000-digit number would overflow the database's integer).
+    report_id = str(report_id)
+    if not report_id.isdigit() or len(report_id) > 18:
+        raise Http404("No such validation report.")
     report = run.validation_reports.select_related("campaign").filter(pk=report_id).first()
     if report is None:
         raise Http404("No such validation report.")
@@ -230,6 +235,9 @@ VALIDATION_ACTIVE = (ValidationJobState.QUEUED, ValidationJobState.RUNNING)
 
 def validation_job_get(*, admin, run: OracleRun, job_id) -> ValidationJob:
     _require_admin(admin)
+    job_id = str(job_id)
+    if not job_id.isdigit() or len(job_id) > 18:
+        raise Http404("No such validation.")
     job = (
         ValidationJob.objects.select_related("campaign", "report")
         .filter(run=run, pk=job_id)

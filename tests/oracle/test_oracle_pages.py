@@ -111,6 +111,12 @@ def test_admin_pages_render(client, admin_user, run):
     assert "Oracle" in client.get(reverse("oracle:run_list")).content.decode()
     validation = client.get(reverse("oracle:run_validation", args=[run.pk])).content.decode()
     assert "data-no-report" in validation  # no promote button without a report
+    for query in ("report", "job"):
+        for value in ("9" * 5000, "abc", "-1"):
+            response = client.get(
+                reverse("oracle:run_validation", args=[run.pk]), {query: value}
+            )
+            assert response.status_code == 404, (query, value[:10])
     assert 'id="validation-job"' in validation  # the queued validation's bar
 
 
@@ -159,6 +165,11 @@ def test_backbone_form_takes_a_variable_name_never_a_key(client, admin_user):
     assert not Backbone.objects.filter(name="local vllm").exists()
     response = client.post(url, {**data, "parameters": "[1]"})
     assert "JSON object" in response.content.decode()
+    for deep in ('{"a": ' * 5000 + "1" + "}" * 5000, '{"seed": ' + "9" * 5000 + "}"):
+        response = client.post(url, {**data, "api_key_env": "REALICU_LLM_VLLM_KEY",
+                                     "parameters": deep})
+        assert response.status_code == 200 and "Refused:" in response.content.decode()
+    assert not Backbone.objects.filter(name="local vllm").exists()
     response = client.post(url, {**data, "api_key_env": "REALICU_LLM_VLLM_KEY"})
     assert response.status_code == 302
     backbone = Backbone.objects.get(name="local vllm")
