@@ -36,6 +36,9 @@ def test_admin_settles_a_disagreement_on_the_adjudication_page(
     page.wait_for_selector("[data-queue-count='3']")
     page.click(f"tr[data-window-id='{w3.pk}'] a")
     page.wait_for_selector("[data-window-state=open]")
+    # The page's keys are bound by a deferred script: wait for the page to load
+    # before typing, as a person would see it loaded.
+    page.wait_for_load_state("load")
     assert page.locator("[data-dispute]").count() == 2
 
     # The status: 3 = deteriorating, then the reason, Enter records it.
