@@ -288,3 +288,40 @@ def test_thresholds_an_admin_sets_apply_and_others_cannot_set_them(
     )
     assert release.validation_report == report
     assert not PromotionOverride.objects.exists()
+
+
+def test_the_command_line_refuses_below_the_thresholds_and_takes_an_override_reason(
+    admin_user, tiny_run, release_dirs
+):
+    """build_release holds the CLI to the same gate as the promote page."""
+    from io import StringIO
+
+    from django.core.management import CommandError, call_command
+
+    report_with(tiny_run, figures(0.60, 0.96, 0.90, 0.40))
+    args = ["build_release", "--oracle-run", str(tiny_run.pk),
+            "--user", admin_user.get_username()]
+    with pytest.raises(CommandError, match="status macro-F1 0.600 is below the threshold"):
+        call_command(*args, stdout=StringIO(), stderr=StringIO())
+    assert not Release.objects.exists() and not PromotionOverride.objects.exists()
+
+    reason = "Pilot Scale release for the reading group; thresholds not reached yet."
+    out = StringIO()
+    call_command(*args, "--override-reason", reason, stdout=out, stderr=StringIO())
+    release = Release.objects.get()
+    assert release.state == ReleaseState.READY and "windows in" in out.getvalue()
+    override = PromotionOverride.objects.get()
+    assert override.release_id == release.pk and override.reason == reason
+    manifest = json.loads((release_dirs / release.directory / "manifest.json").read_text())
+    assert manifest["promotion"]["override"]["reason"] == reason
+
+
+def test_the_command_line_refuses_an_override_reason_for_gold(admin_user):
+    from io import StringIO
+
+    from django.core.management import CommandError, call_command
+
+    with pytest.raises(CommandError, match="for Scale releases"):
+        call_command("build_release", "--campaign", "1", "--user",
+                     admin_user.get_username(), "--override-reason", "x",
+                     stdout=StringIO(), stderr=StringIO())

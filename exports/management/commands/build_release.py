@@ -1,5 +1,6 @@
-"""manage.py build_release (--campaign ID | --oracle-run ID) --user NAME: build a
-new version of RealICU-Gold or RealICU-Scale here, with a progress line."""
+"""manage.py build_release (--campaign ID | --oracle-run ID) --user NAME
+[--override-reason TEXT]: build a new version of RealICU-Gold or RealICU-Scale
+here, with a progress line."""
 
 from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -27,13 +28,26 @@ class Command(BaseCommand):
             "--user", required=True, help="Username of the admin who builds it."
         )
         parser.add_argument("--notes", default="")
+        parser.add_argument(
+            "--override-reason",
+            default="",
+            help="Scale only: promote although the validation figures are below the "
+            "promotion thresholds, for this reason (recorded and written into the "
+            "manifest, as on the promote page).",
+        )
 
-    def handle(self, *args, campaign=None, oracle_run=None, user=None, notes="", **options):
+    def handle(self, *args, campaign=None, oracle_run=None, user=None, notes="",
+               override_reason="", **options):
         admin = get_user_model().objects.filter(username=user).first()
         if admin is None:
             raise CommandError(f"No user {user!r}.")
         try:
             if campaign is not None:
+                if override_reason:
+                    raise CommandError(
+                        "--override-reason is for Scale releases; a Gold release has "
+                        "no promotion thresholds."
+                    )
                 found = Campaign.objects.filter(pk=campaign).first()
                 if found is None:
                     raise CommandError(f"No campaign with id {campaign}.")
@@ -45,7 +59,8 @@ class Command(BaseCommand):
                 if run is None:
                     raise CommandError(f"No Oracle run with id {oracle_run}.")
                 release = release_create(
-                    user=admin, kind=ReleaseKind.SCALE, oracle_run=run, notes=notes
+                    user=admin, kind=ReleaseKind.SCALE, oracle_run=run, notes=notes,
+                    override_reason=override_reason,
                 )
             progress = Progress(sinks=[ConsoleProgress(stream=self.stderr._out)])
             release = release_build(release=release, progress=progress)
