@@ -2030,16 +2030,18 @@ def _transfers(f: pd.DataFrame, file: str) -> pd.DataFrame:
     )
 
 
-def _procedures_icd(f: pd.DataFrame, file: str) -> pd.DataFrame:
-    """ICD procedure codes, coded after discharge with a date only: hindsight
-    records (kind coded), named as CLIF's patient_procedures (format and code)."""
+def _coded_events(
+    f: pd.DataFrame, file: str, *, table: str, code_column: str, system
+) -> pd.DataFrame:
+    """Codes billed with a date only: hindsight records (kind coded), named as
+    CLIF's patient_procedures (code system and code). ``system`` gives each
+    row's code system from its columns and code."""
     col = _Columns(f, file, f["_row"].to_numpy())
-    code = col.text("icd_code").astype(str).str.strip()
-    version = col.number("icd_version")
-    fmt = pd.Series(np.where(version == 10, "ICD10PCS", "ICD9"), index=f.index)
+    code = col.text(code_column).astype(str).str.strip()
+    fmt = pd.Series(system(col, code), index=f.index)
     return _events(
         f,
-        "procedures_icd",
+        table,
         time=col.time("chartdate", required=True),
         kind=CODED,
         domain=Domain.PROCEDURES.value,
@@ -2050,23 +2052,24 @@ def _procedures_icd(f: pd.DataFrame, file: str) -> pd.DataFrame:
     )
 
 
+def _procedures_icd(f: pd.DataFrame, file: str) -> pd.DataFrame:
+    """ICD procedure codes (ICD-9 or ICD-10-PCS by icd_version)."""
+    return _coded_events(
+        f, file, table="procedures_icd", code_column="icd_code",
+        system=lambda col, code: np.where(
+            col.number("icd_version") == 10, "ICD10PCS", "ICD9"
+        ),
+    )
+
+
 def _hcpcsevents(f: pd.DataFrame, file: str) -> pd.DataFrame:
-    """CPT and HCPCS codes billed with a date only: hindsight records (kind
-    coded); a five-digit code is CPT, a letter and four digits HCPCS."""
-    col = _Columns(f, file, f["_row"].to_numpy())
-    code = col.text("hcpcs_cd").astype(str).str.strip()
-    fmt = pd.Series(np.where(code.str.fullmatch(r"\d{4}[0-9A-Z]"), "CPT", "HCPCS"),
-                    index=f.index)
-    return _events(
-        f,
-        "hcpcsevents",
-        time=col.time("chartdate", required=True),
-        kind=CODED,
-        domain=Domain.PROCEDURES.value,
-        category=fmt,
-        name=fmt + " " + code,
-        value_text=code,
-        source_key=_row_keys(col.rows),
+    """CPT and HCPCS codes: a five-character code of four digits and a digit or
+    letter is CPT, else HCPCS."""
+    return _coded_events(
+        f, file, table="hcpcsevents", code_column="hcpcs_cd",
+        system=lambda col, code: np.where(
+            code.str.fullmatch(r"\d{4}[0-9A-Z]"), "CPT", "HCPCS"
+        ),
     )
 
 
