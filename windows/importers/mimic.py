@@ -212,6 +212,15 @@ _EMAR_ACTION = (
 # --- parsing with row numbers ----------------------------------------------------
 
 
+def _reject_rows(bad, message, *, file: str, column: str, rows: np.ndarray) -> None:
+    """Raise SourceDataError at the first value where ``bad`` holds, naming the
+    file row ``rows`` gives for it; ``message(pos)`` words the error."""
+    mask = np.asarray(bad, dtype=bool)
+    if mask.any():
+        pos = int(mask.nonzero()[0][0])
+        raise SourceDataError(message(pos), file=file, row=int(rows[pos]), column=column)
+
+
 def _numbers(
     values: pd.Series,
     *,
@@ -223,33 +232,18 @@ def _numbers(
 ) -> pd.Series:
     """Floats; a value that is not a number raises naming its row. ``rows`` holds
     the 1-based file row of each value."""
+    where = {"file": file, "column": column, "rows": rows}
     try:
         out = values.astype("float64")
     except (TypeError, ValueError):
         out = pd.to_numeric(values, errors="coerce")
-        bad = (out.isna() & values.notna()).to_numpy()
-        pos = int(bad.nonzero()[0][0])
-        raise SourceDataError(
-            f"{values.iloc[pos]!r} is not a number",
-            file=file,
-            row=int(rows[pos]),
-            column=column,
-        ) from None
-    if required and out.isna().any():
-        pos = int(out.isna().to_numpy().nonzero()[0][0])
-        raise SourceDataError(
-            "value is missing", file=file, row=int(rows[pos]), column=column
-        )
+        _reject_rows(out.isna() & values.notna(),
+                     lambda pos: f"{values.iloc[pos]!r} is not a number", **where)
+    if required:
+        _reject_rows(out.isna(), lambda pos: "value is missing", **where)
     if integer:
-        bad = (out.notna() & (out % 1 != 0)).to_numpy()
-        if bad.any():
-            pos = int(bad.nonzero()[0][0])
-            raise SourceDataError(
-                f"{values.iloc[pos]!r} is not an integer id",
-                file=file,
-                row=int(rows[pos]),
-                column=column,
-            )
+        _reject_rows(out.notna() & (out % 1 != 0),
+                     lambda pos: f"{values.iloc[pos]!r} is not an integer id", **where)
     return out
 
 
@@ -265,36 +259,21 @@ def _times(
     columns (``DATE_COLUMNS``: dod, chartdate, storedate), dates; an unparseable
     value, a date without a time in a time column or, if required, a missing
     value raises naming its row."""
+    where = {"file": file, "column": column, "rows": rows}
     if pd.api.types.is_datetime64_any_dtype(values):
         out = values if values.dt.tz is not None else values.dt.tz_localize("UTC")
         out = out.dt.tz_convert("UTC")
     else:
         out = pd.to_datetime(values, format="ISO8601", errors="coerce", utc=True)
-        bad = (out.isna() & values.notna()).to_numpy()
-        if bad.any():
-            pos = int(bad.nonzero()[0][0])
-            raise SourceDataError(
-                f"unparseable time {values.iloc[pos]!r}",
-                file=file,
-                row=int(rows[pos]),
-                column=column,
-            )
+        _reject_rows(out.isna() & values.notna(),
+                     lambda pos: f"unparseable time {values.iloc[pos]!r}", **where)
         if column not in DATE_COLUMNS:
             # "2180-07-23" parses as midnight: a time column must say its time.
-            short = (values.notna() & (values.astype(str).str.len() <= 10)).to_numpy()
-            if short.any():
-                pos = int(short.nonzero()[0][0])
-                raise SourceDataError(
-                    f"{values.iloc[pos]!r} is a date without a time",
-                    file=file,
-                    row=int(rows[pos]),
-                    column=column,
-                )
-    if required and out.isna().any():
-        pos = int(out.isna().to_numpy().nonzero()[0][0])
-        raise SourceDataError(
-            "time is missing", file=file, row=int(rows[pos]), column=column
-        )
+            _reject_rows(values.notna() & (values.astype(str).str.len() <= 10),
+                         lambda pos: f"{values.iloc[pos]!r} is a date without a time",
+                         **where)
+    if required:
+        _reject_rows(out.isna(), lambda pos: "time is missing", **where)
     return out
 
 
@@ -1628,15 +1607,9 @@ def _inputevents(labels: Labels) -> Callable:
 
 
 def _check_interval(start: pd.Series, end: pd.Series, *, file: str, rows) -> None:
-    bad = ((end < start) & end.notna()).to_numpy()
-    if bad.any():
-        pos = int(bad.nonzero()[0][0])
-        raise SourceDataError(
-            f"endtime {end.iloc[pos]} is before starttime {start.iloc[pos]}",
-            file=file,
-            row=int(rows[pos]),
-            column="endtime",
-        )
+    _reject_rows((end < start) & end.notna(),
+                 lambda pos: f"endtime {end.iloc[pos]} is before starttime {start.iloc[pos]}",
+                 file=file, column="endtime", rows=rows)
 
 
 # statusdescription of an intermittent row that records no administration.
