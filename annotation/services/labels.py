@@ -12,34 +12,30 @@ from django.utils import timezone
 
 from annotation.blindness import window_is_closed
 from annotation.models import (
-    ActionRating,
     Assignment,
     AssignmentState,
     CampaignWindow,
     Label,
     LabelRevision,
-    PatientStatus,
     RevisionKind,
 )
 from annotation.roles import user_is_physician
 from annotation.selectors import recorded_critical_actions
+from evaluation.labelschema import (  # noqa: F401
+    # The label's limits and lists, which callers import from annotation.services.
+    MAX_EVIDENCE_PER_ITEM,
+    MAX_ITEM_CHARS,
+    MAX_ITEMS_PER_LIST,
+    TEXT_LISTS,
+    label_read,
+)
 from windows.models import Event
 
-MAX_ITEM_CHARS = 300
-MAX_ITEMS_PER_LIST = 50
-MAX_EVIDENCE_PER_ITEM = 100
 # Time on task: the client sends the seconds it saw the physician active since
 # its last successful save; a save counts at most this many, and never more than
 # the time since the label's previous save.
 MAX_ACTIVE_SECONDS_PER_SAVE = 600
 ACTIVE_SECONDS_SLACK = 5
-
-# Free-text lists of a label and how one item is named in messages.
-TEXT_LISTS = {
-    "acute_problems": "Acute problem",
-    "added_actions": "Added action",
-    "red_flags": "Red flag",
-}
 
 
 def _require_physician(user) -> None:
@@ -110,30 +106,6 @@ def _active_seconds_bounded(
     return seconds
 
 
-def _event_ids(value, *, where: str, errors: list[str]) -> list[int]:
-    if value in (None, ""):
-        return []
-    if not isinstance(value, list):
-        errors.append(f"{where}: evidence must be a list of events.")
-        return []
-    ids = []
-    for item in value:
-        if isinstance(item, bool):
-            errors.append(f"{where}: evidence must be events, not {item!r}.")
-            continue
-        try:
-            ids.append(int(item))
-        except (TypeError, ValueError):
-            errors.append(f"{where}: evidence must be events, not {item!r}.")
-    ids = list(dict.fromkeys(ids))
-    if len(ids) > MAX_EVIDENCE_PER_ITEM:
-        errors.append(
-            f"{where} has {len(ids)} pieces of evidence; the limit is "
-            f"{MAX_EVIDENCE_PER_ITEM}."
-        )
-    return ids
-
-
 def _payload_clean(
     *,
     payload,
@@ -143,127 +115,31 @@ def _payload_clean(
     """The label's status and payload in canonical form, or a ValidationError
     whose messages, by field, say what to fix.
 
-    A draft (``complete=False``) may be unfinished: no status, empty items,
-    unrated actions. Whatever it holds must still fit: items of at most
-    MAX_ITEM_CHARS characters, evidence from the window's admission. A submit
-    also needs the status, no empty item, and a valid rating of every recorded
-    critical action of the window and of nothing else.
+    The label's shape is checked by ``evaluation.labelschema.label_read``: a
+    draft (``complete=False``) may be unfinished, a submit needs the status and
+    no empty item. On top of it: evidence from the window's admission only, and
+    a submit rates every recorded critical action of the window and nothing else.
     """
     if not isinstance(payload, dict):
         raise ValidationError("The label could not be read; reload to continue.")
+    reading = label_read(payload, complete=complete)
     errors: dict[str, list[str]] = {}
-    # Evidence ids per field, checked against the admission in one query below.
-    cited: dict[str, list[int]] = {}
 
     def add(field: str, message: str) -> None:
         errors.setdefault(field, []).append(message)
 
-    status = payload.get("status") or ""
-    if not isinstance(status, str) or (status and status not in PatientStatus.values):
-        add("status", "Patient status must be improving, stable or deteriorating.")
-        status = ""
-    elif complete and not status:
-        add("status", "Choose the patient status: improving, stable or deteriorating.")
-    field_errors: list[str] = []
-    status_evidence = _event_ids(
-        payload.get("status_evidence"), where="Patient status", errors=field_errors
-    )
-    for message in field_errors:
-        add("status_evidence", message)
-    cited["status_evidence"] = status_evidence
-    body: dict = {"status_evidence": status_evidence}
-
-    def items_of(field: str) -> list:
-        value = payload.get(field)
-        if value in (None, ""):
-            return []
-        if not isinstance(value, list) or not all(isinstance(i, dict) for i in value):
-            add(field, f"{field.replace('_', ' ').capitalize()} could not be read.")
-            return []
-        if len(value) > MAX_ITEMS_PER_LIST:
-            add(
-                field,
-                f"{field.replace('_', ' ').capitalize()} has {len(value)} items; "
-                f"the limit is {MAX_ITEMS_PER_LIST}.",
-            )
-            return []
-        return value
-
-    for field, noun in TEXT_LISTS.items():
-        cleaned = []
-        cited[field] = []
-        for n, item in enumerate(items_of(field), start=1):
-            where = f"{noun} {n}"
-            text = item.get("text", "")
-            if not isinstance(text, str):
-                add(field, f"{where} must be text.")
-                text = ""
-            text = text.strip()
-            if complete and not text:
-                add(field, f"{where} is empty: write it or remove it.")
-            if len(text) > MAX_ITEM_CHARS:
-                add(
-                    field,
-                    f"{where} is {len(text)} characters long; the limit is "
-                    f"{MAX_ITEM_CHARS}.",
-                )
-            field_errors = []
-            evidence = _event_ids(
-                item.get("evidence"), where=where, errors=field_errors
-            )
-            for message in field_errors:
-                add(field, message)
-            cited[field] += evidence
-            cleaned.append({"text": text, "evidence": evidence})
-        body[field] = cleaned
-
-    ratings = []
-    rated: set[int] = set()
-    cited["action_ratings"] = []
-    for n, item in enumerate(items_of("action_ratings"), start=1):
-        where = f"Rated action {n}"
-        try:
-            event_id = int(item.get("event_id"))
-        except (TypeError, ValueError):
-            add("action_ratings", f"{where} does not name a recorded action.")
-            continue
-        if event_id in rated:
-            add("action_ratings", f"{where} rates the same action twice.")
-            continue
-        rated.add(event_id)
-        rating = item.get("rating") or ""
-        if not isinstance(rating, str) or (
-            rating and rating not in ActionRating.values
-        ):
-            add(
-                "action_ratings",
-                f"{where}: the rating must be best practice, acceptable or "
-                "potentially harmful.",
-            )
-            rating = ""
-        elif complete and not rating:
-            add(
-                "action_ratings",
-                f"{where} is not rated: best practice, acceptable or potentially "
-                "harmful.",
-            )
-        field_errors = []
-        evidence = _event_ids(item.get("evidence"), where=where, errors=field_errors)
-        for message in field_errors:
-            add("action_ratings", message)
-        cited["action_ratings"] += [event_id, *evidence]
-        ratings.append({"event_id": event_id, "rating": rating, "evidence": evidence})
-    body["action_ratings"] = ratings
+    for problem in reading.problems:
+        add(problem.field, problem.message)
 
     window = assignment.window
-    all_cited = {pk for ids in cited.values() for pk in ids}
+    all_cited = {pk for ids in reading.cited.values() for pk in ids}
     if all_cited:
         known = set(
             Event.objects.filter(
                 admission_id=window.stay.admission_id, pk__in=all_cited
             ).values_list("pk", flat=True)
         )
-        for field, ids in cited.items():
+        for field, ids in reading.cited.items():
             foreign = [pk for pk in dict.fromkeys(ids) if pk not in known]
             if foreign:
                 add(
@@ -274,6 +150,7 @@ def _payload_clean(
                     f"{'do' if len(foreign) > 1 else 'does'} not belong to it.",
                 )
 
+    rated = {item["event_id"] for item in reading.payload["action_ratings"]}
     if complete and "action_ratings" not in errors:
         critical = list(
             recorded_critical_actions(assignment=assignment).values_list(
@@ -300,7 +177,7 @@ def _payload_clean(
 
     if errors:
         raise ValidationError(errors)
-    return status, body
+    return reading.status, reading.payload
 
 
 def _label_write(
