@@ -9,59 +9,18 @@ import re
 
 import jsonschema
 
-from annotation.models import ActionRating, PatientStatus
-from annotation.services import MAX_EVIDENCE_PER_ITEM, MAX_ITEM_CHARS, MAX_ITEMS_PER_LIST
+from evaluation.labelschema import (
+    LABEL_SCHEMA,
+    PAYLOAD_FIELDS,
+    RATING_VALUES,
+    STATUS_VALUES,
+    TEXT_LISTS,
+    label_read,
+)
 
-_EVIDENCE = {
-    "type": "array",
-    "items": {"type": "integer"},
-    "maxItems": MAX_EVIDENCE_PER_ITEM,
-}
-_TEXT_ITEM = {
-    "type": "object",
-    "properties": {"text": {"type": "string"}, "evidence": _EVIDENCE},
-    "required": ["text", "evidence"],
-}
-_TEXT_LIST = {"type": "array", "items": _TEXT_ITEM, "maxItems": MAX_ITEMS_PER_LIST}
-
-REPLY_SCHEMA: dict = {
-    "type": "object",
-    "properties": {
-        "status": {"type": "string", "enum": list(PatientStatus.values)},
-        "status_evidence": _EVIDENCE,
-        "acute_problems": _TEXT_LIST,
-        "action_ratings": {
-            "type": "array",
-            "maxItems": MAX_ITEMS_PER_LIST,
-            "items": {
-                "type": "object",
-                "properties": {
-                    "event_id": {"type": "integer"},
-                    "rating": {"type": "string", "enum": list(ActionRating.values)},
-                    "evidence": _EVIDENCE,
-                },
-                "required": ["event_id", "rating", "evidence"],
-            },
-        },
-        "added_actions": _TEXT_LIST,
-        "red_flags": _TEXT_LIST,
-    },
-    "required": [
-        "status",
-        "status_evidence",
-        "acute_problems",
-        "action_ratings",
-        "added_actions",
-        "red_flags",
-    ],
-}
+# A reply is a complete label, status included (evaluation.labelschema).
+REPLY_SCHEMA: dict = LABEL_SCHEMA
 _VALIDATOR = jsonschema.Draft202012Validator(REPLY_SCHEMA)
-
-TEXT_LISTS = {
-    "acute_problems": "Acute problem",
-    "added_actions": "Added action",
-    "red_flags": "Red flag",
-}
 _FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
 
 
@@ -101,7 +60,7 @@ def _bounded_schema(*, ids, recorded, items, evidence, text_chars) -> dict:
             "type": "object",
             "properties": {
                 "event_id": {"type": "integer", "enum": [event_id]},
-                "rating": {"type": "string", "enum": list(ActionRating.values)},
+                "rating": {"type": "string", "enum": list(RATING_VALUES)},
                 "evidence": ratings_evidence,
             },
             "required": ["event_id", "rating", "evidence"],
@@ -124,14 +83,14 @@ def _bounded_schema(*, ids, recorded, items, evidence, text_chars) -> dict:
     return {
         "type": "object",
         "properties": {
-            "status": {"type": "string", "enum": list(PatientStatus.values)},
+            "status": {"type": "string", "enum": list(STATUS_VALUES)},
             "status_evidence": cited,
             "acute_problems": text_list,
             "action_ratings": ratings,
             "added_actions": text_list,
             "red_flags": text_list,
         },
-        "required": list(REPLY_SCHEMA["required"]),
+        "required": ["status", *PAYLOAD_FIELDS],
         "additionalProperties": False,
     }
 
@@ -236,58 +195,39 @@ def payload_validate(
     recorded_action_ids,
 ) -> tuple[str, dict]:
     """Reply-level rules on a label in canonical shape (a parsed reply, or a
-    label made by the rules backbone): every item non-empty and at most
-    MAX_ITEM_CHARS characters; evidence only from ``allowed_event_ids`` (the
-    events the prompt showed) and, when there were any, at least one per
-    status and free-text item; exactly the recorded actions rated, once each.
-    Returns the status and payload with texts stripped and evidence deduplicated;
-    raises ReplyError naming every problem (unknown ids by number)."""
-    problems: list[str] = []
+    label made by the rules backbone): the label's shape as a complete label
+    (``evaluation.labelschema.label_read``: every item non-empty and at most
+    MAX_ITEM_CHARS characters, each action rated once); evidence only from
+    ``allowed_event_ids`` (the events the prompt showed) and, when there were
+    any, at least one per status and free-text item; exactly the recorded
+    actions rated. Returns the status and payload with texts stripped and
+    evidence deduplicated; raises ReplyError naming every problem (unknown ids
+    by number)."""
+    reading = label_read({**payload, "status": status}, complete=True)
+    problems = [problem.message for problem in reading.problems]
+    clean = reading.payload
     allowed = set(allowed_event_ids)
     recorded = list(dict.fromkeys(recorded_action_ids))
-    unknown: list[int] = []
-
-    def evidence_of(ids: list, where: str) -> list[int]:
-        ids = list(dict.fromkeys(ids))
-        unknown.extend(i for i in ids if i not in allowed)
-        if allowed and not ids:
-            problems.append(f"{where} cites no evidence: cite at least one event id.")
-        return ids
-
-    clean: dict = {"status_evidence": evidence_of(payload["status_evidence"], "The status")}
-    for field, noun in TEXT_LISTS.items():
-        items = []
-        for n, item in enumerate(payload[field], start=1):
-            where = f"{noun} {n}"
-            text = item["text"].strip()
-            if not text:
-                problems.append(f"{where} is empty: write it or leave it out.")
-            elif len(text) > MAX_ITEM_CHARS:
-                problems.append(
-                    f"{where} is {len(text)} characters long; the limit is "
-                    f"{MAX_ITEM_CHARS}."
-                )
-            items.append({"text": text, "evidence": evidence_of(item["evidence"], where)})
-        clean[field] = items
-    ratings = []
-    rated: set[int] = set()
     recorded_set = set(recorded)
+
+    if allowed:
+        if not clean["status_evidence"]:
+            problems.append("The status cites no evidence: cite at least one event id.")
+        for field, noun in TEXT_LISTS.items():
+            for n, item in enumerate(clean[field], start=1):
+                if not item["evidence"]:
+                    problems.append(
+                        f"{noun} {n} cites no evidence: cite at least one event id."
+                    )
     for n, item in enumerate(payload["action_ratings"], start=1):
-        event_id = item["event_id"]
-        if event_id not in recorded_set:
+        if item["event_id"] not in recorded_set:
             problems.append(
-                f"Action rating {n} rates event {event_id}, which is not one of the "
-                "window's recorded actions to rate"
+                f"Rated action {n} rates event {item['event_id']}, which is not one "
+                "of the window's recorded actions to rate"
                 + (f" ({', '.join(map(str, recorded))})." if recorded else " (none).")
             )
-            continue
-        if event_id in rated:
-            problems.append(f"Action rating {n} rates event {event_id} a second time.")
-            continue
-        rated.add(event_id)
-        ids = list(dict.fromkeys(item["evidence"]))
-        unknown.extend(i for i in ids if i not in allowed)
-        ratings.append({"event_id": event_id, "rating": item["rating"], "evidence": ids})
+    ratings = [r for r in clean["action_ratings"] if r["event_id"] in recorded_set]
+    rated = {r["event_id"] for r in ratings}
     missing = [pk for pk in recorded if pk not in rated]
     if missing:
         problems.append(
@@ -295,23 +235,20 @@ def payload_validate(
             f"{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))} "
             f"{'are' if len(missing) > 1 else 'is'} not rated."
         )
-    clean["action_ratings"] = ratings
+    clean = {**clean, "action_ratings": ratings}
+    items = [item for name in (*TEXT_LISTS, "action_ratings") for item in clean[name]]
+    cited = clean["status_evidence"] + [i for item in items for i in item["evidence"]]
+    unknown = list(dict.fromkeys(i for i in cited if i not in allowed))
     if unknown:
-        ids = list(dict.fromkeys(unknown))
         problems.append(
-            f"Evidence cites event id{'s' if len(ids) > 1 else ''} "
-            f"{', '.join(map(str, ids[:20]))}{' ...' if len(ids) > 20 else ''} "
+            f"Evidence cites event id{'s' if len(unknown) > 1 else ''} "
+            f"{', '.join(map(str, unknown[:20]))}"
+            f"{' ...' if len(unknown) > 20 else ''} "
             "that the prompt did not show; cite only ids shown in brackets."
         )
     if problems:
         raise ReplyError(problems)
-    return status, {
-        "status_evidence": clean["status_evidence"],
-        "acute_problems": clean["acute_problems"],
-        "action_ratings": clean["action_ratings"],
-        "added_actions": clean["added_actions"],
-        "red_flags": clean["red_flags"],
-    }
+    return reading.status, clean
 
 
 def reply_parse(
