@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 from django.core.exceptions import ValidationError
 
+from evaluation.labelschema import STATUS_VALUES
 from evaluation.matcher import SemanticMatcher, guard_similarity, tau_source_of
 from evaluation.metrics import (
     DEFAULT_K,
-    STATUS_LABELS,
     WindowGold,
     WindowPrediction,
     hours_bin,
@@ -77,10 +77,10 @@ def _check_line(
             )
         else:
             seen[window_id] = number
-    if "status" in record and record["status"] not in STATUS_LABELS:
+    if "status" in record and record["status"] not in STATUS_VALUES:
         errors.append(
             f"line {number}: status {record['status']!r} is not one of "
-            f"{', '.join(STATUS_LABELS)}"
+            f"{', '.join(STATUS_VALUES)}"
         )
     for name in LIST_FIELDS:
         if name in record:
