@@ -14,13 +14,11 @@ the server's tokenizer where it has one.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 
 from oracle.context import SUMMARY_COLUMNS, summary_coarsen
 from oracle.models import PromptTemplate
-from oracle.schema import REPLY_SCHEMA
 
 DEFAULT_VERSION = "hindsight-v1"
 DEFAULT_TOKEN_BUDGET = 12000
@@ -409,11 +407,6 @@ def prompt_build(
         estimated_tokens=estimated,
         compressions=compressions,
     )
-
-
-def reply_schema_text() -> str:
-    """REPLY_SCHEMA as compact JSON (for a template that wants to quote it)."""
-    return json.dumps(REPLY_SCHEMA, separators=(",", ":"))
 
 
 __all__ = [
