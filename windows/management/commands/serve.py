@@ -28,7 +28,10 @@ class Command(BaseCommand):
         web = [os.path.join(bin_dir, "gunicorn"), "-c", config, "--bind", bind,
                "--workers", str(web_workers), "--access-logfile", "-"]
         worker = [os.path.join(bin_dir, "celery"), "-A", "realicu_web", "worker",
-                  "--loglevel", "INFO", "--concurrency", str(concurrency)]
+                  "--loglevel", "INFO", "--concurrency", str(concurrency),
+                  # beat inside this one worker: the reaper (jobs.reaper) on its
+                  # schedule; production runs beat as its own service.
+                  "--beat", "--schedule", settings.CELERY_BEAT_SCHEDULE_FILENAME]
         procs = [subprocess.Popen(web), subprocess.Popen(worker)]
         self.stdout.write(f"RealICU Web at http://{bind}/  (Ctrl-C stops web and worker)")
 

@@ -1,0 +1,61 @@
+"""The kinds of job the reaper watches. Each app registers its job models in
+its ``AppConfig.ready`` (the ground floor knows no app above it)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from django.apps import apps
+
+
+@dataclass(frozen=True)
+class JobKind:
+    """How the reaper treats one job model.
+
+    ``queued``: the state of a job waiting for a worker; ``running``: the state
+    of a job a worker holds (heart-beating); ``failed``: where a job goes whose
+    workers kept dying (``max_attempts``). ``task`` is the Celery task that
+    takes ``(pk,)`` and resumes the job where it stopped. ``requeue`` replaces
+    the default re-queue (state back to ``queued``, task through the outbox);
+    ``cleanup`` runs when the job is failed or re-queued (a build's partial
+    folder). ``stalled`` may select more rows that have lost their workers
+    (an Oracle run whose chunks all stopped)."""
+
+    name: str
+    model: str
+    task: str
+    queued: str
+    running: str
+    failed: str
+    state_field: str = "state"
+    error_field: str = "error"
+    finished_field: str | None = "finished_at"
+    created_field: str = "created_at"
+    max_attempts: int = 3
+    requeue: Callable | None = None
+    cleanup: Callable | None = None
+
+    @property
+    def model_class(self):
+        return apps.get_model(self.model)
+
+
+_KINDS: dict[str, JobKind] = {}
+
+
+def register(kind: JobKind) -> None:
+    _KINDS[kind.name] = kind
+
+
+def kinds() -> list[JobKind]:
+    return list(_KINDS.values())
+
+
+def kind_for(model_or_row) -> JobKind | None:
+    model = model_or_row if isinstance(model_or_row, type) else type(model_or_row)
+    label = model._meta.label
+    for kind in _KINDS.values():
+        if kind.model == label:
+            return kind
+    return None
