@@ -6,7 +6,8 @@ source was.
 """
 from django.conf import settings
 from django.db import models
-from django.utils.functional import cached_property
+
+from jobs.models import JobFields
 
 
 class Source(models.TextChoices):
@@ -227,15 +228,18 @@ class ImportStatus(models.TextChoices):
     RUNNING = "running", "Running"
     DONE = "done", "Done"
     FAILED = "failed", "Failed"
+    CANCELLED = "cancelled", "Cancelled"
 
 
-class ImportRun(models.Model):
-    """One run of an importer, with its progress and outcome, from page or command."""
+class ImportRun(JobFields):
+    """One run of an importer, with its progress and outcome, from page or command.
+    A job row (jobs.models.JobFields): the worker running it writes its heartbeat
+    and progress here, and the reaper re-queues it when the worker goes silent."""
 
     source = models.CharField(max_length=8, choices=Source.choices)
     path = models.CharField(max_length=1024, blank=True, help_text="Empty: the CLIF demo.")
     status = models.CharField(
-        max_length=8, choices=ImportStatus.choices, default=ImportStatus.QUEUED
+        max_length=16, choices=ImportStatus.choices, default=ImportStatus.QUEUED
     )
     started_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
@@ -243,9 +247,6 @@ class ImportRun(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
-    progress_done = models.PositiveIntegerField(default=0)
-    progress_total = models.PositiveIntegerField(default=0)
-    progress_label = models.CharField(max_length=255, blank=True)
     summary = models.JSONField(default=dict, blank=True)
     error = models.TextField(blank=True)
 
@@ -259,25 +260,43 @@ class ImportRun(models.Model):
     def percent(self) -> int:
         return self.live_progress["percent"]
 
-    @cached_property
+    @property
     def live_progress(self) -> dict:
-        """Progress as the worker last reported it (live while the run is open),
-        else as stored on the row when it ended."""
-        from windows.jobprogress import progress_get
-
-        live = None
-        if self.status in (ImportStatus.QUEUED, ImportStatus.RUNNING):
-            live = progress_get(kind="import", pk=self.pk)
-        done, total, label = (
-            (live["done"], live["total"], live["label"])
-            if live
-            else (self.progress_done, self.progress_total, self.progress_label)
-        )
+        """Progress as the worker last wrote it onto the row (every heartbeat
+        while the run is open, the final figures when it ended)."""
+        done, total = self.progress_done, self.progress_total
         if total:
             percent = min(100, round(100 * done / total))
         else:
             percent = 100 if self.status == ImportStatus.DONE else 0
-        return {"done": done, "total": total, "label": label, "percent": percent}
+        return {"done": done, "total": total, "label": self.progress_label,
+                "percent": percent}
+
+    @property
+    def is_open(self) -> bool:
+        return self.status in (ImportStatus.QUEUED, ImportStatus.RUNNING)
+
+    @property
+    def worker_alive(self) -> bool:
+        """A running import whose worker wrote a heartbeat recently."""
+        from jobs.leases import is_live
+
+        return self.status == ImportStatus.RUNNING and is_live(self)
+
+    @property
+    def heartbeat_age_seconds(self) -> int | None:
+        if self.heartbeat_at is None:
+            return None
+        from django.utils import timezone
+
+        return max(0, round((timezone.now() - self.heartbeat_at).total_seconds()))
+
+    @property
+    def resumable(self) -> bool:
+        """Failed, cancelled, or running without a live worker (stuck)."""
+        return self.status in (ImportStatus.FAILED, ImportStatus.CANCELLED) or (
+            self.status == ImportStatus.RUNNING and not self.worker_alive
+        )
 
 
 # Cohort has a field named ``settings``, which hides django.conf.settings in its body.

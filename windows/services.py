@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
 from datetime import timedelta
 
 import pandas as pd
 from django.conf import settings
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.utils import timezone
+
+from jobs.leases import JobLeaseLost, job_claim, job_heartbeat, job_release
+from jobs.models import OutboxMessage
+from jobs.outbox import outbox_send
 
 from windows.disease_groups import disease_group, first_ranked
 from windows.vocabulary import diagnosis_label
@@ -30,6 +36,9 @@ EXPIRED_WORDS = ("expired", "died", "death")
 # A death recorded this long after discharge still counts as in-hospital: source
 # death times are often charted at day granularity.
 DEATH_GRACE = timedelta(hours=24)
+IMPORT_TASK = "windows.tasks.import_run_execute_task"
+
+logger = logging.getLogger(__name__)
 
 
 def patient_pseudo_id(*, source: str, source_id: str) -> str:
@@ -145,66 +154,159 @@ def outcome_events_frame(*, admissions: list[Admission], stays: list[Stay],
     return frame
 
 
+IMPORT_JOB = "import"  # the JobKind registered in windows.apps
+
+
+def _import_outbox_key(pk: int) -> str:
+    # The key the reaper uses for this job too, so a message waiting is sent once.
+    return f"job:{IMPORT_JOB}:{pk}"
+
+
 def import_run_create(*, source: str, path: str = "", user=None) -> ImportRun:
-    """Queue an import in the worker. ``path`` must lie under an allowed import root."""
+    """Queue an import in the worker. ``path`` must lie under an allowed import root.
+    The task goes through the outbox in the transaction that creates the row, so
+    a broker that cannot be reached delays the import without losing it."""
     from windows.importers.paths import resolve_import_path
-    from windows.tasks import import_run_execute_task
 
     if source not in Source.values:
-        from django.core.exceptions import ValidationError
-
         raise ValidationError(f"Unknown source {source!r}; choose one of {', '.join(Source.values)}.")
     resolved = resolve_import_path(source=source, path=path)
     with transaction.atomic():
         run = ImportRun.objects.create(source=source, path=resolved, started_by=user)
-        transaction.on_commit(lambda: import_run_execute_task.delay(run.pk))
+        outbox_send(task=IMPORT_TASK, args=[run.pk], key=_import_outbox_key(run.pk))
     return run
 
 
+def import_run_waiting_for_broker(*, import_run: ImportRun) -> bool:
+    """True when sending the run's task failed (the broker was away) and the
+    message waits in the outbox for the reaper."""
+    return OutboxMessage.objects.filter(
+        key=_import_outbox_key(import_run.pk), attempts__gt=0
+    ).exists()
+
+
 def import_run_execute(*, import_run: ImportRun) -> ImportRun:
-    """Run a queued import and keep its progress on the row. Idempotent: a run that
-    is already done is left alone, and re-importing skips what exists. Whatever
-    goes wrong ends on the row as FAILED with its message, never silently."""
+    """Run a queued import, holding it under a lease with a heartbeat (jobs.leases)
+    that writes the importer's progress onto the row. Idempotent: a run that is
+    finished or held by a live worker is left alone, and re-importing skips what
+    exists, so a run re-queued after its worker died completes by running again.
+    A run cancelled meanwhile stops at its next progress step. Whatever goes
+    wrong ends on the row as FAILED with its message, never silently.
+
+    The row is written only by ``job_claim``, the heartbeat thread and
+    ``job_release``, never inside the importer's transaction (a CLIF import's
+    batches share one), which would lock the row against the heartbeat."""
     from pathlib import Path
 
     from windows.importers.base import Progress
 
-    if import_run.status == ImportStatus.DONE:
+    pk = import_run.pk
+    lease = job_claim(
+        model=ImportRun, pk=pk, claimable=(ImportStatus.QUEUED,),
+        running=ImportStatus.RUNNING, state_field="status",
+        extra={"error": "", "finished_at": None},
+    )
+    if lease is None:
+        import_run.refresh_from_db()
         return import_run
-    ImportRun.objects.filter(pk=import_run.pk).update(
-        status=ImportStatus.RUNNING, started_at=timezone.now(), error=""
-    )
 
-    from windows.jobprogress import progress_clear, progress_set
+    failure: Exception | None = None
+    summary = None
+    with job_heartbeat(model=ImportRun, pk=pk, lease=lease) as heartbeat:
+        progress = Progress(sinks=[heartbeat])
+        try:
+            if import_run.source == Source.CLIF:
+                from windows.importers.clif import clif_import
 
-    def to_cache(done: int, total: int, label: str) -> None:
-        progress_set(kind="import", pk=import_run.pk, done=done, total=total, label=label)
+                folder = Path(import_run.path) if import_run.path else None
+                summary = clif_import(directory=folder, progress=progress)
+            else:
+                from windows.importers.mimic import mimic_import
 
-    progress = Progress(sinks=[to_cache])
-    try:
-        if import_run.source == Source.CLIF:
-            from windows.importers.clif import clif_import
+                summary = mimic_import(directory=Path(import_run.path), progress=progress)
+        except JobLeaseLost:
+            # Cancelled, or given to another worker: the row is no longer this
+            # worker's to write.
+            logger.warning("import run %s stopped: its lease was taken", pk)
+            import_run.refresh_from_db()
+            return import_run
+        except Exception as exc:
+            failure = exc
 
-            folder = Path(import_run.path) if import_run.path else None
-            summary = clif_import(directory=folder, progress=progress)
-        else:
-            from windows.importers.mimic import mimic_import
-
-            summary = mimic_import(directory=Path(import_run.path), progress=progress)
-    except Exception as exc:
-        message = "; ".join(exc.messages) if hasattr(exc, "messages") else repr(exc)
-        ImportRun.objects.filter(pk=import_run.pk).update(
-            status=ImportStatus.FAILED, finished_at=timezone.now(), error=message[:5000],
-            progress_done=progress.done, progress_total=progress.total,
+    finished = {"finished_at": timezone.now(), "heartbeat_at": timezone.now(),
+                "progress_done": progress.done, "progress_total": progress.total}
+    if failure is not None:
+        message = (
+            "; ".join(failure.messages) if hasattr(failure, "messages") else repr(failure)
         )
-        progress_clear(kind="import", pk=import_run.pk)
-        raise
-    ImportRun.objects.filter(pk=import_run.pk).update(
-        status=ImportStatus.DONE, finished_at=timezone.now(), summary=summary.as_dict(),
-        progress_done=progress.done, progress_total=progress.total,
-        progress_label="done",
-    )
-    progress_clear(kind="import", pk=import_run.pk)
+        job_release(model=ImportRun, pk=pk, lease=lease, status=ImportStatus.FAILED,
+                    error=message[:5000], **finished)
+        raise failure
+    job_release(model=ImportRun, pk=pk, lease=lease, status=ImportStatus.DONE,
+                summary=summary.as_dict(), progress_label="done", **finished)
+    import_run.refresh_from_db()
+    return import_run
+
+
+def _require_admin(admin) -> None:
+    from windows.accounts import user_is_admin
+
+    if not user_is_admin(admin):
+        raise PermissionDenied("Only an admin may resume or cancel an import.")
+
+
+def import_run_resume(*, admin, import_run: ImportRun) -> ImportRun:
+    """Queue a failed, cancelled or stuck (running without a live worker) import
+    again; its worker re-runs the folder, which skips what is already imported.
+    A fresh start: the count of workers lost on it starts over."""
+    _require_admin(admin)
+    with transaction.atomic():
+        run = ImportRun.objects.select_for_update().filter(pk=import_run.pk).first()
+        if run is None:
+            raise ValidationError("This import no longer exists.")
+        if run.status == ImportStatus.DONE:
+            raise ValidationError(f"Import {run.pk} is done: there is nothing to resume.")
+        if run.status == ImportStatus.QUEUED:
+            raise ValidationError(
+                f"Import {run.pk} is already queued: it starts when a worker is free."
+            )
+        if not run.resumable:
+            raise ValidationError(
+                f"Import {run.pk} is running in worker {run.worker or '?'} (last "
+                f"heartbeat {run.heartbeat_age_seconds} s ago): cancel it first."
+            )
+        now = timezone.now()
+        ImportRun.objects.filter(pk=run.pk).update(
+            status=ImportStatus.QUEUED, lease="", attempts=0, error="",
+            finished_at=None, heartbeat_at=now,
+            progress_label=f"resumed by {admin.get_username()}"[:255],
+        )
+        outbox_send(task=IMPORT_TASK, args=[run.pk], key=_import_outbox_key(run.pk))
+    import_run.refresh_from_db()
+    return import_run
+
+
+def import_run_cancel(*, admin, import_run: ImportRun) -> ImportRun:
+    """Cancel a queued or running import. Clearing the lease is what stops the
+    worker: its heartbeat finds the lease gone and its next progress step raises
+    (jobs.leases.JobLeaseLost). A CLIF import's transaction then rolls back and
+    leaves nothing; a MIMIC-IV import keeps the batches it committed, and a
+    resume completes it."""
+    _require_admin(admin)
+    with transaction.atomic():
+        run = ImportRun.objects.select_for_update().filter(pk=import_run.pk).first()
+        if run is None:
+            raise ValidationError("This import no longer exists.")
+        if not run.is_open:
+            raise ValidationError(
+                f"Import {run.pk} is {run.get_status_display().lower()}: only a queued "
+                "or running import can be cancelled."
+            )
+        ImportRun.objects.filter(pk=run.pk).update(
+            status=ImportStatus.CANCELLED, lease="", finished_at=timezone.now(),
+            error=f"Cancelled by {admin.get_username()}.",
+            progress_label="cancelled",
+        )
     import_run.refresh_from_db()
     return import_run
 
@@ -213,8 +315,11 @@ __all__ = [
     "Outcome",
     "Patient",
     "admission_died",
+    "import_run_cancel",
     "import_run_create",
     "import_run_execute",
+    "import_run_resume",
+    "import_run_waiting_for_broker",
     "merge_icu_segments",
     "outcome_events_frame",
     "patient_pseudo_id",

@@ -26,4 +26,14 @@ urlpatterns = [
         views.import_progress,
         name="import_progress",
     ),
+    path(
+        "imports/<int:import_run_id>/resume/",
+        views.import_resume,
+        name="import_resume",
+    ),
+    path(
+        "imports/<int:import_run_id>/cancel/",
+        views.import_cancel,
+        name="import_cancel",
+    ),
 ]

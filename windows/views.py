@@ -528,9 +528,21 @@ class ImportStartForm(forms.Form):
         return {"source": source, "path": self.cleaned_data["path"]}
 
 
+def _import_runs_checked(runs) -> None:
+    """The reaper's check for each open run shown (jobs.reaper.job_check): a run
+    whose worker went silent is re-queued (or failed) before the page says
+    "Running"."""
+    from jobs.reaper import job_check
+
+    for run in runs:
+        if run.is_open:
+            job_check(run)
+
+
 def _import_list_page(request, form: ImportStartForm, *, status: int = 200):
     runs = selectors.import_run_list(user=request.user)
     page = Paginator(runs, IMPORT_RUNS_PER_PAGE).get_page(request.GET.get("page"))
+    _import_runs_checked(page)
     context = {"page": page, "form": form}
     return _render(
         request,
@@ -561,18 +573,68 @@ def import_start(request):
         except ValidationError as exc:
             form.add_error(None, exc)
         else:
-            messages.success(request, f"Import {run.pk} queued.")
+            if services.import_run_waiting_for_broker(import_run=run):
+                messages.warning(
+                    request,
+                    f"Import {run.pk} queued, but the task queue cannot be reached "
+                    "just now: it starts by itself once the queue is back.",
+                )
+            else:
+                messages.success(request, f"Import {run.pk} queued.")
             return redirect("windows:import_list")
     return _import_list_page(request, form, status=400)
+
+
+def _import_run_or_404(request, import_run_id: int):
+    run = selectors.import_run_get(user=request.user, import_run_id=import_run_id)
+    if run is None:
+        raise Http404("No such import.")
+    return run
 
 
 @require_GET
 @login_required
 @staff_required
 def import_progress(request, import_run_id: int):
-    run = selectors.import_run_get(user=request.user, import_run_id=import_run_id)
-    if run is None:
-        raise Http404("No such import.")
+    run = _import_run_or_404(request, import_run_id)
+    _import_runs_checked([run])
     response = render(request, "windows/import_list.html#import_row", {"run": run})
     patch_vary_headers(response, ["HX-Request"])
     return response
+
+
+@require_POST
+@login_required
+@staff_required
+def import_resume(request, import_run_id: int):
+    run = _import_run_or_404(request, import_run_id)
+    try:
+        services.import_run_resume(admin=request.user, import_run=run)
+    except ValidationError as exc:
+        messages.error(request, " ".join(exc.messages))
+    else:
+        messages.success(
+            request,
+            f"Import {run.pk} queued again: it re-runs its folder and skips what "
+            "is already imported.",
+        )
+    return redirect("windows:import_list")
+
+
+@require_POST
+@login_required
+@staff_required
+def import_cancel(request, import_run_id: int):
+    run = _import_run_or_404(request, import_run_id)
+    try:
+        services.import_run_cancel(admin=request.user, import_run=run)
+    except ValidationError as exc:
+        messages.error(request, " ".join(exc.messages))
+    else:
+        messages.success(
+            request,
+            f"Import {run.pk} cancelled: its worker stops at its next step. A CLIF "
+            "import writes nothing; a MIMIC-IV import keeps the batches it "
+            "committed. Resume completes it.",
+        )
+    return redirect("windows:import_list")

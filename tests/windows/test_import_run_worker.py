@@ -60,14 +60,19 @@ def test_folder_outside_the_import_roots_is_refused(settings, tmp_path):
     assert ImportRun.objects.count() == 0
 
 
-def test_running_import_shows_live_progress_from_the_worker(admin_client):
-    """The worker's progress is visible while the import's transaction is open."""
-    from windows.jobprogress import progress_set
+def test_running_import_shows_the_progress_its_heartbeat_wrote(admin_client):
+    """The worker's heartbeat writes its progress onto the row outside the
+    import's transaction; the page reads it from there."""
+    from jobs.leases import job_heartbeat
 
-    run = ImportRun.objects.create(source="clif", status=ImportStatus.RUNNING)
-    progress_set(kind="import", pk=run.pk, done=3, total=4, label="batch 1/1: labs")
+    run = ImportRun.objects.create(source="clif", status=ImportStatus.RUNNING,
+                                   lease="L1", worker="host:42")
+    heartbeat = job_heartbeat(model=ImportRun, pk=run.pk, lease="L1")
+    heartbeat(3, 4, "batch 1/1: labs")
+    heartbeat.beat()
     run = ImportRun.objects.get(pk=run.pk)
-    assert run.percent == 75
+    assert run.percent == 75 and run.heartbeat_at is not None
     page = admin_client.get(f"/imports/{run.pk}/progress/").content.decode()
     assert 'value="75"' in page and "batch 1/1: labs" in page
     assert 'hx-trigger="every 1s"' in page
+    assert "last heartbeat 0 s ago · worker host:42" in page

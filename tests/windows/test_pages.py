@@ -7,6 +7,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
+from django.utils import timezone
 
 from tests.factories import (
     make_admission,
@@ -540,6 +541,10 @@ def test_a_running_import_polls_its_progress_until_it_ends(staff_client):
         progress_done=1,
         progress_total=4,
         progress_label="Reading vitals",
+        # A live worker: a running import without a recent heartbeat is
+        # re-queued by the page's reaper check (jobs.reaper.job_check).
+        heartbeat_at=timezone.now(),
+        worker="host:1",
     )
     url = reverse("windows:import_progress", args=[run.pk])
 
