@@ -24,7 +24,7 @@ import uuid
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import close_old_connections, connection, transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 logger = logging.getLogger(__name__)
@@ -136,7 +136,11 @@ class job_heartbeat:
                            self.model.__name__, self.pk, error)
             return
         if not updated:
-            self.lost = True
+            # Lost only when the row names another lease (a row this
+            # connection cannot see yet is not a lost lease).
+            self.lost = self.model.objects.filter(pk=self.pk).exclude(
+                lease=self.lease
+            ).exists()
 
     def _run(self) -> None:
         try:
@@ -159,4 +163,3 @@ class job_heartbeat:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=30)
-        close_old_connections()

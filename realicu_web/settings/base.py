@@ -43,8 +43,10 @@ INSTALLED_APPS = [
     "rest_framework",
     "rest_framework.authtoken",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
     "django_htmx",
     "template_partials",
+    "jobs",
     "windows",
     "evaluation",
     "annotation",
@@ -140,6 +142,22 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         "control_folder": str(CELERY_BROKER_DIR / "control"),
         "store_processed": False,
     }
+else:
+    # A message a worker took and never acknowledged (the worker was killed) is
+    # given to another worker after this long. Job tasks are short (Oracle
+    # chunks) or hold a lease on their job row, so a long one redelivered while
+    # it still runs finds its job taken and exits (jobs.leases). Timeouts keep
+    # a web request from hanging on a broker that is away: the outbox keeps the
+    # message instead.
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "visibility_timeout": env.int("REALICU_BROKER_VISIBILITY_TIMEOUT", default=300),
+        "socket_connect_timeout": 3,
+        "socket_timeout": 10,
+    }
+CELERY_BROKER_CONNECTION_TIMEOUT = 3
+CELERY_TASK_PUBLISH_RETRY_POLICY = {
+    "max_retries": 2, "interval_start": 0, "interval_step": 0.5, "interval_max": 1,
+}
 # Job state (progress, counts, errors) lives in the database rows of each job,
 # so no result backend is needed.
 CELERY_TASK_IGNORE_RESULT = True
@@ -149,6 +167,23 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
+# Jobs (jobs.leases, jobs.reaper; README "Jobs"): a worker writes a heartbeat on
+# its job row every HEARTBEAT seconds; a running job silent for STALE seconds
+# lost its worker and is re-queued by the reaper, which runs every REAP seconds
+# on beat (and for one job whenever its page loads); a queued job is sent again
+# after REDISPATCH seconds without a worker taking it. A lost job is therefore
+# re-queued within STALE + REAP seconds (90 s by default).
+REALICU_JOB_HEARTBEAT_SECONDS = env.float("REALICU_JOB_HEARTBEAT_SECONDS", default=5.0)
+REALICU_JOB_STALE_SECONDS = env.float("REALICU_JOB_STALE_SECONDS", default=60.0)
+REALICU_JOB_REAP_SECONDS = env.float("REALICU_JOB_REAP_SECONDS", default=30.0)
+REALICU_JOB_REDISPATCH_SECONDS = env.float("REALICU_JOB_REDISPATCH_SECONDS", default=300.0)
+CELERY_BEAT_SCHEDULE = {
+    "jobs-reap": {
+        "task": "jobs.tasks.jobs_reap_task",
+        "schedule": REALICU_JOB_REAP_SECONDS,
+        "options": {"expires": REALICU_JOB_REAP_SECONDS},
+    },
+}
 
 # Where importers may read server-side folders started from the page.
 REALICU_IMPORT_ROOTS = env.list("REALICU_IMPORT_ROOTS", default=[str(BASE_DIR / "var" / "imports")])
@@ -218,6 +253,13 @@ SPECTACULAR_SETTINGS = {
     # Three models have a "state"; named here, the schema has no State8e3Enum
     # (drf_spectacular.W001, which `check --deploy --fail-level WARNING` fails on).
     "ENUM_NAME_OVERRIDES": {"OracleRunStateEnum": "oracle.models.RunState"},
+    # The docs page (/api/docs/) is Swagger UI served from drf-spectacular-sidecar's
+    # static files: no CDN, so it works offline. No validator badge: it would
+    # send the schema's address to an outside validator.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "SWAGGER_UI_SETTINGS": {"deepLinking": True, "validatorUrl": None},
 }
 # Releases: one read-only folder per version; submissions: uploaded predictions.
 REALICU_RELEASES_DIR = Path(
