@@ -129,15 +129,6 @@ def label_of(assignment: Assignment) -> Label | None:
 # Admin's view -----------------------------------------------------------------
 
 
-def campaign_list(*, user) -> QuerySet[Campaign]:
-    """Campaigns: all for an admin, those a physician takes part in, else none."""
-    if user_is_admin(user):
-        return Campaign.objects.all()
-    if user_is_physician(user):
-        return Campaign.objects.filter(campaign_physicians__user=user)
-    return Campaign.objects.none()
-
-
 def campaign_progress(*, admin, campaign: Campaign) -> dict:
     """Assignment counts per state for each physician and overall, windows fully
     submitted, and pairs of physicians that share no window yet."""

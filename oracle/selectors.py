@@ -12,7 +12,6 @@ from django.db.models import Count, Exists, OuterRef, Q, QuerySet, Sum
 from django.http import Http404
 from django.utils import timezone
 
-from annotation.models import Campaign
 from annotation.roles import user_is_admin
 from oracle.models import (
     Backbone,
@@ -21,14 +20,13 @@ from oracle.models import (
     OracleLabelState,
     OracleRun,
     OracleWindowClaim,
-    PromptTemplate,
     RunScope,
     RunState,
     ValidationJob,
     ValidationJobState,
     ValidationReport,
 )
-from windows.models import Cohort, Window
+from windows.models import Window
 
 RULES_BACKBONE_NAME = "Rules (no LLM)"
 # Failures listed on the run page; the reasons are counted over all of them.
@@ -80,21 +78,6 @@ def backbone_rules_default() -> Backbone:
                       "requests_per_minute": 100_000},
         )
     return backbone
-
-
-def prompt_list(*, admin) -> QuerySet[PromptTemplate]:
-    _require_admin(admin)
-    return PromptTemplate.objects.all()
-
-
-def campaigns_for_runs(*, admin) -> QuerySet[Campaign]:
-    _require_admin(admin)
-    return Campaign.objects.order_by("-created_at", "-pk")
-
-
-def cohorts_for_runs(*, admin) -> QuerySet[Cohort]:
-    _require_admin(admin)
-    return Cohort.objects.order_by("-created_at", "-pk")
 
 
 def run_list(*, admin) -> QuerySet[OracleRun]:
@@ -284,11 +267,3 @@ def validation_job_progress(*, admin, job: ValidationJob) -> dict:
         "error": job.error,
         "report_id": job.report_id,
     }
-
-
-def campaign_get(*, admin, campaign_id) -> Campaign:
-    _require_admin(admin)
-    campaign = Campaign.objects.filter(pk=campaign_id).first()
-    if campaign is None:
-        raise Http404("No such campaign.")
-    return campaign
