@@ -8,7 +8,7 @@ from django.contrib import messages
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
-from django.urls import NoReverseMatch, reverse
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from annotation.views import _error_text, admin_required
@@ -193,13 +193,10 @@ def run_retry_failed(request, run_id: int):
 # Validation ----------------------------------------------------------------------
 
 
-def _promote_url(run, report=None) -> str | None:
+def _promote_url(run, report=None) -> str:
     """The exports app's release builder for this run and the report shown
-    next to the button, when it exists."""
-    try:
-        url = reverse("exports:release_new") + f"?run={run.pk}"
-    except NoReverseMatch:
-        return None
+    next to the button."""
+    url = reverse("exports:release_new") + f"?run={run.pk}"
     return url + (f"&report={report.pk}" if report is not None else "")
 
 
