@@ -639,7 +639,7 @@ def _promotion(release: Release) -> dict | None:
     if release.kind != ReleaseKind.SCALE or release.validation_report is None:
         return None
     from oracle.models import PromotionOverride
-    from oracle.validation import promotion_gate
+    from oracle.promotion_gate import promotion_gate
 
     override = (
         PromotionOverride.objects.select_related("created_by")

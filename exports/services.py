@@ -42,7 +42,7 @@ from oracle.models import (
     ValidationReport,
 )
 from oracle.selectors import validation_report_latest
-from oracle.validation import gate_failure_text, promotion_gate
+from oracle.promotion_gate import gate_failure_text, promotion_gate
 from windows.accounts import require_admin
 
 logger = logging.getLogger(__name__)
@@ -84,7 +84,7 @@ def release_create(
     has been validated against Gold (spec section 7). A Scale release carries
     ``validation_report`` (one of the run's, e.g. the one shown next to the
     promote button) or else the run's newest report, and that report's figures
-    must reach the promotion thresholds (oracle.validation.promotion_gate).
+    must reach the promotion thresholds (oracle.promotion_gate).
     Below them, only an admin's ``override_reason`` lets the release through;
     the override (who, when, why, the failed thresholds) is recorded with the
     release (PromotionOverride) and written into its manifest."""

@@ -30,7 +30,7 @@ from exports.scoring import MAX_K
 from exports.selectors import LEADERBOARD_KEYS
 from exports.throttling import rate_limit_hit, scope_rate
 from oracle.models import OracleRun, ValidationReport
-from oracle.validation import promotion_gate
+from oracle.promotion_gate import promotion_gate
 
 PLOT_NAMES = ("by_disease_group", "by_hours_since_admit")
 

@@ -375,7 +375,7 @@ class PromotionThresholds(models.Model):
     can become a RealICU-Scale release (spec section 7: validated against Gold
     before it labels Scale). Admins set them; every change is a new row and the
     newest applies, so a release can name the thresholds it was held to. With
-    no row, ``oracle.validation.DEFAULT_THRESHOLDS`` apply."""
+    no row, ``oracle.promotion_gate.DEFAULT_THRESHOLDS`` apply."""
 
     status_macro_f1 = models.FloatField()
     acute_problems_f1 = models.FloatField()

@@ -1,6 +1,6 @@
 """Validation of an Oracle run against a campaign's Gold consensus (spec section
 6): the report made here and now, or a job queued for a worker. The computation
-itself is ``oracle.validation``."""
+itself is ``oracle.gold_comparison``."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def validation_report_create(
     *, admin, run: OracleRun, campaign: Campaign, matcher=None, on_progress=None
 ) -> ValidationReport:
     """Measure the run against the campaign's Gold consensus (spec section 6,
-    paper Table 1), here and now; see ``oracle.validation``. The pages queue
+    paper Table 1), here and now; see ``oracle.gold_comparison``. The pages queue
     ``validation_job_create`` instead; this is the command line's way.
     ``on_progress(done, total, label)`` follows the computation."""
     _validation_check(admin=admin, run=run, campaign=campaign)
@@ -52,7 +52,7 @@ def validation_report_create(
 
 
 def _validation_compute(*, run, campaign, matcher, on_progress):
-    from oracle.validation import oracle_validation_compute
+    from oracle.gold_comparison import oracle_validation_compute
 
     if matcher is None:
         from evaluation.matcher import matcher_for_settings

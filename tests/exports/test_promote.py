@@ -17,7 +17,11 @@ from exports.models import Release, ReleaseKind, ReleaseState
 from exports.services import release_create
 from exports.tasks import release_build_task
 from oracle.models import PromotionOverride, PromotionThresholds, ValidationReport
-from oracle.validation import DEFAULT_THRESHOLDS, PAPER_TABLE1, promotion_thresholds_set
+from oracle.promotion_gate import (
+    DEFAULT_THRESHOLDS,
+    PAPER_TABLE1,
+    promotion_thresholds_set,
+)
 
 from .helpers import make_oracle_run
 

@@ -9,7 +9,7 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
-from oracle.validation import (
+from oracle.promotion_gate import (
     GATE_FIGURES,
     PAPER_TABLE1,
     promotion_thresholds_current,
