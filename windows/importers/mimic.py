@@ -347,7 +347,7 @@ class MimicFolder:
 
 
 @dataclass
-class Cohort:
+class PatientsAdmissionsStays:
     """patients, admissions and icustays, parsed and checked against each other."""
 
     patients: pd.DataFrame  # index subject_id
@@ -404,7 +404,7 @@ class _Columns:
         return _text(self._get(name))
 
 
-def _read_cohort(folder: MimicFolder) -> Cohort:
+def _read_cohort(folder: MimicFolder) -> PatientsAdmissionsStays:
     """Read and validate the three small tables completely before anything is
     written: ids, times, stay order, and every stay's admission and patient."""
     raw, file = folder.read(PATIENTS, required=True)
@@ -475,7 +475,9 @@ def _read_cohort(folder: MimicFolder) -> Cohort:
     )
     deaths = patients["dod"].copy()
     deaths.loc[deathtimes.index.intersection(deaths.index)] = deathtimes
-    return Cohort(patients=patients, admissions=admissions, stays=stays, deaths=deaths)
+    return PatientsAdmissionsStays(
+        patients=patients, admissions=admissions, stays=stays, deaths=deaths
+    )
 
 
 def _check_unique(ids: pd.Series, *, file: str, column: str) -> None:
@@ -675,7 +677,7 @@ class Batch:
 
 def _write_cohort(
     hadm_ids: list[int],
-    cohort: Cohort,
+    cohort: PatientsAdmissionsStays,
     diagnoses: dict[int, list[dict]],
     summary: ImportSummary,
     writer: EventWriter,
@@ -835,7 +837,7 @@ def _admission_death(admission: Admission, *, deathtime, patient_death):
 # --- events ------------------------------------------------------------------------
 
 
-class Labels:
+class ItemLabels:
     """Item labels from d_items / d_labitems, for event names."""
 
     def __init__(self, folder: MimicFolder, summary: ImportSummary) -> None:
@@ -921,7 +923,7 @@ def _mapped(
         {c: np.append(items[c].to_numpy(), d)[pos] for c, d in defaults.items()},
         index=itemid.index,
     )
-    out["name"] = Labels.name(itemid, labels)
+    out["name"] = ItemLabels.name(itemid, labels)
     return out
 
 
@@ -1184,7 +1186,7 @@ class ChartEventsStep(EventStep):
     the file to pandas' reader, whose error message names it.
     """
 
-    def __init__(self, *args, labels: Labels, **kwargs) -> None:
+    def __init__(self, *args, labels: ItemLabels, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.labels = labels
         self.lone_sites = 0  # temperature sites without a temperature beside them
@@ -1438,7 +1440,7 @@ class EmarStep(EventStep):
         return events
 
 
-def _chartevents(labels: Labels) -> Callable:
+def _chartevents(labels: ItemLabels) -> Callable:
     def transform(f: pd.DataFrame, file: str) -> pd.DataFrame:
         """Values in CLIF units (°F -> °C as CLINICAL_CONCEPTS.md section 1, FiO2
         as a fraction); devices, ventilator modes, position, code status and CRRT
@@ -1503,7 +1505,7 @@ def _chartevents(labels: Labels) -> Callable:
     return transform
 
 
-def _labevents(labels: Labels) -> Callable:
+def _labevents(labels: ItemLabels) -> Callable:
     def transform(f: pd.DataFrame, file: str) -> pd.DataFrame:
         """Time: storetime when present, else charttime: a lab enters the
         trajectory when its result is available, as CLIF's lab_result_dttm. A
@@ -1538,7 +1540,7 @@ def _labevents(labels: Labels) -> Callable:
     return transform
 
 
-def _inputevents(labels: Labels) -> Callable:
+def _inputevents(labels: ItemLabels) -> Callable:
     def transform(f: pd.DataFrame, file: str) -> pd.DataFrame:
         """One event per row, from starttime to endtime; ``InputEventsStep`` turns
         the continuous medications into CLIF's MAR records. value_num is the rate
@@ -1781,7 +1783,7 @@ class InputEventsStep(EventStep):
         summary.add_events(self.name, writer.write(_in_index_order(events)))
 
 
-def _outputevents(labels: Labels) -> Callable:
+def _outputevents(labels: ItemLabels) -> Callable:
     def transform(f: pd.DataFrame, file: str) -> pd.DataFrame:
         """Urine output items (CLINICAL_CONCEPTS.md section 3) in CLIF output
         categories, mL."""
@@ -1811,7 +1813,7 @@ def _outputevents(labels: Labels) -> Callable:
     return transform
 
 
-def _procedureevents(labels: Labels) -> Callable:
+def _procedureevents(labels: ItemLabels) -> Callable:
     def transform(f: pd.DataFrame, file: str) -> pd.DataFrame:
         """Procedures from starttime to endtime, with their location (line site)."""
         col = _Columns(f, file, f["_row"].to_numpy())
@@ -1844,7 +1846,7 @@ def _procedureevents(labels: Labels) -> Callable:
     return transform
 
 
-def _datetimeevents(labels: Labels) -> Callable:
+def _datetimeevents(labels: ItemLabels) -> Callable:
     def transform(f: pd.DataFrame, file: str) -> pd.DataFrame:
         """A charted date (line insertion, last dialysis) as text at charttime."""
         col = _Columns(f, file, f["_row"].to_numpy())
@@ -2047,7 +2049,7 @@ def _hcpcsevents(f: pd.DataFrame, file: str) -> pd.DataFrame:
 
 
 def _event_steps(
-    folder: MimicFolder, labels: Labels, summary: ImportSummary
+    folder: MimicFolder, labels: ItemLabels, summary: ImportSummary
 ) -> list[EventStep]:
     """The event files present, their columns checked before anything is written.
     Labs and cultures without hadm_id are placed by their sample time."""
@@ -2156,7 +2158,7 @@ def mimic_import(
     folder = MimicFolder(directory)
 
     cohort = _read_cohort(folder)
-    labels = Labels(folder, summary)
+    labels = ItemLabels(folder, summary)
     steps = _event_steps(folder, labels, summary)
 
     in_icu = pd.Index(cohort.stays["hadm_id"].unique())
