@@ -22,3 +22,26 @@ class OracleConfig(AppConfig):
         post_migrate.connect(
             _defaults_ensure, sender=self, dispatch_uid="oracle_defaults_ensure"
         )
+        _jobs_register()
+
+
+def _jobs_register() -> None:
+    """Oracle runs and validations under the reaper (jobs.reaper). A run's
+    chunks write its heartbeat; when they all stop, its lanes are queued again
+    (oracle.services.oracle_run_requeue), and after five losses in a row with
+    no chunk finished it fails with the reason (resumable from its page)."""
+    from jobs.registry import JobKind, register
+    from oracle.models import RunState, ValidationJobState
+    from oracle.services.runs import CHUNK_TASK, oracle_run_requeue
+    from oracle.services.validating import VALIDATION_TASK
+
+    register(JobKind(
+        name="oracle-run", model="oracle.OracleRun", task=CHUNK_TASK,
+        queued=RunState.QUEUED, running=RunState.RUNNING, failed=RunState.FAILED,
+        max_attempts=5, requeue=oracle_run_requeue,
+    ))
+    register(JobKind(
+        name="oracle-validation", model="oracle.ValidationJob", task=VALIDATION_TASK,
+        queued=ValidationJobState.QUEUED, running=ValidationJobState.RUNNING,
+        failed=ValidationJobState.FAILED,
+    ))

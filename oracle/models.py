@@ -9,6 +9,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 
 from annotation.models import Campaign, PatientStatus
+from jobs.models import JobFields
 from windows.models import Cohort, Window
 
 USER_MODEL = settings.AUTH_USER_MODEL
@@ -191,9 +192,14 @@ class RunState(models.TextChoices):
     FAILED = "failed", "Failed"
 
 
-class OracleRun(models.Model):
+class OracleRun(JobFields):
     """One pass of a backbone and prompt over a set of windows. Resumable: the
-    windows still to do are those without an ``OracleLabel`` of this run."""
+    windows still to do are those without an ``OracleLabel`` of this run.
+
+    Its chunk tasks write ``heartbeat_at`` (each claim, and every few seconds
+    while labelling) and the progress onto the row; a run none of whose chunks
+    has written for ``REALICU_JOB_STALE_SECONDS`` lost its workers, and the
+    reaper queues its chunks again (``oracle.services.oracle_run_requeue``)."""
 
     name = models.CharField(max_length=200)
     backbone = models.ForeignKey(Backbone, on_delete=models.PROTECT, related_name="runs")
@@ -340,7 +346,7 @@ class ValidationJobState(models.TextChoices):
     FAILED = "failed", "Failed"
 
 
-class ValidationJob(models.Model):
+class ValidationJob(JobFields):
     """A validation of a run against a campaign, computed on a worker (embedding
     the Gold and Oracle texts may take a while on a cold cache). Done, it points
     to the ``ValidationReport`` it made; a report exists only once complete."""

@@ -13,6 +13,7 @@ from django.http import Http404
 from django.utils import timezone
 
 from annotation.roles import user_is_admin
+from jobs.leases import is_live
 from oracle.models import (
     Backbone,
     BackboneKind,
@@ -153,6 +154,9 @@ def oracle_run_progress(*, admin, run: OracleRun) -> dict:
         )
     )
     active = run.state in (RunState.QUEUED, RunState.RUNNING)
+    # Liveness from the row's heartbeat (jobs.leases), never from what the
+    # claims or the labels suggest: a run whose workers died says so.
+    live = active and is_live(run, now)
     return {
         "state": run.state,
         "state_display": run.get_state_display(),
@@ -163,7 +167,12 @@ def oracle_run_progress(*, admin, run: OracleRun) -> dict:
         "failed": failed,
         "remaining": max(total - done, 0),
         "percent": min(100, round(100 * done / total)) if total else 0,
-        "rate_recent": figures["recent"] * 60 / RATE_WINDOW_SECONDS if active else None,
+        "rate_recent": figures["recent"] * 60 / RATE_WINDOW_SECONDS if live else None,
+        "live": live,
+        "stalled": run.state == RunState.RUNNING and not live,
+        "heartbeat_at": run.heartbeat_at,
+        "worker": run.worker,
+        "lost_workers": run.attempts,
         "rate_overall": overall_rate,
         "elapsed_seconds": elapsed,
         "tokens_in": tokens_in,
@@ -175,7 +184,7 @@ def oracle_run_progress(*, admin, run: OracleRun) -> dict:
         ),
         "chunks_at_work": OracleWindowClaim.objects.filter(
             run=run, expires_at__gte=now
-        ).values("token").distinct().count(),
+        ).values("token").distinct().count() if live else 0,
         "failures": failures,
         "failure_reasons": reasons.most_common(),
         "cancel_requested": run.cancel_requested_at is not None,
@@ -243,27 +252,21 @@ def validation_job_current(*, admin, run: OracleRun) -> ValidationJob | None:
 
 
 def validation_job_progress(*, admin, job: ValidationJob) -> dict:
-    """Where a validation stands: its state from the database, the steps done
-    from the worker's live progress (windows.jobprogress)."""
+    """Where a validation stands, from its row: state, the steps done as its
+    worker last wrote them with its heartbeat (jobs.leases), and the error."""
     _require_admin(admin)
-    from oracle.services import VALIDATION_PROGRESS_KIND
-    from windows.jobprogress import progress_get
-
-    live = progress_get(kind=VALIDATION_PROGRESS_KIND, pk=job.pk) or {}
-    total = int(live.get("total") or 0)
-    done = int(live.get("done") or 0)
     finished = job.state in (ValidationJobState.DONE, ValidationJobState.FAILED)
-    percent = 100 if job.state == ValidationJobState.DONE else (
-        min(100, round(100 * done / total)) if total else 0
-    )
+    percent = 100 if job.state == ValidationJobState.DONE else job.percent
     return {
         "state": job.state,
         "state_display": job.get_state_display(),
         "active": not finished,
         "percent": percent,
-        "done": done,
-        "total": total,
-        "step": live.get("label") or job.get_state_display().lower(),
+        "done": job.progress_done,
+        "total": job.progress_total,
+        "step": job.progress_label or job.get_state_display().lower(),
         "error": job.error,
         "report_id": job.report_id,
+        "heartbeat_at": job.heartbeat_at,
+        "worker": job.worker,
     }

@@ -32,7 +32,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import connection, transaction
-from django.db.models import Exists, OuterRef
+from django.db.models import Exists, F, OuterRef
 from django.utils import timezone
 
 from annotation.models import Campaign, PatientStatus
@@ -50,13 +50,14 @@ from oracle.models import (
     RunScope,
     RunState,
 )
+from jobs.leases import heartbeat_seconds, worker_name
+from jobs.outbox import outbox_send
 from windows.accounts import require_admin
-from windows.jobprogress import progress_set
 from windows.models import Cohort, Window
 
 logger = logging.getLogger(__name__)
 
-PROGRESS_KIND = "oracle_run"
+CHUNK_TASK = "oracle.tasks.oracle_run_chunk_task"
 # How often a chunk looks for a cancel request and writes its progress.
 POLL_SECONDS = 1.0
 # A chunk task that found nothing to claim (the other lanes hold the rest, or a
@@ -111,19 +112,23 @@ def _backbone_endpoint_check(backbone: Backbone) -> None:
 
 
 def _enqueue_chunks(run_id: int, count: int) -> None:
-    """Queue ``count`` chunk tasks once the transaction commits. A broker that
-    cannot be reached leaves the run queued, for the admin to resume."""
+    """Queue ``count`` chunk tasks through the outbox (jobs.outbox): sent once
+    the transaction commits, or by the reaper when the broker was away."""
+    for _ in range(count):
+        outbox_send(task=CHUNK_TASK, args=[run_id])
 
-    def send() -> None:
-        from oracle.tasks import oracle_run_chunk_task
 
-        try:
-            for _ in range(count):
-                oracle_run_chunk_task.delay(run_id)
-        except Exception:
-            logger.exception("Oracle run %s: chunk tasks could not be queued", run_id)
-
-    transaction.on_commit(send)
+def oracle_run_requeue(run: OracleRun) -> None:
+    """The reaper's hook (jobs.registry) for a run none of whose chunks has
+    written a heartbeat for ``REALICU_JOB_STALE_SECONDS``: its workers died.
+    Their claims are dropped (a late reply of a chunk presumed dead is still
+    saved once: labels are written ON CONFLICT DO NOTHING) and the run's lanes
+    queued again. After ``max_attempts`` losses without a chunk finishing in
+    between, the reaper fails the run with the reason instead."""
+    OracleWindowClaim.objects.filter(run_id=run.pk).delete()
+    if run.state == RunState.RUNNING:
+        OracleRun.objects.filter(pk=run.pk).update(attempts=F("attempts") + 1)
+    _enqueue_chunks(run.pk, run_lanes(run))
 
 
 @transaction.atomic
@@ -183,8 +188,9 @@ def oracle_run_create(
             "(manage.py build_windows)."
         )
     run.total_windows = total
+    run.progress_total = total
+    run.progress_label = "queued"
     run.save()
-    progress_set(kind=PROGRESS_KIND, pk=run.pk, done=0, total=total, label="queued")
     if enqueue:
         _enqueue_chunks(run.pk, run_lanes(run))
     return run
@@ -295,11 +301,17 @@ class ChunkResult:
     window_ids: list[int] = field(default_factory=list)
 
 
-def _progress_write(run: OracleRun, *, label: str = "") -> None:
+def _progress_write(run: OracleRun, *, label: str = "", finished_chunk: bool = False) -> None:
+    """The run's progress and heartbeat, on its row: windows labelled of the
+    total. A chunk that finished resets the count of lost workers."""
     done = OracleLabel.objects.filter(run_id=run.pk).count()
-    progress_set(
-        kind=PROGRESS_KIND, pk=run.pk, done=done, total=run.total_windows, label=label
+    fields = dict(
+        progress_done=done, progress_total=run.total_windows,
+        progress_label=label[:255], heartbeat_at=timezone.now(),
     )
+    if finished_chunk:
+        fields["attempts"] = 0
+    OracleRun.objects.filter(pk=run.pk).update(**fields)
 
 
 def _complete(run: OracleRun) -> None:
@@ -326,10 +338,14 @@ def _claim(*, run_id: int, token: str, chunk_size: int) -> tuple[OracleRun | Non
             return run, [], ChunkOutcome.STOPPED
         now = timezone.now()
         OracleWindowClaim.objects.filter(run=run, expires_at__lt=now).delete()
+        run.heartbeat_at = now
+        run.worker = worker_name()
+        fields = ["heartbeat_at", "worker"]
         if run.state == RunState.QUEUED:
             run.state = RunState.RUNNING
             run.started_at = run.started_at or now
-            run.save(update_fields=["state", "started_at"])
+            fields += ["state", "started_at"]
+        run.save(update_fields=fields)
         at_work = (
             OracleWindowClaim.objects.filter(run=run).values("token").distinct().count()
         )
@@ -429,6 +445,7 @@ class _ChunkKeeper:
         now = time.monotonic()
         self.last_poll = now
         self.last_renew = now
+        self.last_beat = now
         self.lease = lease_seconds()
 
     def _label(self, result: BackboneResult) -> OracleLabel:
@@ -500,11 +517,14 @@ class _ChunkKeeper:
         with self.lock:
             poll = now - self.last_poll >= POLL_SECONDS
             renew = now - self.last_renew >= self.lease / 3
+            beat = now - self.last_beat >= heartbeat_seconds()
             if poll:
                 self.last_poll = now
             if renew:
                 self.last_renew = now
-        if not (poll or renew):
+            if beat:
+                self.last_beat = now
+        if not (poll or renew or beat):
             return
         try:
             if renew:
@@ -523,6 +543,7 @@ class _ChunkKeeper:
                     or state["state"] in FINISHED_STATES
                 ):
                     self.stopped = True
+            if beat:
                 _progress_write(self.run, label="running")
         finally:
             if threading.get_ident() != self.owner:
@@ -604,7 +625,7 @@ def oracle_run_execute_chunk(
             calibration_record(backbone_id=run.backbone_id, samples=keeper.samples)
         if keeper.context_reported:
             context_learned(backbone_id=run.backbone_id, tokens=keeper.context_reported)
-    _progress_write(run, label="running")
+    _progress_write(run, label="running", finished_chunk=True)
     if keeper.stopped:
         return ChunkResult(
             ChunkOutcome.STOPPED, len(ids), keeper.labelled, keeper.failed, window_ids=ids

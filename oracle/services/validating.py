@@ -18,8 +18,9 @@ from oracle.models import (
     ValidationJobState,
     ValidationReport,
 )
+from jobs.leases import JobLeaseLost, job_claim, job_heartbeat, job_release
+from jobs.outbox import outbox_send
 from windows.accounts import require_admin
-from windows.jobprogress import progress_set
 
 logger = logging.getLogger(__name__)
 
@@ -75,7 +76,7 @@ def _validation_report_save(*, admin, run, campaign, matcher, report) -> Validat
     )
 
 
-VALIDATION_PROGRESS_KIND = "oracle_validation"
+VALIDATION_TASK = "oracle.tasks.oracle_validation_task"
 VALIDATION_ACTIVE = selectors.VALIDATION_ACTIVE
 
 
@@ -93,82 +94,71 @@ def validation_job_create(
     ).first()
     if going is not None:
         return going
-    job = ValidationJob.objects.create(run=run, campaign=campaign, created_by=admin)
-    progress_set(
-        kind=VALIDATION_PROGRESS_KIND, pk=job.pk, done=0, total=0, label="queued"
+    job = ValidationJob.objects.create(
+        run=run, campaign=campaign, created_by=admin, progress_label="queued"
     )
     if enqueue:
-
-        def send() -> None:
-            from oracle.tasks import oracle_validation_task
-
-            try:
-                oracle_validation_task.delay(job.pk)
-            except Exception:
-                logger.exception("Validation job %s could not be queued", job.pk)
-
-        transaction.on_commit(send)
+        outbox_send(task=VALIDATION_TASK, args=[job.pk], key=f"validation:{job.pk}")
     return job
 
 
 def validation_job_execute(*, job_id: int, matcher=None) -> ValidationJob | None:
     """Compute a queued validation and record its report (or why it failed).
-    Idempotent: a job already done or failed is left as it is, and a job a dead
-    worker left running is computed again (a report is written once, with the
-    job's state, in one transaction)."""
-    with transaction.atomic():
-        job = (
-            ValidationJob.objects.select_for_update(of=("self",))
-            .select_related("run__prompt", "campaign", "created_by")
-            .filter(pk=job_id)
-            .first()
-        )
-        if job is None or job.state not in VALIDATION_ACTIVE:
-            return job
-        job.state = ValidationJobState.RUNNING
-        job.started_at = timezone.now()
-        job.save(update_fields=["state", "started_at"])
-
-    def on_progress(done: int, total: int, label: str) -> None:
-        progress_set(
-            kind=VALIDATION_PROGRESS_KIND, pk=job.pk, done=done, total=total, label=label
-        )
-
+    Idempotent: the job is taken under a lease (jobs.leases), so a job already
+    done, failed or held by a live worker is left as it is, and one whose
+    worker died is computed again; a report is written once, with the job's
+    state, in one transaction."""
+    lease = job_claim(
+        model=ValidationJob, pk=job_id, claimable=(ValidationJobState.QUEUED,),
+        running=ValidationJobState.RUNNING,
+    )
+    job = (
+        ValidationJob.objects.select_related("run__prompt", "campaign", "created_by")
+        .filter(pk=job_id)
+        .first()
+    )
+    if lease is None or job is None:
+        return job
     try:
-        _validation_check(admin=job.created_by, run=job.run, campaign=job.campaign)
-        report, matcher = _validation_compute(
-            run=job.run, campaign=job.campaign, matcher=matcher, on_progress=on_progress
-        )
+        with job_heartbeat(model=ValidationJob, pk=job.pk, lease=lease) as beat:
+            _validation_check(admin=job.created_by, run=job.run, campaign=job.campaign)
+            report, matcher = _validation_compute(
+                run=job.run, campaign=job.campaign, matcher=matcher, on_progress=beat
+            )
+    except JobLeaseLost:
+        return job
     except (ValidationError, PermissionDenied) as error:
-        with transaction.atomic():
-            _validation_job_finish(job, error=" ".join(
-                getattr(error, "messages", [str(error)])))
+        _validation_job_finish(job, lease=lease, error=" ".join(
+            getattr(error, "messages", [str(error)])))
+        job.refresh_from_db()
         return job
     except Exception as error:
         logger.exception("Validation job %s failed", job.pk)
-        with transaction.atomic():
-            _validation_job_finish(job, error=f"{type(error).__name__}: {error}")
+        _validation_job_finish(job, lease=lease, error=f"{type(error).__name__}: {error}")
+        job.refresh_from_db()
         return job
     with transaction.atomic():
-        # A second delivery of the task may have finished first: one report.
-        job = ValidationJob.objects.select_for_update().get(pk=job.pk)
-        if job.state != ValidationJobState.RUNNING:
+        # Only the holder of the lease writes the report: one report.
+        held = ValidationJob.objects.select_for_update().filter(
+            pk=job.pk, lease=lease, state=ValidationJobState.RUNNING
+        ).exists()
+        if not held:
             return job
         saved = _validation_report_save(
             admin=job.created_by, run=job.run, campaign=job.campaign,
             matcher=matcher, report=report,
         )
-        _validation_job_finish(job, report=saved)
+        _validation_job_finish(job, lease=lease, report=saved)
+    job.refresh_from_db()
     return job
 
 
-def _validation_job_finish(job: ValidationJob, *, report=None, error: str = "") -> None:
-    job.state = ValidationJobState.DONE if report is not None else ValidationJobState.FAILED
-    job.report = report
-    job.error = error[:5000]
-    job.finished_at = timezone.now()
-    job.save(update_fields=["state", "report", "error", "finished_at"])
-    progress_set(
-        kind=VALIDATION_PROGRESS_KIND, pk=job.pk, done=1, total=1,
-        label="done" if report is not None else "failed",
+def _validation_job_finish(
+    job: ValidationJob, *, lease: str, report=None, error: str = ""
+) -> None:
+    job_release(
+        model=ValidationJob, pk=job.pk, lease=lease,
+        state=ValidationJobState.DONE if report is not None else ValidationJobState.FAILED,
+        report=report, error=error[:5000], finished_at=timezone.now(),
+        progress_label="done" if report is not None else "failed",
     )

@@ -38,8 +38,9 @@ def wait_for(predicate, what: str, timeout: float = 120.0):
         time.sleep(0.1)
 
 
-def start_worker(log_path: Path, **env_extra) -> subprocess.Popen:
-    """A Celery worker process (solo pool) on the test database and broker."""
+def start_worker(log_path: Path, beat: bool = False, **env_extra) -> subprocess.Popen:
+    """A Celery worker process (solo pool) on the test database and broker;
+    with ``beat``, beat inside it (the reaper on its schedule, as ``serve``)."""
     db = connection.settings_dict
     env = dict(os.environ)
     env["DATABASE_URL"] = (
@@ -51,7 +52,8 @@ def start_worker(log_path: Path, **env_extra) -> subprocess.Popen:
     proc = subprocess.Popen(
         [sys.executable, "-m", "celery", "-A", "realicu_web", "worker", "--pool", "solo",
          "--loglevel", "INFO", "--without-heartbeat", "--without-gossip",
-         "--without-mingle"],
+         "--without-mingle"]
+        + (["--beat", "--schedule", str(log_path.with_suffix(".schedule"))] if beat else []),
         cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
     )
     proc.log = log
@@ -183,3 +185,46 @@ def test_a_worker_killed_mid_run_then_resumed_leaves_one_label_per_window(
     one_label_per_window(run)
     assert not run.claims.exists()
     assert run.finished_at - run.started_at > timedelta(0)
+
+
+def test_a_killed_worker_s_run_is_requeued_by_the_reaper_without_an_admin(
+    admin_user, slow_llm, tmp_path, settings
+):
+    """Issue 23: SIGKILL the worker mid-run; a new worker with beat (the reaper
+    every second, a heartbeat stale after 4 s) finishes the run with nobody
+    pressing Resume, one label per window."""
+    cohort, _, _ = make_cohort_with_stay(hours=48)
+    backbone = llm_backbone(admin_user, slow_llm, concurrency=4)
+    env = {
+        "REALICU_ORACLE_CHUNK_SIZE": 4, "REALICU_JOB_HEARTBEAT_SECONDS": 0.5,
+        "REALICU_JOB_STALE_SECONDS": 4, "REALICU_JOB_REAP_SECONDS": 1,
+    }
+    first = start_worker(tmp_path / "first.log", **env)
+    try:
+        run = services.oracle_run_create(
+            admin=admin_user, name="reaped", backbone=backbone, cohort=cohort
+        )
+        wait_for(lambda: OracleLabel.objects.filter(run=run).count() >= 5, "labels")
+        first.kill()
+        first.wait()
+        killed_at = time.monotonic()
+    finally:
+        stop_worker(first)
+    run.refresh_from_db()
+    assert run.state == RunState.RUNNING and run.claims.exists()
+    assert OracleLabel.objects.filter(run=run).count() < run.total_windows
+    second = start_worker(tmp_path / "second.log", beat=True, **env)
+    try:
+        wait_for(
+            lambda: OracleRun.objects.get(pk=run.pk).state == RunState.COMPLETED,
+            "the reaped run to complete", timeout=180,
+        )
+        recovered = time.monotonic() - killed_at
+    finally:
+        stop_worker(second)
+    print(f"RECOVERY oracle run: {recovered:.1f} s from SIGKILL to completed "
+          f"({run.total_windows} windows, stale after 4 s, reaper every 1 s)")
+    run.refresh_from_db()
+    one_label_per_window(run)
+    assert not run.claims.exists()
+    assert "re-queued" in (tmp_path / "second.log").read_text()

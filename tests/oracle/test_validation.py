@@ -17,7 +17,6 @@ from oracle import services
 from annotation.models import ConsensusLabel
 from evaluation.matcher import tau_source_of
 from oracle.models import BackboneKind, OracleLabel, ValidationJob, ValidationReport
-from windows.jobprogress import progress_get
 from oracle.selectors import backbone_rules_default, validation_report_latest
 from tests.annotation.conftest import (  # noqa: F401 - fixtures
     _fast_password_hashing,
@@ -178,7 +177,7 @@ def test_a_queued_validation_is_computed_once_with_its_progress(
     assert done.report == report and report.created_by == admin_user
     assert report.report["n_windows"] == 3
     assert report.report["status_accuracy"] == pytest.approx(1.0)
-    assert progress_get(kind=services.VALIDATION_PROGRESS_KIND, pk=job.pk)["label"] == "done"
+    assert done.progress_label == "done" and done.lease == "" and done.attempts == 1
     # A redelivered task leaves the finished job and its one report alone.
     services.validation_job_execute(job_id=job.pk, matcher=matcher)
     assert ValidationReport.objects.count() == 1
