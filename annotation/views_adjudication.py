@@ -16,7 +16,6 @@ from django.views.decorators.http import require_GET, require_POST
 
 from annotation import consensus as consensus_services
 from annotation import selectors
-from annotation.charts import ci_bars
 from annotation.consensus import SET_TASKS
 from annotation.models import (
     AdjudicationAction,
@@ -310,10 +309,22 @@ def adjudication_recompute_window(request, campaign_id: int, window_id: int):
 # IRR dashboard ----------------------------------------------------------------
 
 
+def _figure(value) -> float | None:
+    """A figure for a chart's JSON: an undefined one (nan) is null."""
+    return value if isinstance(value, (int, float)) and math.isfinite(value) else None
+
+
 def _ci_item(label: str, ci: dict | None) -> dict:
-    if not ci:
-        return {"label": label, "estimate": math.nan, "low": math.nan, "high": math.nan}
-    return {"label": label, **ci}
+    """A bar of a chart (static/js/charts.js): the estimate and its 95 % CI."""
+    ci = ci or {}
+    return {
+        "label": label,
+        **{key: _figure(ci.get(key)) for key in ("estimate", "low", "high")},
+    }
+
+
+def _ci_chart(items: list[dict]) -> dict:
+    return {"kind": "bars", "bars": items}
 
 
 def _progress(campaign) -> dict | None:
@@ -342,7 +353,7 @@ def irr_dashboard(request, campaign_id: int):
     status_chart = None
     if status:
         kappa_label = "Cohen's kappa" if status["kappa_name"] == "cohen" else "Fleiss' kappa"
-        status_chart = ci_bars(
+        status_chart = _ci_chart(
             [
                 _ci_item("Percent agreement", status["percent_agreement"]),
                 _ci_item(kappa_label, status["kappa"]),
@@ -353,7 +364,11 @@ def irr_dashboard(request, campaign_id: int):
         {"task": task, "name": TASK_NAMES[task], "f1": irr["set_tasks"][task]["mean_pairwise_f1"]}
         for task in SET_TASKS
     ]
-    f1_chart = ci_bars([_ci_item(r["name"], r["f1"]) for r in set_rows]) if irr["windows"] else None
+    f1_chart = (
+        _ci_chart([_ci_item(r["name"], r["f1"]) for r in set_rows])
+        if irr["windows"]
+        else None
+    )
     pairs = [
         {
             **pair,
@@ -366,12 +381,11 @@ def irr_dashboard(request, campaign_id: int):
         {"task": task, "name": TASK_NAMES[task], **irr["keep_rates"][task]}
         for task in (ConsensusTask.STATUS, *SET_TASKS)
     ]
-    keep_chart = ci_bars(
-        [
-            {"label": row["name"], "estimate": row["keep_rate"], "low": math.nan, "high": math.nan}
-            for row in keep
-        ]
-    ) if irr["windows"] else None
+    keep_chart = (
+        _ci_chart([_ci_item(row["name"], {"estimate": row["keep_rate"]}) for row in keep])
+        if irr["windows"]
+        else None
+    )
     for row in stats:
         row["f1"] = [row["mean_pairwise_f1"][task] for task in SET_TASKS]
         seconds = row["median_seconds"]

@@ -20,7 +20,6 @@ from django.views.decorators.http import require_GET, require_POST
 
 from annotation import calibration as services
 from annotation import selectors
-from annotation.charts import line_plot
 from annotation.models import Campaign, ConsensusTask
 from annotation.roles import user_is_admin, user_is_physician
 from annotation.views import _error_text, admin_required
@@ -281,16 +280,21 @@ def calibration_report(request, set_id: int):
         admin=request.user, calibration_set=calibration_set
     )
     rows = report["rows"]
-    taus = [r["tau"] for r in rows]
     markers = []
     if report["current_tau"] is not None:
-        markers.append({"x": report["current_tau"], "label": "current", "css": "current"})
+        markers.append({"x": report["current_tau"], "label": "current"})
     if report["best"]:
-        markers.append({"x": report["best"]["tau"], "label": "best F1", "css": "best"})
-    plot = line_plot(
-        taus,
-        [
-            {"name": name, "css": key, "values": [r[key] for r in rows]}
+        markers.append({"x": report["best"]["tau"], "label": "best F1"})
+    # The sweep's chart (static/js/charts.js); an undefined figure (nan) is null.
+    plot = {
+        "kind": "lines",
+        "x": [r["tau"] for r in rows],
+        "x_label": "tau",
+        "series": [
+            {
+                "name": name,
+                "values": [r[key] if math.isfinite(r[key]) else None for r in rows],
+            }
             for key, name in (
                 ("accuracy", "Accuracy"),
                 ("precision", "Precision"),
@@ -298,8 +302,8 @@ def calibration_report(request, set_id: int):
                 ("f1", "F1"),
             )
         ],
-        markers=markers,
-    ) if report["used"] else None
+        "markers": markers,
+    } if report["used"] else None
     return render(
         request,
         "annotation/calibration_report.html",

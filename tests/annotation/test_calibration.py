@@ -454,7 +454,8 @@ def test_admin_sees_the_report_with_its_plot_and_adopts_a_tau(
 
     html = client.get(url).content.decode()
     assert '<tr data-tau="0.4" class="is-best">' in html
-    assert "<svg" in html and "polyline" in html
+    assert 'data-chart="tau-sweep-chart"' in html
+    assert '"kind": "lines"' in html and '"label": "best F1"' in html
     assert 'data-used="6"' in html
 
     response = client.post(

@@ -1,14 +1,13 @@
 """The campaign's IRR dashboard: status statistics with CIs, mean pairwise F1
 of the set tasks, per-pair figures, the keep-rate table, the per-physician
-table and the SVG charts; the recompute button's progress; 404 for non-admins."""
+table and the uPlot charts' data; the recompute button's progress; 404 for non-admins."""
 
-import math
+import json
 
 import pytest
 from django.urls import reverse
 from django.utils.html import escape
 
-from annotation.charts import ci_bars, line_plot
 from annotation.consensus import campaign_irr
 from annotation.tasks import AGREEMENT_PROGRESS
 from evaluation.matcher import SemanticMatcher, tau_source_of
@@ -40,7 +39,7 @@ def test_dashboard_shows_the_campaigns_irr_figures(dashboard, labelled):
     for task, figures in irr["set_tasks"].items():
         assert f'data-task="{task}"' in html
         assert f'{figures["mean_pairwise_f1"]["estimate"]:.3f}' in html
-    assert html.count('<svg class="ci-bars"') == 3
+    assert html.count('<figure class="chart" data-chart=') == 3
 
 
 def test_dashboard_says_which_tau_matches_and_where_it_comes_from(
@@ -128,28 +127,18 @@ def test_dashboard_is_404_for_non_admins(client, labelled, role):
     ).status_code == 404
 
 
-def test_ci_bars_place_estimates_and_whiskers_on_the_axis():
-    chart = ci_bars(
-        [
-            {"label": "a", "estimate": 0.5, "low": 0.25, "high": 0.75},
-            {"label": "b", "estimate": math.nan, "low": math.nan, "high": math.nan},
-            {"label": "k", "estimate": -0.5, "low": -1.0, "high": 0.0},
-        ]
-    )
-    a, b, k = chart["rows"]
-    # The axis widens to -1..1 for the negative kappa: 0.5 is 3/4 along it.
-    assert a["bar_x"] == pytest.approx(chart["zero_x"])
-    assert a["bar_x"] + a["bar_width"] == pytest.approx(190 + 0.75 * 360)
-    assert (a["ci_x1"], a["ci_x2"]) == pytest.approx((190 + 0.625 * 360, 190 + 0.875 * 360))
-    assert b["defined"] is False and b["value"] == "n/a"
-    assert k["bar_x"] == pytest.approx(190 + 0.25 * 360)
-    assert k["bar_x"] + k["bar_width"] == pytest.approx(chart["zero_x"])
-
-
-def test_line_plot_breaks_at_undefined_values():
-    plot = line_plot([0.3, 0.4, 0.5], [{"name": "P", "css": "p",
-                                        "values": [1.0, math.nan, 0.5]}],
-                     markers=[{"x": 0.4, "label": "best", "css": "best"}])
-    (line,) = plot["lines"]
-    assert len(line["segments"]) == 2 and len(line["points"]) == 2
-    assert plot["markers"][0]["px"] == pytest.approx((44 + plot["right"]) / 2)
+def test_charts_carry_the_estimates_with_their_cis_and_undefined_as_null(dashboard):
+    charts = {
+        name: json.loads(dashboard.content.decode().split(f'id="{name}-chart"')[1]
+                         .split(">", 1)[1].split("</script>")[0])
+        for name in ("status", "f1", "keep")
+    }
+    status = dashboard.context["status"]
+    first = charts["status"]["bars"][0]
+    assert charts["status"]["kind"] == "bars"
+    assert first["label"] == "Percent agreement"
+    for key in ("estimate", "low", "high"):
+        assert first[key] == pytest.approx(status["percent_agreement"][key])
+    # A keep rate has no CI: its whisker ends are null, not nan (invalid JSON).
+    assert {bar["low"] for bar in charts["keep"]["bars"]} == {None}
+    assert len(charts["f1"]["bars"]) == 3
