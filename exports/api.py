@@ -30,6 +30,7 @@ from rest_framework.views import APIView
 from evaluation.metrics import DEFAULT_K
 from exports import selectors, services
 from exports.authentication import ReleaseTokenAuthentication
+from exports.building import ReleaseFileChanged, release_file_verify
 from exports.models import ReleaseKind, ReleaseState, SubmissionState
 from oracle.models import RunState
 from exports.roles import user_is_admin, user_may_use_releases
@@ -265,6 +266,10 @@ class ReleaseFileApi(ReleaseApi):
             (206, "application/octet-stream"): OpenApiTypes.BINARY,
             304: OpenApiResponse(description="Not modified (ETag matched)."),
             404: OpenApiResponse(description="No such release or file."),
+            409: OpenApiResponse(
+                description="The file was changed after the release was built "
+                "(its checksum no longer matches the manifest's); it is not served."
+            ),
             416: OpenApiResponse(description="Range not satisfiable."),
         },
     )
@@ -275,6 +280,10 @@ class ReleaseFileApi(ReleaseApi):
         if found is None:
             raise NotFound("No such file in this release.")
         entry, path = found
+        try:
+            release_file_verify(entry=entry, path=path)
+        except ReleaseFileChanged as error:
+            return Response({"detail": str(error)}, status=status.HTTP_409_CONFLICT)
         return file_response(request, entry, path)
 
 
@@ -404,10 +413,20 @@ class ReleaseSubmissionsApi(ReleaseApi):
             201: SubmissionOutputSerializer,
             400: ErrorSerializer,
             404: OpenApiResponse(description="No such release."),
+            409: ErrorSerializer,
         },
     )
     def post(self, request, release_id: int):
         release = self.release_or_404(release_id)
+        if release.state != ReleaseState.READY:
+            # Before the upload is read: a release that is not ready takes none.
+            return Response(
+                {"detail": [
+                    f"{release} is {release.get_state_display().lower()}, not ready: "
+                    "predictions can only be submitted to a ready release."
+                ]},
+                status=status.HTTP_409_CONFLICT,
+            )
         data = SubmissionInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         values = data.validated_data

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
-from django.utils.functional import cached_property
 
 from annotation.models import Campaign
+from jobs.models import JobFields
 from oracle.models import OracleRun, ValidationReport
 
 USER_MODEL = settings.AUTH_USER_MODEL
@@ -24,11 +24,13 @@ class ReleaseState(models.TextChoices):
     BUILDING = "building", "Building"
     READY = "ready", "Ready"
     FAILED = "failed", "Failed"
+    CANCELLED = "cancelled", "Cancelled"
 
 
-class Release(models.Model):
+class Release(JobFields, models.Model):
     """One versioned build of a benchmark. Once ``ready`` its files never change:
-    a rebuild is a new version in a new directory."""
+    a rebuild is a new version in a new directory. The build is a job
+    (jobs.leases): its worker, heartbeat and progress are on the row."""
 
     kind = models.CharField(max_length=8, choices=ReleaseKind.choices)
     version = models.PositiveIntegerField()
@@ -86,22 +88,10 @@ class Release(models.Model):
     def name(self) -> str:
         return f"realicu-{self.kind}-v{self.version}"
 
-    @cached_property
+    @property
     def live_progress(self) -> dict:
-        """Progress as the worker last reported it while building."""
-        from windows.jobprogress import progress_get
-
-        live = None
-        if self.state in (ReleaseState.QUEUED, ReleaseState.BUILDING):
-            live = progress_get(kind="release", pk=self.pk)
-        done, total, label = (
-            (live["done"], live["total"], live["label"]) if live else (0, 0, "")
-        )
-        if total:
-            percent = min(100, round(100 * done / total))
-        else:
-            percent = 100 if self.state == ReleaseState.READY else 0
-        return {"done": done, "total": total, "label": label, "percent": percent}
+        """Progress as the worker last wrote it on the row (jobs.leases)."""
+        return _row_progress(self, finished=self.state == ReleaseState.READY)
 
 
 class ReleaseFile(models.Model):
@@ -163,9 +153,10 @@ class SubmissionState(models.TextChoices):
     FAILED = "failed", "Failed"
 
 
-class Submission(models.Model):
+class Submission(JobFields, models.Model):
     """A researcher's predictions for a release (a validated JSONL file) and,
-    once scored, its metrics (spec section 6) overall and by group."""
+    once scored, its metrics (spec section 6) overall and by group. Scoring is
+    a job (jobs.leases)."""
 
     release = models.ForeignKey(
         Release, on_delete=models.PROTECT, related_name="submissions"
@@ -198,18 +189,16 @@ class Submission(models.Model):
     def __str__(self) -> str:
         return f"Submission {self.pk} ({self.model_name}) to {self.release.name}"
 
-    @cached_property
+    @property
     def live_progress(self) -> dict:
-        from windows.jobprogress import progress_get
+        return _row_progress(self, finished=self.state == SubmissionState.SCORED)
 
-        live = None
-        if self.state in (SubmissionState.QUEUED, SubmissionState.SCORING):
-            live = progress_get(kind="submission", pk=self.pk)
-        done, total, label = (
-            (live["done"], live["total"], live["label"]) if live else (0, 0, "")
-        )
-        if total:
-            percent = min(100, round(100 * done / total))
-        else:
-            percent = 100 if self.state == SubmissionState.SCORED else 0
-        return {"done": done, "total": total, "label": label, "percent": percent}
+
+def _row_progress(row: JobFields, *, finished: bool) -> dict:
+    percent = 100 if finished and not row.progress_total else row.percent
+    return {
+        "done": row.progress_done,
+        "total": row.progress_total,
+        "label": row.progress_label,
+        "percent": percent,
+    }

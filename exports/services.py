@@ -43,7 +43,9 @@ from oracle.models import (
 )
 from oracle.selectors import validation_report_latest
 from oracle.promotion_gate import gate_failure_text, promotion_gate
+from jobs.outbox import outbox_send
 from windows.accounts import require_admin
+from windows.importers.base import Progress
 
 logger = logging.getLogger(__name__)
 
@@ -167,25 +169,104 @@ def release_create(
                 release = Release.objects.create(version=(last or 0) + 1, **fields)
                 if override is not None:
                     PromotionOverride.objects.create(release_id=release.pk, **override)
+                _release_build_send(release)
                 return release
         except IntegrityError:
             continue  # another build took this version meanwhile
     raise ValidationError("Could not number the release; try again.")
 
 
-def _enqueue(task, pk: int) -> None:
-    # A row that stands without its job is shown as queued; a broker that cannot
-    # be reached must not undo it.
-    try:
-        task.delay(pk)
-    except Exception:
-        logger.exception("could not queue %s(%s)", task.name, pk)
+def _release_build_send(release: Release) -> None:
+    """The build's task, recorded in the transaction that queues the release
+    and sent after it commits (jobs.outbox): a broker that cannot be reached
+    delays the build until the reaper sends it, and never loses it."""
+    outbox_send(
+        task="exports.tasks.release_build_task",
+        args=[release.pk],
+        key=f"job:release:{release.pk}",
+    )
 
 
-def release_build_enqueue(*, release: Release) -> None:
-    from exports.tasks import release_build_task
+def _release_locked(release: Release) -> Release:
+    locked = Release.objects.select_for_update().filter(pk=release.pk).first()
+    if locked is None:
+        raise ValidationError("That release no longer exists.")
+    return locked
 
-    transaction.on_commit(lambda: _enqueue(release_build_task, release.pk))
+
+@transaction.atomic
+def release_retry(*, user, release: Release) -> Release:
+    """Queues a failed or cancelled release again: the same release (kind,
+    version, inputs) is built from the start."""
+    require_admin(user, "retry a release build")
+    release = _release_locked(release)
+    if release.state not in (ReleaseState.FAILED, ReleaseState.CANCELLED):
+        raise ValidationError(
+            f"{release} is {release.get_state_display().lower()}; only a failed or "
+            "cancelled build can be retried."
+        )
+    if (Path(settings.REALICU_RELEASES_DIR) / release.name).exists():
+        raise ValidationError(
+            f"The folder {release.name} already exists and a release's folder is "
+            "never rewritten: rebuild as a new version instead."
+        )
+    Release.objects.filter(pk=release.pk).update(
+        state=ReleaseState.QUEUED, error="", lease="", worker="", attempts=0,
+        heartbeat_at=None, started_at=None, finished_at=None, progress_done=0,
+        progress_total=0, progress_label=f"retry queued by {user.get_username()}",
+    )
+    _release_build_send(release)
+    release.refresh_from_db()
+    return release
+
+
+def release_cancel(*, user, release: Release) -> Release:
+    """Stops a queued or building release: its worker finds its lease gone at
+    its next progress report and stops, undoing what it wrote; the unfinished
+    folder is removed."""
+    from exports.building import release_partial_remove
+
+    require_admin(user, "cancel a release build")
+    with transaction.atomic():
+        release = _release_locked(release)
+        if release.state not in (ReleaseState.QUEUED, ReleaseState.BUILDING):
+            raise ValidationError(
+                f"{release} is {release.get_state_display().lower()}; only a queued "
+                "or building release can be cancelled."
+            )
+        Release.objects.filter(pk=release.pk).update(
+            state=ReleaseState.CANCELLED, lease="", finished_at=timezone.now(),
+            error=f"Cancelled by {user.get_username()}.",
+            progress_label="cancelled",
+        )
+    # After the commit: a worker still writing finds its lease gone and removes
+    # whatever it writes after this.
+    release_partial_remove(release)
+    release.refresh_from_db()
+    return release
+
+
+def release_rebuild(*, user, release: Release) -> Release:
+    """A new version of a ready release from the same inputs (campaign, or
+    Oracle run with its validation report), queued for building; the ready
+    release and its files stay as they are. A Scale release that passed the
+    promotion gate by an override carries the same reason."""
+    require_admin(user, "rebuild a release")
+    if release.state != ReleaseState.READY:
+        raise ValidationError(
+            f"{release} is {release.get_state_display().lower()}; only a ready "
+            "release is rebuilt as a new version (retry a failed or cancelled one)."
+        )
+    override = PromotionOverride.objects.filter(release_id=release.pk).first()
+    return release_create(
+        user=user,
+        kind=release.kind,
+        campaign=release.campaign,
+        oracle_run=release.oracle_run,
+        validation_report=release.validation_report,
+        notes=f"Rebuild of {release.name}. {release.notes}".strip(),
+        override_reason=override.reason if override is not None else "",
+    )
 
 
 # Submissions ----------------------------------------------------------------
@@ -212,6 +293,16 @@ def _upload_lines(upload, sink, digest, max_bytes: int):
         yield line
 
 
+def release_require_ready(release: Release) -> None:
+    """Predictions go to a ready release only: one being built, failed or
+    cancelled has no windows to score against."""
+    if release.state != ReleaseState.READY:
+        raise ValidationError(
+            f"{release} is {release.get_state_display().lower()}, not ready: "
+            "predictions can only be submitted to a ready release."
+        )
+
+
 def submission_create(
     *,
     user,
@@ -228,8 +319,7 @@ def submission_create(
     import hashlib
 
     _require_release_user(user)
-    if release.state != ReleaseState.READY:
-        raise ValidationError(f"{release} is not ready; predictions need a built release.")
+    release_require_ready(release)
     model_name = (model_name or "").strip()
     if not model_name:
         raise ValidationError("Name the model the predictions come from.")
@@ -265,9 +355,11 @@ def submission_create(
             os.replace(temporary, folder / relative)
             submission.file_path = relative
             submission.save(update_fields=["file_path"])
-            from exports.tasks import submission_score_task
-
-            transaction.on_commit(lambda: _enqueue(submission_score_task, submission.pk))
+            outbox_send(
+                task="exports.tasks.submission_score_task",
+                args=[submission.pk],
+                key=f"job:submission:{submission.pk}",
+            )
         return submission
     finally:
         temporary.unlink(missing_ok=True)
@@ -289,36 +381,61 @@ PLOTS = {
 
 def submission_score(*, submission: Submission, matcher=None, progress=None) -> Submission:
     """Scores a stored, valid submission with the release's matcher and tau.
-    Idempotent: a scored submission is left alone; a rerun recomputes."""
+    A job (jobs.leases): taken with a lease, progress on the row, stopped when
+    the lease is lost. Idempotent: a scored submission, or one a live worker
+    holds, is returned as it is."""
+    from jobs.leases import JobLeaseLost, job_claim, job_heartbeat, job_release
+
     submission.refresh_from_db()
     if submission.state == SubmissionState.SCORED:
         return submission
-    Submission.objects.filter(pk=submission.pk).update(
-        state=SubmissionState.SCORING, error=""
+    lease = job_claim(
+        model=Submission,
+        pk=submission.pk,
+        claimable=(SubmissionState.QUEUED,),
+        running=SubmissionState.SCORING,
+        started_field=None,
+        extra={"error": ""},
     )
+    if lease is None:
+        submission.refresh_from_db()
+        return submission
     try:
-        predictions = list(predictions_read(_submissions_dir() / submission.file_path))
-        scores = scores_compute(
-            release=submission.release,
-            predictions=predictions,
-            k=submission.k,
-            matcher=matcher,
-            progress=progress,
-        )
-        plots = submission_plots_dir(submission)
-        plots.mkdir(parents=True, exist_ok=True)
-        for name, title in PLOTS.items():
-            breakdown_plot(
-                breakdown=scores[name], title=title, path=plots / f"{name}.png",
-                k=submission.k,
+        with job_heartbeat(model=Submission, pk=submission.pk, lease=lease) as beat:
+            job_progress = Progress(
+                sinks=[beat, *(progress.sinks if progress is not None else [])]
             )
+            predictions = list(
+                predictions_read(_submissions_dir() / submission.file_path)
+            )
+            scores = scores_compute(
+                release=submission.release,
+                predictions=predictions,
+                k=submission.k,
+                matcher=matcher,
+                progress=job_progress,
+            )
+            plots = submission_plots_dir(submission)
+            plots.mkdir(parents=True, exist_ok=True)
+            for name, title in PLOTS.items():
+                breakdown_plot(
+                    breakdown=scores[name], title=title, path=plots / f"{name}.png",
+                    k=submission.k,
+                )
+    except JobLeaseLost:
+        submission.refresh_from_db()
+        return submission
     except Exception as exc:
-        Submission.objects.filter(pk=submission.pk).update(
-            state=SubmissionState.FAILED, error=f"{type(exc).__name__}: {exc}"
+        job_release(
+            model=Submission, pk=submission.pk, lease=lease,
+            state=SubmissionState.FAILED, error=f"{type(exc).__name__}: {exc}",
+            progress_label="failed",
         )
         raise
-    Submission.objects.filter(pk=submission.pk).update(
-        state=SubmissionState.SCORED, scores=scores, scored_at=timezone.now()
+    job_release(
+        model=Submission, pk=submission.pk, lease=lease,
+        state=SubmissionState.SCORED, scores=scores, scored_at=timezone.now(),
+        progress_label="scored",
     )
     submission.refresh_from_db()
     return submission

@@ -15,6 +15,9 @@ urlpatterns = [
     path("token/revoke/", views.token_revoke, name="token_revoke"),
     path("<int:release_id>/", views.release_detail, name="release_detail"),
     path("<int:release_id>/progress/", views.release_progress, name="release_progress"),
+    path("<int:release_id>/retry/", views.release_retry, name="release_retry"),
+    path("<int:release_id>/rebuild/", views.release_rebuild, name="release_rebuild"),
+    path("<int:release_id>/cancel/", views.release_cancel, name="release_cancel"),
     path(
         "<int:release_id>/files/<path:file_path>",
         views.release_file,

@@ -22,13 +22,15 @@ from annotation.models import Campaign
 from evaluation.matcher import tau_source_of
 from evaluation.metrics import DEFAULT_K
 from exports import selectors, services
-from exports.authentication import token_expires_at
 from exports.api import file_response
-from exports.models import ReleaseKind, SubmissionState
+from exports.authentication import token_expires_at
+from exports.building import ReleaseFileChanged, release_file_verify
+from exports.models import ReleaseKind, ReleaseState, SubmissionState
 from exports.roles import user_is_admin, user_may_use_releases
 from exports.scoring import MAX_K
 from exports.selectors import LEADERBOARD_KEYS
 from exports.throttling import rate_limit_hit, scope_rate
+from jobs.reaper import job_check
 from oracle.models import OracleRun, ValidationReport
 from oracle.promotion_gate import promotion_gate
 
@@ -111,7 +113,6 @@ def release_build_start(request):
             for message in error.messages:
                 form.add_error(None, message)
         else:
-            services.release_build_enqueue(release=release)
             messages.success(request, f"{release} is queued for building.")
             return redirect("exports:release_list")
     return _release_list_page(request, form, status=400)
@@ -192,7 +193,6 @@ def release_new(request):
         return _release_new_page(
             request, promotion, form=form, errors=error.messages, status=400
         )
-    services.release_build_enqueue(release=release)
     messages.success(
         request, f"{release} is queued for building from Oracle run {run.pk}."
     )
@@ -213,6 +213,7 @@ def release_progress(request, release_id: int):
     release = selectors.release_get(user=request.user, release_id=release_id)
     if release is None:
         raise Http404("No such release.")
+    job_check(release)
     return render(request, "exports/release_list.html#release_row", {"release": release})
 
 
@@ -224,21 +225,73 @@ def _release_or_404(request, release_id: int):
 
 
 def _release_detail_page(request, release, form=None, errors=(), status=200):
+    # A build whose worker is gone is queued again (or failed) before the page
+    # says "Building".
+    job_check(release)
+    ready = release.state == ReleaseState.READY
     context = {
         "release": release,
-        "files": selectors.release_files(release=release),
+        "ready": ready,
+        "is_admin": user_is_admin(request.user),
+        "heartbeat_age": (
+            round((timezone.now() - release.heartbeat_at).total_seconds())
+            if release.heartbeat_at else None
+        ),
+        "files": selectors.release_files(release=release) if ready else [],
         "submissions": selectors.submission_list(user=request.user, release=release),
         "form": form or SubmissionForm(initial={"k": DEFAULT_K}),
         "errors": list(errors),
         "tau_source": tau_source_of(release.matcher_model, release.tau),
     }
-    return render(request, "exports/release_detail.html", context, status=status)
+    return _partial(request, "exports/release_detail.html", "release_status",
+                    context, status)
 
 
 @require_GET
 @release_user_required
 def release_detail(request, release_id: int):
     return _release_detail_page(request, _release_or_404(request, release_id))
+
+
+def _release_action(request, release_id: int, action, done: str):
+    """An admin's Retry, Rebuild or Cancel of a release; anyone else gets the
+    404 of the other admin pages, and a refusal is shown on the page."""
+    if not user_is_admin(request.user):
+        raise Http404
+    release = _release_or_404(request, release_id)
+    try:
+        result = action(user=request.user, release=release)
+    except (ValidationError, PermissionDenied) as error:
+        for message in getattr(error, "messages", None) or [str(error)]:
+            messages.error(request, message)
+        return redirect("exports:release_detail", release_id=release.pk)
+    messages.success(request, done.format(release=result))
+    return redirect("exports:release_detail", release_id=result.pk)
+
+
+@require_POST
+@release_user_required
+def release_retry(request, release_id: int):
+    return _release_action(
+        request, release_id, services.release_retry, "{release} is queued again."
+    )
+
+
+@require_POST
+@release_user_required
+def release_rebuild(request, release_id: int):
+    return _release_action(
+        request, release_id, services.release_rebuild,
+        "{release} is queued for building: a new version from the same inputs.",
+    )
+
+
+@require_POST
+@release_user_required
+def release_cancel(request, release_id: int):
+    return _release_action(
+        request, release_id, services.release_cancel, "{release} is cancelled."
+    )
 
 
 @require_GET
@@ -249,6 +302,13 @@ def release_file(request, release_id: int, file_path: str):
     )
     if found is None:
         raise Http404("No such file in this release.")
+    try:
+        release_file_verify(entry=found[0], path=found[1])
+    except ReleaseFileChanged as error:
+        return render(
+            request, "exports/release_file_changed.html",
+            {"release": found[0].release, "message": str(error)}, status=409,
+        )
     return file_response(request, *found)
 
 
@@ -273,6 +333,12 @@ def submission_upload(request, release_id: int):
             ],
             status=429,
         )
+    if release.state != ReleaseState.READY:
+        try:
+            services.release_require_ready(release)
+        except ValidationError as error:
+            return _release_detail_page(request, release, errors=error.messages,
+                                        status=409)
     form = SubmissionForm(request.POST, request.FILES)
     if not form.is_valid():
         return _release_detail_page(request, release, form=form, status=400)
@@ -308,6 +374,7 @@ def _metric_rows(breakdown: dict) -> list[dict]:
 @release_user_required
 def submission_detail(request, submission_id: int):
     submission = _submission_or_404(request, submission_id)
+    job_check(submission)
     scores = submission.scores or {}
     context = {
         "submission": submission,

@@ -9,7 +9,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from exports.models import Release, ReleaseState, Submission, SubmissionState
-from exports.services import release_build_enqueue, release_create, token_create
+from exports.services import release_create, token_create
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
@@ -34,8 +34,8 @@ def _wait(predicate, seconds=120):
 def test_release_is_built_and_predictions_scored_by_the_worker(
     worker_dirs, admin_user, researcher, tiny_run, tiny_stays, celery_worker_process
 ):
+    # Creating the release records its build task (jobs.outbox), sent on commit.
     release = release_create(user=admin_user, kind="scale", oracle_run=tiny_run)
-    release_build_enqueue(release=release)
     assert _wait(
         lambda: Release.objects.get(pk=release.pk).state
         in (ReleaseState.READY, ReleaseState.FAILED)

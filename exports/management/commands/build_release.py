@@ -1,6 +1,13 @@
 """manage.py build_release (--campaign ID | --oracle-run ID) --user NAME
 [--override-reason TEXT]: build a new version of RealICU-Gold or RealICU-Scale
-here, with a progress line."""
+here, with a progress line.
+
+The release is queued as the page queues it (its task recorded in the same
+transaction), then taken here with the same lease a worker takes: if a worker
+takes it first, this follows the worker's progress on the row instead; if this
+process is killed, the reaper gives the build to a worker."""
+
+import time
 
 from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -8,7 +15,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from annotation.models import Campaign
 from exports.building import release_build, release_folder
-from exports.models import ReleaseKind
+from exports.models import Release, ReleaseKind, ReleaseState
 from exports.services import release_create
 from oracle.models import OracleRun
 from windows.importers.base import ConsoleProgress, Progress
@@ -62,11 +69,22 @@ class Command(BaseCommand):
                     user=admin, kind=ReleaseKind.SCALE, oracle_run=run, notes=notes,
                     override_reason=override_reason,
                 )
-            progress = Progress(sinks=[ConsoleProgress(stream=self.stderr._out)])
-            release = release_build(release=release, progress=progress)
+            console = ConsoleProgress(stream=self.stderr._out)
+            release = release_build(release=release, progress=Progress(sinks=[console]))
+            while release.state in (ReleaseState.QUEUED, ReleaseState.BUILDING):
+                # A worker took it first: its progress is on the row.
+                console(release.progress_done, release.progress_total,
+                        release.progress_label)
+                time.sleep(1)
+                release = Release.objects.get(pk=release.pk)
         except (ValidationError, PermissionDenied) as exc:
             messages = getattr(exc, "messages", None) or [str(exc)]
             raise CommandError("; ".join(messages)) from exc
+        if release.state != ReleaseState.READY:
+            raise CommandError(
+                f"{release} (id {release.pk}) is {release.get_state_display().lower()}"
+                f": {release.error}"
+            )
         self.stdout.write(
             f"{release} (id {release.pk}): {release.window_count} windows in "
             f"{release_folder(release)}"
