@@ -198,7 +198,7 @@ def import_run_execute(*, import_run: ImportRun) -> ImportRun:
     batches share one), which would lock the row against the heartbeat."""
     from pathlib import Path
 
-    from windows.importers.base import Progress
+    from jobs.progress import Progress
 
     pk = import_run.pk
     lease = job_claim(

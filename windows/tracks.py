@@ -12,6 +12,7 @@ import pandas as pd
 from django.db import transaction
 from django.db.models import Count, Max
 
+from jobs.progress import Progress
 from windows.concepts import (
     CONCEPT_COLUMNS,
     CONCEPTS_VERSION,
@@ -23,7 +24,6 @@ from windows.concepts.renal import URINE_CATEGORIES
 from windows.concepts.respiratory import EPISODE_GAP
 from windows.concepts.vasoactive import DRUGS
 from windows.concepts.vitals import VITALS
-from windows.importers.base import Progress
 from windows.models import Domain, Event, Stay, StayTracks
 
 

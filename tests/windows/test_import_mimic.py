@@ -14,7 +14,8 @@ from django.core.management import CommandError, call_command
 from django.db import transaction
 from django.db.models import Count
 
-from windows.importers.base import Progress, SourceDataError
+from jobs.progress import Progress
+from windows.importers.base import SourceDataError
 from windows.importers.mimic import ChartEventsStep, EventStep, mimic_import
 from windows.importers.mimic_mapping import (
     TEMPERATURE_SITE_ITEM,

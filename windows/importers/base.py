@@ -1,10 +1,8 @@
 """What every importer shares: locating and reading source tables in chunks,
 strict time parsing with errors that name file, row and column, fast event
-writing (COPY on PostgreSQL), and progress reporting."""
+writing (COPY on PostgreSQL)."""
 from __future__ import annotations
 
-import sys
-import time as _time
 from concurrent.futures import Future, ThreadPoolExecutor
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -18,6 +16,8 @@ import pyarrow.parquet as pq
 from django.core.exceptions import ValidationError
 from django.db import connection
 
+# Progress moved to jobs.progress; remaining importers listed in the issue note.
+from jobs.progress import ConsoleProgress, Progress  # noqa: F401
 from windows.models import Event
 
 EVENT_COLUMNS = [
@@ -460,55 +460,6 @@ class EventWriter:
         with connection.cursor() as cursor:
             for start in range(0, len(rows), 5000):
                 cursor.executemany(sql, rows[start : start + 5000])
-
-
-ProgressCallback = Callable[[int, int, str], None]
-
-
-@dataclass
-class Progress:
-    """Reports (done, total, label) to any number of sinks: a console line, a job row."""
-
-    sinks: list[ProgressCallback] = field(default_factory=list)
-    done: int = 0
-    total: int = 0
-
-    def start(self, total: int, label: str = "") -> None:
-        self.total, self.done = total, 0
-        self._emit(label)
-
-    def advance(self, n: int = 1, label: str = "") -> None:
-        self.done += n
-        self._emit(label)
-
-    def _emit(self, label: str) -> None:
-        for sink in self.sinks:
-            sink(self.done, self.total, label)
-
-
-class ConsoleProgress:
-    """A single progress line rewritten in place: bar, counts, rate."""
-
-    def __init__(self, stream=None, min_interval: float = 0.2) -> None:
-        self.stream = stream or sys.stderr
-        self.started = _time.monotonic()
-        self.last = 0.0
-        self.min_interval = min_interval
-
-    def __call__(self, done: int, total: int, label: str) -> None:
-        now = _time.monotonic()
-        if now - self.last < self.min_interval and done < total:
-            return
-        self.last = now
-        width = 30
-        frac = done / total if total else 0
-        bar = "#" * int(width * frac) + "-" * (width - int(width * frac))
-        elapsed = now - self.started
-        line = f"\r[{bar}] {done}/{total} {label[:60]:<60} {elapsed:6.1f}s"
-        self.stream.write(line)
-        if total and done >= total:
-            self.stream.write("\n")
-        self.stream.flush()
 
 
 def batched(items: list, size: int) -> Iterator[list]:

@@ -17,10 +17,10 @@ from django.conf import settings
 from django.db import transaction
 
 from windows.actions import actions_derive
+from jobs.progress import Progress
 from windows.importers.base import (
     EventWriter,
     ImportSummary,
-    Progress,
     SourceDataError,
     SourceTable,
     check_order,

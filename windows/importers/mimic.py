@@ -17,12 +17,12 @@ from django.core.exceptions import ValidationError
 from django.db import connection, transaction
 from django.db.models import Exists, OuterRef, Subquery
 
+from jobs.progress import Progress
 from windows.importers.base import (
     EVENT_ARROW_SCHEMA,
     TEXT_LIMITS,
     EventWriter,
     ImportSummary,
-    Progress,
     SourceDataError,
     reject_first,
     SourceTable,

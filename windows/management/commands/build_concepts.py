@@ -1,7 +1,7 @@
 """manage.py build_concepts [--stay ID] [--force]: compute and store concept tracks."""
 from django.core.management.base import BaseCommand, CommandError
 
-from windows.importers.base import ConsoleProgress, Progress
+from jobs.progress import ConsoleProgress, Progress
 from windows.models import Stay
 from windows.tracks import tracks_build_all
 

@@ -4,7 +4,7 @@ the Gold draw of each stay."""
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
-from windows.importers.base import ConsoleProgress, Progress
+from jobs.progress import ConsoleProgress, Progress
 from windows.models import Cohort, Stay
 from windows.windowing import windows_build_many
 

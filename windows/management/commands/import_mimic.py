@@ -8,7 +8,7 @@ from pathlib import Path
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
-from windows.importers.base import ConsoleProgress, Progress
+from jobs.progress import ConsoleProgress, Progress
 from windows.importers.mimic import mimic_import
 
 

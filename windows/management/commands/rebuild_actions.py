@@ -9,10 +9,10 @@ import numpy as np
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
+from jobs.progress import ConsoleProgress, Progress
 from windows.actions import CODED_SOURCE_TABLES, actions_derive
 from windows.importers.base import SourceDataError
 from windows.importers.clif import clif_order_ids_fill
-from windows.importers.base import ConsoleProgress, Progress
 from windows.models import Admission, Event, EventKind, Stay, StayTracks, Window
 from windows.windowing import windows_build_many
 
