@@ -200,8 +200,8 @@ def _promote_url(run, report=None) -> str:
     return url + (f"&report={report.pk}" if report is not None else "")
 
 
-def _bars(report: dict) -> list[dict]:
-    """Table 1 as bar widths (0-100) for the server-drawn chart."""
+def _bars(report: dict) -> dict:
+    """Table 1's F1 per task as a chart (static/js/charts.js)."""
     rows = [("Status macro-F1", report.get("status_macro_f1"))]
     for key, label in (
         ("acute_problems", "Acute problems F1"),
@@ -209,11 +209,24 @@ def _bars(report: dict) -> list[dict]:
         ("red_flags", "Red flags F1"),
     ):
         rows.append((label, (report.get(key) or {}).get("f1")))
-    return [
-        {"label": label, "value": value,
-         "width": round(100 * value) if value is not None else 0}
-        for label, value in rows
-    ]
+    return _bar_chart(rows)
+
+
+def _group_bars(report: dict) -> dict:
+    """Status macro-F1 per disease group as a chart."""
+    return _bar_chart(
+        [(g["label"], g.get("status_macro_f1")) for g in report.get("by_disease_group") or []]
+    )
+
+
+def _bar_chart(rows: list[tuple[str, float | None]]) -> dict:
+    return {
+        "kind": "bars",
+        "bars": [
+            {"label": label, "estimate": value, "low": None, "high": None}
+            for label, value in rows
+        ],
+    }
 
 
 def _confusion_rows(report: dict) -> list[dict]:
@@ -266,7 +279,8 @@ def run_validation(request, run_id: int):
         "report": report,
         "figures": report.report if report else None,
         "tau_source": tau_source_of(report.matcher_model, report.tau) if report else "",
-        "bars": _bars(report.report) if report else [],
+        "bars": _bars(report.report) if report else None,
+        "group_bars": _group_bars(report.report) if report else None,
         "confusion": _confusion_rows(report.report) if report else [],
         "status_labels": (report.report.get("confusion") or {}).get("labels", CHART_STATUS)
         if report else CHART_STATUS,

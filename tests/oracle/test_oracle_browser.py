@@ -110,5 +110,10 @@ def test_admin_runs_the_rules_oracle_and_reads_its_validation(
     status_f1 = page.inner_text('.table1 tr[data-task="status"] [data-f1]')
     assert status_f1 == f"{report.report['status_macro_f1']:.3f}"
     assert page.locator(".confusion tbody tr").count() == 3
+    # Table 1's F1 per task, drawn by uPlot from the page's JSON, and as text.
+    page.locator('[data-chart="task-f1-chart"] [data-chart-canvas] canvas').wait_for()
+    assert f"Status macro-F1: {status_f1}" in page.inner_text(
+        '[data-chart="task-f1-chart"] .chart-values'
+    )
     page.screenshot(path=SCREENSHOT, full_page=True)
     assert errors == []
