@@ -29,6 +29,7 @@ from realicu_web.jsonlimits import loads_bounded
 from annotation.forms import CampaignForm
 from annotation.models import ActionRating, AssignmentState, PatientStatus
 from annotation.roles import user_is_admin, user_is_physician
+from evaluation.labelschema import STATUS_KEYS
 from windows import selectors as window_selectors
 from windows.actions import action_text_of
 from windows.models import Event
@@ -36,7 +37,6 @@ from windows.views import window_page_context
 
 # Service errors a stale tab gets: shown as a conflict, not next to a field.
 CONFLICT_CODES = {"version_conflict", "version_missing", "submitted"}
-STATUS_KEYS = {"improving": "1", "stable": "2", "deteriorating": "3"}
 RATING_KEYS = {"best_practice": "4", "acceptable": "5", "potentially_harmful": "6"}
 LISTS = (
     ("acute_problems", "Acute problems", "Acute problem", "a"),
