@@ -9,10 +9,18 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from windows.importers import clif as clif_module
 from windows.importers.base import SourceDataError
 from windows.importers.clif import clif_import
-from windows.models import Admission, Event, ImportRun, ImportStatus, Patient, Source, Stay
+from windows.importers.clif import importing as clif_module
+from windows.models import (
+    Admission,
+    Event,
+    ImportRun,
+    ImportStatus,
+    Patient,
+    Source,
+    Stay,
+)
 from windows.services import import_run_execute
 
 pytestmark = pytest.mark.django_db
