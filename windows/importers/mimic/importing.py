@@ -1,0 +1,250 @@
+"""The MIMIC-IV import: every file checked before anything is written, then the new
+admissions imported in batches, each in one transaction."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pandas as pd
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import transaction
+
+from jobs.progress import Progress
+from windows.actions import actions_derive
+from windows.importers.base import EventWriter, ImportSummary, SourceDataError
+from windows.importers.mimic.chartevents import ChartEventsStep, _chartevents
+from windows.importers.mimic.events import EventStep
+from windows.importers.mimic.items import ItemLabels
+from windows.importers.mimic.labs import LabEventsStep, _labevents, _microbiologyevents
+from windows.importers.mimic.medications import (
+    EmarStep,
+    InputEventsStep,
+    _emar,
+    _inputevents,
+    _prescriptions,
+)
+from windows.importers.mimic.patients_admissions_stays import (
+    _read_cohort,
+    _read_diagnoses,
+    _write_cohort,
+)
+from windows.importers.mimic.reading import (
+    ADMISSIONS,
+    CHARTEVENTS,
+    DATETIMEEVENTS,
+    EMAR,
+    EMAR_DETAIL,
+    HCPCSEVENTS,
+    INPUTEVENTS,
+    LABEVENTS,
+    MICROBIOLOGYEVENTS,
+    OUTPUTEVENTS,
+    PRESCRIPTIONS,
+    PROCEDUREEVENTS,
+    PROCEDURES_ICD,
+    TRANSFERS,
+    MimicFolder,
+    TableSpec,
+)
+from windows.importers.mimic.records import (
+    TransfersStep,
+    _datetimeevents,
+    _hcpcsevents,
+    _outputevents,
+    _procedureevents,
+    _procedures_icd,
+    _transfers,
+)
+from windows.importers.mimic_mapping import TEMPERATURE_SITE_ITEM
+from windows.models import Admission, Source
+
+
+def _event_steps(
+    folder: MimicFolder, labels: ItemLabels, summary: ImportSummary
+) -> list[EventStep]:
+    """The event files present, their columns checked before anything is written.
+    Labs and cultures without hadm_id are placed by their sample time."""
+    steps: list[EventStep] = []
+
+    def add(
+        spec: TableSpec,
+        transform: Callable,
+        assign_by: tuple[str, ...] = (),
+        step: type[EventStep] = EventStep,
+        **options,
+    ) -> None:
+        table = folder.table(spec)
+        if table is None:
+            summary.notes.append(f"{spec.display} not found: no {spec.name} events")
+            return
+        steps.append(
+            step(
+                spec,
+                table,
+                folder.columns(table, spec),
+                transform,
+                assign_by=assign_by,
+                **options,
+            )
+        )
+
+    add(CHARTEVENTS, _chartevents(labels), step=ChartEventsStep, labels=labels)
+    add(LABEVENTS, _labevents(labels), ("charttime",), step=LabEventsStep)
+    add(INPUTEVENTS, _inputevents(labels), step=InputEventsStep)
+    add(OUTPUTEVENTS, _outputevents(labels))
+    add(PROCEDUREEVENTS, _procedureevents(labels))
+    add(DATETIMEEVENTS, _datetimeevents(labels))
+    emar = folder.table(EMAR)
+    if emar is not None:
+        detail = folder.table(EMAR_DETAIL)
+        columns = folder.columns(detail, EMAR_DETAIL) if detail is not None else []
+        if detail is None:
+            summary.notes.append(
+                f"{EMAR_DETAIL.display} not found: medication events have no dose"
+            )
+        steps.append(
+            EmarStep(
+                EMAR,
+                emar,
+                folder.columns(emar, EMAR),
+                _emar,
+                detail=detail,
+                detail_columns=columns,
+            )
+        )
+    elif folder.table(PRESCRIPTIONS) is not None:
+        summary.notes.append(
+            f"{EMAR.display} not found: medications from {PRESCRIPTIONS.display}"
+        )
+        add(PRESCRIPTIONS, _prescriptions)
+    else:
+        summary.notes.append(
+            f"{EMAR.display} and {PRESCRIPTIONS.display} not found: no medication events"
+        )
+    add(MICROBIOLOGYEVENTS, _microbiologyevents, ("charttime", "chartdate"))
+    add(TRANSFERS, _transfers, step=TransfersStep)
+    add(PROCEDURES_ICD, _procedures_icd)
+    add(HCPCSEVENTS, _hcpcsevents)
+    return steps
+
+
+# --- the import --------------------------------------------------------------------
+
+
+def _batches(stays: pd.DataFrame, hadm_ids: list[int], size: int) -> list[list[int]]:
+    """Admissions in order, grouped so that each batch holds about ``size`` stays
+    (an admission's stays are never split)."""
+    counts = stays["hadm_id"].value_counts()
+    batches, current, n = [], [], 0
+    for hadm in hadm_ids:
+        current.append(hadm)
+        n += int(counts.get(hadm, 0))
+        if n >= size:
+            batches.append(current)
+            current, n = [], 0
+    if current:
+        batches.append(current)
+    return batches
+
+
+def mimic_import(
+    *, directory: Path, progress: Progress | None = None, batch_stays: int | None = None
+) -> ImportSummary:
+    """Import a MIMIC-IV v2.x folder; admissions already imported are skipped.
+
+    The small tables (patients, admissions, icustays) are validated completely and
+    the columns of every event file checked before anything is written. The new
+    admissions with an ICU stay are then imported in batches of about
+    ``batch_stays`` stays (default ``REALICU_IMPORT_BATCH_STAYS``), each batch in
+    one transaction: patients, admissions, stays and outcome events, then every
+    event file streamed once. An error rolls back the batch it occurs in;
+    batches already committed stay, and a re-run skips them.
+    """
+    if batch_stays is None:
+        batch_stays = settings.REALICU_IMPORT_BATCH_STAYS
+    if batch_stays < 1:
+        raise ValidationError("batch_stays must be at least 1.")
+    progress = progress or Progress()
+    summary = ImportSummary(source="MIMIC-IV")
+    folder = MimicFolder(directory)
+
+    cohort = _read_cohort(folder)
+    labels = ItemLabels(folder, summary)
+    steps = _event_steps(folder, labels, summary)
+
+    in_icu = pd.Index(cohort.stays["hadm_id"].unique())
+    done = set(
+        Admission.objects.filter(source=Source.MIMIC).values_list(
+            "source_id", flat=True
+        )
+    )
+    new = cohort.admissions.loc[[h for h in in_icu if str(h) not in done]]
+    summary.skipped_admissions = len(in_icu) - len(new)
+    without_icu = len(cohort.admissions) - len(in_icu)
+    if without_icu:
+        summary.notes.append(
+            f"{ADMISSIONS.display}: {without_icu} admissions without an ICU stay not "
+            f"imported, nor their events"
+        )
+    new = new.sort_values(["admittime"], kind="stable")
+    cohort.first_admit = new.groupby("subject_id")["admittime"].min()
+    batches = _batches(cohort.stays, [int(h) for h in new.index], batch_stays)
+    diagnoses = (
+        _read_diagnoses(folder, new.index.to_numpy(), summary) if len(new) else {}
+    )
+
+    progress.start(
+        len(batches) * (len(steps) + 1), "MIMIC-IV: patients, admissions, stays"
+    )
+    committed = 0
+    for number, hadm_ids in enumerate(batches, start=1):
+        try:
+            with transaction.atomic(), EventWriter() as writer:
+                batch = _write_cohort(hadm_ids, cohort, diagnoses, summary, writer)
+                progress.advance(
+                    1, f"batch {number}/{len(batches)}: {len(hadm_ids)} admissions"
+                )
+                for step in steps:
+                    step.run(batch, writer, progress, summary)
+                    progress.advance(
+                        1, f"batch {number}/{len(batches)}: {step.name} done"
+                    )
+                writer.flush()
+                summary.add_actions(
+                    actions_derive(admission_ids=[int(a) for a in batch.admission_ids])
+                )
+        except ValidationError as exc:
+            # Batches commit one by one (a full MIMIC-IV is too large for one
+            # transaction): say exactly what stays, and that a re-run completes it.
+            raise SourceDataError(
+                "; ".join(exc.messages)
+                + f" (batch {number} of {len(batches)} rolled back; "
+                + (
+                    f"{number - 1} earlier batch(es), {committed} admissions, were "
+                    "imported and stay: running the import again skips them and "
+                    "completes it)"
+                    if committed
+                    else "nothing was imported)"
+                )
+            ) from exc
+        committed += len(hadm_ids)
+    for step in steps:
+        if step.untimed:
+            summary.notes.append(
+                f"{step.spec.display}: {step.untimed} rows without a time not imported"
+            )
+        if getattr(step, "discharges", 0):
+            summary.notes.append(
+                f"{step.spec.display}: {step.discharges} discharge rows not imported "
+                f"(the admissions' hospital-discharge outcome events say it)"
+            )
+        if getattr(step, "lone_sites", 0):
+            summary.notes.append(
+                f"{step.spec.display}: {step.lone_sites} Temperature Site rows "
+                f"({TEMPERATURE_SITE_ITEM}) without a temperature at their time, "
+                f"not imported"
+            )
+    summary.notes.extend(labels.unmapped.notes())
+    return summary
