@@ -465,36 +465,3 @@ def token_revoke(request):
     if services.token_revoke(user=request.user):
         messages.success(request, "Your API token is revoked.")
     return redirect("exports:token")
-
-
-@require_GET
-def api_docs(request):
-    """The API's documentation, rendered on the server from the OpenAPI
-    schema: no script from a CDN, so it works offline."""
-    from drf_spectacular.generators import SchemaGenerator
-
-    schema = SchemaGenerator().get_schema(request=None, public=True)
-    operations = []
-    for path, methods in schema.get("paths", {}).items():
-        for method, operation in methods.items():
-            responses = [
-                {"code": code, "description": r.get("description", "")}
-                for code, r in operation.get("responses", {}).items()
-            ]
-            body = operation.get("requestBody", {}).get("content", {})
-            operations.append(
-                {
-                    "method": method.upper(),
-                    "path": path,
-                    "id": operation.get("operationId", ""),
-                    "summary": operation.get("summary", ""),
-                    "parameters": operation.get("parameters", []),
-                    "body_types": list(body),
-                    "responses": responses,
-                }
-            )
-    return render(
-        request,
-        "exports/api_docs.html",
-        {"info": schema.get("info", {}), "operations": operations},
-    )
