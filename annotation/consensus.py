@@ -44,6 +44,7 @@ from evaluation.agreement import (
     pairwise_semantic_f1,
     status_agreement,
 )
+from jobs.outbox import outbox_send
 from windows.accounts import require_admin
 from windows.actions import action_text_of
 from windows.models import Event, Window
@@ -642,28 +643,21 @@ def _all_submitted(*, campaign_id: int, window_id: int) -> bool:
 
 def on_label_submitted(label: Label) -> bool:
     """Call inside ``label_submit``'s transaction: when this was the window's
-    last assigned label, enqueue the agreement task once the transaction commits.
-    Returns whether it was enqueued."""
+    last assigned label, record the agreement task in the outbox
+    (jobs.outbox), sent once the transaction commits. A broker that cannot be
+    reached leaves the message for the reaper, so the physician's submit
+    succeeds and the agreement follows when the broker is back. Returns
+    whether it was recorded."""
     assignment = label.assignment
     campaign_id, window_id = assignment.campaign_id, assignment.window_id
     if not _all_submitted(campaign_id=campaign_id, window_id=window_id):
         return False
-    transaction.on_commit(lambda: _enqueue_agreement(campaign_id, window_id))
+    outbox_send(
+        task="annotation.tasks.window_agreement_task",
+        args=[campaign_id, window_id],
+        key=f"agreement:{campaign_id}:{window_id}",
+    )
     return True
-
-
-def _enqueue_agreement(campaign_id: int, window_id: int) -> None:
-    """Queue the agreement task. The label is committed by now: a broker that
-    cannot be reached must not turn the physician's successful submit into an
-    error, so it is logged and the agreement waits for a recompute."""
-    from annotation.tasks import window_agreement_task
-
-    try:
-        window_agreement_task.delay(campaign_id, window_id)
-    except Exception:
-        logger.exception(
-            "could not queue agreement of window %s in campaign %s", window_id, campaign_id
-        )
 
 
 def on_label_reopened(label: Label) -> None:

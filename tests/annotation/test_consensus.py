@@ -34,6 +34,7 @@ from annotation.selectors import (
 )
 from annotation.services import campaign_create, label_submit
 from annotation.tasks import window_agreement_task
+from jobs.models import OutboxMessage
 from tests.factories import make_admission, make_stay
 from windows.accounts import Role
 
@@ -666,10 +667,14 @@ def test_last_label_of_a_window_enqueues_the_agreement_task(
         assert on_label_submitted(first) is False
     assert callbacks == []
 
-    last = submit(physicians[1], gold, windows[2], "stable")
     with django_capture_on_commit_callbacks() as callbacks:
-        assert on_label_submitted(last) is True
+        last = submit(physicians[1], gold, windows[2], "stable")
     assert len(callbacks) == 1
+    # The agreement task waits in the outbox (sent on commit); once per window.
+    assert on_label_submitted(last) is True
+    message = OutboxMessage.objects.get()
+    assert message.task == "annotation.tasks.window_agreement_task"
+    assert message.args == [gold.pk, windows[2].pk]
 
 
 def test_agreement_task_is_idempotent_and_skips_incomplete_windows(
@@ -775,18 +780,23 @@ def test_reopening_a_label_forgets_the_window_agreement(labelled, windows):
 def test_submit_stands_when_the_broker_is_unreachable(
     gold, physicians, windows, django_capture_on_commit_callbacks, monkeypatch
 ):
-    """The label is committed before the agreement task is queued: a broker that
-    cannot be reached is logged, and the physician's submit still succeeds."""
+    """The label is committed before the agreement task is sent: a broker that
+    cannot be reached leaves it in the outbox for the reaper, and the
+    physician's submit still succeeds (tests/annotation/test_recompute_jobs.py
+    follows it to the agreement)."""
+    from realicu_web.celery import app
+
     def broker_down(*args, **kwargs):
         raise OSError("broker unreachable")
 
-    monkeypatch.setattr(window_agreement_task, "delay", broker_down)
+    monkeypatch.setattr(app, "send_task", broker_down)
     submit(physicians[0], gold, windows[2], "stable")
     with django_capture_on_commit_callbacks(execute=True) as callbacks:
         last = submit(physicians[1], gold, windows[2], "stable")
     assert len(callbacks) == 1
     last.refresh_from_db()
     assert last.submitted_at is not None
+    assert OutboxMessage.objects.get().last_error == "OSError: broker unreachable"
 
 
 def test_consensus_status_carries_the_evidence_of_the_labels_that_gave_it(
