@@ -21,3 +21,16 @@ class AnnotationConfig(AppConfig):
         user_logged_in.connect(
             _remember_physician_role, dispatch_uid="annotation_physician_role"
         )
+
+        from jobs.registry import JobKind, register
+
+        register(
+            JobKind(
+                name="agreement-recompute",
+                model="annotation.AgreementRecompute",
+                task="annotation.tasks.agreement_recompute_task",
+                queued="queued",
+                running="running",
+                failed="failed",
+            )
+        )

@@ -11,6 +11,7 @@ from annotation.critical import (
     critical_action_rules_clean,
     default_critical_action_rules,
 )
+from jobs.models import JobFields
 from windows.models import Window
 
 USER_MODEL = settings.AUTH_USER_MODEL
@@ -327,6 +328,46 @@ class WindowAgreement(models.Model):
 
     def __str__(self) -> str:
         return f"Agreement on {self.window} in {self.campaign}"
+
+
+class RecomputeState(models.TextChoices):
+    QUEUED = "queued", "Queued"
+    RUNNING = "running", "Running"
+    DONE = "done", "Done"
+    FAILED = "failed", "Failed"
+
+
+class AgreementRecompute(JobFields):
+    """An admin's recompute of the agreement and consensus of every complete
+    window of a campaign: a job row (jobs.leases) that its worker heart-beats
+    and the reaper re-queues when that worker dies. ``computed``: windows whose
+    agreement this job wrote; ``skipped``: windows still waiting for labels."""
+
+    campaign = models.ForeignKey(
+        Campaign, on_delete=models.CASCADE, related_name="agreement_recomputes"
+    )
+    state = models.CharField(
+        max_length=8, choices=RecomputeState.choices, default=RecomputeState.QUEUED
+    )
+    created_by = models.ForeignKey(
+        USER_MODEL, on_delete=models.PROTECT, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    computed = models.PositiveIntegerField(default=0)
+    skipped = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"Recompute {self.pk} of {self.campaign} ({self.state})"
+
+    @property
+    def active(self) -> bool:
+        return self.state in (RecomputeState.QUEUED, RecomputeState.RUNNING)
 
 
 class ConsensusStatusSource(models.TextChoices):

@@ -483,3 +483,67 @@ def window_adjudication_get(*, admin, campaign: Campaign, window_id) -> dict:
             .order_by("created_at", "pk")
         ),
     }
+
+
+def campaign_agreement_backlog(*, admin, campaign: Campaign) -> dict:
+    """Complete windows (every active assignment submitted, two at least) whose
+    agreement is missing or was computed from other labels than the current
+    ones (WindowAgreement.labels names each label's id and version), and how
+    many of them have their agreement task waiting in the outbox (the reaper
+    sends it once the broker is reachable): ``{"complete", "missing",
+    "waiting", "window_ids"}``."""
+    from annotation.models import WindowAgreement
+    from jobs.models import OutboxMessage
+
+    if not user_is_admin(admin):
+        raise PermissionDenied("Only an admin can see a campaign's agreement.")
+    current: dict[int, set] = {}
+    incomplete: set[int] = set()
+    for window_id, state, label_id, version in Assignment.objects.filter(
+        campaign=campaign, active=True
+    ).values_list("window_id", "state", "label__id", "label__version"):
+        if state != AssignmentState.SUBMITTED or label_id is None:
+            incomplete.add(window_id)
+        current.setdefault(window_id, set()).add((label_id, version))
+    complete = {
+        window_id: labels
+        for window_id, labels in current.items()
+        if window_id not in incomplete and len(labels) >= 2
+    }
+    computed = {
+        window_id: {(entry.get("label_id"), entry.get("version")) for entry in labels}
+        for window_id, labels in WindowAgreement.objects.filter(
+            campaign=campaign, window_id__in=list(complete)
+        ).values_list("window_id", "labels")
+    }
+    missing = sorted(
+        window_id
+        for window_id, labels in complete.items()
+        if computed.get(window_id) != labels
+    )
+    keys = {f"agreement:{campaign.pk}:{window_id}" for window_id in missing}
+    waiting = (
+        OutboxMessage.objects.filter(key__in=keys).values("key").distinct().count()
+        if keys
+        else 0
+    )
+    return {
+        "complete": len(complete),
+        "missing": len(missing),
+        "waiting": waiting,
+        "window_ids": missing,
+    }
+
+
+def agreement_recompute_latest(*, admin, campaign: Campaign):
+    """The campaign's most recent agreement recompute (a job row), or None."""
+    from annotation.models import AgreementRecompute
+
+    if not user_is_admin(admin):
+        raise PermissionDenied("Only an admin can see a campaign's recomputes.")
+    return (
+        AgreementRecompute.objects.filter(campaign=campaign)
+        .select_related("created_by")
+        .order_by("-created_at", "-pk")
+        .first()
+    )

@@ -41,57 +41,11 @@ def window_agreement_task(campaign_id: int, window_id: int) -> None:
         )
 
 
-# Progress of a campaign-wide recompute, in windows/jobprogress under this kind.
-AGREEMENT_PROGRESS = "campaign-agreement"
-
-
 @shared_task(acks_late=True)
-def campaign_agreement_task(campaign_id: int) -> None:
-    """Recompute the agreement and consensus of every complete window of the
-    campaign, reporting progress for the dashboard's bar. Idempotent: a rerun
-    recomputes the same rows."""
-    from annotation.consensus import campaign_agreement_refresh
-    from annotation.models import Campaign
-    from evaluation.matcher import MatcherUnavailable, matcher_for_settings
-    from windows.jobprogress import progress_set
+def agreement_recompute_task(recompute_id: int) -> str:
+    """Run the campaign-wide recompute ``recompute_id`` (an AgreementRecompute
+    row) in this worker, or nothing when it is finished or held by a live
+    worker. Idempotent: a redelivered or re-queued message resumes the job."""
+    from annotation.services.recompute import agreement_recompute_run
 
-    campaign = Campaign.objects.filter(pk=campaign_id).first()
-    if campaign is None:
-        return
-
-    def report(done: int, total: int) -> None:
-        progress_set(
-            kind=AGREEMENT_PROGRESS,
-            pk=campaign_id,
-            done=done,
-            total=total,
-            label=f"{done} of {total} windows",
-        )
-
-    progress_set(
-        kind=AGREEMENT_PROGRESS, pk=campaign_id, done=0, total=0, label="embedding"
-    )
-    try:
-        result = campaign_agreement_refresh(
-            campaign=campaign, matcher=matcher_for_settings(), on_progress=report
-        )
-    except MatcherUnavailable as error:
-        progress_set(
-            kind=AGREEMENT_PROGRESS,
-            pk=campaign_id,
-            done=0,
-            total=0,
-            label=f"failed: {error}",
-        )
-        logger.error("agreement of campaign %s not recomputed: %s", campaign_id, error)
-        return
-    progress_set(
-        kind=AGREEMENT_PROGRESS,
-        pk=campaign_id,
-        done=result["computed"],
-        total=result["computed"],
-        label=(
-            f"done: {result['computed']} windows recomputed, "
-            f"{result['skipped']} still waiting for labels"
-        ),
-    )
+    return agreement_recompute_run(recompute_id=recompute_id)

@@ -11,6 +11,7 @@ from django.contrib import messages
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET, require_POST
 
@@ -24,7 +25,7 @@ from annotation.models import (
     ConsensusTask,
     PatientStatus,
 )
-from annotation.tasks import AGREEMENT_PROGRESS, campaign_agreement_task
+from annotation.services import recompute as recompute_services
 from annotation.views import _error_text, admin_required
 from evaluation.matcher import (
     MatcherUnavailable,
@@ -32,7 +33,7 @@ from evaluation.matcher import (
     configured_model_name,
     tau_source_of,
 )
-from windows.jobprogress import progress_get, progress_set
+from jobs.reaper import job_check
 
 TASK_NAMES = dict(ConsensusTask.choices)
 STATUS_KEYS = {"improving": "1", "stable": "2", "deteriorating": "3"}
@@ -327,18 +328,24 @@ def _ci_chart(items: list[dict]) -> dict:
     return {"kind": "bars", "bars": items}
 
 
-def _progress(campaign) -> dict | None:
-    progress = progress_get(kind=AGREEMENT_PROGRESS, pk=campaign.pk)
-    if progress is None:
-        return None
-    label = progress.get("label", "")
-    running = not (label.startswith("done") or label.startswith("failed"))
-    total = progress.get("total") or 0
+def _progress(request, campaign) -> dict:
+    """The recompute area of the dashboard: the campaign's latest recompute job
+    (checked by the reaper first, so it never shows "running" without a live
+    worker) and the complete windows still without current agreement."""
+    job = selectors.agreement_recompute_latest(admin=request.user, campaign=campaign)
+    if job is not None and job.active:
+        job_check(job)
     return {
-        **progress,
-        "running": running,
-        "failed": label.startswith("failed"),
-        "percent": round(100 * progress["done"] / total) if total else 0,
+        "job": job,
+        "running": bool(job and job.active),
+        "heartbeat_age": (
+            round((timezone.now() - job.heartbeat_at).total_seconds())
+            if job is not None and job.heartbeat_at
+            else None
+        ),
+        "backlog": selectors.campaign_agreement_backlog(
+            admin=request.user, campaign=campaign
+        ),
     }
 
 
@@ -427,7 +434,7 @@ def irr_dashboard(request, campaign_id: int):
         "model_name": model_name,
         "model_tau": in_force.tau,
         "tau_source": in_force.tau_source,
-        "progress": _progress(campaign),
+        "progress": _progress(request, campaign),
         "queue_count": len(
             selectors.adjudication_queue(admin=request.user, campaign=campaign)
         ),
@@ -438,31 +445,30 @@ def irr_dashboard(request, campaign_id: int):
 @require_POST
 @admin_required
 def campaign_recompute(request, campaign_id: int):
-    """Queue the recompute of every complete window's agreement; the dashboard
+    """Start the recompute of every complete window's agreement; the dashboard
     shows its progress."""
     campaign = _campaign(request, campaign_id)
-    progress = _progress(campaign)
-    if progress and progress["running"]:
-        messages.info(request, "A recompute of this campaign is already running.")
-    else:
-        progress_set(kind=AGREEMENT_PROGRESS, pk=campaign.pk, done=0, total=0, label="queued")
-        try:
-            campaign_agreement_task.delay(campaign.pk)
-        except Exception as error:  # the broker is down: say so, change nothing
-            progress_set(
-                kind=AGREEMENT_PROGRESS, pk=campaign.pk, done=0, total=0,
-                label=f"failed: the task queue cannot be reached ({type(error).__name__})",
-            )
-            messages.error(request, "The task queue cannot be reached; try again later.")
-        else:
-            messages.success(request, "Recompute queued: progress below.")
+    refusal = ""
+    try:
+        recompute_services.agreement_recompute_start(
+            admin=request.user, campaign=campaign
+        )
+    except ValidationError as error:
+        refusal = " ".join(error.messages)
     if request.htmx:
         return render(
             request,
-            "annotation/irr_dashboard.html#recompute",
-            {"campaign": campaign, "progress": _progress(campaign)},
+            "annotation/partials/_recompute.html",
+            {"campaign": campaign, "progress": _progress(request, campaign),
+             "refusal": refusal},
         )
-    return redirect(reverse("annotation:irr_dashboard", args=[campaign.pk]) + "#recompute")
+    if refusal:
+        messages.info(request, refusal)
+    else:
+        messages.success(request, "Recompute queued: progress below.")
+    return redirect(
+        reverse("annotation:irr_dashboard", args=[campaign.pk]) + "#recompute"
+    )
 
 
 @require_GET
@@ -471,8 +477,8 @@ def campaign_recompute_progress(request, campaign_id: int):
     campaign = _campaign(request, campaign_id)
     response = render(
         request,
-        "annotation/irr_dashboard.html#recompute",
-        {"campaign": campaign, "progress": _progress(campaign)},
+        "annotation/partials/_recompute.html",
+        {"campaign": campaign, "progress": _progress(request, campaign)},
     )
     patch_vary_headers(response, ["HX-Request"])
     return response

@@ -1,15 +1,20 @@
 """The agreement queue in a real Celery worker: submitting a window's last
-label runs the agreement task and the consensus appears; the dashboard's
-recompute runs for the whole campaign and reports its progress."""
+label runs the agreement task (through the outbox) and the consensus appears;
+the dashboard's recompute runs for the whole campaign as a job row and reports
+its progress there."""
 
 import time
 
 import pytest
 from django.urls import reverse
 
-from annotation.models import ConsensusLabel, WindowAgreement
-from annotation.tasks import AGREEMENT_PROGRESS
-from windows.jobprogress import progress_clear, progress_get
+from annotation.models import (
+    AgreementRecompute,
+    ConsensusLabel,
+    RecomputeState,
+    WindowAgreement,
+)
+from jobs.models import OutboxMessage
 
 from .test_consensus import gold, stay, submit, windows  # noqa: F401
 
@@ -63,9 +68,9 @@ def test_recompute_button_recomputes_every_complete_window_in_the_worker(
         lambda: ConsensusLabel.objects.filter(campaign=gold).count() == 2,
         "the two consensus labels",
     )
+    assert not OutboxMessage.objects.exists()
     ConsensusLabel.objects.filter(campaign=gold).delete()
     WindowAgreement.objects.filter(campaign=gold).delete()
-    progress_clear(kind=AGREEMENT_PROGRESS, pk=gold.pk)
     client.force_login(admin_user)
 
     response = client.post(
@@ -74,15 +79,15 @@ def test_recompute_button_recomputes_every_complete_window_in_the_worker(
     )
 
     assert response.status_code == 200
-    progress = wait_for(
-        lambda: (p := progress_get(kind=AGREEMENT_PROGRESS, pk=gold.pk))
-        and p["label"].startswith("done")
-        and p,
+    job = wait_for(
+        lambda: AgreementRecompute.objects.filter(
+            campaign=gold, state=RecomputeState.DONE
+        ).first(),
         "the recompute",
     )
-    assert progress["label"] == (
-        "done: 2 windows recomputed, 2 still waiting for labels"
-    )
+    assert (job.computed, job.skipped, job.attempts) == (2, 2, 1)
+    assert job.progress_label == "done: 2 windows recomputed, 2 still waiting for labels"
+    assert job.lease == "" and job.started_at and job.finished_at
     assert ConsensusLabel.objects.filter(campaign=gold).count() == 2
     assert all(
         c.status == "improving" for c in ConsensusLabel.objects.filter(campaign=gold)
@@ -91,4 +96,4 @@ def test_recompute_button_recomputes_every_complete_window_in_the_worker(
         reverse("annotation:campaign_recompute_progress", args=[gold.pk])
     ).content.decode()
     assert 'data-recompute-state="done"' in html
-    progress_clear(kind=AGREEMENT_PROGRESS, pk=gold.pk)
+    assert 'data-windows-without-agreement="0"' in html

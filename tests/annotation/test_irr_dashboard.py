@@ -6,14 +6,14 @@ import json
 
 import pytest
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.html import escape
 
 from annotation.consensus import campaign_irr
-from annotation.tasks import AGREEMENT_PROGRESS
+from annotation.models import AgreementRecompute, RecomputeState
 from evaluation.matcher import SemanticMatcher, tau_source_of
 from evaluation.models import MatcherModel
 from windows.accounts import Role
-from windows.jobprogress import progress_clear, progress_set
 
 from .conftest import make_role_user
 from .test_consensus import gold, labelled, matcher, stay, windows  # noqa: F401
@@ -22,7 +22,6 @@ from .test_consensus import gold, labelled, matcher, stay, windows  # noqa: F401
 @pytest.fixture
 def dashboard(client, admin_user, labelled):
     client.force_login(admin_user)
-    progress_clear(kind=AGREEMENT_PROGRESS, pk=labelled.pk)
     return client.get(reverse("annotation:irr_dashboard", args=[labelled.pk]))
 
 
@@ -88,9 +87,15 @@ def test_pair_and_physician_tables(dashboard, physicians):
 
 
 def test_progress_bar_polls_while_a_recompute_runs(client, admin_user, labelled):
+    """The partial reads the job row: state, percent, label, heartbeat age;
+    a recompute with a live heartbeat is not started twice."""
     client.force_login(admin_user)
-    progress_set(kind=AGREEMENT_PROGRESS, pk=labelled.pk, done=2, total=4,
-                 label="2 of 4 windows")
+    job = AgreementRecompute.objects.create(
+        campaign=labelled, created_by=admin_user, state=RecomputeState.RUNNING,
+        started_at=timezone.now(), heartbeat_at=timezone.now(), lease="x" * 32,
+        worker="host:123", attempts=1, progress_done=2, progress_total=4,
+        progress_label="2 of 4 windows",
+    )
     url = reverse("annotation:campaign_recompute_progress", args=[labelled.pk])
 
     html = client.get(url, HTTP_HX_REQUEST="true").content.decode()
@@ -98,17 +103,38 @@ def test_progress_bar_polls_while_a_recompute_runs(client, admin_user, labelled)
     assert 'data-recompute-state="running"' in html
     assert 'hx-trigger="every 1s"' in html
     assert 'value="50"' in html and "2 of 4 windows" in html
-    # A running recompute is not queued twice.
+    assert "last heartbeat 0 s ago from host:123" in html
     response = client.post(
         reverse("annotation:campaign_recompute", args=[labelled.pk]),
         HTTP_HX_REQUEST="true",
     )
-    assert "2 of 4 windows" in response.content.decode()
-    progress_set(kind=AGREEMENT_PROGRESS, pk=labelled.pk, done=4, total=4,
-                 label="done: 4 windows recomputed, 0 still waiting for labels")
+    refused = response.content.decode()
+    assert "A recompute of this campaign is already running" in refused
+    assert "2 of 4 windows" in refused
+    assert AgreementRecompute.objects.count() == 1
+    AgreementRecompute.objects.filter(pk=job.pk).update(
+        state=RecomputeState.DONE, lease="", computed=4, skipped=0,
+        progress_done=4, progress_label="done: 4 windows recomputed, 0 still waiting for labels",
+    )
     done = client.get(url, HTTP_HX_REQUEST="true").content.decode()
     assert 'data-recompute-state="done"' in done and "hx-trigger" not in done
-    progress_clear(kind=AGREEMENT_PROGRESS, pk=labelled.pk)
+    assert "4 windows recomputed, 0 still waiting for labels" in done
+
+
+def test_failed_recompute_shows_its_error(client, admin_user, labelled):
+    client.force_login(admin_user)
+    AgreementRecompute.objects.create(
+        campaign=labelled, created_by=admin_user, state=RecomputeState.FAILED,
+        finished_at=timezone.now(), error="The matcher model <x> is not installed.",
+        progress_label="failed: the matcher is unavailable",
+    )
+    html = client.get(
+        reverse("annotation:campaign_recompute_progress", args=[labelled.pk]),
+        HTTP_HX_REQUEST="true",
+    ).content.decode()
+    assert 'data-recompute-state="failed"' in html
+    assert "The matcher model &lt;x&gt; is not installed." in html
+    assert "data-recompute-all" in html
 
 
 def test_dashboard_without_agreement_says_so(client, admin_user, gold):
