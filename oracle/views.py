@@ -214,9 +214,8 @@ def _bars(report: dict) -> dict:
 
 def _group_bars(report: dict) -> dict:
     """Status macro-F1 per disease group as a chart."""
-    return _bar_chart(
-        [(g["label"], g.get("status_macro_f1")) for g in report.get("by_disease_group") or []]
-    )
+    groups = report.get("by_disease_group") or []
+    return _bar_chart([(g["label"], g.get("status_macro_f1")) for g in groups])
 
 
 def _bar_chart(rows: list[tuple[str, float | None]]) -> dict:

@@ -29,7 +29,7 @@ def _chart(html: str, chart_id: str) -> dict:
 def test_validation_page_charts_table_1_and_the_disease_groups(
     client, admin_user, gold, clinical, matcher
 ):
-    campaign, (w0, w1, w2, w3) = gold
+    campaign, (w0, w1, _, _) = gold
     run = services.oracle_run_create(
         admin=admin_user, name="v", backbone=backbone_rules_default(),
         campaign=campaign, enqueue=False,
