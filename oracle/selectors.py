@@ -156,7 +156,8 @@ def oracle_run_progress(*, admin, run: OracleRun) -> dict:
     active = run.state in (RunState.QUEUED, RunState.RUNNING)
     # Liveness from the row's heartbeat (jobs.leases), never from what the
     # claims or the labels suggest: a run whose workers died says so.
-    live = active and is_live(run, now)
+    # (A queued run's heartbeat_at is when its chunks were last sent.)
+    live = run.state == RunState.RUNNING and is_live(run, now)
     return {
         "state": run.state,
         "state_display": run.get_state_display(),

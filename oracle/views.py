@@ -13,6 +13,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from annotation.views import _error_text, admin_required
 from evaluation.matcher import tau_source_of
+from jobs.reaper import job_check
 from oracle import selectors, services
 from oracle.forms import BackboneForm, RunForm, ValidateForm
 from oracle.models import BackboneKind, RunState
@@ -121,6 +122,9 @@ def run_new(request):
 
 
 def _run_context(request, run) -> dict:
+    # The reaper's check for this run (jobs.reaper): a run whose workers died
+    # is queued again now, so the page shows what is true.
+    job_check(run)
     snapshot = run.backbone_snapshot or {}
     window = snapshot.get("context_tokens")
     if snapshot.get("kind") == BackboneKind.OPENAI and not window:
@@ -246,6 +250,8 @@ def _confusion_rows(report: dict) -> list[dict]:
 
 
 def _job_context(request, run, job) -> dict:
+    if job is not None:
+        job_check(job)  # a validation whose worker died is queued again now
     return {
         "run": run,
         "job": job,

@@ -134,6 +134,49 @@ def test_progress_fragment_polls_while_the_run_is_going(client, admin_user):
     assert 'data-percent="0"' in fragment and "data-cancel" in fragment
 
 
+def test_the_run_page_tells_a_live_run_from_one_whose_workers_died(
+    client, admin_user, settings, django_capture_on_commit_callbacks
+):
+    """Issue 23: while a chunk heart-beats, the page shows the worker and no
+    Resume; once every chunk went silent past the bound, loading the page
+    queues the run's lanes again (the reaper's check) and offers Resume."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from jobs.models import OutboxMessage
+
+    settings.REALICU_JOB_STALE_SECONDS = 60
+    cohort, _, _ = make_cohort_with_stay()
+    run = services.oracle_run_create(
+        admin=admin_user, name="liveness", backbone=selectors.backbone_rules_default(),
+        cohort=cohort, enqueue=False,
+    )
+    OracleRun.objects.filter(pk=run.pk).update(
+        state="running", heartbeat_at=timezone.now(), worker="node-1:42"
+    )
+    client.force_login(admin_user)
+    url = reverse("oracle:run_progress", args=[run.pk])
+    page = client.get(url, HTTP_HX_REQUEST="true").content.decode()
+    assert "last heard" in page and "node-1:42" in page
+    assert "data-resume" not in page and "data-cancel" in page
+    assert not OutboxMessage.objects.exists()
+
+    OracleRun.objects.filter(pk=run.pk).update(
+        heartbeat_at=timezone.now() - timedelta(seconds=120)
+    )
+    with django_capture_on_commit_callbacks(execute=False):
+        page = client.get(url, HTTP_HX_REQUEST="true").content.decode()
+    run.refresh_from_db()
+    assert run.state == "queued" and run.attempts == 1
+    assert "re-queued" in run.progress_label
+    lanes = services.run_lanes(run)
+    assert OutboxMessage.objects.filter(
+        task=services.CHUNK_TASK, args=[run.pk]
+    ).count() == lanes
+    assert "data-resume" in page and "last heard" not in page
+
+
 def test_new_run_form_starts_a_run_and_refuses_bad_input(client, admin_user):
     cohort, _, windows = make_cohort_with_stay()
     rules = selectors.backbone_rules_default()
