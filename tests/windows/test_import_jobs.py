@@ -4,6 +4,7 @@ worker was killed completes after the reaper re-queues it."""
 
 from __future__ import annotations
 
+import re
 import signal
 import time
 from datetime import timedelta
@@ -247,7 +248,7 @@ def test_page_offers_cancel_for_open_runs_and_resume_for_failed_cancelled_and_st
         assert f'action="{cancel_url(run)}"' not in html
     assert f"/imports/{done.pk}/resume/" not in html and f"/imports/{done.pk}/cancel/" not in html
     assert "25%" in html and "2/8 steps" in html and "batch 1/4: labs" in html
-    assert "last heartbeat 0 s ago · worker host:7" in html
+    assert re.search(r"last heartbeat \d+ s ago · worker host:7", html)
     assert "&lt;bad&gt; row 3" in html
     assert html.count('name="csrfmiddlewaretoken"') >= 5
 

@@ -1,5 +1,6 @@
 """An import queued from the web runs in a real Celery worker (Redis broker, as in
 production) and reports its progress on the run row."""
+import re
 import time
 
 import pytest
@@ -75,4 +76,4 @@ def test_running_import_shows_the_progress_its_heartbeat_wrote(admin_client):
     page = admin_client.get(f"/imports/{run.pk}/progress/").content.decode()
     assert 'value="75"' in page and "batch 1/1: labs" in page
     assert 'hx-trigger="every 1s"' in page
-    assert "last heartbeat 0 s ago · worker host:42" in page
+    assert re.search(r"last heartbeat \d+ s ago · worker host:42", page)
