@@ -121,6 +121,15 @@ def run_new(request):
     return render(request, "oracle/run_new.html", {"form": form})
 
 
+def _prompt_tokens_chart(distribution: dict | None) -> dict | None:
+    """The prompt-token histogram as a bars chart (static/js/charts.js): each
+    bin's share of the windows, its range and count as the label."""
+    if distribution is None:
+        return None
+    bins = distribution["bins"]
+    return _bar_chart([(f"{b['from']}–{b['to']} ({b['count']})", b["share"]) for b in bins])
+
+
 def _run_context(request, run) -> dict:
     # The reaper's check for this run (jobs.reaper): a run whose workers died
     # is queued again now, so the page shows what is true.
@@ -129,9 +138,11 @@ def _run_context(request, run) -> dict:
     window = snapshot.get("context_tokens")
     if snapshot.get("kind") == BackboneKind.OPENAI and not window:
         window = context_tokens(run.backbone)
+    prompt_tokens = prompt_tokens_distribution(run.labels.all(), window=window)
     return {
         "run": run,
-        "prompt_tokens": prompt_tokens_distribution(run.labels.all(), window=window),
+        "prompt_tokens": prompt_tokens,
+        "prompt_tokens_chart": _prompt_tokens_chart(prompt_tokens),
         "progress": selectors.oracle_run_progress(admin=request.user, run=run),
         "snapshot": run.backbone_snapshot or {},
         "is_rules": (run.backbone_snapshot or {}).get("kind") == BackboneKind.RULES,

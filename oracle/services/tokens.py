@@ -102,8 +102,8 @@ def context_learned(*, backbone_id: int, tokens: int) -> None:
 def prompt_tokens_distribution(labels, *, window: int | None) -> dict | None:
     """Median, p95 and maximum of the real prompt tokens of ``labels`` (an
     OracleLabel queryset), and a 10-bin histogram from 0 to the context
-    ``window`` (or the maximum, if larger), each bin with its share as a
-    percentage of the tallest; None when no label has a count."""
+    ``window`` (or the maximum, if larger), each bin with its count and its
+    share of the windows; None when no label has a count."""
     values = sorted(v for v in labels.values_list("prompt_tokens", flat=True) if v)
     if not values:
         return None
@@ -116,10 +116,9 @@ def prompt_tokens_distribution(labels, *, window: int | None) -> dict | None:
     counts = [0] * 10
     for value in values:
         counts[min(9, value // width)] += 1
-    tallest = max(counts)
     bins = [
         {"from": i * width, "to": (i + 1) * width, "count": n,
-         "height": round(100 * n / tallest)}
+         "share": round(n / len(values), 3)}
         for i, n in enumerate(counts)
     ]
     return {

@@ -1,0 +1,101 @@
+"""The run page's prompt-token histogram: the bins go to the page as JSON for
+static/js/charts.js (uPlot), and the median, p95, maximum and every bin stay on
+the page as text."""
+
+import json
+
+import pytest
+from django.urls import reverse
+
+from oracle import services
+from tests.annotation.conftest import make_role_user
+from tests.annotation.test_annotate_browser import PASSWORD
+from tests.browser import chromium
+from tests.oracle.test_runs import make_cohort_with_stay
+
+
+@pytest.fixture(autouse=True)
+def _fast_password_hashing(settings):
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture
+def admin_user(db):
+    return make_role_user("admin")  # Role.ADMIN
+
+
+def _llm_run(admin, fake_llm):
+    """A run over one 2-hour stay on the fake LLM, which reports 1,000 prompt
+    tokens for every request, against a context window of 4,096 tokens."""
+    cohort, _, windows = make_cohort_with_stay(hours=2.0)
+    backbone = services.backbone_create(
+        admin=admin,
+        name="fake",
+        kind="openai",
+        base_url=fake_llm.base_url,
+        model="fake-model",
+        context_tokens=4096,
+        max_completion_tokens=512,
+        concurrency=1,
+        requests_per_minute=6000,
+    )
+    run = services.oracle_run_create(
+        admin=admin, name="tokens", backbone=backbone, cohort=cohort, enqueue=False
+    )
+    services.oracle_run_execute_inline(run_id=run.pk)
+    return run, windows
+
+
+def _chart(html: str, chart_id: str) -> dict:
+    source = html.split(f'id="{chart_id}"')[1].split(">", 1)[1]
+    return json.loads(source.split("</script>")[0])
+
+
+@pytest.mark.django_db
+def test_the_run_page_charts_prompt_tokens_and_lists_every_bin(
+    client, admin_user, fake_llm
+):
+    run, windows = _llm_run(admin_user, fake_llm)
+    client.force_login(admin_user)
+
+    html = client.get(reverse("oracle:run_detail", args=[run.pk])).content.decode()
+
+    chart = _chart(html, "prompt-tokens-chart")
+    assert chart["kind"] == "bars"
+    n = len(windows)
+    # Ten bins of 410 tokens from 0 to the context window; every prompt in the third.
+    assert [bar["label"] for bar in chart["bars"]] == [
+        f"{i * 410}–{(i + 1) * 410} ({n if i == 2 else 0})" for i in range(10)
+    ]
+    assert [bar["estimate"] for bar in chart["bars"]] == [
+        1.0 if i == 2 else 0.0 for i in range(10)
+    ]
+    assert f"Median 1000 · p95 1000 · max 1000 of {n} windows" in html
+    assert f'data-chart-value="820–1230 ({n})">820–1230 ({n}): 1.000' in html
+    assert 'data-chart-value="0–410 (0)">0–410 (0): 0.000' in html
+    assert "vendor/uPlot.iife.min.js" in html and "js/charts.js" in html
+    assert "hbar" not in html and 'style="width' not in html
+
+
+@pytest.mark.browser
+@pytest.mark.django_db(transaction=True)
+def test_the_run_page_draws_the_prompt_token_histogram_with_uplot(
+    live_server, admin_user, fake_llm
+):
+    run, windows = _llm_run(admin_user, fake_llm)
+    with chromium() as browser:
+        page = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
+        errors = []
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        page.goto(f"{live_server.url}/accounts/login/")
+        page.fill("input[name=username]", admin_user.username)
+        page.fill("input[name=password]", PASSWORD)
+        page.click("button[type=submit]")
+        page.wait_for_load_state()
+
+        page.goto(f"{live_server.url}{reverse('oracle:run_detail', args=[run.pk])}")
+        figure = '[data-chart="prompt-tokens-chart"]'
+        page.locator(f"{figure} [data-chart-canvas] canvas").wait_for()
+        values = page.inner_text(f"{figure} .chart-values")
+        assert f"820–1230 ({len(windows)}): 1.000" in values
+        assert errors == []
