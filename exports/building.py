@@ -48,9 +48,9 @@ from annotation.models import ConsensusLabel, ConsensusStatusSource
 from evaluation.metrics import DEFAULT_K, hours_bin
 from exports.datacard import datacard_write
 from exports.models import Release, ReleaseFile, ReleaseKind, ReleaseState, ReleaseWindow
+from jobs.progress import Progress
 from oracle.models import OracleLabel, OracleLabelState
 from windows.actions import action_text_of
-from windows.importers.base import Progress
 from windows.models import Event, EventKind, Stay
 from windows.selectors_context import bedside_filter
 from windows.vocabulary import event_label

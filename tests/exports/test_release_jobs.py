@@ -125,7 +125,7 @@ def test_cancel_stops_a_running_build_which_undoes_everything_it_wrote(
             worker.join()
             time.sleep(0.5)  # the heartbeat thread notices the lease is gone
 
-    from windows.importers.base import Progress
+    from jobs.progress import Progress
 
     result = release_build(release=release, progress=Progress(sinks=[cancel_once]))
     assert result.state == ReleaseState.CANCELLED

@@ -17,8 +17,8 @@ from annotation.models import Campaign
 from exports.building import release_build, release_folder
 from exports.models import Release, ReleaseKind, ReleaseState
 from exports.services import release_create
+from jobs.progress import ConsoleProgress, Progress
 from oracle.models import OracleRun
-from windows.importers.base import ConsoleProgress, Progress
 
 
 class Command(BaseCommand):

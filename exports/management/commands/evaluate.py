@@ -10,7 +10,7 @@ from django.core.management.base import BaseCommand, CommandError
 from evaluation.metrics import DEFAULT_K
 from exports.models import Release, ReleaseState
 from exports.scoring import check_k, predictions_check, predictions_read, scores_compute
-from windows.importers.base import ConsoleProgress, Progress
+from jobs.progress import ConsoleProgress, Progress
 
 COLUMNS = (
     ("n_windows", "windows"),
