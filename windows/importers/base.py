@@ -16,8 +16,6 @@ import pyarrow.parquet as pq
 from django.core.exceptions import ValidationError
 from django.db import connection
 
-# Progress moved to jobs.progress; remaining importers listed in the issue note.
-from jobs.progress import ConsoleProgress, Progress  # noqa: F401
 from windows.models import Event
 
 EVENT_COLUMNS = [
