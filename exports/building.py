@@ -28,7 +28,7 @@ import shutil
 import stat
 from bisect import bisect_right
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
 from itertools import groupby
@@ -1004,10 +1004,3 @@ def release_file_verify(*, entry: ReleaseFile, path: Path) -> None:
 
 def release_folder(release: Release) -> Path:
     return Path(settings.REALICU_RELEASES_DIR) / release.directory
-
-
-def iter_jsonl(path: Path) -> Iterable[dict]:
-    with open(path, encoding="utf-8") as handle:
-        for line in handle:
-            if line.strip():
-                yield json.loads(line)
