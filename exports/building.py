@@ -556,12 +556,10 @@ def _write_stay(
     return records
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
+def file_sha256(path: Path) -> str:
+    """The hex SHA-256 of the file at ``path``, read in blocks."""
     with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 def _files_under(folder: Path) -> list[Path]:
@@ -941,7 +939,7 @@ def _release_write(*, release: Release, folder: Path, progress: Progress):
         {
             "path": p.relative_to(folder).as_posix(),
             "bytes": p.stat().st_size,
-            "sha256": _sha256(p),
+            "sha256": file_sha256(p),
         }
         for p in _files_under(folder)
     ]
@@ -955,7 +953,7 @@ def _release_write(*, release: Release, folder: Path, progress: Progress):
         {
             "path": "manifest.json",
             "bytes": manifest_path.stat().st_size,
-            "sha256": _sha256(manifest_path),
+            "sha256": file_sha256(manifest_path),
         }
     )
     ReleaseFile.objects.bulk_create(
@@ -987,7 +985,7 @@ def release_file_verify(*, entry: ReleaseFile, path: Path) -> None:
     key = f"release-file-intact:{entry.pk}:{entry.sha256}"
     if cache.get(key) == signature:
         return
-    if status.st_size != entry.size_bytes or _sha256(path) != entry.sha256:
+    if status.st_size != entry.size_bytes or file_sha256(path) != entry.sha256:
         logger.error(
             "release file %s/%s was changed after the build: its sha256 is not the "
             "recorded %s; it is not served",
