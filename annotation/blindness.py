@@ -50,7 +50,7 @@ from annotation.models import (
     CampaignWindow,
     Label,
 )
-from annotation.roles import user_is_admin, user_is_physician
+from accounts.roles import user_is_admin, user_is_physician
 
 # The free-text fields of a label: what one physician writes in words.
 TEXT_FIELDS = ("acute_problems", "added_actions", "red_flags")

@@ -28,11 +28,11 @@ from annotation.models import (
     ConsensusTask,
     TauAdoption,
 )
-from annotation.roles import user_is_admin, user_is_physician
+from accounts.roles import user_is_admin, user_is_physician
 from evaluation.calibration import best_row, majority, sweep_taus, tau_sweep
 from evaluation.matcher import SemanticMatcher
 from evaluation.models import MatcherModel
-from windows.accounts import require_admin
+from accounts.roles import require_admin
 
 # The free-text fields whose items are paired, by the set task they belong to.
 # Rated recorded actions are event names, the same for every rater: left out.

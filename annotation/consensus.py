@@ -45,7 +45,7 @@ from evaluation.agreement import (
     status_agreement,
 )
 from jobs.outbox import outbox_send
-from windows.accounts import require_admin
+from accounts.roles import require_admin
 from windows.actions import action_text_of
 from windows.models import Event, Window
 

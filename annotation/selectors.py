@@ -25,8 +25,8 @@ from annotation.models import (
     CampaignWindow,
     Label,
 )
-from annotation.roles import user_is_admin, user_is_physician
-from windows.accounts import Role
+from accounts.roles import user_is_admin, user_is_physician
+from accounts.roles import Role
 from windows.models import Cohort, Event, Window
 from windows.selectors_context import window_actions
 

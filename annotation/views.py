@@ -7,10 +7,8 @@ progress with forms to add a rater to a window or reassign an abandoned one."""
 from __future__ import annotations
 
 import uuid
-from functools import wraps
 
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
 from django.core.exceptions import NON_FIELD_ERRORS, PermissionDenied, ValidationError
 from django.http import Http404, JsonResponse
 from django.shortcuts import redirect, render
@@ -28,12 +26,13 @@ from annotation.blindness import window_is_closed
 from realicu_web.jsonlimits import loads_bounded
 from annotation.forms import CampaignForm
 from annotation.models import ActionRating, AssignmentState, PatientStatus
-from annotation.roles import user_is_admin, user_is_physician
+from accounts.access import admin_required, physician_required
+from accounts.web import error_text, render_page_or_partial, wants_partial
 from evaluation.labelschema import STATUS_KEYS
 from windows import selectors as window_selectors
 from windows.actions import action_text_of
 from windows.models import Event
-from windows.views import window_page_context
+from windows.presentation import window_page_context
 
 # Service errors a stale tab gets: shown as a conflict, not next to a field.
 CONFLICT_CODES = {"version_conflict", "version_missing", "submitted"}
@@ -43,23 +42,6 @@ LISTS = (
     ("added_actions", "Actions that should have been taken", "Action", "d"),
     ("red_flags", "Red flags: avoid now", "Red flag", "f"),
 )
-
-
-def physician_required(view):
-    """Signed in and a physician; anyone else gets a 403 page."""
-
-    @wraps(view)
-    @login_required
-    def wrapper(request, *args, **kwargs):
-        if not user_is_physician(request.user):
-            raise PermissionDenied("Only physicians label windows.")
-        return view(request, *args, **kwargs)
-
-    return wrapper
-
-
-def _wants_partial(request) -> bool:
-    return bool(request.htmx) and not request.htmx.history_restore_request
 
 
 @require_GET
@@ -183,12 +165,12 @@ def annotate(request, assignment_id: int):
     )
     if window is None:
         raise Http404("No such window.")
-    if _wants_partial(request):
+    if wants_partial(request):
         # The embedded event table pages and filters in place.
         context = window_page_context(request, window, full=False)
-        response = render(request, "windows/window_detail.html#event_table", context)
-        patch_vary_headers(response, ["HX-Request"])
-        return response
+        return render_page_or_partial(
+            request, "windows/window_detail.html", context, partial="event_table"
+        )
     assignment.window = window
     label = selectors.label_of(assignment)
     physician_queue = selectors.physician_queue(user=request.user, details=False)
@@ -357,24 +339,6 @@ def suggest(request, assignment_id: int):
 # The admin's campaign pages ----------------------------------------------------
 
 
-def admin_required(view):
-    """Signed in and an admin; anyone else gets a 404, so the pages are not
-    advertised."""
-
-    @wraps(view)
-    @login_required
-    def wrapper(request, *args, **kwargs):
-        if not user_is_admin(request.user):
-            raise Http404("No such page.")
-        return view(request, *args, **kwargs)
-
-    return wrapper
-
-
-def _error_text(error) -> str:
-    return " ".join(getattr(error, "messages", None) or [str(error)])
-
-
 @require_GET
 @admin_required
 def campaign_list(request):
@@ -399,7 +363,7 @@ def campaign_new(request):
                 annotators_per_window=data["annotators_per_window"],
             )
         except (ValidationError, PermissionDenied) as error:
-            form.add_error(None, _error_text(error))
+            form.add_error(None, error_text(error))
         else:
             messages.success(
                 request,
@@ -485,7 +449,7 @@ def campaign_assignment_add(request, campaign_id: int):
                 physician=physician,
             )
         except (ValidationError, PermissionDenied) as error:
-            messages.error(request, _error_text(error))
+            messages.error(request, error_text(error))
         else:
             messages.success(request, f"{physician.get_username()} added to {window}.")
     return redirect(
@@ -512,7 +476,7 @@ def campaign_assignment_reassign(request, campaign_id: int, assignment_id: int):
                 admin=request.user, assignment=assignment, physician=physician
             )
         except (ValidationError, PermissionDenied) as error:
-            messages.error(request, _error_text(error))
+            messages.error(request, error_text(error))
         else:
             messages.success(
                 request,

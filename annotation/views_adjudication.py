@@ -12,7 +12,6 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
-from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET, require_POST
 
 from annotation import consensus as consensus_services
@@ -26,7 +25,9 @@ from annotation.models import (
     PatientStatus,
 )
 from annotation.services import recompute as recompute_services
-from annotation.views import _error_text, admin_required
+from accounts.access import admin_required
+from evaluation.labelschema import STATUS_KEYS
+from accounts.web import error_text, render_page_or_partial
 from evaluation.matcher import (
     MatcherUnavailable,
     SemanticMatcher,
@@ -36,7 +37,6 @@ from evaluation.matcher import (
 from jobs.reaper import job_check
 
 TASK_NAMES = dict(ConsensusTask.choices)
-STATUS_KEYS = {"improving": "1", "stable": "2", "deteriorating": "3"}
 
 
 def _campaign(request, campaign_id):
@@ -199,11 +199,9 @@ def _workspace(request, campaign, window_id, *, error: str = "", posted=None) ->
 def adjudication_window(request, campaign_id: int, window_id: int):
     campaign = _campaign(request, campaign_id)
     context = _workspace(request, campaign, window_id)
-    template = "annotation/adjudication_window.html"
-    if request.htmx and not request.htmx.history_restore_request:
-        template += "#workspace"
-    response = render(request, template, context)
-    patch_vary_headers(response, ["HX-Request"])
+    response = render_page_or_partial(
+        request, "annotation/adjudication_window.html", context, partial="workspace"
+    )
     response["Cache-Control"] = "no-store"
     return response
 
@@ -258,7 +256,7 @@ def adjudication_decide(request, campaign_id: int, window_id: int):
             **posted,
         )
     except (ValidationError, PermissionDenied) as error:
-        return _decision_failed(request, campaign, window, _error_text(error), posted)
+        return _decision_failed(request, campaign, window, error_text(error), posted)
     note = f"Recorded: {decision.get_action_display().lower()}."
     if request.htmx:
         context = _workspace(request, campaign, window.pk)
@@ -301,7 +299,7 @@ def adjudication_recompute_window(request, campaign_id: int, window_id: int):
             campaign=campaign, window=window, matcher=matcher_for_settings()
         )
     except (ValidationError, MatcherUnavailable) as error:
-        messages.error(request, f"Agreement not recomputed: {_error_text(error)}")
+        messages.error(request, f"Agreement not recomputed: {error_text(error)}")
     else:
         messages.success(request, "Agreement and consensus recomputed.")
     return redirect("annotation:adjudication_window", campaign.pk, window.pk)
@@ -480,7 +478,6 @@ def campaign_recompute_progress(request, campaign_id: int):
         "annotation/partials/_recompute.html",
         {"campaign": campaign, "progress": _progress(request, campaign)},
     )
-    patch_vary_headers(response, ["HX-Request"])
     return response
 
 

@@ -7,22 +7,20 @@ judges and to adopt a tau for the model."""
 from __future__ import annotations
 
 import math
-from functools import wraps
 
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET, require_POST
 
 from annotation import calibration as services
 from annotation import selectors
 from annotation.models import Campaign, ConsensusTask
-from annotation.roles import user_is_admin, user_is_physician
-from annotation.views import _error_text, admin_required
+from accounts.roles import user_is_admin
+from accounts.access import admin_required, judge_required
+from accounts.web import error_text, render_page_or_partial
 from evaluation.matcher import (
     PACKAGED_MODELS,
     REFERENCE_TAUS,
@@ -37,19 +35,6 @@ from evaluation.reference_calibration import (
 )
 
 TASK_NAMES = dict(ConsensusTask.choices)
-
-
-def judge_required(view):
-    """Signed in, and a physician or an admin; anyone else gets a 404."""
-
-    @wraps(view)
-    @login_required
-    def wrapper(request, *args, **kwargs):
-        if not (user_is_physician(request.user) or user_is_admin(request.user)):
-            raise Http404("No such page.")
-        return view(request, *args, **kwargs)
-
-    return wrapper
 
 
 @require_GET
@@ -136,12 +121,9 @@ def calibration_reference(request):
                     "in_force": _same_tau(row["tau"], report["tau_in_force"]),
                 }
             )
-    template = "annotation/calibration_reference.html"
-    if request.htmx and not request.htmx.history_restore_request:
-        template += "#reference"
-    response = render(
+    return render_page_or_partial(
         request,
-        template,
+        "annotation/calibration_reference.html",
         {
             "report": report,
             "error": error,
@@ -158,9 +140,8 @@ def calibration_reference(request):
             if report
             else None,
         },
+        partial="reference",
     )
-    patch_vary_headers(response, ["HX-Request"])
-    return response
 
 
 def _int(value, default: int) -> int:
@@ -208,7 +189,7 @@ def calibration_draw(request):
             judges=judges,
         )
     except (ValidationError, PermissionDenied, MatcherUnavailable) as error:
-        messages.error(request, _error_text(error))
+        messages.error(request, error_text(error))
         return redirect("annotation:calibration_list")
     messages.success(
         request,
@@ -238,11 +219,10 @@ def _judge_context(request, calibration_set, *, error: str = "", last=None) -> d
 @judge_required
 def calibration_judge(request, set_id: int):
     calibration_set = services.calibration_set_get(user=request.user, set_id=set_id)
-    template = "annotation/calibration_judge.html"
-    if request.htmx and not request.htmx.history_restore_request:
-        template += "#judge_pair"
-    response = render(request, template, _judge_context(request, calibration_set))
-    patch_vary_headers(response, ["HX-Request"])
+    response = render_page_or_partial(
+        request, "annotation/calibration_judge.html",
+        _judge_context(request, calibration_set), partial="judge_pair",
+    )
     response["Cache-Control"] = "no-store"
     return response
 
@@ -261,7 +241,7 @@ def calibration_judge_post(request, set_id: int):
             same=same,
         )
     except (ValidationError, PermissionDenied) as error_:
-        error = _error_text(error_)
+        error = error_text(error_)
     context = _judge_context(request, calibration_set, error=error, last=last)
     if request.htmx:
         return render(request, "annotation/calibration_judge.html#judge_pair", context)
@@ -335,7 +315,7 @@ def calibration_invite(request, set_id: int):
             judges=_physicians_posted(request),
         )
     except (ValidationError, PermissionDenied) as error:
-        messages.error(request, _error_text(error))
+        messages.error(request, error_text(error))
     else:
         messages.success(
             request, f"{invited} physician{'s' if invited != 1 else ''} invited."
@@ -360,7 +340,7 @@ def calibration_invitation_withdraw(request, set_id: int):
             judge_id=request.POST.get("judge"),
         )
     except (ValidationError, PermissionDenied) as error:
-        messages.error(request, _error_text(error))
+        messages.error(request, error_text(error))
     else:
         messages.success(request, "Invitation withdrawn.")
     return redirect(
@@ -383,7 +363,7 @@ def calibration_adopt(request, set_id: int):
             reason=request.POST.get("reason", ""),
         )
     except (ValidationError, PermissionDenied) as error:
-        messages.error(request, _error_text(error))
+        messages.error(request, error_text(error))
     else:
         messages.success(
             request,

@@ -94,7 +94,7 @@ def _build_data(*, physicians: int, per_physician: int) -> dict:
     from django.db import connection
 
     from annotation import services
-    from windows.accounts import Role, roles_ensure
+    from accounts.roles import Role, roles_ensure
     from windows.importers.clif import clif_import
     from windows.models import Stay, Window
     from windows.windowing import windows_build_many

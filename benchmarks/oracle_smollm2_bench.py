@@ -41,7 +41,7 @@ from oracle.services.tokens import (  # noqa: E402
 )
 from tests.annotation.conftest import make_role_user  # noqa: E402
 from tests.oracle.llm_server import MODEL_ALIAS, LlamaServer  # noqa: E402
-from windows.accounts import Role  # noqa: E402
+from accounts.roles import Role  # noqa: E402
 from windows.importers.clif import clif_demo_directory, clif_import  # noqa: E402
 from windows.models import Stay, Window  # noqa: E402
 from windows.windowing import windows_build_many  # noqa: E402

@@ -33,7 +33,8 @@ from exports.authentication import ReleaseTokenAuthentication
 from exports.building import ReleaseFileChanged, release_file_verify
 from exports.models import ReleaseKind, ReleaseState, SubmissionState
 from oracle.models import RunState
-from exports.roles import user_is_admin, user_may_use_releases
+from accounts.roles import user_is_admin
+from exports.roles import user_may_use_releases
 from exports.scoring import MAX_K
 from exports.throttling import AtomicScopedRateThrottle
 from windows.models import DiseaseGroup

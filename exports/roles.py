@@ -1,9 +1,11 @@
-"""Who may use releases: researchers (by group, windows.accounts.Role) and admins."""
+"""Who may use releases: researchers and admins (roles: accounts.roles), and
+not while they rate open windows (annotation.blindness); the pages' decorator."""
 
 from __future__ import annotations
 
+from accounts.access import role_required
+from accounts.roles import user_is_admin, user_is_researcher
 from annotation.blindness import blind_assignments
-from windows.accounts import user_is_admin, user_is_researcher
 
 
 def user_may_use_releases(user) -> bool:
@@ -16,4 +18,10 @@ def user_may_use_releases(user) -> bool:
     return not blind_assignments(user).exists()
 
 
-__all__ = ["user_is_admin", "user_is_researcher", "user_may_use_releases"]
+release_user_required = role_required(
+    user_may_use_releases,
+    message=(
+        "Releases are for researchers and admins, and not while you rate windows "
+        "that are still open (a release may hold a co-rater's labels)."
+    ),
+)

@@ -18,7 +18,8 @@ from exports.models import (
     Submission,
     SubmissionState,
 )
-from exports.roles import user_is_admin, user_may_use_releases
+from accounts.roles import user_is_admin
+from exports.roles import user_may_use_releases
 from oracle.models import OracleRun, RunState, ValidationReport
 from oracle.selectors import validation_report_latest
 

@@ -44,7 +44,7 @@ from oracle.models import (
 from oracle.selectors import validation_report_latest
 from oracle.promotion_gate import gate_failure_text, promotion_gate
 from jobs.outbox import outbox_send
-from windows.accounts import require_admin
+from accounts.roles import require_admin
 from jobs.progress import Progress
 
 logger = logging.getLogger(__name__)

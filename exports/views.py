@@ -5,19 +5,19 @@ leaderboard, your API token, and the API's documentation page."""
 from __future__ import annotations
 
 import math
-from functools import wraps
 
 from django import forms
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import FileResponse, Http404
 from django.shortcuts import redirect, render
 from django.utils import timezone
-from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from rest_framework.authtoken.models import Token
 
+from accounts.access import admin_required
+from accounts.roles import user_is_admin
+from accounts.web import render_page_or_partial
 from annotation.models import Campaign
 from evaluation.matcher import tau_source_of
 from evaluation.metrics import DEFAULT_K
@@ -26,7 +26,7 @@ from exports.api import file_response
 from exports.authentication import token_expires_at
 from exports.building import ReleaseFileChanged, release_file_verify
 from exports.models import ReleaseKind, ReleaseState, SubmissionState
-from exports.roles import user_is_admin, user_may_use_releases
+from exports.roles import release_user_required
 from exports.scoring import MAX_K
 from exports.selectors import LEADERBOARD_KEYS
 from exports.throttling import rate_limit_hit, scope_rate
@@ -35,29 +35,6 @@ from oracle.models import OracleRun, ValidationReport
 from oracle.promotion_gate import promotion_gate
 
 PLOT_NAMES = ("by_disease_group", "by_hours_since_admit")
-
-
-def release_user_required(view):
-    """Researchers and admins only; anyone else gets a 404, so the pages do
-    not reveal themselves."""
-
-    @wraps(view)
-    @login_required
-    def wrapper(request, *args, **kwargs):
-        if not user_may_use_releases(request.user):
-            raise Http404
-        return view(request, *args, **kwargs)
-
-    return wrapper
-
-
-def _partial(request, template: str, partial: str, context: dict, status: int = 200):
-    wants = bool(request.htmx) and not request.htmx.history_restore_request
-    response = render(
-        request, f"{template}#{partial}" if wants else template, context, status=status
-    )
-    patch_vary_headers(response, ["HX-Request"])
-    return response
 
 
 class ReleaseBuildForm(forms.Form):
@@ -85,7 +62,10 @@ def _release_list_page(request, form: ReleaseBuildForm | None = None, status: in
         "form": form or ReleaseBuildForm(),
         **selectors.release_build_choices(user=request.user),
     }
-    return _partial(request, "exports/release_list.html", "release_table", context, status)
+    return render_page_or_partial(
+        request, "exports/release_list.html", context, partial="release_table",
+        status=status,
+    )
 
 
 @require_GET
@@ -96,9 +76,8 @@ def release_list(request):
 
 @require_POST
 @release_user_required
+@admin_required
 def release_build_start(request):
-    if not user_is_admin(request.user):
-        raise Http404
     form = ReleaseBuildForm(request.POST)
     if form.is_valid():
         try:
@@ -153,13 +132,12 @@ def _release_new_page(request, promotion, form=None, errors=(), status=200):
 
 @require_http_methods(["GET", "POST"])
 @release_user_required
+@admin_required
 def release_new(request):
     """Promote an Oracle run to a Scale release (spec section 7): the page
     shows the validation report the release will carry next to the button,
     each figure against its promotion threshold; a run without a report is
     refused, and one below a threshold needs an override with a reason."""
-    if not user_is_admin(request.user):
-        raise Http404
     if request.method == "GET":
         run_id = _query_id(request, "run")
         if run_id is None:
@@ -243,8 +221,10 @@ def _release_detail_page(request, release, form=None, errors=(), status=200):
         "errors": list(errors),
         "tau_source": tau_source_of(release.matcher_model, release.tau),
     }
-    return _partial(request, "exports/release_detail.html", "release_status",
-                    context, status)
+    return render_page_or_partial(
+        request, "exports/release_detail.html", context, partial="release_status",
+        status=status,
+    )
 
 
 @require_GET
@@ -254,10 +234,8 @@ def release_detail(request, release_id: int):
 
 
 def _release_action(request, release_id: int, action, done: str):
-    """An admin's Retry, Rebuild or Cancel of a release; anyone else gets the
-    404 of the other admin pages, and a refusal is shown on the page."""
-    if not user_is_admin(request.user):
-        raise Http404
+    """An admin's Retry, Rebuild or Cancel of a release (the views are
+    admin-only); a refusal is shown on the page."""
     release = _release_or_404(request, release_id)
     try:
         result = action(user=request.user, release=release)
@@ -271,6 +249,7 @@ def _release_action(request, release_id: int, action, done: str):
 
 @require_POST
 @release_user_required
+@admin_required
 def release_retry(request, release_id: int):
     return _release_action(
         request, release_id, services.release_retry, "{release} is queued again."
@@ -279,6 +258,7 @@ def release_retry(request, release_id: int):
 
 @require_POST
 @release_user_required
+@admin_required
 def release_rebuild(request, release_id: int):
     return _release_action(
         request, release_id, services.release_rebuild,
@@ -288,6 +268,7 @@ def release_rebuild(request, release_id: int):
 
 @require_POST
 @release_user_required
+@admin_required
 def release_cancel(request, release_id: int):
     return _release_action(
         request, release_id, services.release_cancel, "{release} is cancelled."
@@ -392,7 +373,9 @@ def submission_detail(request, submission_id: int):
             else ""
         ),
     }
-    return _partial(request, "exports/submission_detail.html", "scores", context)
+    return render_page_or_partial(
+        request, "exports/submission_detail.html", context, partial="scores"
+    )
 
 
 @require_GET

@@ -12,7 +12,7 @@ from django.db.models import Count, Exists, OuterRef, Q, QuerySet, Sum
 from django.http import Http404
 from django.utils import timezone
 
-from annotation.roles import user_is_admin
+from accounts.roles import user_is_admin
 from jobs.leases import is_live
 from oracle.models import (
     Backbone,

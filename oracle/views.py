@@ -11,7 +11,8 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from annotation.views import _error_text, admin_required
+from accounts.access import admin_required
+from accounts.web import error_text
 from evaluation.matcher import tau_source_of
 from jobs.reaper import job_check
 from oracle import selectors, services
@@ -22,16 +23,12 @@ from oracle.services.tokens import context_tokens, prompt_tokens_distribution
 CHART_STATUS = ("improving", "stable", "deteriorating")
 
 
-def _wants_partial(request) -> bool:
-    return bool(request.htmx) and not request.htmx.history_restore_request
-
-
 def _form_errors_from(form, error) -> None:
     if hasattr(error, "error_dict"):
         for key, messages_ in error.message_dict.items():
             form.add_error(key if key in form.fields else None, messages_)
     else:
-        form.add_error(None, _error_text(error))
+        form.add_error(None, error_text(error))
 
 
 # Backbones ------------------------------------------------------------------------
@@ -172,7 +169,7 @@ def _run_action(request, run_id: int, action, done_message):
     try:
         result = action(admin=request.user, run=run)
     except (ValidationError, PermissionDenied) as error:
-        messages.error(request, _error_text(error))
+        messages.error(request, error_text(error))
     else:
         messages.success(request, done_message(result))
     return redirect("oracle:run_detail", run_id)
@@ -336,7 +333,7 @@ def run_validate(request, run_id: int):
             admin=request.user, run=run, campaign=form.cleaned_data["campaign"]
         )
     except (ValidationError, PermissionDenied) as error:
-        messages.error(request, _error_text(error))
+        messages.error(request, error_text(error))
         return redirect("oracle:run_validation", run_id)
     messages.success(
         request, f"Validation against {job.campaign} queued: the report opens here "

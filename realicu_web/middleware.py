@@ -6,7 +6,7 @@ import re
 
 from django.conf import settings
 
-from windows.accounts import SESSION_RENEWED_AT
+from accounts.sessions import SESSION_RENEWED_AT
 
 # Django's session keys are 32 characters of [a-z0-9] (SessionBase.VALID_KEY_CHARS).
 _SESSION_KEY = re.compile(r"[a-z0-9]{8,64}")
@@ -33,7 +33,7 @@ class SessionIdleTimeoutMiddleware:
     (the idle timeout): an active session's expiry is renewed, but at most once
     a minute, so not every request writes the session."""
 
-    RENEW_AFTER_SECONDS = 60  # sign-in marks a session renewed too (windows.accounts)
+    RENEW_AFTER_SECONDS = 60  # sign-in marks a session renewed too (accounts.sessions)
 
     def __init__(self, get_response):
         self.get_response = get_response

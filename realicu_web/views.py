@@ -3,7 +3,7 @@
 from django.shortcuts import redirect
 from django.views.decorators.http import require_GET
 
-from windows.accounts import user_may_see_clinical_data
+from accounts.roles import user_may_see_clinical_data
 
 
 @require_GET

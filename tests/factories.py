@@ -36,13 +36,13 @@ def make_user(
     role: str | None = None,
     **fields,
 ):
-    """A user; ``role`` (windows.accounts.Role) puts them in that role's group."""
+    """A user; ``role`` (accounts.roles.Role) puts them in that role's group."""
     n = _n()
     user = get_user_model().objects.create_user(
         username=username or f"user{n}", password=password, is_staff=staff, **fields
     )
     if role:
-        from windows.accounts import roles_ensure
+        from accounts.roles import roles_ensure
 
         user.groups.add(roles_ensure()[role])
     return user

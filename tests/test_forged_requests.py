@@ -29,7 +29,7 @@ from oracle.models import ValidationJob
 from tests.annotation.conftest import make_gold_windows, make_role_user
 from tests.exports.helpers import make_oracle_run, oracle_payload
 from tests.factories import make_admission, make_stay
-from windows.accounts import Role
+from accounts.roles import Role
 from windows.models import ImportRun, Source
 from windows.windowing import windows_build
 
@@ -39,7 +39,8 @@ ROLES = ("anonymous", "physician", "researcher", "admin")
 METHODS = ("get", "post", "put", "delete")
 APPS = ("windows", "annotation", "oracle", "exports", "evaluation", "auth", "authtoken")
 
-# Pages only an admin may open: anyone else gets a 404 (or 403), never a 2xx.
+# Pages only an admin may open: anyone signed in with another role gets a 403
+# (accounts.access: a wrong role is a 403), never a 2xx.
 ADMIN_ONLY = {
     "annotation:campaign_list",
     "annotation:campaign_new",
@@ -74,10 +75,15 @@ ADMIN_ONLY = {
     "windows:import_list",
     "windows:import_start",
     "windows:import_progress",
+    "windows:import_resume",
+    "windows:import_cancel",
     "exports_api:oracle_run_list",
     "exports_api:oracle_run_detail",
     "exports:release_build_start",
     "exports:release_new",
+    "exports:release_retry",
+    "exports:release_rebuild",
+    "exports:release_cancel",
 }
 # Pages of labelled data that a researcher (or anyone but a physician / admin)
 # may not use either.
@@ -331,10 +337,10 @@ def test_no_url_answers_500_and_wrong_roles_get_no_2xx_and_write_nothing(world, 
                     if status not in (403, 404):
                         problems.append(f"{role} GET {url}: {status} not 403")
                 elif route.name in ADMIN_ONLY and method == "get" and status not in (
-                    404,
+                    403,
                     405,  # a POST-only endpoint: the method is refused first
                 ):
-                    problems.append(f"{role} GET {url}: {status}, not 404")
+                    problems.append(f"{role} GET {url}: {status}, not 403")
                 if model_counts() != before:
                     problems.append(f"{role} {method.upper()} {url}: wrote rows")
     assert not problems, "\n".join(problems)

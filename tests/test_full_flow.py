@@ -39,7 +39,7 @@ from exports.models import (
 )
 from oracle.models import OracleLabel, OracleRun, RunState, ValidationJob
 from tests.annotation.conftest import make_role_user
-from windows.accounts import Role
+from accounts.roles import Role
 from windows.cohort import cohort_build
 from windows.importers.clif import clif_import
 from windows.models import Event, EventKind, Stay, Window

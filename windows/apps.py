@@ -6,13 +6,9 @@ class WindowsConfig(AppConfig):
     verbose_name = "Clinical data and windows"
 
     def ready(self):
-        from django.contrib.auth.signals import user_logged_in
-
         from jobs.registry import JobKind, register
-        from windows.accounts import session_renewed_mark
         from windows.models import ImportStatus
 
-        user_logged_in.connect(session_renewed_mark, dispatch_uid="session_renewed_mark")
         # An import whose worker went silent is queued again: the importers skip
         # what a previous attempt committed, so running it again completes it.
         register(

@@ -249,7 +249,7 @@ def import_run_execute(*, import_run: ImportRun) -> ImportRun:
 
 
 def _require_admin(admin) -> None:
-    from windows.accounts import user_is_admin
+    from accounts.roles import user_is_admin
 
     if not user_is_admin(admin):
         raise PermissionDenied("Only an admin may resume or cancel an import.")

@@ -22,9 +22,9 @@ from annotation.models import (
     CampaignPhysician,
     CampaignWindow,
 )
-from annotation.roles import user_is_physician
+from accounts.roles import user_is_physician
 from windows.models import Window
-from windows.accounts import require_admin
+from accounts.roles import require_admin
 
 
 def _windows_resolve(windows: Iterable) -> list[Window]:

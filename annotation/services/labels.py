@@ -19,7 +19,7 @@ from annotation.models import (
     LabelRevision,
     RevisionKind,
 )
-from annotation.roles import user_is_physician
+from accounts.roles import user_is_physician
 from annotation.selectors import recorded_critical_actions
 from evaluation.labelschema import (  # noqa: F401
     # The label's limits and lists, which callers import from annotation.services.

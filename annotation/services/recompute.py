@@ -19,7 +19,7 @@ from annotation.models import (
 )
 from jobs.leases import is_live, job_claim, job_heartbeat, job_release
 from jobs.outbox import outbox_send
-from windows.accounts import require_admin
+from accounts.roles import require_admin
 
 logger = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from django.utils import timezone
 from oracle.backbones.endpoints import EndpointRefused, key_env_check, url_check
 from oracle.backbones.openai_compat import _RESERVED as RESERVED_PARAMETERS
 from oracle.models import Backbone, BackboneKind, ReplyFormat, Tokenizer
-from windows.accounts import require_admin
+from accounts.roles import require_admin
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 

@@ -52,7 +52,7 @@ from oracle.models import (
 )
 from jobs.leases import heartbeat_seconds, worker_name
 from jobs.outbox import outbox_send
-from windows.accounts import require_admin
+from accounts.roles import require_admin
 from windows.models import Cohort, Window
 
 logger = logging.getLogger(__name__)

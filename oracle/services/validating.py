@@ -20,7 +20,7 @@ from oracle.models import (
 )
 from jobs.leases import JobLeaseLost, job_claim, job_heartbeat, job_release
 from jobs.outbox import outbox_send
-from windows.accounts import require_admin
+from accounts.roles import require_admin
 
 logger = logging.getLogger(__name__)
 

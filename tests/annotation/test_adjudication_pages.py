@@ -9,7 +9,7 @@ from django.urls import reverse
 
 from annotation.models import AdjudicationDecision, Assignment, ConsensusLabel, Label
 from annotation.selectors import adjudication_queue
-from windows.accounts import Role
+from accounts.roles import Role
 
 from .conftest import make_role_user
 from .helpers import written_state
@@ -66,7 +66,7 @@ def test_queue_lists_exactly_the_disputed_windows_with_their_count(
 
 
 @pytest.mark.parametrize("role", [Role.PHYSICIAN, Role.RESEARCHER])
-def test_adjudication_pages_are_404_for_physicians_and_researchers(
+def test_adjudication_pages_are_403_for_physicians_and_researchers(
     client, labelled, windows, role
 ):
     before = written_state()
@@ -75,15 +75,15 @@ def test_adjudication_pages_are_404_for_physicians_and_researchers(
     urls = _urls(labelled, windows[3])
 
     for name in ("queue", "window", "irr", "progress"):
-        assert client.get(urls[name]).status_code == 404, name
+        assert client.get(urls[name]).status_code == 403, name
     posted = client.post(
         urls["decide"],
         {"task": "status", "action": "settle_status", "new_status": "stable",
          "reason": "x"},
     )
-    assert posted.status_code == 404
-    assert client.post(urls["recompute"]).status_code == 404
-    assert client.post(urls["recompute_window"]).status_code == 404
+    assert posted.status_code == 403
+    assert client.post(urls["recompute"]).status_code == 403
+    assert client.post(urls["recompute_window"]).status_code == 403
     assert written_state() == before
     assert AdjudicationDecision.objects.count() == decisions
 

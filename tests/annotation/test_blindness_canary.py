@@ -42,7 +42,7 @@ from annotation.models import (
 from annotation.services import assignment_add, campaign_create, label_submit
 from tests.factories import make_admission, make_stay
 from tests.test_forged_requests import site_routes
-from windows.accounts import Role
+from accounts.roles import Role
 
 from .conftest import make_gold_windows, make_role_user
 from .test_consensus import matcher  # noqa: F401

@@ -30,7 +30,7 @@ from annotation.services import campaign_create
 from evaluation.calibration import best_row, majority, sweep_taus, tau_sweep
 from evaluation.matcher import SemanticMatcher
 from evaluation.models import MatcherModel
-from windows.accounts import Role
+from accounts.roles import Role
 
 from .conftest import make_role_user
 from .test_consensus import gold, labelled, matcher, stay, submit, windows  # noqa: F401
@@ -492,30 +492,30 @@ def test_admin_draws_a_set_from_the_list_page(
 
 
 @pytest.mark.parametrize("role", [Role.PHYSICIAN, Role.RESEARCHER])
-def test_report_draw_and_adopt_are_404_for_non_admins(client, judged_set, role):
+def test_report_draw_and_adopt_are_403_for_non_admins(client, judged_set, role):
     client.force_login(make_role_user(role))
 
     assert client.get(
         reverse("annotation:calibration_report", args=[judged_set.pk])
-    ).status_code == 404
+    ).status_code == 403
     assert client.post(
         reverse("annotation:calibration_adopt", args=[judged_set.pk]), {"tau": "0.6"}
-    ).status_code == 404
-    assert client.post(reverse("annotation:calibration_draw"), {"name": "x"}).status_code == 404
+    ).status_code == 403
+    assert client.post(reverse("annotation:calibration_draw"), {"name": "x"}).status_code == 403
     assert not TauAdoption.objects.exists()
     assert CalibrationSet.objects.count() == 1
 
 
 def test_researchers_do_not_judge(client, judged_set, researcher):
     client.force_login(researcher)
-    assert client.get(reverse("annotation:calibration_list")).status_code == 404
+    assert client.get(reverse("annotation:calibration_list")).status_code == 403
     assert client.get(
         reverse("annotation:calibration_judge", args=[judged_set.pk])
-    ).status_code == 404
+    ).status_code == 403
     assert client.post(
         reverse("annotation:calibration_judge_post", args=[judged_set.pk]),
         {"pair": judged_set.pairs.first().pk, "judgment": "same"},
-    ).status_code == 404
+    ).status_code == 403
 
 
 # Invitations --------------------------------------------------------------------
@@ -581,7 +581,7 @@ def test_bad_invitations_are_refused_and_nothing_is_written(
 
 
 @pytest.mark.parametrize("role", [Role.PHYSICIAN, Role.RESEARCHER])
-def test_invite_and_withdraw_are_404_for_non_admins(
+def test_invite_and_withdraw_are_403_for_non_admins(
     client, judged_set, physicians, role
 ):
     client.force_login(make_role_user(role))
@@ -589,9 +589,9 @@ def test_invite_and_withdraw_are_404_for_non_admins(
     assert client.post(
         reverse("annotation:calibration_invite", args=[judged_set.pk]),
         {"judges": [physicians[0].pk]},
-    ).status_code == 404
+    ).status_code == 403
     assert client.post(
         reverse("annotation:calibration_invitation_withdraw", args=[judged_set.pk]),
         {"judge": physicians[0].pk},
-    ).status_code == 404
+    ).status_code == 403
     assert CalibrationInvitation.objects.count() == before

@@ -10,7 +10,7 @@ from django.utils.html import escape
 from evaluation.matcher import configured_model_name
 from evaluation.models import MatcherModel
 from evaluation.reference_calibration import reference_report_for
-from windows.accounts import Role
+from accounts.roles import Role
 
 from .conftest import make_role_user
 
@@ -94,11 +94,11 @@ def test_a_tau_adopted_by_an_admin_is_shown_in_force_beside_the_reference(
 
 
 @pytest.mark.parametrize("role", [Role.PHYSICIAN, Role.RESEARCHER])
-def test_reference_page_is_404_for_non_admins(client, db, role):
+def test_reference_page_is_403_for_non_admins(client, db, role):
     user = make_role_user(role)
     client.force_login(user)
 
-    assert client.get(reverse("annotation:calibration_reference")).status_code == 404
+    assert client.get(reverse("annotation:calibration_reference")).status_code == 403
     if role == Role.PHYSICIAN:
         # Judges see the tau in force, not the reference sweep.
         page = client.get(reverse("annotation:calibration_list")).content.decode()

@@ -17,7 +17,7 @@ from annotation.services import (
     label_save_draft,
 )
 from tests.factories import make_admission, make_stay
-from windows.accounts import Role
+from accounts.roles import Role
 from windows.windowing import windows_build
 
 from .conftest import make_gold_windows, make_role_user

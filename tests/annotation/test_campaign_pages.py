@@ -10,7 +10,7 @@ from annotation.models import Assignment, AssignmentState, Campaign, CampaignWin
 from annotation.services import campaign_create, label_submit
 from tests.annotation.conftest import make_gold_windows, make_role_user
 from tests.factories import make_admission, make_stay
-from windows.accounts import Role
+from accounts.roles import Role
 from windows.models import Cohort, CohortStay, CohortStratum
 
 pytestmark = pytest.mark.django_db
@@ -276,7 +276,7 @@ def test_reassign_of_another_campaigns_assignment_is_404(
 
 
 @pytest.mark.parametrize("role", [Role.PHYSICIAN, Role.RESEARCHER])
-def test_non_admins_get_404_everywhere(
+def test_non_admins_get_403_everywhere(
     client, role, campaign, assignment, gold_windows
 ):
     user = make_role_user(role)
@@ -288,7 +288,7 @@ def test_non_admins_get_404_everywhere(
         detail_url(campaign),
     ]
     for url in gets:
-        assert client.get(url).status_code == 404, url
+        assert client.get(url).status_code == 403, url
     posts = [
         (
             reverse("annotation:campaign_new"),
@@ -307,7 +307,7 @@ def test_non_admins_get_404_everywhere(
         ),
     ]
     for url, data in posts:
-        assert client.post(url, data).status_code == 404, url
+        assert client.post(url, data).status_code == 403, url
     assert (Campaign.objects.count(), Assignment.objects.count()) == before
 
 

@@ -36,7 +36,7 @@ from annotation.services import campaign_create, label_submit
 from annotation.tasks import window_agreement_task
 from jobs.models import OutboxMessage
 from tests.factories import make_admission, make_stay
-from windows.accounts import Role
+from accounts.roles import Role
 
 from .conftest import make_gold_windows, make_role_user
 from .helpers import written_state

@@ -13,7 +13,7 @@ from annotation.consensus import campaign_irr
 from annotation.models import AgreementRecompute, RecomputeState
 from evaluation.matcher import SemanticMatcher, tau_source_of
 from evaluation.models import MatcherModel
-from windows.accounts import Role
+from accounts.roles import Role
 
 from .conftest import make_role_user
 from .test_consensus import gold, labelled, matcher, stay, windows  # noqa: F401
@@ -146,11 +146,11 @@ def test_dashboard_without_agreement_says_so(client, admin_user, gold):
 
 
 @pytest.mark.parametrize("role", [Role.PHYSICIAN, Role.RESEARCHER])
-def test_dashboard_is_404_for_non_admins(client, labelled, role):
+def test_dashboard_is_403_for_non_admins(client, labelled, role):
     client.force_login(make_role_user(role))
     assert client.get(
         reverse("annotation:irr_dashboard", args=[labelled.pk])
-    ).status_code == 404
+    ).status_code == 403
 
 
 def test_charts_carry_the_estimates_with_their_cis_and_undefined_as_null(dashboard):

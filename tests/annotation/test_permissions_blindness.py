@@ -26,7 +26,7 @@ from annotation.services import (
     label_submit,
 )
 from tests.factories import make_admission, make_stay
-from windows.accounts import Role
+from accounts.roles import Role
 
 from .conftest import make_gold_windows, make_role_user
 from .helpers import written_state

@@ -30,7 +30,7 @@ from annotation.services.recompute import agreement_recompute_start
 from jobs.models import OutboxMessage
 from jobs.reaper import jobs_reap
 from tests.oracle.test_run_worker import start_worker, stop_worker, wait_for
-from windows.accounts import Role
+from accounts.roles import Role
 
 from .conftest import make_role_user
 from .test_consensus import gold, stay, submit, windows  # noqa: F401
@@ -191,13 +191,13 @@ def test_recompute_is_for_admins(gold, physicians):
 
 
 @pytest.mark.parametrize("role", [Role.PHYSICIAN, Role.RESEARCHER])
-def test_recompute_view_is_404_for_non_admins(client, gold, role):
+def test_recompute_view_is_403_for_non_admins(client, gold, role):
     client.force_login(make_role_user(role))
     url = reverse("annotation:campaign_recompute", args=[gold.pk])
-    assert client.post(url).status_code == 404
+    assert client.post(url).status_code == 403
     assert client.get(
         reverse("annotation:campaign_recompute_progress", args=[gold.pk])
-    ).status_code == 404
+    ).status_code == 403
     assert not AgreementRecompute.objects.exists()
 
 

@@ -20,7 +20,7 @@ from annotation.services import (
     label_save_draft,
     label_submit,
 )
-from windows.accounts import Role
+from accounts.roles import Role
 
 from .conftest import make_role_user
 

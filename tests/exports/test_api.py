@@ -174,7 +174,7 @@ def test_submission_through_the_api_is_validated_and_readable(
     assert client.get(url).json()["count"] == 1
     # Another researcher sees neither the submission nor its scores.
     from tests.annotation.conftest import make_role_user
-    from windows.accounts import Role
+    from accounts.roles import Role
 
     other = _client(make_role_user(Role.RESEARCHER))
     assert other.get(f"/api/v1/submissions/{created['id']}/").status_code == 404
@@ -284,7 +284,7 @@ def test_a_researcher_who_also_rates_is_refused_while_a_window_is_open(
     from annotation.models import AssignmentState
     from annotation.services import campaign_create
     from tests.factories import make_user
-    from windows.accounts import Role, roles_ensure
+    from accounts.roles import Role, roles_ensure
 
     client = _client(researcher)
     assert client.get("/api/v1/releases/").status_code == 200

@@ -29,7 +29,7 @@ def _client(user) -> APIClient:
 
 
 def _is_physician(user) -> bool:
-    from windows.accounts import user_is_physician
+    from accounts.roles import user_is_physician
 
     return user_is_physician(user)
 

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.django_db
 def test_a_physician_does_not_see_release_pages(client, physician, tiny_release):
     client.force_login(physician)
     for url in ("/releases/", f"/releases/{tiny_release.pk}/", "/releases/token/"):
-        assert client.get(url).status_code == 404
+        assert client.get(url).status_code == 403
     assert "Releases</a>" not in client.get("/stays/").content.decode()
 
 

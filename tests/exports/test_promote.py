@@ -141,8 +141,8 @@ def test_bad_promote_requests_get_clear_answers(client, admin_user, tiny_run):
 def test_only_admins_reach_the_promote_page(client, researcher, physician, tiny_run):
     for user in (researcher, physician):
         client.force_login(user)
-        assert client.get(f"/releases/new/?run={tiny_run.pk}").status_code == 404
-        assert client.post("/releases/new/", {"oracle_run": tiny_run.pk}).status_code == 404
+        assert client.get(f"/releases/new/?run={tiny_run.pk}").status_code == 403
+        assert client.post("/releases/new/", {"oracle_run": tiny_run.pk}).status_code == 403
     assert not Release.objects.exists()
 
 

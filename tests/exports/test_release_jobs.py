@@ -18,7 +18,7 @@ from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerDown
 from rest_framework.test import APIClient
 
-from exports import building
+from exports.building import build as building_job
 from exports.building import release_build
 from exports.models import (
     Release,
@@ -55,7 +55,7 @@ def _break_datacard(monkeypatch):
     def broken(**kwargs):
         raise RuntimeError("the disk is full")
 
-    monkeypatch.setattr(building, "datacard_write", broken)
+    monkeypatch.setattr(building_job, "datacard_write", broken)
 
 
 # Services ---------------------------------------------------------------------
@@ -314,7 +314,7 @@ def test_a_researchers_forged_post_is_refused_and_changes_nothing(
     client.force_login(researcher)
     before = list(Release.objects.values_list("pk", "state", "version"))
     response = client.post(f"/releases/{tiny_release.pk}/{action}/")
-    assert response.status_code == 404
+    assert response.status_code == 403
     assert list(Release.objects.values_list("pk", "state", "version")) == before
 
 

@@ -182,7 +182,7 @@ def test_gold_release_with_real_consensus_leaks_nothing_and_hides_physicians(
     from annotation.models import Assignment
     from evaluation.matcher import matcher_for_settings
     from tests.annotation.conftest import make_role_user
-    from windows.accounts import Role
+    from accounts.roles import Role
     from windows.models import Stay
 
     clif_import(directory=clif_demo_dir)

@@ -227,7 +227,7 @@ def test_concurrent_clients_against_redis_get_no_more_than_the_rate(
     if not _redis_available():
         pytest.skip(f"no Redis at {REDIS_URL}")
     from tests.annotation.conftest import make_role_user
-    from windows.accounts import Role
+    from accounts.roles import Role
 
     settings.CACHES = {
         "default": {

@@ -16,7 +16,7 @@ from oracle.backbones.openai_compat import BackboneConfigError
 from oracle.models import Backbone, BackboneKind, OracleLabel, OracleRun
 from tests.annotation.conftest import make_role_user
 from tests.oracle.test_runs import make_cohort_with_stay
-from windows.accounts import Role
+from accounts.roles import Role
 
 pytestmark = pytest.mark.django_db
 

@@ -27,7 +27,7 @@ from oracle.services.tokens import prompt_budget
 from tests.annotation.conftest import make_role_user
 from tests.oracle.conftest import LLAMA_N_CTX
 from tests.oracle.llm_server import MODEL_ALIAS, RecordingProxy
-from windows.accounts import Role
+from accounts.roles import Role
 from windows.importers.clif import clif_import
 from windows.models import Stay, Window
 from windows.windowing import windows_build_many

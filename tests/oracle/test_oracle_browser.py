@@ -20,7 +20,7 @@ from tests.annotation.conftest import (  # noqa: F401 - fixtures
 )
 from tests.annotation.test_consensus import submit
 from tests.annotation.test_annotate_browser import PASSWORD
-from windows.accounts import Role
+from accounts.roles import Role
 from windows.models import Cohort, CohortStay, CohortStratum, Window
 from tests.browser import chromium
 

@@ -11,7 +11,7 @@ from oracle import selectors, services
 from oracle.models import Backbone, OracleRun, ValidationJob, ValidationReport
 from tests.annotation.conftest import make_role_user
 from tests.oracle.test_runs import make_cohort_with_stay
-from windows.accounts import Role
+from accounts.roles import Role
 from windows.models import Window
 
 pytestmark = pytest.mark.django_db
@@ -67,7 +67,7 @@ def oracle_urls(run):
 
 
 @pytest.mark.parametrize("role", [Role.PHYSICIAN, Role.RESEARCHER])
-def test_physicians_and_researchers_get_404_on_every_oracle_url(client, run, role):
+def test_physicians_and_researchers_get_403_on_every_oracle_url(client, run, role):
     """Every URL of oracle/urls.py is tried (checked against its patterns, so a
     new page cannot be left out)."""
     urls = oracle_urls(run)
@@ -76,7 +76,7 @@ def test_physicians_and_researchers_get_404_on_every_oracle_url(client, run, rol
     }
     client.force_login(make_role_user(role))
     for method, url in urls:
-        assert getattr(client, method)(url).status_code == 404, url
+        assert getattr(client, method)(url).status_code == 403, url
     # Nor through the Django admin, which is for staff (admins) only.
     for model in ("oraclelabel", "oraclerun", "validationreport", "validationjob"):
         response = client.get(f"/admin/oracle/{model}/")

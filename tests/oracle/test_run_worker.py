@@ -78,7 +78,7 @@ def stop_worker(proc: subprocess.Popen) -> None:
 @pytest.fixture
 def admin_user(db):
     from tests.annotation.conftest import make_role_user
-    from windows.accounts import Role
+    from accounts.roles import Role
 
     return make_role_user(Role.ADMIN)
 

@@ -21,7 +21,7 @@ from oracle.models import (
 from oracle.services import ChunkOutcome
 from tests.annotation.conftest import make_role_user
 from tests.factories import make_admission, make_event, make_events, make_stay
-from windows.accounts import Role
+from accounts.roles import Role
 from windows.models import Cohort, CohortStay, CohortStratum, Domain, EventKind
 from windows.windowing import windows_build
 

@@ -313,7 +313,7 @@ def test_cancelling_a_failed_import_is_refused_with_a_message(admin_page):
 
 
 @pytest.mark.django_db
-def test_forged_resume_and_cancel_by_a_non_admin_are_404_and_change_nothing(
+def test_forged_resume_and_cancel_by_a_non_admin_are_403_and_change_nothing(
     client, physician
 ):
     failed = ImportRun.objects.create(source="clif", status=ImportStatus.FAILED)
@@ -321,8 +321,8 @@ def test_forged_resume_and_cancel_by_a_non_admin_are_404_and_change_nothing(
     before = (snapshot(failed), snapshot(live))
     client.force_login(physician)
 
-    assert client.post(resume_url(failed)).status_code == 404
-    assert client.post(cancel_url(live)).status_code == 404
+    assert client.post(resume_url(failed)).status_code == 403
+    assert client.post(cancel_url(live)).status_code == 403
     client.logout()
     assert client.post(resume_url(failed)).status_code == 302  # to the login page
     assert (snapshot(failed), snapshot(live)) == before

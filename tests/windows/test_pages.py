@@ -435,14 +435,14 @@ def test_event_text_from_a_data_file_is_escaped(signed_in, icu_stay):
 # Imports page --------------------------------------------------------------
 
 
-def test_imports_pages_are_404_for_non_staff(signed_in):
+def test_imports_pages_are_403_for_non_staff(signed_in):
     run = ImportRun.objects.create(source="clif")
-    assert signed_in.get(IMPORTS_URL).status_code == 404
+    assert signed_in.get(IMPORTS_URL).status_code == 403
     assert (
         signed_in.get(reverse("windows:import_progress", args=[run.pk])).status_code
-        == 404
+        == 403
     )
-    assert signed_in.post(IMPORT_START_URL, {"source": "clif_demo"}).status_code == 404
+    assert signed_in.post(IMPORT_START_URL, {"source": "clif_demo"}).status_code == 403
     assert ImportRun.objects.count() == 1
 
 

@@ -8,10 +8,14 @@ from django.core.exceptions import ValidationError
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
-from windows.accounts import (
+from accounts.provisioning import (
+
     admin_from_environment_ensure,
+
     demo_accounts_ensure,
+
     demo_passwords_check,
+
 )
 from windows.cohort import cohort_build
 from windows.models import Admission, Cohort, Source

@@ -1,22 +1,16 @@
-"""Roles and the demo accounts of the embedded default."""
+"""Accounts the platform creates: the demo accounts of the embedded default and
+the production admin from the environment, with the password rules applied."""
 from __future__ import annotations
 
 import os
 import secrets
 
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Group
 from django.contrib.auth.password_validation import validate_password
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import ValidationError
 from django.db import transaction
 
-
-class Role:
-    PHYSICIAN = "physician"
-    ADMIN = "admin"
-    RESEARCHER = "researcher"
-    ALL = (PHYSICIAN, ADMIN, RESEARCHER)
-
+from accounts.roles import Role, roles_ensure
 
 # username, role, environment variable holding its password
 DEMO_ACCOUNTS = [
@@ -26,50 +20,6 @@ DEMO_ACCOUNTS = [
     ("physician3", Role.PHYSICIAN, "REALICU_PHYSICIAN_PASSWORD"),
     ("researcher", Role.RESEARCHER, "REALICU_RESEARCHER_PASSWORD"),
 ]
-
-
-def _active(user) -> bool:
-    return bool(user is not None and user.is_authenticated and user.is_active)
-
-
-def _group_names(user) -> set[str]:
-    # Cached on the user object: a request checks roles several times.
-    names = getattr(user, "_role_group_names", None)
-    if names is None:
-        names = set(user.groups.values_list("name", flat=True))
-        user._role_group_names = names
-    return names
-
-
-def user_is_physician(user) -> bool:
-    return _active(user) and Role.PHYSICIAN in _group_names(user)
-
-
-def user_is_admin(user) -> bool:
-    """An admin (adjudicator) by group; a superuser counts as one."""
-    return _active(user) and (user.is_superuser or Role.ADMIN in _group_names(user))
-
-
-def require_admin(user, what: str) -> None:
-    """The services' guard: ``what`` completes "Only an admin can ..."."""
-    if not user_is_admin(user):
-        raise PermissionDenied(f"Only an admin can {what}.")
-
-
-def user_is_researcher(user) -> bool:
-    return _active(user) and Role.RESEARCHER in _group_names(user)
-
-
-def user_may_see_clinical_data(user) -> bool:
-    """Stays, events and windows in full are for the hindsight labellers
-    (physicians) and admins; researchers see only what a release holds."""
-    return user_is_physician(user) or user_is_admin(user) or (
-        _active(user) and user.is_staff
-    )
-
-
-def roles_ensure() -> dict[str, Group]:
-    return {name: Group.objects.get_or_create(name=name)[0] for name in Role.ALL}
 
 
 def password_check(*, password: str, user, source: str) -> None:
@@ -144,15 +94,3 @@ def admin_from_environment_ensure() -> str | None:
     user.save()
     user.groups.add(roles_ensure()[Role.ADMIN])
     return username
-
-
-SESSION_RENEWED_AT = "_renewed_at"
-
-
-def session_renewed_mark(sender, request, user, **kwargs) -> None:
-    """On sign-in: the session starts renewed (SessionIdleTimeoutMiddleware
-    renews it once a minute), so the first requests after it write nothing."""
-    import time
-
-    if getattr(request, "session", None) is not None:
-        request.session[SESSION_RENEWED_AT] = int(time.time())

@@ -1,9 +1,9 @@
-"""Role filters for templates (windows.accounts), so menus show each role only
+"""Role filters for templates (accounts.roles), so menus show each role only
 the pages it may open."""
 
 from django import template
 
-from windows.accounts import user_is_admin, user_may_see_clinical_data
+from accounts.roles import user_is_admin, user_may_see_clinical_data
 
 register = template.Library()
 

@@ -1,0 +1,28 @@
+"""Web helpers every app's views share (no view imports another app's views)."""
+
+from __future__ import annotations
+
+from django.shortcuts import render
+from django.utils.cache import patch_vary_headers
+
+
+def wants_partial(request) -> bool:
+    """An htmx request swaps a fragment; a history restore asks for the whole
+    page (htmx had no snapshot of it)."""
+    return bool(getattr(request, "htmx", False)) and not request.htmx.history_restore_request
+
+
+def render_page_or_partial(
+    request, template: str, context: dict, *, partial: str, status: int = 200
+):
+    """The whole page, or only ``template#partial`` for an htmx request; the
+    response varies on HX-Request, since one URL answers with either."""
+    name = f"{template}#{partial}" if wants_partial(request) else template
+    response = render(request, name, context, status=status)
+    patch_vary_headers(response, ["HX-Request"])
+    return response
+
+
+def error_text(error) -> str:
+    """A ValidationError's or PermissionDenied's message(s) as one sentence."""
+    return " ".join(getattr(error, "messages", None) or [str(error)])

@@ -1,0 +1,257 @@
+"""What the trajectory pages show, built from the selectors' rows: event rows
+with their display names and values, coded records, window marks, and the
+context of a window's trajectory partials (``window_page_context``), which the
+window page and the labelling page (annotation) both embed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.core.paginator import Paginator
+from django.utils import timezone
+
+from windows import selectors
+from windows.models import Domain, Event, EventKind, Stay, Window
+from windows.selectors import EventScope
+from windows.vocabulary import EventLabel, coded_code, event_label
+
+WINDOW_EVENTS_PER_PAGE = 250
+
+
+def choice(value: str | None, allowed) -> str:
+    return value if value in allowed else ""
+
+
+def _event_label(event: Event) -> EventLabel:
+    return event_label(
+        domain=event.domain, category=event.category, name=event.name, unit=event.unit
+    )
+
+
+def _value_text(event: Event, unit: str) -> str:
+    """The value with the unit it is stored in (windows.vocabulary)."""
+    num = event.value_num
+    if num is None:
+        return event.value_text
+    text = f"{num:.0f}" if abs(num) >= 1e6 else f"{num:.6g}"
+    return f"{text} {unit}".strip()
+
+
+@dataclass(frozen=True)
+class EventRow:
+    """An event as the stay page shows it, placed relative to this ICU stay,
+    named by its concept (windows.vocabulary)."""
+
+    event: Event
+    hours_since_admit: float
+    phase: str  # "pre" (before ICU admission), "icu", or "post" (after discharge)
+    label: EventLabel
+
+    @property
+    def value(self) -> str:
+        return _value_text(self.event, self.label.unit)
+
+
+@dataclass(frozen=True, slots=True)
+class CodedRow:
+    """A record coded after discharge, as the pages list it apart from the
+    timeline: its billing date (a date only), code system, code and title."""
+
+    id: int
+    billed: str
+    system: str
+    code: str
+    title: str
+    source: str
+
+
+def coded_rows(events) -> list[CodedRow]:
+    rows = []
+    for event in events:
+        parts = coded_code(event.category, event.value_text or event.name)
+        rows.append(
+            CodedRow(
+                id=event.pk,
+                billed=timezone.localtime(event.time).strftime("%Y-%m-%d"),
+                system=parts.system,
+                code=parts.code,
+                title=parts.title,
+                source=f"{event.source_table} {event.source_key}".strip(),
+            )
+        )
+    return rows
+
+
+def event_rows(stay: Stay, events) -> list[EventRow]:
+    rows = []
+    for event in events:
+        if event.time < stay.intime:
+            phase = "pre"
+        elif event.time > stay.outtime:
+            phase = "post"
+        else:
+            phase = "icu"
+        hours = stay.hours_since_admit(event.time)
+        rows.append(EventRow(event, hours, phase, _event_label(event)))
+    return rows
+
+
+@dataclass(frozen=True)
+class WindowMark:
+    """A window as the stay page's strip draws it: a bar as high as its action
+    density, marked when it was drawn for Gold."""
+
+    window: Window
+
+    @property
+    def height(self) -> int:
+        # A floor keeps empty windows visible and clickable.
+        return 12 + round(88 * min(1.0, self.window.action_density))
+
+
+def window_marks(windows) -> list[WindowMark]:
+    return [WindowMark(w) for w in windows]
+
+
+# The tag shown after the hours of a row, by position: (text, title).
+_POSITION_TAGS = {
+    "in": ("window", "In this window"),
+    "after": ("after", "After the bedside boundary: hindsight"),
+}
+_WINDOW_ACTION_TAG = ("action", "An action of this window")
+
+
+@dataclass(frozen=True, slots=True)
+class WindowEventRow:
+    """An event as the window page's table shows it, formatted here rather than
+    with template filters: a whole-stay page holds hundreds of rows, and filters
+    such as floatformat cost a few milliseconds per hundred."""
+
+    id: int
+    css: str  # "pos-before" (the look-back), "pos-in" or "pos-after", and
+    # "window-action" for the window's own actions
+    hours: str
+    tag: str
+    tag_title: str
+    time: str
+    kind: str
+    kind_label: str
+    category: str
+    name: str  # the concept (windows.vocabulary)
+    detail: str  # the source label where it adds to the concept, else ""
+    source_name: str
+    value: str
+
+
+def _window_event_row(window: Window, event: Event, kind_labels: dict):
+    if event.time < window.start:
+        position = "before"
+    elif event.time < window.end:
+        position = "in"
+    else:
+        position = "after"
+    is_window_action = position == "in" and event.kind == EventKind.ACTION
+    tag, tag_title = (
+        _WINDOW_ACTION_TAG
+        if is_window_action
+        else _POSITION_TAGS.get(position, ("", ""))
+    )
+    label = _event_label(event)
+    return WindowEventRow(
+        id=event.pk,
+        css=f"pos-{position}" + (" window-action" if is_window_action else ""),
+        hours=f"{window.stay.hours_since_admit(event.time):.2f}",
+        tag=tag,
+        tag_title=tag_title,
+        time=timezone.localtime(event.time).strftime("%Y-%m-%d %H:%M"),
+        kind=event.kind,
+        kind_label=kind_labels.get(event.kind, event.kind),
+        category=event.category or "–",
+        name=label.concept,
+        detail=label.detail,
+        source_name=label.source_name,
+        value=_value_text(event, label.unit) or "–",
+    )
+
+
+@dataclass(frozen=True)
+class EventGroup:
+    domain: str
+    label: str
+    total: int  # events of this domain in the whole scope, not only this page
+    rows: list[WindowEventRow]
+
+
+def _window_event_groups(window: Window, events, totals: dict) -> list[EventGroup]:
+    """A page's events (in time order) grouped by domain, in reading order."""
+    domain_labels = dict(Domain.choices)
+    kind_labels = dict(EventKind.choices)
+    by_domain: dict[str, list[WindowEventRow]] = {}
+    for event in events:
+        row = _window_event_row(window, event, kind_labels)
+        by_domain.setdefault(event.domain, []).append(row)
+    return [
+        EventGroup(d, domain_labels.get(d, d), totals.get(d, 0), by_domain[d])
+        for d in sorted(by_domain, key=lambda d: (selectors.event_domain_rank(d), d))
+    ]
+
+
+def page_number(value: str | None) -> int:
+    try:
+        return max(1, int(value or 1))
+    except ValueError:
+        return 1
+
+
+def window_page_context(request, window: Window, *, full: bool) -> dict:
+    """The context of a window's trajectory partials (header, overview, plots,
+    event table) for ``window``, with the event table's scope, domain and page
+    from the query string; ``full`` adds what only the whole page shows. Shared
+    with the annotation page, which embeds them."""
+    scope = choice(request.GET.get("scope"), EventScope.values) or EventScope.WINDOW
+    totals = selectors.window_event_domain_counts(window=window, scope=scope)
+    domain = choice(request.GET.get("domain"), totals)
+    events = selectors.window_events(window=window, scope=scope, domain=domain)
+    paginator = Paginator(events, WINDOW_EVENTS_PER_PAGE)
+    # The per-domain counts already add up to the total: no second count query.
+    paginator.count = totals.get(domain, 0) if domain else sum(totals.values())
+    page = paginator.get_page(page_number(request.GET.get("page")))
+    events_on_page = list(page.object_list)
+    domain_labels = dict(Domain.choices)
+    stay = window.stay
+    context = {
+        "window": window,
+        "stay": stay,
+        "scope": scope,
+        "scopes": EventScope.choices,
+        "domain": domain,
+        "domains": [(d, domain_labels.get(d, d), n) for d, n in totals.items()],
+        "page": page,
+        "groups": _window_event_groups(window, events_on_page, totals),
+        # A page of the whole stay is a stretch of time: say which.
+        "page_hours": (
+            (
+                stay.hours_since_admit(events_on_page[0].time),
+                stay.hours_since_admit(events_on_page[-1].time),
+            )
+            if events_on_page
+            else None
+        ),
+        "lookback_hours": int(selectors.WINDOW_LOOKBACK.total_seconds() // 3600),
+        "coded": coded_rows(
+            selectors.admission_coded_records(admission_id=stay.admission_id)
+        ),
+    }
+    if full:
+        context.update(
+            {
+                "facts": selectors.window_bedside_facts(window=window),
+                "window_end_hours": stay.hours_since_admit(window.end),
+                "previous_index": window.index - 1 if window.index > 0 else None,
+                "next_index": (
+                    window.index + 1 if window.index < window.last_index else None
+                ),
+                "gold_windows": list(selectors.stay_windows(stay=stay, gold_only=True)),
+            }
+        )
+    return context
