@@ -1,0 +1,205 @@
+"""The build job driver: takes a queued release with a lease, writes its files
+into a hidden folder under a heartbeat, then marks it ready and renames the
+folder into place in one transaction; a failed, cancelled or taken-over build
+leaves no folder behind."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from exports.building.manifest import (
+    _files_under,
+    _make_read_only,
+    _manifest,
+    _remove_tree,
+    file_sha256,
+)
+from exports.building.records import release_files_write
+from exports.datacard import datacard_write
+from exports.models import Release, ReleaseFile, ReleaseState, ReleaseWindow
+from jobs.progress import Progress
+
+logger = logging.getLogger(__name__)
+
+
+def release_partial_remove(release: Release) -> None:
+    """Removes the unfinished folder of a build of ``release``, if any."""
+    _remove_tree(Path(settings.REALICU_RELEASES_DIR) / f".{release.name}.partial")
+
+
+def release_build(*, release: Release, progress=None) -> Release:
+    """Builds a queued release into its own new folder and marks it ready.
+
+    The build is a job (jobs.leases): it is taken with ``job_claim`` (state
+    building, in its own short transaction), a heartbeat thread writes the
+    progress onto the row while the files are written, and the build stops
+    when the row's lease changes (cancelled, or given to another worker after
+    this one went silent). Idempotent: a ready release, or one another live
+    worker holds, is returned as it is; the unfinished folder of an earlier
+    attempt is removed and the build starts again. A failed or cancelled build
+    leaves no folder behind. A release whose final folder already exists is
+    refused and never rewritten."""
+    from jobs.leases import JobLeaseLost, job_claim, job_heartbeat, job_release
+
+    release.refresh_from_db()
+    if release.state == ReleaseState.READY:
+        return release
+    lease = job_claim(
+        model=Release,
+        pk=release.pk,
+        claimable=(ReleaseState.QUEUED,),
+        running=ReleaseState.BUILDING,
+        extra={"error": "", "finished_at": None, "progress_done": 0,
+               "progress_total": 0, "progress_label": "starting"},
+    )
+    if lease is None:
+        release.refresh_from_db()
+        return release
+    root = Path(settings.REALICU_RELEASES_DIR)
+    root.mkdir(parents=True, exist_ok=True)
+    final = root / release.name
+    partial = root / f".{release.name}.partial"
+    # This worker holds the lease: a folder left by an earlier attempt is stale.
+    _remove_tree(partial)
+    renamed = False
+    try:
+        if final.exists():
+            from django.core.exceptions import ValidationError
+
+            raise ValidationError(
+                f"The folder {release.name} already exists in the releases folder. "
+                "A release's folder is never rewritten: move it away if it is a "
+                "leftover, or rebuild as a new version."
+            )
+        with job_heartbeat(model=Release, pk=release.pk, lease=lease) as beat:
+            sinks = [beat, *(progress.sinks if progress is not None else [])]
+            job_progress = Progress(sinks=sinks)
+            with transaction.atomic():
+                stats, manifest = _release_write(
+                    release=release, folder=partial, progress=job_progress
+                )
+                job_progress.advance(1, "done")
+                # The one write of the release row inside this transaction, its
+                # last statement: the row lock it takes is held only for the
+                # rename below and the commit (milliseconds), so a heartbeat
+                # that comes now waits that long, then finds the lease gone and
+                # writes nothing. Ready, the files' rows and the folder commit
+                # together; a lost lease (cancelled, taken over) undoes all.
+                if not job_release(
+                    model=Release,
+                    pk=release.pk,
+                    lease=lease,
+                    state=ReleaseState.READY,
+                    finished_at=timezone.now(),
+                    directory=release.name,
+                    manifest=manifest,
+                    window_count=stats.windows,
+                    heartbeat_at=timezone.now(),
+                    progress_done=job_progress.done,
+                    progress_total=job_progress.total,
+                    progress_label="done",
+                ):
+                    raise JobLeaseLost(f"release {release.pk}: cancelled or taken over")
+                os.replace(partial, final)
+                renamed = True
+                _make_read_only(final)
+    except JobLeaseLost:
+        # Whoever holds the row now (a cancel, another worker) owns its state.
+        _remove_tree(partial)
+        if renamed:
+            _remove_tree(final)
+        release.refresh_from_db()
+        return release
+    except BaseException as exc:
+        _remove_tree(partial)
+        if renamed and not Release.objects.filter(
+            pk=release.pk, state=ReleaseState.READY
+        ).exists():
+            _remove_tree(final)
+        if not Release.objects.filter(pk=release.pk, lease=lease).exists():
+            # Cancelled meanwhile (the cancel removes the folder this build was
+            # writing), or taken over: not this build's failure to record.
+            release.refresh_from_db()
+            return release
+        _release_after_error(release, lease, exc)
+        raise
+    release.refresh_from_db()
+    return release
+
+
+def _release_after_error(release: Release, lease: str, exc: BaseException) -> None:
+    """Records why the build stopped. A lost database connection queues the
+    release again (the task's retry, or the reaper, takes it) unless workers
+    already tried three times; anything else fails it with the reason. When
+    even that write fails, the row keeps its stale heartbeat and the reaper
+    handles it."""
+    from django.db import OperationalError
+
+    from jobs.leases import job_release
+
+    messages = getattr(exc, "messages", None)
+    error = "; ".join(messages) if messages else f"{type(exc).__name__}: {exc}"
+    fields = {"state": ReleaseState.FAILED, "finished_at": timezone.now(),
+              "error": error, "progress_label": "failed"}
+    try:
+        if isinstance(exc, OperationalError):
+            attempts = Release.objects.filter(pk=release.pk).values_list(
+                "attempts", flat=True
+            ).first() or 0
+            if attempts < 3:
+                fields = {"state": ReleaseState.QUEUED, "heartbeat_at": timezone.now(),
+                          "progress_label": f"re-queued after a database error: {exc}"[:255]}
+        job_release(model=Release, pk=release.pk, lease=lease, **fields)
+    except Exception:
+        logger.exception("release %s: its failure could not be recorded", release.pk)
+
+
+def _release_write(*, release: Release, folder: Path, progress: Progress):
+    """Writes the release's files into ``folder`` with their checksums, and its
+    window and file rows; returns the statistics and the manifest."""
+    from django.core.exceptions import ValidationError
+
+    ReleaseWindow.objects.filter(release=release).delete()
+    ReleaseFile.objects.filter(release=release).delete()
+    stats = release_files_write(release=release, folder=folder, progress=progress)
+    if stats.windows == 0:
+        raise ValidationError(
+            f"{release} has no windows to release: no finished consensus "
+            "(Gold) or no successful Oracle label (Scale)."
+        )
+    datacard_write(release=release, stats=stats, folder=folder)
+    progress.advance(1, "checksums")
+    files = [
+        {
+            "path": p.relative_to(folder).as_posix(),
+            "bytes": p.stat().st_size,
+            "sha256": file_sha256(p),
+        }
+        for p in _files_under(folder)
+    ]
+    manifest = _manifest(release=release, stats=stats, files=files)
+    manifest_path = folder / "manifest.json"
+    manifest_path.write_text(
+        json.dumps(manifest, indent=2, ensure_ascii=False, allow_nan=False),
+        encoding="utf-8",
+    )
+    files.append(
+        {
+            "path": "manifest.json",
+            "bytes": manifest_path.stat().st_size,
+            "sha256": file_sha256(manifest_path),
+        }
+    )
+    ReleaseFile.objects.bulk_create(
+        ReleaseFile(release=release, path=f["path"], size_bytes=f["bytes"],
+                    sha256=f["sha256"])
+        for f in files
+    )
+    return stats, manifest

@@ -1,0 +1,228 @@
+"""The per-stay context writer: a stay's bedside events streamed into
+``context/<stay_id>.jsonl``, each named by its concept, and the stay's window
+records with their labels and the ids of each window's own recorded actions."""
+
+from __future__ import annotations
+
+import json
+import math
+from bisect import bisect_right
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from django.db import connection
+from django.db.models import BigIntegerField, DateTimeField, F, Value
+from django.db.models.functions import Cast, Extract
+
+from exports.building.labels import (
+    CodedRecords,
+    _gold_labels,
+    _oracle_labels,
+    labels_without_coded,
+)
+from exports.building.stats import ReleaseStats
+from exports.models import Release, ReleaseKind
+from windows.actions import action_text_of
+from windows.models import Event, EventKind, Stay
+from windows.selectors_context import bedside_filter
+from windows.vocabulary import event_label
+
+# Events read from the database per round trip.
+EVENT_CHUNK = 5000
+
+EVENT_FIELDS = (
+    "id",
+    "time",
+    "kind",
+    "domain",
+    "category",
+    "name",
+    "value_num",
+    "unit",
+    "value_text",
+    "source_table",
+)
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+# How ``_dumps`` writes one string (ensure_ascii=False): the C encoder.
+_encode_string = json.encoder.encode_basestring
+
+
+def _hours(stay: Stay, when) -> float:
+    return round((when - stay.intime).total_seconds() / 3600.0, 4)
+
+
+_MICROSECOND = timedelta(microseconds=1)
+
+
+def _stay_events(stay: Stay, end) -> Iterator[tuple]:
+    """The stay's bedside events (id, microseconds since ICU admission, then
+    ``EVENT_FIELDS[2:]``) in time order, streamed. The offset is computed by
+    the database (exact: interval to numeric) so that no timestamp has to be
+    parsed per event."""
+    condition = bedside_filter(admission_id=stay.admission_id, start=stay.intime, end=end)
+    events = Event.objects.filter(condition).order_by("time", "id")
+    if connection.vendor != "postgresql":
+        # No interval arithmetic in the database (SQLite, the no-setup default).
+        intime = stay.intime
+        return (
+            (event_id, (time - intime) // _MICROSECOND, *rest)
+            for event_id, time, *rest in events.values_list(*EVENT_FIELDS).iterator(
+                chunk_size=EVENT_CHUNK
+            )
+        )
+    since_admit = F("time") - Value(stay.intime, output_field=DateTimeField())
+    return (
+        events.annotate(
+            offset_us=Cast(Extract(since_admit, "epoch") * 1000000, BigIntegerField())
+        )
+        .values_list("id", "offset_us", *EVENT_FIELDS[2:])
+        .iterator(chunk_size=EVENT_CHUNK)
+    )
+
+
+class _EventLines:
+    """Context lines written as ``_dumps`` of the event's dict would write them
+    (same keys, order, escapes and number formats), but from pre-encoded parts:
+    the strings that repeat across events (kind, domain, category, name, unit,
+    source table) are JSON-encoded once per build."""
+
+    def __init__(self) -> None:
+        self._head: dict[tuple, str] = {}
+        self._tail: dict[tuple, tuple[str, str]] = {}
+
+    @staticmethod
+    def _string(value) -> str:
+        return "null" if value is None else _encode_string(value)
+
+    def head(self, kind, domain, category, name) -> str:
+        key = (kind, domain, category, name)
+        part = self._head.get(key)
+        if part is None:
+            s = self._string
+            concept = event_label(
+                domain=domain or "", category=category or "", name=name or ""
+            ).text
+            part = self._head[key] = (
+                f',"kind":{s(kind)},"domain":{s(domain)},"category":{s(category)}'
+                f',"name":{s(name)},"concept":{s(concept)},"value_num":'
+            )
+        return part
+
+    def tail(self, unit, table) -> tuple[str, str]:
+        key = (unit, table)
+        part = self._tail.get(key)
+        if part is None:
+            part = self._tail[key] = (
+                f',"unit":{self._string(unit)},"value_text":',
+                f',"source_table":{self._string(table)}}}\n',
+            )
+        return part
+
+    def line(self, event_id, when, hours, kind, domain, category, name, num, unit,
+             text, table) -> str:
+        value = "null" if num is None or not math.isfinite(num) else repr(float(num))
+        unit_part, table_part = self.tail(unit, table)
+        return (
+            f'{{"event_id":{event_id},"time":"{when}","hours_since_admit":{hours!r}'
+            f"{self.head(kind, domain, category, name)}{value}{unit_part}"
+            f"{self._string(text)}{table_part}"
+        )
+
+
+def _write_stay(
+    *,
+    release: Release,
+    stay: Stay,
+    rows: list,
+    folder: Path,
+    stats: ReleaseStats,
+    lines: _EventLines,
+) -> list[dict]:
+    """Writes the stay's context file and returns its window records. Event
+    times are handled as integer microseconds since ICU admission: exact, and
+    the same ``hours_since_admit`` as ``_hours`` gives."""
+    windows = [row.window for row in rows]
+    intime = stay.intime
+    starts = [(w.start - intime) // _MICROSECOND for w in windows]
+    ends = [(w.end - intime) // _MICROSECOND for w in windows]
+    last_end = max(w.end for w in windows)
+    actions_of: list[list[int]] = [[] for _ in windows]
+    action_names: dict[int, str] = {}
+    count = 0
+    action = EventKind.ACTION
+    line = lines.line
+    buffer: list[str] = []
+    with open(folder / "context" / f"{stay.pk}.jsonl", "w", encoding="utf-8") as out:
+        for event_id, offset, kind, domain, category, name, num, unit, text, table in (
+            _stay_events(stay, last_end)
+        ):
+            buffer.append(
+                line(
+                    event_id,
+                    (intime + timedelta(microseconds=offset)).isoformat(),
+                    round(offset / 10**6 / 3600.0, 4),
+                    kind, domain, category, name, num, unit, text, table,
+                )
+            )
+            if len(buffer) >= EVENT_CHUNK:
+                out.write("".join(buffer))
+                buffer.clear()
+            count += 1
+            if kind == action:
+                action_names[event_id] = name
+                # Windows have one length, so their ends are sorted like their
+                # starts: walk back from the last window starting at or before
+                # the event while it is still open.
+                i = bisect_right(starts, offset) - 1
+                while i >= 0 and offset < ends[i]:
+                    actions_of[i].append(event_id)
+                    i -= 1
+        out.write("".join(buffer))
+    stats.context_events += count
+    stats.stays[stay.pk] = {
+        "length_hours": stay.length_hours,
+        "outcome": stay.hospital_outcome,
+        "disease_group": stay.disease_group,
+        "windows": len(rows),
+    }
+    coded = CodedRecords.of_admission(stay.admission_id)
+    if release.kind != ReleaseKind.GOLD and action_names:
+        # Rated actions are released as the decisions they record ("PEEP 5 -> 10
+        # cmH2O"), not as the charting's name ("peep set").
+        action_names = {
+            event.pk: action_text_of(event)
+            for event in Event.objects.filter(pk__in=list(action_names))
+        }
+    records = []
+    for row, window, action_ids in zip(rows, windows, actions_of):
+        if release.kind == ReleaseKind.GOLD:
+            labels = _gold_labels(row, release)
+        else:
+            labels = _oracle_labels(row, action_names, coded.ids)
+        labels = labels_without_coded(labels, coded)
+        records.append(
+            {
+                "window_id": window.pk,
+                "stay_id": stay.pk,
+                "patient_id": stay.admission.patient.pseudo_id,
+                "window_index": window.index,
+                "start": window.start.isoformat(),
+                "end": window.end.isoformat(),
+                "start_hours": round(window.hours_since_admit, 4),
+                "end_hours": _hours(stay, window.end),
+                "disease_group": stay.disease_group,
+                "context_file": f"context/{stay.pk}.jsonl",
+                "window_action_event_ids": action_ids,
+                "labels": labels,
+                "_start": window.start,
+                "_end": window.end,
+            }
+        )
+    return records

@@ -1,0 +1,172 @@
+"""A release's window records: ``windows.jsonl``, ``windows.parquet`` and their
+rows in the database, written stay by stay beside each stay's context file."""
+
+from __future__ import annotations
+
+import json
+from itertools import groupby
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from django.db import connection
+
+from exports.building.context import _dumps, _EventLines, _write_stay
+from exports.building.labels import SET_TASKS, release_label_rows
+from exports.building.stats import ReleaseStats
+from exports.models import Release, ReleaseWindow
+
+# Window records per Parquet row group and per database insert.
+BATCH_ROWS = 2000
+
+PARQUET_SCHEMA = pa.schema(
+    [
+        ("window_id", pa.int64()),
+        ("stay_id", pa.int64()),
+        ("patient_id", pa.string()),
+        ("window_index", pa.int32()),
+        ("start", pa.timestamp("us", tz="UTC")),
+        ("end", pa.timestamp("us", tz="UTC")),
+        ("start_hours", pa.float64()),
+        ("end_hours", pa.float64()),
+        ("disease_group", pa.string()),
+        ("context_file", pa.string()),
+        ("window_action_event_ids", pa.list_(pa.int64())),
+        ("status", pa.string()),
+        ("acute_problems", pa.list_(pa.string())),
+        ("recommended_actions", pa.list_(pa.string())),
+        ("red_flags", pa.list_(pa.string())),
+        ("labels_json", pa.string()),
+    ]
+)
+
+
+class ParquetBatches:
+    """Window records to Parquet, one row group per ``BATCH_ROWS`` records."""
+
+    def __init__(self, path: Path) -> None:
+        self.writer = pq.ParquetWriter(path, PARQUET_SCHEMA, compression="zstd")
+        self.rows: list[dict] = []
+
+    def add(self, record: dict) -> None:
+        labels = record["labels"]
+        self.rows.append(
+            {
+                "window_id": record["window_id"],
+                "stay_id": record["stay_id"],
+                "patient_id": record["patient_id"],
+                "window_index": record["window_index"],
+                "start": record["_start"],
+                "end": record["_end"],
+                "start_hours": record["start_hours"],
+                "end_hours": record["end_hours"],
+                "disease_group": record["disease_group"],
+                "context_file": record["context_file"],
+                "window_action_event_ids": record["window_action_event_ids"],
+                "status": labels["status"]["value"],
+                **{task: [i["text"] for i in labels[task]] for task in SET_TASKS},
+                "labels_json": _dumps(labels),
+            }
+        )
+        if len(self.rows) >= BATCH_ROWS:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.rows:
+            table = pa.Table.from_pylist(self.rows, schema=PARQUET_SCHEMA)
+            self.writer.write_table(table, row_group_size=BATCH_ROWS)
+            self.rows = []
+
+    def close(self) -> None:
+        self.flush()
+        self.writer.close()
+
+
+def _release_windows_copy(release: Release, rows: list[tuple]) -> None:
+    """Stores window records with COPY: ``rows`` are (window id, stay id,
+    disease group, hours since admission, the record's JSON as written to
+    windows.jsonl). An insert would serialise each record again and quote it
+    into an array parameter, which costs more than writing the files."""
+    if not rows:
+        return
+    if connection.vendor != "postgresql":
+        ReleaseWindow.objects.bulk_create(
+            ReleaseWindow(
+                release=release,
+                window_id=window_id,
+                stay_id=stay_id,
+                disease_group=group,
+                hours_since_admit=hours,
+                record=json.loads(text),
+            )
+            for window_id, stay_id, group, hours, text in rows
+        )
+        return
+    meta = ReleaseWindow._meta
+    quote = connection.ops.quote_name
+    columns = ", ".join(
+        quote(meta.get_field(name).column)
+        for name in (
+            "release", "window_id", "stay_id", "disease_group", "hours_since_admit",
+            "record",
+        )
+    )
+    with connection.cursor() as cursor:
+        with cursor.cursor.copy(
+            f"COPY {quote(meta.db_table)} ({columns}) FROM STDIN"
+        ) as copy:
+            for row in rows:
+                copy.write_row((release.pk, *row))
+
+
+def release_files_write(*, release: Release, folder: Path, progress=None) -> dict:
+    """Writes every file of the release into ``folder`` and its window records
+    into the database; returns the statistics."""
+    (folder / "context").mkdir(parents=True)
+    stats = ReleaseStats()
+    rows = release_label_rows(release)
+    total_stays = rows.values("window__stay_id").distinct().count()
+    if progress is not None:
+        progress.start(total_stays + 2, "windows and context")
+    parquet = ParquetBatches(folder / "windows.parquet")
+    lines = _EventLines()
+    pending: list[tuple] = []
+    try:
+        with open(folder / "windows.jsonl", "w", encoding="utf-8") as jsonl:
+            for stay_id, stay_rows in groupby(
+                rows.iterator(chunk_size=BATCH_ROWS), key=lambda r: r.window.stay_id
+            ):
+                stay_rows = list(stay_rows)
+                stay = stay_rows[0].window.stay
+                for record in _write_stay(
+                    release=release,
+                    stay=stay,
+                    rows=stay_rows,
+                    folder=folder,
+                    stats=stats,
+                    lines=lines,
+                ):
+                    parquet.add(record)
+                    del record["_start"], record["_end"]
+                    text = _dumps(record)
+                    jsonl.write(text)
+                    jsonl.write("\n")
+                    stats.add_window(record)
+                    pending.append(
+                        (
+                            record["window_id"],
+                            stay_id,
+                            record["disease_group"],
+                            record["start_hours"],
+                            text,
+                        )
+                    )
+                    if len(pending) >= BATCH_ROWS:
+                        _release_windows_copy(release, pending)
+                        pending = []
+                if progress is not None:
+                    progress.advance(1, f"stay {stay_id}")
+        _release_windows_copy(release, pending)
+    finally:
+        parquet.close()
+    return stats
