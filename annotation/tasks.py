@@ -19,8 +19,8 @@ def window_agreement_task(campaign_id: int, window_id: int) -> None:
     """Compute the window's agreement and rebuild its consensus. Idempotent: a
     rerun recomputes the same derived rows; a window whose labels are no longer
     all submitted (a reopen, a third rater) is left alone."""
-    from annotation.consensus import window_consensus_refresh
     from annotation.models import Campaign
+    from annotation.services.agreement import window_consensus_refresh
     from evaluation.matcher import matcher_for_settings
     from windows.models import Window
 

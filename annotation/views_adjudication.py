@@ -14,9 +14,8 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
-from annotation import consensus as consensus_services
-from annotation import selectors
-from annotation.consensus import SET_TASKS
+from annotation import selectors, services
+from annotation.selectors.irr import campaign_irr, physician_stats
 from annotation.models import (
     AdjudicationAction,
     Assignment,
@@ -25,6 +24,7 @@ from annotation.models import (
     PatientStatus,
 )
 from annotation.services import recompute as recompute_services
+from annotation.services.consensus import SET_TASKS
 from accounts.access import admin_required
 from evaluation.labelschema import STATUS_KEYS
 from accounts.web import error_text, render_page_or_partial
@@ -248,7 +248,7 @@ def adjudication_decide(request, campaign_id: int, window_id: int):
             )
         physician = physician.user
     try:
-        decision = consensus_services.adjudication_decide(
+        decision = services.adjudication_decide(
             admin=request.user,
             campaign=campaign,
             window=window,
@@ -295,7 +295,7 @@ def adjudication_recompute_window(request, campaign_id: int, window_id: int):
         admin=request.user, campaign=campaign, window_id=window_id
     )
     try:
-        consensus_services.window_consensus_refresh(
+        services.window_consensus_refresh(
             campaign=campaign, window=window, matcher=matcher_for_settings()
         )
     except (ValidationError, MatcherUnavailable) as error:
@@ -351,8 +351,8 @@ def _progress(request, campaign) -> dict:
 @admin_required
 def irr_dashboard(request, campaign_id: int):
     campaign = _campaign(request, campaign_id)
-    irr = consensus_services.campaign_irr(campaign=campaign)
-    stats = consensus_services.physician_stats(admin=request.user, campaign=campaign)
+    irr = campaign_irr(campaign=campaign)
+    stats = physician_stats(admin=request.user, campaign=campaign)
     names = {row["user_id"]: row["username"] for row in stats}
     status = irr["status"]
     status_chart = None

@@ -280,8 +280,9 @@ def main() -> int:
     from django.conf import settings
     from django.db import connections
 
-    from annotation.consensus import campaign_agreement_refresh, campaign_irr
     from annotation.models import ConsensusLabel, WindowAgreement
+    from annotation.selectors.irr import campaign_irr
+    from annotation.services import campaign_agreement_refresh
     from evaluation.matcher import load_model, matcher_for_settings
     from evaluation.models import EmbeddingCache
 

@@ -6,7 +6,7 @@ Gold windows were compared and how many had no Oracle label.
 Gold is the campaign's consensus, leaving out dropped windows and windows with
 open disputes (their consensus is not final). The Oracle's sets are derived
 from its label payload exactly as a physician's are
-(``annotation.consensus._label_items``: problems; best-practice and acceptable
+(``annotation.services.agreement.label_items``: problems; best-practice and acceptable
 ratings plus added actions; red flags), so both sides of the comparison mean
 the same thing. Whether the figures are good enough to promote the run is
 ``oracle.promotion_gate``; the services that run this and store the report are
@@ -17,8 +17,9 @@ from __future__ import annotations
 import math
 from types import SimpleNamespace
 
-from annotation.consensus import SET_TASKS, _event_names, _label_items
 from annotation.models import Campaign, ConsensusLabel, ConsensusTask
+from annotation.services.agreement import label_items, rated_event_names
+from annotation.services.consensus import SET_TASKS
 from evaluation.agreement import STATUS_ORDER
 from evaluation.metrics import WindowGold, validate_oracle
 from oracle.models import OracleLabel, OracleLabelState, OracleRun
@@ -44,7 +45,7 @@ def _finite(value):
 
 
 def _label_shim(label: OracleLabel):
-    """An Oracle label in the shape ``_label_items`` reads (it has no annotator)."""
+    """An Oracle label in the shape ``label_items`` reads (it has no annotator)."""
     return SimpleNamespace(
         pk=label.pk,
         payload=label.payload or {},
@@ -89,10 +90,10 @@ def oracle_windows(*, run: OracleRun, window_ids) -> tuple[list[WindowGold], int
     labels = list(OracleLabel.objects.filter(run=run, window_id__in=list(window_ids)))
     ok = [label for label in labels if label.state == OracleLabelState.OK]
     shims = [_label_shim(label) for label in ok]
-    names = _event_names(shims)
+    names = rated_event_names(shims)
     windows = []
     for label, shim in zip(ok, shims):
-        items = _label_items(shim, names)
+        items = label_items(shim, names)
         windows.append(
             WindowGold(
                 window_id=label.window_id,

@@ -1,7 +1,16 @@
-"""Writes of the annotation app: campaigns and their assignments
-(``campaigns``), and physicians' labels (``labels``). Callers import the
-services from here."""
+"""Writes of the annotation app, by concern: campaigns and their assignments
+(``campaigns``), physicians' labels (``labels``), the agreement of a window or
+a campaign and its hooks on submit and reopen (``agreement``), the consensus
+built from it (``consensus``) and admins' adjudication (``adjudication``).
+Callers import the services from here; the campaign-wide recompute job from
+``recompute``."""
 
+from annotation.services.adjudication import adjudication_decide
+from annotation.services.agreement import (
+    campaign_agreement_refresh,
+    window_agreement_compute,
+    window_consensus_refresh,
+)
 from annotation.services.campaigns import (
     assignment_add,
     assignment_reassign,
@@ -9,26 +18,27 @@ from annotation.services.campaigns import (
     campaign_critical_categories_set,
     campaign_window_adjudication_start,
 )
+from annotation.services.consensus import consensus_build
 from annotation.services.labels import (
-    ACTIVE_SECONDS_SLACK,
     MAX_ACTIVE_SECONDS_PER_SAVE,
-    MAX_EVIDENCE_PER_ITEM,
-    MAX_ITEM_CHARS,
-    MAX_ITEMS_PER_LIST,
-    TEXT_LISTS,
     label_reopen,
     label_save_draft,
     label_submit,
 )
 
 __all__ = [
-    "MAX_ITEM_CHARS",
+    "MAX_ACTIVE_SECONDS_PER_SAVE",
+    "adjudication_decide",
     "assignment_add",
     "assignment_reassign",
+    "campaign_agreement_refresh",
     "campaign_create",
     "campaign_critical_categories_set",
     "campaign_window_adjudication_start",
+    "consensus_build",
     "label_reopen",
     "label_save_draft",
     "label_submit",
+    "window_agreement_compute",
+    "window_consensus_refresh",
 ]

@@ -21,14 +21,8 @@ from annotation.models import (
 )
 from accounts.roles import user_is_physician
 from annotation.selectors import recorded_critical_actions
-from evaluation.labelschema import (  # noqa: F401
-    # The label's limits and lists, which callers import from annotation.services.
-    MAX_EVIDENCE_PER_ITEM,
-    MAX_ITEM_CHARS,
-    MAX_ITEMS_PER_LIST,
-    TEXT_LISTS,
-    label_read,
-)
+from annotation.services.agreement import on_label_reopened, on_label_submitted
+from evaluation.labelschema import label_read
 from windows.models import Event
 
 # Time on task: the client sends the seconds it saw the physician active since
@@ -337,9 +331,6 @@ def label_submit(
         )
         assignment.state = AssignmentState.SUBMITTED
         assignment.save(update_fields=["state"])
-        # Imported here: consensus builds on these services.
-        from annotation.consensus import on_label_submitted
-
         on_label_submitted(label)
     return label
 
@@ -388,7 +379,5 @@ def label_reopen(*, annotator, assignment_id, base_version: int | None = None) -
         )
         assignment.state = AssignmentState.DRAFT
         assignment.save(update_fields=["state"])
-        from annotation.consensus import on_label_reopened
-
         on_label_reopened(label)
     return label

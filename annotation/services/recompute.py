@@ -105,7 +105,7 @@ def agreement_recompute_run(*, recompute_id: int, matcher_factory=None) -> str:
     with progress on the row, and finish it done or failed. Idempotent and
     resumable: a rerun after a crash computes the windows this job has not
     written yet. Returns what happened, for the log."""
-    from annotation.consensus import campaign_agreement_refresh
+    from annotation.services.agreement import campaign_agreement_refresh
     from evaluation.matcher import MatcherUnavailable, matcher_for_settings
     from jobs.leases import JobLeaseLost
 

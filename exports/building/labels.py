@@ -11,8 +11,8 @@ from typing import Any
 
 from django.conf import settings
 
-from annotation.consensus import RECOMMENDING_RATINGS
 from annotation.models import ConsensusLabel, ConsensusStatusSource
+from annotation.services.agreement import RECOMMENDING_RATINGS
 from exports.models import Release, ReleaseKind
 from oracle.models import OracleLabel, OracleLabelState
 from windows.models import Event, EventKind

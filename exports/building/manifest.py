@@ -17,7 +17,7 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
-from annotation.consensus import campaign_irr
+from annotation.selectors.irr import campaign_irr
 from evaluation.metrics import DEFAULT_K
 from exports.building.labels import rater_pseudonym
 from exports.building.stats import ReleaseStats

@@ -32,7 +32,7 @@ from django.urls import reverse
 from rest_framework.authtoken.models import Token
 
 from annotation.calibration import calibration_invite, calibration_set_draw
-from annotation.consensus import adjudication_decide, window_consensus_refresh
+from annotation.services import adjudication_decide, window_consensus_refresh
 from annotation.models import (
     Assignment,
     CalibrationPair,

@@ -10,15 +10,6 @@ import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import DatabaseError, connection, transaction
 
-from annotation.consensus import (
-    adjudication_decide,
-    campaign_irr,
-    consensus_build,
-    on_label_submitted,
-    physician_stats,
-    window_agreement_compute,
-    window_consensus_refresh,
-)
 from annotation.models import (
     AdjudicationDecision,
     Assignment,
@@ -32,7 +23,16 @@ from annotation.selectors import (
     recorded_critical_actions,
     window_adjudication_get,
 )
-from annotation.services import campaign_create, label_submit
+from annotation.selectors.irr import campaign_irr, physician_stats
+from annotation.services import (
+    adjudication_decide,
+    campaign_create,
+    consensus_build,
+    label_submit,
+    window_agreement_compute,
+    window_consensus_refresh,
+)
+from annotation.services.agreement import on_label_submitted
 from annotation.tasks import window_agreement_task
 from jobs.models import OutboxMessage
 from tests.factories import make_admission, make_stay
@@ -759,8 +759,8 @@ def test_campaign_irr_without_agreement_is_empty(gold):
 
 
 def test_reopening_a_label_forgets_the_window_agreement(labelled, windows):
-    from annotation.consensus import on_label_reopened
     from annotation.models import Label
+    from annotation.services.agreement import on_label_reopened
 
     label = Label.objects.filter(
         assignment__campaign=labelled, assignment__window=windows[2]
@@ -802,7 +802,7 @@ def test_submit_stands_when_the_broker_is_unreachable(
 def test_consensus_status_carries_the_evidence_of_the_labels_that_gave_it(
     gold, physicians, windows, clinical, admin_user, matcher
 ):
-    from annotation.consensus import campaign_agreement_refresh
+    from annotation.services import campaign_agreement_refresh
 
     a, b = physicians
     ne, lactate, insulin = (

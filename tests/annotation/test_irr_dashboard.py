@@ -9,8 +9,8 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import escape
 
-from annotation.consensus import campaign_irr
 from annotation.models import AgreementRecompute, RecomputeState
+from annotation.selectors.irr import campaign_irr
 from evaluation.matcher import SemanticMatcher, tau_source_of
 from evaluation.models import MatcherModel
 from accounts.roles import Role

@@ -15,7 +15,7 @@ from annotation.blindness import (
     own_assignments,
     window_is_closed,
 )
-from annotation.consensus import adjudication_decide, window_consensus_refresh
+from annotation.services import adjudication_decide, window_consensus_refresh
 from annotation.models import CampaignWindow
 from annotation.selectors import assignment_get_for_annotator, physician_queue
 from annotation.services import (

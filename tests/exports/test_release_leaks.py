@@ -176,7 +176,7 @@ def test_gold_release_with_real_consensus_leaks_nothing_and_hides_physicians(
     import os
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from annotation.consensus import window_consensus_refresh
+    from annotation.services import window_consensus_refresh
     from annotation.selectors import recorded_critical_actions
     from annotation.services import campaign_create, label_submit
     from annotation.models import Assignment

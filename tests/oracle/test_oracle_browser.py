@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from annotation.consensus import window_consensus_refresh
+from annotation.services import window_consensus_refresh
 from annotation.services import campaign_create
 from oracle.models import OracleLabel, OracleRun, ValidationJob, ValidationReport
 from tests.annotation.conftest import (  # noqa: F401 - fixtures

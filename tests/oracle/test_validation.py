@@ -11,7 +11,7 @@ from django.core.management import CommandError, call_command
 from django.urls import reverse
 from django.utils.html import escape
 
-from annotation.consensus import window_consensus_refresh
+from annotation.services import window_consensus_refresh
 from annotation.services import campaign_create
 from oracle import services
 from annotation.models import ConsensusLabel

@@ -1,0 +1,221 @@
+"""Reads of a campaign's inter-rater reliability (spec section 4) and of each
+physician's figures, over the windows whose agreement is computed
+(annotation.services.agreement)."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import defaultdict
+from itertools import combinations
+
+import numpy as np
+
+from accounts.roles import require_admin
+from annotation.models import (
+    Assignment,
+    AssignmentState,
+    Campaign,
+    CampaignPhysician,
+    ConsensusLabel,
+    ConsensusTask,
+    Label,
+    PatientStatus,
+    WindowAgreement,
+)
+from annotation.services.consensus import SET_TASKS, majority_status
+from evaluation.agreement import bootstrap_ci, cohens_kappa, status_agreement
+
+
+def _ci(ci) -> dict:
+    return {"estimate": ci.estimate, "low": ci.low, "high": ci.high}
+
+
+def _nanmean(values) -> float:
+    array = np.asarray(list(values), dtype=float)
+    array = array[~np.isnan(array)]
+    return float(array.mean()) if array.size else math.nan
+
+
+def campaign_irr(*, campaign: Campaign, n_boot: int = 1000, seed: int = 0) -> dict:
+    """The campaign's inter-rater reliability over its windows with computed
+    agreement (spec section 4).
+
+    - ``status``: percent agreement, Cohen's kappa (two raters on every window)
+      or Fleiss' kappa, ordinal Krippendorff alpha, each with a bootstrap 95 %
+      CI over windows.
+    - ``set_tasks``: per task, mean over windows of the window's mean pairwise
+      semantic F1, with its bootstrap CI.
+    - ``pairs``: per physician pair sharing windows, their status agreement,
+      Cohen's kappa and mean F1 per set task.
+    - ``keep_rates``: per task, raw items (all labels) against kept items, as in
+      the paper's Table 11. For status: windows, windows whose status was agreed
+      (or had a majority), and windows with a status in the consensus. For a set
+      task: raw items, items in matched clusters (``keep_rate`` = their share),
+      clusters, matched clusters, and items of the final consensus.
+    """
+    agreements = list(
+        WindowAgreement.objects.filter(campaign=campaign).order_by("window_id")
+    )
+    consensus = {
+        c.window_id: c for c in ConsensusLabel.objects.filter(campaign=campaign)
+    }
+    ratings = [[entry["status"] for entry in a.labels] for a in agreements]
+    result: dict = {"windows": len(agreements), "n_boot": n_boot, "seed": seed}
+    if ratings:
+        status = status_agreement(ratings, n_boot=n_boot, seed=seed)
+        result["status"] = {
+            "percent_agreement": _ci(status.percent_agreement),
+            "kappa": _ci(status.kappa),
+            "kappa_name": status.kappa_name,
+            "alpha_ordinal": _ci(status.alpha_ordinal),
+            "n_raters": status.n_raters,
+        }
+    else:
+        result["status"] = None
+
+    result["set_tasks"] = {}
+    for task in SET_TASKS:
+        values = np.array(
+            [a.pairwise_f1[task]["mean"] for a in agreements], dtype=float
+        )
+        if values.size:
+            ci = bootstrap_ci(_nanmean, values, n_boot=n_boot, seed=seed)
+            result["set_tasks"][task] = {"mean_pairwise_f1": _ci(ci)}
+        else:
+            result["set_tasks"][task] = {"mean_pairwise_f1": None}
+
+    result["pairs"] = _pair_figures(agreements)
+
+    keep = {}
+    agreed = sum(
+        1
+        for a in agreements
+        if a.status_agreed or majority_status([entry["status"] for entry in a.labels])
+    )
+    kept_status = sum(
+        1
+        for a in agreements
+        if (c := consensus.get(a.window_id)) and c.status and not c.dropped
+    )
+    keep[ConsensusTask.STATUS] = {
+        "raw": len(agreements),
+        "kept_auto": agreed,
+        "keep_rate": agreed / len(agreements) if agreements else math.nan,
+        "kept_final": kept_status,
+        "dropped_windows": sum(1 for c in consensus.values() if c.dropped),
+    }
+    for task in SET_TASKS:
+        clusters = [c for a in agreements for c in a.clusters.get(task, [])]
+        raw = sum(len(c["items"]) for c in clusters)
+        kept_items = sum(len(c["items"]) for c in clusters if c["kept"])
+        keep[task] = {
+            "raw": raw,
+            "kept_auto": kept_items,
+            "keep_rate": kept_items / raw if raw else math.nan,
+            "clusters": len(clusters),
+            "clusters_kept_auto": sum(1 for c in clusters if c["kept"]),
+            "kept_final": sum(
+                len(c.items.get(task, [])) for c in consensus.values() if not c.dropped
+            ),
+        }
+    result["keep_rates"] = keep
+    return result
+
+
+def _pair_figures(agreements: list[WindowAgreement]) -> list[dict]:
+    shared: dict[tuple[int, int], dict] = {}
+    for agreement in agreements:
+        status_of = {e["annotator_id"]: e["status"] for e in agreement.labels}
+        for a, b in combinations(sorted(status_of), 2):
+            entry = shared.setdefault(
+                (a, b),
+                {"a": [], "b": [], "f1": {task: [] for task in SET_TASKS}},
+            )
+            entry["a"].append(status_of[a])
+            entry["b"].append(status_of[b])
+        for task in SET_TASKS:
+            for pair in agreement.pairwise_f1[task]["pairs"]:
+                key = tuple(sorted(pair["annotators"]))
+                shared[key]["f1"][task].append(pair["f1"])
+    rows = []
+    for (a, b), entry in sorted(shared.items()):
+        n = len(entry["a"])
+        rows.append(
+            {
+                "physicians": [a, b],
+                "windows": n,
+                "status_percent_agreement": sum(
+                    x == y for x, y in zip(entry["a"], entry["b"])
+                )
+                / n,
+                "status_cohens_kappa": cohens_kappa(
+                    entry["a"], entry["b"], categories=PatientStatus.values
+                ),
+                "mean_pairwise_f1": {
+                    task: _nanmean(values) for task, values in entry["f1"].items()
+                },
+            }
+        )
+    return rows
+
+
+def physician_stats(*, admin, campaign: Campaign) -> list[dict]:
+    """Per physician of the campaign: windows assigned and labelled, median time
+    on task of a submitted label, and agreement with the other physicians
+    (status agreement over shared windows, mean pairwise F1 per set task), to
+    find a rater who needs calibration."""
+    require_admin(admin, "see physicians' figures")
+    members = list(
+        CampaignPhysician.objects.filter(campaign=campaign)
+        .select_related("user")
+        .order_by("user__username")
+    )
+    assignments = list(
+        Assignment.objects.filter(campaign=campaign, active=True).values_list(
+            "annotator_id", "state"
+        )
+    )
+    times: dict[int, list[int]] = defaultdict(list)
+    for user_id, seconds in Label.objects.filter(
+        assignment__campaign=campaign,
+        assignment__active=True,
+        assignment__state=AssignmentState.SUBMITTED,
+    ).values_list("assignment__annotator_id", "time_on_task_seconds"):
+        times[user_id].append(seconds)
+    pairs = _pair_figures(list(WindowAgreement.objects.filter(campaign=campaign)))
+    rows = []
+    for member in members:
+        user_id = member.user_id
+        own_pairs = [p for p in pairs if user_id in p["physicians"]]
+        compared = sum(p["windows"] for p in own_pairs)
+        rows.append(
+            {
+                "user_id": user_id,
+                "username": member.user.get_username(),
+                "assigned": sum(1 for u, _ in assignments if u == user_id),
+                "labels_done": sum(
+                    1
+                    for u, s in assignments
+                    if u == user_id and s == AssignmentState.SUBMITTED
+                ),
+                "median_seconds": (
+                    statistics.median(times[user_id]) if times[user_id] else None
+                ),
+                "windows_compared": compared,
+                "status_agreement": (
+                    sum(p["status_percent_agreement"] * p["windows"] for p in own_pairs)
+                    / compared
+                    if compared
+                    else math.nan
+                ),
+                "mean_pairwise_f1": {
+                    task: _nanmean(p["mean_pairwise_f1"][task] for p in own_pairs)
+                    for task in SET_TASKS
+                },
+            }
+        )
+    return rows
+
+
+__all__ = ["campaign_irr", "physician_stats"]

@@ -1,0 +1,347 @@
+"""Admins' adjudication of what the physicians' agreement leaves open (spec
+section 4): a decision on an item of a set task (accept, rewrite, drop), on the
+status (settle), or on the whole window (ask a third physician, drop it). Each
+decision is a new record; the physicians' labels are never changed."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.utils import timezone
+
+from accounts.roles import require_admin
+from annotation.models import (
+    AdjudicationAction,
+    AdjudicationDecision,
+    Assignment,
+    Campaign,
+    CampaignPhysician,
+    CampaignWindow,
+    ConsensusLabel,
+    ConsensusTask,
+    PatientStatus,
+)
+from annotation.services.agreement import window_derived_reset
+from annotation.services.campaigns import (
+    assignment_add,
+    campaign_window_adjudication_start,
+)
+from annotation.services.consensus import SET_TASKS, consensus_build
+from evaluation.labelschema import MAX_ITEM_CHARS
+from windows.models import Window
+
+# Decisions on the whole window rather than on one of its items.
+WINDOW_ACTIONS = (
+    AdjudicationAction.REQUEST_THIRD_RATER,
+    AdjudicationAction.DROP_WINDOW,
+)
+
+
+def adjudication_decide(
+    *,
+    admin,
+    campaign: Campaign,
+    window: Window,
+    task: str,
+    item_ref: str,
+    action: str,
+    reason: str,
+    new_text: str | None = None,
+    new_status: str | None = None,
+    physician=None,
+) -> AdjudicationDecision:
+    """Record an admin's decision on an open dispute of the window and rebuild
+    its consensus.
+
+    - ``accept`` / ``rewrite`` (with ``new_text``) / ``drop``: an unmatched item
+      of a set task, named by its cluster id (``item_ref``).
+    - ``settle_status`` (with ``new_status``): the status, when the annotators
+      disagree.
+    - ``request_third_rater``: assigns ``physician`` (default: the campaign
+      physician not on the window with the fewest assignments); the window's
+      agreement is forgotten until the third label is submitted.
+    - ``drop_window``: the window leaves the Gold set.
+
+    Every decision is a new record with its author, time and reason; the
+    physicians' labels are never changed.
+    """
+    require_admin(admin, "adjudicate")
+    reason = (reason or "").strip()
+    new_text = (new_text or "").strip()
+    new_status = (new_status or "").strip()
+    item_ref = (item_ref or "").strip()
+    _decision_check(
+        task=task,
+        action=action,
+        reason=reason,
+        new_text=new_text,
+        new_status=new_status,
+    )
+    with transaction.atomic():
+        consensus = _consensus_in_dispute(campaign=campaign, window=window)
+        dispute = _dispute_decided(
+            consensus=consensus,
+            campaign=campaign,
+            window=window,
+            task=task,
+            item_ref=item_ref,
+            action=action,
+            new_text=new_text,
+            new_status=new_status,
+        )
+        return _decision_record(
+            admin=admin,
+            campaign=campaign,
+            window=window,
+            consensus=consensus,
+            dispute=dispute,
+            physician=physician,
+            fields={
+                "task": task,
+                "item_ref": item_ref,
+                "action": action,
+                "new_text": new_text,
+                "new_status": new_status,
+                "reason": reason,
+            },
+        )
+
+
+def _decision_check(
+    *, task: str, action: str, reason: str, new_text: str, new_status: str
+) -> None:
+    """What any decision needs, before anything is read: a known task and
+    action, a reason, and a new text or status only with the action they go
+    with."""
+    if task not in ConsensusTask.values:
+        raise ValidationError(
+            f"Unknown task {task!r}: choose one of {', '.join(ConsensusTask.values)}."
+        )
+    if action not in AdjudicationAction.values:
+        raise ValidationError(
+            f"Unknown decision {action!r}: choose one of "
+            f"{', '.join(AdjudicationAction.values)}."
+        )
+    if not reason:
+        raise ValidationError("Give a reason for the decision; it is kept with it.")
+    if new_text and action != AdjudicationAction.REWRITE:
+        raise ValidationError("A new text only goes with a rewrite.")
+    if new_status and action != AdjudicationAction.SETTLE_STATUS:
+        raise ValidationError("A new status only goes with settling the status.")
+
+
+def _consensus_in_dispute(*, campaign: Campaign, window: Window) -> ConsensusLabel:
+    """The window's consensus, with its campaign window locked (one decision at
+    a time), or a ValidationError when there is nothing to decide."""
+    campaign_window = (
+        CampaignWindow.objects.select_for_update()
+        .filter(campaign=campaign, window=window)
+        .first()
+    )
+    if campaign_window is None:
+        raise ValidationError(f"{window} is not part of the campaign {campaign}.")
+    consensus = ConsensusLabel.objects.filter(campaign=campaign, window=window).first()
+    if consensus is None:
+        raise ValidationError(
+            f"{window} has no consensus yet: its agreement is computed once "
+            "every assigned label is submitted."
+        )
+    if consensus.dropped:
+        raise ValidationError(f"{window} was dropped; nothing is left to decide.")
+    if not consensus.dispute_count:
+        raise ValidationError(
+            f"{window} has no open dispute; its consensus needs no decision."
+        )
+    return consensus
+
+
+def _dispute_decided(
+    *,
+    consensus: ConsensusLabel,
+    campaign: Campaign,
+    window: Window,
+    task: str,
+    item_ref: str,
+    action: str,
+    new_text: str,
+    new_status: str,
+) -> dict | None:
+    """The open dispute the decision settles, checked for the action (None for
+    a decision on the whole window)."""
+    if action in WINDOW_ACTIONS:
+        _window_decision_check(task=task, item_ref=item_ref)
+        return None
+    if action == AdjudicationAction.SETTLE_STATUS:
+        return _status_dispute(
+            consensus=consensus, window=window, task=task, new_status=new_status
+        )
+    return _item_dispute(
+        consensus=consensus,
+        campaign=campaign,
+        window=window,
+        task=task,
+        item_ref=item_ref,
+        action=action,
+        new_text=new_text,
+    )
+
+
+def _window_decision_check(*, task: str, item_ref: str) -> None:
+    """A third rater or dropping the window: a decision on the whole window."""
+    if task not in (ConsensusTask.WINDOW, ConsensusTask.STATUS):
+        raise ValidationError(
+            "Asking a third physician or dropping the window is a decision "
+            "on the whole window (task 'window' or 'status')."
+        )
+    if item_ref:
+        raise ValidationError("A decision on the whole window names no item.")
+
+
+def _status_dispute(
+    *, consensus: ConsensusLabel, window: Window, task: str, new_status: str
+) -> dict:
+    """The open status dispute that settling the status decides, checked."""
+    if task != ConsensusTask.STATUS:
+        raise ValidationError("Settling the status is a decision on 'status'.")
+    dispute = next((d for d in consensus.open_disputes if d["task"] == "status"), None)
+    if dispute is None:
+        raise ValidationError(
+            f"The status of {window} is not in dispute "
+            f"(it is {consensus.status or 'not set'})."
+        )
+    if new_status not in PatientStatus.values:
+        raise ValidationError(
+            "Settle the status as improving, stable or deteriorating."
+        )
+    return dispute
+
+
+def _item_dispute(
+    *,
+    consensus: ConsensusLabel,
+    campaign: Campaign,
+    window: Window,
+    task: str,
+    item_ref: str,
+    action: str,
+    new_text: str,
+) -> dict:
+    """The open dispute on an item of a set task that accept, rewrite or drop
+    decides, checked (a rewrite needs its new text, within the limit)."""
+    if task not in SET_TASKS:
+        raise ValidationError(
+            f"Accept, rewrite and drop apply to an item of acute problems, "
+            f"recommended actions or red flags, not {task!r}."
+        )
+    dispute = next(
+        (
+            d
+            for d in consensus.open_disputes
+            if d["task"] == task and d["item_ref"] == item_ref
+        ),
+        None,
+    )
+    if dispute is None:
+        earlier = AdjudicationDecision.objects.filter(
+            campaign=campaign, window=window, task=task, item_ref=item_ref
+        ).first()
+        if earlier is not None:
+            raise ValidationError(
+                f"This item was already decided ({earlier.action}) by "
+                f"{earlier.author} at {earlier.created_at:%Y-%m-%d %H:%M}; "
+                "decisions are final."
+            )
+        raise ValidationError(
+            f"{item_ref or 'No item'} is not an open dispute of "
+            f"{ConsensusTask(task).label.lower()} in {window}."
+        )
+    if action == AdjudicationAction.REWRITE:
+        if not new_text:
+            raise ValidationError("A rewrite needs the new text.")
+        if len(new_text) > MAX_ITEM_CHARS:
+            raise ValidationError(
+                f"The new text is {len(new_text)} characters long; the "
+                f"limit is {MAX_ITEM_CHARS}."
+            )
+    return dispute
+
+
+def _decision_record(
+    *,
+    admin,
+    campaign: Campaign,
+    window: Window,
+    consensus: ConsensusLabel,
+    dispute: dict | None,
+    physician,
+    fields: dict,
+) -> AdjudicationDecision:
+    """Save the checked decision (``fields``: task, item, action, new text or
+    status, reason) with its context, assigning the third physician it asks
+    for, then forget the window's agreement (a third rater) or rebuild its
+    consensus (anything else)."""
+    context: dict = {
+        "labels": [entry["label_id"] for entry in consensus.agreement.labels],
+        "dispute": dispute,
+    }
+    third_rater = fields["action"] == AdjudicationAction.REQUEST_THIRD_RATER
+    if third_rater:
+        context |= _third_rater_add(
+            admin=admin, campaign=campaign, window=window, physician=physician
+        )
+    campaign_window_adjudication_start(admin=admin, campaign=campaign, window=window)
+    decision = AdjudicationDecision.objects.create(
+        campaign=campaign,
+        window=window,
+        **fields,
+        author=admin,
+        created_at=timezone.now(),
+        context=context,
+    )
+    if third_rater:
+        window_derived_reset(campaign=campaign, window=window)
+    else:
+        consensus_build(campaign=campaign, window=window)
+    return decision
+
+
+def _third_rater_add(*, admin, campaign: Campaign, window: Window, physician) -> dict:
+    """Assign the window to ``physician`` (default: the one the campaign can
+    best spare); what the decision's context records of it."""
+    user = physician or _third_rater_choose(campaign=campaign, window=window)
+    added = assignment_add(
+        admin=admin, window=window, campaign=campaign, physician=user
+    )
+    return {"assignment_id": added.pk, "physician_id": added.annotator_id}
+
+
+def _third_rater_choose(*, campaign: Campaign, window: Window):
+    """The campaign physician not yet on the window with the fewest active
+    assignments (ties by id), or a ValidationError."""
+    taken = set(
+        Assignment.objects.filter(campaign=campaign, window=window).values_list(
+            "annotator_id", flat=True
+        )
+    )
+    members = list(
+        CampaignPhysician.objects.filter(campaign=campaign)
+        .exclude(user_id__in=taken)
+        .select_related("user")
+        .order_by("user_id")
+    )
+    if not members:
+        raise ValidationError(
+            "Every physician of the campaign has already been assigned this "
+            "window; choose a physician to add to the campaign."
+        )
+    loads = defaultdict(int)
+    for user_id in Assignment.objects.filter(
+        campaign=campaign, active=True, annotator_id__in=[m.user_id for m in members]
+    ).values_list("annotator_id", flat=True):
+        loads[user_id] += 1
+    return min(members, key=lambda m: (loads[m.user_id], m.user_id)).user
+
+
+__all__ = ["WINDOW_ACTIONS", "adjudication_decide"]
