@@ -23,8 +23,12 @@ from annotation.models import (
     PatientStatus,
     WindowAgreement,
 )
+from annotation.selectors import adjudication_queue
 from annotation.services.consensus import SET_TASKS, majority_status
 from evaluation.agreement import bootstrap_ci, cohens_kappa, status_agreement
+from evaluation.matcher import SemanticMatcher, configured_model_name, tau_source_of
+
+TASK_NAMES = dict(ConsensusTask.choices)
 
 
 def _ci(ci) -> dict:
@@ -218,4 +222,134 @@ def physician_stats(*, admin, campaign: Campaign) -> list[dict]:
     return rows
 
 
-__all__ = ["campaign_irr", "physician_stats"]
+# The IRR dashboard ------------------------------------------------------------
+
+
+def irr_dashboard_get(*, admin, campaign: Campaign) -> dict:
+    """What the campaign's IRR dashboard shows: the IRR figures with their
+    charts (static/js/charts.js), the physician pairs, the keep rates, each
+    physician's figures (the lowest status agreement marked), the matcher the
+    agreement was computed with and the one in force, and the queue's size."""
+    irr = campaign_irr(campaign=campaign)
+    stats = physician_stats(admin=admin, campaign=campaign)
+    names = {row["user_id"]: row["username"] for row in stats}
+    status = irr["status"]
+    status_chart = None
+    if status:
+        kappa_label = (
+            "Cohen's kappa" if status["kappa_name"] == "cohen" else "Fleiss' kappa"
+        )
+        status_chart = _ci_chart(
+            [
+                _ci_item("Percent agreement", status["percent_agreement"]),
+                _ci_item(kappa_label, status["kappa"]),
+                _ci_item("Krippendorff's alpha (ordinal)", status["alpha_ordinal"]),
+            ]
+        )
+    set_rows = [
+        {
+            "task": task,
+            "name": TASK_NAMES[task],
+            "f1": irr["set_tasks"][task]["mean_pairwise_f1"],
+        }
+        for task in SET_TASKS
+    ]
+    keep = [
+        {"task": task, "name": TASK_NAMES[task], **irr["keep_rates"][task]}
+        for task in (ConsensusTask.STATUS, *SET_TASKS)
+    ]
+    model_name = configured_model_name()
+    in_force = SemanticMatcher(model_name)
+    return {
+        "campaign": campaign,
+        "irr": irr,
+        "status": status,
+        "status_chart": status_chart,
+        "set_rows": set_rows,
+        "f1_chart": (
+            _ci_chart([_ci_item(r["name"], r["f1"]) for r in set_rows])
+            if irr["windows"]
+            else None
+        ),
+        "pairs": [
+            {
+                **pair,
+                "names": [names.get(uid, f"user {uid}") for uid in pair["physicians"]],
+                "f1": [pair["mean_pairwise_f1"][task] for task in SET_TASKS],
+            }
+            for pair in irr["pairs"]
+        ],
+        "keep": keep,
+        "keep_chart": (
+            _ci_chart(
+                [_ci_item(row["name"], {"estimate": row["keep_rate"]}) for row in keep]
+            )
+            if irr["windows"]
+            else None
+        ),
+        "stats": _stats_rows(stats),
+        "set_names": [TASK_NAMES[t] for t in SET_TASKS],
+        "computed_with": _computed_with(campaign),
+        "model_name": model_name,
+        "model_tau": in_force.tau,
+        "tau_source": in_force.tau_source,
+        "queue_count": len(adjudication_queue(admin=admin, campaign=campaign)),
+    }
+
+
+def _stats_rows(stats: list[dict]) -> list[dict]:
+    """The physicians' rows as the page shows them: F1 per set task in order,
+    the median time as m:ss, and the lowest status agreement marked once two
+    physicians have one."""
+    for row in stats:
+        row["f1"] = [row["mean_pairwise_f1"][task] for task in SET_TASKS]
+        seconds = row["median_seconds"]
+        row["median_display"] = (
+            f"{int(seconds) // 60}:{int(seconds) % 60:02d}"
+            if seconds is not None
+            else "–"
+        )
+    compared = [
+        r["status_agreement"] for r in stats if not math.isnan(r["status_agreement"])
+    ]
+    if len(compared) >= 2:
+        lowest = min(compared)
+        for row in stats:
+            row["lowest"] = row["status_agreement"] == lowest
+    return stats
+
+
+def _computed_with(campaign: Campaign) -> list[tuple]:
+    """The (model, tau, where tau comes from) the campaign's agreement rows were
+    computed with."""
+    return [
+        (model, tau, tau_source_of(model, tau))
+        for model, tau in sorted(
+            set(
+                WindowAgreement.objects.filter(campaign=campaign)
+                .values_list("matcher_model", "tau")
+                .distinct()
+            )
+        )
+    ]
+
+
+def _figure(value) -> float | None:
+    """A figure for a chart's JSON: an undefined one (nan) is null."""
+    return value if isinstance(value, (int, float)) and math.isfinite(value) else None
+
+
+def _ci_item(label: str, ci: dict | None) -> dict:
+    """A bar of a chart (static/js/charts.js): the estimate and its 95 % CI."""
+    ci = ci or {}
+    return {
+        "label": label,
+        **{key: _figure(ci.get(key)) for key in ("estimate", "low", "high")},
+    }
+
+
+def _ci_chart(items: list[dict]) -> dict:
+    return {"kind": "bars", "bars": items}
+
+
+__all__ = ["campaign_irr", "irr_dashboard_get", "physician_stats"]
