@@ -167,8 +167,8 @@ def label_through_the_page(client, assignment, payload: dict) -> None:
 
 
 def physician_is_kept_out(flow: Flow, *, run=None, release=None, campaign=None):
-    """Oracle, release and adjudication pages are 404 for a physician; the
-    release API answers 403 to their token."""
+    """Oracle, release and adjudication pages are a 403 for a physician (a
+    wrong role: accounts.access); the release API answers 403 to their token."""
     urls = [
         reverse("oracle:run_list"),
         reverse("oracle:run_new"),
@@ -186,7 +186,7 @@ def physician_is_kept_out(flow: Flow, *, run=None, release=None, campaign=None):
             reverse("annotation:adjudication_queue", args=[campaign.pk]),
         ]
     for url in urls:
-        assert flow.clients["a"].get(url).status_code == 404, url
+        assert flow.clients["a"].get(url).status_code == 403, url
     assert flow.physician_api.get("/api/v1/releases/").status_code == 403
     if release is not None:
         url = f"/api/v1/releases/{release.pk}/files/windows.jsonl"
