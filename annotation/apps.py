@@ -1,5 +1,6 @@
 from django.apps import AppConfig
 
+
 class AnnotationConfig(AppConfig):
     name = "annotation"
 

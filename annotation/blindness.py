@@ -41,6 +41,7 @@ from collections.abc import Iterable
 
 from django.db.models import Exists, OuterRef, Q, QuerySet
 
+from accounts.roles import user_is_admin, user_is_physician
 from annotation.models import (
     Assignment,
     AssignmentState,
@@ -50,7 +51,6 @@ from annotation.models import (
     CampaignWindow,
     Label,
 )
-from accounts.roles import user_is_admin, user_is_physician
 
 # The free-text fields of a label: what one physician writes in words.
 TEXT_FIELDS = ("acute_problems", "added_actions", "red_flags")

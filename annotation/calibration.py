@@ -17,6 +17,7 @@ from django.db.models import Count, F, Q
 from django.http import Http404
 from django.utils import timezone
 
+from accounts.roles import require_admin, user_is_admin, user_is_physician
 from annotation import blindness
 from annotation.models import (
     CalibrationInvitation,
@@ -28,11 +29,9 @@ from annotation.models import (
     ConsensusTask,
     TauAdoption,
 )
-from accounts.roles import user_is_admin, user_is_physician
 from evaluation.calibration import best_row, majority, sweep_taus, tau_sweep
 from evaluation.matcher import SemanticMatcher
 from evaluation.models import MatcherModel
-from accounts.roles import require_admin
 
 # The free-text fields whose items are paired, by the set task they belong to.
 # Rated recorded actions are event names, the same for every rater: left out.
@@ -256,7 +255,7 @@ def calibration_invitation_withdraw(
     try:
         pk = int(judge_id)
     except (TypeError, ValueError):
-        raise ValidationError("No such judge invited to this set.")
+        raise ValidationError("No such judge invited to this set.") from None
     deleted, _ = CalibrationInvitation.objects.filter(
         calibration_set=calibration_set, judge_id=pk
     ).delete()
@@ -365,7 +364,7 @@ def calibration_judge(
     try:
         pk = int(pair_id)
     except (TypeError, ValueError):
-        raise ValidationError("No such pair in this calibration set.")
+        raise ValidationError("No such pair in this calibration set.") from None
     pair = (
         blindness.calibration_pairs_visible_to(
             user=judge, calibration_set=calibration_set
@@ -477,7 +476,7 @@ def tau_adopt(*, admin, calibration_set: CalibrationSet, tau, reason: str = "") 
     try:
         value = float(tau)
     except (TypeError, ValueError):
-        raise ValidationError("Choose the tau to adopt from the report's rows.")
+        raise ValidationError("Choose the tau to adopt from the report's rows.") from None
     if math.isnan(value):
         raise ValidationError("Choose the tau to adopt from the report's rows.")
     row = next((r for r in report["rows"] if abs(r["tau"] - value) < 1e-9), None)

@@ -58,7 +58,7 @@ class Campaign(models.Model):
                 self.critical_action_categories
             )
         except ValidationError as error:
-            raise ValidationError({"critical_action_categories": error.messages})
+            raise ValidationError({"critical_action_categories": error.messages}) from error
 
 
 class CampaignPhysician(models.Model):

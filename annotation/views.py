@@ -21,14 +21,14 @@ from django.views.decorators.http import (
     require_POST,
 )
 
-from annotation import selectors, services
-from annotation.blindness import window_is_closed
-from realicu_web.jsonlimits import loads_bounded
-from annotation.forms import CampaignForm
-from annotation.models import ActionRating, AssignmentState, PatientStatus
 from accounts.access import admin_required, physician_required
 from accounts.web import error_text, render_page_or_partial, wants_partial
+from annotation import selectors, services
+from annotation.blindness import window_is_closed
+from annotation.forms import CampaignForm
+from annotation.models import ActionRating, AssignmentState, PatientStatus
 from evaluation.labelschema import STATUS_KEYS
+from realicu_web.jsonlimits import loads_bounded
 from windows import selectors as window_selectors
 from windows.actions import action_text_of
 from windows.models import Event
@@ -217,7 +217,7 @@ def _posted_label(request) -> dict:
         # a giant integer is refused like any unreadable one, not a 500.
         payload = loads_bounded(request.POST.get("payload") or "")
     except ValueError:
-        raise ValidationError("The label could not be read; reload to continue.")
+        raise ValidationError("The label could not be read; reload to continue.") from None
     return {
         "payload": payload,
         "base_version": request.POST.get("base_version"),
@@ -433,7 +433,7 @@ def campaign_assignment_add(request, campaign_id: int):
     try:
         window_id = int(request.POST.get("window") or "")
     except ValueError:
-        raise Http404("No such window in this campaign.")
+        raise Http404("No such window in this campaign.") from None
     window = selectors.campaign_window_get(
         admin=request.user, campaign=campaign, window_id=window_id
     )

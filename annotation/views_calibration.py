@@ -15,12 +15,12 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
+from accounts.access import admin_required, judge_required
+from accounts.roles import user_is_admin
+from accounts.web import error_text, render_page_or_partial
 from annotation import calibration as services
 from annotation import selectors
 from annotation.models import Campaign, ConsensusTask
-from accounts.roles import user_is_admin
-from accounts.access import admin_required, judge_required
-from accounts.web import error_text, render_page_or_partial
 from evaluation.matcher import (
     PACKAGED_MODELS,
     REFERENCE_TAUS,

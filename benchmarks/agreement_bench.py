@@ -148,10 +148,10 @@ def _build(seed: int):
     from django.db import connection
     from django.utils import timezone
 
+    from accounts.roles import Role, roles_ensure
     from annotation.models import Assignment, AssignmentState, Label
     from annotation.services import campaign_create
     from tests.factories import make_admission, make_event, make_stay, make_user
-    from accounts.roles import Role, roles_ensure
     from windows.models import Domain, EventKind, Window
     from windows.windowing import windows_build
 

@@ -93,8 +93,8 @@ def _build_data(*, physicians: int, per_physician: int) -> dict:
     from django.core.management import call_command
     from django.db import connection
 
-    from annotation import services
     from accounts.roles import Role, roles_ensure
+    from annotation import services
     from windows.importers.clif import clif_import
     from windows.models import Stay, Window
     from windows.windowing import windows_build_many

@@ -31,6 +31,7 @@ django.setup()
 
 import pandas as pd  # noqa: E402
 
+from accounts.roles import Role  # noqa: E402
 from annotation.services import campaign_create  # noqa: E402
 from oracle import services  # noqa: E402
 from oracle.models import Backbone, BackboneKind, OracleLabel  # noqa: E402
@@ -41,7 +42,6 @@ from oracle.services.tokens import (  # noqa: E402
 )
 from tests.annotation.conftest import make_role_user  # noqa: E402
 from tests.oracle.llm_server import MODEL_ALIAS, LlamaServer  # noqa: E402
-from accounts.roles import Role  # noqa: E402
 from windows.importers.clif import clif_demo_directory, clif_import  # noqa: E402
 from windows.models import Stay, Window  # noqa: E402
 from windows.windowing import windows_build_many  # noqa: E402

@@ -23,7 +23,6 @@ import re
 import subprocess
 import sys
 import time
-from datetime import timedelta
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -94,11 +94,26 @@ def part_data() -> dict:
     call_command("migrate", verbosity=0)
     from annotation.models import Campaign
     from oracle.models import (
-        Backbone, BackboneKind, OracleLabel, OracleLabelState, OracleRun,
-        PromptTemplate, RunScope, RunState, ValidationReport,
+        Backbone,
+        BackboneKind,
+        OracleLabel,
+        OracleLabelState,
+        OracleRun,
+        PromptTemplate,
+        RunScope,
+        RunState,
+        ValidationReport,
     )
     from windows.models import (
-        Admission, DiseaseGroup, Domain, Event, EventKind, Outcome, Patient, Stay, Window,
+        Admission,
+        DiseaseGroup,
+        Domain,
+        Event,
+        EventKind,
+        Outcome,
+        Patient,
+        Stay,
+        Window,
     )
 
     started = time.perf_counter()
@@ -231,7 +246,12 @@ def part_predictions(release_id: str, path: str) -> dict:
 def part_score(release_id: str, path: str) -> dict:
     _setup_django()
     from exports.models import Release
-    from exports.scoring import predictions_check, predictions_read, release_matcher, scores_compute
+    from exports.scoring import (
+        predictions_check,
+        predictions_read,
+        release_matcher,
+        scores_compute,
+    )
 
     release = Release.objects.get(pk=int(release_id))
     started = time.perf_counter()

@@ -96,7 +96,7 @@ def unrelated_pairs(pairs: Sequence[ReferencePair]) -> dict[str, list[tuple[str,
     for kind in KINDS:
         parent: dict[str, str] = {}
 
-        def root(text: str) -> str:
+        def root(text: str, parent: dict[str, str] = parent) -> str:
             parent.setdefault(text, text)
             while parent[text] != text:
                 parent[text] = parent[parent[text]]

@@ -27,16 +27,16 @@ from rest_framework.renderers import BaseRenderer, JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from accounts.roles import user_is_admin
 from evaluation.metrics import DEFAULT_K
 from exports import selectors, services
 from exports.authentication import ReleaseTokenAuthentication
 from exports.building import ReleaseFileChanged, release_file_verify
 from exports.models import ReleaseKind, ReleaseState, SubmissionState
-from oracle.models import RunState
-from accounts.roles import user_is_admin
 from exports.roles import user_may_use_releases
 from exports.scoring import MAX_K
 from exports.throttling import AtomicScopedRateThrottle
+from oracle.models import RunState
 from windows.models import DiseaseGroup
 
 MAX_ID = 2**63 - 1

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from django.db.models import Prefetch, QuerySet
 
+from accounts.roles import user_is_admin
 from annotation.models import Campaign
 from exports.building import release_folder
 from exports.models import (
@@ -18,7 +19,6 @@ from exports.models import (
     Submission,
     SubmissionState,
 )
-from accounts.roles import user_is_admin
 from exports.roles import user_may_use_releases
 from oracle.models import OracleRun, RunState, ValidationReport
 from oracle.selectors import validation_report_latest

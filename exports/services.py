@@ -15,6 +15,7 @@ from django.db.models import Max
 from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
+from accounts.roles import require_admin
 from annotation.models import Campaign, ConsensusLabel, WindowAgreement
 from evaluation.matcher import configured_model_name, matcher_for_settings
 from evaluation.metrics import DEFAULT_K
@@ -33,6 +34,8 @@ from exports.scoring import (
     predictions_read,
     scores_compute,
 )
+from jobs.outbox import outbox_send
+from jobs.progress import Progress
 from oracle.models import (
     OracleLabel,
     OracleLabelState,
@@ -41,11 +44,8 @@ from oracle.models import (
     RunState,
     ValidationReport,
 )
-from oracle.selectors import validation_report_latest
 from oracle.promotion_gate import gate_failure_text, promotion_gate
-from jobs.outbox import outbox_send
-from accounts.roles import require_admin
-from jobs.progress import Progress
+from oracle.selectors import validation_report_latest
 
 logger = logging.getLogger(__name__)
 

@@ -151,7 +151,7 @@ class job_heartbeat:
         finally:
             connection.close()
 
-    def __enter__(self) -> "job_heartbeat":
+    def __enter__(self) -> job_heartbeat:
         self._thread = threading.Thread(
             target=self._run, name=f"heartbeat-{self.model.__name__}-{self.pk}",
             daemon=True,

@@ -3,8 +3,8 @@ its ``AppConfig.ready`` (the ground floor knows no app above it)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from django.apps import apps
 

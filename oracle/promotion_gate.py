@@ -7,8 +7,8 @@ from __future__ import annotations
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
-from oracle.models import PromotionThresholds
 from accounts.roles import require_admin
+from oracle.models import PromotionThresholds
 
 # The paper's Table 1: the Oracle's F1 against Gold consensus per task.
 PAPER_TABLE1 = {

@@ -5,9 +5,9 @@ error."""
 
 import pytest
 
+from accounts.roles import Role, roles_ensure
 from tests.browser import chromium
 from tests.factories import make_admission, make_events, make_stay, make_user
-from accounts.roles import Role, roles_ensure
 from windows.windowing import windows_build
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

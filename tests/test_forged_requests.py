@@ -16,6 +16,7 @@ from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 from rest_framework.authtoken.models import Token
 
+from accounts.roles import Role
 from annotation.models import CalibrationPair, CalibrationSet, Label
 from annotation.services import (
     MAX_ACTIVE_SECONDS_PER_SAVE,
@@ -29,7 +30,6 @@ from oracle.models import ValidationJob
 from tests.annotation.conftest import make_gold_windows, make_role_user
 from tests.exports.helpers import make_oracle_run, oracle_payload
 from tests.factories import make_admission, make_stay
-from accounts.roles import Role
 from windows.models import ImportRun, Source
 from windows.windowing import windows_build
 
@@ -457,9 +457,10 @@ def test_suggestions_never_carry_a_co_raters_items_on_a_window_one_rates(world):
     """Asked from the page of window 0, the suggestions once gave the
     co-rater's submitted items on window 1, which the physician rates too:
     hidden now while any window they share is open."""
+    from django.utils import timezone
+
     from annotation.models import CampaignWindow
     from annotation.services import label_submit
-    from django.utils import timezone
 
     co_rater = world["co_rater"]
     campaign_id = world["ids"]["campaign_id"]

@@ -23,6 +23,7 @@ from django.test import Client
 from django.urls import reverse
 from rest_framework.authtoken.models import Token
 
+from accounts.roles import Role
 from annotation.models import (
     Assignment,
     Campaign,
@@ -39,7 +40,6 @@ from exports.models import (
 )
 from oracle.models import OracleLabel, OracleRun, RunState, ValidationJob
 from tests.annotation.conftest import make_role_user
-from accounts.roles import Role
 from windows.cohort import cohort_build
 from windows.importers.clif import clif_import
 from windows.models import Event, EventKind, Stay, Window

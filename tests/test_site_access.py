@@ -1,10 +1,10 @@
 """Who reaches what across the site: researchers see releases, not raw
 trajectories; a forged session cookie is treated as no session."""
 
+from datetime import timedelta
+
 import pytest
 from django.urls import reverse
-
-from datetime import timedelta
 
 from tests.factories import make_event, make_stay, make_user
 from windows.windowing import windows_build

@@ -335,7 +335,6 @@ def _differs(before, value) -> bool:
 def _respiratory_kinds(rows: pd.DataFrame):
     category = rows["category"].str.strip()
     lower = category.str.lower()
-    is_obs = lower.str.endswith("_obs").to_numpy()
     is_set = lower.str.endswith("_set").to_numpy()
     is_mode = lower.str.startswith("mode:").to_numpy()
     is_device = lower.isin(DEVICE_CATEGORIES).to_numpy()

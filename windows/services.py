@@ -16,9 +16,7 @@ from django.utils import timezone
 from jobs.leases import JobLeaseLost, job_claim, job_heartbeat, job_release
 from jobs.models import OutboxMessage
 from jobs.outbox import outbox_send
-
 from windows.disease_groups import disease_group, first_ranked
-from windows.vocabulary import diagnosis_label
 from windows.models import (
     Admission,
     DiseaseGroup,
@@ -31,6 +29,7 @@ from windows.models import (
     Source,
     Stay,
 )
+from windows.vocabulary import diagnosis_label
 
 EXPIRED_WORDS = ("expired", "died", "death")
 # A death recorded this long after discharge still counts as in-hospital: source

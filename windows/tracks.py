@@ -4,8 +4,7 @@ and the event behind each plotted value, so a point on a plot can be cited."""
 from __future__ import annotations
 
 import math
-from datetime import datetime, timedelta
-from datetime import timezone as dt_timezone
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pandas as pd
@@ -107,7 +106,7 @@ def tracks_build_all(*, stays=None, progress: Progress | None = None, force: boo
 
 
 _HOUR_US = 3_600_000_000
-_EPOCH = datetime(1970, 1, 1, tzinfo=dt_timezone.utc)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def _us(moment: datetime) -> int:

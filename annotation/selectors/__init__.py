@@ -15,6 +15,7 @@ from django.db import connection
 from django.db.models import Count, Prefetch, Q, QuerySet
 from django.http import Http404
 
+from accounts.roles import Role, user_is_admin, user_is_physician
 from annotation import blindness
 from annotation.critical import critical_action_q
 from annotation.models import (
@@ -25,8 +26,6 @@ from annotation.models import (
     CampaignWindow,
     Label,
 )
-from accounts.roles import user_is_admin, user_is_physician
-from accounts.roles import Role
 from windows.models import Cohort, Event, Window
 from windows.selectors_context import window_actions
 
@@ -106,7 +105,7 @@ def assignment_get_for_annotator(*, annotator, assignment_id) -> Assignment:
     try:
         pk = int(assignment_id)
     except (TypeError, ValueError):
-        raise Http404("No such assignment.")
+        raise Http404("No such assignment.") from None
     assignment = (
         blindness.own_assignments(annotator)
         .select_related("campaign", "window", "window__stay")

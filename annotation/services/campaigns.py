@@ -9,6 +9,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
+from accounts.roles import require_admin, user_is_physician
 from annotation.assigning import balanced_rater_sets
 from annotation.critical import (
     critical_action_rules_clean,
@@ -22,9 +23,7 @@ from annotation.models import (
     CampaignPhysician,
     CampaignWindow,
 )
-from accounts.roles import user_is_physician
 from windows.models import Window
-from accounts.roles import require_admin
 
 
 def _windows_resolve(windows: Iterable) -> list[Window]:
@@ -32,7 +31,7 @@ def _windows_resolve(windows: Iterable) -> list[Window]:
     try:
         ids = list(dict.fromkeys(int(pk) for pk in ids))
     except (TypeError, ValueError):
-        raise ValidationError("Windows must be given as windows or window ids.")
+        raise ValidationError("Windows must be given as windows or window ids.") from None
     if not ids:
         raise ValidationError("Choose at least one window for the campaign.")
     found = list(

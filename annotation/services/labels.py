@@ -10,6 +10,7 @@ from django.db import transaction
 from django.http import Http404
 from django.utils import timezone
 
+from accounts.roles import user_is_physician
 from annotation.blindness import window_is_closed
 from annotation.models import (
     Assignment,
@@ -19,7 +20,6 @@ from annotation.models import (
     LabelRevision,
     RevisionKind,
 )
-from accounts.roles import user_is_physician
 from annotation.selectors import recorded_critical_actions
 from annotation.services.agreement import on_label_reopened, on_label_submitted
 from evaluation.labelschema import label_read
@@ -46,7 +46,7 @@ def _assignment_for_update(*, annotator, assignment_id) -> Assignment:
     try:
         pk = int(assignment_id)
     except (TypeError, ValueError):
-        raise Http404("No such assignment.")
+        raise Http404("No such assignment.") from None
     assignment = (
         Assignment.objects.select_for_update(of=("self",))
         .select_related("window", "window__stay", "campaign")
@@ -76,7 +76,7 @@ def _version_check(label: Label | None, base_version) -> None:
             raise ValidationError(
                 "The label's version is missing; reload to continue.",
                 code="version_missing",
-            )
+            ) from None
     if base_version != current:
         raise ValidationError(
             "This label was changed in another tab or window (version %(version)s); "

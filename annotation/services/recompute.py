@@ -10,6 +10,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
+from accounts.roles import require_admin
 from annotation.models import (
     AgreementRecompute,
     Campaign,
@@ -19,7 +20,6 @@ from annotation.models import (
 )
 from jobs.leases import is_live, job_claim, job_heartbeat, job_release
 from jobs.outbox import outbox_send
-from accounts.roles import require_admin
 
 logger = logging.getLogger(__name__)
 

@@ -55,7 +55,7 @@ def _remove_tree(path: Path) -> None:
     """Removes a folder left by a build that did not finish, read-only or not."""
     if not path.exists():
         return
-    for root, dirs, files in os.walk(path):
+    for root, _dirs, files in os.walk(path):
         os.chmod(root, stat.S_IRWXU)
         for name in files:
             os.chmod(os.path.join(root, name), stat.S_IRUSR | stat.S_IWUSR)
@@ -63,7 +63,7 @@ def _remove_tree(path: Path) -> None:
 
 
 def _make_read_only(folder: Path) -> None:
-    for root, dirs, files in os.walk(folder, topdown=False):
+    for root, _dirs, files in os.walk(folder, topdown=False):
         for name in files:
             os.chmod(os.path.join(root, name), 0o444)
         os.chmod(root, 0o555)

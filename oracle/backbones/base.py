@@ -4,8 +4,9 @@ reason it failed). Runs (oracle.services) only ever talk to this interface."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, Protocol
+from typing import Protocol
 
 
 @dataclass

@@ -9,10 +9,10 @@ from oracle.services.backbones import (
     backbone_update,
 )
 from oracle.services.runs import (
+    CHUNK_TASK,
     FINISHED_STATES,
     MAX_NAME,
     POLL_SECONDS,
-    CHUNK_TASK,
     WAIT_SECONDS,
     ChunkOutcome,
     ChunkResult,
@@ -23,8 +23,8 @@ from oracle.services.runs import (
     oracle_run_execute_chunk,
     oracle_run_execute_inline,
     oracle_run_fail,
-    oracle_run_resume,
     oracle_run_requeue,
+    oracle_run_resume,
     oracle_run_retry_failed,
     run_lanes,
 )

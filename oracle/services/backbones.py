@@ -13,10 +13,10 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
+from accounts.roles import require_admin
 from oracle.backbones.endpoints import EndpointRefused, key_env_check, url_check
 from oracle.backbones.openai_compat import _RESERVED as RESERVED_PARAMETERS
 from oracle.models import Backbone, BackboneKind, ReplyFormat, Tokenizer
-from accounts.roles import require_admin
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 

@@ -35,10 +35,12 @@ from django.db import connection, transaction
 from django.db.models import Exists, F, OuterRef
 from django.utils import timezone
 
+from accounts.roles import require_admin
 from annotation.models import Campaign, PatientStatus
+from jobs.leases import heartbeat_seconds, worker_name
+from jobs.outbox import outbox_send
 from oracle import selectors
 from oracle.backbones.base import BackboneResult
-from oracle.services.tokens import calibration_record, context_learned
 from oracle.models import (
     Backbone,
     BackboneKind,
@@ -50,9 +52,7 @@ from oracle.models import (
     RunScope,
     RunState,
 )
-from jobs.leases import heartbeat_seconds, worker_name
-from jobs.outbox import outbox_send
-from accounts.roles import require_admin
+from oracle.services.tokens import calibration_record, context_learned
 from windows.models import Cohort, Window
 
 logger = logging.getLogger(__name__)

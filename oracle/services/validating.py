@@ -10,7 +10,10 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.utils import timezone
 
+from accounts.roles import require_admin
 from annotation.models import Campaign, ConsensusLabel
+from jobs.leases import JobLeaseLost, job_claim, job_heartbeat, job_release
+from jobs.outbox import outbox_send
 from oracle import selectors
 from oracle.models import (
     OracleRun,
@@ -18,9 +21,6 @@ from oracle.models import (
     ValidationJobState,
     ValidationReport,
 )
-from jobs.leases import JobLeaseLost, job_claim, job_heartbeat, job_release
-from jobs.outbox import outbox_send
-from accounts.roles import require_admin
 
 logger = logging.getLogger(__name__)
 

@@ -5,9 +5,9 @@ from datetime import timedelta
 
 import pytest
 
+from accounts.roles import Role, roles_ensure
 from annotation.services import campaign_create
 from tests.factories import make_admission, make_event, make_stay, make_user
-from accounts.roles import Role, roles_ensure
 from windows.models import Domain, EventKind, Window
 from windows.windowing import windows_build
 

@@ -7,11 +7,10 @@ show with their author."""
 import pytest
 
 from annotation.models import AdjudicationDecision, ConsensusLabel
+from tests.browser import chromium
 
 from .test_annotate_browser import sign_in
 from .test_consensus import gold, labelled, matcher, stay, windows  # noqa: F401
-from tests.browser import chromium
-
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 SCREENSHOT = "/tmp/adjudicate.png"

@@ -7,9 +7,9 @@ everyone but admins."""
 import pytest
 from django.urls import reverse
 
+from accounts.roles import Role
 from annotation.models import AdjudicationDecision, Assignment, ConsensusLabel, Label
 from annotation.selectors import adjudication_queue
-from accounts.roles import Role
 
 from .conftest import make_role_user
 from .helpers import written_state

@@ -6,9 +6,8 @@ and a second physician sees none of it."""
 import pytest
 
 from annotation.models import Assignment, AssignmentState, Label
-from windows.tracks import stay_tracks_get
 from tests.browser import chromium
-
+from windows.tracks import stay_tracks_get
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

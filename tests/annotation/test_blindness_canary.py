@@ -31,18 +31,23 @@ from django.test import Client
 from django.urls import reverse
 from rest_framework.authtoken.models import Token
 
+from accounts.roles import Role
 from annotation.calibration import calibration_invite, calibration_set_draw
-from annotation.services import adjudication_decide, window_consensus_refresh
 from annotation.models import (
     Assignment,
     CalibrationPair,
     CalibrationSet,
     ConsensusLabel,
 )
-from annotation.services import assignment_add, campaign_create, label_submit
+from annotation.services import (
+    adjudication_decide,
+    assignment_add,
+    campaign_create,
+    label_submit,
+    window_consensus_refresh,
+)
 from tests.factories import make_admission, make_stay
 from tests.test_forged_requests import site_routes
-from accounts.roles import Role
 
 from .conftest import make_gold_windows, make_role_user
 from .test_consensus import matcher  # noqa: F401

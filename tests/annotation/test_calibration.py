@@ -10,6 +10,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.urls import reverse
 from django.utils.html import escape
 
+from accounts.roles import Role
 from annotation.blindness import calibration_pairs_visible_to
 from annotation.calibration import (
     calibration_invitation_withdraw,
@@ -26,11 +27,9 @@ from annotation.models import (
     CalibrationSet,
     TauAdoption,
 )
-from annotation.services import campaign_create
 from evaluation.calibration import best_row, majority, sweep_taus, tau_sweep
 from evaluation.matcher import SemanticMatcher
 from evaluation.models import MatcherModel
-from accounts.roles import Role
 
 from .conftest import make_role_user
 from .test_consensus import gold, labelled, matcher, stay, submit, windows  # noqa: F401
@@ -178,8 +177,9 @@ def test_without_judges_only_closed_windows_give_items(
 ):
     """Window 0 is adjudicated; windows 1 and 3 stay open and give nothing
     (window 2, closed as agreed, has no item)."""
-    from annotation.models import CampaignWindow
     from django.utils import timezone
+
+    from annotation.models import CampaignWindow
 
     CampaignWindow.objects.filter(campaign=labelled, window=windows[0]).update(
         adjudicated_at=timezone.now()

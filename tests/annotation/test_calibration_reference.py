@@ -7,10 +7,10 @@ import pytest
 from django.urls import reverse
 from django.utils.html import escape
 
+from accounts.roles import Role
 from evaluation.matcher import configured_model_name
 from evaluation.models import MatcherModel
 from evaluation.reference_calibration import reference_report_for
-from accounts.roles import Role
 
 from .conftest import make_role_user
 

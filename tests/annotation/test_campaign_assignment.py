@@ -7,6 +7,7 @@ from itertools import combinations
 import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
 
+from accounts.roles import Role
 from annotation.assigning import balanced_rater_sets, round_robin_pairs
 from annotation.models import Assignment, AssignmentState, CampaignPhysician
 from annotation.selectors import campaign_progress, physician_queue
@@ -17,7 +18,6 @@ from annotation.services import (
     label_save_draft,
 )
 from tests.factories import make_admission, make_stay
-from accounts.roles import Role
 from windows.windowing import windows_build
 
 from .conftest import make_gold_windows, make_role_user

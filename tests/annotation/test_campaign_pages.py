@@ -6,11 +6,11 @@ import re
 import pytest
 from django.urls import reverse
 
+from accounts.roles import Role
 from annotation.models import Assignment, AssignmentState, Campaign, CampaignWindow
 from annotation.services import campaign_create, label_submit
 from tests.annotation.conftest import make_gold_windows, make_role_user
 from tests.factories import make_admission, make_stay
-from accounts.roles import Role
 from windows.models import Cohort, CohortStay, CohortStratum
 
 pytestmark = pytest.mark.django_db

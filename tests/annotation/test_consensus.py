@@ -10,6 +10,7 @@ import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import DatabaseError, connection, transaction
 
+from accounts.roles import Role
 from annotation.models import (
     AdjudicationDecision,
     Assignment,
@@ -36,7 +37,6 @@ from annotation.services.agreement import on_label_submitted
 from annotation.tasks import window_agreement_task
 from jobs.models import OutboxMessage
 from tests.factories import make_admission, make_stay
-from accounts.roles import Role
 
 from .conftest import make_gold_windows, make_role_user
 from .helpers import written_state

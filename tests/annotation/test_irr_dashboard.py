@@ -9,11 +9,11 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import escape
 
+from accounts.roles import Role
 from annotation.models import AgreementRecompute, RecomputeState
 from annotation.selectors.irr import campaign_irr
 from evaluation.matcher import SemanticMatcher, tau_source_of
 from evaluation.models import MatcherModel
-from accounts.roles import Role
 
 from .conftest import make_role_user
 from .test_consensus import gold, labelled, matcher, stay, windows  # noqa: F401

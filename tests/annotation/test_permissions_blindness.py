@@ -9,24 +9,25 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404
 from django.utils import timezone
 
+from accounts.roles import Role
 from annotation.blindness import (
     blind_window_ids,
     co_rater_ids,
     own_assignments,
     window_is_closed,
 )
-from annotation.services import adjudication_decide, window_consensus_refresh
 from annotation.models import CampaignWindow
 from annotation.selectors import assignment_get_for_annotator, physician_queue
 from annotation.services import (
+    adjudication_decide,
     assignment_add,
     campaign_create,
     label_reopen,
     label_save_draft,
     label_submit,
+    window_consensus_refresh,
 )
 from tests.factories import make_admission, make_stay
-from accounts.roles import Role
 
 from .conftest import make_gold_windows, make_role_user
 from .helpers import written_state

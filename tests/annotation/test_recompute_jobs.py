@@ -18,6 +18,7 @@ from django.urls import reverse
 from django.utils import timezone
 from kombu.exceptions import OperationalError as KombuOperationalError
 
+from accounts.roles import Role
 from annotation.models import (
     AgreementRecompute,
     Assignment,
@@ -30,7 +31,6 @@ from annotation.services.recompute import agreement_recompute_start
 from jobs.models import OutboxMessage
 from jobs.reaper import jobs_reap
 from tests.oracle.test_run_worker import start_worker, stop_worker, wait_for
-from accounts.roles import Role
 
 from .conftest import make_role_user
 from .test_consensus import gold, stay, submit, windows  # noqa: F401

@@ -2,13 +2,13 @@
 
 import pytest
 from django.core.exceptions import ValidationError
+from django.utils import timezone
 
+from accounts.roles import Role
 from annotation.critical import (
     critical_action_rules_clean,
     default_critical_action_rules,
 )
-from django.utils import timezone
-
 from annotation.models import CampaignWindow, Label
 from annotation.selectors import (
     _suggestions_python,
@@ -20,7 +20,6 @@ from annotation.services import (
     label_save_draft,
     label_submit,
 )
-from accounts.roles import Role
 
 from .conftest import make_role_user
 

@@ -5,12 +5,12 @@ from datetime import timedelta
 
 import pytest
 
+from accounts.roles import Role
 from exports.building import release_build
 from exports.models import ReleaseKind
 from exports.services import release_create
 from tests.annotation.conftest import make_role_user
 from tests.factories import make_admission, make_event, make_stay
-from accounts.roles import Role
 from windows.models import DiseaseGroup, Domain, EventKind
 from windows.windowing import windows_build
 

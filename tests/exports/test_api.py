@@ -173,8 +173,8 @@ def test_submission_through_the_api_is_validated_and_readable(
     assert mine.status_code == 200
     assert client.get(url).json()["count"] == 1
     # Another researcher sees neither the submission nor its scores.
-    from tests.annotation.conftest import make_role_user
     from accounts.roles import Role
+    from tests.annotation.conftest import make_role_user
 
     other = _client(make_role_user(Role.RESEARCHER))
     assert other.get(f"/api/v1/submissions/{created['id']}/").status_code == 404
@@ -232,13 +232,10 @@ def test_docs_page_is_swagger_ui_served_offline_with_no_inline_script(client):
 
 def test_schemathesis_finds_no_server_error(tiny_release, researcher, admin_user):
     import schemathesis
-    from hypothesis import HealthCheck, Phase, given, settings
-    from schemathesis.checks import not_a_server_error
-
-    from realicu_web.wsgi import application
-
     from django.core import signals
     from django.db import close_old_connections
+
+    from realicu_web.wsgi import application
 
     # As Django's test client does: the WSGI handler would otherwise close the
     # test's database connection at the end of each request.
@@ -281,10 +278,10 @@ def test_a_researcher_who_also_rates_is_refused_while_a_window_is_open(
     """A Gold release may hold a co-rater's items on a window the researcher
     still rates as a physician (annotation.blindness): no release reads until
     every window they rate is closed."""
+    from accounts.roles import Role, roles_ensure
     from annotation.models import AssignmentState
     from annotation.services import campaign_create
     from tests.factories import make_user
-    from accounts.roles import Role, roles_ensure
 
     client = _client(researcher)
     assert client.get("/api/v1/releases/").status_code == 200

@@ -9,7 +9,6 @@ from django.utils.html import escape
 from rest_framework.authtoken.models import Token
 
 from evaluation.matcher import tau_source_of
-
 from exports.models import Submission
 from exports.services import submission_create, submission_publish, submission_score
 

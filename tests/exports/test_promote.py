@@ -10,7 +10,6 @@ import json
 import re
 
 import pytest
-
 from django.core.exceptions import PermissionDenied, ValidationError
 
 from exports.models import Release, ReleaseKind, ReleaseState

@@ -12,9 +12,14 @@ import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
 
 from exports.building import release_build
-from exports.models import Release, ReleaseFile, ReleaseKind, ReleaseState, ReleaseWindow
+from exports.models import (
+    Release,
+    ReleaseFile,
+    ReleaseKind,
+    ReleaseState,
+    ReleaseWindow,
+)
 from exports.services import release_create
-from windows.selectors_context import OUTCOME_REVEALING_CATEGORIES
 
 from .helpers import make_oracle_run
 

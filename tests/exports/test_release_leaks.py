@@ -176,13 +176,16 @@ def test_gold_release_with_real_consensus_leaks_nothing_and_hides_physicians(
     import os
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from annotation.services import window_consensus_refresh
-    from annotation.selectors import recorded_critical_actions
-    from annotation.services import campaign_create, label_submit
+    from accounts.roles import Role
     from annotation.models import Assignment
+    from annotation.selectors import recorded_critical_actions
+    from annotation.services import (
+        campaign_create,
+        label_submit,
+        window_consensus_refresh,
+    )
     from evaluation.matcher import matcher_for_settings
     from tests.annotation.conftest import make_role_user
-    from accounts.roles import Role
     from windows.models import Stay
 
     clif_import(directory=clif_demo_dir)

@@ -7,7 +7,6 @@ posting arbitrary form fields and files to the release and import pages, and
 arbitrary query strings to the stay, window and release pages, finds no 5xx."""
 
 import io
-import json
 import os
 import threading
 import time
@@ -226,8 +225,8 @@ def test_concurrent_clients_against_redis_get_no_more_than_the_rate(
     minute), where DRF's own throttle let 452 of 600 through a 300/min limit."""
     if not _redis_available():
         pytest.skip(f"no Redis at {REDIS_URL}")
-    from tests.annotation.conftest import make_role_user
     from accounts.roles import Role
+    from tests.annotation.conftest import make_role_user
 
     settings.CACHES = {
         "default": {
@@ -278,10 +277,10 @@ def test_concurrent_clients_against_redis_get_no_more_than_the_rate(
 def test_page_forms_and_uploads_answer_every_input_without_a_5xx(
     tiny_release, tiny_stays, admin_user, researcher, release_dirs
 ):
-    from hypothesis import HealthCheck, given, settings as hsettings
-    from hypothesis import strategies as st
-
     from django.core.cache import cache
+    from hypothesis import HealthCheck, given
+    from hypothesis import settings as hsettings
+    from hypothesis import strategies as st
 
     web = {"admin": _web(admin_user), "researcher": _web(researcher)}
     text = st.one_of(

@@ -136,7 +136,7 @@ class FakeLLM:
     def base_url(self) -> str:
         return f"http://{self.host}:{self.port}/v1"
 
-    def push(self, **fields) -> "FakeLLM":
+    def push(self, **fields) -> FakeLLM:
         """Queue one scripted reply (fields of Scripted)."""
         with self._lock:
             self._script.append(Scripted(**fields))
@@ -148,7 +148,7 @@ class FakeLLM:
             self.requests.clear()
             self.max_in_flight = 0
 
-    def start(self) -> "FakeLLM":
+    def start(self) -> FakeLLM:
         fake = self
 
         class Handler(BaseHTTPRequestHandler):

@@ -56,7 +56,7 @@ class LlamaServer:
     def base_url(self) -> str:
         return f"{self.root}/v1"
 
-    def start(self, timeout: float = 120.0) -> "LlamaServer":
+    def start(self, timeout: float = 120.0) -> LlamaServer:
         log = open(self.log_path, "w") if self.log_path else subprocess.DEVNULL
         self.process = subprocess.Popen(
             [
@@ -108,7 +108,7 @@ class RecordingProxy:
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
 
-    def start(self) -> "RecordingProxy":
+    def start(self) -> RecordingProxy:
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):

@@ -10,13 +10,13 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.urls import reverse
 
+from accounts.roles import Role
 from oracle import services
 from oracle.backbones.endpoints import EndpointRefused, url_check
 from oracle.backbones.openai_compat import BackboneConfigError
 from oracle.models import Backbone, BackboneKind, OracleLabel, OracleRun
 from tests.annotation.conftest import make_role_user
 from tests.oracle.test_runs import make_cohort_with_stay
-from accounts.roles import Role
 
 pytestmark = pytest.mark.django_db
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
+from accounts.roles import Role
 from annotation.services import campaign_create
 from oracle import services
 from oracle.models import (
@@ -27,7 +28,6 @@ from oracle.services.tokens import prompt_budget
 from tests.annotation.conftest import make_role_user
 from tests.oracle.conftest import LLAMA_N_CTX
 from tests.oracle.llm_server import MODEL_ALIAS, RecordingProxy
-from accounts.roles import Role
 from windows.importers.clif import clif_import
 from windows.models import Stay, Window
 from windows.windowing import windows_build_many

@@ -8,8 +8,8 @@ import os
 
 import pytest
 
-from annotation.services import window_consensus_refresh
-from annotation.services import campaign_create
+from accounts.roles import Role
+from annotation.services import campaign_create, window_consensus_refresh
 from oracle.models import OracleLabel, OracleRun, ValidationJob, ValidationReport
 from tests.annotation.conftest import (  # noqa: F401 - fixtures
     _fast_password_hashing,
@@ -18,11 +18,10 @@ from tests.annotation.conftest import (  # noqa: F401 - fixtures
     make_role_user,
     stay,
 )
-from tests.annotation.test_consensus import submit
 from tests.annotation.test_annotate_browser import PASSWORD
-from accounts.roles import Role
-from windows.models import Cohort, CohortStay, CohortStratum, Window
+from tests.annotation.test_consensus import submit
 from tests.browser import chromium
+from windows.models import Cohort, CohortStay, CohortStratum, Window
 
 # The worker inherits this: the matcher's model ships with its package.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -6,12 +6,12 @@ takes a key's variable name and never a key."""
 import pytest
 from django.urls import resolve, reverse
 
+from accounts.roles import Role
 from annotation.services import campaign_create
 from oracle import selectors, services
 from oracle.models import Backbone, OracleRun, ValidationJob, ValidationReport
 from tests.annotation.conftest import make_role_user
 from tests.oracle.test_runs import make_cohort_with_stay
-from accounts.roles import Role
 from windows.models import Window
 
 pytestmark = pytest.mark.django_db

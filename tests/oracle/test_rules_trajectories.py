@@ -4,7 +4,7 @@ windows.concepts.columns) and reads the label of one window."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pandas as pd
 import pytest
@@ -12,7 +12,7 @@ import pytest
 from oracle.backbones import rules
 from oracle.backbones.base import WindowContext
 
-T0 = datetime(2150, 1, 1, 8, 0, tzinfo=timezone.utc)
+T0 = datetime(2150, 1, 1, 8, 0, tzinfo=UTC)
 EVENTS = [
     # One event per kind the rules cite, so every label can carry evidence.
     {"id": 1, "hours": 9.5, "category": "map", "domain": "vitals"},

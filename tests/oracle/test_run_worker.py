@@ -77,8 +77,8 @@ def stop_worker(proc: subprocess.Popen) -> None:
 
 @pytest.fixture
 def admin_user(db):
-    from tests.annotation.conftest import make_role_user
     from accounts.roles import Role
+    from tests.annotation.conftest import make_role_user
 
     return make_role_user(Role.ADMIN)
 

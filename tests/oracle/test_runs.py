@@ -8,6 +8,7 @@ from datetime import timedelta
 import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
 
+from accounts.roles import Role
 from oracle import selectors, services
 from oracle.models import (
     Backbone,
@@ -21,7 +22,6 @@ from oracle.models import (
 from oracle.services import ChunkOutcome
 from tests.annotation.conftest import make_role_user
 from tests.factories import make_admission, make_event, make_events, make_stay
-from accounts.roles import Role
 from windows.models import Cohort, CohortStay, CohortStratum, Domain, EventKind
 from windows.windowing import windows_build
 

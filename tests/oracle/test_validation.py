@@ -11,11 +11,10 @@ from django.core.management import CommandError, call_command
 from django.urls import reverse
 from django.utils.html import escape
 
-from annotation.services import window_consensus_refresh
-from annotation.services import campaign_create
-from oracle import services
 from annotation.models import ConsensusLabel
+from annotation.services import campaign_create, window_consensus_refresh
 from evaluation.matcher import tau_source_of
+from oracle import services
 from oracle.models import BackboneKind, OracleLabel, ValidationJob, ValidationReport
 from oracle.selectors import backbone_rules_default, validation_report_latest
 from tests.annotation.conftest import (  # noqa: F401 - fixtures

@@ -7,6 +7,7 @@ import csv
 import gzip
 import io
 import re
+from datetime import UTC
 from pathlib import Path
 
 import pytest
@@ -18,13 +19,13 @@ from jobs.progress import Progress
 from windows.importers.base import SourceDataError
 from windows.importers.mimic import ChartEventsStep, EventStep, mimic_import
 from windows.importers.mimic_mapping import (
-    TEMPERATURE_SITE_ITEM,
     CHARTEVENTS,
     DATETIMEEVENTS,
     INPUTEVENTS,
     LABEVENTS,
     OUTPUTEVENTS,
     PROCEDUREEVENTS,
+    TEMPERATURE_SITE_ITEM,
 )
 from windows.models import (
     Admission,
@@ -949,9 +950,9 @@ def test_infusions_become_mar_records_per_order_with_rates_as_in_section_5(mimic
 
 
 def _t(text: str):
-    from datetime import datetime, timezone
+    from datetime import datetime
 
-    return datetime.fromisoformat(text).replace(tzinfo=timezone.utc)
+    return datetime.fromisoformat(text).replace(tzinfo=UTC)
 
 
 @pytest.mark.django_db

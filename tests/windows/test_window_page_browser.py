@@ -5,6 +5,7 @@ from datetime import timedelta
 
 import pytest
 
+from tests.browser import chromium
 from tests.factories import (
     make_admission,
     make_event,
@@ -16,8 +17,6 @@ from tests.factories import (
 from windows.models import Domain, EventKind
 from windows.tracks import stay_tracks_get
 from windows.windowing import windows_build, windows_sample_gold
-from tests.browser import chromium
-
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

@@ -3,8 +3,8 @@ strict time parsing with errors that name file, row and column, fast event
 writing (COPY on PostgreSQL)."""
 from __future__ import annotations
 
-from concurrent.futures import Future, ThreadPoolExecutor
 from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -384,7 +384,7 @@ class EventWriter:
                 self._executor.shutdown(wait=True)
                 self._executor = None
 
-    def __enter__(self) -> "EventWriter":
+    def __enter__(self) -> EventWriter:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:

@@ -56,7 +56,7 @@ class Command(BaseCommand):
             try:
                 promotion_thresholds_set(user=user, values=given, note=note)
             except (ValidationError, PermissionDenied) as error:
-                raise CommandError(" ".join(getattr(error, "messages", [str(error)])))
+                raise CommandError(" ".join(getattr(error, "messages", [str(error)]))) from error
         current = promotion_thresholds_current()
         who = f", {current['set_by']} at {current['set_at']}" if current["set_by"] else ""
         self.stdout.write(f"Promotion thresholds ({current['source']}{who}):")

@@ -107,7 +107,7 @@ class Command(BaseCommand):
                     enqueue=enqueue,
                 )
         except (ValidationError, PermissionDenied) as error:
-            raise CommandError("; ".join(getattr(error, "messages", [str(error)])))
+            raise CommandError("; ".join(getattr(error, "messages", [str(error)]))) from error
         self.stdout.write(f"Oracle run {run.pk}: {run.total_windows} windows.")
         out = self.stderr._out if hasattr(self.stderr, "_out") else sys.stderr
 

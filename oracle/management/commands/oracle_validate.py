@@ -71,7 +71,7 @@ class Command(BaseCommand):
                 admin=user, run=run, campaign=found, on_progress=show
             )
         except (ValidationError, PermissionDenied) as error:
-            raise CommandError("; ".join(getattr(error, "messages", [str(error)])))
+            raise CommandError("; ".join(getattr(error, "messages", [str(error)]))) from error
         out.write("\n")
         figures = report.report
         self.stdout.write(

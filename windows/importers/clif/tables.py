@@ -238,7 +238,7 @@ def _read_diagnoses(table: SourceTable | None, hosp_ids: set[str]) -> dict[str, 
                 first_row=first_row)
         chunk["hospitalization_id"] = _text(chunk["hospitalization_id"])
         chunk = chunk[chunk["hospitalization_id"].isin(hosp_ids)]
-        for offset, r in enumerate(chunk.itertuples(index=False)):
+        for r in chunk.itertuples(index=False):
             fmt = str(r.diagnosis_code_format or "").upper()
             version = 10 if "10" in fmt else 9 if "9" in fmt else None
             primary = getattr(r, "diagnosis_primary", 0)

@@ -77,7 +77,8 @@ def _read_cohort(folder: MimicFolder) -> PatientsAdmissionsStays:
         values = patients[column].to_numpy(dtype=float)
         reject_first(
             (values != np.floor(values)) | (values < low) | (values > high),
-            lambda pos, column=column: f"{patients[column].iloc[pos]!r} is not a whole "
+            lambda pos, column=column, low=low, high=high: f"{patients[column].iloc[pos]!r} "
+            f"is not a whole "
             f"number from {low} to {high}",
             file=file,
             column=column,

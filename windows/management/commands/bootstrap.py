@@ -9,13 +9,9 @@ from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
 from accounts.provisioning import (
-
     admin_from_environment_ensure,
-
     demo_accounts_ensure,
-
     demo_passwords_check,
-
 )
 from windows.cohort import cohort_build
 from windows.models import Admission, Cohort, Source
