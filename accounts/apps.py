@@ -12,7 +12,9 @@ class AccountsConfig(AppConfig):
 
         from accounts.sessions import physician_role_remember, session_renewed_mark
 
-        user_logged_in.connect(session_renewed_mark, dispatch_uid="session_renewed_mark")
+        user_logged_in.connect(
+            session_renewed_mark, dispatch_uid="session_renewed_mark"
+        )
         user_logged_in.connect(
             physician_role_remember, dispatch_uid="annotation_physician_role"
         )

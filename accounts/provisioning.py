@@ -1,5 +1,6 @@
 """Accounts the platform creates: the demo accounts of the embedded default and
 the production admin from the environment, with the password rules applied."""
+
 from __future__ import annotations
 
 import os
@@ -40,8 +41,11 @@ def demo_passwords_check() -> None:
     for username, _role, env_var in DEMO_ACCOUNTS:
         password = os.environ.get(env_var)
         if password:
-            password_check(password=password, user=User(username=username),
-                           source=f"The password in {env_var}")
+            password_check(
+                password=password,
+                user=User(username=username),
+                source=f"The password in {env_var}",
+            )
 
 
 @transaction.atomic
@@ -56,11 +60,16 @@ def demo_accounts_ensure() -> list[tuple[str, str, str]]:
     for username, role, env_var in DEMO_ACCOUNTS:
         if User.objects.filter(username=username).exists():
             continue
-        user = User(username=username, is_staff=role == Role.ADMIN,
-                    is_superuser=role == Role.ADMIN)
+        user = User(
+            username=username,
+            is_staff=role == Role.ADMIN,
+            is_superuser=role == Role.ADMIN,
+        )
         password = os.environ.get(env_var)
         if password:
-            password_check(password=password, user=user, source=f"The password in {env_var}")
+            password_check(
+                password=password, user=user, source=f"The password in {env_var}"
+            )
         else:
             password = secrets.token_urlsafe(12)
         user.set_password(password)
@@ -82,14 +91,19 @@ def admin_from_environment_ensure() -> str | None:
     if User.objects.filter(username=username).exists():
         return None
     password = os.environ.get("REALICU_ADMIN_PASSWORD", "")
-    user = User(username=username, email=os.environ.get("REALICU_ADMIN_EMAIL", ""),
-                is_staff=True, is_superuser=True)
+    user = User(
+        username=username,
+        email=os.environ.get("REALICU_ADMIN_EMAIL", ""),
+        is_staff=True,
+        is_superuser=True,
+    )
     if not password:
         raise ValidationError(
             "REALICU_ADMIN_USERNAME is set but REALICU_ADMIN_PASSWORD is empty."
         )
-    password_check(password=password, user=user,
-                   source="The password in REALICU_ADMIN_PASSWORD")
+    password_check(
+        password=password, user=user, source="The password in REALICU_ADMIN_PASSWORD"
+    )
     user.set_password(password)
     user.save()
     user.groups.add(roles_ensure()[Role.ADMIN])

@@ -50,8 +50,10 @@ def user_is_researcher(user) -> bool:
 def user_may_see_clinical_data(user) -> bool:
     """Stays, events and windows in full are for the hindsight labellers
     (physicians) and admins; researchers see only what a release holds."""
-    return user_is_physician(user) or user_is_admin(user) or (
-        _active(user) and user.is_staff
+    return (
+        user_is_physician(user)
+        or user_is_admin(user)
+        or (_active(user) and user.is_staff)
     )
 
 

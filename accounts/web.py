@@ -9,7 +9,10 @@ from django.utils.cache import patch_vary_headers
 def wants_partial(request) -> bool:
     """An htmx request swaps a fragment; a history restore asks for the whole
     page (htmx had no snapshot of it)."""
-    return bool(getattr(request, "htmx", False)) and not request.htmx.history_restore_request
+    return (
+        bool(getattr(request, "htmx", False))
+        and not request.htmx.history_restore_request
+    )
 
 
 def render_page_or_partial(

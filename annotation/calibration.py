@@ -114,7 +114,10 @@ def calibration_set_draw(
         raise ValidationError(f'A calibration set named "{name}" already exists.')
     if not campaigns:
         raise ValidationError("Choose at least one campaign to draw items from.")
-    if not isinstance(per_stratum, int) or not 1 <= per_stratum <= MAX_PAIRS_PER_STRATUM:
+    if (
+        not isinstance(per_stratum, int)
+        or not 1 <= per_stratum <= MAX_PAIRS_PER_STRATUM
+    ):
         raise ValidationError(
             f"Pairs per stratum must be a whole number from 1 to "
             f"{MAX_PAIRS_PER_STRATUM}."
@@ -355,9 +358,11 @@ def calibration_judge(
     judge may be shown."""
     if not _may_judge(judge):
         raise PermissionDenied("Only physicians and admins judge calibration pairs.")
-    if not blindness.calibration_sets_visible_to(judge).filter(
-        pk=calibration_set.pk
-    ).exists():
+    if (
+        not blindness.calibration_sets_visible_to(judge)
+        .filter(pk=calibration_set.pk)
+        .exists()
+    ):
         raise PermissionDenied("Only the physicians invited to this set judge it.")
     if same not in (True, False):
         raise ValidationError("Judge the pair as the same item or different items.")
@@ -466,7 +471,9 @@ def _snapshot(report: dict) -> dict:
     )
 
 
-def tau_adopt(*, admin, calibration_set: CalibrationSet, tau, reason: str = "") -> TauAdoption:
+def tau_adopt(
+    *, admin, calibration_set: CalibrationSet, tau, reason: str = ""
+) -> TauAdoption:
     """Set the set's model's tau (``MatcherModel.tau``) to one of the report's
     taus, recording who adopted it, when, the previous tau and the report.
     Agreements already computed keep the tau they were computed with until
@@ -476,7 +483,9 @@ def tau_adopt(*, admin, calibration_set: CalibrationSet, tau, reason: str = "") 
     try:
         value = float(tau)
     except (TypeError, ValueError):
-        raise ValidationError("Choose the tau to adopt from the report's rows.") from None
+        raise ValidationError(
+            "Choose the tau to adopt from the report's rows."
+        ) from None
     if math.isnan(value):
         raise ValidationError("Choose the tau to adopt from the report's rows.")
     row = next((r for r in report["rows"] if abs(r["tau"] - value) < 1e-9), None)

@@ -13,14 +13,32 @@ from windows.models import Domain, EventKind
 _MEDS = [Domain.MED_CONTINUOUS.value, Domain.MED_INTERMITTENT.value]
 # CLIF medication categories of anticoagulant and thrombolytic drugs, and of the
 # agents that reverse them or stop bleeding.
-ANTICOAGULANTS = frozenset({
-    "heparin", "enoxaparin", "dalteparin", "fondaparinux", "argatroban",
-    "bivalirudin", "warfarin", "apixaban", "rivaroxaban", "dabigatran", "alteplase",
-})
-ANTICOAGULANT_REVERSAL = frozenset({
-    "protamine", "phytonadione", "prothrombin_complex_concentrate", "idarucizumab",
-    "andexanet_alfa", "tranexamic_acid", "aminocaproic",
-})
+ANTICOAGULANTS = frozenset(
+    {
+        "heparin",
+        "enoxaparin",
+        "dalteparin",
+        "fondaparinux",
+        "argatroban",
+        "bivalirudin",
+        "warfarin",
+        "apixaban",
+        "rivaroxaban",
+        "dabigatran",
+        "alteplase",
+    }
+)
+ANTICOAGULANT_REVERSAL = frozenset(
+    {
+        "protamine",
+        "phytonadione",
+        "prothrombin_complex_concentrate",
+        "idarucizumab",
+        "andexanet_alfa",
+        "tranexamic_acid",
+        "aminocaproic",
+    }
+)
 
 # Each rule matches an action whose domain is one of ``domains`` and, when
 # ``categories`` is not empty, whose category is one of them (CLIF's lower-case

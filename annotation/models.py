@@ -58,7 +58,9 @@ class Campaign(models.Model):
                 self.critical_action_categories
             )
         except ValidationError as error:
-            raise ValidationError({"critical_action_categories": error.messages}) from error
+            raise ValidationError(
+                {"critical_action_categories": error.messages}
+            ) from error
 
 
 class CampaignPhysician(models.Model):

@@ -61,9 +61,7 @@ urlpatterns = [
         views_adjudication.campaign_recompute_progress,
         name="campaign_recompute_progress",
     ),
-    path(
-        "calibration/", views_calibration.calibration_list, name="calibration_list"
-    ),
+    path("calibration/", views_calibration.calibration_list, name="calibration_list"),
     path(
         "calibration/draw/", views_calibration.calibration_draw, name="calibration_draw"
     ),

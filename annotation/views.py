@@ -217,7 +217,9 @@ def _posted_label(request) -> dict:
         # a giant integer is refused like any unreadable one, not a 500.
         payload = loads_bounded(request.POST.get("payload") or "")
     except ValueError:
-        raise ValidationError("The label could not be read; reload to continue.") from None
+        raise ValidationError(
+            "The label could not be read; reload to continue."
+        ) from None
     return {
         "payload": payload,
         "base_version": request.POST.get("base_version"),
@@ -285,9 +287,7 @@ def submit(request, assignment_id: int):
         return _error_response(error)
     except PermissionDenied as error:
         return _denied_response(error)
-    following = selectors.physician_queue(
-        user=request.user, details=False
-    ).next_after(
+    following = selectors.physician_queue(user=request.user, details=False).next_after(
         label.assignment_id
     )
     url = (

@@ -41,7 +41,9 @@ def adjudication_queue(request, campaign_id: int):
         for dispute in consensus.open_disputes:
             name = TASK_NAMES.get(dispute["task"], dispute["task"])
             kinds[name] = kinds.get(name, 0) + 1
-        rows.append({"consensus": consensus, "window": consensus.window, "kinds": kinds})
+        rows.append(
+            {"consensus": consensus, "window": consensus.window, "kinds": kinds}
+        )
     return render(
         request,
         "annotation/adjudication_queue.html",
@@ -83,7 +85,9 @@ def _posted_decision(request) -> dict:
         "reason": post.get("reason", ""),
         # The text box is only read for a rewrite: text left in it while another
         # choice is picked is not a rewrite.
-        "new_text": post.get("new_text", "") if action == AdjudicationAction.REWRITE else "",
+        "new_text": post.get("new_text", "")
+        if action == AdjudicationAction.REWRITE
+        else "",
         "new_status": post.get("new_status", "")
         if action == AdjudicationAction.SETTLE_STATUS
         else "",
@@ -111,7 +115,11 @@ def adjudication_decide(request, campaign_id: int, window_id: int):
         )
         if physician is None:
             return _decision_failed(
-                request, campaign, window, "Choose a physician of this campaign.", posted
+                request,
+                campaign,
+                window,
+                "Choose a physician of this campaign.",
+                posted,
             )
         physician = physician.user
     try:
@@ -222,8 +230,11 @@ def campaign_recompute(request, campaign_id: int):
         return render(
             request,
             "annotation/partials/_recompute.html",
-            {"campaign": campaign, "progress": _progress(request, campaign),
-             "refusal": refusal},
+            {
+                "campaign": campaign,
+                "progress": _progress(request, campaign),
+                "refusal": refusal,
+            },
         )
     if refusal:
         messages.info(request, refusal)

@@ -220,8 +220,10 @@ def _judge_context(request, calibration_set, *, error: str = "", last=None) -> d
 def calibration_judge(request, set_id: int):
     calibration_set = services.calibration_set_get(user=request.user, set_id=set_id)
     response = render_page_or_partial(
-        request, "annotation/calibration_judge.html",
-        _judge_context(request, calibration_set), partial="judge_pair",
+        request,
+        "annotation/calibration_judge.html",
+        _judge_context(request, calibration_set),
+        partial="judge_pair",
     )
     response["Cache-Control"] = "no-store"
     return response
@@ -266,24 +268,28 @@ def calibration_report(request, set_id: int):
     if report["best"]:
         markers.append({"x": report["best"]["tau"], "label": "best F1"})
     # The sweep's chart (static/js/charts.js); an undefined figure (nan) is null.
-    plot = {
-        "kind": "lines",
-        "x": [r["tau"] for r in rows],
-        "x_label": "tau",
-        "series": [
-            {
-                "name": name,
-                "values": [r[key] if math.isfinite(r[key]) else None for r in rows],
-            }
-            for key, name in (
-                ("accuracy", "Accuracy"),
-                ("precision", "Precision"),
-                ("recall", "Recall"),
-                ("f1", "F1"),
-            )
-        ],
-        "markers": markers,
-    } if report["used"] else None
+    plot = (
+        {
+            "kind": "lines",
+            "x": [r["tau"] for r in rows],
+            "x_label": "tau",
+            "series": [
+                {
+                    "name": name,
+                    "values": [r[key] if math.isfinite(r[key]) else None for r in rows],
+                }
+                for key, name in (
+                    ("accuracy", "Accuracy"),
+                    ("precision", "Precision"),
+                    ("recall", "Recall"),
+                    ("f1", "F1"),
+                )
+            ],
+            "markers": markers,
+        }
+        if report["used"]
+        else None
+    )
     return render(
         request,
         "annotation/calibration_report.html",
@@ -321,8 +327,7 @@ def calibration_invite(request, set_id: int):
             request, f"{invited} physician{'s' if invited != 1 else ''} invited."
         )
     return redirect(
-        reverse("annotation:calibration_report", args=[calibration_set.pk])
-        + "#judges"
+        reverse("annotation:calibration_report", args=[calibration_set.pk]) + "#judges"
     )
 
 
@@ -344,8 +349,7 @@ def calibration_invitation_withdraw(request, set_id: int):
     else:
         messages.success(request, "Invitation withdrawn.")
     return redirect(
-        reverse("annotation:calibration_report", args=[calibration_set.pk])
-        + "#judges"
+        reverse("annotation:calibration_report", args=[calibration_set.pk]) + "#judges"
     )
 
 

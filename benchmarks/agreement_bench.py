@@ -34,7 +34,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-ADMIN_URL = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres")
+ADMIN_URL = os.environ.get(
+    "DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres"
+)
 WINDOWS = 930
 STAY_HOURS = 24  # 48 half-hour windows a stay
 STATUSES = ("improving", "stable", "deteriorating")
@@ -42,17 +44,34 @@ STATUSES = ("improving", "stable", "deteriorating")
 # Concepts with phrasings physicians use for them; the second rater picks another
 # phrasing of the same concept (a match to find), or another concept.
 PROBLEMS = [
-    ["Septic shock", "Shock due to sepsis", "Sepsis with hypotension on pressors",
-     "Distributive shock, likely septic"],
-    ["Acute kidney injury", "AKI", "AKI stage 2", "Worsening renal function",
-     "Rising creatinine with oliguria"],
-    ["Acute respiratory failure", "Hypoxemic respiratory failure", "ARDS",
-     "Worsening oxygenation", "Type 1 respiratory failure"],
+    [
+        "Septic shock",
+        "Shock due to sepsis",
+        "Sepsis with hypotension on pressors",
+        "Distributive shock, likely septic",
+    ],
+    [
+        "Acute kidney injury",
+        "AKI",
+        "AKI stage 2",
+        "Worsening renal function",
+        "Rising creatinine with oliguria",
+    ],
+    [
+        "Acute respiratory failure",
+        "Hypoxemic respiratory failure",
+        "ARDS",
+        "Worsening oxygenation",
+        "Type 1 respiratory failure",
+    ],
     ["Delirium", "Hyperactive delirium", "Agitation and confusion", "ICU delirium"],
     ["Hyperkalemia", "High potassium", "K 6.4 mmol/L"],
     ["Hypokalemia", "Low potassium", "Potassium 2.9"],
-    ["Atrial fibrillation with RVR", "New AF with rapid ventricular response",
-     "Rapid AF"],
+    [
+        "Atrial fibrillation with RVR",
+        "New AF with rapid ventricular response",
+        "Rapid AF",
+    ],
     ["Upper GI bleeding", "GI bleed", "Melena with falling hemoglobin"],
     ["Lactic acidosis", "Rising lactate", "Hyperlactatemia"],
     ["Hypoglycemia", "Low blood glucose", "Glucose 2.8 mmol/L"],
@@ -63,19 +82,25 @@ PROBLEMS = [
     ["Status epilepticus", "Ongoing seizures", "Recurrent seizures"],
 ]
 ACTIONS = [
-    ["Start norepinephrine", "Begin NE infusion", "Vasopressor support",
-     "Titrate noradrenaline to MAP 65"],
+    [
+        "Start norepinephrine",
+        "Begin NE infusion",
+        "Vasopressor support",
+        "Titrate noradrenaline to MAP 65",
+    ],
     ["Blood cultures", "Obtain blood cultures", "Draw cultures before antibiotics"],
-    ["Broad-spectrum antibiotics", "Start piperacillin-tazobactam",
-     "Empirical antibiotics"],
+    [
+        "Broad-spectrum antibiotics",
+        "Start piperacillin-tazobactam",
+        "Empirical antibiotics",
+    ],
     ["Fluid bolus", "500 mL crystalloid bolus", "Give IV fluids"],
     ["Start CRRT", "Renal replacement therapy", "Begin dialysis"],
     ["Intubate", "Endotracheal intubation", "Secure the airway"],
     ["Increase PEEP", "Raise PEEP to 12", "Recruitment and higher PEEP"],
     ["Prone positioning", "Prone the patient", "Proning for ARDS"],
     ["Correct potassium", "IV potassium replacement", "Give KCl"],
-    ["Calcium gluconate and insulin-dextrose", "Treat hyperkalemia",
-     "Shift potassium"],
+    ["Calcium gluconate and insulin-dextrose", "Treat hyperkalemia", "Shift potassium"],
     ["Check lactate", "Repeat lactate", "Serial lactate measurement"],
     ["CT head", "Urgent head CT", "Brain imaging"],
     ["Transfuse red cells", "Blood transfusion", "Give 1 unit PRBC"],
@@ -93,8 +118,16 @@ FLAGS = [
     ["Avoid hyperoxia", "Target SpO2 92-96%"],
 ]
 QUALIFIERS = ["", "", "", "likely ", "suspected ", "worsening ", "new ", "ongoing "]
-SUFFIXES = ["", "", "", "", " - monitor", " (reassess in 1 h)", " overnight",
-            " per protocol"]
+SUFFIXES = [
+    "",
+    "",
+    "",
+    "",
+    " - monitor",
+    " (reassess in 1 h)",
+    " overnight",
+    " per protocol",
+]
 
 
 def _phrase(rng: random.Random, concept: list[str]) -> str:
@@ -255,7 +288,8 @@ def _label_counts(labels) -> dict:
         "actions": sum(
             len(x.payload["added_actions"]) + len(x.payload["action_ratings"])
             for x in labels
-        ) / n,
+        )
+        / n,
         "flags": sum(len(x.payload["red_flags"]) for x in labels) / n,
     }
 
@@ -265,13 +299,16 @@ def main() -> int:
     parser.add_argument("--database", default="bench_h4")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--keep", action="store_true", help="keep the database")
-    parser.add_argument("--profile", action="store_true",
-                        help="print a cProfile of the warm run")
+    parser.add_argument(
+        "--profile", action="store_true", help="print a cProfile of the warm run"
+    )
     args = parser.parse_args()
     if not re.fullmatch(r"[a-z_][a-z0-9_]{0,62}", args.database):
         parser.error("--database: lower-case letters, digits and _ only")
     os.environ["DATABASE_URL"] = _database(args.database)
-    os.environ.setdefault("REALICU_VAR_DIR", tempfile.mkdtemp(prefix="agreement-bench-"))
+    os.environ.setdefault(
+        "REALICU_VAR_DIR", tempfile.mkdtemp(prefix="agreement-bench-")
+    )
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "realicu_web.settings")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import django
@@ -300,8 +337,10 @@ def main() -> int:
         matcher = matcher_for_settings()
         started = time.perf_counter()
         load_model(matcher.model_name)
-        print(f"Model {matcher.model_name} (tau {matcher.tau:g}) loaded in "
-              f"{time.perf_counter() - started:.1f} s (not in the timings below)")
+        print(
+            f"Model {matcher.model_name} (tau {matcher.tau:g}) loaded in "
+            f"{time.perf_counter() - started:.1f} s (not in the timings below)"
+        )
 
         EmbeddingCache.objects.filter(model_name=matcher.model_name).delete()
         started = time.perf_counter()
@@ -323,11 +362,14 @@ def main() -> int:
             )
         )
         started = time.perf_counter()
-        model.encode(texts, batch_size=64, normalize_embeddings=True,
-                     show_progress_bar=False)
+        model.encode(
+            texts, batch_size=64, normalize_embeddings=True, show_progress_bar=False
+        )
         encode_s = time.perf_counter() - started
-        print(f"Embedding throughput: {len(texts)} texts in {encode_s:.2f} s = "
-              f"{len(texts) / encode_s:.0f} texts/s")
+        print(
+            f"Embedding throughput: {len(texts)} texts in {encode_s:.2f} s = "
+            f"{len(texts) / encode_s:.0f} texts/s"
+        )
 
         warm_matcher = matcher_for_settings()
         if args.profile:

@@ -165,9 +165,14 @@ def _start_gunicorn(
     to the machine's cores); ``workers``/``threads`` override it to compare."""
     log = open(log_path, "wb")  # noqa: SIM115 - closed with the process
     command = [
-        sys.executable, "-m", "gunicorn", "realicu_web.wsgi",
-        "--config", str(ROOT / "gunicorn.conf.py"),
-        "--bind", f"{HOST}:{port}",
+        sys.executable,
+        "-m",
+        "gunicorn",
+        "realicu_web.wsgi",
+        "--config",
+        str(ROOT / "gunicorn.conf.py"),
+        "--bind",
+        f"{HOST}:{port}",
     ]
     if workers:
         command += ["--workers", str(workers)]
@@ -222,8 +227,12 @@ def _processes() -> dict[int, tuple[int, str, float]]:
                 cmd = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
         except OSError:
             continue
-        rest = stat[stat.rindex(")") + 2:].split()
-        out[int(entry)] = (int(rest[1]), cmd, (float(rest[11]) + float(rest[12])) / _TICK)
+        rest = stat[stat.rindex(")") + 2 :].split()
+        out[int(entry)] = (
+            int(rest[1]),
+            cmd,
+            (float(rest[11]) + float(rest[12])) / _TICK,
+        )
     return out
 
 
@@ -231,19 +240,23 @@ def _cpu_snapshot(server_pid: int) -> dict:
     import resource
 
     procs = _processes()
-    server = {server_pid} | {pid for pid, (ppid, _, _) in procs.items() if ppid == server_pid}
+    server = {server_pid} | {
+        pid for pid, (ppid, _, _) in procs.items() if ppid == server_pid
+    }
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return {
         "machine": _machine_cpu(),
         "server": {pid: procs[pid][2] for pid in server if pid in procs},
         "postgres": {
-            pid: cpu for pid, (_, cmd, cpu) in procs.items()
+            pid: cpu
+            for pid, (_, cmd, cpu) in procs.items()
             if cmd.startswith("postgres:") and f" {BENCH_DB} " in cmd
         },
         "client": usage.ru_utime + usage.ru_stime,
         "load": os.getloadavg(),
         "others_by_pid": {
-            pid: (cmd[:70], cpu) for pid, (_, cmd, cpu) in procs.items()
+            pid: (cmd[:70], cpu)
+            for pid, (_, cmd, cpu) in procs.items()
             if pid not in server and pid != os.getpid()
         },
     }
@@ -345,8 +358,9 @@ ACTION_ID = re.compile(r'data-action-id="(\d+)"')
 
 
 class Physician(threading.Thread):
-    def __init__(self, *, base, username, results, drafts_before_submit,
-                 max_assignments, seed):
+    def __init__(
+        self, *, base, username, results, drafts_before_submit, max_assignments, seed
+    ):
         super().__init__(name=username, daemon=True)
         self.base = base
         self.username = username
@@ -439,7 +453,9 @@ class Physician(threading.Thread):
         ratings = (
             [{"event_id": a, "rating": "acceptable", "evidence": []} for a in actions]
             if complete
-            else [{"event_id": a, "rating": "", "evidence": []} for a in actions[: n % 2]]
+            else [
+                {"event_id": a, "rating": "", "evidence": []} for a in actions[: n % 2]
+            ]
         )
         return {
             "status": STATUSES[n % 3] if (complete or n % 4) else "",
@@ -485,8 +501,11 @@ class Physician(threading.Thread):
         queue, _ = self._get(session, "/annotate/", "queue")
         if queue is None:
             return
-        todo = [int(pk) for pk, state in ASSIGNMENT_ROW.findall(queue.text)
-                if state != "submitted"]
+        todo = [
+            int(pk)
+            for pk, state in ASSIGNMENT_ROW.findall(queue.text)
+            if state != "submitted"
+        ]
         for done, assignment_id in enumerate(todo):
             if time.monotonic() >= self.deadline or done >= self.max_assignments:
                 return
@@ -530,7 +549,9 @@ class Physician(threading.Thread):
             )
             if ms is not None:
                 with self.results.lock:
-                    (self.results.submit_ms if last else self.results.draft_ms).append(ms)
+                    (self.results.submit_ms if last else self.results.draft_ms).append(
+                        ms
+                    )
             if body is None:
                 return  # refused: a real page would show the conflict and stop
             version = int(body["version"])
@@ -562,8 +583,10 @@ def _check_database(results: Results, campaign_id: int) -> dict:
     )
     expected = set(results.submitted)
     found = {
-        pk for pk in expected
-        if pk in labels and states.get(pk) == AssignmentState.SUBMITTED
+        pk
+        for pk in expected
+        if pk in labels
+        and states.get(pk) == AssignmentState.SUBMITTED
         and labels[pk].submitted_at is not None
     }
     submitted_in_db = {
@@ -571,24 +594,32 @@ def _check_database(results: Results, campaign_id: int) -> dict:
     }
     dup_labels = (
         Label.objects.filter(assignment__campaign_id=campaign_id)
-        .values("assignment_id").annotate(n=Count("id")).filter(n__gt=1).count()
+        .values("assignment_id")
+        .annotate(n=Count("id"))
+        .filter(n__gt=1)
+        .count()
     )
     revisions = LabelRevision.objects.filter(label__assignment__campaign_id=campaign_id)
     dup_submit_revisions = (
-        revisions.filter(kind="submit").values("label_id")
-        .annotate(n=Count("id")).filter(n__gt=1).count()
+        revisions.filter(kind="submit")
+        .values("label_id")
+        .annotate(n=Count("id"))
+        .filter(n__gt=1)
+        .count()
     )
     dup_versions = (
-        revisions.values("label_id", "version").annotate(n=Count("id"))
-        .filter(n__gt=1).count()
+        revisions.values("label_id", "version")
+        .annotate(n=Count("id"))
+        .filter(n__gt=1)
+        .count()
     )
     wrong_submission_id = sum(
-        1 for pk, (_, sid) in results.submitted.items()
+        1
+        for pk, (_, sid) in results.submitted.items()
         if pk in labels and labels[pk].submission_id != sid
     )
     by_version = {
-        (r.label.assignment_id, r.version): r
-        for r in revisions.select_related("label")
+        (r.label.assignment_id, r.version): r for r in revisions.select_related("label")
     }
     lost, content_mismatch = [], []
     for pk, (version, payload) in results.acked.items():
@@ -608,7 +639,8 @@ def _check_database(results: Results, campaign_id: int) -> dict:
     # The current label of each acknowledged assignment is exactly what the
     # client last had acknowledged (no one else writes in this benchmark).
     stale_current = [
-        pk for pk, (version, _) in results.acked.items()
+        pk
+        for pk, (version, _) in results.acked.items()
         if pk in labels and labels[pk].version != version
     ]
     return {
@@ -637,18 +669,34 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=60)
     parser.add_argument("--physicians", type=int, default=50)
-    parser.add_argument("--per-physician", type=int, default=8,
-                        help="assignments per physician in the campaign")
-    parser.add_argument("--drafts", type=int, default=3,
-                        help="drafts saved before each submit")
+    parser.add_argument(
+        "--per-physician",
+        type=int,
+        default=8,
+        help="assignments per physician in the campaign",
+    )
+    parser.add_argument(
+        "--drafts", type=int, default=3, help="drafts saved before each submit"
+    )
     parser.add_argument("--keep", action="store_true", help="keep the database")
-    parser.add_argument("--workers", type=int, default=None,
-                        help="gunicorn workers (default: gunicorn.conf.py's)")
-    parser.add_argument("--threads", type=int, default=None,
-                        help="threads per gunicorn worker (default: gunicorn.conf.py's)")
-    parser.add_argument("--database", default=BENCH_DB,
-                        help="name of the benchmark's own database, dropped and "
-                        f"made again (default {BENCH_DB})")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="gunicorn workers (default: gunicorn.conf.py's)",
+    )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="threads per gunicorn worker (default: gunicorn.conf.py's)",
+    )
+    parser.add_argument(
+        "--database",
+        default=BENCH_DB,
+        help="name of the benchmark's own database, dropped and "
+        f"made again (default {BENCH_DB})",
+    )
     args = parser.parse_args()
     if not re.fullmatch(r"[a-z_][a-z0-9_]{0,62}", args.database):
         parser.error("--database: lower-case letters, digits and _ only")
@@ -657,7 +705,9 @@ def main() -> int:
 
     _create_database()
     os.environ["DATABASE_URL"] = _bench_url()
-    os.environ.setdefault("REALICU_VAR_DIR", tempfile.mkdtemp(prefix="realicu-loadbench-"))
+    os.environ.setdefault(
+        "REALICU_VAR_DIR", tempfile.mkdtemp(prefix="realicu-loadbench-")
+    )
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "realicu_web.settings")
     import django
 
@@ -687,13 +737,18 @@ def main() -> int:
             port, env, log_path, workers=args.workers, threads=args.threads
         )
         _wait_until_up(base, proc)
-        print(f"gunicorn ({_gunicorn_shape(args.workers, args.threads)}) up on {base}; log {log_path}")
+        print(
+            f"gunicorn ({_gunicorn_shape(args.workers, args.threads)}) up on {base}; log {log_path}"
+        )
 
         results = Results()
         clients = [
             Physician(
-                base=base, username=name, results=results,
-                drafts_before_submit=args.drafts, max_assignments=args.per_physician,
+                base=base,
+                username=name,
+                results=results,
+                drafts_before_submit=args.drafts,
+                max_assignments=args.per_physician,
                 seed=i,
             )
             for i, name in enumerate(data["usernames"])
@@ -703,15 +758,19 @@ def main() -> int:
         warm_until = time.monotonic() + 300
         while results.ready < len(clients) and time.monotonic() < warm_until:
             time.sleep(0.2)
-        print(f"{results.ready - results.login_failures} of {len(clients)} "
-              "physicians logged in (untimed warm-up)")
+        print(
+            f"{results.ready - results.login_failures} of {len(clients)} "
+            "physicians logged in (untimed warm-up)"
+        )
         cpu_before = _cpu_snapshot(proc.pid)
         started = time.monotonic()
         deadline = started + seconds
         results.deadline = deadline
         results.go.set()
         for client in clients:
-            client.join(timeout=max(0.0, deadline - time.monotonic()) + 2 * REQUEST_TIMEOUT_S)
+            client.join(
+                timeout=max(0.0, deadline - time.monotonic()) + 2 * REQUEST_TIMEOUT_S
+            )
         hung = sum(c.is_alive() for c in clients)
         elapsed = time.monotonic() - started
         cpu_after = _cpu_snapshot(proc.pid)
@@ -721,49 +780,77 @@ def main() -> int:
         checks = _check_database(results, data["campaign"])
         total = sum(results.requests.values())
         print()
-        print(f"{len(clients)} physicians for {elapsed:.1f} s ({seconds:.0f} s of work), "
-              f"{total} requests ({total / elapsed:.1f}/s); hung clients: {hung}; "
-              f"failed logins: {results.login_failures}")
-        print("requests: " + ", ".join(f"{k} {v}" for k, v in sorted(results.requests.items())))
+        print(
+            f"{len(clients)} physicians for {elapsed:.1f} s ({seconds:.0f} s of work), "
+            f"{total} requests ({total / elapsed:.1f}/s); hung clients: {hung}; "
+            f"failed logins: {results.login_failures}"
+        )
+        print(
+            "requests: "
+            + ", ".join(f"{k} {v}" for k, v in sorted(results.requests.items()))
+        )
         for line in _cpu_report(cpu_before, cpu_after, elapsed):
             print(line)
         print(f"{'request':<14} {'n':>6} {'p50 ms':>8} {'p95 ms':>8} {'max ms':>8}")
-        for what, times in (("draft save", results.draft_ms),
-                            ("submit", results.submit_ms),
-                            ("annotate page", results.page_ms)):
-            print(f"{what:<14} {len(times):>6} {statistics.median(times) if times else float('nan'):>8.1f} "
-                  f"{_percentile(times, 0.95):>8.1f} {max(times, default=float('nan')):>8.1f}")
+        for what, times in (
+            ("draft save", results.draft_ms),
+            ("submit", results.submit_ms),
+            ("annotate page", results.page_ms),
+        ):
+            print(
+                f"{what:<14} {len(times):>6} {statistics.median(times) if times else float('nan'):>8.1f} "
+                f"{_percentile(times, 0.95):>8.1f} {max(times, default=float('nan')):>8.1f}"
+            )
         n_errors = sum(results.errors.values())
-        print(f"errors: {n_errors}" + (
-            " (" + ", ".join(f"{k} {v}" for k, v in results.errors.items()) + ")"
-            if n_errors else ""))
+        print(
+            f"errors: {n_errors}"
+            + (
+                " (" + ", ".join(f"{k} {v}" for k, v in results.errors.items()) + ")"
+                if n_errors
+                else ""
+            )
+        )
         for sample in results.error_samples:
             print(f"  {sample}")
         print()
-        print(f"labels expected (submits acknowledged): {checks['expected']}, "
-              f"found submitted: {checks['found']}, missing: {checks['missing'][:10]}")
-        print(f"assignments submitted in the database: {checks['submitted_in_db']}, "
-              f"of which not acknowledged to a client: {len(checks['submitted_not_acked'])}")
-        print(f"duplicates: labels per assignment > 1: {checks['dup_labels']}, "
-              f"labels with > 1 submit revision: {checks['dup_submit_revisions']}, "
-              f"repeated (label, version): {checks['dup_versions']}, "
-              f"submission id differs: {checks['wrong_submission_id']}")
-        print(f"lost drafts: {len(checks['lost'])} of {checks['acked_assignments']} "
-              f"assignments with an acknowledged save; saved content differs: "
-              f"{len(checks['content_mismatch'])}; current version != last "
-              f"acknowledged: {len(checks['stale_current'])}; revisions: {checks['revisions']}")
+        print(
+            f"labels expected (submits acknowledged): {checks['expected']}, "
+            f"found submitted: {checks['found']}, missing: {checks['missing'][:10]}"
+        )
+        print(
+            f"assignments submitted in the database: {checks['submitted_in_db']}, "
+            f"of which not acknowledged to a client: {len(checks['submitted_not_acked'])}"
+        )
+        print(
+            f"duplicates: labels per assignment > 1: {checks['dup_labels']}, "
+            f"labels with > 1 submit revision: {checks['dup_submit_revisions']}, "
+            f"repeated (label, version): {checks['dup_versions']}, "
+            f"submission id differs: {checks['wrong_submission_id']}"
+        )
+        print(
+            f"lost drafts: {len(checks['lost'])} of {checks['acked_assignments']} "
+            f"assignments with an acknowledged save; saved content differs: "
+            f"{len(checks['content_mismatch'])}; current version != last "
+            f"acknowledged: {len(checks['stale_current'])}; revisions: {checks['revisions']}"
+        )
         p95 = _percentile(results.draft_ms, 0.95)
         ok = (
             p95 <= 100
-            and not checks["missing"] and not checks["lost"]
-            and not checks["content_mismatch"] and not checks["stale_current"]
-            and checks["dup_labels"] == 0 and checks["dup_submit_revisions"] == 0
-            and checks["dup_versions"] == 0 and checks["wrong_submission_id"] == 0
+            and not checks["missing"]
+            and not checks["lost"]
+            and not checks["content_mismatch"]
+            and not checks["stale_current"]
+            and checks["dup_labels"] == 0
+            and checks["dup_submit_revisions"] == 0
+            and checks["dup_versions"] == 0
+            and checks["wrong_submission_id"] == 0
         )
         print()
-        print(f"p95 draft save {p95:.1f} ms (target <= 100); "
-              f"{'TARGETS MET' if ok else 'TARGETS NOT MET'}"
-              f"{'' if n_errors == 0 else f' ({n_errors} request errors)'}")
+        print(
+            f"p95 draft save {p95:.1f} ms (target <= 100); "
+            f"{'TARGETS MET' if ok else 'TARGETS NOT MET'}"
+            f"{'' if n_errors == 0 else f' ({n_errors} request errors)'}"
+        )
         exit_code = 0 if ok and n_errors == 0 else 1
     finally:
         if proc is not None:

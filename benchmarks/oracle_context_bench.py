@@ -10,6 +10,7 @@ once per stay; `manage.py build_concepts` does it ahead). Target: well under
 100 ms per window (1,000 windows/min from 2 workers leaves 120 ms per window
 per worker for everything).
 """
+
 from __future__ import annotations
 
 import os
@@ -39,10 +40,16 @@ def main() -> None:
     stays = list(Stay.objects.order_by("pk"))
     windows = list(Window.objects.order_by("stay_id", "index"))
     if not windows:
-        sys.exit("No windows: run manage.py import_clif and manage.py build_windows --all.")
+        sys.exit(
+            "No windows: run manage.py import_clif and manage.py build_windows --all."
+        )
     tracks_build_all(stays=stays)
-    template = PromptTemplate(version="bench", system=DEFAULT_SYSTEM,
-                              instructions=DEFAULT_INSTRUCTIONS, token_budget=12000)
+    template = PromptTemplate(
+        version="bench",
+        system=DEFAULT_SYSTEM,
+        instructions=DEFAULT_INSTRUCTIONS,
+        token_budget=12000,
+    )
     batches, current = [], []
     for w in windows:
         if current and (len(current) == BATCH or current[-1].stay_id != w.stay_id):
@@ -70,15 +77,21 @@ def main() -> None:
         tokens += [p.estimated_tokens for p in prompts]
         compressed += sum(bool(p.compressions) for p in prompts)
     n = len(windows)
-    print(f"windows                        {n:>8}  ({len(stays)} stays, {len(batches)} batches "
-          f"of <= {BATCH})")
+    print(
+        f"windows                        {n:>8}  ({len(stays)} stays, {len(batches)} batches "
+        f"of <= {BATCH})"
+    )
     print(f"context build, ms/window       {context_s / n * 1000:>8.2f}")
     print(f"prompt build, ms/window        {prompt_s / n * 1000:>8.2f}")
-    print(f"context+prompt, ms/window      {(context_s + prompt_s) / n * 1000:>8.2f}  "
-          f"(batch p95 {statistics.quantiles(per_window, n=20)[-1]:.2f})")
+    print(
+        f"context+prompt, ms/window      {(context_s + prompt_s) / n * 1000:>8.2f}  "
+        f"(batch p95 {statistics.quantiles(per_window, n=20)[-1]:.2f})"
+    )
     print(f"rules labels, ms/window        {rules_s / n * 1000:>8.2f}")
-    print(f"prompt tokens (est.) mean/max  {statistics.mean(tokens):>8.0f} / {max(tokens)}  "
-          f"({compressed} prompts compressed to the 12,000 budget)")
+    print(
+        f"prompt tokens (est.) mean/max  {statistics.mean(tokens):>8.0f} / {max(tokens)}  "
+        f"({compressed} prompts compressed to the 12,000 budget)"
+    )
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ Prints context overflows, schema failures, the real prompt tokens per window
 (median, p95), the characters/4 estimate's error against them before and
 after the backbone's calibration, and seconds per window.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -82,7 +83,8 @@ def main() -> None:
     parser.add_argument("--n-ctx", type=int, default=8192, help="The server's window.")
     parser.add_argument("--windows", type=int, default=10)
     parser.add_argument(
-        "--estimate-only", action="store_true",
+        "--estimate-only",
+        action="store_true",
         help="Do not count with the server's tokenizer: the estimate, calibrated "
         "chunk by chunk, keeps the budget alone.",
     )
@@ -93,21 +95,29 @@ def main() -> None:
             clif_import(directory=demo_slice(Path(folder)))
         stays = list(Stay.objects.order_by("pk"))
         windows_build_many(stays=stays, seed=7, per_stay=3)
-    windows = list(Window.objects.filter(sampled_gold=True).order_by("pk"))[: args.windows]
+    windows = list(Window.objects.filter(sampled_gold=True).order_by("pk"))[
+        : args.windows
+    ]
     tag = f"{time.time():.0f}"
     admin = make_role_user(Role.ADMIN, username=f"bench-admin-{tag}")
     physicians = [
         make_role_user(Role.PHYSICIAN, username=f"bench-md{n}-{tag}") for n in range(2)
     ]
     campaign = campaign_create(
-        admin=admin, name=f"smollm2 bench {time.time():.0f}", windows=windows,
+        admin=admin,
+        name=f"smollm2 bench {time.time():.0f}",
+        windows=windows,
         physicians=physicians,
     )
     server = LlamaServer(n_ctx=args.n_ctx).start()
     try:
         backbone = services.backbone_create(
-            admin=admin, name=f"smollm2 {time.time():.0f}", kind=BackboneKind.OPENAI,
-            base_url=server.base_url, model=MODEL_ALIAS, detect=True,
+            admin=admin,
+            name=f"smollm2 {time.time():.0f}",
+            kind=BackboneKind.OPENAI,
+            base_url=server.base_url,
+            model=MODEL_ALIAS,
+            detect=True,
         )
         if args.estimate_only:
             backbone.tokenizer = ""
@@ -118,7 +128,10 @@ def main() -> None:
             f"{backbone.context_tokens or 'default'}"
         )
         run = services.oracle_run_create(
-            admin=admin, name="smollm2 bench", backbone=backbone, campaign=campaign,
+            admin=admin,
+            name="smollm2 bench",
+            backbone=backbone,
+            campaign=campaign,
             enqueue=False,
         )
         started = time.monotonic()
@@ -129,7 +142,8 @@ def main() -> None:
     labels = list(OracleLabel.objects.filter(run=run))
     backbone = Backbone.objects.get(pk=backbone.pk)
     overflows = sum(
-        1 for label in labels
+        1
+        for label in labels
         if any("refused" in c for c in label.prompt_compressions)
         or "context window" in label.error
     )
@@ -141,27 +155,37 @@ def main() -> None:
     before = [math.ceil(c / 4) + framing for c in chars]
     ratio = calibrated_chars_per_token(backbone.calibration)
     after = [math.ceil(c / ratio) + framing for c in chars]
-    print(f"windows {len(labels)}; labelled {len(labels) - len(failed)}; "
-          f"failed {len(failed)}; repaired {len(repaired)}")
+    print(
+        f"windows {len(labels)}; labelled {len(labels) - len(failed)}; "
+        f"failed {len(failed)}; repaired {len(repaired)}"
+    )
     for label in failed:
         print(f"  failed window {label.window_id}: {label.error[:200]}")
     print(f"context overflows: {overflows}")
     print(f"schema failures: {len(failed)} (replies repaired: {len(repaired)})")
-    print(f"prompt tokens (server's usage): median {statistics.median(reals):.0f}, "
-          f"p95 {quantile(reals, 0.95)}, max {max(reals)}; context "
-          f"{backbone.context_tokens or 'default'}; reply budget "
-          f"{run.backbone_snapshot.get('max_completion_tokens') or 'default'}")
-    print(f"characters per token: median {statistics.median(c / r for c, r in zip(chars, reals)):.2f}; "
-          f"calibrated (10th percentile) {ratio:.2f}")
+    print(
+        f"prompt tokens (server's usage): median {statistics.median(reals):.0f}, "
+        f"p95 {quantile(reals, 0.95)}, max {max(reals)}; context "
+        f"{backbone.context_tokens or 'default'}; reply budget "
+        f"{run.backbone_snapshot.get('max_completion_tokens') or 'default'}"
+    )
+    print(
+        f"characters per token: median {statistics.median(c / r for c, r in zip(chars, reals)):.2f}; "
+        f"calibrated (10th percentile) {ratio:.2f}"
+    )
     print(f"estimate error, chars/4 (before calibration): {error_of(before, reals)}")
     print(f"estimate error, calibrated: {error_of(after, reals)}")
     budget = prompt_budget(backbone, template=run.prompt)
     for label in sorted(labels, key=lambda label: label.pk):
-        print(f"  window {label.window_id}: estimate {label.prompt_estimate}, "
-              f"real {label.prompt_tokens}, budget {budget}")
+        print(
+            f"  window {label.window_id}: estimate {label.prompt_estimate}, "
+            f"real {label.prompt_tokens}, budget {budget}"
+        )
     latencies = [label.latency_ms / 1000 for label in labels]
-    print(f"seconds per window: median {statistics.median(latencies):.1f} on the wire, "
-          f"{elapsed / len(labels):.1f} wall clock (run {elapsed:.0f} s)")
+    print(
+        f"seconds per window: median {statistics.median(latencies):.1f} on the wire, "
+        f"{elapsed / len(labels):.1f} wall clock (run {elapsed:.0f} s)"
+    )
 
 
 if __name__ == "__main__":

@@ -64,8 +64,13 @@ def cohort_get_or_build(n_windows: int) -> Cohort:
         stay = make_stay(admission=make_admission(), hours=hours)
         make_events(admission=stay.admission, count=int(hours), start=stay.intime)
         make_events(
-            admission=stay.admission, count=int(hours), start=stay.intime,
-            category="map", name="MAP", value_num=70.0, unit="mmHg",
+            admission=stay.admission,
+            count=int(hours),
+            start=stay.intime,
+            category="map",
+            name="MAP",
+            value_num=70.0,
+            unit="mmHg",
         )
         built = windows_build(stay=stay)
         extra = made + len(built) - n_windows
@@ -74,8 +79,9 @@ def cohort_get_or_build(n_windows: int) -> Cohort:
                 pk__in=[w.pk for w in sorted(built, key=lambda w: w.index)[-extra:]]
             ).delete()
         made += min(len(built), n_windows - made)
-        CohortStay.objects.create(cohort=cohort, stay=stay,
-                                  stratum=CohortStratum.SURVIVED_LONG)
+        CohortStay.objects.create(
+            cohort=cohort, stay=stay, stratum=CohortStratum.SURVIVED_LONG
+        )
         print(f"\rbuilding stays {n + 1}/{stays}", end="", flush=True)
     print()
     return cohort
@@ -84,10 +90,27 @@ def cohort_get_or_build(n_windows: int) -> Cohort:
 def start_worker(index: int, env: dict, log_dir: Path) -> subprocess.Popen:
     log = open(log_dir / f"oracle-worker-{index}.log", "w")
     return subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "realicu_web", "worker", "--pool",
-         "solo", "--loglevel", "INFO", "-n", f"oracle-bench-{index}@%h",
-         "--without-heartbeat", "--without-gossip", "--without-mingle"],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "realicu_web",
+            "worker",
+            "--pool",
+            "solo",
+            "--loglevel",
+            "INFO",
+            "-n",
+            f"oracle-bench-{index}@%h",
+            "--without-heartbeat",
+            "--without-gossip",
+            "--without-mingle",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
 
 
@@ -105,7 +128,8 @@ def chunk_seconds(log_dir: Path, workers: int) -> list[float]:
     for index in range(workers):
         text = (log_dir / f"oracle-worker-{index}.log").read_text()
         times += [
-            float(seconds) for seconds, outcome in CHUNK_DONE.findall(text)
+            float(seconds)
+            for seconds, outcome in CHUNK_DONE.findall(text)
             if outcome in ("labelled", "stopped")
         ]
     return sorted(times)
@@ -128,13 +152,23 @@ def main() -> None:
     parser.add_argument("--windows", type=int, default=2000)
     parser.add_argument("--latency", type=float, default=0.3)
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--concurrency", type=int, default=32,
-                        help="The backbone's requests in flight, for the whole run.")
-    parser.add_argument("--rpm", type=int, default=6000,
-                        help="The backbone's requests per minute, for the whole run.")
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        default=32,
+        help="The backbone's requests in flight, for the whole run.",
+    )
+    parser.add_argument(
+        "--rpm",
+        type=int,
+        default=6000,
+        help="The backbone's requests per minute, for the whole run.",
+    )
     parser.add_argument("--chunk-size", type=int, default=100)
     args = parser.parse_args()
-    if connection.vendor != "postgresql" or not settings.CELERY_BROKER_URL.startswith("redis"):
+    if connection.vendor != "postgresql" or not settings.CELERY_BROKER_URL.startswith(
+        "redis"
+    ):
         sys.exit("Set DATABASE_URL to PostgreSQL and CELERY_BROKER_URL to Redis.")
 
     cohort = cohort_get_or_build(args.windows)
@@ -144,15 +178,22 @@ def main() -> None:
     fake = FakeLLM(latency=args.latency).start()
     backbone, _ = Backbone.objects.update_or_create(
         name="fake-throughput",
-        defaults={"kind": BackboneKind.OPENAI, "base_url": fake.base_url,
-                  "model": "fake", "concurrency": args.concurrency,
-                  "requests_per_minute": args.rpm, "max_retries": 2},
+        defaults={
+            "kind": BackboneKind.OPENAI,
+            "base_url": fake.base_url,
+            "model": "fake",
+            "concurrency": args.concurrency,
+            "requests_per_minute": args.rpm,
+            "max_retries": 2,
+        },
     )
     env = dict(os.environ)
-    env.update({
-        "REALICU_ORACLE_LANES": str(args.workers),
-        "REALICU_ORACLE_CHUNK_SIZE": str(args.chunk_size),
-    })
+    env.update(
+        {
+            "REALICU_ORACLE_LANES": str(args.workers),
+            "REALICU_ORACLE_CHUNK_SIZE": str(args.chunk_size),
+        }
+    )
     log_dir = ROOT / "var"
     log_dir.mkdir(exist_ok=True)
     workers = [start_worker(i, env, log_dir) for i in range(args.workers)]
@@ -160,16 +201,21 @@ def main() -> None:
         time.sleep(4)  # the workers connect to the broker
         started = time.monotonic()
         run = services.oracle_run_create(
-            admin=admin, name=f"throughput {args.windows}", backbone=backbone,
+            admin=admin,
+            name=f"throughput {args.windows}",
+            backbone=backbone,
             cohort=cohort,
         )
         while True:
             run.refresh_from_db()
             done = OracleLabel.objects.filter(run=run).count()
             elapsed = time.monotonic() - started
-            print(f"\r{done}/{run.total_windows} windows, {elapsed:5.1f} s, "
-                  f"{done / elapsed * 60 if elapsed else 0:,.0f}/min   ",
-                  end="", flush=True)
+            print(
+                f"\r{done}/{run.total_windows} windows, {elapsed:5.1f} s, "
+                f"{done / elapsed * 60 if elapsed else 0:,.0f}/min   ",
+                end="",
+                flush=True,
+            )
             if run.state not in (RunState.QUEUED, RunState.RUNNING):
                 break
             if any(w.poll() is not None for w in workers):
@@ -195,26 +241,38 @@ def main() -> None:
     p50 = latencies[len(latencies) // 2]
     chunks = chunk_seconds(log_dir, args.workers)
     in_run = (run.finished_at - run.started_at).total_seconds()
-    print(f"run {run.pk}: {run.get_state_display()}, {len(latencies)} windows "
-          f"({failed} failed)")
-    print(f"windows/minute: {len(latencies) / in_run * 60:,.0f} (first claim to last "
-          f"label, {in_run:.1f} s); {len(latencies) / wall * 60:,.0f} from submit "
-          f"({wall:.1f} s)")
-    print(f"per-window request latency: p50 {p50} ms, p95 {p95(latencies)} ms "
-          f"(fake server latency {args.latency * 1000:.0f} ms; sending to reply, "
-          f"summed over retries, no wait for a slot)")
+    print(
+        f"run {run.pk}: {run.get_state_display()}, {len(latencies)} windows "
+        f"({failed} failed)"
+    )
+    print(
+        f"windows/minute: {len(latencies) / in_run * 60:,.0f} (first claim to last "
+        f"label, {in_run:.1f} s); {len(latencies) / wall * 60:,.0f} from submit "
+        f"({wall:.1f} s)"
+    )
+    print(
+        f"per-window request latency: p50 {p50} ms, p95 {p95(latencies)} ms "
+        f"(fake server latency {args.latency * 1000:.0f} ms; sending to reply, "
+        f"summed over retries, no wait for a slot)"
+    )
     if chunks:
-        print(f"chunk-task latency: p50 {chunks[len(chunks) // 2]:.1f} s, p95 "
-              f"{p95(chunks):.1f} s over {len(chunks)} chunk tasks of up to "
-              f"{args.chunk_size} windows (run time on the worker)")
+        print(
+            f"chunk-task latency: p50 {chunks[len(chunks) // 2]:.1f} s, p95 "
+            f"{p95(chunks):.1f} s over {len(chunks)} chunk tasks of up to "
+            f"{args.chunk_size} windows (run time on the worker)"
+        )
     else:
         print("chunk-task latency: no chunk task found in var/oracle-worker-*.log")
-    print(f"most requests in flight at the server: {fake.max_in_flight} "
-          f"(limit {args.concurrency})")
+    print(
+        f"most requests in flight at the server: {fake.max_in_flight} "
+        f"(limit {args.concurrency})"
+    )
     print("peak RSS per worker: " + ", ".join(f"{m:.0f} MB" for m in rss))
-    print(f"{args.workers} solo workers, {args.workers} lanes, chunks of "
-          f"{args.chunk_size}, backbone limits {args.concurrency} in flight / "
-          f"{args.rpm} per minute")
+    print(
+        f"{args.workers} solo workers, {args.workers} lanes, chunks of "
+        f"{args.chunk_size}, backbone limits {args.concurrency} in flight / "
+        f"{args.rpm} per minute"
+    )
     OracleRun.objects.filter(pk=run.pk).delete()
 
 

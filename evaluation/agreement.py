@@ -578,9 +578,7 @@ def _set_f1(n_pred: int, n_gold: int, matched_pred: int, matched_gold: int) -> S
     return SetF1(precision, recall, f1)
 
 
-def semantic_f1_from_matrix(
-    edges: np.ndarray, *, one_to_one: bool = False
-) -> SetF1:
+def semantic_f1_from_matrix(edges: np.ndarray, *, one_to_one: bool = False) -> SetF1:
     """Set F1 from a boolean predicted x gold match matrix (see
     ``pairwise_semantic_f1``)."""
     n_pred, n_gold = edges.shape

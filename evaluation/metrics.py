@@ -486,9 +486,7 @@ def _score_joined(
     status_pred = [p.status if p else None for _, p in joined]
     problems = [(list(p.problems) if p else [], g.problems) for g, p in joined]
     actions = [(list(p.actions) if p else [], g.actions) for g, p in joined]
-    harm = [
-        (g.stay_id, list(p.actions) if p else [], g.red_flags) for g, p in joined
-    ]
+    harm = [(g.stay_id, list(p.actions) if p else [], g.red_flags) for g, p in joined]
     return BenchmarkScores(
         k=k,
         n_windows=len(joined),

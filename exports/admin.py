@@ -26,12 +26,27 @@ class ReleaseFileInline(admin.TabularInline):
 
 @admin.register(Release)
 class ReleaseAdmin(ReadOnlyAdmin):
-    list_display = ("__str__", "state", "window_count", "matcher_model", "tau", "created_at")
+    list_display = (
+        "__str__",
+        "state",
+        "window_count",
+        "matcher_model",
+        "tau",
+        "created_at",
+    )
     list_filter = ("kind", "state")
     inlines = [ReleaseFileInline]
 
 
 @admin.register(Submission)
 class SubmissionAdmin(ReadOnlyAdmin):
-    list_display = ("pk", "release", "model_name", "submitted_by", "state", "public", "k")
+    list_display = (
+        "pk",
+        "release",
+        "model_name",
+        "submitted_by",
+        "state",
+        "public",
+        "k",
+    )
     list_filter = ("state", "public")

@@ -117,7 +117,10 @@ class ReleaseDetailApi(ReleaseApi):
     @extend_schema(
         operation_id="releases_retrieve",
         summary="One release with its manifest and files",
-        responses={200: ReleaseOutputSerializer, 404: OpenApiResponse(description="No such release.")},
+        responses={
+            200: ReleaseOutputSerializer,
+            404: OpenApiResponse(description="No such release."),
+        },
     )
     def get(self, request, release_id: int):
         return Response(ReleaseOutputSerializer(self.release_or_404(release_id)).data)
@@ -257,9 +260,14 @@ class ReleaseFileApi(ReleaseApi):
                 description="Path inside the release, e.g. windows.jsonl or "
                 "context/123.jsonl, as listed in the release's files.",
             ),
-            OpenApiParameter("Range", OpenApiTypes.STR, OpenApiParameter.HEADER, required=False),
             OpenApiParameter(
-                "If-None-Match", OpenApiTypes.STR, OpenApiParameter.HEADER, required=False
+                "Range", OpenApiTypes.STR, OpenApiParameter.HEADER, required=False
+            ),
+            OpenApiParameter(
+                "If-None-Match",
+                OpenApiTypes.STR,
+                OpenApiParameter.HEADER,
+                required=False,
             ),
         ],
         responses={
@@ -293,7 +301,9 @@ class ReleaseFileApi(ReleaseApi):
 
 class WindowFilterSerializer(serializers.Serializer):
     stay_id = serializers.IntegerField(required=False, min_value=0, max_value=MAX_ID)
-    disease_group = serializers.ChoiceField(choices=DiseaseGroup.choices, required=False)
+    disease_group = serializers.ChoiceField(
+        choices=DiseaseGroup.choices, required=False
+    )
     hours_min = serializers.FloatField(required=False)
     hours_max = serializers.FloatField(required=False)
 
@@ -323,12 +333,17 @@ class ReleaseWindowListApi(ReleaseApi):
         summary="Page through a release's window records, with filters",
         parameters=[
             WindowFilterSerializer,
-            OpenApiParameter("page", OpenApiTypes.INT, OpenApiParameter.QUERY, required=False),
+            OpenApiParameter(
+                "page", OpenApiTypes.INT, OpenApiParameter.QUERY, required=False
+            ),
             OpenApiParameter(
                 "page_size", OpenApiTypes.INT, OpenApiParameter.QUERY, required=False
             ),
         ],
-        responses={200: WindowRecordSerializer(many=True), 404: OpenApiResponse(description="No such release.")},
+        responses={
+            200: WindowRecordSerializer(many=True),
+            404: OpenApiResponse(description="No such release."),
+        },
     )
     def get(self, request, release_id: int):
         release = self.release_or_404(release_id)
@@ -375,7 +390,9 @@ class SubmissionInputSerializer(serializers.Serializer):
         "recommended_actions[]} with ranked lists."
     )
     model_name = serializers.CharField(max_length=100)
-    k = serializers.IntegerField(required=False, default=DEFAULT_K, min_value=1, max_value=MAX_K)
+    k = serializers.IntegerField(
+        required=False, default=DEFAULT_K, min_value=1, max_value=MAX_K
+    )
     public = serializers.BooleanField(required=False, default=False)
 
 
@@ -389,13 +406,18 @@ class ReleaseSubmissionsApi(ReleaseApi):
 
     def get_throttles(self):
         # Uploads are heavy: their own, lower rate.
-        self.throttle_scope = "submissions" if self.request.method == "POST" else "releases"
+        self.throttle_scope = (
+            "submissions" if self.request.method == "POST" else "releases"
+        )
         return super().get_throttles()
 
     @extend_schema(
         operation_id="releases_submissions_list",
         summary="Your submissions for a release",
-        responses={200: SubmissionOutputSerializer(many=True), 404: OpenApiResponse(description="No such release.")},
+        responses={
+            200: SubmissionOutputSerializer(many=True),
+            404: OpenApiResponse(description="No such release."),
+        },
     )
     def get(self, request, release_id: int):
         release = self.release_or_404(release_id)
@@ -422,10 +444,12 @@ class ReleaseSubmissionsApi(ReleaseApi):
         if release.state != ReleaseState.READY:
             # Before the upload is read: a release that is not ready takes none.
             return Response(
-                {"detail": [
-                    f"{release} is {release.get_state_display().lower()}, not ready: "
-                    "predictions can only be submitted to a ready release."
-                ]},
+                {
+                    "detail": [
+                        f"{release} is {release.get_state_display().lower()}, not ready: "
+                        "predictions can only be submitted to a ready release."
+                    ]
+                },
                 status=status.HTTP_409_CONFLICT,
             )
         data = SubmissionInputSerializer(data=request.data)
@@ -448,7 +472,10 @@ class SubmissionDetailApi(ReleaseApi):
     @extend_schema(
         operation_id="submissions_retrieve",
         summary="A submission and, once scored, its scores",
-        responses={200: SubmissionOutputSerializer, 404: OpenApiResponse(description="No such submission.")},
+        responses={
+            200: SubmissionOutputSerializer,
+            404: OpenApiResponse(description="No such submission."),
+        },
     )
     def get(self, request, submission_id: int):
         submission = selectors.submission_get(
@@ -468,7 +495,11 @@ class SubmissionPublishApi(ReleaseApi):
         operation_id="submissions_publish",
         summary="Show your submission on the release's leaderboard, or hide it",
         request=PublishInputSerializer,
-        responses={200: SubmissionOutputSerializer, 403: OpenApiResponse(description="Not yours."), 404: OpenApiResponse(description="No such submission.")},
+        responses={
+            200: SubmissionOutputSerializer,
+            403: OpenApiResponse(description="Not yours."),
+            404: OpenApiResponse(description="No such submission."),
+        },
     )
     def post(self, request, submission_id: int):
         data = PublishInputSerializer(data=request.data)
@@ -479,7 +510,9 @@ class SubmissionPublishApi(ReleaseApi):
         if submission is None:
             raise NotFound("No such submission.")
         submission = services.submission_publish(
-            user=request.user, submission=submission, public=data.validated_data["public"]
+            user=request.user,
+            submission=submission,
+            public=data.validated_data["public"],
         )
         return Response(SubmissionOutputSerializer(submission).data)
 
@@ -578,7 +611,11 @@ class OracleRunDetailApi(OracleAdminApi):
         },
     )
     def get(self, request, run_id: int):
-        run = selectors.oracle_runs_with_reports(user=request.user).filter(pk=run_id).first()
+        run = (
+            selectors.oracle_runs_with_reports(user=request.user)
+            .filter(pk=run_id)
+            .first()
+        )
         if run is None:
             raise NotFound("No such Oracle run.")
         return Response(OracleRunDetailSerializer(run).data)

@@ -8,7 +8,11 @@ app_name = "exports_api"
 
 urlpatterns = [
     path("releases/", api.ReleaseListApi.as_view(), name="release_list"),
-    path("releases/<int:release_id>/", api.ReleaseDetailApi.as_view(), name="release_detail"),
+    path(
+        "releases/<int:release_id>/",
+        api.ReleaseDetailApi.as_view(),
+        name="release_detail",
+    ),
     path(
         "releases/<int:release_id>/files/<path:file_path>",
         api.ReleaseFileApi.as_view(),

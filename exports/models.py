@@ -53,7 +53,9 @@ class Release(JobFields, models.Model):
     matcher_model = models.CharField(max_length=200)
     tau = models.FloatField()
     notes = models.TextField(blank=True)
-    created_by = models.ForeignKey(USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    created_by = models.ForeignKey(
+        USER_MODEL, on_delete=models.PROTECT, related_name="+"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -72,7 +74,9 @@ class Release(JobFields, models.Model):
             ),
             models.CheckConstraint(
                 condition=(
-                    models.Q(kind="gold", campaign__isnull=False, oracle_run__isnull=True)
+                    models.Q(
+                        kind="gold", campaign__isnull=False, oracle_run__isnull=True
+                    )
                     | models.Q(
                         kind="scale", oracle_run__isnull=False, campaign__isnull=True
                     )
@@ -105,7 +109,9 @@ class ReleaseFile(models.Model):
     class Meta:
         ordering = ["path"]
         constraints = [
-            models.UniqueConstraint(fields=["release", "path"], name="release_file_uniq")
+            models.UniqueConstraint(
+                fields=["release", "path"], name="release_file_uniq"
+            )
         ]
 
     def __str__(self) -> str:
@@ -172,7 +178,9 @@ class Submission(JobFields, models.Model):
     state = models.CharField(
         max_length=10, choices=SubmissionState.choices, default=SubmissionState.QUEUED
     )
-    file_path = models.CharField(max_length=300, help_text="Under the submissions folder.")
+    file_path = models.CharField(
+        max_length=300, help_text="Under the submissions folder."
+    )
     sha256 = models.CharField(max_length=64)
     prediction_count = models.PositiveIntegerField()
     created_at = models.DateTimeField(auto_now_add=True)

@@ -38,7 +38,9 @@ EMBED_CHUNK = 4000
 
 def release_window_ids(release: Release) -> set[int]:
     return set(
-        ReleaseWindow.objects.filter(release=release).values_list("window_id", flat=True)
+        ReleaseWindow.objects.filter(release=release).values_list(
+            "window_id", flat=True
+        )
     )
 
 
@@ -56,7 +58,9 @@ def _check_line(
     except JsonLimitError as exc:
         return [f"line {number}: refused: {exc}"], None
     if not isinstance(record, dict):
-        return [f"line {number}: expected a JSON object, not {type(record).__name__}"], None
+        return [
+            f"line {number}: expected a JSON object, not {type(record).__name__}"
+        ], None
     errors = []
     missing = [f for f in REQUIRED_FIELDS if f not in record]
     if missing:
@@ -140,7 +144,9 @@ def release_gold(release: Release) -> list[WindowGold]:
     for window_id, stay_id, group, hours, record in (
         ReleaseWindow.objects.filter(release=release)
         .order_by("stay_id", "hours_since_admit", "window_id")
-        .values_list("window_id", "stay_id", "disease_group", "hours_since_admit", "record")
+        .values_list(
+            "window_id", "stay_id", "disease_group", "hours_since_admit", "record"
+        )
         .iterator(chunk_size=2000)
     ):
         labels = record["labels"]
@@ -260,7 +266,8 @@ def scores_compute(
             "texts_embedded": getattr(base, "embedded_count", 0) - embedded_before,
             "overall": overall.as_dict(),
             "by_disease_group": {
-                str(group): s.as_dict() for group, s in sorted(by_group.items(), key=str)
+                str(group): s.as_dict()
+                for group, s in sorted(by_group.items(), key=str)
             },
             "by_hours_since_admit": {
                 str(b): s.as_dict()
@@ -295,7 +302,12 @@ def breakdown_plot(*, breakdown: dict, title: str, path: Path, k: int) -> None:
     import matplotlib.pyplot as plt
 
     groups = list(breakdown)
-    metrics = ["status_accuracy", "problems_hit_at_k", "actions_hit_at_k", "actions_hrr_at_k"]
+    metrics = [
+        "status_accuracy",
+        "problems_hit_at_k",
+        "actions_hit_at_k",
+        "actions_hrr_at_k",
+    ]
     fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(groups) + 2), 4))
     width = 0.8 / len(metrics)
     for n, metric in enumerate(metrics):

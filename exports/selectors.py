@@ -41,7 +41,9 @@ def release_files(*, release: Release) -> QuerySet[ReleaseFile]:
     return release.files.order_by("path")
 
 
-def release_file_get(*, user, release_id: int, path: str) -> tuple[ReleaseFile, Path] | None:
+def release_file_get(
+    *, user, release_id: int, path: str
+) -> tuple[ReleaseFile, Path] | None:
     """A file of a ready release the user may see, by its path in the release;
     only paths the release lists are served, so nothing outside its folder."""
     release = release_get(user=user, release_id=release_id)
@@ -103,8 +105,10 @@ def submission_get(*, user, submission_id: int) -> Submission | None:
         return None
     if submission.submitted_by_id == user.pk:
         return submission
-    if submission.public and submission.state == SubmissionState.SCORED and (
-        release_get(user=user, release_id=submission.release_id) is not None
+    if (
+        submission.public
+        and submission.state == SubmissionState.SCORED
+        and (release_get(user=user, release_id=submission.release_id) is not None)
     ):
         return submission
     return None
@@ -172,7 +176,9 @@ def oracle_runs_with_reports(*, user) -> QuerySet[OracleRun]:
     )
     return (
         _oracle_runs(user)
-        .prefetch_related(Prefetch("validation_reports", queryset=reports, to_attr="reports"))
+        .prefetch_related(
+            Prefetch("validation_reports", queryset=reports, to_attr="reports")
+        )
         .order_by("-created_at", "-id")
     )
 

@@ -95,7 +95,9 @@ def release_create(
     override: dict | None = None
     if kind == ReleaseKind.GOLD:
         if campaign is None:
-            raise ValidationError("Choose the Gold campaign whose consensus to release.")
+            raise ValidationError(
+                "Choose the Gold campaign whose consensus to release."
+            )
         usable = ConsensusLabel.objects.filter(
             campaign=campaign, dropped=False, dispute_count=0
         ).count()
@@ -165,7 +167,9 @@ def release_create(
     for _attempt in range(5):
         try:
             with transaction.atomic():
-                last = Release.objects.filter(kind=kind).aggregate(v=Max("version"))["v"]
+                last = Release.objects.filter(kind=kind).aggregate(v=Max("version"))[
+                    "v"
+                ]
                 release = Release.objects.create(version=(last or 0) + 1, **fields)
                 if override is not None:
                     PromotionOverride.objects.create(release_id=release.pk, **override)
@@ -211,9 +215,17 @@ def release_retry(*, user, release: Release) -> Release:
             "never rewritten: rebuild as a new version instead."
         )
     Release.objects.filter(pk=release.pk).update(
-        state=ReleaseState.QUEUED, error="", lease="", worker="", attempts=0,
-        heartbeat_at=None, started_at=None, finished_at=None, progress_done=0,
-        progress_total=0, progress_label=f"retry queued by {user.get_username()}",
+        state=ReleaseState.QUEUED,
+        error="",
+        lease="",
+        worker="",
+        attempts=0,
+        heartbeat_at=None,
+        started_at=None,
+        finished_at=None,
+        progress_done=0,
+        progress_total=0,
+        progress_label=f"retry queued by {user.get_username()}",
     )
     _release_build_send(release)
     release.refresh_from_db()
@@ -235,7 +247,9 @@ def release_cancel(*, user, release: Release) -> Release:
                 "or building release can be cancelled."
             )
         Release.objects.filter(pk=release.pk).update(
-            state=ReleaseState.CANCELLED, lease="", finished_at=timezone.now(),
+            state=ReleaseState.CANCELLED,
+            lease="",
+            finished_at=timezone.now(),
             error=f"Cancelled by {user.get_username()}.",
             progress_label="cancelled",
         )
@@ -379,7 +393,9 @@ PLOTS = {
 }
 
 
-def submission_score(*, submission: Submission, matcher=None, progress=None) -> Submission:
+def submission_score(
+    *, submission: Submission, matcher=None, progress=None
+) -> Submission:
     """Scores a stored, valid submission with the release's matcher and tau.
     A job (jobs.leases): taken with a lease, progress on the row, stopped when
     the lease is lost. Idempotent: a scored submission, or one a live worker
@@ -419,7 +435,9 @@ def submission_score(*, submission: Submission, matcher=None, progress=None) -> 
             plots.mkdir(parents=True, exist_ok=True)
             for name, title in PLOTS.items():
                 breakdown_plot(
-                    breakdown=scores[name], title=title, path=plots / f"{name}.png",
+                    breakdown=scores[name],
+                    title=title,
+                    path=plots / f"{name}.png",
                     k=submission.k,
                 )
     except JobLeaseLost:
@@ -427,14 +445,21 @@ def submission_score(*, submission: Submission, matcher=None, progress=None) -> 
         return submission
     except Exception as exc:
         job_release(
-            model=Submission, pk=submission.pk, lease=lease,
-            state=SubmissionState.FAILED, error=f"{type(exc).__name__}: {exc}",
+            model=Submission,
+            pk=submission.pk,
+            lease=lease,
+            state=SubmissionState.FAILED,
+            error=f"{type(exc).__name__}: {exc}",
             progress_label="failed",
         )
         raise
     job_release(
-        model=Submission, pk=submission.pk, lease=lease,
-        state=SubmissionState.SCORED, scores=scores, scored_at=timezone.now(),
+        model=Submission,
+        pk=submission.pk,
+        lease=lease,
+        state=SubmissionState.SCORED,
+        scores=scores,
+        scored_at=timezone.now(),
         progress_label="scored",
     )
     submission.refresh_from_db()

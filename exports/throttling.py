@@ -75,7 +75,9 @@ class AtomicScopedRateThrottle(ScopedRateThrottle):
             ident = f"user{request.user.pk}"
         else:
             ident = f"addr{self.get_ident(request)}"
-        self._wait = rate_limit_hit(scope=self.scope, ident=ident, rate=rates[self.scope])
+        self._wait = rate_limit_hit(
+            scope=self.scope, ident=ident, rate=rates[self.scope]
+        )
         return self._wait is None
 
     def wait(self):

@@ -55,7 +55,9 @@ class SubmissionForm(forms.Form):
     public = forms.BooleanField(required=False, help_text="Show on the leaderboard.")
 
 
-def _release_list_page(request, form: ReleaseBuildForm | None = None, status: int = 200):
+def _release_list_page(
+    request, form: ReleaseBuildForm | None = None, status: int = 200
+):
     context = {
         "releases": selectors.release_list(user=request.user),
         "is_admin": user_is_admin(request.user),
@@ -63,7 +65,10 @@ def _release_list_page(request, form: ReleaseBuildForm | None = None, status: in
         **selectors.release_build_choices(user=request.user),
     }
     return render_page_or_partial(
-        request, "exports/release_list.html", context, partial="release_table",
+        request,
+        "exports/release_list.html",
+        context,
+        partial="release_table",
         status=status,
     )
 
@@ -179,7 +184,9 @@ def release_new(request):
 
 def _form_errors(form) -> list[str]:
     return [
-        f"{form.fields[name].label or name}: {message}" if name != "__all__" else message
+        f"{form.fields[name].label or name}: {message}"
+        if name != "__all__"
+        else message
         for name, messages_ in form.errors.items()
         for message in messages_
     ]
@@ -192,7 +199,9 @@ def release_progress(request, release_id: int):
     if release is None:
         raise Http404("No such release.")
     job_check(release)
-    return render(request, "exports/release_list.html#release_row", {"release": release})
+    return render(
+        request, "exports/release_list.html#release_row", {"release": release}
+    )
 
 
 def _release_or_404(request, release_id: int):
@@ -213,7 +222,8 @@ def _release_detail_page(request, release, form=None, errors=(), status=200):
         "is_admin": user_is_admin(request.user),
         "heartbeat_age": (
             round((timezone.now() - release.heartbeat_at).total_seconds())
-            if release.heartbeat_at else None
+            if release.heartbeat_at
+            else None
         ),
         "files": selectors.release_files(release=release) if ready else [],
         "submissions": selectors.submission_list(user=request.user, release=release),
@@ -222,7 +232,10 @@ def _release_detail_page(request, release, form=None, errors=(), status=200):
         "tau_source": tau_source_of(release.matcher_model, release.tau),
     }
     return render_page_or_partial(
-        request, "exports/release_detail.html", context, partial="release_status",
+        request,
+        "exports/release_detail.html",
+        context,
+        partial="release_status",
         status=status,
     )
 
@@ -261,7 +274,9 @@ def release_retry(request, release_id: int):
 @admin_required
 def release_rebuild(request, release_id: int):
     return _release_action(
-        request, release_id, services.release_rebuild,
+        request,
+        release_id,
+        services.release_rebuild,
         "{release} is queued for building: a new version from the same inputs.",
     )
 
@@ -287,8 +302,10 @@ def release_file(request, release_id: int, file_path: str):
         release_file_verify(entry=found[0], path=found[1])
     except ReleaseFileChanged as error:
         return render(
-            request, "exports/release_file_changed.html",
-            {"release": found[0].release, "message": str(error)}, status=409,
+            request,
+            "exports/release_file_changed.html",
+            {"release": found[0].release, "message": str(error)},
+            status=409,
         )
     return file_response(request, *found)
 
@@ -318,8 +335,9 @@ def submission_upload(request, release_id: int):
         try:
             services.release_require_ready(release)
         except ValidationError as error:
-            return _release_detail_page(request, release, errors=error.messages,
-                                        status=409)
+            return _release_detail_page(
+                request, release, errors=error.messages, status=409
+            )
     form = SubmissionForm(request.POST, request.FILES)
     if not form.is_valid():
         return _release_detail_page(request, release, form=form, status=400)
@@ -341,7 +359,9 @@ def submission_upload(request, release_id: int):
 
 
 def _submission_or_404(request, submission_id: int):
-    submission = selectors.submission_get(user=request.user, submission_id=submission_id)
+    submission = selectors.submission_get(
+        user=request.user, submission_id=submission_id
+    )
     if submission is None:
         raise Http404("No such submission.")
     return submission

@@ -55,9 +55,16 @@ def is_live(row, now=None) -> bool:
     return bool(row.heartbeat_at and row.heartbeat_at >= stale_before(now))
 
 
-def job_claim(*, model, pk: int, claimable: tuple[str, ...], running: str,
-              state_field: str = "state", started_field: str | None = "started_at",
-              extra: dict | None = None) -> str | None:
+def job_claim(
+    *,
+    model,
+    pk: int,
+    claimable: tuple[str, ...],
+    running: str,
+    state_field: str = "state",
+    started_field: str | None = "started_at",
+    extra: dict | None = None,
+) -> str | None:
     """Take the job for this worker: a row in one of the ``claimable`` states
     (queued), or in ``running`` whose heartbeat is stale (its worker died).
     Returns the new lease, or None when the job is finished, gone, or held by
@@ -91,9 +98,7 @@ def job_claim(*, model, pk: int, claimable: tuple[str, ...], running: str,
 def job_release(*, model, pk: int, lease: str, **fields) -> bool:
     """End this worker's hold with the final fields (state, error, progress),
     if the lease is still its own. Returns False when it was lost meanwhile."""
-    return bool(
-        model.objects.filter(pk=pk, lease=lease).update(lease="", **fields)
-    )
+    return bool(model.objects.filter(pk=pk, lease=lease).update(lease="", **fields))
 
 
 class job_heartbeat:
@@ -127,20 +132,27 @@ class job_heartbeat:
         with self._lock:
             if self.progress is not None:
                 done, total, label = self.progress
-                fields.update(progress_done=done, progress_total=total,
-                              progress_label=label)
+                fields.update(
+                    progress_done=done, progress_total=total, progress_label=label
+                )
         try:
-            updated = self.model.objects.filter(pk=self.pk, lease=self.lease).update(**fields)
+            updated = self.model.objects.filter(pk=self.pk, lease=self.lease).update(
+                **fields
+            )
         except Exception as error:  # a locked SQLite file, a lost connection
-            logger.warning("heartbeat of %s %s not written: %s",
-                           self.model.__name__, self.pk, error)
+            logger.warning(
+                "heartbeat of %s %s not written: %s",
+                self.model.__name__,
+                self.pk,
+                error,
+            )
             return
         if not updated:
             # Lost only when the row names another lease (a row this
             # connection cannot see yet is not a lost lease).
-            self.lost = self.model.objects.filter(pk=self.pk).exclude(
-                lease=self.lease
-            ).exists()
+            self.lost = (
+                self.model.objects.filter(pk=self.pk).exclude(lease=self.lease).exists()
+            )
 
     def _run(self) -> None:
         try:
@@ -153,7 +165,8 @@ class job_heartbeat:
 
     def __enter__(self) -> job_heartbeat:
         self._thread = threading.Thread(
-            target=self._run, name=f"heartbeat-{self.model.__name__}-{self.pk}",
+            target=self._run,
+            name=f"heartbeat-{self.model.__name__}-{self.pk}",
             daemon=True,
         )
         self._thread.start()

@@ -45,7 +45,9 @@ class OutboxMessage(models.Model):
     task = models.CharField(max_length=200)
     args = models.JSONField(default=list, blank=True)
     key = models.CharField(
-        max_length=200, blank=True, db_index=True,
+        max_length=200,
+        blank=True,
+        db_index=True,
         help_text="Messages with the same key waiting at once are sent once.",
     )
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)

@@ -32,14 +32,17 @@ def _send(message: OutboxMessage) -> bool:
             attempts=message.attempts + 1,
             last_error=f"{type(error).__name__}: {error}"[:2000],
         )
-        logger.warning("outbox: %s not sent yet (%s); the reaper will retry",
-                       message, error)
+        logger.warning(
+            "outbox: %s not sent yet (%s); the reaper will retry", message, error
+        )
         return False
     OutboxMessage.objects.filter(pk=message.pk).delete()
     return True
 
 
-def outbox_send(*, task: str, args: list | tuple = (), key: str = "") -> OutboxMessage | None:
+def outbox_send(
+    *, task: str, args: list | tuple = (), key: str = ""
+) -> OutboxMessage | None:
     """Record ``task(*args)`` to be sent once the current transaction commits
     (at once outside one). With ``key``, a message of that key still waiting is
     enough: none is added. Returns the waiting message."""
@@ -71,9 +74,11 @@ def outbox_waiting() -> int:
 
 
 def outbox_oldest_age_seconds() -> float | None:
-    oldest = OutboxMessage.objects.order_by("created_at").values_list(
-        "created_at", flat=True
-    ).first()
+    oldest = (
+        OutboxMessage.objects.order_by("created_at")
+        .values_list("created_at", flat=True)
+        .first()
+    )
     if oldest is None:
         return None
     return (timezone.now() - oldest).total_seconds()

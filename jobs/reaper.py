@@ -38,7 +38,8 @@ def redispatch_seconds() -> float:
 def _reason(kind: JobKind, row) -> str:
     seen = (
         timezone.localtime(row.heartbeat_at).strftime("%Y-%m-%d %H:%M:%S %Z")
-        if row.heartbeat_at else "never"
+        if row.heartbeat_at
+        else "never"
     )
     return (
         f"Its worker stopped (last heartbeat {seen}, from {row.worker or 'no worker'})"
@@ -49,14 +50,19 @@ def _requeue(kind: JobKind, row, now) -> str:
     model = kind.model_class
     with transaction.atomic():
         fresh = model.objects.select_for_update().filter(pk=row.pk).first()
-        if fresh is None or getattr(fresh, kind.state_field) != kind.running or is_live(fresh, now):
+        if (
+            fresh is None
+            or getattr(fresh, kind.state_field) != kind.running
+            or is_live(fresh, now)
+        ):
             return "alive"
         reason = _reason(kind, fresh)
         if kind.cleanup is not None:
             kind.cleanup(fresh)
         if fresh.attempts >= kind.max_attempts:
             fields = {
-                kind.state_field: kind.failed, "lease": "",
+                kind.state_field: kind.failed,
+                "lease": "",
                 kind.error_field: (
                     f"{reason}; {fresh.attempts} workers took this job and none "
                     "finished it, so it was not queued again."
@@ -68,23 +74,31 @@ def _requeue(kind: JobKind, row, now) -> str:
             model.objects.filter(pk=fresh.pk).update(**fields)
             logger.error("reaper: %s %s failed: %s", kind.name, fresh.pk, reason)
             return "failed"
-        model.objects.filter(pk=fresh.pk).update(**{
-            kind.state_field: kind.queued, "lease": "", "heartbeat_at": now,
-            "progress_label": f"re-queued: {reason.lower()}"[:255],
-        })
+        model.objects.filter(pk=fresh.pk).update(
+            **{
+                kind.state_field: kind.queued,
+                "lease": "",
+                "heartbeat_at": now,
+                "progress_label": f"re-queued: {reason.lower()}"[:255],
+            }
+        )
         if kind.requeue is not None:
             kind.requeue(fresh)
         else:
-            outbox_send(task=kind.task, args=[fresh.pk], key=f"job:{kind.name}:{fresh.pk}")
+            outbox_send(
+                task=kind.task, args=[fresh.pk], key=f"job:{kind.name}:{fresh.pk}"
+            )
         logger.warning("reaper: %s %s re-queued: %s", kind.name, fresh.pk, reason)
         return "requeued"
 
 
 def _redispatch(kind: JobKind, row, now) -> str:
     model = kind.model_class
-    updated = model.objects.filter(
-        pk=row.pk, **{kind.state_field: kind.queued}
-    ).filter(_waited_too_long(kind, now)).update(heartbeat_at=now)
+    updated = (
+        model.objects.filter(pk=row.pk, **{kind.state_field: kind.queued})
+        .filter(_waited_too_long(kind, now))
+        .update(heartbeat_at=now)
+    )
     if not updated:
         return "waiting"
     if kind.requeue is not None:

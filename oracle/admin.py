@@ -44,8 +44,15 @@ class PromptTemplateAdmin(admin.ModelAdmin):
 @admin.register(Backbone)
 class BackboneAdmin(ReadOnlyAdmin):
     # Edited on the Oracle pages, through the service that validates them.
-    list_display = ("name", "kind", "model", "base_url", "api_key_env", "concurrency",
-                    "requests_per_minute")
+    list_display = (
+        "name",
+        "kind",
+        "model",
+        "base_url",
+        "api_key_env",
+        "concurrency",
+        "requests_per_minute",
+    )
 
 
 @admin.register(OracleRun)
@@ -56,8 +63,18 @@ class OracleRunAdmin(ReadOnlyAdmin):
 
 @admin.register(OracleLabel)
 class OracleLabelAdmin(ReadOnlyAdmin):
-    list_display = ("id", "run", "window", "state", "status", "model", "prompt_version",
-                    "tokens_in", "tokens_out", "latency_ms")
+    list_display = (
+        "id",
+        "run",
+        "window",
+        "state",
+        "status",
+        "model",
+        "prompt_version",
+        "tokens_in",
+        "tokens_out",
+        "latency_ms",
+    )
     list_filter = ("state", "run")
     list_select_related = ("run", "window")
     raw_id_fields = ("window",)
@@ -70,5 +87,13 @@ class ValidationReportAdmin(ReadOnlyAdmin):
 
 @admin.register(ValidationJob)
 class ValidationJobAdmin(ReadOnlyAdmin):
-    list_display = ("id", "run", "campaign", "state", "report", "created_at", "finished_at")
+    list_display = (
+        "id",
+        "run",
+        "campaign",
+        "state",
+        "report",
+        "created_at",
+        "finished_at",
+    )
     list_filter = ("state",)

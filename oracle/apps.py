@@ -35,13 +35,25 @@ def _jobs_register() -> None:
     from oracle.services.runs import CHUNK_TASK, oracle_run_requeue
     from oracle.services.validating import VALIDATION_TASK
 
-    register(JobKind(
-        name="oracle-run", model="oracle.OracleRun", task=CHUNK_TASK,
-        queued=RunState.QUEUED, running=RunState.RUNNING, failed=RunState.FAILED,
-        max_attempts=5, requeue=oracle_run_requeue,
-    ))
-    register(JobKind(
-        name="oracle-validation", model="oracle.ValidationJob", task=VALIDATION_TASK,
-        queued=ValidationJobState.QUEUED, running=ValidationJobState.RUNNING,
-        failed=ValidationJobState.FAILED,
-    ))
+    register(
+        JobKind(
+            name="oracle-run",
+            model="oracle.OracleRun",
+            task=CHUNK_TASK,
+            queued=RunState.QUEUED,
+            running=RunState.RUNNING,
+            failed=RunState.FAILED,
+            max_attempts=5,
+            requeue=oracle_run_requeue,
+        )
+    )
+    register(
+        JobKind(
+            name="oracle-validation",
+            model="oracle.ValidationJob",
+            task=VALIDATION_TASK,
+            queued=ValidationJobState.QUEUED,
+            running=ValidationJobState.RUNNING,
+            failed=ValidationJobState.FAILED,
+        )
+    )

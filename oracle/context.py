@@ -235,7 +235,9 @@ def _coded_records(admission_ids: set[int]) -> dict[int, list[dict]]:
 
 
 def _tracks_frame(tracks: StayTracks) -> pd.DataFrame:
-    frame = pd.DataFrame(tracks.columns or {}, index=pd.Index(tracks.hours, name="hour"))
+    frame = pd.DataFrame(
+        tracks.columns or {}, index=pd.Index(tracks.hours, name="hour")
+    )
     return frame
 
 
@@ -314,7 +316,9 @@ def window_contexts_build(
     """
     if not windows:
         return []
-    rules = default_critical_action_rules() if critical_rules is None else critical_rules
+    rules = (
+        default_critical_action_rules() if critical_rules is None else critical_rules
+    )
     stays = {
         s.pk: s
         for s in Stay.objects.select_related("admission__patient").filter(
@@ -356,7 +360,9 @@ def window_contexts_build(
         )
     # Coded records are not events of the timeline: they go to the static
     # context, marked as coded after discharge (_coded_records).
-    visible = ~Q(kind__in=HINDSIGHT_KINDS) & ~Q(category__in=OUTCOME_REVEALING_CATEGORIES)
+    visible = ~Q(kind__in=HINDSIGHT_KINDS) & ~Q(
+        category__in=OUTCOME_REVEALING_CATEGORIES
+    )
     rows = list(
         Event.objects.filter(span_q & visible)
         .annotate(

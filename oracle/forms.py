@@ -17,19 +17,24 @@ class BackboneForm(forms.Form):
     name = forms.CharField(max_length=100)
     kind = forms.ChoiceField(choices=BackboneKind.choices)
     base_url = forms.CharField(
-        max_length=200, required=False, label="Base URL",
+        max_length=200,
+        required=False,
+        label="Base URL",
         help_text="e.g. http://127.0.0.1:8000/v1 (OpenAI-compatible only).",
     )
     model = forms.CharField(max_length=200, required=False)
     api_key_env = forms.CharField(
-        max_length=100, required=False, label="API key variable",
+        max_length=100,
+        required=False,
+        label="API key variable",
         help_text="The name of the environment variable of the workers that holds "
         "the key, e.g. REALICU_LLM_KEY (names the operator allows: "
         "REALICU_LLM_KEY_ENV_PREFIXES, REALICU_LLM_KEY_ENV_NAMES). The key itself "
         "is never entered here.",
     )
     parameters = forms.CharField(
-        required=False, widget=forms.Textarea(attrs={"rows": 3}),
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 3}),
         help_text='Sampling parameters as a JSON object, e.g. {"temperature": 0}.',
     )
     timeout_seconds = forms.FloatField(initial=120.0, label="Timeout (s)")
@@ -41,29 +46,41 @@ class BackboneForm(forms.Form):
         initial=600, help_text="Per run, across workers."
     )
     context_tokens = forms.IntegerField(
-        required=False, min_value=1, label="Context window (tokens)",
+        required=False,
+        min_value=1,
+        label="Context window (tokens)",
         help_text="As the server runs the model (e.g. Ollama's num_ctx, llama.cpp's "
         "--n_ctx). Empty: detected from the server, else the platform default.",
     )
     max_completion_tokens = forms.IntegerField(
-        required=False, min_value=1, label="Reply tokens (max_tokens)",
+        required=False,
+        min_value=1,
+        label="Reply tokens (max_tokens)",
         help_text="Empty: the platform default. The prompt gets the window minus "
         "this minus a margin.",
     )
     reply_format = forms.ChoiceField(
-        choices=ReplyFormat.choices, initial=ReplyFormat.JSON_OBJECT, required=False,
+        choices=ReplyFormat.choices,
+        initial=ReplyFormat.JSON_OBJECT,
+        required=False,
         label="Constrained reply",
         help_text="How the label's JSON Schema is sent; detected with the server.",
     )
     tokenizer = forms.ChoiceField(
-        choices=Tokenizer.choices, required=False, label="Token counts",
+        choices=Tokenizer.choices,
+        required=False,
+        label="Token counts",
     )
     detect = forms.BooleanField(
-        required=False, initial=True, label="Ask the server",
+        required=False,
+        initial=True,
+        label="Ask the server",
         help_text="Fill the context window, token counts and reply format from "
         "what the server reports (vLLM, llama.cpp, llama-cpp-python, Ollama).",
     )
-    price_per_million_input = forms.FloatField(initial=0.0, label="Price / 1M input tokens")
+    price_per_million_input = forms.FloatField(
+        initial=0.0, label="Price / 1M input tokens"
+    )
     price_per_million_output = forms.FloatField(
         initial=0.0, label="Price / 1M output tokens"
     )
@@ -71,7 +88,9 @@ class BackboneForm(forms.Form):
     @classmethod
     def for_backbone(cls, backbone: Backbone, data=None):
         initial = {
-            name: getattr(backbone, name) for name in cls.base_fields if name != "detect"
+            name: getattr(backbone, name)
+            for name in cls.base_fields
+            if name != "detect"
         }
         initial["parameters"] = json.dumps(backbone.parameters or {})
         initial["detect"] = False
@@ -96,15 +115,21 @@ class RunForm(forms.Form):
     name = forms.CharField(max_length=200, required=False)
     backbone = forms.ModelChoiceField(queryset=Backbone.objects.all(), empty_label=None)
     prompt = forms.ModelChoiceField(
-        queryset=PromptTemplate.objects.all(), required=False,
-        empty_label="The default prompt", label="Prompt version",
+        queryset=PromptTemplate.objects.all(),
+        required=False,
+        empty_label="The default prompt",
+        label="Prompt version",
     )
     campaign = forms.ModelChoiceField(
-        queryset=Campaign.objects.all(), required=False, empty_label="—",
+        queryset=Campaign.objects.all(),
+        required=False,
+        empty_label="—",
         help_text="Label the campaign's windows (the Gold windows, for validation).",
     )
     cohort = forms.ModelChoiceField(
-        queryset=Cohort.objects.all(), required=False, empty_label="—",
+        queryset=Cohort.objects.all(),
+        required=False,
+        empty_label="—",
         help_text="Or label every candidate window of the cohort's stays (Scale).",
     )
 

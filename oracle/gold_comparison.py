@@ -78,10 +78,16 @@ def gold_windows(*, campaign: Campaign) -> tuple[list[WindowGold], dict]:
                     ]
                     for task in SET_TASKS
                 },
-                attributes={"disease_group": stay.disease_group or DiseaseGroup.UNKNOWN},
+                attributes={
+                    "disease_group": stay.disease_group or DiseaseGroup.UNKNOWN
+                },
             )
         )
-    return kept, {"consensus": len(consensus), "dropped": dropped, "open_disputes": disputed}
+    return kept, {
+        "consensus": len(consensus),
+        "dropped": dropped,
+        "open_disputes": disputed,
+    }
 
 
 def oracle_windows(*, run: OracleRun, window_ids) -> tuple[list[WindowGold], int]:
@@ -229,4 +235,3 @@ def oracle_validation_compute(
             "prompt_version": run.prompt.version,
         },
     }
-

@@ -128,7 +128,10 @@ class Backbone(models.Model):
             ]
             if missing:
                 raise ValidationError(
-                    {field: "Required for an OpenAI-compatible backbone." for field in missing}
+                    {
+                        field: "Required for an OpenAI-compatible backbone."
+                        for field in missing
+                    }
                 )
         if not isinstance(self.parameters, dict):
             raise ValidationError({"parameters": "Parameters must be a JSON object."})
@@ -202,21 +205,35 @@ class OracleRun(JobFields):
     reaper queues its chunks again (``oracle.services.oracle_run_requeue``)."""
 
     name = models.CharField(max_length=200)
-    backbone = models.ForeignKey(Backbone, on_delete=models.PROTECT, related_name="runs")
+    backbone = models.ForeignKey(
+        Backbone, on_delete=models.PROTECT, related_name="runs"
+    )
     backbone_snapshot = models.JSONField(default=dict)
     prompt = models.ForeignKey(
         PromptTemplate, on_delete=models.PROTECT, related_name="runs"
     )
     scope = models.CharField(max_length=10, choices=RunScope.choices)
     campaign = models.ForeignKey(
-        Campaign, null=True, blank=True, on_delete=models.PROTECT, related_name="oracle_runs"
+        Campaign,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="oracle_runs",
     )
     cohort = models.ForeignKey(
-        Cohort, null=True, blank=True, on_delete=models.PROTECT, related_name="oracle_runs"
+        Cohort,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="oracle_runs",
     )
-    state = models.CharField(max_length=10, choices=RunState.choices, default=RunState.QUEUED)
+    state = models.CharField(
+        max_length=10, choices=RunState.choices, default=RunState.QUEUED
+    )
     total_windows = models.PositiveIntegerField(default=0)
-    created_by = models.ForeignKey(USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    created_by = models.ForeignKey(
+        USER_MODEL, on_delete=models.PROTECT, related_name="+"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -251,7 +268,9 @@ class OracleLabel(models.Model):
     """
 
     run = models.ForeignKey(OracleRun, on_delete=models.CASCADE, related_name="labels")
-    window = models.ForeignKey(Window, on_delete=models.PROTECT, related_name="oracle_labels")
+    window = models.ForeignKey(
+        Window, on_delete=models.PROTECT, related_name="oracle_labels"
+    )
     state = models.CharField(max_length=8, choices=OracleLabelState.choices)
     status = models.CharField(max_length=16, choices=PatientStatus.choices, blank=True)
     payload = models.JSONField(default=dict, blank=True)
@@ -286,7 +305,9 @@ class OracleLabel(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["run", "window"], name="oracle_label_run_window_uniq")
+            models.UniqueConstraint(
+                fields=["run", "window"], name="oracle_label_run_window_uniq"
+            )
         ]
         indexes = [models.Index(fields=["run", "state"], name="oracle_label_run_state")]
 
@@ -304,7 +325,9 @@ class ValidationReport(models.Model):
     )
     campaign = models.ForeignKey(Campaign, on_delete=models.PROTECT, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
-    created_by = models.ForeignKey(USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    created_by = models.ForeignKey(
+        USER_MODEL, on_delete=models.PROTECT, related_name="+"
+    )
     matcher_model = models.CharField(max_length=200)
     tau = models.FloatField()
     report = models.JSONField(default=dict)
@@ -331,7 +354,9 @@ class OracleWindowClaim(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["run", "window"], name="oracle_claim_run_window_uniq")
+            models.UniqueConstraint(
+                fields=["run", "window"], name="oracle_claim_run_window_uniq"
+            )
         ]
         indexes = [models.Index(fields=["run", "token"], name="oracle_claim_run_token")]
 
@@ -356,15 +381,21 @@ class ValidationJob(JobFields):
     )
     campaign = models.ForeignKey(Campaign, on_delete=models.PROTECT, related_name="+")
     state = models.CharField(
-        max_length=8, choices=ValidationJobState.choices,
+        max_length=8,
+        choices=ValidationJobState.choices,
         default=ValidationJobState.QUEUED,
     )
     report = models.ForeignKey(
-        ValidationReport, null=True, blank=True, on_delete=models.SET_NULL,
+        ValidationReport,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
         related_name="+",
     )
     error = models.TextField(blank=True)
-    created_by = models.ForeignKey(USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    created_by = models.ForeignKey(
+        USER_MODEL, on_delete=models.PROTECT, related_name="+"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -422,7 +453,9 @@ class PromotionOverride(models.Model):
     reason = models.TextField()
     thresholds = models.JSONField(default=dict)
     failures = models.JSONField(default=list)
-    created_by = models.ForeignKey(USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    created_by = models.ForeignKey(
+        USER_MODEL, on_delete=models.PROTECT, related_name="+"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

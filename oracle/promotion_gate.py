@@ -98,7 +98,12 @@ def promotion_gate(*, report, thresholds: dict | None = None) -> dict:
             f"exceed {(3 - len(absent)) / 3:.3f}"
         )
     failures = [row for row in rows if not row["passed"]]
-    return {"thresholds": thresholds, "rows": rows, "failures": failures, "passed": not failures}
+    return {
+        "thresholds": thresholds,
+        "rows": rows,
+        "failures": failures,
+        "passed": not failures,
+    }
 
 
 def _gold_status_classes_absent(report_body: dict) -> list[str]:
@@ -125,7 +130,9 @@ def gate_failure_text(row: dict) -> str:
 
 
 @transaction.atomic
-def promotion_thresholds_set(*, user, values: dict, note: str = "") -> PromotionThresholds:
+def promotion_thresholds_set(
+    *, user, values: dict, note: str = ""
+) -> PromotionThresholds:
     """New promotion thresholds (admins only): one F1 in [0, 1] per task of
     GATE_FIGURES. The earlier ones stay as history."""
     require_admin(user, "set the promotion thresholds")

@@ -80,7 +80,9 @@ def tokens_estimate(text: str, chars_per_token: float = CHARS_PER_TOKEN) -> int:
     return math.ceil(len(text) / chars_per_token)
 
 
-def messages_tokens(messages: list[dict], chars_per_token: float = CHARS_PER_TOKEN) -> int:
+def messages_tokens(
+    messages: list[dict], chars_per_token: float = CHARS_PER_TOKEN
+) -> int:
     return sum(
         tokens_estimate(m.get("content") or "", chars_per_token) + TOKENS_PER_MESSAGE
         for m in messages
@@ -145,7 +147,9 @@ def event_line(event: dict) -> str:
             label = f"{label} ({event['name']})" if event["category"] else event["name"]
     parts.append(label)
     if event["value"] is not None:
-        parts.append(f"= {_fmt(event['value'])}{(' ' + event['unit']) if event['unit'] else ''}")
+        parts.append(
+            f"= {_fmt(event['value'])}{(' ' + event['unit']) if event['unit'] else ''}"
+        )
     if event["text"]:
         text = " ".join(str(event["text"]).split())
         parts.append(f'"{text[:160]}"')
@@ -163,7 +167,9 @@ def summary_line(row: dict) -> str:
         for name in SUMMARY_COLUMNS
         if name in values
     ]
-    return f"h{row['from_h']}-{row['to_h']}: " + (", ".join(cells) if cells else "no data")
+    return f"h{row['from_h']}-{row['to_h']}: " + (
+        ", ".join(cells) if cells else "no data"
+    )
 
 
 def _static_block(context) -> str:
@@ -212,9 +218,13 @@ def coded_block(records: list[dict]) -> str:
     ]
     for record in records[:MAX_CODED_RECORDS]:
         title = f" {record['title']}" if record.get("title") else ""
-        lines.append(f"- billed {record['date']}: {record['system']} {record['code']}{title}")
+        lines.append(
+            f"- billed {record['date']}: {record['system']} {record['code']}{title}"
+        )
     if len(records) > MAX_CODED_RECORDS:
-        lines.append(f"({len(records) - MAX_CODED_RECORDS} more coded records left out)")
+        lines.append(
+            f"({len(records) - MAX_CODED_RECORDS} more coded records left out)"
+        )
     return "\n".join(lines)
 
 
@@ -284,8 +294,10 @@ def prompt_build(
         return math.ceil(len(text) / cpt)
 
     def messages_tokens(messages: list[dict]) -> int:  # noqa: F811
-        return sum(tokens_estimate(m.get("content") or "") + TOKENS_PER_MESSAGE
-                   for m in messages)
+        return sum(
+            tokens_estimate(m.get("content") or "") + TOKENS_PER_MESSAGE
+            for m in messages
+        )
 
     w_start = context.hours_since_admit
     w_end = w_start + (context.end - context.start).total_seconds() / 3600.0
@@ -353,7 +365,9 @@ def prompt_build(
         centre = (w_start + w_end) / 2
         order = sorted(
             range(len(summary)),
-            key=lambda i: -abs((summary[i]["from_h"] + summary[i]["to_h"]) / 2 - centre),
+            key=lambda i: (
+                -abs((summary[i]["from_h"] + summary[i]["to_h"]) / 2 - centre)
+            ),
         )
         drop: set[int] = set()
         current = summary_cost(summary)
@@ -393,7 +407,10 @@ def prompt_build(
             "## Instructions\n" + instructions,
         ]
     )
-    messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
+    messages = [
+        {"role": "system", "content": system},
+        {"role": "user", "content": user},
+    ]
     estimated = messages_tokens(messages)
     if estimated > budget:
         raise PromptBudgetError(

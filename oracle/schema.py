@@ -43,7 +43,11 @@ def _bounded_schema(*, ids, recorded, items, evidence, text_chars) -> dict:
         "minItems": 1 if ids else 0,
         "maxItems": evidence if ids else 0,
     }
-    ratings_evidence = {"type": "array", "items": cite, "maxItems": evidence if ids else 0}
+    ratings_evidence = {
+        "type": "array",
+        "items": cite,
+        "maxItems": evidence if ids else 0,
+    }
     text_item = {
         "type": "object",
         "properties": {
@@ -103,7 +107,9 @@ def reply_tokens_bound(*, ids, recorded, items, evidence, text_chars) -> int:
     text_item = 30 + text_chars + cites
     rating = 60 + digits + cites
     chars = 160 + cites + 3 * items * text_item + len(recorded) * rating
-    elements = 12 + evidence + 3 * items * (4 + evidence) + len(recorded) * (6 + evidence)
+    elements = (
+        12 + evidence + 3 * items * (4 + evidence) + len(recorded) * (6 + evidence)
+    )
     return int(chars / REPLY_CHARS_PER_TOKEN) + elements
 
 
@@ -122,8 +128,15 @@ def reply_schema_for(*, event_ids, recorded_ids, max_tokens: int | None = None) 
         "text_chars": CONSTRAINED_TEXT_CHARS,
     }
     if max_tokens:
-        steps = [("items", 2), ("text_chars", 80), ("items", 1), ("evidence", 2),
-                 ("text_chars", 60), ("evidence", 1), ("items", 0)]
+        steps = [
+            ("items", 2),
+            ("text_chars", 80),
+            ("items", 1),
+            ("evidence", 2),
+            ("text_chars", 60),
+            ("evidence", 1),
+            ("items", 0),
+        ]
         for key, value in steps:
             if reply_tokens_bound(ids=ids, recorded=recorded, **bounds) <= max_tokens:
                 break
@@ -251,9 +264,7 @@ def payload_validate(
     return reading.status, clean
 
 
-def reply_parse(
-    text: str, *, context, allowed_event_ids=None
-) -> tuple[str, dict]:
+def reply_parse(text: str, *, context, allowed_event_ids=None) -> tuple[str, dict]:
     """The status and label payload (oracle.models.OracleLabel shape) of a reply.
 
     ``text`` is a JSON object matching REPLY_SCHEMA, bare or in a ```json fence.
@@ -278,7 +289,9 @@ def reply_parse(
     errors = sorted(_VALIDATOR.iter_errors(data), key=lambda e: list(e.absolute_path))
     if errors:
         raise ReplyError([_schema_problem(e) for e in errors[:10]])
-    allowed = context.allowed_event_ids if allowed_event_ids is None else allowed_event_ids
+    allowed = (
+        context.allowed_event_ids if allowed_event_ids is None else allowed_event_ids
+    )
     return payload_validate(
         data["status"],
         data,

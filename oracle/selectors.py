@@ -75,8 +75,11 @@ def backbone_rules_default() -> Backbone:
     if backbone is None:
         backbone, _ = Backbone.objects.get_or_create(
             name=RULES_BACKBONE_NAME,
-            defaults={"kind": BackboneKind.RULES, "concurrency": 4,
-                      "requests_per_minute": 100_000},
+            defaults={
+                "kind": BackboneKind.RULES,
+                "concurrency": 4,
+                "requests_per_minute": 100_000,
+            },
         )
     return backbone
 
@@ -87,8 +90,11 @@ def run_list(*, admin) -> QuerySet[OracleRun]:
     failed = Count("labels", filter=Q(labels__state=OracleLabelState.FAILED))
     return OracleRun.objects.select_related(
         "backbone", "prompt", "campaign", "cohort", "created_by"
-    ).annotate(ok_count=ok, failed_count=failed, report_count=Count(
-        "validation_reports", distinct=True))
+    ).annotate(
+        ok_count=ok,
+        failed_count=failed,
+        report_count=Count("validation_reports", distinct=True),
+    )
 
 
 def run_get(*, admin, run_id) -> OracleRun:
@@ -121,8 +127,9 @@ def oracle_run_progress(*, admin, run: OracleRun) -> dict:
         failed=Count("pk", filter=Q(state=OracleLabelState.FAILED)),
         tokens_in=Sum("tokens_in"),
         tokens_out=Sum("tokens_out"),
-        recent=Count("pk", filter=Q(created_at__gte=now - timedelta(
-            seconds=RATE_WINDOW_SECONDS))),
+        recent=Count(
+            "pk", filter=Q(created_at__gte=now - timedelta(seconds=RATE_WINDOW_SECONDS))
+        ),
     )
     done = figures["done"]
     failed = figures["failed"]
@@ -143,7 +150,11 @@ def oracle_run_progress(*, admin, run: OracleRun) -> dict:
         .select_related("window")
         .order_by("window__stay_id", "window__index")
         .values(
-            "window_id", "window__stay_id", "window__index", "error", "attempts",
+            "window_id",
+            "window__stay_id",
+            "window__index",
+            "error",
+            "attempts",
             "created_at",
         )[:FAILURES_SHOWN]
     )
@@ -183,9 +194,12 @@ def oracle_run_progress(*, admin, run: OracleRun) -> dict:
             snapshot.get("price_per_million_input")
             or snapshot.get("price_per_million_output")
         ),
-        "chunks_at_work": OracleWindowClaim.objects.filter(
-            run=run, expires_at__gte=now
-        ).values("token").distinct().count() if live else 0,
+        "chunks_at_work": OracleWindowClaim.objects.filter(run=run, expires_at__gte=now)
+        .values("token")
+        .distinct()
+        .count()
+        if live
+        else 0,
         "failures": failures,
         "failure_reasons": reasons.most_common(),
         "cancel_requested": run.cancel_requested_at is not None,
@@ -205,7 +219,9 @@ def validation_report_get(*, admin, run: OracleRun, report_id) -> ValidationRepo
     report_id = str(report_id)
     if not report_id.isdigit() or len(report_id) > 18:
         raise Http404("No such validation report.")
-    report = run.validation_reports.select_related("campaign").filter(pk=report_id).first()
+    report = (
+        run.validation_reports.select_related("campaign").filter(pk=report_id).first()
+    )
     if report is None:
         raise Http404("No such validation report.")
     return report

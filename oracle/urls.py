@@ -13,7 +13,11 @@ urlpatterns = [
     path("runs/<int:run_id>/progress/", views.run_progress, name="run_progress"),
     path("runs/<int:run_id>/cancel/", views.run_cancel, name="run_cancel"),
     path("runs/<int:run_id>/resume/", views.run_resume, name="run_resume"),
-    path("runs/<int:run_id>/retry-failed/", views.run_retry_failed, name="run_retry_failed"),
+    path(
+        "runs/<int:run_id>/retry-failed/",
+        views.run_retry_failed,
+        name="run_retry_failed",
+    ),
     path("runs/<int:run_id>/validation/", views.run_validation, name="run_validation"),
     path("runs/<int:run_id>/validate/", views.run_validate, name="run_validate"),
     path(

@@ -56,7 +56,9 @@ def backbone_new(request):
         else:
             messages.success(request, f"Backbone {backbone.name} saved.")
             return redirect("oracle:backbone_list")
-    return render(request, "oracle/backbone_form.html", {"form": form, "backbone": None})
+    return render(
+        request, "oracle/backbone_form.html", {"form": form, "backbone": None}
+    )
 
 
 @require_http_methods(["GET", "POST"])
@@ -67,7 +69,9 @@ def backbone_edit(request, backbone_id: int):
     if request.method == "POST" and form.is_valid():
         try:
             services.backbone_update(
-                admin=request.user, backbone=backbone, app_host=request.get_host(),
+                admin=request.user,
+                backbone=backbone,
+                app_host=request.get_host(),
                 **form.cleaned_data,
             )
         except (ValidationError, PermissionDenied) as error:
@@ -113,7 +117,9 @@ def run_new(request):
         except (ValidationError, PermissionDenied) as error:
             _form_errors_from(form, error)
         else:
-            messages.success(request, f"Oracle run {run.pk} queued: {run.total_windows} windows.")
+            messages.success(
+                request, f"Oracle run {run.pk} queued: {run.total_windows} windows."
+            )
             return redirect("oracle:run_detail", run.pk)
     return render(request, "oracle/run_new.html", {"form": form})
 
@@ -124,7 +130,9 @@ def _prompt_tokens_chart(distribution: dict | None) -> dict | None:
     if distribution is None:
         return None
     bins = distribution["bins"]
-    return _bar_chart([(f"{b['from']}–{b['to']} ({b['count']})", b["share"]) for b in bins])
+    return _bar_chart(
+        [(f"{b['from']}–{b['to']} ({b['count']})", b["share"]) for b in bins]
+    )
 
 
 def _run_context(request, run) -> dict:
@@ -161,7 +169,9 @@ def run_detail(request, run_id: int):
 @admin_required
 def run_progress(request, run_id: int):
     run = selectors.run_get(admin=request.user, run_id=run_id)
-    return render(request, "oracle/run_detail.html#run_progress", _run_context(request, run))
+    return render(
+        request, "oracle/run_detail.html#run_progress", _run_context(request, run)
+    )
 
 
 def _run_action(request, run_id: int, action, done_message):
@@ -179,8 +189,12 @@ def _run_action(request, run_id: int, action, done_message):
 @admin_required
 def run_cancel(request, run_id: int):
     return _run_action(
-        request, run_id, services.oracle_run_cancel,
-        lambda run: "Run cancelled: no new request is sent; replies in flight are kept.",
+        request,
+        run_id,
+        services.oracle_run_cancel,
+        lambda run: (
+            "Run cancelled: no new request is sent; replies in flight are kept."
+        ),
     )
 
 
@@ -188,7 +202,9 @@ def run_cancel(request, run_id: int):
 @admin_required
 def run_resume(request, run_id: int):
     return _run_action(
-        request, run_id, services.oracle_run_resume,
+        request,
+        run_id,
+        services.oracle_run_resume,
         lambda run: "Run resumed: the windows without a label are queued.",
     )
 
@@ -197,7 +213,9 @@ def run_resume(request, run_id: int):
 @admin_required
 def run_retry_failed(request, run_id: int):
     return _run_action(
-        request, run_id, services.oracle_run_retry_failed,
+        request,
+        run_id,
+        services.oracle_run_retry_failed,
         lambda n: f"{n} failed window{'s' if n != 1 else ''} queued again.",
     )
 
@@ -264,7 +282,8 @@ def _job_context(request, run, job) -> dict:
         "run": run,
         "job": job,
         "job_progress": selectors.validation_job_progress(admin=request.user, job=job)
-        if job else None,
+        if job
+        else None,
     }
 
 
@@ -295,8 +314,11 @@ def run_validation(request, run_id: int):
         "bars": _bars(report.report) if report else None,
         "group_bars": _group_bars(report.report) if report else None,
         "confusion": _confusion_rows(report.report) if report else [],
-        "status_labels": (report.report.get("confusion") or {}).get("labels", CHART_STATUS)
-        if report else CHART_STATUS,
+        "status_labels": (report.report.get("confusion") or {}).get(
+            "labels", CHART_STATUS
+        )
+        if report
+        else CHART_STATUS,
         "validate_form": ValidateForm(initial={"campaign": run.campaign_id}),
         "promote_url": _promote_url(run, report),
     }
@@ -336,7 +358,8 @@ def run_validate(request, run_id: int):
         messages.error(request, error_text(error))
         return redirect("oracle:run_validation", run_id)
     messages.success(
-        request, f"Validation against {job.campaign} queued: the report opens here "
-        "when it is done."
+        request,
+        f"Validation against {job.campaign} queued: the report opens here "
+        "when it is done.",
     )
     return redirect(reverse("oracle:run_validation", args=[run_id]) + f"?job={job.pk}")

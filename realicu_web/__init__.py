@@ -1,4 +1,5 @@
 """RealICU Web: the platform that produces the RealICU benchmark."""
+
 from .celery import app as celery_app
 
 __all__ = ("celery_app",)

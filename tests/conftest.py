@@ -1,4 +1,5 @@
 """Shared fixtures. Tests run on PostgreSQL (DATABASE_URL, set by `make test`)."""
+
 import pytest
 
 
@@ -33,14 +34,32 @@ def celery_worker_process(transactional_db, tmp_path):
     log_path = tmp_path / "worker.log"
     log = open(log_path, "w")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "realicu_web", "worker", "--pool", "solo",
-         "--loglevel", "INFO", "--without-heartbeat", "--without-gossip", "--without-mingle"],
-        cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT,
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "realicu_web",
+            "worker",
+            "--pool",
+            "solo",
+            "--loglevel",
+            "INFO",
+            "--without-heartbeat",
+            "--without-gossip",
+            "--without-mingle",
+        ],
+        cwd=root,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     deadline = time.monotonic() + 60
     while " ready." not in log_path.read_text():
         if proc.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError("the Celery worker did not start:\n" + log_path.read_text())
+            raise RuntimeError(
+                "the Celery worker did not start:\n" + log_path.read_text()
+            )
         time.sleep(0.2)
     try:
         yield proc

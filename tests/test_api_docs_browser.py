@@ -17,13 +17,19 @@ def test_swagger_ui_lists_the_operations_offline_under_the_csp(live_server):
         page.on("pageerror", lambda error: problems.append(f"script error: {error}"))
         page.on(
             "console",
-            lambda message: problems.append(message.text)
-            if "Content Security Policy" in message.text else None,
+            lambda message: (
+                problems.append(message.text)
+                if "Content Security Policy" in message.text
+                else None
+            ),
         )
         page.on(
             "request",
-            lambda request: outside.append(request.url)
-            if not request.url.startswith((live_server.url, "data:")) else None,
+            lambda request: (
+                outside.append(request.url)
+                if not request.url.startswith((live_server.url, "data:"))
+                else None
+            ),
         )
         response = page.goto(f"{live_server.url}/api/docs/")
         assert response.status == 200

@@ -16,16 +16,31 @@ PASSWORD = "a long passphrase"
 
 
 def test_pages_of_every_app_run_under_the_csp_without_a_violation(live_server):
-    user = make_user(username="csp-admin", password=PASSWORD, staff=True, is_superuser=True)
+    user = make_user(
+        username="csp-admin", password=PASSWORD, staff=True, is_superuser=True
+    )
     groups = roles_ensure()
     user.groups.add(groups[Role.ADMIN], groups[Role.PHYSICIAN], groups[Role.RESEARCHER])
     stay = make_stay(admission=make_admission(), hours=8)
-    make_events(admission=stay.admission, count=16, start=stay.intime,
-                category="heart_rate", name="heart rate", value_num=100.0, unit="bpm")
+    make_events(
+        admission=stay.admission,
+        count=16,
+        start=stay.intime,
+        category="heart_rate",
+        name="heart rate",
+        value_num=100.0,
+        unit="bpm",
+    )
     windows_build(stay=stay)
     paths = [
-        "/stays/", f"/stays/{stay.pk}/", f"/stays/{stay.pk}/windows/1/",
-        "/annotate/", "/oracle/", "/releases/", "/releases/token/", "/api/docs/",
+        "/stays/",
+        f"/stays/{stay.pk}/",
+        f"/stays/{stay.pk}/windows/1/",
+        "/annotate/",
+        "/oracle/",
+        "/releases/",
+        "/releases/token/",
+        "/api/docs/",
         "/admin/",
     ]
     with chromium() as browser:
@@ -34,8 +49,11 @@ def test_pages_of_every_app_run_under_the_csp_without_a_violation(live_server):
         page.on("pageerror", lambda error: problems.append(f"script error: {error}"))
         page.on(
             "console",
-            lambda message: problems.append(message.text)
-            if "Content Security Policy" in message.text else None,
+            lambda message: (
+                problems.append(message.text)
+                if "Content Security Policy" in message.text
+                else None
+            ),
         )
         page.goto(f"{live_server.url}/accounts/login/")
         page.fill("input[name=username]", "csp-admin")

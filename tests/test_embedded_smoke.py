@@ -1,6 +1,7 @@
 """The embedded default, as `make run` starts it: SQLite and a real Celery worker on
 the filesystem broker, no server configured. Sign in, read the stays page, and
 have the worker run a job queued from the page."""
+
 import http.cookiejar
 import os
 import re
@@ -41,8 +42,9 @@ class Browser:
         page = self.get(form_path)
         token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page).group(1)
         body = urllib.parse.urlencode({**data, "csrfmiddlewaretoken": token}).encode()
-        req = urllib.request.Request(self.base + path, data=body,
-                                     headers={"Referer": self.base + form_path})
+        req = urllib.request.Request(
+            self.base + path, data=body, headers={"Referer": self.base + form_path}
+        )
         with self.opener.open(req, timeout=30) as resp:
             return resp.read().decode()
 
@@ -50,19 +52,42 @@ class Browser:
 @pytest.fixture(scope="module")
 def embedded_server(tmp_path_factory):
     var = tmp_path_factory.mktemp("embedded-var")
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("DATABASE_URL", "CELERY_BROKER_URL", "CACHE_URL",
-                        "DJANGO_SETTINGS_MODULE")}
-    env.update(REALICU_VAR_DIR=str(var), REALICU_ADMIN_PASSWORD=PASSWORD,
-               REALICU_PHYSICIAN_PASSWORD=PASSWORD, REALICU_RESEARCHER_PASSWORD=PASSWORD)
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k
+        not in (
+            "DATABASE_URL",
+            "CELERY_BROKER_URL",
+            "CACHE_URL",
+            "DJANGO_SETTINGS_MODULE",
+        )
+    }
+    env.update(
+        REALICU_VAR_DIR=str(var),
+        REALICU_ADMIN_PASSWORD=PASSWORD,
+        REALICU_PHYSICIAN_PASSWORD=PASSWORD,
+        REALICU_RESEARCHER_PASSWORD=PASSWORD,
+    )
     manage = [sys.executable, str(ROOT / "manage.py")]
-    boot = subprocess.run([*manage, "bootstrap"], env=env, cwd=ROOT, capture_output=True,
-                          text=True, timeout=600)
+    boot = subprocess.run(
+        [*manage, "bootstrap"],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert boot.returncode == 0, boot.stderr[-3000:]
     port = _free_port()
     log = open(var / "serve.log", "w")
-    proc = subprocess.Popen([*manage, "serve", "--bind", f"127.0.0.1:{port}"], env=env,
-                            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [*manage, "serve", "--bind", f"127.0.0.1:{port}"],
+        env=env,
+        cwd=ROOT,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     base = f"http://127.0.0.1:{port}"
     for _ in range(60):
         try:
@@ -93,8 +118,11 @@ def test_bootstrap_imports_demo_once_and_creates_accounts(embedded_server):
 
 def test_sign_in_and_see_the_demo_stays(embedded_server):
     browser = Browser(embedded_server["base"])
-    page = browser.post_form("/accounts/login/", "/accounts/login/",
-                             {"username": "physician1", "password": PASSWORD})
+    page = browser.post_form(
+        "/accounts/login/",
+        "/accounts/login/",
+        {"username": "physician1", "password": PASSWORD},
+    )
     assert "Stays" in page
     stays = browser.get("/stays/")
     assert re.search(r"\b145\b", stays), "the stays page counts the demo's ICU stays"
@@ -104,8 +132,11 @@ def test_sign_in_and_see_the_demo_stays(embedded_server):
 
 def test_worker_runs_a_job_queued_from_the_page(embedded_server):
     browser = Browser(embedded_server["base"])
-    browser.post_form("/accounts/login/", "/accounts/login/",
-                      {"username": "admin", "password": PASSWORD})
+    browser.post_form(
+        "/accounts/login/",
+        "/accounts/login/",
+        {"username": "admin", "password": PASSWORD},
+    )
     browser.post_form("/imports/", "/imports/start/", {"source": "clif", "path": ""})
     deadline = time.monotonic() + 120
     page = ""

@@ -181,7 +181,9 @@ def world(db):
     )
     run = make_oracle_run(
         admin=admin,
-        labels={w: ("deteriorating", oracle_payload(problems=["OracleOnly"])) for w in gold},
+        labels={
+            w: ("deteriorating", oracle_payload(problems=["OracleOnly"])) for w in gold
+        },
         name="run-a",
     )
     other_run = make_oracle_run(
@@ -277,7 +279,9 @@ def call(client: Client, method: str, url: str, data=None):
         if method in ("get", "delete"):
             return getattr(client, method)(url), None
         if method == "put":
-            return client.put(url, data="x=1", content_type="application/x-www-form-urlencoded"), None
+            return client.put(
+                url, data="x=1", content_type="application/x-www-form-urlencoded"
+            ), None
         return client.post(url, data or {}), None
     except Exception:  # the request would have been a 500
         return None, traceback.format_exc(limit=-6)
@@ -297,7 +301,11 @@ def refused(route: Route, role: str) -> bool:
 
 def test_every_url_pattern_is_walked():
     names = {r.name for r in site_routes()}
-    assert {"annotation:annotate", "oracle:backbone_edit", "exports_api:release_file"} <= names
+    assert {
+        "annotation:annotate",
+        "oracle:backbone_edit",
+        "exports_api:release_file",
+    } <= names
     assert ADMIN_ONLY <= names
     assert NOT_FOR_RESEARCHERS <= names
 
@@ -326,19 +334,28 @@ def test_no_url_answers_500_and_wrong_roles_get_no_2xx_and_write_nothing(world, 
                 problems.append(f"{role} {method.upper()} {url}: {status}")
             if refused(route, role):
                 if 200 <= status < 300:
-                    problems.append(f"{role} {method.upper()} {url}: {status} (refused role)")
+                    problems.append(
+                        f"{role} {method.upper()} {url}: {status} (refused role)"
+                    )
                 if role == "anonymous" and route.name.startswith("exports_api:"):
                     if status not in (401, 403):
-                        problems.append(f"{role} {method.upper()} {url}: {status} not 401")
+                        problems.append(
+                            f"{role} {method.upper()} {url}: {status} not 401"
+                        )
                 elif role == "anonymous" and method == "get" and status == 302:
                     if "/accounts/login/" not in response["Location"]:
                         problems.append(f"{role} GET {url}: redirect not to login")
                 elif route.name.startswith("exports_api:") and method == "get":
                     if status not in (403, 404):
                         problems.append(f"{role} GET {url}: {status} not 403")
-                elif route.name in ADMIN_ONLY and method == "get" and status not in (
-                    403,
-                    405,  # a POST-only endpoint: the method is refused first
+                elif (
+                    route.name in ADMIN_ONLY
+                    and method == "get"
+                    and status
+                    not in (
+                        403,
+                        405,  # a POST-only endpoint: the method is refused first
+                    )
                 ):
                     problems.append(f"{role} GET {url}: {status}, not 403")
                 if model_counts() != before:
@@ -367,8 +384,13 @@ def test_zero_huge_negative_and_text_ids_are_4xx_and_write_nothing(world, role):
                     if error:
                         problems.append(f"{role} {method} {forged}: exception\n{error}")
                         continue
-                    if not 400 <= response.status_code < 500 and response.status_code != 405:
-                        problems.append(f"{role} {method} {forged}: {response.status_code}")
+                    if (
+                        not 400 <= response.status_code < 500
+                        and response.status_code != 405
+                    ):
+                        problems.append(
+                            f"{role} {method} {forged}: {response.status_code}"
+                        )
                     if model_counts() != before:
                         problems.append(f"{role} {method} {forged}: wrote rows")
     assert not problems, "\n".join(problems)
@@ -394,7 +416,10 @@ def test_ids_of_other_peoples_objects_and_other_parents_are_refused(world, role)
             for method in ("get", "post"):
                 before = model_counts()
                 response, error = call(
-                    client, method, url, {"payload": '{"status": "stable"}', "base_version": "1"}
+                    client,
+                    method,
+                    url,
+                    {"payload": '{"status": "stable"}', "base_version": "1"},
                 )
                 if error:
                     problems.append(f"{role} {method} {url}: exception\n{error}")
@@ -416,11 +441,16 @@ def test_ids_of_other_peoples_objects_and_other_parents_are_refused(world, role)
         {"payload": '{"status": "stable"}', "base_version": "99999999999999999999"},
         {"payload": '{"status": "stable"}', "base_version": "-1"},
         {"payload": '{"acute_problems": "text"}', "base_version": "0"},
-        {"payload": '{"acute_problems": [{"text": 3, "evidence": "x"}]}', "base_version": "0"},
+        {
+            "payload": '{"acute_problems": [{"text": 3, "evidence": "x"}]}',
+            "base_version": "0",
+        },
     ],
 )
 @pytest.mark.parametrize("endpoint", ("annotation:draft", "annotation:submit"))
-def test_malformed_label_forms_get_a_clear_4xx_and_change_nothing(world, form, endpoint):
+def test_malformed_label_forms_get_a_clear_4xx_and_change_nothing(
+    world, form, endpoint
+):
     client = client_for(world, "physician")
     url = reverse(endpoint, args=[world["ids"]["assignment_id"]])
     before = model_counts()
@@ -472,7 +502,10 @@ def test_suggestions_never_carry_a_co_raters_items_on_a_window_one_rates(world):
     label_submit(
         annotator=co_rater,
         assignment_id=theirs.pk,
-        payload={"status": "stable", "acute_problems": [{"text": "Shared secret", "evidence": []}]},
+        payload={
+            "status": "stable",
+            "acute_problems": [{"text": "Shared secret", "evidence": []}],
+        },
         base_version=0,
     )
     client = client_for(world, "physician")
@@ -540,7 +573,10 @@ BACKBONE_OK = {
         ({"parameters": "[1, 2]"}, "parameters"),
         ({"parameters": '"temperature"'}, "parameters"),
         ({"parameters": "{bad"}, "parameters"),
-        ({"parameters": '{"messages": [{"role": "system", "content": "x"}]}'}, "parameters"),
+        (
+            {"parameters": '{"messages": [{"role": "system", "content": "x"}]}'},
+            "parameters",
+        ),
         ({"parameters": '{"model": "other"}'}, "parameters"),
         ({"parameters": '{"stream": true}'}, "parameters"),
         ({"api_key_env": "sk-live-0123456789abcdef"}, "api_key_env"),
@@ -589,7 +625,11 @@ def test_a_good_backbone_is_saved(world):
         {"name": "c", "annotators_per_window": "-1"},
         {"name": "c", "annotators_per_window": "99999999999999999999"},
         {"name": "c", "annotators_per_window": "2", "physicians": ["abc"]},
-        {"name": "c", "annotators_per_window": "2", "physicians": ["99999999999999999999"]},
+        {
+            "name": "c",
+            "annotators_per_window": "2",
+            "physicians": ["99999999999999999999"],
+        },
         {"name": "c", "annotators_per_window": "2", "cohort": "-3"},
         {"name": "c", "annotators_per_window": "2", "cohort": "99999999999999999999"},
         {"name": "", "annotators_per_window": "1"},
@@ -630,7 +670,12 @@ def test_a_campaign_cannot_take_a_researcher_as_physician(world):
         {"name": "s", "per_stratum": "99999999999999999999", "band": "0.05"},
         {"name": "", "per_stratum": "10", "band": "0.05"},
         {"name": "s", "per_stratum": "10", "band": "0.05", "campaigns": ["abc"]},
-        {"name": "s", "per_stratum": "10", "band": "0.05", "seed": "99999999999999999999"},
+        {
+            "name": "s",
+            "per_stratum": "10",
+            "band": "0.05",
+            "seed": "99999999999999999999",
+        },
     ],
 )
 def test_a_bad_calibration_draw_is_refused_with_a_message(world, form):
@@ -659,7 +704,10 @@ def test_a_bad_calibration_judgment_is_refused(world, form):
     data = {k: (str(pair.pk) if v == "PAIR" else v) for k, v in form.items()}
     before = model_counts()
     response, error = call(
-        client, "post", reverse("annotation:calibration_judge_post", args=[world["ids"]["set_id"]]), data
+        client,
+        "post",
+        reverse("annotation:calibration_judge_post", args=[world["ids"]["set_id"]]),
+        data,
     )
     assert error is None, error
     assert response.status_code in (200, 302)
@@ -683,7 +731,13 @@ def test_a_bad_tau_is_not_adopted(world, tau):
 
 @pytest.mark.parametrize(
     "content",
-    [b"", b"\x00\x01\x02\xff\xfe" * 100, b"\xef\xbb\xbf{not json}\n", b"[1,2,3]\n", b"{}\n"],
+    [
+        b"",
+        b"\x00\x01\x02\xff\xfe" * 100,
+        b"\xef\xbb\xbf{not json}\n",
+        b"[1,2,3]\n",
+        b"{}\n",
+    ],
 )
 def test_a_bad_prediction_file_is_refused_with_a_message(world, content):
     from django.core.files.uploadedfile import SimpleUploadedFile
@@ -710,7 +764,11 @@ def test_a_prediction_file_over_the_limit_is_refused(world, settings):
     before = model_counts()
     response = client.post(
         reverse("exports:submission_upload", args=[world["ids"]["release_id"]]),
-        {"file": SimpleUploadedFile("p.jsonl", b'{"a": 1}\n' * 500), "model_name": "m", "k": "5"},
+        {
+            "file": SimpleUploadedFile("p.jsonl", b'{"a": 1}\n' * 500),
+            "model_name": "m",
+            "k": "5",
+        },
     )
     assert response.status_code == 400
     assert b"REALICU_SUBMISSION_MAX_BYTES" in response.content
@@ -719,7 +777,14 @@ def test_a_prediction_file_over_the_limit_is_refused(world, settings):
 
 @pytest.mark.parametrize(
     "path",
-    ["/etc", "ROOT/../..", "ROOT/../outside", "ROOT/\x00x", "relative/dir", "ROOT/missing"],
+    [
+        "/etc",
+        "ROOT/../..",
+        "ROOT/../outside",
+        "ROOT/\x00x",
+        "relative/dir",
+        "ROOT/missing",
+    ],
 )
 def test_an_import_outside_the_import_roots_is_refused(world, settings, tmp_path, path):
     root = tmp_path / "imports"

@@ -56,10 +56,26 @@ HOSPITALIZATIONS = ("29079034", "24470193", "22756440", "20764029")
 
 # The eight Gold windows, by (stay, index): physician A's and B's status.
 # 0-3 agree on everything; 4-5 disagree on status; 6-7 disagree on a problem.
-STATUS_A = ["improving", "stable", "deteriorating", "stable",
-            "stable", "stable", "improving", "stable"]
-STATUS_B = ["improving", "stable", "deteriorating", "stable",
-            "deteriorating", "deteriorating", "improving", "stable"]
+STATUS_A = [
+    "improving",
+    "stable",
+    "deteriorating",
+    "stable",
+    "stable",
+    "stable",
+    "improving",
+    "stable",
+]
+STATUS_B = [
+    "improving",
+    "stable",
+    "deteriorating",
+    "stable",
+    "deteriorating",
+    "deteriorating",
+    "improving",
+    "stable",
+]
 PROBLEMS_A = ["Septic shock", "Hypokalemia"]
 PROBLEMS_B_DISPUTED = ["Septic shock", "Pneumothorax"]
 ACTION = "Blood cultures"
@@ -304,7 +320,9 @@ def dashboard_shows_hand_figures(flow: Flow, campaign, gold) -> None:
 
     for row in irr.context["stats"]:
         assert (row["assigned"], row["labels_done"], row["windows_compared"]) == (
-            8, 8, 8,
+            8,
+            8,
+            8,
         )
         assert row["status_agreement"] == pytest.approx(6 / 8)
 
@@ -416,11 +434,18 @@ def oracle_and_releases_through_pages(flow: Flow, cohort, campaign, stays):
         reverse("exports:release_new"),
         {"oracle_run": run.pk, "validation_report": report.pk, "notes": "e2e"},
     )
-    assert refused.status_code == 400 and b"below the promotion thresholds" in refused.content
+    assert (
+        refused.status_code == 400
+        and b"below the promotion thresholds" in refused.content
+    )
     response = admin.post(
         reverse("exports:release_new"),
-        {"oracle_run": run.pk, "validation_report": report.pk, "notes": "e2e",
-         "override_reason": "End-to-end test of the offline rules Oracle."},
+        {
+            "oracle_run": run.pk,
+            "validation_report": report.pk,
+            "notes": "e2e",
+            "override_reason": "End-to-end test of the offline rules Oracle.",
+        },
     )
     assert response.status_code == 302, response.content
     response = admin.post(
@@ -429,9 +454,11 @@ def oracle_and_releases_through_pages(flow: Flow, cohort, campaign, stays):
     )
     assert response.status_code == 302, response.content
     wait_for(
-        lambda: not Release.objects.exclude(
-            state__in=(ReleaseState.READY, ReleaseState.FAILED)
-        ).exists(),
+        lambda: (
+            not Release.objects.exclude(
+                state__in=(ReleaseState.READY, ReleaseState.FAILED)
+            ).exists()
+        ),
         "the two release builds",
     )
     scale = Release.objects.get(kind=ReleaseKind.SCALE)
@@ -552,8 +579,14 @@ def predictions_by_construction(records: list[dict]) -> list[str]:
     as the action it forbids, evaluation.polarity), half of its A_w^k."""
     gold_status = [r["labels"]["status"]["value"] for r in records]
     assert gold_status == [
-        "improving", "stable", "deteriorating", "stable",
-        "deteriorating", "deteriorating", "improving", "stable",
+        "improving",
+        "stable",
+        "deteriorating",
+        "stable",
+        "deteriorating",
+        "deteriorating",
+        "improving",
+        "stable",
     ]
     wrong = {
         "improving": "deteriorating",
@@ -582,7 +615,9 @@ def predictions_by_construction(records: list[dict]) -> list[str]:
                     "recommended_actions": (
                         [ACTION, FORBIDDEN_ACTION]
                         if n == 0
-                        else [ACTION] if n < 4 else [UNRELATED_ACTION]
+                        else [ACTION]
+                        if n < 4
+                        else [UNRELATED_ACTION]
                     ),
                 }
             )
@@ -694,7 +729,11 @@ def test_gold_campaign_to_scored_predictions_through_pages_api_and_worker(
     # manage.py evaluate gives the same figures.
     out = io.StringIO()
     call_command(
-        "evaluate", str(predictions), release=gold_release.pk, k=5, json=True,
+        "evaluate",
+        str(predictions),
+        release=gold_release.pk,
+        k=5,
+        json=True,
         stdout=out,
     )
     printed = json.loads(out.getvalue())["overall"]

@@ -46,7 +46,9 @@ def test_forty_wrong_passwords_then_the_right_one_does_not_sign_in(client):
     ]
     assert codes[:9] == [200] * 9  # the form again, with its error
     assert set(codes[9:]) == {429}
-    response = client.post("/accounts/login/", {"username": "dr-lock", "password": PASSWORD})
+    response = client.post(
+        "/accounts/login/", {"username": "dr-lock", "password": PASSWORD}
+    )
     assert response.status_code == 429
     page = response.content.decode()
     assert "Too many wrong passwords for this account" in page
@@ -54,23 +56,33 @@ def test_forty_wrong_passwords_then_the_right_one_does_not_sign_in(client):
     assert not _signed_in(client)
     # Another account is not locked by it.
     make_user(username="dr-other", password=PASSWORD)
-    other = client.post("/accounts/login/", {"username": "dr-other", "password": PASSWORD})
+    other = client.post(
+        "/accounts/login/", {"username": "dr-other", "password": PASSWORD}
+    )
     assert other.status_code == 302 and _signed_in(client)
     assert user.pk != int(client.session["_auth_user_id"])
 
 
-def test_a_wrong_password_before_the_limit_says_so_and_a_success_resets_the_count(client):
+def test_a_wrong_password_before_the_limit_says_so_and_a_success_resets_the_count(
+    client,
+):
     make_user(username="dr-typo", password=PASSWORD)
     for _ in range(5):
-        wrong = client.post("/accounts/login/", {"username": "dr-typo", "password": "nope"})
+        wrong = client.post(
+            "/accounts/login/", {"username": "dr-typo", "password": "nope"}
+        )
         assert wrong.status_code == 200
         assert "Please enter a correct username and password" in wrong.content.decode()
-    right = client.post("/accounts/login/", {"username": "dr-typo", "password": PASSWORD})
+    right = client.post(
+        "/accounts/login/", {"username": "dr-typo", "password": PASSWORD}
+    )
     assert right.status_code == 302 and _signed_in(client)
     client.logout()
     for _ in range(5):  # five more are again below the limit
         client.post("/accounts/login/", {"username": "dr-typo", "password": "nope"})
-    right = client.post("/accounts/login/", {"username": "dr-typo", "password": PASSWORD})
+    right = client.post(
+        "/accounts/login/", {"username": "dr-typo", "password": PASSWORD}
+    )
     assert right.status_code == 302
 
 
@@ -91,7 +103,9 @@ def test_bootstrap_refuses_a_weak_demo_password_before_doing_anything(
     monkeypatch.setenv("REALICU_ADMIN_PASSWORD", password)
     with pytest.raises(CommandError) as info:
         call_command("bootstrap")
-    assert "The password in REALICU_ADMIN_PASSWORD is refused for 'admin'" in str(info.value)
+    assert "The password in REALICU_ADMIN_PASSWORD is refused for 'admin'" in str(
+        info.value
+    )
     assert message in str(info.value)
     assert not get_user_model().objects.exists()
 
@@ -106,7 +120,9 @@ def test_production_bootstrap_creates_no_demo_account_and_prints_no_password(
     assert "createsuperuser" in out and "Demo accounts created" not in out
 
 
-def test_production_bootstrap_creates_the_admin_from_the_environment(monkeypatch, capsys):
+def test_production_bootstrap_creates_the_admin_from_the_environment(
+    monkeypatch, capsys
+):
     monkeypatch.setenv("REALICU_ADMIN_USERNAME", "chief")
     monkeypatch.setenv("REALICU_ADMIN_PASSWORD", "ward rounds at dawn 7")
     call_command("bootstrap", "--skip-demo")
@@ -121,7 +137,9 @@ def test_production_bootstrap_creates_the_admin_from_the_environment(monkeypatch
 def test_production_bootstrap_refuses_a_weak_admin_password(monkeypatch, password):
     monkeypatch.setenv("REALICU_ADMIN_USERNAME", "chief")
     monkeypatch.setenv("REALICU_ADMIN_PASSWORD", password)
-    with pytest.raises(CommandError, match="REALICU_ADMIN_PASSWORD is refused for 'chief'"):
+    with pytest.raises(
+        CommandError, match="REALICU_ADMIN_PASSWORD is refused for 'chief'"
+    ):
         call_command("bootstrap", "--skip-demo")
     assert not get_user_model().objects.exists()
 
@@ -131,8 +149,12 @@ def test_admin_site_refuses_a_weak_password_for_a_new_user(client):
     client.force_login(admin)
     response = client.post(
         "/admin/auth/user/add/",
-        {"username": "newdoc", "password1": "93847561029", "password2": "93847561029",
-         "usable_password": "true"},
+        {
+            "username": "newdoc",
+            "password1": "93847561029",
+            "password2": "93847561029",
+            "usable_password": "true",
+        },
     )
     assert response.status_code == 200
     assert "This password is entirely numeric." in response.content.decode()
@@ -155,7 +177,9 @@ def test_a_session_ends_after_the_idle_timeout(client, settings):
     user = make_user(password=PASSWORD)
     client.force_login(user)
     assert client.get("/").status_code == 302
-    assert settings.SESSION_COOKIE_AGE == 3600 and settings.SESSION_EXPIRE_AT_BROWSER_CLOSE
+    assert (
+        settings.SESSION_COOKIE_AGE == 3600 and settings.SESSION_EXPIRE_AT_BROWSER_CLOSE
+    )
     from django.contrib.sessions.models import Session
     from django.utils import timezone
 
@@ -240,7 +264,11 @@ def test_check_deploy_is_clean_with_the_production_environment(tmp_path):
     started = time.monotonic()
     result = subprocess.run(
         [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "System check identified no issues" in result.stdout, result.stdout
@@ -254,7 +282,9 @@ def test_bounded_json_counts_only_real_nesting_and_long_integers():
     from realicu_web.jsonlimits import JsonLimitError, loads_bounded
 
     assert loads_bounded("[" * 64 + "]" * 64)
-    assert loads_bounded('{"text": "' + "[" * 500 + '\\" {"}') == {"text": "[" * 500 + '" {'}
+    assert loads_bounded('{"text": "' + "[" * 500 + '\\" {"}') == {
+        "text": "[" * 500 + '" {'
+    }
     assert loads_bounded('{"id": ' + "9" * 19 + "}") == {"id": int("9" * 19)}
     with pytest.raises(JsonLimitError, match="nested deeper than 64 levels"):
         loads_bounded("[" * 65 + "]" * 65)

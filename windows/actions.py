@@ -59,10 +59,19 @@ STOP_WORDS = ("stop", "stopped", "paused", "finishedrunning", "finished running"
 NO_RATE_WORDS = ("not_given", "verify", "other", "held")
 # CLIF respiratory_support device categories (mCIDE); another category in the
 # domain that is neither a setting, a measurement nor a mode is no device.
-DEVICE_CATEGORIES = frozenset({
-    "imv", "nippv", "cpap", "high flow nc", "face mask", "trach collar",
-    "nasal cannula", "room air", "other",
-})
+DEVICE_CATEGORIES = frozenset(
+    {
+        "imv",
+        "nippv",
+        "cpap",
+        "high flow nc",
+        "face mask",
+        "trach collar",
+        "nasal cannula",
+        "room air",
+        "other",
+    }
+)
 CRRT_SETTINGS = (
     "blood_flow_rate",
     "pre_filter_replacement_fluid_rate",
@@ -166,8 +175,16 @@ def derive_kinds(events: pd.DataFrame) -> pd.DataFrame:
     return out.loc[events.index]
 
 
-def action_text(*, name: str, category: str, domain: str, value_num, unit: str,
-                value_text: str, previous_value: str) -> str:
+def action_text(
+    *,
+    name: str,
+    category: str,
+    domain: str,
+    value_num,
+    unit: str,
+    value_text: str,
+    previous_value: str,
+) -> str:
     """A recorded action as a clinician reads it, named by its concept
     (``windows.vocabulary``): "PEEP 5 -> 10 cmH2O", "start Nitroglycerin 0.5
     mcg/kg/min", "Norepinephrine 0.4 -> 0.3 mcg/kg/min", "stop Propofol",
@@ -191,12 +208,16 @@ def action_text(*, name: str, category: str, domain: str, value_num, unit: str,
             return f"{setting} {value}{unit}"
         if previous_value:  # a device, mode, position or code status
             prefix = category.split(":", 1)[0] + ":" if ":" in category else ""
-            before = event_label(domain=domain, category=prefix + previous_value, name="")
+            before = event_label(
+                domain=domain, category=prefix + previous_value, name=""
+            )
             head, sep, _ = label.text.partition(": ")
             if sep and before.concept.startswith(head + sep):
                 # "Ventilator mode: A -> B", not the heading twice
-                return f"{label.text[: len(head + sep)]}{before.concept[len(head + sep):]}" \
-                    f" -> {label.text[len(head + sep):]}"
+                return (
+                    f"{label.text[: len(head + sep)]}{before.concept[len(head + sep) :]}"
+                    f" -> {label.text[len(head + sep) :]}"
+                )
             return f"{before.concept} -> {label.text}"
         return label.text
     return " ".join(part for part in (label.text, value + unit, value_text) if part)
@@ -279,7 +300,9 @@ def _infusion_kinds(rows: pd.DataFrame):
                 kinds[deciding] = _ACT
                 prevs[deciding] = _number(before[0]) if before and after else ""
     order = pd.Series(range(len(index)), index=index).loc[rows.index].to_numpy()
-    return np.asarray(kinds, dtype=object)[order], np.asarray(prevs, dtype=object)[order]
+    return np.asarray(kinds, dtype=object)[order], np.asarray(prevs, dtype=object)[
+        order
+    ]
 
 
 def _drug_rate(open_orders: dict[str, tuple[float, str]]) -> tuple[float, str] | None:
@@ -304,9 +327,7 @@ def _state_changes(rows: pd.DataFrame, *, item, state, first_counts=None):
     ``first_counts`` says otherwise)."""
     kinds, prevs = [], []
     last: dict[tuple, object] = {}
-    for key, value in zip(
-        zip(rows["admission_id"].to_numpy(), item), state
-    ):
+    for key, value in zip(zip(rows["admission_id"].to_numpy(), item), state):
         if value is None:
             kinds.append(_OBS)
             prevs.append("")
@@ -353,7 +374,9 @@ def _respiratory_kinds(rows: pd.DataFrame):
         else:
             state.append(None)
     return _state_changes(
-        rows, item=item, state=state,
+        rows,
+        item=item,
+        state=state,
         first_counts=lambda v: not (isinstance(v, str) and v.lower() == "room air"),
     )
 
@@ -364,7 +387,9 @@ def _crrt_kinds(rows: pd.DataFrame):
     is_setting = category.isin(CRRT_SETTINGS).to_numpy()
     values = rows["value_num"].to_numpy(dtype=float)
     state = []
-    for cat, mode, setting, value in zip(category.to_numpy(), is_mode, is_setting, values):
+    for cat, mode, setting, value in zip(
+        category.to_numpy(), is_mode, is_setting, values
+    ):
         if mode:
             state.append(cat.split(":", 1)[1] or None)
         elif setting:

@@ -5,6 +5,7 @@ as in the RealICU paper (Figure 8: "rule-based grouping based on ICD chapters,
 with sepsis-related codes grouped into a dedicated Sepsis and Severe Infection
 category"). Chapter boundaries are those of ICD-9-CM and ICD-10-CM.
 """
+
 from __future__ import annotations
 
 from windows.models import DiseaseGroup as G
@@ -15,10 +16,33 @@ from windows.models import DiseaseGroup as G
 # neonatal sepsis. ICD-9-CM: 038 septicemia, 995.91/995.92 (severe) sepsis,
 # 785.52 septic shock, 003.1/020.2/036.2/054.5/112.5 organism-specific
 # septicemia, 771.81 newborn septicemia.
-_SEPSIS_ICD10 = ("A40", "A41", "R652", "R572", "T8112", "O85", "A021", "A227", "A267",
-                 "A327", "A427", "B377", "P36")
-_SEPSIS_ICD9 = ("038", "99591", "99592", "78552", "0031", "0202", "0362", "0545", "1125",
-                "77181")
+_SEPSIS_ICD10 = (
+    "A40",
+    "A41",
+    "R652",
+    "R572",
+    "T8112",
+    "O85",
+    "A021",
+    "A227",
+    "A267",
+    "A327",
+    "A427",
+    "B377",
+    "P36",
+)
+_SEPSIS_ICD9 = (
+    "038",
+    "99591",
+    "99592",
+    "78552",
+    "0031",
+    "0202",
+    "0362",
+    "0545",
+    "1125",
+    "77181",
+)
 
 # ICD-9-CM chapters by the numeric value of the three-digit category.
 _ICD9_CHAPTERS = [

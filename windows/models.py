@@ -4,6 +4,7 @@ Every source (CLIF, MIMIC-IV) is normalized on import into CLIF's category
 vocabulary, so clinical code reads ``Event.category`` the same way whatever the
 source was.
 """
+
 from django.conf import settings
 from django.db import models
 
@@ -29,7 +30,9 @@ class Patient(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["source", "source_id"], name="patient_source_uniq")
+            models.UniqueConstraint(
+                fields=["source", "source_id"], name="patient_source_uniq"
+            )
         ]
 
     def __str__(self) -> str:
@@ -39,7 +42,9 @@ class Patient(models.Model):
 class Admission(models.Model):
     """A hospitalization; events belong to it and are shared by its ICU stays."""
 
-    patient = models.ForeignKey(Patient, on_delete=models.CASCADE, related_name="admissions")
+    patient = models.ForeignKey(
+        Patient, on_delete=models.CASCADE, related_name="admissions"
+    )
     source = models.CharField(max_length=8, choices=Source.choices)
     source_id = models.CharField(max_length=64)
     admit_time = models.DateTimeField()
@@ -55,7 +60,9 @@ class Admission(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["source", "source_id"], name="admission_source_uniq")
+            models.UniqueConstraint(
+                fields=["source", "source_id"], name="admission_source_uniq"
+            )
         ]
 
     def __str__(self) -> str:
@@ -95,7 +102,9 @@ class DiseaseGroup(models.TextChoices):
 class Stay(models.Model):
     """One ICU stay: a run of contiguous ICU segments within one admission."""
 
-    admission = models.ForeignKey(Admission, on_delete=models.CASCADE, related_name="stays")
+    admission = models.ForeignKey(
+        Admission, on_delete=models.CASCADE, related_name="stays"
+    )
     source = models.CharField(max_length=8, choices=Source.choices)
     source_id = models.CharField(max_length=64)
     source_ids = models.JSONField(
@@ -114,12 +123,18 @@ class Stay(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["source", "source_id"], name="stay_source_uniq"),
+            models.UniqueConstraint(
+                fields=["source", "source_id"], name="stay_source_uniq"
+            ),
             models.CheckConstraint(
-                condition=models.Q(outtime__gt=models.F("intime")), name="stay_out_after_in"
+                condition=models.Q(outtime__gt=models.F("intime")),
+                name="stay_out_after_in",
             ),
         ]
-        indexes = [models.Index(fields=["disease_group"]), models.Index(fields=["intime"])]
+        indexes = [
+            models.Index(fields=["disease_group"]),
+            models.Index(fields=["intime"]),
+        ]
 
     def __str__(self) -> str:
         return f"Stay {self.pk} ({self.admission.patient})"
@@ -217,7 +232,9 @@ class Event(models.Model):
     )
 
     class Meta:
-        indexes = [models.Index(fields=["admission", "time"], name="event_admission_time")]
+        indexes = [
+            models.Index(fields=["admission", "time"], name="event_admission_time")
+        ]
 
     def __str__(self) -> str:
         return f"{self.time:%Y-%m-%d %H:%M} {self.category or self.name}"
@@ -237,7 +254,9 @@ class ImportRun(JobFields):
     and progress here, and the reaper re-queues it when the worker goes silent."""
 
     source = models.CharField(max_length=8, choices=Source.choices)
-    path = models.CharField(max_length=1024, blank=True, help_text="Empty: the CLIF demo.")
+    path = models.CharField(
+        max_length=1024, blank=True, help_text="Empty: the CLIF demo."
+    )
     status = models.CharField(
         max_length=16, choices=ImportStatus.choices, default=ImportStatus.QUEUED
     )
@@ -269,8 +288,12 @@ class ImportRun(JobFields):
             percent = min(100, round(100 * done / total))
         else:
             percent = 100 if self.status == ImportStatus.DONE else 0
-        return {"done": done, "total": total, "label": self.progress_label,
-                "percent": percent}
+        return {
+            "done": done,
+            "total": total,
+            "label": self.progress_label,
+            "percent": percent,
+        }
 
     @property
     def is_open(self) -> bool:
@@ -410,7 +433,9 @@ class StayTracks(models.Model):
     stay = models.OneToOneField(Stay, on_delete=models.CASCADE, related_name="tracks")
     events_signature = models.CharField(max_length=64)
     computed_at = models.DateTimeField(auto_now=True)
-    hours = models.JSONField(default=list, help_text="Hour ends, hours since admission.")
+    hours = models.JSONField(
+        default=list, help_text="Hour ends, hours since admission."
+    )
     columns = models.JSONField(default=dict, help_text="Concept name -> hourly values.")
     meta = models.JSONField(default=dict, blank=True)
 

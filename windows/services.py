@@ -1,5 +1,6 @@
 """Writes on clinical data shared by every importer: pseudonyms, stay outcome and
 disease group, the outcome-revealing events, and import runs."""
+
 from __future__ import annotations
 
 import hashlib
@@ -82,7 +83,9 @@ def stay_diagnosis_fields(*, admission: Admission) -> dict:
     }
 
 
-def merge_icu_segments(segments: list[tuple], tolerance=timedelta(0)) -> list[list[tuple]]:
+def merge_icu_segments(
+    segments: list[tuple], tolerance=timedelta(0)
+) -> list[list[tuple]]:
     """Group ICU segments ``(in, out, ...)`` of one admission into stays: a segment
     that starts no later than the previous one ended (transfer between ICUs)
     continues the same stay, as MIMIC-IV's icustays does."""
@@ -98,8 +101,13 @@ def merge_icu_segments(segments: list[tuple], tolerance=timedelta(0)) -> list[li
     return stays
 
 
-def outcome_events_frame(*, admissions: list[Admission], stays: list[Stay],
-                         deaths: dict[int, object], source_table: str) -> pd.DataFrame:
+def outcome_events_frame(
+    *,
+    admissions: list[Admission],
+    stays: list[Stay],
+    deaths: dict[int, object],
+    source_table: str,
+) -> pd.DataFrame:
     """The outcome-revealing events: ICU discharge of each stay, hospital discharge
     with its disposition, and death. They are hidden from any model under test."""
     rows = []
@@ -168,7 +176,9 @@ def import_run_create(*, source: str, path: str = "", user=None) -> ImportRun:
     from windows.importers.paths import resolve_import_path
 
     if source not in Source.values:
-        raise ValidationError(f"Unknown source {source!r}; choose one of {', '.join(Source.values)}.")
+        raise ValidationError(
+            f"Unknown source {source!r}; choose one of {', '.join(Source.values)}."
+        )
     resolved = resolve_import_path(source=source, path=path)
     with transaction.atomic():
         run = ImportRun.objects.create(source=source, path=resolved, started_by=user)
@@ -201,8 +211,11 @@ def import_run_execute(*, import_run: ImportRun) -> ImportRun:
 
     pk = import_run.pk
     lease = job_claim(
-        model=ImportRun, pk=pk, claimable=(ImportStatus.QUEUED,),
-        running=ImportStatus.RUNNING, state_field="status",
+        model=ImportRun,
+        pk=pk,
+        claimable=(ImportStatus.QUEUED,),
+        running=ImportStatus.RUNNING,
+        state_field="status",
         extra={"error": "", "finished_at": None},
     )
     if lease is None:
@@ -222,7 +235,9 @@ def import_run_execute(*, import_run: ImportRun) -> ImportRun:
             else:
                 from windows.importers.mimic import mimic_import
 
-                summary = mimic_import(directory=Path(import_run.path), progress=progress)
+                summary = mimic_import(
+                    directory=Path(import_run.path), progress=progress
+                )
         except JobLeaseLost:
             # Cancelled, or given to another worker: the row is no longer this
             # worker's to write.
@@ -232,17 +247,36 @@ def import_run_execute(*, import_run: ImportRun) -> ImportRun:
         except Exception as exc:
             failure = exc
 
-    finished = {"finished_at": timezone.now(), "heartbeat_at": timezone.now(),
-                "progress_done": progress.done, "progress_total": progress.total}
+    finished = {
+        "finished_at": timezone.now(),
+        "heartbeat_at": timezone.now(),
+        "progress_done": progress.done,
+        "progress_total": progress.total,
+    }
     if failure is not None:
         message = (
-            "; ".join(failure.messages) if hasattr(failure, "messages") else repr(failure)
+            "; ".join(failure.messages)
+            if hasattr(failure, "messages")
+            else repr(failure)
         )
-        job_release(model=ImportRun, pk=pk, lease=lease, status=ImportStatus.FAILED,
-                    error=message[:5000], **finished)
+        job_release(
+            model=ImportRun,
+            pk=pk,
+            lease=lease,
+            status=ImportStatus.FAILED,
+            error=message[:5000],
+            **finished,
+        )
         raise failure
-    job_release(model=ImportRun, pk=pk, lease=lease, status=ImportStatus.DONE,
-                summary=summary.as_dict(), progress_label="done", **finished)
+    job_release(
+        model=ImportRun,
+        pk=pk,
+        lease=lease,
+        status=ImportStatus.DONE,
+        summary=summary.as_dict(),
+        progress_label="done",
+        **finished,
+    )
     import_run.refresh_from_db()
     return import_run
 
@@ -264,7 +298,9 @@ def import_run_resume(*, admin, import_run: ImportRun) -> ImportRun:
         if run is None:
             raise ValidationError("This import no longer exists.")
         if run.status == ImportStatus.DONE:
-            raise ValidationError(f"Import {run.pk} is done: there is nothing to resume.")
+            raise ValidationError(
+                f"Import {run.pk} is done: there is nothing to resume."
+            )
         if run.status == ImportStatus.QUEUED:
             raise ValidationError(
                 f"Import {run.pk} is already queued: it starts when a worker is free."
@@ -276,8 +312,12 @@ def import_run_resume(*, admin, import_run: ImportRun) -> ImportRun:
             )
         now = timezone.now()
         ImportRun.objects.filter(pk=run.pk).update(
-            status=ImportStatus.QUEUED, lease="", attempts=0, error="",
-            finished_at=None, heartbeat_at=now,
+            status=ImportStatus.QUEUED,
+            lease="",
+            attempts=0,
+            error="",
+            finished_at=None,
+            heartbeat_at=now,
             progress_label=f"resumed by {admin.get_username()}"[:255],
         )
         outbox_send(task=IMPORT_TASK, args=[run.pk], key=_import_outbox_key(run.pk))
@@ -302,7 +342,9 @@ def import_run_cancel(*, admin, import_run: ImportRun) -> ImportRun:
                 "or running import can be cancelled."
             )
         ImportRun.objects.filter(pk=run.pk).update(
-            status=ImportStatus.CANCELLED, lease="", finished_at=timezone.now(),
+            status=ImportStatus.CANCELLED,
+            lease="",
+            finished_at=timezone.now(),
             error=f"Cancelled by {admin.get_username()}.",
             progress_label="cancelled",
         )

@@ -1,4 +1,5 @@
 """Celery tasks of the windows app: thin wrappers around services."""
+
 import logging
 
 from celery import shared_task

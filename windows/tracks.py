@@ -1,6 +1,7 @@
 """Stored concept tracks of a stay: computed with windows.concepts from the events
 of the stay's admission, kept in StayTracks, recomputed when the events change;
 and the event behind each plotted value, so a point on a plot can be cited."""
+
 from __future__ import annotations
 
 import math
@@ -41,7 +42,9 @@ def events_signature(*, stay: Stay) -> str:
 
 
 def _events_frame(stay: Stay) -> pd.DataFrame:
-    rows = Event.objects.filter(admission_id=stay.admission_id).values_list(*EVENT_COLUMNS)
+    rows = Event.objects.filter(admission_id=stay.admission_id).values_list(
+        *EVENT_COLUMNS
+    )
     return pd.DataFrame.from_records(list(rows), columns=list(EVENT_COLUMNS))
 
 
@@ -60,20 +63,33 @@ def _clean(values) -> list:
 def stay_tracks_build(*, stay: Stay, signature: str | None = None) -> StayTracks:
     """Compute and store the stay's tracks (idempotent: replaces the stored row)."""
     signature = signature or events_signature(stay=stay)
-    frame = compute_stay_tracks(_events_frame(stay), intime=pd.Timestamp(stay.intime),
-                                outtime=pd.Timestamp(stay.outtime))
-    columns = {name: _clean(frame[name].tolist()) for name in CONCEPT_COLUMNS if name in frame}
+    frame = compute_stay_tracks(
+        _events_frame(stay),
+        intime=pd.Timestamp(stay.intime),
+        outtime=pd.Timestamp(stay.outtime),
+    )
+    columns = {
+        name: _clean(frame[name].tolist()) for name in CONCEPT_COLUMNS if name in frame
+    }
     sepsis = frame.attrs.get("sepsis3")
     meta = {
         "weight_kg": frame.attrs.get("weight_kg"),
-        "sepsis3": {k: (v.isoformat() if hasattr(v, "isoformat") else v)
-                    for k, v in sepsis.items()} if isinstance(sepsis, dict) else None,
+        "sepsis3": {
+            k: (v.isoformat() if hasattr(v, "isoformat") else v)
+            for k, v in sepsis.items()
+        }
+        if isinstance(sepsis, dict)
+        else None,
     }
     with transaction.atomic():
         tracks, _ = StayTracks.objects.update_or_create(
             stay=stay,
-            defaults={"events_signature": signature, "hours": _clean(frame["hour"].tolist()),
-                      "columns": columns, "meta": meta},
+            defaults={
+                "events_signature": signature,
+                "hours": _clean(frame["hour"].tolist()),
+                "columns": columns,
+                "meta": meta,
+            },
         )
     return tracks
 
@@ -87,15 +103,20 @@ def stay_tracks_get(*, stay: Stay) -> StayTracks:
     return stay_tracks_build(stay=stay, signature=signature)
 
 
-def tracks_build_all(*, stays=None, progress: Progress | None = None, force: bool = False) -> int:
+def tracks_build_all(
+    *, stays=None, progress: Progress | None = None, force: bool = False
+) -> int:
     """Build the tracks of many stays (all by default); returns how many were
     computed. Stays whose stored tracks are current are skipped unless forced."""
     progress = progress or Progress()
     stays = list(stays if stays is not None else Stay.objects.order_by("pk"))
     progress.start(len(stays), "concept tracks")
     built = 0
-    current = dict(StayTracks.objects.filter(stay__in=stays)
-                   .values_list("stay_id", "events_signature"))
+    current = dict(
+        StayTracks.objects.filter(stay__in=stays).values_list(
+            "stay_id", "events_signature"
+        )
+    )
     for stay in stays:
         signature = events_signature(stay=stay)
         if force or current.get(stay.pk) != signature:

@@ -43,7 +43,9 @@ IMPORT_RUNS_PER_PAGE = 25
 
 
 def _render(request, template: str, context: dict, *, partial: str, status: int = 200):
-    return render_page_or_partial(request, template, context, partial=partial, status=status)
+    return render_page_or_partial(
+        request, template, context, partial=partial, status=status
+    )
 
 
 def _sort_headers(sort: str, keys: tuple[str, ...]) -> dict[str, dict]:
@@ -169,7 +171,10 @@ def _tracks_request(request, stay_id: int) -> SimpleNamespace:
         if current is None:
             raise Http404("No such window.")
     cached = request._tracks_request = SimpleNamespace(
-        stay=stay, windows=windows, current=current, current_index=current_index,
+        stay=stay,
+        windows=windows,
+        current=current,
+        current_index=current_index,
         with_sources=request.GET.get("sources") == "1",
         version=selectors.stay_tracks_version(stay=stay),
     )

@@ -216,8 +216,15 @@ SOURCE_DETAIL_DOMAINS = frozenset(
 )
 # Measurement categories of those domains, whose label repeats the concept.
 _NO_DETAIL_CATEGORIES = frozenset(_RESPIRATORY) - {
-    "IMV", "NIPPV", "CPAP", "High Flow NC", "Face Mask", "Trach Collar",
-    "Nasal Cannula", "Room Air", "Other",
+    "IMV",
+    "NIPPV",
+    "CPAP",
+    "High Flow NC",
+    "Face Mask",
+    "Trach Collar",
+    "Nasal Cannula",
+    "Room Air",
+    "Other",
 } | frozenset(_CRRT)
 
 
@@ -392,7 +399,7 @@ def coded_code(system: str, code: str) -> CodedCode:
 
 
 def coded_label(system: str, code: str) -> str:
-    """"ICD-10-PCS 5A1955Z Respiratory Ventilation, Greater than 96 Consecutive
+    """ "ICD-10-PCS 5A1955Z Respiratory Ventilation, Greater than 96 Consecutive
     Hours": system, code and title (the title left out when unknown)."""
     parts = coded_code(system, code)
     text = f"{parts.system} {parts.code}"

@@ -31,7 +31,9 @@ def _windows_resolve(windows: Iterable) -> list[Window]:
     try:
         ids = list(dict.fromkeys(int(pk) for pk in ids))
     except (TypeError, ValueError):
-        raise ValidationError("Windows must be given as windows or window ids.") from None
+        raise ValidationError(
+            "Windows must be given as windows or window ids."
+        ) from None
     if not ids:
         raise ValidationError("Choose at least one window for the campaign.")
     found = list(

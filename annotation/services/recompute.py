@@ -56,16 +56,21 @@ def agreement_recompute_start(*, admin, campaign: Campaign) -> AgreementRecomput
                 "below."
             )
         job = AgreementRecompute.objects.create(
-            campaign=campaign, created_by=admin, heartbeat_at=now,
+            campaign=campaign,
+            created_by=admin,
+            heartbeat_at=now,
             progress_label="queued",
         )
         for stale in active:
             seen = (
                 f"{(now - stale.heartbeat_at).total_seconds():.0f} s before"
-                if stale.heartbeat_at else "never"
+                if stale.heartbeat_at
+                else "never"
             )
             AgreementRecompute.objects.filter(pk=stale.pk).update(
-                state=RecomputeState.FAILED, lease="", finished_at=now,
+                state=RecomputeState.FAILED,
+                lease="",
+                finished_at=now,
                 error=(
                     f"Superseded by recompute {job.pk}: this one was "
                     f"{stale.state} without a live worker (last heartbeat {seen})."
@@ -110,8 +115,10 @@ def agreement_recompute_run(*, recompute_id: int, matcher_factory=None) -> str:
     from jobs.leases import JobLeaseLost
 
     lease = job_claim(
-        model=AgreementRecompute, pk=recompute_id,
-        claimable=(RecomputeState.QUEUED,), running=RecomputeState.RUNNING,
+        model=AgreementRecompute,
+        pk=recompute_id,
+        claimable=(RecomputeState.QUEUED,),
+        running=RecomputeState.RUNNING,
     )
     if lease is None:
         return "not taken"
@@ -135,30 +142,46 @@ def agreement_recompute_run(*, recompute_id: int, matcher_factory=None) -> str:
         return "lease lost"
     except MatcherUnavailable as error:
         job_release(
-            model=AgreementRecompute, pk=job.pk, lease=lease,
-            state=RecomputeState.FAILED, error=str(error), finished_at=timezone.now(),
+            model=AgreementRecompute,
+            pk=job.pk,
+            lease=lease,
+            state=RecomputeState.FAILED,
+            error=str(error),
+            finished_at=timezone.now(),
             progress_label="failed: the matcher is unavailable",
         )
-        logger.error("recompute %s of campaign %s failed: %s",
-                     recompute_id, job.campaign_id, error)
+        logger.error(
+            "recompute %s of campaign %s failed: %s",
+            recompute_id,
+            job.campaign_id,
+            error,
+        )
         return "failed"
     except Exception as error:
         logger.exception(
             "recompute %s of campaign %s failed", recompute_id, job.campaign_id
         )
         job_release(
-            model=AgreementRecompute, pk=job.pk, lease=lease,
-            state=RecomputeState.FAILED, finished_at=timezone.now(),
+            model=AgreementRecompute,
+            pk=job.pk,
+            lease=lease,
+            state=RecomputeState.FAILED,
+            finished_at=timezone.now(),
             error=f"{type(error).__name__}: {error}"[:2000],
             progress_label="failed",
         )
         return "failed"
     computed, skipped = written + result["computed"], result["skipped"]
     job_release(
-        model=AgreementRecompute, pk=job.pk, lease=lease,
-        state=RecomputeState.DONE, finished_at=timezone.now(),
-        computed=computed, skipped=skipped,
-        progress_done=computed, progress_total=computed,
+        model=AgreementRecompute,
+        pk=job.pk,
+        lease=lease,
+        state=RecomputeState.DONE,
+        finished_at=timezone.now(),
+        computed=computed,
+        skipped=skipped,
+        progress_done=computed,
+        progress_total=computed,
         progress_label=(
             f"done: {computed} windows recomputed, {skipped} still waiting for labels"
         ),

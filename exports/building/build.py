@@ -56,8 +56,13 @@ def release_build(*, release: Release, progress=None) -> Release:
         pk=release.pk,
         claimable=(ReleaseState.QUEUED,),
         running=ReleaseState.BUILDING,
-        extra={"error": "", "finished_at": None, "progress_done": 0,
-               "progress_total": 0, "progress_label": "starting"},
+        extra={
+            "error": "",
+            "finished_at": None,
+            "progress_done": 0,
+            "progress_total": 0,
+            "progress_label": "starting",
+        },
     )
     if lease is None:
         release.refresh_from_db()
@@ -119,9 +124,12 @@ def release_build(*, release: Release, progress=None) -> Release:
         return release
     except BaseException as exc:
         _remove_tree(partial)
-        if renamed and not Release.objects.filter(
-            pk=release.pk, state=ReleaseState.READY
-        ).exists():
+        if (
+            renamed
+            and not Release.objects.filter(
+                pk=release.pk, state=ReleaseState.READY
+            ).exists()
+        ):
             _remove_tree(final)
         if not Release.objects.filter(pk=release.pk, lease=lease).exists():
             # Cancelled meanwhile (the cancel removes the folder this build was
@@ -146,16 +154,26 @@ def _release_after_error(release: Release, lease: str, exc: BaseException) -> No
 
     messages = getattr(exc, "messages", None)
     error = "; ".join(messages) if messages else f"{type(exc).__name__}: {exc}"
-    fields = {"state": ReleaseState.FAILED, "finished_at": timezone.now(),
-              "error": error, "progress_label": "failed"}
+    fields = {
+        "state": ReleaseState.FAILED,
+        "finished_at": timezone.now(),
+        "error": error,
+        "progress_label": "failed",
+    }
     try:
         if isinstance(exc, OperationalError):
-            attempts = Release.objects.filter(pk=release.pk).values_list(
-                "attempts", flat=True
-            ).first() or 0
+            attempts = (
+                Release.objects.filter(pk=release.pk)
+                .values_list("attempts", flat=True)
+                .first()
+                or 0
+            )
             if attempts < 3:
-                fields = {"state": ReleaseState.QUEUED, "heartbeat_at": timezone.now(),
-                          "progress_label": f"re-queued after a database error: {exc}"[:255]}
+                fields = {
+                    "state": ReleaseState.QUEUED,
+                    "heartbeat_at": timezone.now(),
+                    "progress_label": f"re-queued after a database error: {exc}"[:255],
+                }
         job_release(model=Release, pk=release.pk, lease=lease, **fields)
     except Exception:
         logger.exception("release %s: its failure could not be recorded", release.pk)
@@ -198,8 +216,9 @@ def _release_write(*, release: Release, folder: Path, progress: Progress):
         }
     )
     ReleaseFile.objects.bulk_create(
-        ReleaseFile(release=release, path=f["path"], size_bytes=f["bytes"],
-                    sha256=f["sha256"])
+        ReleaseFile(
+            release=release, path=f["path"], size_bytes=f["bytes"], sha256=f["sha256"]
+        )
         for f in files
     )
     return stats, manifest

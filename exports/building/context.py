@@ -66,7 +66,9 @@ def _stay_events(stay: Stay, end) -> Iterator[tuple]:
     ``EVENT_FIELDS[2:]``) in time order, streamed. The offset is computed by
     the database (exact: interval to numeric) so that no timestamp has to be
     parsed per event."""
-    condition = bedside_filter(admission_id=stay.admission_id, start=stay.intime, end=end)
+    condition = bedside_filter(
+        admission_id=stay.admission_id, start=stay.intime, end=end
+    )
     events = Event.objects.filter(condition).order_by("time", "id")
     if connection.vendor != "postgresql":
         # No interval arithmetic in the database (SQLite, the no-setup default).
@@ -125,8 +127,20 @@ class _EventLines:
             )
         return part
 
-    def line(self, event_id, when, hours, kind, domain, category, name, num, unit,
-             text, table) -> str:
+    def line(
+        self,
+        event_id,
+        when,
+        hours,
+        kind,
+        domain,
+        category,
+        name,
+        num,
+        unit,
+        text,
+        table,
+    ) -> str:
         value = "null" if num is None or not math.isfinite(num) else repr(float(num))
         unit_part, table_part = self.tail(unit, table)
         return (
@@ -160,15 +174,31 @@ def _write_stay(
     line = lines.line
     buffer: list[str] = []
     with open(folder / "context" / f"{stay.pk}.jsonl", "w", encoding="utf-8") as out:
-        for event_id, offset, kind, domain, category, name, num, unit, text, table in (
-            _stay_events(stay, last_end)
-        ):
+        for (
+            event_id,
+            offset,
+            kind,
+            domain,
+            category,
+            name,
+            num,
+            unit,
+            text,
+            table,
+        ) in _stay_events(stay, last_end):
             buffer.append(
                 line(
                     event_id,
                     (intime + timedelta(microseconds=offset)).isoformat(),
                     round(offset / 10**6 / 3600.0, 4),
-                    kind, domain, category, name, num, unit, text, table,
+                    kind,
+                    domain,
+                    category,
+                    name,
+                    num,
+                    unit,
+                    text,
+                    table,
                 )
             )
             if len(buffer) >= EVENT_CHUNK:

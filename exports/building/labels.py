@@ -84,7 +84,11 @@ def _oracle_labels(
     }
 
     def item(text: str, evidence) -> dict:
-        return {"text": text, "evidence": list(evidence or []), "provenance": provenance}
+        return {
+            "text": text,
+            "evidence": list(evidence or []),
+            "provenance": provenance,
+        }
 
     actions = [
         item(

@@ -136,7 +136,11 @@ def _promotion(release: Release) -> dict | None:
     if override is None:
         gate = promotion_gate(report=release.validation_report)
         return json_safe(
-            {"thresholds": gate["thresholds"], "failures": gate["failures"], "override": None}
+            {
+                "thresholds": gate["thresholds"],
+                "failures": gate["failures"],
+                "override": None,
+            }
         )
     return json_safe(
         {
@@ -208,7 +212,9 @@ def release_file_verify(*, entry: ReleaseFile, path: Path) -> None:
         logger.error(
             "release file %s/%s was changed after the build: its sha256 is not the "
             "recorded %s; it is not served",
-            entry.release_id, entry.path, entry.sha256,
+            entry.release_id,
+            entry.path,
+            entry.sha256,
         )
         raise ReleaseFileChanged(
             f"The file {entry.path} of this release was changed after the release "

@@ -107,7 +107,11 @@ def _release_windows_copy(release: Release, rows: list[tuple]) -> None:
     columns = ", ".join(
         quote(meta.get_field(name).column)
         for name in (
-            "release", "window_id", "stay_id", "disease_group", "hours_since_admit",
+            "release",
+            "window_id",
+            "stay_id",
+            "disease_group",
+            "hours_since_admit",
             "record",
         )
     )

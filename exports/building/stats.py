@@ -54,5 +54,7 @@ class ReleaseStats:
             "stays_by_disease_group": dict(
                 Counter(s["disease_group"] for s in self.stays.values())
             ),
-            "stays_by_outcome": dict(Counter(s["outcome"] for s in self.stays.values())),
+            "stays_by_outcome": dict(
+                Counter(s["outcome"] for s in self.stays.values())
+            ),
         }

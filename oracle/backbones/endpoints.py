@@ -54,7 +54,9 @@ def key_env_check(name: str) -> None:
     variable (an empty name, no key, is always fine)."""
     if not name or key_env_allowed(name):
         return
-    prefixes = ", ".join(getattr(settings, "REALICU_LLM_KEY_ENV_PREFIXES", [])) or "none"
+    prefixes = (
+        ", ".join(getattr(settings, "REALICU_LLM_KEY_ENV_PREFIXES", [])) or "none"
+    )
     names = ", ".join(getattr(settings, "REALICU_LLM_KEY_ENV_NAMES", [])) or "none"
     raise EndpointRefused(
         f"The environment variable {name} is not one the operator allows for API "
@@ -83,7 +85,9 @@ def _resolve(host: str, port: int) -> list:
         infos = socket.getaddrinfo(host, port, proto=socket.IPPROTO_TCP)
     except (socket.gaierror, UnicodeError):
         return []
-    return list(dict.fromkeys(ipaddress.ip_address(info[4][0].split("%")[0]) for info in infos))
+    return list(
+        dict.fromkeys(ipaddress.ip_address(info[4][0].split("%")[0]) for info in infos)
+    )
 
 
 def _app_endpoints() -> set[tuple[str, int | None]]:
@@ -107,12 +111,16 @@ def url_check(url: str, *, app_host: str = "") -> None:
     before every run."""
     parts = urlsplit(url or "")
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise EndpointRefused("The URL must start with http:// or https:// and name a host.")
+        raise EndpointRefused(
+            "The URL must start with http:// or https:// and name a host."
+        )
     host = parts.hostname.lower().rstrip(".")
     try:
         port = parts.port or (443 if parts.scheme == "https" else 80)
     except ValueError:
-        raise EndpointRefused("The URL's port is not a number from 0 to 65535.") from None
+        raise EndpointRefused(
+            "The URL's port is not a number from 0 to 65535."
+        ) from None
     blocked = METADATA_HOSTS | {
         h.lower() for h in getattr(settings, "REALICU_LLM_BLOCKED_HOSTS", []) if h
     }

@@ -287,7 +287,9 @@ class OpenAICompatBackbone:
         try:
             url_check(self.base_url)
         except EndpointRefused as error:
-            raise BackboneConfigError(f"The backbone's URL is refused: {error}") from None
+            raise BackboneConfigError(
+                f"The backbone's URL is refused: {error}"
+            ) from None
         key = self._api_key()
         if should_stop is not None and should_stop():
             return []
@@ -376,7 +378,11 @@ class OpenAICompatBackbone:
         if form == "json_schema" and schema is not None:
             body["response_format"] = {
                 "type": "json_schema",
-                "json_schema": {"name": "window_label", "schema": schema, "strict": False},
+                "json_schema": {
+                    "name": "window_label",
+                    "schema": schema,
+                    "strict": False,
+                },
             }
         elif form == "llamacpp_python" and schema is not None:
             body["response_format"] = {"type": "json_object", "schema": schema}
@@ -387,7 +393,14 @@ class OpenAICompatBackbone:
         return body
 
     async def _complete(
-        self, client, messages, key, semaphore, limiter, stop, usage: _Usage,
+        self,
+        client,
+        messages,
+        key,
+        semaphore,
+        limiter,
+        stop,
+        usage: _Usage,
         schema: dict | None = None,
     ) -> _Reply:
         """One chat completion, retrying transient failures. Raises _Overflow
@@ -409,7 +422,9 @@ class OpenAICompatBackbone:
                     response = await client.post(self.url, content=payload)
                     status, text = response.status_code, response.text
                     headers = response.headers
-                    retry_after = retry_after_seconds(response.headers.get("retry-after"))
+                    retry_after = retry_after_seconds(
+                        response.headers.get("retry-after")
+                    )
                     problem = None
                 except httpx.TimeoutException:
                     status, text = 0, ""
@@ -437,13 +452,20 @@ class OpenAICompatBackbone:
                     tokens_in = int(tokens_in) if tokens_in is not None else None
                     tokens_out = int(tokens_out) if tokens_out is not None else None
                     usage.tokens_in += (
-                        tokens_in if tokens_in is not None else messages_tokens(messages)
+                        tokens_in
+                        if tokens_in is not None
+                        else messages_tokens(messages)
                     )
                     usage.tokens_out += (
-                        tokens_out if tokens_out is not None else tokens_estimate(content)
+                        tokens_out
+                        if tokens_out is not None
+                        else tokens_estimate(content)
                     )
                     return _Reply(
-                        content, tokens_in, tokens_out, str(choice.get("finish_reason") or "")
+                        content,
+                        tokens_in,
+                        tokens_out,
+                        str(choice.get("finish_reason") or ""),
                     )
             if problem is None:
                 problem = response_described(status, headers, text)
@@ -460,7 +482,8 @@ class OpenAICompatBackbone:
                     )
             if retry >= self.max_retries:
                 raise _RequestFailed(
-                    f"Gave up after {usage.attempts} attempts: {problem}.", usage.attempts
+                    f"Gave up after {usage.attempts} attempts: {problem}.",
+                    usage.attempts,
                 )
             delay = self._backoff(retry, retry_after)
             retry += 1
@@ -479,7 +502,11 @@ class OpenAICompatBackbone:
                     f"{self.root_url}/tokenize",
                     json={"model": self.model, "messages": messages},
                 )
-                return int(response.json()["count"]) if response.status_code == 200 else None
+                return (
+                    int(response.json()["count"])
+                    if response.status_code == 200
+                    else None
+                )
             text = "\n".join(m.get("content") or "" for m in messages)
             framing = 4 * len(messages)
             if self.tokenizer == "llamacpp_python":
@@ -570,8 +597,10 @@ class OpenAICompatBackbone:
             return result(ok=False, error=str(error))
         messages = list(prompt.messages)
         first.update(
-            chars=messages_chars(messages), estimate=prompt.estimated_tokens,
-            tokens=counted, compressions=list(prompt.compressions),
+            chars=messages_chars(messages),
+            estimate=prompt.estimated_tokens,
+            tokens=counted,
+            compressions=list(prompt.compressions),
         )
         if self.tokenizer and counted is None:
             first["compressions"].append(
@@ -606,7 +635,8 @@ class OpenAICompatBackbone:
                         ok=False,
                         error=self._scrub(
                             f"The prompt does not fit the model's context window even "
-                            f"compressed further: {error}", key,
+                            f"compressed further: {error}",
+                            key,
                         ),
                         raw_response=self._raw(raws, key),
                     )
@@ -615,16 +645,23 @@ class OpenAICompatBackbone:
                 # by a quarter), and send once more (a repair turn keeps its
                 # reply and correction, so the prompt gives up their room).
                 tail = messages_tokens(repair, self.ratio()) if repair else 0
-                size = max(1, (error.prompt_tokens or prompt.estimated_tokens + tail) - tail)
+                size = max(
+                    1, (error.prompt_tokens or prompt.estimated_tokens + tail) - tail
+                )
                 wanted = int(size * 0.75)
                 if error.context_tokens:
                     wanted = min(
                         wanted,
-                        error.context_tokens - (self.max_completion_tokens or 0) - 64 - tail,
+                        error.context_tokens
+                        - (self.max_completion_tokens or 0)
+                        - 64
+                        - tail,
                     )
                 # In the estimate's units: the estimate scaled as the server's
                 # count would have to shrink.
-                target = max(1, int(prompt.estimated_tokens * max(wanted, 1) / size * 0.95))
+                target = max(
+                    1, int(prompt.estimated_tokens * max(wanted, 1) / size * 0.95)
+                )
                 try:
                     prompt = self._build(context, target)
                 except PromptBudgetError as budget_error:
@@ -633,8 +670,10 @@ class OpenAICompatBackbone:
                 note = "compressed further after the server refused the prompt's length"
                 if turn == 0:
                     first.update(
-                        chars=messages_chars(messages), estimate=prompt.estimated_tokens,
-                        tokens=None, compressions=list(prompt.compressions) + [note],
+                        chars=messages_chars(messages),
+                        estimate=prompt.estimated_tokens,
+                        tokens=None,
+                        compressions=list(prompt.compressions) + [note],
                     )
                 else:
                     first["compressions"] = list(first.get("compressions", [])) + [note]
@@ -706,5 +745,6 @@ class OpenAICompatBackbone:
         if len(raws) == 1:
             return self._scrub(raws[0], key)
         return "\n\n".join(
-            f"--- reply {n} ---\n{self._scrub(raw, key)}" for n, raw in enumerate(raws, 1)
+            f"--- reply {n} ---\n{self._scrub(raw, key)}"
+            for n, raw in enumerate(raws, 1)
         )

@@ -55,7 +55,10 @@ def _backbone_validate(backbone: Backbone, *, app_host: str = "") -> None:
             key_env_check(backbone.api_key_env)
         except EndpointRefused as error:
             errors.setdefault("api_key_env", []).append(str(error))
-    if backbone.base_url and urlsplit(backbone.base_url).scheme not in ("http", "https"):
+    if backbone.base_url and urlsplit(backbone.base_url).scheme not in (
+        "http",
+        "https",
+    ):
         errors.setdefault("base_url", []).append(
             "The base URL must start with http:// or https://."
         )
@@ -68,7 +71,10 @@ def _backbone_validate(backbone: Backbone, *, app_host: str = "") -> None:
         errors.setdefault("context_tokens", []).append(
             "A context window under 256 tokens cannot hold a window's prompt."
         )
-    if backbone.max_completion_tokens is not None and backbone.max_completion_tokens < 16:
+    if (
+        backbone.max_completion_tokens is not None
+        and backbone.max_completion_tokens < 16
+    ):
         errors.setdefault("max_completion_tokens", []).append(
             "Give a reply at least 16 tokens."
         )
@@ -93,7 +99,9 @@ def _backbone_validate(backbone: Backbone, *, app_host: str = "") -> None:
                 f"{', '.join(reserved)} cannot be set here: the Oracle sets the "
                 "model, the messages and the reply's form itself."
             )
-    if backbone.kind == BackboneKind.RULES and (backbone.base_url or backbone.api_key_env):
+    if backbone.kind == BackboneKind.RULES and (
+        backbone.base_url or backbone.api_key_env
+    ):
         errors.setdefault("base_url", []).append(
             "A rules backbone calls no endpoint: leave the base URL and the API key "
             "variable empty."
@@ -138,7 +146,9 @@ def backbone_create(
     require_admin(admin, "configure Oracle backbones")
     unknown = set(fields) - set(BACKBONE_FIELDS)
     if unknown:
-        raise ValidationError(f"Unknown backbone settings: {', '.join(sorted(unknown))}.")
+        raise ValidationError(
+            f"Unknown backbone settings: {', '.join(sorted(unknown))}."
+        )
     backbone = Backbone(name=name, kind=kind, created_by=admin, **_fields_clean(fields))
     if backbone.parameters is None:
         backbone.parameters = {}
@@ -158,7 +168,9 @@ def backbone_update(
     fields = _fields_clean(fields)
     unknown = set(fields) - set(BACKBONE_FIELDS)
     if unknown:
-        raise ValidationError(f"Unknown backbone settings: {', '.join(sorted(unknown))}.")
+        raise ValidationError(
+            f"Unknown backbone settings: {', '.join(sorted(unknown))}."
+        )
     backbone = Backbone.objects.select_for_update().get(pk=backbone.pk)
     if "kind" in fields and fields["kind"] != backbone.kind and backbone.runs.exists():
         raise ValidationError(
@@ -249,19 +261,28 @@ def server_detect(backbone: Backbone) -> dict:
                     "reply_format": ReplyFormat.LLAMACPP_PYTHON,
                     "concurrency": 1,
                 }
-            shown = _json(client.post(f"{root}/api/show", json={"model": backbone.model}))
-            if isinstance(shown, dict) and ("model_info" in shown or "modelfile" in shown):
+            shown = _json(
+                client.post(f"{root}/api/show", json={"model": backbone.model})
+            )
+            if isinstance(shown, dict) and (
+                "model_info" in shown or "modelfile" in shown
+            ):
                 # Its /v1 endpoint honours response_format json_schema (0.5 and
                 # later); ``format`` is its native /api/chat field. It cuts a
                 # prompt longer than num_ctx without an error: the window must
                 # be right, so its num_ctx is read where the model sets it.
                 found = {"server": "Ollama", "reply_format": ReplyFormat.JSON_SCHEMA}
-                match = re.search(r"num_ctx\s+(\d+)", str(shown.get("parameters") or ""))
+                match = re.search(
+                    r"num_ctx\s+(\d+)", str(shown.get("parameters") or "")
+                )
                 if match:
                     found["context_tokens"] = int(match.group(1))
                 return found
     except (httpx.HTTPError, ValueError, TypeError) as error:
-        return {"server": "", "error": f"The server could not be asked ({type(error).__name__})."}
+        return {
+            "server": "",
+            "error": f"The server could not be asked ({type(error).__name__}).",
+        }
     host = (urlsplit(base).hostname or "").lower()
     if host == "api.openai.com":
         return {"server": "OpenAI", "reply_format": ReplyFormat.JSON_SCHEMA}
@@ -305,7 +326,10 @@ def backbone_detect_if_new(*, backbone_id: int) -> None:
         _detected_apply(backbone, found, overwrite=False)
         backbone.save(
             update_fields=[
-                "context_tokens", "tokenizer", "reply_format", "concurrency",
+                "context_tokens",
+                "tokenizer",
+                "reply_format",
+                "concurrency",
                 "server_report",
             ]
         )

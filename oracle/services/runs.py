@@ -90,7 +90,6 @@ def lease_seconds() -> int:
     return max(5, int(getattr(settings, "REALICU_ORACLE_CLAIM_LEASE_SECONDS", 120)))
 
 
-
 # Runs ---------------------------------------------------------------------------
 
 
@@ -301,13 +300,17 @@ class ChunkResult:
     window_ids: list[int] = field(default_factory=list)
 
 
-def _progress_write(run: OracleRun, *, label: str = "", finished_chunk: bool = False) -> None:
+def _progress_write(
+    run: OracleRun, *, label: str = "", finished_chunk: bool = False
+) -> None:
     """The run's progress and heartbeat, on its row: windows labelled of the
     total. A chunk that finished resets the count of lost workers."""
     done = OracleLabel.objects.filter(run_id=run.pk).count()
     fields = dict(
-        progress_done=done, progress_total=run.total_windows,
-        progress_label=label[:255], heartbeat_at=timezone.now(),
+        progress_done=done,
+        progress_total=run.total_windows,
+        progress_label=label[:255],
+        heartbeat_at=timezone.now(),
     )
     if finished_chunk:
         fields["attempts"] = 0
@@ -323,7 +326,9 @@ def _complete(run: OracleRun) -> None:
     _progress_write(run, label="completed")
 
 
-def _claim(*, run_id: int, token: str, chunk_size: int) -> tuple[OracleRun | None, list[int], str]:
+def _claim(
+    *, run_id: int, token: str, chunk_size: int
+) -> tuple[OracleRun | None, list[int], str]:
     """Claim the next windows of the run for the chunk ``token``, under the
     run's row lock: the lowest ids with no label and no live claim, if fewer
     than ``lanes`` chunks hold claims."""
@@ -371,7 +376,9 @@ def _claim(*, run_id: int, token: str, chunk_size: int) -> tuple[OracleRun | Non
         expires = now + timedelta(seconds=lease_seconds())
         OracleWindowClaim.objects.bulk_create(
             [
-                OracleWindowClaim(run=run, window_id=pk, token=token, expires_at=expires)
+                OracleWindowClaim(
+                    run=run, window_id=pk, token=token, expires_at=expires
+                )
                 for pk in ids
             ]
         )
@@ -414,7 +421,12 @@ def _backbone_for_run(run: OracleRun, lanes: int):
     )
     in_use = {
         key: getattr(share, key)
-        for key in ("context_tokens", "max_completion_tokens", "reply_format", "tokenizer")
+        for key in (
+            "context_tokens",
+            "max_completion_tokens",
+            "reply_format",
+            "tokenizer",
+        )
     }
     if any(snapshot.get(key) != value for key, value in in_use.items()):
         # The run records the server settings it labels with.
@@ -482,7 +494,9 @@ class _ChunkKeeper:
         if result.window_id not in self.window_ids:
             logger.warning(
                 "Oracle run %s: a result for window %s, which this chunk did not "
-                "claim, was ignored", self.run.pk, result.window_id,
+                "claim, was ignored",
+                self.run.pk,
+                result.window_id,
             )
             return
         with self.lock:
@@ -628,7 +642,11 @@ def oracle_run_execute_chunk(
     _progress_write(run, label="running", finished_chunk=True)
     if keeper.stopped:
         return ChunkResult(
-            ChunkOutcome.STOPPED, len(ids), keeper.labelled, keeper.failed, window_ids=ids
+            ChunkOutcome.STOPPED,
+            len(ids),
+            keeper.labelled,
+            keeper.failed,
+            window_ids=ids,
         )
     return ChunkResult(
         ChunkOutcome.LABELLED, len(ids), keeper.labelled, keeper.failed, window_ids=ids

@@ -117,8 +117,12 @@ def prompt_tokens_distribution(labels, *, window: int | None) -> dict | None:
     for value in values:
         counts[min(9, value // width)] += 1
     bins = [
-        {"from": i * width, "to": (i + 1) * width, "count": n,
-         "share": round(n / len(values), 3)}
+        {
+            "from": i * width,
+            "to": (i + 1) * width,
+            "count": n,
+            "share": round(n / len(values), 3),
+        }
         for i, n in enumerate(counts)
     ]
     return {

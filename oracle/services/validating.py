@@ -65,7 +65,9 @@ def _validation_compute(*, run, campaign, matcher, on_progress):
     return report, matcher
 
 
-def _validation_report_save(*, admin, run, campaign, matcher, report) -> ValidationReport:
+def _validation_report_save(
+    *, admin, run, campaign, matcher, report
+) -> ValidationReport:
     return ValidationReport.objects.create(
         run=run,
         campaign=campaign,
@@ -109,7 +111,9 @@ def validation_job_execute(*, job_id: int, matcher=None) -> ValidationJob | None
     worker died is computed again; a report is written once, with the job's
     state, in one transaction."""
     lease = job_claim(
-        model=ValidationJob, pk=job_id, claimable=(ValidationJobState.QUEUED,),
+        model=ValidationJob,
+        pk=job_id,
+        claimable=(ValidationJobState.QUEUED,),
         running=ValidationJobState.RUNNING,
     )
     job = (
@@ -128,25 +132,33 @@ def validation_job_execute(*, job_id: int, matcher=None) -> ValidationJob | None
     except JobLeaseLost:
         return job
     except (ValidationError, PermissionDenied) as error:
-        _validation_job_finish(job, lease=lease, error=" ".join(
-            getattr(error, "messages", [str(error)])))
+        _validation_job_finish(
+            job, lease=lease, error=" ".join(getattr(error, "messages", [str(error)]))
+        )
         job.refresh_from_db()
         return job
     except Exception as error:
         logger.exception("Validation job %s failed", job.pk)
-        _validation_job_finish(job, lease=lease, error=f"{type(error).__name__}: {error}")
+        _validation_job_finish(
+            job, lease=lease, error=f"{type(error).__name__}: {error}"
+        )
         job.refresh_from_db()
         return job
     with transaction.atomic():
         # Only the holder of the lease writes the report: one report.
-        held = ValidationJob.objects.select_for_update().filter(
-            pk=job.pk, lease=lease, state=ValidationJobState.RUNNING
-        ).exists()
+        held = (
+            ValidationJob.objects.select_for_update()
+            .filter(pk=job.pk, lease=lease, state=ValidationJobState.RUNNING)
+            .exists()
+        )
         if not held:
             return job
         saved = _validation_report_save(
-            admin=job.created_by, run=job.run, campaign=job.campaign,
-            matcher=matcher, report=report,
+            admin=job.created_by,
+            run=job.run,
+            campaign=job.campaign,
+            matcher=matcher,
+            report=report,
         )
         _validation_job_finish(job, lease=lease, report=saved)
     job.refresh_from_db()
@@ -157,8 +169,14 @@ def _validation_job_finish(
     job: ValidationJob, *, lease: str, report=None, error: str = ""
 ) -> None:
     job_release(
-        model=ValidationJob, pk=job.pk, lease=lease,
-        state=ValidationJobState.DONE if report is not None else ValidationJobState.FAILED,
-        report=report, error=error[:5000], finished_at=timezone.now(),
+        model=ValidationJob,
+        pk=job.pk,
+        lease=lease,
+        state=ValidationJobState.DONE
+        if report is not None
+        else ValidationJobState.FAILED,
+        report=report,
+        error=error[:5000],
+        finished_at=timezone.now(),
         progress_label="done" if report is not None else "failed",
     )

@@ -5,6 +5,7 @@ With nothing configured the platform runs embedded: SQLite in WAL mode under
 server. Production sets ``DATABASE_URL`` (PostgreSQL) and ``CELERY_BROKER_URL``
 (Redis).
 """
+
 import os
 from pathlib import Path
 
@@ -29,7 +30,9 @@ if not SECRET_KEY:
         _key_file.write_text(secrets.token_urlsafe(50))
     SECRET_KEY = _key_file.read_text().strip()
 
-ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]"])
+ALLOWED_HOSTS = env.list(
+    "DJANGO_ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]"]
+)
 CSRF_TRUSTED_ORIGINS = env.list("DJANGO_CSRF_TRUSTED_ORIGINS", default=[])
 
 INSTALLED_APPS = [
@@ -103,7 +106,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     )
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test.sqlite3")}
 else:
-    DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("DB_CONN_MAX_AGE", default=60))
+    DATABASES["default"].setdefault(
+        "CONN_MAX_AGE", env.int("DB_CONN_MAX_AGE", default=60)
+    )
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -128,9 +133,7 @@ WHITENOISE_AUTOREFRESH = DEBUG
 
 # The cache carries live job progress between worker and web processes: files
 # under var/ when embedded, Redis (CACHE_URL=redis://...) in production.
-CACHES = {
-    "default": env.cache("CACHE_URL", default=f"filecache://{VAR_DIR / 'cache'}")
-}
+CACHES = {"default": env.cache("CACHE_URL", default=f"filecache://{VAR_DIR / 'cache'}")}
 
 # Celery: embedded default is kombu's filesystem transport (no server needed).
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="filesystem://")
@@ -157,7 +160,10 @@ else:
     }
 CELERY_BROKER_CONNECTION_TIMEOUT = 3
 CELERY_TASK_PUBLISH_RETRY_POLICY = {
-    "max_retries": 2, "interval_start": 0, "interval_step": 0.5, "interval_max": 1,
+    "max_retries": 2,
+    "interval_start": 0,
+    "interval_step": 0.5,
+    "interval_max": 1,
 }
 # Job state (progress, counts, errors) lives in the database rows of each job,
 # so no result backend is needed.
@@ -177,7 +183,9 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 REALICU_JOB_HEARTBEAT_SECONDS = env.float("REALICU_JOB_HEARTBEAT_SECONDS", default=5.0)
 REALICU_JOB_STALE_SECONDS = env.float("REALICU_JOB_STALE_SECONDS", default=60.0)
 REALICU_JOB_REAP_SECONDS = env.float("REALICU_JOB_REAP_SECONDS", default=30.0)
-REALICU_JOB_REDISPATCH_SECONDS = env.float("REALICU_JOB_REDISPATCH_SECONDS", default=300.0)
+REALICU_JOB_REDISPATCH_SECONDS = env.float(
+    "REALICU_JOB_REDISPATCH_SECONDS", default=300.0
+)
 CELERY_BEAT_SCHEDULE = {
     "jobs-reap": {
         "task": "jobs.tasks.jobs_reap_task",
@@ -187,7 +195,9 @@ CELERY_BEAT_SCHEDULE = {
 }
 
 # Where importers may read server-side folders started from the page.
-REALICU_IMPORT_ROOTS = env.list("REALICU_IMPORT_ROOTS", default=[str(BASE_DIR / "var" / "imports")])
+REALICU_IMPORT_ROOTS = env.list(
+    "REALICU_IMPORT_ROOTS", default=[str(BASE_DIR / "var" / "imports")]
+)
 # Stays imported per batch: a CLIF import runs all its batches in one
 # transaction; a MIMIC-IV import commits each batch (README "Importing data").
 REALICU_IMPORT_BATCH_STAYS = env.int("REALICU_IMPORT_BATCH_STAYS", default=200)
@@ -204,8 +214,12 @@ REALICU_ORACLE_CLAIM_LEASE_SECONDS = env.int(
 # names with one of these prefixes, or listed by name; any other variable of the
 # workers (DJANGO_SECRET_KEY, DATABASE_URL, ...) is refused, so an admin cannot
 # send it to an endpoint as a Bearer token.
-REALICU_LLM_KEY_ENV_PREFIXES = env.list("REALICU_LLM_KEY_ENV_PREFIXES", default=["REALICU_LLM_"])
-REALICU_LLM_KEY_ENV_NAMES = env.list("REALICU_LLM_KEY_ENV_NAMES", default=["OPENAI_API_KEY"])
+REALICU_LLM_KEY_ENV_PREFIXES = env.list(
+    "REALICU_LLM_KEY_ENV_PREFIXES", default=["REALICU_LLM_"]
+)
+REALICU_LLM_KEY_ENV_NAMES = env.list(
+    "REALICU_LLM_KEY_ENV_NAMES", default=["OPENAI_API_KEY"]
+)
 # Hostnames refused as backbone or agent URLs besides link-local addresses
 # (cloud metadata services), and this app's own addresses (host or host:port).
 REALICU_LLM_BLOCKED_HOSTS = env.list("REALICU_LLM_BLOCKED_HOSTS", default=[])
@@ -216,11 +230,15 @@ REALICU_APP_ADDRESSES = env.list(
 # left it empty) is assumed to have this many tokens; the reply budget
 # (max_tokens) when the admin left it empty; tokens kept free between prompt and
 # reply for the chat template's framing.
-REALICU_LLM_DEFAULT_CONTEXT_TOKENS = env.int("REALICU_LLM_DEFAULT_CONTEXT_TOKENS", default=4096)
+REALICU_LLM_DEFAULT_CONTEXT_TOKENS = env.int(
+    "REALICU_LLM_DEFAULT_CONTEXT_TOKENS", default=4096
+)
 REALICU_LLM_DEFAULT_COMPLETION_TOKENS = env.int(
     "REALICU_LLM_DEFAULT_COMPLETION_TOKENS", default=768
 )
-REALICU_LLM_PROMPT_MARGIN_TOKENS = env.int("REALICU_LLM_PROMPT_MARGIN_TOKENS", default=64)
+REALICU_LLM_PROMPT_MARGIN_TOKENS = env.int(
+    "REALICU_LLM_PROMPT_MARGIN_TOKENS", default=64
+)
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [

@@ -30,7 +30,9 @@ AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 AXES_VERBOSE = False
 
 AUTH_PASSWORD_VALIDATORS = [
-    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {
+        "NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"
+    },
     {
         "NAME": "django.contrib.auth.password_validation.MinimumLengthValidator",
         "OPTIONS": {"min_length": 10},
@@ -61,7 +63,9 @@ SESSION_COOKIE_SECURE = env.bool("DJANGO_SECURE_COOKIES", default=False)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
 SECURE_SSL_REDIRECT = env.bool("DJANGO_SECURE_SSL_REDIRECT", default=False)
 SECURE_HSTS_SECONDS = env.int("DJANGO_HSTS_SECONDS", default=0)
-SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("DJANGO_HSTS_INCLUDE_SUBDOMAINS", default=True)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool(
+    "DJANGO_HSTS_INCLUDE_SUBDOMAINS", default=True
+)
 SECURE_HSTS_PRELOAD = env.bool("DJANGO_HSTS_PRELOAD", default=False)
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
@@ -93,7 +97,8 @@ _sessions = "django.contrib.sessions.middleware.SessionMiddleware"
 MIDDLEWARE = list(MIDDLEWARE)
 MIDDLEWARE.insert(MIDDLEWARE.index(_security) + 1, "csp.middleware.CSPMiddleware")
 MIDDLEWARE.insert(
-    MIDDLEWARE.index(_sessions) + 1, "realicu_web.middleware.SessionIdleTimeoutMiddleware"
+    MIDDLEWARE.index(_sessions) + 1,
+    "realicu_web.middleware.SessionIdleTimeoutMiddleware",
 )
 # Last, as django-axes asks: it turns a lockout into the lockout page.
 MIDDLEWARE.append("axes.middleware.AxesMiddleware")

@@ -3,7 +3,6 @@ from the queue, settles the status and rewrites the one-sided item by
 keyboard, each with a reason; the window leaves the queue and the decisions
 show with their author."""
 
-
 import pytest
 
 from annotation.models import AdjudicationDecision, ConsensusLabel
@@ -78,7 +77,9 @@ def test_admin_settles_a_disagreement_on_the_adjudication_page(
 
     # The next window of the queue is one key away; the settled one has left it.
     page.keyboard.press("]")
-    page.wait_for_url(f"{live_server.url}/annotate/campaigns/{labelled.pk}/adjudication/{windows[0].pk}/")
+    page.wait_for_url(
+        f"{live_server.url}/annotate/campaigns/{labelled.pk}/adjudication/{windows[0].pk}/"
+    )
     page.keyboard.press("u")
     page.wait_for_selector("[data-queue-count='2']")
     assert page.locator(f"tr[data-window-id='{w3.pk}']").count() == 0

@@ -78,8 +78,12 @@ def test_adjudication_pages_are_403_for_physicians_and_researchers(
         assert client.get(urls[name]).status_code == 403, name
     posted = client.post(
         urls["decide"],
-        {"task": "status", "action": "settle_status", "new_status": "stable",
-         "reason": "x"},
+        {
+            "task": "status",
+            "action": "settle_status",
+            "new_status": "stable",
+            "reason": "x",
+        },
     )
     assert posted.status_code == 403
     assert client.post(urls["recompute"]).status_code == 403
@@ -113,7 +117,9 @@ def test_window_page_shows_the_labels_side_by_side_with_forms_only_for_disputes(
     assert 'data-window-state="open"' in html
 
 
-def test_window_with_a_status_dispute_asks_to_settle_it(admin_client, labelled, windows):
+def test_window_with_a_status_dispute_asks_to_settle_it(
+    admin_client, labelled, windows
+):
     html = admin_client.get(_urls(labelled, windows[3])["window"]).content.decode()
 
     assert 'data-dispute-kind="status"' in html
@@ -135,8 +141,12 @@ def test_settling_the_status_over_htmx_records_the_decision_and_shows_it(
 
     response = admin_client.post(
         urls["decide"],
-        {"task": "status", "action": "settle_status", "new_status": "deteriorating",
-         "reason": "Lactate rising on two samples"},
+        {
+            "task": "status",
+            "action": "settle_status",
+            "new_status": "deteriorating",
+            "reason": "Lactate rising on two samples",
+        },
         **HTMX,
     )
 
@@ -163,8 +173,12 @@ def test_a_decision_without_reason_is_refused_and_nothing_is_written(
 
     response = admin_client.post(
         urls["decide"],
-        {"task": "status", "action": "settle_status", "new_status": "stable",
-         "reason": "  "},
+        {
+            "task": "status",
+            "action": "settle_status",
+            "new_status": "stable",
+            "reason": "  ",
+        },
         **HTMX,
     )
 
@@ -183,14 +197,18 @@ def test_a_rewrite_without_text_and_an_unknown_item_are_refused(
 
     empty = admin_client.post(
         urls["decide"],
-        {"task": PROBLEMS, "item_ref": ref, "action": "rewrite", "new_text": "",
-         "reason": "clearer"},
+        {
+            "task": PROBLEMS,
+            "item_ref": ref,
+            "action": "rewrite",
+            "new_text": "",
+            "reason": "clearer",
+        },
         **HTMX,
     )
     unknown = admin_client.post(
         urls["decide"],
-        {"task": PROBLEMS, "item_ref": "0/none/0", "action": "accept",
-         "reason": "ok"},
+        {"task": PROBLEMS, "item_ref": "0/none/0", "action": "accept", "reason": "ok"},
         **HTMX,
     )
 
@@ -205,8 +223,12 @@ def test_a_third_physician_must_be_of_the_campaign(admin_client, labelled, windo
 
     response = admin_client.post(
         _urls(labelled, windows[3])["decide"],
-        {"task": "window", "action": "request_third_rater", "reason": "tie",
-         "physician": outsider.pk},
+        {
+            "task": "window",
+            "action": "request_third_rater",
+            "reason": "tie",
+            "physician": outsider.pk,
+        },
         **HTMX,
     )
 
@@ -222,8 +244,13 @@ def test_text_typed_with_another_choice_is_not_a_rewrite(
 
     admin_client.post(
         _urls(labelled, windows[1])["decide"],
-        {"task": "red_flags", "item_ref": ref, "action": "accept",
-         "new_text": "Avoid nephrotoxic drugs", "reason": "AKI risk"},
+        {
+            "task": "red_flags",
+            "item_ref": ref,
+            "action": "accept",
+            "new_text": "Avoid nephrotoxic drugs",
+            "reason": "AKI risk",
+        },
         **HTMX,
     )
 
@@ -239,8 +266,13 @@ def test_after_the_last_dispute_next_window_leads_to_the_next_in_the_queue(
 
     response = admin_client.post(
         urls["decide"],
-        {"task": "red_flags", "item_ref": ref, "action": "rewrite",
-         "new_text": "Avoid nephrotoxins", "reason": "Creatinine rising"},
+        {
+            "task": "red_flags",
+            "item_ref": ref,
+            "action": "rewrite",
+            "new_text": "Avoid nephrotoxins",
+            "reason": "Creatinine rising",
+        },
         **HTMX,
     )
 
@@ -248,7 +280,8 @@ def test_after_the_last_dispute_next_window_leads_to_the_next_in_the_queue(
     assert 'data-window-state="settled"' in html
     assert f'data-next-window="{windows[3].pk}"' in html
     assert windows[1].pk not in [
-        c.window_id for c in adjudication_queue(admin=labelled.created_by, campaign=labelled)
+        c.window_id
+        for c in adjudication_queue(admin=labelled.created_by, campaign=labelled)
     ]
     queue = admin_client.get(urls["queue"]).content.decode()
     assert 'data-queue-count="2"' in queue
@@ -281,7 +314,10 @@ def test_recompute_of_one_window_rebuilds_its_consensus(
     response = admin_client.post(urls["recompute_window"])
 
     assert response.status_code == 302
-    assert ConsensusLabel.objects.get(campaign=labelled, window=windows[0]).dispute_count == 2
+    assert (
+        ConsensusLabel.objects.get(campaign=labelled, window=windows[0]).dispute_count
+        == 2
+    )
 
 
 def test_campaign_detail_links_to_the_queue_and_the_dashboard(
@@ -302,8 +338,12 @@ def test_window_page_of_a_window_awaiting_a_third_label_says_who_is_awaited(
     labelled.campaign_physicians.create(user=third)
     admin_client.post(
         _urls(labelled, windows[3])["decide"],
-        {"task": "window", "action": "request_third_rater", "reason": "Tie",
-         "physician": ""},
+        {
+            "task": "window",
+            "action": "request_third_rater",
+            "reason": "Tie",
+            "physician": "",
+        },
         **HTMX,
     )
 

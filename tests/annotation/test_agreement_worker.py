@@ -37,13 +37,25 @@ def test_last_label_of_a_window_runs_the_agreement_task_and_builds_the_consensus
 ):
     a, b = physicians
     window = windows[3]
-    submit(a, gold, window, "stable", problems=["Hypokalemia"],
-           flags=["Avoid fluid overload"])
+    submit(
+        a,
+        gold,
+        window,
+        "stable",
+        problems=["Hypokalemia"],
+        flags=["Avoid fluid overload"],
+    )
     time.sleep(1)
     assert not WindowAgreement.objects.filter(campaign=gold, window=window).exists()
 
-    submit(b, gold, window, "deteriorating", problems=["Low potassium"],
-           flags=["Avoid excessive fluids"])
+    submit(
+        b,
+        gold,
+        window,
+        "deteriorating",
+        problems=["Low potassium"],
+        flags=["Avoid excessive fluids"],
+    )
 
     consensus = wait_for(
         lambda: ConsensusLabel.objects.filter(campaign=gold, window=window).first(),
@@ -52,7 +64,9 @@ def test_last_label_of_a_window_runs_the_agreement_task_and_builds_the_consensus
     assert consensus.status == ""
     assert [d["task"] for d in consensus.open_disputes].count("status") == 1
     flags = consensus.items["red_flags"]
-    assert [f["texts"] for f in flags] == [["Avoid fluid overload", "Avoid excessive fluids"]]
+    assert [f["texts"] for f in flags] == [
+        ["Avoid fluid overload", "Avoid excessive fluids"]
+    ]
     agreement = WindowAgreement.objects.get(campaign=gold, window=window)
     assert agreement.status_agreed is False
 
@@ -86,7 +100,9 @@ def test_recompute_button_recomputes_every_complete_window_in_the_worker(
         "the recompute",
     )
     assert (job.computed, job.skipped, job.attempts) == (2, 2, 1)
-    assert job.progress_label == "done: 2 windows recomputed, 2 still waiting for labels"
+    assert (
+        job.progress_label == "done: 2 windows recomputed, 2 still waiting for labels"
+    )
     assert job.lease == "" and job.started_at and job.finished_at
     assert ConsensusLabel.objects.filter(campaign=gold).count() == 2
     assert all(

@@ -2,7 +2,6 @@
 in the event table; the draft survives a reload, submit opens the next window,
 and a second physician sees none of it."""
 
-
 import pytest
 
 from annotation.models import Assignment, AssignmentState, Label
@@ -48,7 +47,9 @@ def wait_saved(page):
     # 'unsafe-eval', and wait_for_function evaluates a string in the page.
     from playwright.sync_api import expect
 
-    expect(page.locator(FORM)).to_have_attribute("data-save-state", "saved", timeout=30_000)
+    expect(page.locator(FORM)).to_have_attribute(
+        "data-save-state", "saved", timeout=30_000
+    )
 
 
 def add_item(page, key: str, text: str):

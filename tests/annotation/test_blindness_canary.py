@@ -96,14 +96,24 @@ def _close(admin, campaign, window, matcher):
     for dispute in consensus.open_disputes:
         if dispute["task"] == "status":
             adjudication_decide(
-                admin=admin, campaign=campaign, window=window, task="status",
-                item_ref="", action="settle_status", new_status="stable",
+                admin=admin,
+                campaign=campaign,
+                window=window,
+                task="status",
+                item_ref="",
+                action="settle_status",
+                new_status="stable",
                 reason="settled",
             )
         else:
             adjudication_decide(
-                admin=admin, campaign=campaign, window=window, task=dispute["task"],
-                item_ref=dispute["item_ref"], action="accept", reason="kept",
+                admin=admin,
+                campaign=campaign,
+                window=window,
+                task=dispute["task"],
+                item_ref=dispute["item_ref"],
+                action="accept",
+                reason="kept",
             )
 
 
@@ -114,7 +124,10 @@ def world(matcher):
     stay = make_stay(admission=make_admission(), hours=24)
     w = make_gold_windows(stay=stay, count=4)
     one = campaign_create(
-        admin=admin, name="one", windows=w[:2], physicians=[a, b],
+        admin=admin,
+        name="one",
+        windows=w[:2],
+        physicians=[a, b],
         annotators_per_window=2,
     )
     two = campaign_create(
@@ -131,9 +144,7 @@ def world(matcher):
         index = assignment.window.index
         who = assignment.annotator
         if who.pk in names:
-            items = {
-                f: [canary(names[who.pk], number, index, f)] for f in FIELDS
-            }
+            items = {f: [canary(names[who.pk], number, index, f)] for f in FIELDS}
             if who == a and (number, index) in ((1, 1), (2, 2)):
                 items["acute_problems"].append(REUSED)
             for texts in items.values():
@@ -154,9 +165,19 @@ def world(matcher):
     calibration = _calibration_set(admin, "before", [one, two], matcher, [judge])
     calibration_invite(admin=admin, calibration_set=calibration, judges=[b])
     return {
-        "admin": admin, "a": a, "b": b, "d": d, "e": e, "outsider": outsider,
-        "windows": w, "one": one, "two": two, "canaries": canaries,
-        "release": release, "calibration": calibration, "stay": stay,
+        "admin": admin,
+        "a": a,
+        "b": b,
+        "d": d,
+        "e": e,
+        "outsider": outsider,
+        "windows": w,
+        "one": one,
+        "two": two,
+        "canaries": canaries,
+        "release": release,
+        "calibration": calibration,
+        "stay": stay,
     }
 
 
@@ -173,8 +194,14 @@ def _gold_release(admin, campaign):
 def _calibration_set(admin, name, campaigns, matcher, judges) -> CalibrationSet:
     """A set drawn from the campaigns, with the judges invited to it."""
     return calibration_set_draw(
-        admin=admin, name=name, campaigns=campaigns, matcher=matcher,
-        per_stratum=200, band=0.5, seed=3, judges=judges,
+        admin=admin,
+        name=name,
+        campaigns=campaigns,
+        matcher=matcher,
+        per_stratum=200,
+        band=0.5,
+        seed=3,
+        judges=judges,
     )
 
 
@@ -362,9 +389,7 @@ def _close_all(world, matcher):
         _close(world["admin"], campaign, window, matcher)
 
 
-def test_after_the_shared_windows_close_the_canaries_reach_the_co_rater(
-    world, matcher
-):
+def test_after_the_shared_windows_close_the_canaries_reach_the_co_rater(world, matcher):
     b = world["b"]
     _close_all(world, matcher)
     client = _client(b)

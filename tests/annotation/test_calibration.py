@@ -110,8 +110,14 @@ def test_pairs_are_drawn_from_the_labels_in_their_cosine_strata(
     labelled, admin_user, matcher, judge
 ):
     drawn = calibration_set_draw(
-        admin=admin_user, name="Cal 1", campaigns=[labelled], matcher=matcher,
-        per_stratum=3, band=0.2, seed=1, judges=[judge],
+        admin=admin_user,
+        name="Cal 1",
+        campaigns=[labelled],
+        matcher=matcher,
+        per_stratum=3,
+        band=0.2,
+        seed=1,
+        judges=[judge],
     )
 
     pairs = list(drawn.pairs.all())
@@ -119,9 +125,16 @@ def test_pairs_are_drawn_from_the_labels_in_their_cosine_strata(
     assert drawn.tau_at_draw == 0.5
     assert 1 <= len(pairs) <= 9
     texts = {
-        "Septic shock", "Respiratory failure", "Shock due to sepsis", "Delirium",
-        "Hypokalemia", "Blood cultures", "Obtain blood cultures",
-        "Avoid fluid overload", "Avoid excessive fluids", "Avoid nephrotoxic drugs",
+        "Septic shock",
+        "Respiratory failure",
+        "Shock due to sepsis",
+        "Delirium",
+        "Hypokalemia",
+        "Blood cultures",
+        "Obtain blood cultures",
+        "Avoid fluid overload",
+        "Avoid excessive fluids",
+        "Avoid nephrotoxic drugs",
     }
     for pair in pairs:
         assert {pair.text_a, pair.text_b} <= texts
@@ -146,8 +159,14 @@ def test_drawn_pairs_store_the_guarded_similarity_so_an_opposite_pair_gets_minus
     submit(b, gold, windows[1], "stable", added=["Stop norepinephrine infusion"])
 
     drawn = calibration_set_draw(
-        admin=admin_user, name="Opposites", campaigns=[gold], matcher=matcher,
-        per_stratum=3, band=0.3, seed=0, judges=[judge],
+        admin=admin_user,
+        name="Opposites",
+        campaigns=[gold],
+        matcher=matcher,
+        per_stratum=3,
+        band=0.3,
+        seed=0,
+        judges=[judge],
     )
 
     (pair,) = drawn.pairs.all()
@@ -185,14 +204,22 @@ def test_without_judges_only_closed_windows_give_items(
         adjudicated_at=timezone.now()
     )
     drawn = calibration_set_draw(
-        admin=admin_user, name="Closed", campaigns=[labelled], matcher=matcher,
-        per_stratum=50, band=0.5,
+        admin=admin_user,
+        name="Closed",
+        campaigns=[labelled],
+        matcher=matcher,
+        per_stratum=50,
+        band=0.5,
     )
     texts = {t for p in drawn.pairs.all() for t in (p.text_a, p.text_b)}
     assert texts and texts <= {
-        "Septic shock", "Respiratory failure", "Shock due to sepsis",
-        "Blood cultures", "Obtain blood cultures",
-        "Avoid fluid overload", "Avoid excessive fluids",
+        "Septic shock",
+        "Respiratory failure",
+        "Shock due to sepsis",
+        "Blood cultures",
+        "Obtain blood cultures",
+        "Avoid fluid overload",
+        "Avoid excessive fluids",
     }
     assert not drawn.invitations.exists()
 
@@ -204,8 +231,12 @@ def test_a_judge_who_rates_the_windows_gets_no_item_of_them_nor_of_their_co_rate
     nothing is left to pair (a's own items come from open windows too)."""
     with pytest.raises(ValidationError, match="nothing to pair"):
         calibration_set_draw(
-            admin=admin_user, name="For a", campaigns=[labelled], matcher=matcher,
-            per_stratum=5, judges=[physicians[0], judge],
+            admin=admin_user,
+            name="For a",
+            campaigns=[labelled],
+            matcher=matcher,
+            per_stratum=5,
+            judges=[physicians[0], judge],
         )
     assert not CalibrationSet.objects.exists()
 
@@ -217,19 +248,25 @@ def test_an_invited_rater_is_never_shown_a_pair_with_a_co_raters_words(
     invited: a is shown only pairs without b's words, and cannot judge the
     others by forging their id."""
     drawn = calibration_set_draw(
-        admin=admin_user, name="Late", campaigns=[labelled], matcher=matcher,
-        per_stratum=20, band=0.5, judges=[judge],
+        admin=admin_user,
+        name="Late",
+        campaigns=[labelled],
+        matcher=matcher,
+        per_stratum=20,
+        band=0.5,
+        judges=[judge],
     )
     a, b = physicians
     calibration_invite(admin=admin_user, calibration_set=drawn, judges=[a])
     b_words = {
-        "shock due to sepsis", "obtain blood cultures", "avoid excessive fluids",
+        "shock due to sepsis",
+        "obtain blood cultures",
+        "avoid excessive fluids",
         "delirium",
     }
     shown = list(calibration_pairs_visible_to(user=a, calibration_set=drawn))
     hidden = [
-        p for p in drawn.pairs.all()
-        if {p.text_a.lower(), p.text_b.lower()} & b_words
+        p for p in drawn.pairs.all() if {p.text_a.lower(), p.text_b.lower()} & b_words
     ]
     assert hidden
     assert not {p.pk for p in shown} & {p.pk for p in hidden}
@@ -258,8 +295,12 @@ def test_bad_draws_are_refused_and_nothing_is_written(
     labelled, admin_user, matcher, changes, message
 ):
     arguments = {
-        "admin": admin_user, "name": "Cal", "campaigns": [labelled],
-        "matcher": matcher, "per_stratum": 3, "band": 0.15,
+        "admin": admin_user,
+        "name": "Cal",
+        "campaigns": [labelled],
+        "matcher": matcher,
+        "per_stratum": 3,
+        "band": 0.15,
     }
     with pytest.raises(ValidationError, match=message):
         calibration_set_draw(**{**arguments, **changes})
@@ -292,7 +333,10 @@ def judged_set(labelled, admin_user, physicians, matcher):
     """Six pairs with the fixed cosines above; physician 0 judges them as SAME,
     physician 1 agrees except on the last pair, and a seventh pair is tied."""
     calibration_set = CalibrationSet.objects.create(
-        name="Hand", model_name=matcher.model_name, tau_at_draw=0.5, band=0.15,
+        name="Hand",
+        model_name=matcher.model_name,
+        tau_at_draw=0.5,
+        band=0.15,
         created_by=admin_user,
     )
     calibration_set.campaigns.set([labelled])
@@ -301,27 +345,36 @@ def judged_set(labelled, admin_user, physicians, matcher):
     )
     pairs = [
         CalibrationPair.objects.create(
-            calibration_set=calibration_set, position=n, task="acute_problems",
-            text_a=f"a{n}", text_b=f"b{n}", cosine=cosine, stratum="random",
+            calibration_set=calibration_set,
+            position=n,
+            task="acute_problems",
+            text_a=f"a{n}",
+            text_b=f"b{n}",
+            cosine=cosine,
+            stratum="random",
         )
         for n, cosine in enumerate([*COSINES, 0.65])
     ]
     a, b = physicians
     for pair, same in zip(pairs, [*SAME, True]):
-        calibration_judge(judge=a, calibration_set=calibration_set, pair_id=pair.pk,
-                          same=same)
+        calibration_judge(
+            judge=a, calibration_set=calibration_set, pair_id=pair.pk, same=same
+        )
     for pair, same in zip(pairs[:5], SAME[:5]):
-        calibration_judge(judge=b, calibration_set=calibration_set, pair_id=pair.pk,
-                          same=same)
-    calibration_judge(judge=b, calibration_set=calibration_set, pair_id=pairs[6].pk,
-                      same=False)
+        calibration_judge(
+            judge=b, calibration_set=calibration_set, pair_id=pair.pk, same=same
+        )
+    calibration_judge(
+        judge=b, calibration_set=calibration_set, pair_id=pairs[6].pk, same=False
+    )
     return calibration_set
 
 
 def test_judging_again_replaces_the_judgment(judged_set, physicians):
     pair = judged_set.pairs.get(position=0)
-    calibration_judge(judge=physicians[0], calibration_set=judged_set,
-                      pair_id=pair.pk, same=False)
+    calibration_judge(
+        judge=physicians[0], calibration_set=judged_set, pair_id=pair.pk, same=False
+    )
     judgment = CalibrationJudgment.objects.get(pair=pair, judge=physicians[0])
     assert judgment.same is False
     assert CalibrationJudgment.objects.filter(pair=pair).count() == 2
@@ -330,14 +383,23 @@ def test_judging_again_replaces_the_judgment(judged_set, physicians):
 def test_bad_judgments_are_refused(judged_set, physicians, researcher):
     count = CalibrationJudgment.objects.count()
     with pytest.raises(ValidationError, match="same item or different"):
-        calibration_judge(judge=physicians[0], calibration_set=judged_set,
-                          pair_id=judged_set.pairs.first().pk, same="maybe")
+        calibration_judge(
+            judge=physicians[0],
+            calibration_set=judged_set,
+            pair_id=judged_set.pairs.first().pk,
+            same="maybe",
+        )
     with pytest.raises(ValidationError, match="No such pair"):
-        calibration_judge(judge=physicians[0], calibration_set=judged_set,
-                          pair_id=987654, same=True)
+        calibration_judge(
+            judge=physicians[0], calibration_set=judged_set, pair_id=987654, same=True
+        )
     with pytest.raises(PermissionDenied):
-        calibration_judge(judge=researcher, calibration_set=judged_set,
-                          pair_id=judged_set.pairs.first().pk, same=True)
+        calibration_judge(
+            judge=researcher,
+            calibration_set=judged_set,
+            pair_id=judged_set.pairs.first().pk,
+            same=True,
+        )
     assert CalibrationJudgment.objects.count() == count
 
 
@@ -360,11 +422,13 @@ def test_report_sweeps_the_majority_judgments(judged_set, admin_user):
 def test_adopting_a_tau_sets_the_models_tau_and_records_who_when_and_from_what(
     judged_set, admin_user, matcher
 ):
-    MatcherModel.objects.update_or_create(name=matcher.model_name,
-                                          defaults={"tau": 0.5})
+    MatcherModel.objects.update_or_create(
+        name=matcher.model_name, defaults={"tau": 0.5}
+    )
 
-    adoption = tau_adopt(admin=admin_user, calibration_set=judged_set, tau="0.6",
-                         reason="Best F1")
+    adoption = tau_adopt(
+        admin=admin_user, calibration_set=judged_set, tau="0.6", reason="Best F1"
+    )
 
     model = MatcherModel.objects.get(name=matcher.model_name)
     assert model.tau == 0.6 and model.calibrated_at is not None
@@ -387,12 +451,14 @@ def test_a_tau_outside_the_report_is_refused_and_nothing_changes(
     assert not MatcherModel.objects.filter(name=matcher.model_name).exists()
 
 
-def test_a_set_without_judgments_cannot_calibrate(
-    labelled, admin_user, matcher, judge
-):
+def test_a_set_without_judgments_cannot_calibrate(labelled, admin_user, matcher, judge):
     drawn = calibration_set_draw(
-        admin=admin_user, name="Unjudged", campaigns=[labelled], matcher=matcher,
-        per_stratum=2, judges=[judge],
+        admin=admin_user,
+        name="Unjudged",
+        campaigns=[labelled],
+        matcher=matcher,
+        per_stratum=2,
+        judges=[judge],
     )
     with pytest.raises(ValidationError, match="No pair of this set has a judgment"):
         tau_adopt(admin=admin_user, calibration_set=drawn, tau=0.5)
@@ -415,15 +481,17 @@ def test_physician_judges_pairs_on_the_page_one_after_another(
     url = reverse("annotation:calibration_judge", args=[judged_set.pk])
     # not invited: the set is not there
     assert client.get(url).status_code == 404
-    assert judged_set.name not in client.get(
-        reverse("annotation:calibration_list")
-    ).content.decode()
+    assert (
+        judged_set.name
+        not in client.get(reverse("annotation:calibration_list")).content.decode()
+    )
     calibration_invite(
         admin=judged_set.created_by, calibration_set=judged_set, judges=[judge]
     )
-    assert judged_set.name in client.get(
-        reverse("annotation:calibration_list")
-    ).content.decode()
+    assert (
+        judged_set.name
+        in client.get(reverse("annotation:calibration_list")).content.decode()
+    )
     post_url = reverse("annotation:calibration_judge_post", args=[judged_set.pk])
 
     page = client.get(url).content.decode()
@@ -474,8 +542,14 @@ def test_admin_draws_a_set_from_the_list_page(
     client.force_login(admin_user)
     response = client.post(
         reverse("annotation:calibration_draw"),
-        {"name": "From page", "campaigns": [labelled.pk], "per_stratum": "2",
-         "band": "0.15", "seed": "0", "judges": [judge.pk]},
+        {
+            "name": "From page",
+            "campaigns": [labelled.pk],
+            "per_stratum": "2",
+            "band": "0.15",
+            "seed": "0",
+            "judges": [judge.pk],
+        },
     )
     drawn = CalibrationSet.objects.get(name="From page")
     assert list(drawn.invitations.values_list("judge", flat=True)) == [judge.pk]
@@ -495,13 +569,23 @@ def test_admin_draws_a_set_from_the_list_page(
 def test_report_draw_and_adopt_are_403_for_non_admins(client, judged_set, role):
     client.force_login(make_role_user(role))
 
-    assert client.get(
-        reverse("annotation:calibration_report", args=[judged_set.pk])
-    ).status_code == 403
-    assert client.post(
-        reverse("annotation:calibration_adopt", args=[judged_set.pk]), {"tau": "0.6"}
-    ).status_code == 403
-    assert client.post(reverse("annotation:calibration_draw"), {"name": "x"}).status_code == 403
+    assert (
+        client.get(
+            reverse("annotation:calibration_report", args=[judged_set.pk])
+        ).status_code
+        == 403
+    )
+    assert (
+        client.post(
+            reverse("annotation:calibration_adopt", args=[judged_set.pk]),
+            {"tau": "0.6"},
+        ).status_code
+        == 403
+    )
+    assert (
+        client.post(reverse("annotation:calibration_draw"), {"name": "x"}).status_code
+        == 403
+    )
     assert not TauAdoption.objects.exists()
     assert CalibrationSet.objects.count() == 1
 
@@ -509,13 +593,19 @@ def test_report_draw_and_adopt_are_403_for_non_admins(client, judged_set, role):
 def test_researchers_do_not_judge(client, judged_set, researcher):
     client.force_login(researcher)
     assert client.get(reverse("annotation:calibration_list")).status_code == 403
-    assert client.get(
-        reverse("annotation:calibration_judge", args=[judged_set.pk])
-    ).status_code == 403
-    assert client.post(
-        reverse("annotation:calibration_judge_post", args=[judged_set.pk]),
-        {"pair": judged_set.pairs.first().pk, "judgment": "same"},
-    ).status_code == 403
+    assert (
+        client.get(
+            reverse("annotation:calibration_judge", args=[judged_set.pk])
+        ).status_code
+        == 403
+    )
+    assert (
+        client.post(
+            reverse("annotation:calibration_judge_post", args=[judged_set.pk]),
+            {"pair": judged_set.pairs.first().pk, "judgment": "same"},
+        ).status_code
+        == 403
+    )
 
 
 # Invitations --------------------------------------------------------------------
@@ -548,9 +638,12 @@ def test_admin_invites_and_withdraws_judges_on_the_report_page(
     )
     assert not CalibrationInvitation.objects.filter(judge=newcomer).exists()
     client.force_login(newcomer)
-    assert client.get(
-        reverse("annotation:calibration_judge", args=[judged_set.pk])
-    ).status_code == 404
+    assert (
+        client.get(
+            reverse("annotation:calibration_judge", args=[judged_set.pk])
+        ).status_code
+        == 404
+    )
 
 
 def test_bad_invitations_are_refused_and_nothing_is_written(
@@ -565,7 +658,8 @@ def test_bad_invitations_are_refused_and_nothing_is_written(
         calibration_invite(admin=admin_user, calibration_set=judged_set, judges=[])
     with pytest.raises(PermissionDenied):
         calibration_invite(
-            admin=physicians[0], calibration_set=judged_set,
+            admin=physicians[0],
+            calibration_set=judged_set,
             judges=[make_role_user(Role.PHYSICIAN)],
         )
     with pytest.raises(ValidationError, match="No such judge"):
@@ -574,9 +668,12 @@ def test_bad_invitations_are_refused_and_nothing_is_written(
         )
     assert CalibrationInvitation.objects.count() == before
     # inviting someone already invited changes nothing
-    assert calibration_invite(
-        admin=admin_user, calibration_set=judged_set, judges=[physicians[0]]
-    ) == 0
+    assert (
+        calibration_invite(
+            admin=admin_user, calibration_set=judged_set, judges=[physicians[0]]
+        )
+        == 0
+    )
     assert CalibrationInvitation.objects.count() == before
 
 
@@ -586,12 +683,18 @@ def test_invite_and_withdraw_are_403_for_non_admins(
 ):
     client.force_login(make_role_user(role))
     before = CalibrationInvitation.objects.count()
-    assert client.post(
-        reverse("annotation:calibration_invite", args=[judged_set.pk]),
-        {"judges": [physicians[0].pk]},
-    ).status_code == 403
-    assert client.post(
-        reverse("annotation:calibration_invitation_withdraw", args=[judged_set.pk]),
-        {"judge": physicians[0].pk},
-    ).status_code == 403
+    assert (
+        client.post(
+            reverse("annotation:calibration_invite", args=[judged_set.pk]),
+            {"judges": [physicians[0].pk]},
+        ).status_code
+        == 403
+    )
+    assert (
+        client.post(
+            reverse("annotation:calibration_invitation_withdraw", args=[judged_set.pk]),
+            {"judge": physicians[0].pk},
+        ).status_code
+        == 403
+    )
     assert CalibrationInvitation.objects.count() == before

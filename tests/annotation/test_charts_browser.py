@@ -20,8 +20,11 @@ def _watch(page) -> list[str]:
     page.on("pageerror", lambda error: problems.append(f"script error: {error}"))
     page.on(
         "console",
-        lambda message: problems.append(message.text)
-        if "Content Security Policy" in message.text else None,
+        lambda message: (
+            problems.append(message.text)
+            if "Content Security Policy" in message.text
+            else None
+        ),
     )
     return problems
 

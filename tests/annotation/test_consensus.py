@@ -820,9 +820,13 @@ def test_consensus_status_carries_the_evidence_of_the_labels_that_gave_it(
 
     # Campaign-wide path: agreed status -> the union of both labels' evidence;
     # a status in dispute has none yet.
-    campaign_agreement_refresh(campaign=gold, matcher=matcher, window_ids=[w0.pk, w1.pk, w2.pk])
+    campaign_agreement_refresh(
+        campaign=gold, matcher=matcher, window_ids=[w0.pk, w1.pk, w2.pk]
+    )
     assert _consensus(gold, w0).status_evidence == sorted([ne, lactate])
-    assert _consensus(gold, w1).status == "" and _consensus(gold, w1).status_evidence == []
+    assert (
+        _consensus(gold, w1).status == "" and _consensus(gold, w1).status_evidence == []
+    )
     assert _consensus(gold, w2).status_evidence == []
 
     # Single-window path gives the same.

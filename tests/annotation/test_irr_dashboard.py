@@ -31,13 +31,13 @@ def test_dashboard_shows_the_campaigns_irr_figures(dashboard, labelled):
 
     assert dashboard.status_code == 200
     status = irr["status"]
-    assert f'{status["percent_agreement"]["estimate"]:.3f}' in html  # 0.750
+    assert f"{status['percent_agreement']['estimate']:.3f}" in html  # 0.750
     assert "Cohen's kappa (2 raters)" in html
-    assert f'{status["kappa"]["estimate"]:.3f}' in html  # 7/11
-    assert f'{status["alpha_ordinal"]["estimate"]:.3f}' in html
+    assert f"{status['kappa']['estimate']:.3f}" in html  # 7/11
+    assert f"{status['alpha_ordinal']['estimate']:.3f}" in html
     for task, figures in irr["set_tasks"].items():
         assert f'data-task="{task}"' in html
-        assert f'{figures["mean_pairwise_f1"]["estimate"]:.3f}' in html
+        assert f"{figures['mean_pairwise_f1']['estimate']:.3f}" in html
     assert html.count('<figure class="chart" data-chart=') == 3
 
 
@@ -72,8 +72,8 @@ def test_keep_rate_table_has_raw_and_kept_counts_per_task(dashboard, labelled):
 
     for task in ("status", "acute_problems", "recommended_actions", "red_flags"):
         row = html.split(f'<tr data-task="{task}">')[-1].split("</tr>")[0]
-        assert f'data-raw>{keep[task]["raw"]}<' in row
-        assert f'data-kept>{keep[task]["kept_auto"]}<' in row
+        assert f"data-raw>{keep[task]['raw']}<" in row
+        assert f"data-kept>{keep[task]['kept_auto']}<" in row
 
 
 def test_pair_and_physician_tables(dashboard, physicians):
@@ -81,7 +81,9 @@ def test_pair_and_physician_tables(dashboard, physicians):
     a, b = sorted(p.username for p in physicians)
     assert f"{a} &amp; {b}" in html or f"{b} &amp; {a}" in html
     for physician in physicians:
-        row = html.split(f'<tr data-physician="{physician.username}"')[1].split("</tr>")[0]
+        row = html.split(f'<tr data-physician="{physician.username}"')[1].split(
+            "</tr>"
+        )[0]
         assert "data-labels-done>4 of 4<" in row
     assert "Recompute agreement for every window" in html
 
@@ -91,9 +93,16 @@ def test_progress_bar_polls_while_a_recompute_runs(client, admin_user, labelled)
     a recompute with a live heartbeat is not started twice."""
     client.force_login(admin_user)
     job = AgreementRecompute.objects.create(
-        campaign=labelled, created_by=admin_user, state=RecomputeState.RUNNING,
-        started_at=timezone.now(), heartbeat_at=timezone.now(), lease="x" * 32,
-        worker="host:123", attempts=1, progress_done=2, progress_total=4,
+        campaign=labelled,
+        created_by=admin_user,
+        state=RecomputeState.RUNNING,
+        started_at=timezone.now(),
+        heartbeat_at=timezone.now(),
+        lease="x" * 32,
+        worker="host:123",
+        attempts=1,
+        progress_done=2,
+        progress_total=4,
         progress_label="2 of 4 windows",
     )
     url = reverse("annotation:campaign_recompute_progress", args=[labelled.pk])
@@ -113,8 +122,12 @@ def test_progress_bar_polls_while_a_recompute_runs(client, admin_user, labelled)
     assert "2 of 4 windows" in refused
     assert AgreementRecompute.objects.count() == 1
     AgreementRecompute.objects.filter(pk=job.pk).update(
-        state=RecomputeState.DONE, lease="", computed=4, skipped=0,
-        progress_done=4, progress_label="done: 4 windows recomputed, 0 still waiting for labels",
+        state=RecomputeState.DONE,
+        lease="",
+        computed=4,
+        skipped=0,
+        progress_done=4,
+        progress_label="done: 4 windows recomputed, 0 still waiting for labels",
     )
     done = client.get(url, HTTP_HX_REQUEST="true").content.decode()
     assert 'data-recompute-state="done"' in done and "hx-trigger" not in done
@@ -124,8 +137,11 @@ def test_progress_bar_polls_while_a_recompute_runs(client, admin_user, labelled)
 def test_failed_recompute_shows_its_error(client, admin_user, labelled):
     client.force_login(admin_user)
     AgreementRecompute.objects.create(
-        campaign=labelled, created_by=admin_user, state=RecomputeState.FAILED,
-        finished_at=timezone.now(), error="The matcher model <x> is not installed.",
+        campaign=labelled,
+        created_by=admin_user,
+        state=RecomputeState.FAILED,
+        finished_at=timezone.now(),
+        error="The matcher model <x> is not installed.",
         progress_label="failed: the matcher is unavailable",
     )
     html = client.get(
@@ -148,15 +164,20 @@ def test_dashboard_without_agreement_says_so(client, admin_user, gold):
 @pytest.mark.parametrize("role", [Role.PHYSICIAN, Role.RESEARCHER])
 def test_dashboard_is_403_for_non_admins(client, labelled, role):
     client.force_login(make_role_user(role))
-    assert client.get(
-        reverse("annotation:irr_dashboard", args=[labelled.pk])
-    ).status_code == 403
+    assert (
+        client.get(reverse("annotation:irr_dashboard", args=[labelled.pk])).status_code
+        == 403
+    )
 
 
 def test_charts_carry_the_estimates_with_their_cis_and_undefined_as_null(dashboard):
     charts = {
-        name: json.loads(dashboard.content.decode().split(f'id="{name}-chart"')[1]
-                         .split(">", 1)[1].split("</script>")[0])
+        name: json.loads(
+            dashboard.content.decode()
+            .split(f'id="{name}-chart"')[1]
+            .split(">", 1)[1]
+            .split("</script>")[0]
+        )
         for name in ("status", "f1", "keep")
     }
     status = dashboard.context["status"]

@@ -474,9 +474,7 @@ def test_unassigned_window_is_a_404_page_in_the_sites_look(
     assert "404.html" in [t.name for t in unknown.templates]
 
 
-def test_page_refused_to_a_researcher_is_a_403_page_with_the_reason(
-    client, researcher
-):
+def test_page_refused_to_a_researcher_is_a_403_page_with_the_reason(client, researcher):
     client.force_login(researcher)
     response = client.get(reverse("annotation:queue"))
     assert response.status_code == 403

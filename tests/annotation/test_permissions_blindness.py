@@ -186,9 +186,7 @@ def test_a_window_closes_when_its_consensus_has_no_dispute_and_stays_closed(
     window_consensus_refresh(campaign=campaign, window=window, matcher=matcher)
 
     assert window_is_closed(campaign_id=campaign.pk, window_id=window.pk)
-    assert window.pk not in set(
-        blind_window_ids(a).values_list("window_id", flat=True)
-    )
+    assert window.pk not in set(blind_window_ids(a).values_list("window_id", flat=True))
     before = written_state()
     with pytest.raises(ValidationError, match="window is closed"):
         label_reopen(annotator=b, assignment_id=mine.assignment_id)
@@ -211,13 +209,16 @@ def test_a_window_with_a_dispute_stays_open_until_adjudicated(
 
     (dispute,) = consensus.open_disputes
     adjudication_decide(
-        admin=admin_user, campaign=campaign, window=window, task=dispute["task"],
-        item_ref=dispute["item_ref"], action="accept", reason="seen on imaging",
+        admin=admin_user,
+        campaign=campaign,
+        window=window,
+        task=dispute["task"],
+        item_ref=dispute["item_ref"],
+        action="accept",
+        reason="seen on imaging",
     )
     assert window_is_closed(campaign_id=campaign.pk, window_id=window.pk)
-    assert window.pk not in set(
-        blind_window_ids(a).values_list("window_id", flat=True)
-    )
+    assert window.pk not in set(blind_window_ids(a).values_list("window_id", flat=True))
 
 
 def test_a_closed_window_stays_closed_when_a_recompute_finds_a_dispute(
@@ -230,9 +231,12 @@ def test_a_closed_window_stays_closed_when_a_recompute_finds_a_dispute(
     window = gold_windows[1]
     _stable(a, campaign, window, ["Delirium"])
     mine = _stable(b, campaign, window, ["Acute delirium"])
-    assert window_consensus_refresh(
-        campaign=campaign, window=window, matcher=matcher
-    ).dispute_count == 0
+    assert (
+        window_consensus_refresh(
+            campaign=campaign, window=window, matcher=matcher
+        ).dispute_count
+        == 0
+    )
     tau = matcher.tau
     try:
         matcher.tau = 0.999
@@ -262,9 +266,7 @@ def test_a_window_closed_in_one_campaign_keeps_its_rater_in_another_blind(
         adjudicated_at=timezone.now()
     )
     # b's window is closed; a still rates it in the other campaign with third
-    assert window.pk not in set(
-        blind_window_ids(b).values_list("window_id", flat=True)
-    )
+    assert window.pk not in set(blind_window_ids(b).values_list("window_id", flat=True))
     assert window.pk in set(blind_window_ids(a).values_list("window_id", flat=True))
     co_raters = set(co_rater_ids(a).values_list("annotator_id", flat=True))
     assert {b.pk, third.pk} <= co_raters

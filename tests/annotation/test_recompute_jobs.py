@@ -35,8 +35,11 @@ from tests.oracle.test_run_worker import start_worker, stop_worker, wait_for
 from .conftest import make_role_user
 from .test_consensus import gold, stay, submit, windows  # noqa: F401
 
-WORKER_ENV = {"REALICU_JOB_HEARTBEAT_SECONDS": 0.5, "REALICU_JOB_STALE_SECONDS": 4,
-              "HF_HUB_OFFLINE": 1}
+WORKER_ENV = {
+    "REALICU_JOB_HEARTBEAT_SECONDS": 0.5,
+    "REALICU_JOB_STALE_SECONDS": 4,
+    "HF_HUB_OFFLINE": 1,
+}
 
 
 @pytest.fixture
@@ -77,8 +80,12 @@ def test_last_submit_while_the_broker_is_away_succeeds_and_waits_in_the_outbox(
     assert message.key == f"agreement:{gold.pk}:{windows[0].pk}"
     assert message.attempts == 1 and "OperationalError" in message.last_error
     backlog = campaign_agreement_backlog(admin=admin_user, campaign=gold)
-    assert backlog == {"complete": 1, "missing": 1, "waiting": 1,
-                       "window_ids": [windows[0].pk]}
+    assert backlog == {
+        "complete": 1,
+        "missing": 1,
+        "waiting": 1,
+        "window_ids": [windows[0].pk],
+    }
     client.force_login(admin_user)
     url = reverse("annotation:irr_dashboard", args=[gold.pk])
     html = client.get(url).content.decode()
@@ -96,9 +103,13 @@ def test_agreement_of_other_labels_counts_as_missing(
     submit(b, gold, windows[1], "stable")
     label = Assignment.objects.get(campaign=gold, window=windows[1], annotator=a).label
     WindowAgreement.objects.create(
-        campaign=gold, window=windows[1], computed_at=timezone.now(),
+        campaign=gold,
+        window=windows[1],
+        computed_at=timezone.now(),
         labels=[{"label_id": label.pk, "version": label.version - 1}],
-        status_agreed=True, matcher_model="m", tau=0.5,
+        status_agreed=True,
+        matcher_model="m",
+        tau=0.5,
     )
     backlog = campaign_agreement_backlog(admin=admin_user, campaign=gold)
     assert (backlog["complete"], backlog["missing"]) == (1, 1)
@@ -130,8 +141,10 @@ def test_agreement_lost_to_a_broker_outage_is_computed_by_the_reaper(
             ).exists(),
             "the agreement of the window",
         )
-        print(f"RECOVERY agreement after broker return (reaper, mocked outage) "
-              f"{time.monotonic() - back:.1f} s")
+        print(
+            f"RECOVERY agreement after broker return (reaper, mocked outage) "
+            f"{time.monotonic() - back:.1f} s"
+        )
     finally:
         stop_worker(worker)
     assert not OutboxMessage.objects.exists()
@@ -170,7 +183,10 @@ def test_recompute_whose_worker_went_silent_is_superseded(
     broker_down, admin_user, gold, state
 ):
     stale = AgreementRecompute.objects.create(
-        campaign=gold, created_by=admin_user, state=state, lease="a" * 32,
+        campaign=gold,
+        created_by=admin_user,
+        state=state,
+        lease="a" * 32,
         heartbeat_at=timezone.now() - timedelta(hours=2),
     )
     fresh = agreement_recompute_start(admin=admin_user, campaign=gold)
@@ -195,9 +211,12 @@ def test_recompute_view_is_403_for_non_admins(client, gold, role):
     client.force_login(make_role_user(role))
     url = reverse("annotation:campaign_recompute", args=[gold.pk])
     assert client.post(url).status_code == 403
-    assert client.get(
-        reverse("annotation:campaign_recompute_progress", args=[gold.pk])
-    ).status_code == 403
+    assert (
+        client.get(
+            reverse("annotation:campaign_recompute_progress", args=[gold.pk])
+        ).status_code
+        == 403
+    )
     assert not AgreementRecompute.objects.exists()
 
 
@@ -246,9 +265,12 @@ def test_recompute_survives_a_killed_worker(
     try:
         job = agreement_recompute_start(admin=admin_user, campaign=gold)
         wait_for(
-            lambda: AgreementRecompute.objects.get(pk=job.pk).state
-            == RecomputeState.RUNNING,
-            "the recompute to start", 60,
+            lambda: (
+                AgreementRecompute.objects.get(pk=job.pk).state
+                == RecomputeState.RUNNING
+            ),
+            "the recompute to start",
+            60,
         )
         first.kill()  # SIGKILL: no acknowledgement, no final write
         first.wait()
@@ -267,8 +289,10 @@ def test_recompute_survives_a_killed_worker(
         if second is not None:
             stop_worker(second)
     job.refresh_from_db()
-    print(f"RECOVERY agreement recompute after SIGKILL of its worker {seconds:.1f} s "
-          f"(stale after {settings.REALICU_JOB_STALE_SECONDS} s)")
+    print(
+        f"RECOVERY agreement recompute after SIGKILL of its worker {seconds:.1f} s "
+        f"(stale after {settings.REALICU_JOB_STALE_SECONDS} s)"
+    )
     assert job.attempts == 2 and job.lease == "" and job.error == ""
     assert (job.computed, job.skipped) == (4, 0)
     assert WindowAgreement.objects.filter(campaign=gold).count() == 4
@@ -289,9 +313,19 @@ def _port_open(port: int) -> bool:
 
 def _start_redis(data_dir) -> subprocess.Popen:
     proc = subprocess.Popen(
-        ["redis-server", "--port", str(BROKER_PORT), "--save", "", "--appendonly", "no",
-         "--dir", str(data_dir)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            "redis-server",
+            "--port",
+            str(BROKER_PORT),
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(data_dir),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     wait_for(lambda: _port_open(BROKER_PORT), "the private redis to listen", 20)
     return proc
@@ -368,9 +402,11 @@ def test_submits_during_a_real_broker_outage_get_their_agreement_when_it_returns
         if saved_env is None:
             os.environ.pop("CELERY_BROKER_URL", None)
         _stop_redis(redis)
-    print(f"RECOVERY agreement after a real broker outage {seconds:.1f} s from the "
-          f"broker's return (two last submits took {submit_seconds:.1f} s while "
-          "it was away)")
+    print(
+        f"RECOVERY agreement after a real broker outage {seconds:.1f} s from the "
+        f"broker's return (two last submits took {submit_seconds:.1f} s while "
+        "it was away)"
+    )
     assert not OutboxMessage.objects.exists()
     assert WindowAgreement.objects.filter(campaign=gold).count() == 2
     assert campaign_agreement_backlog(admin=admin_user, campaign=gold)["missing"] == 0

@@ -143,9 +143,12 @@ def test_suggestions_are_campaign_wide_texts_most_used_first(
         user=a, campaign=campaign, field="acute_problems", prefix="ACUTE"
     ) == [("Acute kidney injury", 1)]
     # b has not submitted window 0: a's words stay hidden from b
-    assert term_suggestions(
-        user=b, campaign=campaign, field="acute_problems", prefix="hypo"
-    ) == []
+    assert (
+        term_suggestions(
+            user=b, campaign=campaign, field="acute_problems", prefix="hypo"
+        )
+        == []
+    )
     # the portable version agrees
     labels = Label.objects.filter(
         assignment__campaign=campaign, assignment__state="submitted"

@@ -208,7 +208,8 @@ def test_set_semantic_f1_averages_per_window_scores():
 
 
 def aki_family_match(a: str, b: str) -> bool:
-    """"aki" matches every AKI item; other items only themselves."""
+    """ "aki" matches every AKI item; other items only themselves."""
+
     def aki(text: str) -> bool:
         return "aki" in text.lower().split() or "acute kidney injury" in canon(text)
 

@@ -48,11 +48,15 @@ def physician(db):
 def tiny_stays(db):
     """Stay A (4 h: windows at 0 h and 2 h, sepsis) with events, stay B (2 h:
     one window, neurological), stay C (2 h: one window, sepsis)."""
-    a = make_stay(admission=make_admission(), hours=4, disease_group=DiseaseGroup.SEPSIS)
+    a = make_stay(
+        admission=make_admission(), hours=4, disease_group=DiseaseGroup.SEPSIS
+    )
     b = make_stay(
         admission=make_admission(), hours=2, disease_group=DiseaseGroup.NEUROLOGICAL
     )
-    c = make_stay(admission=make_admission(), hours=2, disease_group=DiseaseGroup.SEPSIS)
+    c = make_stay(
+        admission=make_admission(), hours=2, disease_group=DiseaseGroup.SEPSIS
+    )
     t0 = a.intime
     events = {
         "before_icu": make_event(admission=a.admission, time=t0 - timedelta(hours=3)),
@@ -120,7 +124,9 @@ def tiny_labels(tiny_stays):
         w["B"][0]: (
             "improving",
             oracle_payload(
-                problems=["Delirium"], actions=["Haloperidol"], flags=["Benzodiazepines"]
+                problems=["Delirium"],
+                actions=["Haloperidol"],
+                flags=["Benzodiazepines"],
             ),
         ),
         w["C"][0]: (
@@ -137,5 +143,7 @@ def tiny_run(admin_user, tiny_labels):
 
 @pytest.fixture
 def tiny_release(admin_user, tiny_run):
-    release = release_create(user=admin_user, kind=ReleaseKind.SCALE, oracle_run=tiny_run)
+    release = release_create(
+        user=admin_user, kind=ReleaseKind.SCALE, oracle_run=tiny_run
+    )
     return release_build(release=release)

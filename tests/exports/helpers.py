@@ -66,7 +66,9 @@ def make_oracle_run(*, admin, labels: dict, validated: bool = True, name="run"):
         for window, (status, payload) in labels.items()
     )
     if validated:
-        campaign = Campaign.objects.create(name=f"Gold for {name} {run.pk}", created_by=admin)
+        campaign = Campaign.objects.create(
+            name=f"Gold for {name} {run.pk}", created_by=admin
+        )
         ValidationReport.objects.create(
             run=run,
             campaign=campaign,

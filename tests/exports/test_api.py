@@ -138,7 +138,10 @@ def test_download_with_etag_and_range(tiny_release, researcher, release_dirs):
     )
     assert context.status_code == 200
     for path in ("../manifest.json", "nothing.txt", "context/../../x"):
-        assert client.get(f"/api/v1/releases/{tiny_release.pk}/files/{path}").status_code == 404
+        assert (
+            client.get(f"/api/v1/releases/{tiny_release.pk}/files/{path}").status_code
+            == 404
+        )
 
 
 def test_submission_through_the_api_is_validated_and_readable(
@@ -165,7 +168,9 @@ def test_submission_through_the_api_is_validated_and_readable(
         ).encode()
     )
     good.name = "p.jsonl"
-    response = client.post(url, {"file": good, "model_name": "m", "k": 3}, format="multipart")
+    response = client.post(
+        url, {"file": good, "model_name": "m", "k": 3}, format="multipart"
+    )
     assert response.status_code == 201, response.json()
     created = response.json()
     assert created["k"] == 3 and created["prediction_count"] == 1
@@ -180,7 +185,9 @@ def test_submission_through_the_api_is_validated_and_readable(
     assert other.get(f"/api/v1/submissions/{created['id']}/").status_code == 404
     assert other.get(url).json()["count"] == 0
     assert (
-        other.post(f"/api/v1/submissions/{created['id']}/publish/", {"public": True}).status_code
+        other.post(
+            f"/api/v1/submissions/{created['id']}/publish/", {"public": True}
+        ).status_code
         == 404
     )
 
@@ -218,7 +225,9 @@ def test_docs_page_is_swagger_ui_served_offline_with_no_inline_script(client):
     response = client.get("/api/docs/")
     assert response.status_code == 200
     html = response.content.decode()
-    assert "/static/drf_spectacular_sidecar/swagger-ui-dist/swagger-ui-bundle.js" in html
+    assert (
+        "/static/drf_spectacular_sidecar/swagger-ui-dist/swagger-ui-bundle.js" in html
+    )
     assert "cdn" not in html.lower() and "https://" not in html
     # Every script has a src (the CSP allows no inline script): the set-up one
     # is served from the page's own address.
@@ -291,7 +300,9 @@ def test_a_researcher_who_also_rates_is_refused_while_a_window_is_open(
     window = tiny_stays["windows"]["A"][0]
     type(window).objects.filter(pk=window.pk).update(sampled_gold=True)
     campaign = campaign_create(
-        admin=admin_user, name="blind", windows=[window.pk],
+        admin=admin_user,
+        name="blind",
+        windows=[window.pk],
         physicians=[researcher, other],
     )
     for url in (
@@ -301,6 +312,8 @@ def test_a_researcher_who_also_rates_is_refused_while_a_window_is_open(
     ):
         assert client.get(url).status_code == 403, url
     # once their label is submitted and the window closed, reads return
-    campaign.assignments.filter(annotator=researcher).update(state=AssignmentState.SUBMITTED)
+    campaign.assignments.filter(annotator=researcher).update(
+        state=AssignmentState.SUBMITTED
+    )
     campaign.campaign_windows.update(closed_at=campaign.created_at)
     assert client.get("/api/v1/releases/").status_code == 200

@@ -66,7 +66,9 @@ def test_admin_lists_runs_with_their_latest_validation_report(
     assert [r["id"] for r in one["validation_reports"]] == [newer.pk, first.pk]
     assert one["latest_validation_report"]["id"] == newer.pk
     missing = client.get("/api/v1/oracle/runs/999999/")
-    assert missing.status_code == 404 and missing.json()["detail"] == "No such Oracle run."
+    assert (
+        missing.status_code == 404 and missing.json()["detail"] == "No such Oracle run."
+    )
 
 
 def test_researchers_and_physicians_are_refused_the_oracle_api(

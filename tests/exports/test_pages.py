@@ -43,7 +43,9 @@ def test_token_is_created_shown_once_and_revoked(client, researcher):
     assert not Token.objects.filter(user=researcher).exists()
 
 
-def test_upload_form_lists_the_bad_lines_and_stores_nothing(client, researcher, tiny_release):
+def test_upload_form_lists_the_bad_lines_and_stores_nothing(
+    client, researcher, tiny_release
+):
     client.force_login(researcher)
     upload = io.BytesIO(b'{"window_id": "x"}\n')
     upload.name = "p.jsonl"
@@ -53,7 +55,9 @@ def test_upload_form_lists_the_bad_lines_and_stores_nothing(client, researcher, 
     )
     assert response.status_code == 400
     html = response.content.decode()
-    assert "line 1: missing field(s) status, acute_problems, recommended_actions" in html
+    assert (
+        "line 1: missing field(s) status, acute_problems, recommended_actions" in html
+    )
     assert "line 1: window_id must be an integer" in html
     assert not Submission.objects.exists()
 
@@ -63,14 +67,24 @@ def test_leaderboard_shows_public_submissions_only(
 ):
     w = tiny_stays["windows"]
     line = json.dumps(
-        {"window_id": w["B"][0].pk, "status": "improving", "acute_problems": ["Delirium"],
-         "recommended_actions": []}
+        {
+            "window_id": w["B"][0].pk,
+            "status": "improving",
+            "acute_problems": ["Delirium"],
+            "recommended_actions": [],
+        }
     ).encode()
     public = submission_create(
-        user=researcher, release=tiny_release, upload=io.BytesIO(line), model_name="open-model"
+        user=researcher,
+        release=tiny_release,
+        upload=io.BytesIO(line),
+        model_name="open-model",
     )
     hidden = submission_create(
-        user=researcher, release=tiny_release, upload=io.BytesIO(line), model_name="secret-model"
+        user=researcher,
+        release=tiny_release,
+        upload=io.BytesIO(line),
+        model_name="secret-model",
     )
     for s in (public, hidden):
         submission_score(submission=s, matcher=ExactMatcher())
@@ -90,8 +104,12 @@ def test_release_and_score_pages_say_which_tau_matched_and_where_it_came_from(
 ):
     w = tiny_stays["windows"]
     line = json.dumps(
-        {"window_id": w["B"][0].pk, "status": "improving", "acute_problems": ["Delirium"],
-         "recommended_actions": []}
+        {
+            "window_id": w["B"][0].pk,
+            "status": "improving",
+            "acute_problems": ["Delirium"],
+            "recommended_actions": [],
+        }
     ).encode()
     submission = submission_create(
         user=researcher, release=tiny_release, upload=io.BytesIO(line), model_name="m"

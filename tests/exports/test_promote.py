@@ -74,7 +74,11 @@ def test_admin_promotes_a_run_from_its_validation_page_to_a_built_scale_release(
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         response = client.post(
             "/releases/new/",
-            {"oracle_run": tiny_run.pk, "validation_report": report.pk, "notes": "first"},
+            {
+                "oracle_run": tiny_run.pk,
+                "validation_report": report.pk,
+                "notes": "first",
+            },
         )
     assert response.status_code == 302 and response["Location"] == "/releases/"
     release = Release.objects.get()
@@ -88,7 +92,9 @@ def test_admin_promotes_a_run_from_its_validation_page_to_a_built_scale_release(
     release_build_task(release.pk)
     release.refresh_from_db()
     assert release.state == ReleaseState.READY, release.error
-    manifest = json.loads((release_dirs / release.directory / "manifest.json").read_text())
+    manifest = json.loads(
+        (release_dirs / release.directory / "manifest.json").read_text()
+    )
     assert manifest["validation_report"]["id"] == report.pk
     assert manifest["source"]["oracle_run_id"] == tiny_run.pk
     assert manifest["promotion"]["override"] is None
@@ -130,7 +136,10 @@ def test_bad_promote_requests_get_clear_answers(client, admin_user, tiny_run):
     assert client.get("/releases/new/?run=abc").status_code == 404
     assert client.get("/releases/new/?run=999999").status_code == 404
     chooser = client.get("/releases/new/")
-    assert chooser.status_code == 200 and f'value="{tiny_run.pk}"' in chooser.content.decode()
+    assert (
+        chooser.status_code == 200
+        and f'value="{tiny_run.pk}"' in chooser.content.decode()
+    )
     response = client.post("/releases/new/", {"oracle_run": "999999"})
     assert response.status_code == 400
     assert "Select a valid choice" in response.content.decode()
@@ -141,7 +150,10 @@ def test_only_admins_reach_the_promote_page(client, researcher, physician, tiny_
     for user in (researcher, physician):
         client.force_login(user)
         assert client.get(f"/releases/new/?run={tiny_run.pk}").status_code == 403
-        assert client.post("/releases/new/", {"oracle_run": tiny_run.pk}).status_code == 403
+        assert (
+            client.post("/releases/new/", {"oracle_run": tiny_run.pk}).status_code
+            == 403
+        )
     assert not Release.objects.exists()
 
 
@@ -175,7 +187,10 @@ def test_a_report_below_a_threshold_is_refused_naming_the_threshold(
     assert response.status_code == 400
     answer = html.unescape(response.content.decode())
     assert "Recommended actions F1 0.800 is below the threshold 0.845" in answer
-    assert "Patient status" not in answer.split("data-promote-errors")[1].split("</div>")[0]
+    assert (
+        "Patient status"
+        not in answer.split("data-promote-errors")[1].split("</div>")[0]
+    )
     assert not Release.objects.exists() and not PromotionOverride.objects.exists()
 
 
@@ -220,8 +235,11 @@ def test_an_override_without_a_reason_is_refused(client, admin_user, tiny_run):
 
     response = client.post(
         "/releases/new/",
-        {"oracle_run": tiny_run.pk, "validation_report": report.pk,
-         "override_reason": "   "},
+        {
+            "oracle_run": tiny_run.pk,
+            "validation_report": report.pk,
+            "override_reason": "   ",
+        },
     )
 
     assert response.status_code == 400
@@ -238,8 +256,11 @@ def test_an_override_with_a_reason_is_recorded_and_written_into_the_manifest(
 
     response = client.post(
         "/releases/new/",
-        {"oracle_run": tiny_run.pk, "validation_report": report.pk,
-         "override_reason": f"  {reason} "},
+        {
+            "oracle_run": tiny_run.pk,
+            "validation_report": report.pk,
+            "override_reason": f"  {reason} ",
+        },
     )
 
     assert response.status_code == 302
@@ -251,12 +272,17 @@ def test_an_override_with_a_reason_is_recorded_and_written_into_the_manifest(
     release_build_task(release.pk)
     release.refresh_from_db()
     assert release.state == ReleaseState.READY, release.error
-    manifest = json.loads((release_dirs / release.directory / "manifest.json").read_text())
+    manifest = json.loads(
+        (release_dirs / release.directory / "manifest.json").read_text()
+    )
     promotion = manifest["promotion"]
     assert promotion["override"]["reason"] == reason
     assert promotion["override"]["by"] == admin_user.get_username()
     assert promotion["override"]["at"] == override.created_at.isoformat()
-    assert [f["key"] for f in promotion["failures"]] == ["status_macro_f1", "red_flags_f1"]
+    assert [f["key"] for f in promotion["failures"]] == [
+        "status_macro_f1",
+        "red_flags_f1",
+    ]
     assert promotion["failures"][0]["figure"] == 0.60
     assert promotion["thresholds"]["values"]["status_macro_f1"] == 0.937
 
@@ -277,8 +303,12 @@ def test_thresholds_an_admin_sets_apply_and_others_cannot_set_them(
 
     promotion_thresholds_set(
         user=admin_user,
-        values={"status_macro_f1": 0.8, "acute_problems_f1": 0.8,
-                "recommended_actions_f1": 0.7, "red_flags_f1": 0.7},
+        values={
+            "status_macro_f1": 0.8,
+            "acute_problems_f1": 0.8,
+            "recommended_actions_f1": 0.7,
+            "red_flags_f1": 0.7,
+        },
         note="pilot Gold set of 40 windows",
     )
     client.force_login(admin_user)
@@ -286,7 +316,9 @@ def test_thresholds_an_admin_sets_apply_and_others_cannot_set_them(
     assert "set by an admin" in body and "data-gate-failed" not in body
 
     release = release_create(
-        user=admin_user, kind=ReleaseKind.SCALE, oracle_run=tiny_run,
+        user=admin_user,
+        kind=ReleaseKind.SCALE,
+        oracle_run=tiny_run,
         validation_report=report,
     )
     assert release.validation_report == report
@@ -302,9 +334,16 @@ def test_the_command_line_refuses_below_the_thresholds_and_takes_an_override_rea
     from django.core.management import CommandError, call_command
 
     report_with(tiny_run, figures(0.60, 0.96, 0.90, 0.40))
-    args = ["build_release", "--oracle-run", str(tiny_run.pk),
-            "--user", admin_user.get_username()]
-    with pytest.raises(CommandError, match="status macro-F1 0.600 is below the threshold"):
+    args = [
+        "build_release",
+        "--oracle-run",
+        str(tiny_run.pk),
+        "--user",
+        admin_user.get_username(),
+    ]
+    with pytest.raises(
+        CommandError, match="status macro-F1 0.600 is below the threshold"
+    ):
         call_command(*args, stdout=StringIO(), stderr=StringIO())
     assert not Release.objects.exists() and not PromotionOverride.objects.exists()
 
@@ -315,7 +354,9 @@ def test_the_command_line_refuses_below_the_thresholds_and_takes_an_override_rea
     assert release.state == ReleaseState.READY and "windows in" in out.getvalue()
     override = PromotionOverride.objects.get()
     assert override.release_id == release.pk and override.reason == reason
-    manifest = json.loads((release_dirs / release.directory / "manifest.json").read_text())
+    manifest = json.loads(
+        (release_dirs / release.directory / "manifest.json").read_text()
+    )
     assert manifest["promotion"]["override"]["reason"] == reason
 
 
@@ -325,6 +366,14 @@ def test_the_command_line_refuses_an_override_reason_for_gold(admin_user):
     from django.core.management import CommandError, call_command
 
     with pytest.raises(CommandError, match="for Scale releases"):
-        call_command("build_release", "--campaign", "1", "--user",
-                     admin_user.get_username(), "--override-reason", "x",
-                     stdout=StringIO(), stderr=StringIO())
+        call_command(
+            "build_release",
+            "--campaign",
+            "1",
+            "--user",
+            admin_user.get_username(),
+            "--override-reason",
+            "x",
+            stdout=StringIO(),
+            stderr=StringIO(),
+        )

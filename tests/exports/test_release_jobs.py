@@ -46,7 +46,8 @@ def _partials(root: Path) -> list[Path]:
 
 def _outbox_for(release) -> list[OutboxMessage]:
     return [
-        m for m in OutboxMessage.objects.all()
+        m
+        for m in OutboxMessage.objects.all()
         if m.task == "exports.tasks.release_build_task" and m.args == [release.pk]
     ]
 
@@ -73,14 +74,18 @@ def test_a_build_takes_the_job_with_a_lease_and_ends_ready_with_nothing_partial(
 
 
 def test_creating_a_release_records_its_build_in_the_outbox(admin_user, tiny_run):
-    release = release_create(user=admin_user, kind=ReleaseKind.SCALE, oracle_run=tiny_run)
+    release = release_create(
+        user=admin_user, kind=ReleaseKind.SCALE, oracle_run=tiny_run
+    )
     assert len(_outbox_for(release)) == 1
 
 
 def test_a_failed_build_leaves_no_partial_folder_and_retry_builds_the_same_release(
     admin_user, tiny_run, release_dirs, monkeypatch
 ):
-    release = release_create(user=admin_user, kind=ReleaseKind.SCALE, oracle_run=tiny_run)
+    release = release_create(
+        user=admin_user, kind=ReleaseKind.SCALE, oracle_run=tiny_run
+    )
     with monkeypatch.context() as patch:
         _break_datacard(patch)
         with pytest.raises(RuntimeError, match="the disk is full"):
@@ -99,7 +104,9 @@ def test_a_failed_build_leaves_no_partial_folder_and_retry_builds_the_same_relea
     assert retried.attempts == 0 and len(_outbox_for(release)) == 1
     built = release_build(release=retried)
     assert (built.pk, built.version, built.state) == (
-        release.pk, release.version, ReleaseState.READY
+        release.pk,
+        release.version,
+        ReleaseState.READY,
     )
     assert (release_dirs / release.name / "manifest.json").is_file()
     assert _partials(release_dirs) == []
@@ -110,7 +117,9 @@ def test_cancel_stops_a_running_build_which_undoes_everything_it_wrote(
     admin_user, tiny_run, release_dirs, settings
 ):
     settings.REALICU_JOB_HEARTBEAT_SECONDS = 0.05
-    release = release_create(user=admin_user, kind=ReleaseKind.SCALE, oracle_run=tiny_run)
+    release = release_create(
+        user=admin_user, kind=ReleaseKind.SCALE, oracle_run=tiny_run
+    )
     seen = []
 
     def cancel_once(done, total, label):
@@ -138,7 +147,9 @@ def test_cancel_stops_a_running_build_which_undoes_everything_it_wrote(
 def test_a_cancelled_queued_release_is_not_built_by_its_late_task(
     admin_user, tiny_run, release_dirs
 ):
-    release = release_create(user=admin_user, kind=ReleaseKind.SCALE, oracle_run=tiny_run)
+    release = release_create(
+        user=admin_user, kind=ReleaseKind.SCALE, oracle_run=tiny_run
+    )
     release_cancel(user=admin_user, release=release)
     assert release_build(release=release).state == ReleaseState.CANCELLED
     assert not release_dirs.exists() or not any(release_dirs.iterdir())
@@ -154,7 +165,8 @@ def test_rebuild_is_a_new_version_from_the_same_inputs_and_leaves_the_old_one(
     assert again.pk != tiny_release.pk and again.version == tiny_release.version + 1
     assert again.state == ReleaseState.QUEUED
     assert (again.oracle_run_id, again.validation_report_id) == (
-        tiny_release.oracle_run_id, tiny_release.validation_report_id
+        tiny_release.oracle_run_id,
+        tiny_release.validation_report_id,
     )
     assert len(_outbox_for(again)) == 1
     assert release_build(release=again).state == ReleaseState.READY
@@ -178,7 +190,9 @@ def test_retry_and_cancel_of_a_ready_release_are_refused(
 
 
 def test_rebuild_of_a_release_that_is_not_ready_is_refused(admin_user, tiny_run):
-    release = release_create(user=admin_user, kind=ReleaseKind.SCALE, oracle_run=tiny_run)
+    release = release_create(
+        user=admin_user, kind=ReleaseKind.SCALE, oracle_run=tiny_run
+    )
     with pytest.raises(ValidationError, match="only a ready release is rebuilt"):
         release_rebuild(user=admin_user, release=release)
     assert Release.objects.count() == 1
@@ -187,7 +201,9 @@ def test_rebuild_of_a_release_that_is_not_ready_is_refused(admin_user, tiny_run)
 def test_a_researcher_cannot_retry_cancel_or_rebuild(researcher, admin_user, tiny_run):
     from django.core.exceptions import PermissionDenied
 
-    release = release_create(user=admin_user, kind=ReleaseKind.SCALE, oracle_run=tiny_run)
+    release = release_create(
+        user=admin_user, kind=ReleaseKind.SCALE, oracle_run=tiny_run
+    )
     for action in (release_retry, release_cancel, release_rebuild):
         with pytest.raises(PermissionDenied):
             action(user=researcher, release=release)
@@ -198,7 +214,9 @@ def test_a_researcher_cannot_retry_cancel_or_rebuild(researcher, admin_user, tin
 def test_a_build_never_rewrites_an_existing_release_folder(
     admin_user, tiny_run, release_dirs
 ):
-    release = release_create(user=admin_user, kind=ReleaseKind.SCALE, oracle_run=tiny_run)
+    release = release_create(
+        user=admin_user, kind=ReleaseKind.SCALE, oracle_run=tiny_run
+    )
     final = release_dirs / release.name
     final.mkdir(parents=True)
     (final / "windows.jsonl").write_text("published\n")
@@ -214,16 +232,21 @@ def test_a_build_never_rewrites_an_existing_release_folder(
 def test_the_reaper_removes_the_partial_folder_of_a_build_whose_worker_died(
     admin_user, tiny_run, release_dirs, settings
 ):
-    release = release_create(user=admin_user, kind=ReleaseKind.SCALE, oracle_run=tiny_run)
+    release = release_create(
+        user=admin_user, kind=ReleaseKind.SCALE, oracle_run=tiny_run
+    )
     assert job_claim(
-        model=Release, pk=release.pk, claimable=(ReleaseState.QUEUED,),
+        model=Release,
+        pk=release.pk,
+        claimable=(ReleaseState.QUEUED,),
         running=ReleaseState.BUILDING,
     )
     partial = release_dirs / f".{release.name}.partial"
     (partial / "context").mkdir(parents=True)
     (partial / "windows.jsonl").write_text("half\n")
     Release.objects.filter(pk=release.pk).update(
-        heartbeat_at=timezone.now() - timedelta(seconds=settings.REALICU_JOB_STALE_SECONDS + 5)
+        heartbeat_at=timezone.now()
+        - timedelta(seconds=settings.REALICU_JOB_STALE_SECONDS + 5)
     )
     OutboxMessage.objects.all().delete()
     jobs_reap()
@@ -239,7 +262,9 @@ def test_the_reaper_removes_the_partial_folder_of_a_build_whose_worker_died(
 
 
 def _failed_release(admin_user, tiny_run, monkeypatch):
-    release = release_create(user=admin_user, kind=ReleaseKind.SCALE, oracle_run=tiny_run)
+    release = release_create(
+        user=admin_user, kind=ReleaseKind.SCALE, oracle_run=tiny_run
+    )
     with monkeypatch.context() as patch:
         _break_datacard(patch)
         with pytest.raises(RuntimeError):
@@ -264,9 +289,15 @@ def test_a_failed_release_page_shows_its_state_and_error_and_no_submission_form(
 def test_a_building_release_page_shows_progress_heartbeat_and_cancel(
     client, admin_user, tiny_run
 ):
-    release = release_create(user=admin_user, kind=ReleaseKind.SCALE, oracle_run=tiny_run)
-    job_claim(model=Release, pk=release.pk, claimable=(ReleaseState.QUEUED,),
-              running=ReleaseState.BUILDING)
+    release = release_create(
+        user=admin_user, kind=ReleaseKind.SCALE, oracle_run=tiny_run
+    )
+    job_claim(
+        model=Release,
+        pk=release.pk,
+        claimable=(ReleaseState.QUEUED,),
+        running=ReleaseState.BUILDING,
+    )
     Release.objects.filter(pk=release.pk).update(
         progress_done=2, progress_total=5, progress_label="stay 42"
     )
@@ -331,7 +362,9 @@ def test_the_actions_need_post_and_a_csrf_token(admin_user, tiny_release):
 def test_an_upload_to_a_release_that_is_not_ready_is_refused(
     client, admin_user, tiny_run, tiny_stays
 ):
-    release = release_create(user=admin_user, kind=ReleaseKind.SCALE, oracle_run=tiny_run)
+    release = release_create(
+        user=admin_user, kind=ReleaseKind.SCALE, oracle_run=tiny_run
+    )
     client.force_login(admin_user)
     upload = io.BytesIO(b'{"window_id": 1, "status": "stable"}\n')
     upload.name = "p.jsonl"
@@ -349,9 +382,10 @@ def test_an_upload_to_a_release_that_is_not_ready_is_refused(
         format="multipart",
     )
     assert response.status_code == 409
-    assert "predictions can only be submitted to a ready release" in response.json()[
-        "detail"
-    ][0]
+    assert (
+        "predictions can only be submitted to a ready release"
+        in response.json()["detail"][0]
+    )
     assert not Submission.objects.exists()
 
 
@@ -380,7 +414,9 @@ def test_a_build_started_during_a_broker_outage_is_sent_once_the_broker_is_back(
     assert len(waiting) == 1 and "Connection refused" in waiting[0].last_error
 
     sent = []
-    monkeypatch.setattr(app, "send_task", lambda name, args=None, **kw: sent.append((name, args)))
+    monkeypatch.setattr(
+        app, "send_task", lambda name, args=None, **kw: sent.append((name, args))
+    )
     OutboxMessage.objects.update(created_at=timezone.now() - timedelta(seconds=10))
     jobs_reap()
     jobs_reap()

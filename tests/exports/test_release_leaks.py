@@ -50,7 +50,9 @@ def _assert_no_coded_record(folder, records):
     """No context line is a coded record and none names one; no window record
     cites, rates or names one; no admission diagnosis code either."""
     coded = list(
-        Event.objects.filter(kind=EventKind.CODED).values_list("id", "name", "value_text")
+        Event.objects.filter(kind=EventKind.CODED).values_list(
+            "id", "name", "value_text"
+        )
     )
     assert len(coded) > 500  # the demo's patient_procedures
     coded_ids = {pk for pk, _, _ in coded}
@@ -72,7 +74,9 @@ def _assert_no_coded_record(folder, records):
         assert not coded_ids & set(_evidence_ids(record["labels"])), record["window_id"]
         assert not coded_ids & set(record["window_action_event_ids"])
         leaked = [
-            t for t in _strings(record) if t in forbidden or any(n in t for n in codes if " " in n)
+            t
+            for t in _strings(record)
+            if t in forbidden or any(n in t for n in codes if " " in n)
         ]
         assert not leaked, (record["window_id"], leaked)
 
@@ -80,13 +84,17 @@ def _assert_no_coded_record(folder, records):
 def _assert_no_leaks(release, folder):
     records = [json.loads(line) for line in open(folder / "windows.jsonl")]
     assert len(records) == release.window_count > 0
-    windows = {w.pk: w for w in Window.objects.filter(pk__in=[r["window_id"] for r in records])}
+    windows = {
+        w.pk: w for w in Window.objects.filter(pk__in=[r["window_id"] for r in records])
+    }
     by_stay = defaultdict(list)
     for record in records:
         by_stay[record["stay_id"]].append(record)
     checked = 0
     for stay_id, stay_records in by_stay.items():
-        context = [json.loads(line) for line in open(folder / "context" / f"{stay_id}.jsonl")]
+        context = [
+            json.loads(line) for line in open(folder / "context" / f"{stay_id}.jsonl")
+        ]
         ids = [row["event_id"] for row in context]
         assert len(ids) == len(set(ids))
         events = {
@@ -101,7 +109,9 @@ def _assert_no_leaks(release, folder):
             assert e.category not in OUTCOME_REVEALING_CATEGORIES
         for record in stay_records:
             window = windows[record["window_id"]]
-            visible = [row for row in context if events[row["event_id"]].time < window.end]
+            visible = [
+                row for row in context if events[row["event_id"]].time < window.end
+            ]
             assert all(events[row["event_id"]].time < window.end for row in visible)
             checked += 1
         # The listed own actions are exactly the window's recorded actions.
@@ -191,7 +201,9 @@ def test_gold_release_with_real_consensus_leaks_nothing_and_hides_physicians(
     clif_import(directory=clif_demo_dir)
     stays = list(Stay.objects.order_by("pk")[:3])
     windows_build_many(stays=Stay.objects.filter(pk__in=[s.pk for s in stays]), seed=0)
-    gold = list(Window.objects.filter(sampled_gold=True).order_by("stay_id", "index")[:6])
+    gold = list(
+        Window.objects.filter(sampled_gold=True).order_by("stay_id", "index")[:6]
+    )
     physicians = [make_role_user(Role.PHYSICIAN) for _ in range(2)]
     campaign = campaign_create(
         admin=admin_user, name="demo gold", windows=gold, physicians=physicians
@@ -234,19 +246,25 @@ def test_gold_release_with_real_consensus_leaks_nothing_and_hides_physicians(
     for window in gold:
         window_consensus_refresh(campaign=campaign, window=window, matcher=matcher)
     release = release_build(
-        release=release_create(user=admin_user, kind=ReleaseKind.GOLD, campaign=campaign)
+        release=release_create(
+            user=admin_user, kind=ReleaseKind.GOLD, campaign=campaign
+        )
     )
     folder = release_dirs / release.directory
     _assert_no_leaks(release, folder)
     record = json.loads(open(folder / "windows.jsonl").readline())
-    assert record["labels"]["status"]["evidence"] == status_evidence[record["window_id"]]
+    assert (
+        record["labels"]["status"]["evidence"] == status_evidence[record["window_id"]]
+    )
     assert record["labels"]["status"]["evidence"]
     problem = record["labels"]["acute_problems"][0]
     assert problem["text"] == "Septic shock"
     assert problem["provenance"]["source"] == "consensus"
     assert all(r.startswith("rater-") for r in problem["provenance"]["raters"])
     everything = "".join(
-        p.read_text(errors="ignore") for p in folder.rglob("*") if p.suffix in (".json", ".jsonl", ".md")
+        p.read_text(errors="ignore")
+        for p in folder.rglob("*")
+        if p.suffix in (".json", ".jsonl", ".md")
     )
     for physician in physicians:
         assert physician.username not in everything

@@ -69,7 +69,9 @@ def _predictions(w):
 
 def _score(release, w, k):
     predictions = [WindowPrediction.from_mapping(p) for p in _predictions(w)]
-    return scores_compute(release=release, predictions=predictions, k=k, matcher=ExactMatcher())
+    return scores_compute(
+        release=release, predictions=predictions, k=k, matcher=ExactMatcher()
+    )
 
 
 def test_scores_at_k_2_match_the_hand_computation(tiny_release, tiny_stays):
@@ -128,7 +130,9 @@ def test_a_window_set_without_gold_items_scores_none_not_zero(tiny_release, tiny
 
 
 def _upload(lines):
-    return io.BytesIO(b"".join((l if isinstance(l, bytes) else l.encode()) + b"\n" for l in lines))
+    return io.BytesIO(
+        b"".join((l if isinstance(l, bytes) else l.encode()) + b"\n" for l in lines)
+    )
 
 
 def _refused(researcher, release, lines, expected):
@@ -146,7 +150,9 @@ def good(tiny_stays):
     return [json.dumps(p) for p in _predictions(tiny_stays["windows"])]
 
 
-def test_bad_json_is_refused_naming_its_line(researcher, tiny_release, good, release_dirs):
+def test_bad_json_is_refused_naming_its_line(
+    researcher, tiny_release, good, release_dirs
+):
     _refused(researcher, tiny_release, [good[0], "{not json"], "line 2: not valid JSON")
     submissions = release_dirs.parent / "submissions"
     assert not [p for p in submissions.rglob("*") if p.is_file()]
@@ -164,7 +170,9 @@ def test_unknown_window_is_refused(researcher, tiny_release, good):
 
 def test_wrong_status_is_refused(researcher, tiny_release, good):
     line = json.dumps({**json.loads(good[0]), "status": "critical"})
-    _refused(researcher, tiny_release, [line], "line 1: status 'critical' is not one of")
+    _refused(
+        researcher, tiny_release, [line], "line 1: status 'critical' is not one of"
+    )
 
 
 def test_duplicate_window_is_refused(researcher, tiny_release, good):
@@ -174,7 +182,9 @@ def test_duplicate_window_is_refused(researcher, tiny_release, good):
         [good[0], good[1], good[0]],
         "line 3: window",
     )
-    messages = _refused(researcher, tiny_release, [good[0], good[0]], "already predicted on line 1")
+    messages = _refused(
+        researcher, tiny_release, [good[0], good[0]], "already predicted on line 1"
+    )
     assert len(messages) == 1
 
 
@@ -189,9 +199,16 @@ def test_missing_fields_are_refused(researcher, tiny_release, good):
     )
 
 
-def test_lists_of_non_strings_and_non_objects_are_refused(researcher, tiny_release, good):
+def test_lists_of_non_strings_and_non_objects_are_refused(
+    researcher, tiny_release, good
+):
     record = {**json.loads(good[0]), "acute_problems": "Septic shock"}
-    _refused(researcher, tiny_release, [json.dumps(record)], "line 1: acute_problems must be a list of strings")
+    _refused(
+        researcher,
+        tiny_release,
+        [json.dumps(record)],
+        "line 1: acute_problems must be a list of strings",
+    )
     _refused(researcher, tiny_release, ["[1, 2]"], "line 1: expected a JSON object")
 
 

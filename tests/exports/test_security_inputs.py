@@ -52,7 +52,9 @@ def _upload(text: str) -> io.BytesIO:
 def _nothing_written(release_dirs) -> None:
     assert not Submission.objects.exists()
     submissions = release_dirs.parent / "submissions"
-    assert not submissions.exists() or not any(p.is_file() for p in submissions.rglob("*"))
+    assert not submissions.exists() or not any(
+        p.is_file() for p in submissions.rglob("*")
+    )
 
 
 def _line(window_id) -> str:
@@ -65,7 +67,10 @@ def _line(window_id) -> str:
 BAD_LINES = [
     ('{"window_id": ' + DEEP + "}", "line 1: refused: nested deeper than 64 levels"),
     (DEEP, "line 1: refused: nested deeper than 64 levels"),
-    (_line(HUGE), "line 1: refused: an integer of 5000 digits (at most 19 are accepted)"),
+    (
+        _line(HUGE),
+        "line 1: refused: an integer of 5000 digits (at most 19 are accepted)",
+    ),
     (_line("1" + "0" * 30), "line 1: refused: an integer of 31 digits"),
     (_line("1e400"), "line 1: window_id must be an integer, not inf"),
 ]
@@ -131,7 +136,9 @@ def test_api_refuses_a_json_body_nested_5000_deep(tiny_release, tiny_stays, rese
 def test_a_range_of_5000_digits_is_answered_not_a_500(
     tiny_release, researcher, header, status
 ):
-    whole = _api(researcher).get(f"/api/v1/releases/{tiny_release.pk}/files/windows.jsonl")
+    whole = _api(researcher).get(
+        f"/api/v1/releases/{tiny_release.pk}/files/windows.jsonl"
+    )
     size = len(b"".join(whole.streaming_content))
     for client, url in (
         (_api(researcher), f"/api/v1/releases/{tiny_release.pk}/files/windows.jsonl"),
@@ -156,7 +163,8 @@ def test_an_expired_token_is_refused_with_its_date(tiny_release, researcher, set
     token = Token.objects.get(user=researcher)
     assert client.get("/api/v1/releases/").status_code == 200
     Token.objects.filter(pk=token.pk).update(
-        created=timezone.now() - timedelta(days=settings.REALICU_API_TOKEN_DAYS, minutes=1)
+        created=timezone.now()
+        - timedelta(days=settings.REALICU_API_TOKEN_DAYS, minutes=1)
     )
     response = client.get("/api/v1/releases/")
     assert response.status_code == 401
@@ -191,7 +199,10 @@ def test_web_upload_is_throttled_with_the_apis_submission_rate(
         codes.append(response.status_code)
     assert codes[:30] == [400] * 30  # answered: the file is refused
     assert codes[30:] == [429] * 5
-    assert "Too many uploads of predictions (the limit is 30/hour" in response.content.decode()
+    assert (
+        "Too many uploads of predictions (the limit is 30/hour"
+        in response.content.decode()
+    )
     # The API counts the same uploads.
     api = _api(researcher).post(
         f"/api/v1/releases/{tiny_release.pk}/submissions/",
@@ -248,7 +259,9 @@ def test_concurrent_clients_against_redis_get_no_more_than_the_rate(
 
     def client_run():
         with httpx.Client(
-            base_url=live_server.url, headers={"Authorization": f"Token {key}"}, timeout=60
+            base_url=live_server.url,
+            headers={"Authorization": f"Token {key}"},
+            timeout=60,
         ) as http:
             start.wait()
             for _ in range(600 // 16 + 1):
@@ -289,7 +302,9 @@ def test_page_forms_and_uploads_answer_every_input_without_a_5xx(
     )
     file_bytes = st.one_of(
         st.binary(max_size=300),
-        st.sampled_from([DEEP.encode(), _line(HUGE).encode(), b"\xff\xfe", b"{}\n" * 5]),
+        st.sampled_from(
+            [DEEP.encode(), _line(HUGE).encode(), b"\xff\xfe", b"{}\n" * 5]
+        ),
     )
     posts = st.sampled_from(
         [
@@ -316,15 +331,32 @@ def test_page_forms_and_uploads_answer_every_input_without_a_5xx(
         ]
     )
 
-    @hsettings(max_examples=150, deadline=None, database=None,
-               suppress_health_check=list(HealthCheck))
+    @hsettings(
+        max_examples=150,
+        deadline=None,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+    )
     @given(
         post=posts,
         fields=st.dictionaries(
-            st.sampled_from(["model_name", "k", "public", "kind", "campaign",
-                             "oracle_run", "validation_report", "notes",
-                             "override_reason", "username", "password", "source",
-                             "path"]),
+            st.sampled_from(
+                [
+                    "model_name",
+                    "k",
+                    "public",
+                    "kind",
+                    "campaign",
+                    "oracle_run",
+                    "validation_report",
+                    "notes",
+                    "override_reason",
+                    "username",
+                    "password",
+                    "source",
+                    "path",
+                ]
+            ),
             text,
             max_size=6,
         ),
@@ -332,7 +364,9 @@ def test_page_forms_and_uploads_answer_every_input_without_a_5xx(
         get=gets,
         a=text,
         b=text,
-        range_header=st.one_of(st.none(), st.from_regex(r"bytes=\d{0,30}-\d{0,30}", fullmatch=True)),
+        range_header=st.one_of(
+            st.none(), st.from_regex(r"bytes=\d{0,30}-\d{0,30}", fullmatch=True)
+        ),
     )
     def run(post, fields, upload, get, a, b, range_header):
         cache.clear()  # the upload throttle would answer most examples with 429
@@ -369,8 +403,12 @@ def test_gold_provenance_keeps_the_phrasings_but_not_who_wrote_which():
         status_evidence=[],
         items={
             "acute_problems": [
-                {"text": "Septic shock", "annotators": [7, 3],
-                 "texts": ["septic shock", "Septic shock"], "evidence": []}
+                {
+                    "text": "Septic shock",
+                    "annotators": [7, 3],
+                    "texts": ["septic shock", "Septic shock"],
+                    "evidence": [],
+                }
             ]
         },
     )

@@ -37,8 +37,10 @@ def test_release_is_built_and_predictions_scored_by_the_worker(
     # Creating the release records its build task (jobs.outbox), sent on commit.
     release = release_create(user=admin_user, kind="scale", oracle_run=tiny_run)
     assert _wait(
-        lambda: Release.objects.get(pk=release.pk).state
-        in (ReleaseState.READY, ReleaseState.FAILED)
+        lambda: (
+            Release.objects.get(pk=release.pk).state
+            in (ReleaseState.READY, ReleaseState.FAILED)
+        )
     )
     release.refresh_from_db()
     assert release.state == ReleaseState.READY, release.error
@@ -63,8 +65,10 @@ def test_release_is_built_and_predictions_scored_by_the_worker(
         format="multipart",
     ).json()
     assert _wait(
-        lambda: Submission.objects.get(pk=created["id"]).state
-        in (SubmissionState.SCORED, SubmissionState.FAILED)
+        lambda: (
+            Submission.objects.get(pk=created["id"]).state
+            in (SubmissionState.SCORED, SubmissionState.FAILED)
+        )
     )
     scores = client.get(f"/api/v1/submissions/{created['id']}/").json()
     assert scores["state"] == "scored", scores["error"]
@@ -91,7 +95,9 @@ def _many_stays_run(admin, stays: int, events_per_stay: int):
     for _ in range(stays):
         stay = make_stay(admission=make_admission(), hours=2)
         make_events(
-            admission=stay.admission, count=events_per_stay, start=stay.intime,
+            admission=stay.admission,
+            count=events_per_stay,
+            start=stay.intime,
             every=timedelta(seconds=30),
         )
         for window in windows_build(stay=stay):
@@ -122,7 +128,8 @@ def test_a_release_build_whose_worker_is_killed_is_finished_by_another_worker(
             lambda: Release.objects.filter(
                 pk=release.pk, state=ReleaseState.BUILDING, progress_done__gte=2
             ).exists(),
-            "the build to be under way", 120,
+            "the build to be under way",
+            120,
         )
         first.kill()
         killed_at = time.monotonic()
@@ -136,6 +143,7 @@ def test_a_release_build_whose_worker_is_killed_is_finished_by_another_worker(
 
     second = start_worker(tmp_path / "worker2.log", **fast)
     try:
+
         def finished():
             jobs_reap()  # as beat would, every REALICU_JOB_REAP_SECONDS
             return Release.objects.filter(

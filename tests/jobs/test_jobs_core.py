@@ -32,7 +32,9 @@ def sent(monkeypatch):
 
     def send_task(name, args=None, **kwargs):
         if broker.down:
-            raise BrokerDown("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
+            raise BrokerDown(
+                "Error 111 connecting to 127.0.0.1:6379. Connection refused."
+            )
         broker.append((name, list(args or [])))
 
     monkeypatch.setattr(app, "send_task", send_task)
@@ -45,8 +47,11 @@ def make_run(**fields) -> ImportRun:
 
 def claim(run):
     return job_claim(
-        model=ImportRun, pk=run.pk, claimable=(ImportStatus.QUEUED,),
-        running=ImportStatus.RUNNING, state_field="status",
+        model=ImportRun,
+        pk=run.pk,
+        claimable=(ImportStatus.QUEUED,),
+        running=ImportStatus.RUNNING,
+        state_field="status",
     )
 
 
@@ -70,9 +75,12 @@ def test_a_queued_job_is_claimed_once_and_a_stale_one_taken_over(settings):
     run.refresh_from_db()
     assert second and second != lease and run.lease == second and run.attempts == 2
     # The first worker, if it wakes up, cannot write its end over the second's.
-    assert not job_release(model=ImportRun, pk=run.pk, lease=lease,
-                           status=ImportStatus.DONE)
-    assert job_release(model=ImportRun, pk=run.pk, lease=second, status=ImportStatus.DONE)
+    assert not job_release(
+        model=ImportRun, pk=run.pk, lease=lease, status=ImportStatus.DONE
+    )
+    assert job_release(
+        model=ImportRun, pk=run.pk, lease=second, status=ImportStatus.DONE
+    )
     run.refresh_from_db()
     assert run.status == ImportStatus.DONE and run.lease == ""
     assert claim(run) is None  # finished
@@ -86,7 +94,10 @@ def test_the_heartbeat_writes_progress_and_stops_the_job_when_its_lease_goes():
         beat.beat()
         run.refresh_from_db()
         assert (run.progress_done, run.progress_total, run.progress_label) == (
-            3, 10, "batch 1/3")
+            3,
+            10,
+            "batch 1/3",
+        )
         assert is_live(run)
         # Cancelled from the page: the lease is cleared.
         ImportRun.objects.filter(pk=run.pk).update(lease="", status=ImportStatus.FAILED)

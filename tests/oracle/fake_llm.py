@@ -94,7 +94,9 @@ def completion(content: str, *, usage: dict | None = None, model: str = "fake") 
 
 def valid_reply_for(messages: list[dict]) -> str:
     """A valid label (oracle.schema) for the prompt in ``messages``."""
-    prompt = "\n".join(str(m.get("content") or "") for m in messages if m.get("role") == "user")
+    prompt = "\n".join(
+        str(m.get("content") or "") for m in messages if m.get("role") == "user"
+    )
     to_rate: list[int] = []
     match = _TO_RATE.search(prompt)
     if match and match.group(1).strip() != "none":
@@ -104,7 +106,9 @@ def valid_reply_for(messages: list[dict]) -> str:
     reply = {
         "status": "stable",
         "status_evidence": first,
-        "acute_problems": [{"text": "haemodynamic monitoring needed", "evidence": first}]
+        "acute_problems": [
+            {"text": "haemodynamic monitoring needed", "evidence": first}
+        ]
         if first
         else [],
         "action_ratings": [
@@ -171,7 +175,9 @@ class FakeLLM:
         self._server = Server((self.host, self.port), Handler)
         self.port = self._server.server_address[1]
         self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": 0.1},
+            daemon=True,
         )
         self._thread.start()
         return self
@@ -201,7 +207,10 @@ class FakeLLM:
                 pass
             return
         record = RecordedRequest(
-            path=handler.path, headers=dict(handler.headers.items()), body=body, arrived=arrived
+            path=handler.path,
+            headers=dict(handler.headers.items()),
+            body=body,
+            arrived=arrived,
         )
         with self._lock:
             self.requests.append(record)
@@ -239,7 +248,9 @@ class FakeLLM:
         encoded = data.encode()
         handler.send_response(status)
         headers = dict(headers)
-        handler.send_header("Content-Type", headers.pop("Content-Type", "application/json"))
+        handler.send_header(
+            "Content-Type", headers.pop("Content-Type", "application/json")
+        )
         handler.send_header("Content-Length", str(len(encoded)))
         for name, value in headers.items():
             handler.send_header(name, str(value))
@@ -249,7 +260,9 @@ class FakeLLM:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description="Fake OpenAI-compatible server (default mode).")
+    parser = argparse.ArgumentParser(
+        description="Fake OpenAI-compatible server (default mode)."
+    )
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--latency", type=float, default=0.3, help="Seconds per reply.")

@@ -8,7 +8,11 @@ from tests.factories import make_event, make_events, make_stay
 from windows.models import Domain, EventKind, Window
 from windows.windowing import windows_build
 
-VITAL = {"domain": Domain.VITALS, "kind": EventKind.OBSERVATION, "source_table": "vitals"}
+VITAL = {
+    "domain": Domain.VITALS,
+    "kind": EventKind.OBSERVATION,
+    "source_table": "vitals",
+}
 LAB = {"domain": Domain.LABS, "kind": EventKind.OBSERVATION, "source_table": "labs"}
 DRIP = {
     "domain": Domain.MED_CONTINUOUS,
@@ -22,23 +26,53 @@ def at(stay, hours: float):
     return stay.intime + timedelta(hours=hours)
 
 
-def vitals(stay, category: str, value: float, *, start_h: float, end_h: float,
-           every_min: float = 30, unit: str = "") -> None:
+def vitals(
+    stay,
+    category: str,
+    value: float,
+    *,
+    start_h: float,
+    end_h: float,
+    every_min: float = 30,
+    unit: str = "",
+) -> None:
     """One vital charted every ``every_min`` minutes in [start_h, end_h)."""
     count = int(round((end_h - start_h) * 60 / every_min))
-    make_events(admission=stay.admission, count=count, start=at(stay, start_h),
-                every=timedelta(minutes=every_min), category=category, name=category,
-                value_num=value, unit=unit, **VITAL)
+    make_events(
+        admission=stay.admission,
+        count=count,
+        start=at(stay, start_h),
+        every=timedelta(minutes=every_min),
+        category=category,
+        name=category,
+        value_num=value,
+        unit=unit,
+        **VITAL,
+    )
 
 
 def lab(stay, category: str, value: float, hours: float, unit: str = ""):
-    return make_event(admission=stay.admission, time=at(stay, hours), category=category,
-                      name=category, value_num=value, unit=unit, **LAB)
+    return make_event(
+        admission=stay.admission,
+        time=at(stay, hours),
+        category=category,
+        name=category,
+        value_num=value,
+        unit=unit,
+        **LAB,
+    )
 
 
 def drip(stay, category: str, rate: float, hours: float, text: str = "start"):
-    return make_event(admission=stay.admission, time=at(stay, hours), category=category,
-                      name=category.capitalize(), value_num=rate, value_text=text, **DRIP)
+    return make_event(
+        admission=stay.admission,
+        time=at(stay, hours),
+        category=category,
+        name=category.capitalize(),
+        value_num=rate,
+        value_text=text,
+        **DRIP,
+    )
 
 
 def stable_stay(hours: float = 24.0):

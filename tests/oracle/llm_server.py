@@ -41,7 +41,9 @@ def free_port() -> int:
 class LlamaServer:
     """The server as a child process; ``start`` waits until it answers."""
 
-    def __init__(self, *, n_ctx: int = 2048, threads: int = 2, log_path: Path | None = None):
+    def __init__(
+        self, *, n_ctx: int = 2048, threads: int = 2, log_path: Path | None = None
+    ):
         self.n_ctx = n_ctx
         self.threads = threads
         self.port = free_port()
@@ -60,19 +62,31 @@ class LlamaServer:
         log = open(self.log_path, "w") if self.log_path else subprocess.DEVNULL
         self.process = subprocess.Popen(
             [
-                sys.executable, "-m", "llama_cpp.server",
-                "--model", str(smollm2_gguf()),
-                "--model_alias", MODEL_ALIAS,
-                "--n_ctx", str(self.n_ctx),
-                "--n_threads", str(self.threads),
-                "--host", "127.0.0.1", "--port", str(self.port),
+                sys.executable,
+                "-m",
+                "llama_cpp.server",
+                "--model",
+                str(smollm2_gguf()),
+                "--model_alias",
+                MODEL_ALIAS,
+                "--n_ctx",
+                str(self.n_ctx),
+                "--n_threads",
+                str(self.threads),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
             ],
-            stdout=log, stderr=subprocess.STDOUT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
         )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(f"llama_cpp.server exited ({self.process.returncode})")
+                raise RuntimeError(
+                    f"llama_cpp.server exited ({self.process.returncode})"
+                )
             try:
                 if httpx.get(f"{self.base_url}/models", timeout=2).status_code == 200:
                     return self
@@ -121,8 +135,11 @@ class RecordingProxy:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
                 response = httpx.request(
-                    method, proxy.upstream + self.path, content=body or None,
-                    headers={"Content-Type": "application/json"}, timeout=600,
+                    method,
+                    proxy.upstream + self.path,
+                    content=body or None,
+                    headers={"Content-Type": "application/json"},
+                    timeout=600,
                 )
                 if self.path.endswith("/chat/completions"):
                     with proxy._lock:
@@ -133,7 +150,8 @@ class RecordingProxy:
                             proxy.replies.append({"status": response.status_code})
                 self.send_response(response.status_code)
                 self.send_header(
-                    "Content-Type", response.headers.get("content-type", "application/json")
+                    "Content-Type",
+                    response.headers.get("content-type", "application/json"),
                 )
                 self.send_header("Content-Length", str(len(response.content)))
                 self.end_headers()

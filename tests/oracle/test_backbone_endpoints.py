@@ -36,8 +36,11 @@ def admin_user(db):
 def openai_backbone(admin, fake, **fields):
     name = fields.pop("name", "fake")
     settings = {
-        "base_url": fake.base_url, "model": "fake-model", "concurrency": 1,
-        "requests_per_minute": 6000, "max_retries": 0,
+        "base_url": fake.base_url,
+        "model": "fake-model",
+        "concurrency": 1,
+        "requests_per_minute": 6000,
+        "max_retries": 0,
     }
     settings.update(fields)
     return services.backbone_create(
@@ -48,8 +51,12 @@ def openai_backbone(admin, fake, **fields):
 # --- item 1: the key's variable ----------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["REALICU_VAR_DIR", "DJANGO_SECRET_KEY", "DATABASE_URL"])
-def test_a_key_variable_the_operator_did_not_allow_is_refused(admin_user, fake_llm, name):
+@pytest.mark.parametrize(
+    "name", ["REALICU_VAR_DIR", "DJANGO_SECRET_KEY", "DATABASE_URL"]
+)
+def test_a_key_variable_the_operator_did_not_allow_is_refused(
+    admin_user, fake_llm, name
+):
     with pytest.raises(ValidationError) as error:
         openai_backbone(admin_user, fake_llm, api_key_env=name)
     message = " ".join(error.value.message_dict["api_key_env"])
@@ -58,7 +65,9 @@ def test_a_key_variable_the_operator_did_not_allow_is_refused(admin_user, fake_l
     assert not Backbone.objects.filter(kind=BackboneKind.OPENAI).exists()
 
 
-def test_allowed_key_variables_follow_the_operators_setting(admin_user, fake_llm, settings):
+def test_allowed_key_variables_follow_the_operators_setting(
+    admin_user, fake_llm, settings
+):
     openai_backbone(admin_user, fake_llm, name="a", api_key_env="REALICU_LLM_VLLM")
     openai_backbone(admin_user, fake_llm, name="b", api_key_env="OPENAI_API_KEY")
     settings.REALICU_LLM_KEY_ENV_PREFIXES = []
@@ -66,18 +75,30 @@ def test_allowed_key_variables_follow_the_operators_setting(admin_user, fake_llm
     openai_backbone(admin_user, fake_llm, name="c", api_key_env="MY_GATEWAY_KEY")
     with pytest.raises(ValidationError, match="not one the operator allows"):
         openai_backbone(admin_user, fake_llm, name="d", api_key_env="REALICU_LLM_VLLM")
-    saved = Backbone.objects.filter(kind=BackboneKind.OPENAI).values_list("name", flat=True)
+    saved = Backbone.objects.filter(kind=BackboneKind.OPENAI).values_list(
+        "name", flat=True
+    )
     assert sorted(saved) == ["a", "b", "c"]
 
 
 def test_the_form_shows_the_refusal_and_saves_nothing(client, admin_user):
     client.force_login(admin_user)
-    response = client.post(reverse("oracle:backbone_new"), {
-        "name": "leaky", "kind": "openai", "base_url": "http://127.0.0.1:8001/v1",
-        "model": "m", "api_key_env": "REALICU_VAR_DIR", "timeout_seconds": 60,
-        "max_retries": 0, "concurrency": 1, "requests_per_minute": 60,
-        "price_per_million_input": 0, "price_per_million_output": 0,
-    })
+    response = client.post(
+        reverse("oracle:backbone_new"),
+        {
+            "name": "leaky",
+            "kind": "openai",
+            "base_url": "http://127.0.0.1:8001/v1",
+            "model": "m",
+            "api_key_env": "REALICU_VAR_DIR",
+            "timeout_seconds": 60,
+            "max_retries": 0,
+            "concurrency": 1,
+            "requests_per_minute": 60,
+            "price_per_million_input": 0,
+            "price_per_million_output": 0,
+        },
+    )
     assert response.status_code == 200
     assert "REALICU_VAR_DIR is not one the operator allows" in response.content.decode()
     assert not Backbone.objects.filter(name="leaky").exists()
@@ -89,7 +110,9 @@ def test_a_backbone_saved_before_the_rule_cannot_start_a_run(admin_user, fake_ll
     # As an older version of the platform let it be saved.
     Backbone.objects.filter(pk=backbone.pk).update(api_key_env="DJANGO_SECRET_KEY")
     backbone.refresh_from_db()
-    with pytest.raises(ValidationError, match="DJANGO_SECRET_KEY is not one the operator"):
+    with pytest.raises(
+        ValidationError, match="DJANGO_SECRET_KEY is not one the operator"
+    ):
         services.oracle_run_create(
             admin=admin_user, name="r", backbone=backbone, cohort=cohort, enqueue=False
         )
@@ -137,7 +160,11 @@ def test_a_run_whose_backbone_changed_to_a_refused_variable_sends_nothing(
 def test_metadata_link_local_and_the_apps_own_urls_are_refused(admin_user, url, why):
     with pytest.raises(ValidationError) as error:
         services.backbone_create(
-            admin=admin_user, name="x", kind=BackboneKind.OPENAI, base_url=url, model="m"
+            admin=admin_user,
+            name="x",
+            kind=BackboneKind.OPENAI,
+            base_url=url,
+            model="m",
         )
     assert why in " ".join(error.value.message_dict["base_url"])
     assert not Backbone.objects.filter(kind=BackboneKind.OPENAI).exists()
@@ -161,12 +188,21 @@ def test_loopback_private_and_public_llm_urls_are_allowed(url):
 
 def test_the_page_refuses_the_host_it_is_served_on(client, admin_user):
     client.force_login(admin_user)
-    response = client.post(reverse("oracle:backbone_new"), {
-        "name": "self", "kind": "openai", "base_url": "http://testserver/v1",
-        "model": "m", "timeout_seconds": 60, "max_retries": 0, "concurrency": 1,
-        "requests_per_minute": 60, "price_per_million_input": 0,
-        "price_per_million_output": 0,
-    })
+    response = client.post(
+        reverse("oracle:backbone_new"),
+        {
+            "name": "self",
+            "kind": "openai",
+            "base_url": "http://testserver/v1",
+            "model": "m",
+            "timeout_seconds": 60,
+            "max_retries": 0,
+            "concurrency": 1,
+            "requests_per_minute": 60,
+            "price_per_million_input": 0,
+            "price_per_million_output": 0,
+        },
+    )
     assert "own address" in response.content.decode()
     assert not Backbone.objects.filter(name="self").exists()
 
@@ -201,8 +237,11 @@ def test_a_non_llm_response_is_reported_by_status_and_type_never_its_body(
     cohort, _, windows = make_cohort_with_stay(hours=1.0)
     backbone = openai_backbone(admin_user, fake_llm)
     for _ in windows:
-        fake_llm.push(status=status, headers={"Content-Type": content_type},
-                      body=f"<html>{INTERNAL}</html>")
+        fake_llm.push(
+            status=status,
+            headers={"Content-Type": content_type},
+            body=f"<html>{INTERNAL}</html>",
+        )
     run = services.oracle_run_create(
         admin=admin_user, name="r", backbone=backbone, cohort=cohort, enqueue=False
     )

@@ -31,8 +31,14 @@ def test_context_holds_the_events_around_the_window_and_its_recorded_actions():
     lab(stay, "creatinine", 1.3, -10, "mg/dL")
     action = drip(stay, "norepinephrine", 0.1, 10.2)
     routine = drip(stay, "insulin", 2, 10.3)
-    make_event(admission=stay.admission, time=at(stay, 10.25), kind=EventKind.OUTCOME,
-               domain=Domain.OUTCOME, category="death", name="Death")
+    make_event(
+        admission=stay.admission,
+        time=at(stay, 10.25),
+        kind=EventKind.OUTCOME,
+        domain=Domain.OUTCOME,
+        category="death",
+        name="Death",
+    )
     window = windows_of(stay)[5]  # 10-10.5 h
 
     [context] = window_contexts_build(windows=[window], hours_before=2, hours_after=1)
@@ -55,20 +61,40 @@ def test_a_campaigns_rules_decide_which_actions_are_rated():
     stay = stable_stay(hours=24)
     drip(stay, "norepinephrine", 0.1, 10.2)
     insulin = drip(stay, "insulin", 2, 10.3)
-    rules = [r for r in default_critical_action_rules() if r["key"] != "vasoactives_inotropes"]
-    rules.append({"key": "insulin", "label": "Insulin",
-                  "domains": [Domain.MED_CONTINUOUS.value], "categories": ["insulin"]})
+    rules = [
+        r
+        for r in default_critical_action_rules()
+        if r["key"] != "vasoactives_inotropes"
+    ]
+    rules.append(
+        {
+            "key": "insulin",
+            "label": "Insulin",
+            "domains": [Domain.MED_CONTINUOUS.value],
+            "categories": ["insulin"],
+        }
+    )
 
-    [context] = window_contexts_build(windows=[windows_of(stay)[5]], critical_rules=rules)
+    [context] = window_contexts_build(
+        windows=[windows_of(stay)[5]], critical_rules=rules
+    )
 
     assert [e["id"] for e in context.recorded_actions] == [insulin.pk]
 
 
 def _coded(stay, hours, system="ICD10PCS", code="5A1955Z"):
-    return make_event(admission=stay.admission, time=at(stay, hours),
-                      kind=EventKind.CODED, domain=Domain.PROCEDURES, category=system,
-                      name=f"{system} {code}", value_num=None, unit="", value_text=code,
-                      source_table="patient_procedures")
+    return make_event(
+        admission=stay.admission,
+        time=at(stay, hours),
+        kind=EventKind.CODED,
+        domain=Domain.PROCEDURES,
+        category=system,
+        name=f"{system} {code}",
+        value_num=None,
+        unit="",
+        value_text=code,
+        source_table="patient_procedures",
+    )
 
 
 def test_coded_records_are_hindsight_facts_apart_from_the_events_and_not_citable():
@@ -86,22 +112,38 @@ def test_coded_records_are_hindsight_facts_apart_from_the_events_and_not_citable
     assert coded.pk not in context.allowed_event_ids
     records = context.static["coded_after_discharge"]
     assert records == [
-        {"date": coded.time.date().isoformat(), "system": "ICD-10-PCS", "code": "5A1955Z",
-         "title": "Respiratory Ventilation, Greater than 96 Consecutive Hours"},
-        {"date": coded.time.date().isoformat(), "system": "ICD-9-CM procedure",
-         "code": "96.72",
-         "title": "Continuous invasive mechanical ventilation for 96 consecutive hours "
-                  "or more"},
+        {
+            "date": coded.time.date().isoformat(),
+            "system": "ICD-10-PCS",
+            "code": "5A1955Z",
+            "title": "Respiratory Ventilation, Greater than 96 Consecutive Hours",
+        },
+        {
+            "date": coded.time.date().isoformat(),
+            "system": "ICD-9-CM procedure",
+            "code": "96.72",
+            "title": "Continuous invasive mechanical ventilation for 96 consecutive hours "
+            "or more",
+        },
     ]
 
 
 def test_events_carry_their_concept_name_and_the_unit_of_their_value():
     stay = stable_stay(hours=24)
-    make_event(admission=stay.admission, time=at(stay, 6.2), domain=Domain.VITALS,
-               kind=EventKind.OBSERVATION, category="temp_c", name="Temperature Fahrenheit",
-               value_num=36.7, unit="°C")
+    make_event(
+        admission=stay.admission,
+        time=at(stay, 6.2),
+        domain=Domain.VITALS,
+        kind=EventKind.OBSERVATION,
+        category="temp_c",
+        name="Temperature Fahrenheit",
+        value_num=36.7,
+        unit="°C",
+    )
     [context] = window_contexts_build(windows=[windows_of(stay)[3]])
     [temp] = [e for e in context.events if e["category"] == "temp_c"]
     assert (temp["concept"], temp["unit"], temp["name"]) == (
-        "Temperature", "°C", "Temperature Fahrenheit"
+        "Temperature",
+        "°C",
+        "Temperature Fahrenheit",
     )

@@ -54,8 +54,9 @@ def demo_windows(tmp_path, clif_demo_dir):
     folder.mkdir()
     hosp = pd.read_parquet(clif_demo_dir / "clif_hospitalization.parquet")
     patients = set(
-        hosp[hosp["hospitalization_id"].astype(str) == HOSPITALIZATION]["patient_id"]
-        .astype(str)
+        hosp[hosp["hospitalization_id"].astype(str) == HOSPITALIZATION][
+            "patient_id"
+        ].astype(str)
     )
     for path in sorted(clif_demo_dir.glob("clif_*.parquet")):
         table = pd.read_parquet(path)
@@ -82,17 +83,27 @@ def test_smollm2_labels_fit_the_window_and_match_the_schema(llama_server, demo_w
     proxy = RecordingProxy(llama_server.root).start()
     try:
         backbone = services.backbone_create(
-            admin=admin, name="smollm2", kind=BackboneKind.OPENAI,
-            base_url=proxy.base_url, model=MODEL_ALIAS, detect=True,
-            context_tokens=LLAMA_N_CTX, max_completion_tokens=REPLY_TOKENS,
-            parameters={"temperature": 0}, concurrency=1, max_retries=0,
+            admin=admin,
+            name="smollm2",
+            kind=BackboneKind.OPENAI,
+            base_url=proxy.base_url,
+            model=MODEL_ALIAS,
+            detect=True,
+            context_tokens=LLAMA_N_CTX,
+            max_completion_tokens=REPLY_TOKENS,
+            parameters={"temperature": 0},
+            concurrency=1,
+            max_retries=0,
         )
         # llama-cpp-python is recognised by its tokenizer endpoint.
         assert backbone.server_report["server"] == "llama-cpp-python"
         assert backbone.tokenizer == "llamacpp_python"
         assert backbone.reply_format == ReplyFormat.LLAMACPP_PYTHON
         run = services.oracle_run_create(
-            admin=admin, name="smollm2", backbone=backbone, campaign=campaign,
+            admin=admin,
+            name="smollm2",
+            backbone=backbone,
+            campaign=campaign,
             enqueue=False,
         )
         assert services.oracle_run_execute_inline(run_id=run.pk) == "done"
@@ -127,8 +138,9 @@ def test_smollm2_labels_fit_the_window_and_match_the_schema(llama_server, demo_w
         assert not any("refused" in c for c in label.prompt_compressions)
         # The label is what the server said, valid against the prompt's ids.
         allowed = set(
-            request["response_format"]["schema"]["properties"]["status_evidence"]
-            ["items"]["enum"]
+            request["response_format"]["schema"]["properties"]["status_evidence"][
+                "items"
+            ]["enum"]
         )
         cited = set(label.payload["status_evidence"])
         for field in ("acute_problems", "added_actions", "red_flags", "action_ratings"):
@@ -136,7 +148,9 @@ def test_smollm2_labels_fit_the_window_and_match_the_schema(llama_server, demo_w
                 cited |= set(item["evidence"])
         assert cited <= allowed
     calibration = Backbone.objects.get(pk=backbone.pk).calibration
-    assert calibration["observed"] == len(windows) and calibration["chars_per_token"] > 1
+    assert (
+        calibration["observed"] == len(windows) and calibration["chars_per_token"] > 1
+    )
 
 
 def test_a_prompt_over_the_servers_window_is_compressed_and_sent_once_more(
@@ -144,10 +158,16 @@ def test_a_prompt_over_the_servers_window_is_compressed_and_sent_once_more(
 ):
     admin, campaign, windows = demo_windows
     backbone = services.backbone_create(
-        admin=admin, name="smollm2 default window", kind=BackboneKind.OPENAI,
-        base_url=llama_server.base_url, model=MODEL_ALIAS,
-        reply_format=ReplyFormat.LLAMACPP_PYTHON, max_completion_tokens=REPLY_TOKENS,
-        parameters={"temperature": 0}, concurrency=1, max_retries=0,
+        admin=admin,
+        name="smollm2 default window",
+        kind=BackboneKind.OPENAI,
+        base_url=llama_server.base_url,
+        model=MODEL_ALIAS,
+        reply_format=ReplyFormat.LLAMACPP_PYTHON,
+        max_completion_tokens=REPLY_TOKENS,
+        parameters={"temperature": 0},
+        concurrency=1,
+        max_retries=0,
     )
     # Left empty, the window is the platform's default, twice the server's;
     # the run detects nothing it did not already know (no tokenizer asked).
@@ -156,19 +176,28 @@ def test_a_prompt_over_the_servers_window_is_compressed_and_sent_once_more(
     # A template with long instructions: the prompt at the default window's
     # budget no longer fits the server's.
     template = PromptTemplate.objects.create(
-        version="long instructions", system=DEFAULT_SYSTEM,
+        version="long instructions",
+        system=DEFAULT_SYSTEM,
         instructions=DEFAULT_INSTRUCTIONS + "\n\n" + GUIDANCE * 12,
     )
     run = services.oracle_run_create(
-        admin=admin, name="overflow", backbone=backbone, prompt=template,
-        campaign=campaign, enqueue=False,
+        admin=admin,
+        name="overflow",
+        backbone=backbone,
+        prompt=template,
+        campaign=campaign,
+        enqueue=False,
     )
     services.oracle_run_execute_chunk(run_id=run.pk, chunk_size=1)
     [label] = OracleLabel.objects.filter(run=run)
     assert label.attempts >= 2, label.error
     assert any("refused" in c for c in label.prompt_compressions), (
-        label.prompt_compressions, label.prompt_tokens, label.prompt_estimate,
-        label.error, label.raw_response[:300])
+        label.prompt_compressions,
+        label.prompt_tokens,
+        label.prompt_estimate,
+        label.error,
+        label.raw_response[:300],
+    )
     assert label.state == OracleLabelState.OK, label.error
     assert 0 < label.prompt_tokens <= LLAMA_N_CTX - REPLY_TOKENS
     backbone.refresh_from_db()

@@ -48,9 +48,14 @@ def valid_content(context, template) -> str:
     return valid_reply_for(prompt_build(context=context, template=template).messages)
 
 
-def test_valid_replies_become_labels_with_usage_and_provenance(fake_llm, template, contexts):
+def test_valid_replies_become_labels_with_usage_and_provenance(
+    fake_llm, template, contexts
+):
     labeller = backbone(
-        fake_llm, template, parameters={"temperature": 0, "model": "ignored"}, json_mode=True
+        fake_llm,
+        template,
+        parameters={"temperature": 0, "model": "ignored"},
+        json_mode=True,
     )
     seen = []
     results = labeller.label_many(contexts, on_result=seen.append)
@@ -88,7 +93,9 @@ def test_malformed_json_is_repaired_on_the_retry(fake_llm, template, contexts):
     assert "not valid JSON" in repair[-1]["content"]
 
 
-def test_malformed_twice_fails_with_the_raw_text_and_no_label(fake_llm, template, contexts):
+def test_malformed_twice_fails_with_the_raw_text_and_no_label(
+    fake_llm, template, contexts
+):
     fake_llm.push(content="I think the patient is stable.")
     fake_llm.push(content='{"status": "better"}')
 
@@ -166,7 +173,9 @@ def test_a_timeout_is_retried(fake_llm, template, contexts):
     assert result.ok and result.attempts == 2
 
 
-def test_timeouts_until_retries_are_spent_fail_with_the_reason(fake_llm, template, contexts):
+def test_timeouts_until_retries_are_spent_fail_with_the_reason(
+    fake_llm, template, contexts
+):
     fake_llm.push(content="{}", delay=1.0)
     fake_llm.push(content="{}", delay=1.0)
 
@@ -187,7 +196,9 @@ def test_the_api_key_is_sent_as_bearer_and_never_kept(
 
     results = labeller.label_many(contexts[:3])
 
-    assert all(r.headers["Authorization"] == f"Bearer {SECRET}" for r in fake_llm.requests)
+    assert all(
+        r.headers["Authorization"] == f"Bearer {SECRET}" for r in fake_llm.requests
+    )
     failed = [r for r in results if not r.ok]
     assert len(failed) == 2 and any("HTTP 401" in r.error for r in failed)
     for result in results:
@@ -195,8 +206,9 @@ def test_the_api_key_is_sent_as_bearer_and_never_kept(
         assert SECRET not in json.dumps(result.payload)
 
 
-def test_a_missing_key_variable_stops_before_any_request(fake_llm, template, contexts,
-                                                        monkeypatch):
+def test_a_missing_key_variable_stops_before_any_request(
+    fake_llm, template, contexts, monkeypatch
+):
     monkeypatch.delenv(KEY_ENV, raising=False)
     labeller = backbone(fake_llm, template, api_key_env=KEY_ENV)
 
@@ -218,7 +230,9 @@ def test_concurrency_limit_is_respected_and_used(fake_llm, template):
     assert fake_llm.max_in_flight == 3
 
 
-def test_latency_is_the_requests_own_not_the_wait_for_a_slot(fake_llm, template, contexts):
+def test_latency_is_the_requests_own_not_the_wait_for_a_slot(
+    fake_llm, template, contexts
+):
     """One request in flight at a time: the fourth window waits three replies
     for its slot, and that wait is not its latency. A 429's Retry-After wait is
     not either, while both requests' own times are summed."""
@@ -263,7 +277,9 @@ def test_should_stop_starts_no_new_request(fake_llm, template, contexts):
 
 
 def test_backbone_for_builds_each_kind(fake_llm, template):
-    rules = backbone_for(Backbone(name="offline", kind=BackboneKind.RULES), template=template)
+    rules = backbone_for(
+        Backbone(name="offline", kind=BackboneKind.RULES), template=template
+    )
     assert (rules.kind, rules.model) == ("rules", "rules-v1")
     row = Backbone(
         name="local vLLM",
@@ -332,7 +348,10 @@ def test_the_schema_goes_out_in_the_servers_dialect_with_max_tokens(
 def test_a_prompt_the_server_finds_too_long_is_compressed_and_sent_once_more(
     fake_llm, template, contexts
 ):
-    fake_llm.push(status=400, body={"error": {"message": OVERFLOW, "type": "invalid_request_error"}})
+    fake_llm.push(
+        status=400,
+        body={"error": {"message": OVERFLOW, "type": "invalid_request_error"}},
+    )
     [result] = backbone(fake_llm, template, max_completion_tokens=200).label_many(
         [contexts[1]]
     )
@@ -351,14 +370,22 @@ def test_a_prompt_still_too_long_after_compressing_fails_with_the_reason(
         fake_llm.push(status=400, body={"error": {"message": OVERFLOW}})
     [result] = backbone(fake_llm, template).label_many([contexts[1]])
     assert not result.ok and result.attempts == 2
-    assert "does not fit the model's context window even compressed further" in result.error
+    assert (
+        "does not fit the model's context window even compressed further"
+        in result.error
+    )
     assert "However, you requested" not in result.error
 
 
 def test_the_prompt_budget_is_the_window_less_the_reply_and_margin(template, settings):
     settings.REALICU_LLM_PROMPT_MARGIN_TOKENS = 64
-    row = Backbone(kind=BackboneKind.OPENAI, base_url="http://127.0.0.1:9/v1",
-                   model="m", context_tokens=8192, max_completion_tokens=1024)
+    row = Backbone(
+        kind=BackboneKind.OPENAI,
+        base_url="http://127.0.0.1:9/v1",
+        model="m",
+        context_tokens=8192,
+        max_completion_tokens=1024,
+    )
     labeller = backbone_for(row, template=template)
     assert labeller.prompt_budget == 8192 - 1024 - 64
     assert labeller.max_completion_tokens == 1024

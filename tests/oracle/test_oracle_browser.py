@@ -26,7 +26,11 @@ from windows.models import Cohort, CohortStay, CohortStratum, Window
 # The worker inherits this: the matcher's model ships with its package.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-pytestmark = [pytest.mark.browser, pytest.mark.worker, pytest.mark.django_db(transaction=True)]
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.worker,
+    pytest.mark.django_db(transaction=True),
+]
 
 SCREENSHOT = "/tmp/oracle_validation.png"
 
@@ -44,14 +48,18 @@ def gold_campaign(stay, clinical):
         admin=admin, name="Gold B", windows=windows, physicians=physicians
     )
     for physician in physicians:
-        submit(physician, campaign, windows[0], "deteriorating", problems=["Septic shock"])
+        submit(
+            physician, campaign, windows[0], "deteriorating", problems=["Septic shock"]
+        )
         submit(physician, campaign, windows[1], "stable", problems=["Septic shock"])
         submit(physician, campaign, windows[2], "stable")
     matcher = matcher_for_settings(tau=0.5)
     for window in windows:
         window_consensus_refresh(campaign=campaign, window=window, matcher=matcher)
     cohort = Cohort.objects.create(name="Browser cohort", seed=0, target_size=1)
-    CohortStay.objects.create(cohort=cohort, stay=stay, stratum=CohortStratum.SURVIVED_SHORT)
+    CohortStay.objects.create(
+        cohort=cohort, stay=stay, stratum=CohortStratum.SURVIVED_SHORT
+    )
     return {"admin": admin, "campaign": campaign, "cohort": cohort}
 
 
@@ -65,7 +73,9 @@ def test_admin_runs_the_rules_oracle_and_reads_its_validation(
     live_server, celery_worker_process, browser, gold_campaign, stay
 ):
     admin, campaign, cohort = (
-        gold_campaign["admin"], gold_campaign["campaign"], gold_campaign["cohort"]
+        gold_campaign["admin"],
+        gold_campaign["campaign"],
+        gold_campaign["cohort"],
     )
     page = browser.new_context(viewport={"width": 1440, "height": 1000}).new_page()
     errors = []
@@ -89,8 +99,9 @@ def test_admin_runs_the_rules_oracle_and_reads_its_validation(
     windows = Window.objects.filter(stay=stay).count()
     assert run.total_windows == windows and run.cohort == cohort
     # The bar, polled by htmx, reaches 100 % as the worker labels the windows.
-    page.wait_for_selector("#run-progress[data-percent='100'][data-state='completed']",
-                           timeout=120_000)
+    page.wait_for_selector(
+        "#run-progress[data-percent='100'][data-state='completed']", timeout=120_000
+    )
     assert f"{windows} of {windows} windows" in page.inner_text("[data-progress]")
     assert OracleLabel.objects.filter(run=run, state="ok").count() == windows
 

@@ -31,13 +31,18 @@ def admin_user(db):
 def run(admin_user):
     cohort, _, windows = make_cohort_with_stay()
     run = services.oracle_run_create(
-        admin=admin_user, name="page run", backbone=selectors.backbone_rules_default(),
-        cohort=cohort, enqueue=False,
+        admin=admin_user,
+        name="page run",
+        backbone=selectors.backbone_rules_default(),
+        cohort=cohort,
+        enqueue=False,
     )
     services.oracle_run_execute_inline(run_id=run.pk)
     Window.objects.filter(pk__in=[w.pk for w in windows[:2]]).update(sampled_gold=True)
     campaign = campaign_create(
-        admin=admin_user, name="pages gold", windows=windows[:2],
+        admin=admin_user,
+        name="pages gold",
+        windows=windows[:2],
         physicians=[make_role_user(Role.PHYSICIAN) for _ in range(2)],
     )
     ValidationJob.objects.create(run=run, campaign=campaign, created_by=admin_user)
@@ -109,7 +114,9 @@ def test_admin_pages_render(client, admin_user, run):
     page = client.get(reverse("oracle:run_detail", args=[run.pk])).content.decode()
     assert 'data-percent="100"' in page and "no LLM" in page
     assert "Oracle" in client.get(reverse("oracle:run_list")).content.decode()
-    validation = client.get(reverse("oracle:run_validation", args=[run.pk])).content.decode()
+    validation = client.get(
+        reverse("oracle:run_validation", args=[run.pk])
+    ).content.decode()
     assert "data-no-report" in validation  # no promote button without a report
     for query in ("report", "job"):
         for value in ("9" * 5000, "abc", "-1"):
@@ -123,8 +130,11 @@ def test_admin_pages_render(client, admin_user, run):
 def test_progress_fragment_polls_while_the_run_is_going(client, admin_user):
     cohort, _, _ = make_cohort_with_stay()
     run = services.oracle_run_create(
-        admin=admin_user, name="going", backbone=selectors.backbone_rules_default(),
-        cohort=cohort, enqueue=False,
+        admin=admin_user,
+        name="going",
+        backbone=selectors.backbone_rules_default(),
+        cohort=cohort,
+        enqueue=False,
     )
     client.force_login(admin_user)
     fragment = client.get(
@@ -149,8 +159,11 @@ def test_the_run_page_tells_a_live_run_from_one_whose_workers_died(
     settings.REALICU_JOB_STALE_SECONDS = 60
     cohort, _, _ = make_cohort_with_stay()
     run = services.oracle_run_create(
-        admin=admin_user, name="liveness", backbone=selectors.backbone_rules_default(),
-        cohort=cohort, enqueue=False,
+        admin=admin_user,
+        name="liveness",
+        backbone=selectors.backbone_rules_default(),
+        cohort=cohort,
+        enqueue=False,
     )
     OracleRun.objects.filter(pk=run.pk).update(
         state="running", heartbeat_at=timezone.now(), worker="node-1:42"
@@ -171,9 +184,10 @@ def test_the_run_page_tells_a_live_run_from_one_whose_workers_died(
     assert run.state == "queued" and run.attempts == 1
     assert "re-queued" in run.progress_label
     lanes = services.run_lanes(run)
-    assert OutboxMessage.objects.filter(
-        task=services.CHUNK_TASK, args=[run.pk]
-    ).count() == lanes
+    assert (
+        OutboxMessage.objects.filter(task=services.CHUNK_TASK, args=[run.pk]).count()
+        == lanes
+    )
     assert "data-resume" in page and "last heard" not in page
 
 
@@ -186,8 +200,9 @@ def test_new_run_form_starts_a_run_and_refuses_bad_input(client, admin_user):
     assert response.status_code == 200
     assert "Choose either a campaign" in response.content.decode()
     assert OracleRun.objects.count() == 0
-    response = client.post(url, {"name": "from form", "backbone": rules.pk,
-                                 "cohort": cohort.pk})
+    response = client.post(
+        url, {"name": "from form", "backbone": rules.pk, "cohort": cohort.pk}
+    )
     run = OracleRun.objects.get()
     assert response.status_code == 302 and response.url.endswith(f"/runs/{run.pk}/")
     assert run.total_windows == len(windows) and run.state == "queued"
@@ -197,10 +212,17 @@ def test_backbone_form_takes_a_variable_name_never_a_key(client, admin_user):
     client.force_login(admin_user)
     url = reverse("oracle:backbone_new")
     data = {
-        "name": "local vllm", "kind": "openai", "base_url": "http://127.0.0.1:8001/v1",
-        "model": "qwen", "api_key_env": "sk-abc123", "parameters": '{"temperature": 0}',
-        "timeout_seconds": 60, "max_retries": 3, "concurrency": 8,
-        "requests_per_minute": 300, "price_per_million_input": 0,
+        "name": "local vllm",
+        "kind": "openai",
+        "base_url": "http://127.0.0.1:8001/v1",
+        "model": "qwen",
+        "api_key_env": "sk-abc123",
+        "parameters": '{"temperature": 0}',
+        "timeout_seconds": 60,
+        "max_retries": 3,
+        "concurrency": 8,
+        "requests_per_minute": 300,
+        "price_per_million_input": 0,
         "price_per_million_output": 0,
     }
     response = client.post(url, data)
@@ -209,14 +231,17 @@ def test_backbone_form_takes_a_variable_name_never_a_key(client, admin_user):
     response = client.post(url, {**data, "parameters": "[1]"})
     assert "JSON object" in response.content.decode()
     for deep in ('{"a": ' * 5000 + "1" + "}" * 5000, '{"seed": ' + "9" * 5000 + "}"):
-        response = client.post(url, {**data, "api_key_env": "REALICU_LLM_VLLM_KEY",
-                                     "parameters": deep})
+        response = client.post(
+            url, {**data, "api_key_env": "REALICU_LLM_VLLM_KEY", "parameters": deep}
+        )
         assert response.status_code == 200 and "Refused:" in response.content.decode()
     assert not Backbone.objects.filter(name="local vllm").exists()
     response = client.post(url, {**data, "api_key_env": "REALICU_LLM_VLLM_KEY"})
     assert response.status_code == 302
     backbone = Backbone.objects.get(name="local vllm")
-    assert backbone.api_key_env == "REALICU_LLM_VLLM_KEY" and backbone.parameters == {"temperature": 0}
+    assert backbone.api_key_env == "REALICU_LLM_VLLM_KEY" and backbone.parameters == {
+        "temperature": 0
+    }
 
 
 def test_the_run_page_shows_prompt_tokens_against_the_context_window(
@@ -224,9 +249,15 @@ def test_the_run_page_shows_prompt_tokens_against_the_context_window(
 ):
     cohort, _, windows = make_cohort_with_stay(hours=2.0)
     backbone = services.backbone_create(
-        admin=admin_user, name="fake", kind="openai", base_url=fake_llm.base_url,
-        model="fake-model", context_tokens=4096, max_completion_tokens=512,
-        concurrency=1, requests_per_minute=6000,
+        admin=admin_user,
+        name="fake",
+        kind="openai",
+        base_url=fake_llm.base_url,
+        model="fake-model",
+        context_tokens=4096,
+        max_completion_tokens=512,
+        concurrency=1,
+        requests_per_minute=6000,
     )
     run = services.oracle_run_create(
         admin=admin_user, name="tokens", backbone=backbone, cohort=cohort, enqueue=False

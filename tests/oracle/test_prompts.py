@@ -30,7 +30,10 @@ def test_the_default_template_exists_once():
     template = prompt_default_get_or_create()
     again = prompt_default_get_or_create()
 
-    assert template.pk == again.pk and template.version == DEFAULT_VERSION == "hindsight-v1"
+    assert (
+        template.pk == again.pk
+        and template.version == DEFAULT_VERSION == "hindsight-v1"
+    )
     assert template.token_budget == 12000
     assert "JSON" in template.system and "Event ids" not in template.system
     assert "evidence" in template.instructions
@@ -48,12 +51,28 @@ def long_stay_context():
     """Window 60 (120 h) of a 240-h stay with vitals every 5 minutes, labs every
     6 h, and a norepinephrine start inside the window."""
     stay = stable_stay(hours=240)
-    make_events(admission=stay.admission, count=240 * 12, start=at(stay, 0),
-                every=timedelta(minutes=5), category="respiratory_rate",
-                name="Respiratory rate", value_num=18, unit="/min")
-    make_events(admission=stay.admission, count=40, start=at(stay, 0),
-                every=timedelta(hours=6), domain=Domain.LABS, category="lactate",
-                name="Lactate", value_num=1.1, unit="mmol/L", kind=EventKind.OBSERVATION)
+    make_events(
+        admission=stay.admission,
+        count=240 * 12,
+        start=at(stay, 0),
+        every=timedelta(minutes=5),
+        category="respiratory_rate",
+        name="Respiratory rate",
+        value_num=18,
+        unit="/min",
+    )
+    make_events(
+        admission=stay.admission,
+        count=40,
+        start=at(stay, 0),
+        every=timedelta(hours=6),
+        domain=Domain.LABS,
+        category="lactate",
+        name="Lactate",
+        value_num=1.1,
+        unit="mmol/L",
+        kind=EventKind.OBSERVATION,
+    )
     action = drip(stay, "norepinephrine", 0.05, 120.2)
     window = [w for w in windows_of(stay) if w.index == 60]
     [context] = window_contexts_build(windows=window)
@@ -62,18 +81,29 @@ def long_stay_context():
 
 def shown_lines(prompt) -> dict[int, str]:
     user = prompt.messages[-1]["content"]
-    return {int(LINE.match(line).group(1)): line for line in user.splitlines()
-            if LINE.match(line)}
+    return {
+        int(LINE.match(line).group(1)): line
+        for line in user.splitlines()
+        if LINE.match(line)
+    }
 
 
 def test_a_long_stay_is_compressed_to_the_budget_by_whole_records(long_stay_context):
     context, action = long_stay_context
-    template = PromptTemplate(version="t", system="Be brief.",
-                              instructions="Reply in JSON.", token_budget=2500)
+    template = PromptTemplate(
+        version="t",
+        system="Be brief.",
+        instructions="Reply in JSON.",
+        token_budget=2500,
+    )
     uncompressed = prompt_build(
         context=context,
-        template=PromptTemplate(version="u", system="Be brief.",
-                                instructions="Reply in JSON.", token_budget=10**6),
+        template=PromptTemplate(
+            version="u",
+            system="Be brief.",
+            instructions="Reply in JSON.",
+            token_budget=10**6,
+        ),
     )
 
     prompt = prompt_build(context=context, template=template)
@@ -86,7 +116,9 @@ def test_a_long_stay_is_compressed_to_the_budget_by_whole_records(long_stay_cont
     # Every record shown is whole, and exactly the prompt's ids are shown.
     assert set(lines) == set(prompt.event_ids)
     for pk, line in lines.items():
-        event = events.get(pk) or next(e for e in context.recorded_actions if e["id"] == pk)
+        event = events.get(pk) or next(
+            e for e in context.recorded_actions if e["id"] == pk
+        )
         assert line == event_line(event)
     # The recorded action and every event inside the window are kept; what was
     # dropped outside the window is farther from it than what was kept.
@@ -109,7 +141,9 @@ def test_a_tighter_budget_coarsens_the_summary(long_stay_context):
     context, _ = long_stay_context
     prompt = prompt_build(
         context=context,
-        template=PromptTemplate(version="t", system="x", instructions="y", token_budget=1200),
+        template=PromptTemplate(
+            version="t", system="x", instructions="y", token_budget=1200
+        ),
     )
 
     assert prompt.estimated_tokens <= 1200
@@ -122,8 +156,9 @@ def test_a_budget_too_small_for_the_essentials_is_refused(long_stay_context):
     with pytest.raises(PromptBudgetError, match="budget is 100"):
         prompt_build(
             context=context,
-            template=PromptTemplate(version="t", system="x", instructions="y" * 2000,
-                                    token_budget=100),
+            template=PromptTemplate(
+                version="t", system="x", instructions="y" * 2000, token_budget=100
+            ),
         )
 
 
@@ -131,14 +166,17 @@ def test_evidence_must_come_from_the_prompt_not_just_the_context(long_stay_conte
     context, action = long_stay_context
     prompt = prompt_build(
         context=context,
-        template=PromptTemplate(version="t", system="x", instructions="y", token_budget=3000),
+        template=PromptTemplate(
+            version="t", system="x", instructions="y", token_budget=3000
+        ),
     )
     hidden = sorted(context.allowed_event_ids - prompt.event_ids)[0]
     shown = sorted(prompt.event_ids - {action.pk})[0]
     reply = (
         '{"status": "stable", "status_evidence": [%d], "acute_problems": [{"text": "x", '
         '"evidence": [%d]}], "action_ratings": [{"event_id": %d, "rating": "acceptable", '
-        '"evidence": []}], "added_actions": [], "red_flags": []}' % (shown, hidden, action.pk)
+        '"evidence": []}], "added_actions": [], "red_flags": []}'
+        % (shown, hidden, action.pk)
     )
 
     reply_parse(reply, context=context)  # the context alone would allow it
@@ -170,13 +208,29 @@ def test_coded_records_are_marked_as_coded_after_discharge_in_their_own_section(
     from tests.factories import make_event
 
     stay = stable_stay(hours=24)
-    make_event(admission=stay.admission, time=at(stay, 6.1), kind=EventKind.CODED,
-               domain=Domain.PROCEDURES, category="ICD10PCS", name="ICD10PCS 5A1955Z",
-               value_num=None, unit="", value_text="5A1955Z",
-               source_table="patient_procedures")
-    make_event(admission=stay.admission, time=at(stay, 6.2), domain=Domain.VITALS,
-               kind=EventKind.OBSERVATION, category="temp_c", name="Temperature Fahrenheit",
-               value_num=36.7, unit="°C", source_table="vitals")
+    make_event(
+        admission=stay.admission,
+        time=at(stay, 6.1),
+        kind=EventKind.CODED,
+        domain=Domain.PROCEDURES,
+        category="ICD10PCS",
+        name="ICD10PCS 5A1955Z",
+        value_num=None,
+        unit="",
+        value_text="5A1955Z",
+        source_table="patient_procedures",
+    )
+    make_event(
+        admission=stay.admission,
+        time=at(stay, 6.2),
+        domain=Domain.VITALS,
+        kind=EventKind.OBSERVATION,
+        category="temp_c",
+        name="Temperature Fahrenheit",
+        value_num=36.7,
+        unit="°C",
+        source_table="vitals",
+    )
     [context] = window_contexts_build(windows=[windows_of(stay)[3]])
 
     prompt = prompt_build(context=context, template=prompt_default_get_or_create())

@@ -65,7 +65,9 @@ def test_norepinephrine_with_map_below_65_gives_an_escalation():
     assert rating["event_id"] == titration.pk and rating["rating"] == "best_practice"
     assert rating["evidence"]
     # 0.15 mcg/kg/min is above the SOFA cardiovascular 4 dose: shock.
-    assert any("shock on vasopressors" in t for t in texts(result.payload["acute_problems"]))
+    assert any(
+        "shock on vasopressors" in t for t in texts(result.payload["acute_problems"])
+    )
     assert result.status == "deteriorating"  # MAP fell below 65 on a rising dose
 
 

@@ -16,8 +16,12 @@ T0 = datetime(2150, 1, 1, 8, 0, tzinfo=UTC)
 EVENTS = [
     # One event per kind the rules cite, so every label can carry evidence.
     {"id": 1, "hours": 9.5, "category": "map", "domain": "vitals"},
-    {"id": 2, "hours": 9.0, "category": "norepinephrine",
-     "domain": "medication_admin_continuous"},
+    {
+        "id": 2,
+        "hours": 9.0,
+        "category": "norepinephrine",
+        "domain": "medication_admin_continuous",
+    },
     {"id": 3, "hours": 8.0, "category": "lactate", "domain": "labs"},
     {"id": 4, "hours": 7.0, "category": "creatinine", "domain": "labs"},
     {"id": 5, "hours": 9.2, "category": "spo2", "domain": "vitals"},
@@ -25,8 +29,14 @@ EVENTS = [
 ]
 
 
-def context(*, start_h: float = 10.0, hours: int | None = None, static=None,
-            recorded=(), **tracks) -> WindowContext:
+def context(
+    *,
+    start_h: float = 10.0,
+    hours: int | None = None,
+    static=None,
+    recorded=(),
+    **tracks,
+) -> WindowContext:
     """The context of the 30-min window starting at ``start_h`` of a stay whose
     tracks are ``tracks``: column -> hourly values from hour 0 (a scalar is
     the same value every hour)."""
@@ -41,8 +51,15 @@ def context(*, start_h: float = 10.0, hours: int | None = None, static=None,
         assert len(values) == hours, f"{name} has {len(values)} hours, not {hours}"
     frame = pd.DataFrame(columns, index=pd.Index(range(hours), name="hour"))
     events = [
-        {"time": T0 + timedelta(hours=e["hours"]), "kind": "observation", "name": "",
-         "value": None, "unit": "", "text": "", **e}
+        {
+            "time": T0 + timedelta(hours=e["hours"]),
+            "kind": "observation",
+            "name": "",
+            "value": None,
+            "unit": "",
+            "text": "",
+            **e,
+        }
         for e in [*EVENTS, *recorded]
     ]
     start = T0 + timedelta(hours=start_h)
@@ -95,13 +112,17 @@ def test_a_sofa_rise_of_two_points_is_deteriorating():
 
 
 def test_vasopressor_weaning_with_map_at_target_is_improving():
-    status, _ = label(**{**NORMAL, "ned": steps(0.3, 0.1), "norepinephrine": steps(0.3, 0.1)})
+    status, _ = label(
+        **{**NORMAL, "ned": steps(0.3, 0.1), "norepinephrine": steps(0.3, 0.1)}
+    )
 
     assert status == "improving"
 
 
 def test_a_rising_vasopressor_dose_is_deteriorating():
-    status, _ = label(**{**NORMAL, "ned": steps(0.1, 0.2), "norepinephrine": steps(0.1, 0.2)})
+    status, _ = label(
+        **{**NORMAL, "ned": steps(0.1, 0.2), "norepinephrine": steps(0.1, 0.2)}
+    )
 
     assert status == "deteriorating"
 
@@ -184,8 +205,11 @@ def test_aki_lasts_48_hours_after_its_last_criterion():
     aki[10] = aki[12] = 2.0
     tracks = {**NORMAL, "aki_stage": aki, "creatinine": 2.4}
     found = {
-        start_h: [t for t in texts(label(start_h=start_h, **tracks)[1], "acute_problems")
-                  if t.startswith("AKI")]
+        start_h: [
+            t
+            for t in texts(label(start_h=start_h, **tracks)[1], "acute_problems")
+            if t.startswith("AKI")
+        ]
         for start_h in (12.0, 20.0, 40.0, 58.0, 62.0)
     }
 
@@ -195,11 +219,18 @@ def test_aki_lasts_48_hours_after_its_last_criterion():
 
 
 def test_aki_is_stage_3_while_on_crrt():
-    tracks = {**NORMAL, "aki_stage": steps(1.0, 0.0), "crrt_active": 1.0, "creatinine": 1.8}
+    tracks = {
+        **NORMAL,
+        "aki_stage": steps(1.0, 0.0),
+        "crrt_active": 1.0,
+        "creatinine": 1.8,
+    }
 
     _, payload = label(**tracks)
 
-    assert "AKI KDIGO stage 3 on CRRT (creatinine 1.8 mg/dL)" in texts(payload, "acute_problems")
+    assert "AKI KDIGO stage 3 on CRRT (creatinine 1.8 mg/dL)" in texts(
+        payload, "acute_problems"
+    )
 
 
 @pytest.mark.parametrize("ned", [0.02, 0.05, 0.1])
@@ -266,7 +297,9 @@ def test_hypotension_on_norepinephrine_titrates_then_adds_vasopressin():
         map=60.0, map_min=55.0, ned=0.43, norepinephrine=0.3, vasopressin=2.4
     )
 
-    assert texts(low, "added_actions") == ["Titrate norepinephrine up to MAP >= 65 mmHg"]
+    assert texts(low, "added_actions") == [
+        "Titrate norepinephrine up to MAP >= 65 mmHg"
+    ]
     assert texts(high, "added_actions") == [
         "Titrate norepinephrine up to MAP >= 65 mmHg",
         "Add vasopressin 0.03 U/min (norepinephrine >= 0.25 mcg/kg/min)",
@@ -274,20 +307,31 @@ def test_hypotension_on_norepinephrine_titrates_then_adds_vasopressin():
     assert texts(with_vasopressin, "added_actions") == [
         "Titrate norepinephrine up to MAP >= 65 mmHg"
     ]
-    assert "Do not wean vasopressors while MAP is below 65 mmHg" in texts(low, "red_flags")
+    assert "Do not wean vasopressors while MAP is below 65 mmHg" in texts(
+        low, "red_flags"
+    )
 
 
 def test_vasopressor_cut_during_hypotension_is_rated_potentially_harmful():
-    cut = {"id": 20, "hours": 10.1, "category": "norepinephrine",
-           "domain": "medication_admin_continuous", "kind": "action", "value": 0.05,
-           "text": "dose_change"}
+    cut = {
+        "id": 20,
+        "hours": 10.1,
+        "category": "norepinephrine",
+        "domain": "medication_admin_continuous",
+        "kind": "action",
+        "value": 0.05,
+        "text": "dose_change",
+    }
     before = {**cut, "id": 19, "hours": 9.8, "value": 0.15, "text": "start"}
     ctx = context(map=58.0, map_min=55.0, ned=0.15, norepinephrine=0.15, recorded=[cut])
-    ctx.events.append({**before, "time": T0 + timedelta(hours=9.8), "name": "", "unit": ""})
+    ctx.events.append(
+        {**before, "time": T0 + timedelta(hours=9.8), "name": "", "unit": ""}
+    )
 
     _, payload = rules.rules_label(
-        WindowContext(**{**ctx.__dict__,
-                         "allowed_event_ids": ctx.allowed_event_ids | {19}})
+        WindowContext(
+            **{**ctx.__dict__, "allowed_event_ids": ctx.allowed_event_ids | {19}}
+        )
     )
 
     [rating] = payload["action_ratings"]

@@ -50,15 +50,37 @@ def start_worker(log_path: Path, beat: bool = False, **env_extra) -> subprocess.
     env.update({k: str(v) for k, v in env_extra.items()})
     log = open(log_path, "w")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "realicu_web", "worker", "--pool", "solo",
-         "--loglevel", "INFO", "--without-heartbeat", "--without-gossip",
-         "--without-mingle"]
-        + (["--beat", "--schedule", str(log_path.with_suffix(".schedule"))] if beat else []),
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "realicu_web",
+            "worker",
+            "--pool",
+            "solo",
+            "--loglevel",
+            "INFO",
+            "--without-heartbeat",
+            "--without-gossip",
+            "--without-mingle",
+        ]
+        + (
+            ["--beat", "--schedule", str(log_path.with_suffix(".schedule"))]
+            if beat
+            else []
+        ),
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     proc.log = log
-    wait_for(lambda: " ready." in log_path.read_text() or proc.poll() is not None,
-             "the worker to start", 60)
+    wait_for(
+        lambda: " ready." in log_path.read_text() or proc.poll() is not None,
+        "the worker to start",
+        60,
+    )
     if proc.poll() is not None:
         raise RuntimeError("the worker did not start:\n" + log_path.read_text())
     return proc
@@ -94,16 +116,23 @@ def slow_llm():
 
 def llm_backbone(admin, fake, concurrency=4):
     return services.backbone_create(
-        admin=admin, name=f"fake {fake.base_url}", kind=BackboneKind.OPENAI,
-        base_url=fake.base_url, model="fake-model", concurrency=concurrency,
-        requests_per_minute=60_000, max_retries=1,
+        admin=admin,
+        name=f"fake {fake.base_url}",
+        kind=BackboneKind.OPENAI,
+        base_url=fake.base_url,
+        model="fake-model",
+        concurrency=concurrency,
+        requests_per_minute=60_000,
+        max_retries=1,
     )
 
 
 def one_label_per_window(run) -> None:
     counts = list(
         OracleLabel.objects.filter(run=run)
-        .values("window_id").annotate(n=Count("pk")).values_list("n", flat=True)
+        .values("window_id")
+        .annotate(n=Count("pk"))
+        .values_list("n", flat=True)
     )
     assert len(counts) == run.total_windows
     assert set(counts) == {1}
@@ -196,8 +225,10 @@ def test_a_killed_worker_s_run_is_requeued_by_the_reaper_without_an_admin(
     cohort, _, _ = make_cohort_with_stay(hours=48)
     backbone = llm_backbone(admin_user, slow_llm, concurrency=4)
     env = {
-        "REALICU_ORACLE_CHUNK_SIZE": 4, "REALICU_JOB_HEARTBEAT_SECONDS": 0.5,
-        "REALICU_JOB_STALE_SECONDS": 4, "REALICU_JOB_REAP_SECONDS": 1,
+        "REALICU_ORACLE_CHUNK_SIZE": 4,
+        "REALICU_JOB_HEARTBEAT_SECONDS": 0.5,
+        "REALICU_JOB_STALE_SECONDS": 4,
+        "REALICU_JOB_REAP_SECONDS": 1,
     }
     first = start_worker(tmp_path / "first.log", **env)
     try:
@@ -217,13 +248,16 @@ def test_a_killed_worker_s_run_is_requeued_by_the_reaper_without_an_admin(
     try:
         wait_for(
             lambda: OracleRun.objects.get(pk=run.pk).state == RunState.COMPLETED,
-            "the reaped run to complete", timeout=180,
+            "the reaped run to complete",
+            timeout=180,
         )
         recovered = time.monotonic() - killed_at
     finally:
         stop_worker(second)
-    print(f"RECOVERY oracle run: {recovered:.1f} s from SIGKILL to completed "
-          f"({run.total_windows} windows, stale after 4 s, reaper every 1 s)")
+    print(
+        f"RECOVERY oracle run: {recovered:.1f} s from SIGKILL to completed "
+        f"({run.total_windows} windows, stale after 4 s, reaper every 1 s)"
+    )
     run.refresh_from_db()
     one_label_per_window(run)
     assert not run.claims.exists()

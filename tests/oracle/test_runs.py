@@ -50,24 +50,43 @@ def make_cohort_with_stay(hours: float = 12.0):
     admission = stay.admission
     make_events(admission=admission, count=int(hours), start=stay.intime)
     make_events(
-        admission=admission, count=int(hours), start=stay.intime,
-        category="map", name="MAP", value_num=60.0, unit="mmHg",
+        admission=admission,
+        count=int(hours),
+        start=stay.intime,
+        category="map",
+        name="MAP",
+        value_num=60.0,
+        unit="mmHg",
     )
     for n, value in enumerate((1.0, 1.6, 2.4)):
         make_event(
-            admission=admission, time=stay.intime + timedelta(hours=3 * n),
-            domain=Domain.LABS, category="creatinine", name="Creatinine",
-            value_num=value, unit="mg/dL", source_table="labs",
+            admission=admission,
+            time=stay.intime + timedelta(hours=3 * n),
+            domain=Domain.LABS,
+            category="creatinine",
+            name="Creatinine",
+            value_num=value,
+            unit="mg/dL",
+            source_table="labs",
         )
     make_event(
-        admission=admission, time=stay.intime + timedelta(minutes=10),
-        kind=EventKind.ACTION, domain=Domain.MED_CONTINUOUS,
-        category="norepinephrine", name="Norepinephrine", value_num=0.1,
-        unit="mcg/kg/min", source_table="medication_admin_continuous",
+        admission=admission,
+        time=stay.intime + timedelta(minutes=10),
+        kind=EventKind.ACTION,
+        domain=Domain.MED_CONTINUOUS,
+        category="norepinephrine",
+        name="Norepinephrine",
+        value_num=0.1,
+        unit="mcg/kg/min",
+        source_table="medication_admin_continuous",
     )
     windows = windows_build(stay=stay)
-    cohort = Cohort.objects.create(name=f"cohort of stay {stay.pk}", seed=0, target_size=1)
-    CohortStay.objects.create(cohort=cohort, stay=stay, stratum=CohortStratum.SURVIVED_SHORT)
+    cohort = Cohort.objects.create(
+        name=f"cohort of stay {stay.pk}", seed=0, target_size=1
+    )
+    CohortStay.objects.create(
+        cohort=cohort, stay=stay, stratum=CohortStratum.SURVIVED_SHORT
+    )
     return cohort, stay, windows
 
 
@@ -153,11 +172,15 @@ def test_run_create_refuses_bad_input_and_writes_nothing(
 def test_run_create_refuses_a_cohort_without_windows(admin_user, rules, db):
     empty = Cohort.objects.create(name="empty", seed=0, target_size=1)
     with pytest.raises(ValidationError, match="no windows to label"):
-        services.oracle_run_create(admin=admin_user, name="r", backbone=rules, cohort=empty)
+        services.oracle_run_create(
+            admin=admin_user, name="r", backbone=rules, cohort=empty
+        )
     assert OracleRun.objects.count() == 0
 
 
-def test_run_create_refuses_an_unconfigured_llm_backbone(admin_user, cohort_data, rules):
+def test_run_create_refuses_an_unconfigured_llm_backbone(
+    admin_user, cohort_data, rules
+):
     cohort, _, _ = cohort_data
     rules.kind = BackboneKind.OPENAI  # no base URL nor model
     with pytest.raises(ValidationError, match="not fully configured"):
@@ -194,11 +217,16 @@ def test_a_rerun_never_duplicates_a_label(admin_user, cohort_data, rules):
     services.oracle_run_execute_inline(run_id=run.pk)
     before = sorted(OracleLabel.objects.filter(run=run).values_list("pk", flat=True))
     # A redelivered chunk task finds the run complete.
-    assert services.oracle_run_execute_chunk(run_id=run.pk).outcome == ChunkOutcome.STOPPED
+    assert (
+        services.oracle_run_execute_chunk(run_id=run.pk).outcome == ChunkOutcome.STOPPED
+    )
     # Even with the run forced back to running, nothing is left to claim.
     OracleRun.objects.filter(pk=run.pk).update(state=RunState.RUNNING)
     assert services.oracle_run_execute_chunk(run_id=run.pk).outcome == ChunkOutcome.DONE
-    assert sorted(OracleLabel.objects.filter(run=run).values_list("pk", flat=True)) == before
+    assert (
+        sorted(OracleLabel.objects.filter(run=run).values_list("pk", flat=True))
+        == before
+    )
     with pytest.raises(ValidationError, match="Every window of this run is labelled"):
         services.oracle_run_resume(admin=admin_user, run=run)
 
@@ -209,7 +237,9 @@ def test_resume_labels_only_the_missing_windows(admin_user, cohort_data, rules):
     services.oracle_run_execute_chunk(run_id=run.pk, chunk_size=3)
     kept = dict(OracleLabel.objects.filter(run=run).values_list("window_id", "pk"))
     services.oracle_run_cancel(admin=admin_user, run=run)
-    assert services.oracle_run_execute_chunk(run_id=run.pk).outcome == ChunkOutcome.STOPPED
+    assert (
+        services.oracle_run_execute_chunk(run_id=run.pk).outcome == ChunkOutcome.STOPPED
+    )
     assert OracleLabel.objects.filter(run=run).count() == 3
     services.oracle_run_resume(admin=admin_user, run=run, enqueue=False)
     run.refresh_from_db()
@@ -241,7 +271,11 @@ def test_a_second_run_on_the_same_windows_has_its_own_labels(
     two = new_run(admin_user, cohort, rules)
     services.oracle_run_execute_inline(run_id=one.pk)
     services.oracle_run_execute_inline(run_id=two.pk)
-    assert labels_per_window(one) == labels_per_window(two) == sorted(w.pk for w in windows)
+    assert (
+        labels_per_window(one)
+        == labels_per_window(two)
+        == sorted(w.pk for w in windows)
+    )
 
 
 def test_failures_are_recorded_with_reason_and_retried_alone(
@@ -251,9 +285,14 @@ def test_failures_are_recorded_with_reason_and_retried_alone(
     its reason and raw text, never a label; retry_failed forgets only those."""
     cohort, _, windows = cohort_data
     backbone = services.backbone_create(
-        admin=admin_user, name="fake", kind=BackboneKind.OPENAI,
-        base_url=fake_llm.base_url, model="fake-model", concurrency=1,
-        requests_per_minute=6000, max_retries=0,
+        admin=admin_user,
+        name="fake",
+        kind=BackboneKind.OPENAI,
+        base_url=fake_llm.base_url,
+        model="fake-model",
+        concurrency=1,
+        requests_per_minute=6000,
+        max_retries=0,
     )
     for _ in range(2):
         fake_llm.push(content="this is not json")
@@ -270,11 +309,17 @@ def test_failures_are_recorded_with_reason_and_retried_alone(
     assert progress["failed"] == 1 and progress["failure_reasons"]
     assert progress["failures"][0]["window_id"] == failed.window_id
     ok_ids = sorted(ok.values_list("pk", flat=True))
-    assert services.oracle_run_retry_failed(admin=admin_user, run=run, enqueue=False) == 1
+    assert (
+        services.oracle_run_retry_failed(admin=admin_user, run=run, enqueue=False) == 1
+    )
     assert services.oracle_run_execute_inline(run_id=run.pk) == ChunkOutcome.DONE
-    assert not OracleLabel.objects.filter(run=run, state=OracleLabelState.FAILED).exists()
+    assert not OracleLabel.objects.filter(
+        run=run, state=OracleLabelState.FAILED
+    ).exists()
     assert OracleLabel.objects.get(run=run, window=failed.window).state == "ok"
-    assert set(ok_ids) <= set(OracleLabel.objects.filter(run=run).values_list("pk", flat=True))
+    assert set(ok_ids) <= set(
+        OracleLabel.objects.filter(run=run).values_list("pk", flat=True)
+    )
     with pytest.raises(ValidationError, match="nothing to retry"):
         services.oracle_run_retry_failed(admin=admin_user, run=run)
 
@@ -305,11 +350,25 @@ def test_only_admins_create_cancel_resume_or_read_runs(
     "fields, field",
     [
         ({"kind": "openai", "base_url": "", "model": "m"}, "base_url"),
-        ({"kind": "openai", "base_url": "http://127.0.0.1:9/v1", "model": "m",
-          "api_key_env": "sk-live-123"}, "api_key_env"),
+        (
+            {
+                "kind": "openai",
+                "base_url": "http://127.0.0.1:9/v1",
+                "model": "m",
+                "api_key_env": "sk-live-123",
+            },
+            "api_key_env",
+        ),
         ({"kind": "rules", "base_url": "http://127.0.0.1:9/v1"}, "base_url"),
-        ({"kind": "openai", "base_url": "http://127.0.0.1:9/v1", "model": "m",
-          "concurrency": 0}, "concurrency"),
+        (
+            {
+                "kind": "openai",
+                "base_url": "http://127.0.0.1:9/v1",
+                "model": "m",
+                "concurrency": 0,
+            },
+            "concurrency",
+        ),
     ],
 )
 def test_backbone_validation_refuses_and_writes_nothing(admin_user, fields, field):

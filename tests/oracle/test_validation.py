@@ -65,7 +65,10 @@ def gold(admin_user, physicians, stay, clinical, matcher):
 
 def oracle_label(run, window, status, problems=(), ratings=()):
     return OracleLabel.objects.create(
-        run=run, window=window, state="ok", status=status,
+        run=run,
+        window=window,
+        state="ok",
+        status=status,
         payload={
             "status_evidence": [],
             "acute_problems": [{"text": t, "evidence": []} for t in problems],
@@ -75,7 +78,9 @@ def oracle_label(run, window, status, problems=(), ratings=()):
             "added_actions": [],
             "red_flags": [],
         },
-        backbone_kind=BackboneKind.RULES, model="rules-v1", prompt_version="t",
+        backbone_kind=BackboneKind.RULES,
+        model="rules-v1",
+        prompt_version="t",
     )
 
 
@@ -84,14 +89,22 @@ def test_report_has_the_hand_computed_table_1_figures(
 ):
     campaign, (w0, w1, w2, w3) = gold
     run = services.oracle_run_create(
-        admin=admin_user, name="v", backbone=backbone_rules_default(),
-        campaign=campaign, enqueue=False,
+        admin=admin_user,
+        name="v",
+        backbone=backbone_rules_default(),
+        campaign=campaign,
+        enqueue=False,
     )
     # w0: right status; problems {Septic shock, Hypothermia} vs {Septic shock}
     # (P 1/2, R 1, F1 2/3); actions {Norepinephrine} vs {Norepinephrine,
     # Ventilator} (P 1, R 1/2, F1 2/3).
-    oracle_label(run, w0, "deteriorating", ["Septic shock", "Hypothermia"],
-                 [clinical["norepinephrine"].pk])
+    oracle_label(
+        run,
+        w0,
+        "deteriorating",
+        ["Septic shock", "Hypothermia"],
+        [clinical["norepinephrine"].pk],
+    )
     # w1: improving for stable; problems equal; no actions on either side.
     oracle_label(run, w1, "improving", ["Septic shock"])
     # w2: no Oracle label (missing); w3: disputed, left out.
@@ -130,8 +143,11 @@ def test_validation_refuses_a_campaign_without_consensus_and_non_admins(
         admin=admin_user, name="Empty", windows=windows, physicians=physicians
     )
     run = services.oracle_run_create(
-        admin=admin_user, name="v", backbone=backbone_rules_default(),
-        campaign=campaign, enqueue=False,
+        admin=admin_user,
+        name="v",
+        backbone=backbone_rules_default(),
+        campaign=campaign,
+        enqueue=False,
     )
     with pytest.raises(ValidationError, match="no consensus yet"):
         services.validation_report_create(
@@ -148,8 +164,11 @@ def test_validation_refuses_a_campaign_without_consensus_and_non_admins(
 def labelled_run(admin_user, gold, clinical):
     campaign, (w0, w1, w2, w3) = gold
     run = services.oracle_run_create(
-        admin=admin_user, name="v", backbone=backbone_rules_default(),
-        campaign=campaign, enqueue=False,
+        admin=admin_user,
+        name="v",
+        backbone=backbone_rules_default(),
+        campaign=campaign,
+        enqueue=False,
     )
     oracle_label(run, w0, "deteriorating", ["Septic shock"])
     oracle_label(run, w1, "stable", ["Septic shock"])
@@ -165,9 +184,12 @@ def test_a_queued_validation_is_computed_once_with_its_progress(
         admin=admin_user, run=run, campaign=campaign, enqueue=False
     )
     # Asked again while it is under way: the same job, not a second one.
-    assert services.validation_job_create(
-        admin=admin_user, run=run, campaign=campaign, enqueue=False
-    ) == job
+    assert (
+        services.validation_job_create(
+            admin=admin_user, run=run, campaign=campaign, enqueue=False
+        )
+        == job
+    )
     assert job.state == "queued" and not ValidationReport.objects.exists()
 
     done = services.validation_job_execute(job_id=job.pk, matcher=matcher)
@@ -183,11 +205,16 @@ def test_a_queued_validation_is_computed_once_with_its_progress(
     assert validation_report_latest(run=run) == report
 
 
-def test_the_synchronous_validation_reports_its_progress(admin_user, labelled_run, matcher):
+def test_the_synchronous_validation_reports_its_progress(
+    admin_user, labelled_run, matcher
+):
     run, campaign = labelled_run
     steps = []
     services.validation_report_create(
-        admin=admin_user, run=run, campaign=campaign, matcher=matcher,
+        admin=admin_user,
+        run=run,
+        campaign=campaign,
+        matcher=matcher,
         on_progress=lambda done, total, label: steps.append((done, total, label)),
     )
     assert steps[0][0] == 0 and steps[-1][0] == steps[-1][1] > 0
@@ -200,7 +227,9 @@ def test_a_validation_job_refuses_bad_input_and_writes_nothing(
 ):
     run, campaign = labelled_run
     empty = campaign_create(
-        admin=admin_user, name="No consensus", windows=make_gold_windows(stay=stay, count=1),
+        admin=admin_user,
+        name="No consensus",
+        windows=make_gold_windows(stay=stay, count=1),
         physicians=physicians,
     )
     with pytest.raises(ValidationError, match="Choose the Gold campaign"):
@@ -230,15 +259,24 @@ def test_oracle_validate_command_stores_and_prints_the_report(
 ):
     run, campaign = labelled_run
     with pytest.raises(CommandError, match="No Oracle run with id"):
-        call_command("oracle_validate", run.pk + 1000, campaign=campaign.pk,
-                     admin=admin_user.username)
+        call_command(
+            "oracle_validate",
+            run.pk + 1000,
+            campaign=campaign.pk,
+            admin=admin_user.username,
+        )
     with pytest.raises(CommandError, match="No campaign with id"):
-        call_command("oracle_validate", run.pk, campaign=campaign.pk + 1000,
-                     admin=admin_user.username)
+        call_command(
+            "oracle_validate",
+            run.pk,
+            campaign=campaign.pk + 1000,
+            admin=admin_user.username,
+        )
     assert not ValidationReport.objects.exists()
 
-    call_command("oracle_validate", run.pk, campaign=campaign.pk,
-                 admin=admin_user.username)
+    call_command(
+        "oracle_validate", run.pk, campaign=campaign.pk, admin=admin_user.username
+    )
     out = capsys.readouterr()
     report = ValidationReport.objects.get()
     assert report.run == run and report.campaign == campaign
@@ -255,8 +293,11 @@ def test_validation_page_says_the_tau_its_source_and_the_one_to_one_figure(
 ):
     campaign, (w0, w1, w2, w3) = gold
     run = services.oracle_run_create(
-        admin=admin_user, name="v", backbone=backbone_rules_default(),
-        campaign=campaign, enqueue=False,
+        admin=admin_user,
+        name="v",
+        backbone=backbone_rules_default(),
+        campaign=campaign,
+        enqueue=False,
     )
     # Two Oracle items for one gold item: the spec's F1 counts both as
     # matched, the one-to-one figure only one.

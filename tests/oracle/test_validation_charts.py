@@ -23,7 +23,9 @@ pytestmark = pytest.mark.django_db
 
 
 def _chart(html: str, chart_id: str) -> dict:
-    return json.loads(html.split(f'id="{chart_id}"')[1].split(">", 1)[1].split("</script>")[0])
+    return json.loads(
+        html.split(f'id="{chart_id}"')[1].split(">", 1)[1].split("</script>")[0]
+    )
 
 
 def test_validation_page_charts_table_1_and_the_disease_groups(
@@ -31,8 +33,11 @@ def test_validation_page_charts_table_1_and_the_disease_groups(
 ):
     campaign, (w0, w1, _, _) = gold
     run = services.oracle_run_create(
-        admin=admin_user, name="v", backbone=backbone_rules_default(),
-        campaign=campaign, enqueue=False,
+        admin=admin_user,
+        name="v",
+        backbone=backbone_rules_default(),
+        campaign=campaign,
+        enqueue=False,
     )
     oracle_label(run, w0, "deteriorating", ["Septic shock"])
     oracle_label(run, w1, "stable", ["Septic shock"])
@@ -46,7 +51,10 @@ def test_validation_page_charts_table_1_and_the_disease_groups(
     tasks = _chart(html, "task-f1-chart")
     assert tasks["kind"] == "bars"
     assert [bar["label"] for bar in tasks["bars"]] == [
-        "Status macro-F1", "Acute problems F1", "Recommended actions F1", "Red flags F1",
+        "Status macro-F1",
+        "Acute problems F1",
+        "Recommended actions F1",
+        "Red flags F1",
     ]
     assert tasks["bars"][0]["estimate"] == pytest.approx(report["status_macro_f1"])
     assert f"Status macro-F1: {report['status_macro_f1']:.3f}" in html

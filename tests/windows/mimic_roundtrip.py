@@ -11,6 +11,7 @@ offset (MIMIC-IV's are naive; the importer reads them as UTC).
 
 What the inversion cannot give back is listed by the round-trip test.
 """
+
 from __future__ import annotations
 
 import ast
@@ -21,12 +22,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-MAPPINGS = Path(
-    os.environ.get(
-        "CLIF_MIMIC_MAPPINGS",
-        Path(__file__).resolve().parents[3] / "shared" / "clif-mimic-mappings",
+MAPPINGS = (
+    Path(
+        os.environ.get(
+            "CLIF_MIMIC_MAPPINGS",
+            Path(__file__).resolve().parents[3] / "shared" / "clif-mimic-mappings",
+        )
     )
-) / "mappings"
+    / "mappings"
+)
 
 # One MIMIC-IV itemid per CLIF column or category where the consortium's tables
 # name several (respiratory_support.csv, dialysis.csv) or none (assessments,
@@ -60,10 +64,18 @@ MODE_ITEMS = {
 # CRRT (dialysis.csv): column -> (itemid, label, source unit, CLIF value per source unit)
 CRRT_ITEMS = {
     "blood_flow_rate": (224144, "Blood Flow (ml/min)", "ml/min", 60.0),
-    "pre_filter_replacement_fluid_rate": (228005, "PBP (Prefilter) Replacement Rate",
-                                          "ml/hr", 1.0),
-    "post_filter_replacement_fluid_rate": (228006, "Post Filter Replacement Rate",
-                                           "ml/hr", 1.0),
+    "pre_filter_replacement_fluid_rate": (
+        228005,
+        "PBP (Prefilter) Replacement Rate",
+        "ml/hr",
+        1.0,
+    ),
+    "post_filter_replacement_fluid_rate": (
+        228006,
+        "Post Filter Replacement Rate",
+        "ml/hr",
+        1.0,
+    ),
     "dialysate_flow_rate": (224154, "Dialysate Rate", "ml/hr", 1.0),
     "ultrafiltration_out": (226457, "Ultrafiltrate Output", "mL", 1.0),
 }
@@ -197,37 +209,52 @@ def write_mimic_folder(clif_dir: Path, out: Path) -> dict:
     # patients: anchor age and year at the patient's first admission.
     first = hosp.sort_values("admission_dttm").groupby("patient_id").first()
     death = pd.to_datetime(patient["death_dttm"], utc=True)
-    write(pd.DataFrame({
-        "subject_id": patient["patient_id"].astype("int64"),
-        "gender": patient["sex_name"],
-        "anchor_age": patient["patient_id"].map(first["age_at_admission"]).astype("Int64"),
-        "anchor_year": patient["patient_id"].map(first["admission_dttm"].dt.year)
-        .astype("Int64"),
-        "anchor_year_group": "2017 - 2019",
-        "dod": death.dt.tz_localize(None).dt.strftime("%Y-%m-%d"),
-    }), "hosp/patients.csv")
+    write(
+        pd.DataFrame(
+            {
+                "subject_id": patient["patient_id"].astype("int64"),
+                "gender": patient["sex_name"],
+                "anchor_age": patient["patient_id"]
+                .map(first["age_at_admission"])
+                .astype("Int64"),
+                "anchor_year": patient["patient_id"]
+                .map(first["admission_dttm"].dt.year)
+                .astype("Int64"),
+                "anchor_year_group": "2017 - 2019",
+                "dod": death.dt.tz_localize(None).dt.strftime("%Y-%m-%d"),
+            }
+        ),
+        "hosp/patients.csv",
+    )
 
     expired = hosp["discharge_category"].eq("Expired").fillna(False).astype(bool)
     death_of = patient.set_index("patient_id")["death_dttm"]
-    deathtime = pd.to_datetime(hosp["patient_id"].map(death_of), utc=True).where(expired)
-    write(pd.DataFrame({
-        "subject_id": hosp["subject_id"],
-        "hadm_id": hosp["hadm_id"],
-        "admittime": naive(hosp["admission_dttm"]),
-        "dischtime": naive(hosp["discharge_dttm"]),
-        "deathtime": deathtime.dt.tz_localize(None),
-        "admission_type": hosp["admission_type_name"],
-        "admit_provider_id": None,
-        "admission_location": None,
-        "discharge_location": hosp["discharge_name"],
-        "insurance": None,
-        "language": None,
-        "marital_status": None,
-        "race": None,
-        "edregtime": None,
-        "edouttime": None,
-        "hospital_expire_flag": expired.astype(int),
-    }), "hosp/admissions.csv")
+    deathtime = pd.to_datetime(hosp["patient_id"].map(death_of), utc=True).where(
+        expired
+    )
+    write(
+        pd.DataFrame(
+            {
+                "subject_id": hosp["subject_id"],
+                "hadm_id": hosp["hadm_id"],
+                "admittime": naive(hosp["admission_dttm"]),
+                "dischtime": naive(hosp["discharge_dttm"]),
+                "deathtime": deathtime.dt.tz_localize(None),
+                "admission_type": hosp["admission_type_name"],
+                "admit_provider_id": None,
+                "admission_location": None,
+                "discharge_location": hosp["discharge_name"],
+                "insurance": None,
+                "language": None,
+                "marital_status": None,
+                "race": None,
+                "edregtime": None,
+                "edouttime": None,
+                "hospital_expire_flag": expired.astype(int),
+            }
+        ),
+        "hosp/admissions.csv",
+    )
 
     # transfers: every ADT segment, and MIMIC-IV's discharge row per admission.
     adt = adt.sort_values(["hospitalization_id", "in_dttm"]).reset_index(drop=True)
@@ -235,26 +262,32 @@ def write_mimic_folder(clif_dir: Path, out: Path) -> dict:
     eventtype = np.where(adt["location_category"].eq("ed"), "ED", "transfer")
     first_row = ~adt["hadm_id"].duplicated()
     eventtype = np.where(first_row & (eventtype != "ED"), "admit", eventtype)
-    transfers = pd.DataFrame({
-        "subject_id": adt["hadm_id"].map(subject_of),
-        "hadm_id": adt["hadm_id"],
-        "transfer_id": 30_000_000 + np.arange(len(adt)),
-        "eventtype": eventtype,
-        "careunit": adt["location_name"],
-        "intime": naive(adt["in_dttm"]),
-        "outtime": naive(adt["out_dttm"]),
-    })
-    discharge = pd.DataFrame({
-        "subject_id": hosp["subject_id"],
-        "hadm_id": hosp["hadm_id"],
-        "transfer_id": 39_000_000 + np.arange(len(hosp)),
-        "eventtype": "discharge",
-        "careunit": None,
-        "intime": naive(hosp["discharge_dttm"]),
-        "outtime": pd.NaT,
-    })
-    write(pd.concat([transfers, discharge.dropna(axis=1, how="all")], ignore_index=True),
-          "hosp/transfers.csv")
+    transfers = pd.DataFrame(
+        {
+            "subject_id": adt["hadm_id"].map(subject_of),
+            "hadm_id": adt["hadm_id"],
+            "transfer_id": 30_000_000 + np.arange(len(adt)),
+            "eventtype": eventtype,
+            "careunit": adt["location_name"],
+            "intime": naive(adt["in_dttm"]),
+            "outtime": naive(adt["out_dttm"]),
+        }
+    )
+    discharge = pd.DataFrame(
+        {
+            "subject_id": hosp["subject_id"],
+            "hadm_id": hosp["hadm_id"],
+            "transfer_id": 39_000_000 + np.arange(len(hosp)),
+            "eventtype": "discharge",
+            "careunit": None,
+            "intime": naive(hosp["discharge_dttm"]),
+            "outtime": pd.NaT,
+        }
+    )
+    write(
+        pd.concat([transfers, discharge.dropna(axis=1, how="all")], ignore_index=True),
+        "hosp/transfers.csv",
+    )
 
     # icustays: contiguous ICU segments, as MIMIC-IV (and the CLIF importer) merge them.
     icu = adt[adt["location_category"].eq("icu")].sort_values(["hadm_id", "in_dttm"])
@@ -268,9 +301,14 @@ def write_mimic_folder(clif_dir: Path, out: Path) -> dict:
                 continue
             if run is not None:
                 stays.append(run)
-            run = {"subject_id": int(subject_of[hadm]), "hadm_id": int(hadm),
-                   "first_careunit": r.location_name, "last_careunit": r.location_name,
-                   "intime": r.in_dttm, "outtime": r.out_dttm}
+            run = {
+                "subject_id": int(subject_of[hadm]),
+                "hadm_id": int(hadm),
+                "first_careunit": r.location_name,
+                "last_careunit": r.location_name,
+                "intime": r.in_dttm,
+                "outtime": r.out_dttm,
+            }
         stays.append(run)
     stays = pd.DataFrame(stays)
     stays = stays[stays["outtime"] > stays["intime"]].reset_index(drop=True)
@@ -285,14 +323,23 @@ def write_mimic_folder(clif_dir: Path, out: Path) -> dict:
     dx["hadm_id"] = dx["hospitalization_id"].astype(str).astype("int64")
     dx["_order"] = np.arange(len(dx))
     dx["_primary"] = dx["diagnosis_primary"].fillna(0).astype(int).eq(1)
-    dx = dx.sort_values(["hadm_id", "_primary", "_order"], ascending=[True, False, True])
-    write(pd.DataFrame({
-        "subject_id": dx["hadm_id"].map(subject_of),
-        "hadm_id": dx["hadm_id"],
-        "seq_num": dx.groupby("hadm_id").cumcount() + 1,
-        "icd_code": dx["diagnosis_code"],
-        "icd_version": np.where(dx["diagnosis_code_format"].str.contains("10"), 10, 9),
-    }), "hosp/diagnoses_icd.csv")
+    dx = dx.sort_values(
+        ["hadm_id", "_primary", "_order"], ascending=[True, False, True]
+    )
+    write(
+        pd.DataFrame(
+            {
+                "subject_id": dx["hadm_id"].map(subject_of),
+                "hadm_id": dx["hadm_id"],
+                "seq_num": dx.groupby("hadm_id").cumcount() + 1,
+                "icd_code": dx["diagnosis_code"],
+                "icd_version": np.where(
+                    dx["diagnosis_code_format"].str.contains("10"), 10, 9
+                ),
+            }
+        ),
+        "hosp/diagnoses_icd.csv",
+    )
 
     # Coded procedures: ICD codes in procedures_icd, CPT/HCPCS in hcpcsevents,
     # each with its date only.
@@ -301,39 +348,65 @@ def write_mimic_folder(clif_dir: Path, out: Path) -> dict:
     date = naive(proc["procedure_billed_dttm"]).dt.strftime("%Y-%m-%d")
     icd = proc["procedure_code_format"].str.startswith("ICD")
     p = proc[icd]
-    write(pd.DataFrame({
-        "subject_id": p["hadm_id"].map(subject_of), "hadm_id": p["hadm_id"],
-        "seq_num": p.groupby("hadm_id").cumcount() + 1, "chartdate": date[icd],
-        "icd_code": p["procedure_code"],
-        "icd_version": np.where(p["procedure_code_format"].str.contains("10"), 10, 9),
-    }), "hosp/procedures_icd.csv")
+    write(
+        pd.DataFrame(
+            {
+                "subject_id": p["hadm_id"].map(subject_of),
+                "hadm_id": p["hadm_id"],
+                "seq_num": p.groupby("hadm_id").cumcount() + 1,
+                "chartdate": date[icd],
+                "icd_code": p["procedure_code"],
+                "icd_version": np.where(
+                    p["procedure_code_format"].str.contains("10"), 10, 9
+                ),
+            }
+        ),
+        "hosp/procedures_icd.csv",
+    )
     p = proc[~icd]
-    write(pd.DataFrame({
-        "subject_id": p["hadm_id"].map(subject_of), "hadm_id": p["hadm_id"],
-        "chartdate": date[~icd], "hcpcs_cd": p["procedure_code"],
-        "seq_num": p.groupby("hadm_id").cumcount() + 1, "short_description": "",
-    }), "hosp/hcpcsevents.csv")
+    write(
+        pd.DataFrame(
+            {
+                "subject_id": p["hadm_id"].map(subject_of),
+                "hadm_id": p["hadm_id"],
+                "chartdate": date[~icd],
+                "hcpcs_cd": p["procedure_code"],
+                "seq_num": p.groupby("hadm_id").cumcount() + 1,
+                "short_description": "",
+            }
+        ),
+        "hosp/hcpcsevents.csv",
+    )
 
-    d_items: dict[int, tuple[str, str, str, str]] = {}  # itemid -> label, linksto, unit, type
+    d_items: dict[
+        int, tuple[str, str, str, str]
+    ] = {}  # itemid -> label, linksto, unit, type
     chart_parts = []
 
     def chart(hosp_ids, time, itemid, value, valuenum, valueuom, storetime=None):
         n = len(hosp_ids)
         hadm = pd.Series(hosp_ids).astype(str).astype("int64").to_numpy()
-        frame = pd.DataFrame({
-            "subject_id": pd.Series(hadm).map(subject_of).to_numpy(),
-            "hadm_id": hadm,
-            "stay_id": pd.Series(hadm).map(stay_of).astype("Int64").to_numpy(),
-            "caregiver_id": None,
-            "charttime": naive(pd.Series(time).reset_index(drop=True)).to_numpy(),
-            "storetime": naive(pd.Series(time if storetime is None else storetime)
-                               .reset_index(drop=True)).to_numpy(),
-            "itemid": np.broadcast_to(np.asarray(itemid), n),
-            "value": _text_col(np.broadcast_to(np.asarray(value, dtype=object), n)).to_numpy(),
-            "valuenum": np.broadcast_to(np.asarray(valuenum, dtype="float64"), n),
-            "valueuom": np.broadcast_to(np.asarray(valueuom, dtype=object), n),
-            "warning": 0,
-        })
+        frame = pd.DataFrame(
+            {
+                "subject_id": pd.Series(hadm).map(subject_of).to_numpy(),
+                "hadm_id": hadm,
+                "stay_id": pd.Series(hadm).map(stay_of).astype("Int64").to_numpy(),
+                "caregiver_id": None,
+                "charttime": naive(pd.Series(time).reset_index(drop=True)).to_numpy(),
+                "storetime": naive(
+                    pd.Series(time if storetime is None else storetime).reset_index(
+                        drop=True
+                    )
+                ).to_numpy(),
+                "itemid": np.broadcast_to(np.asarray(itemid), n),
+                "value": _text_col(
+                    np.broadcast_to(np.asarray(value, dtype=object), n)
+                ).to_numpy(),
+                "valuenum": np.broadcast_to(np.asarray(valuenum, dtype="float64"), n),
+                "valueuom": np.broadcast_to(np.asarray(valueuom, dtype=object), n),
+                "warning": 0,
+            }
+        )
         chart_parts.append(frame)
 
     # vitals, with the temperature site as its own item at the same charttime.
@@ -343,14 +416,31 @@ def write_mimic_folder(clif_dir: Path, out: Path) -> dict:
     value = vitals["vital_value"].astype("float64")
     value = value.where(item != 223761, value * 1.8 + 32)
     value = value.where(item != 226531, value / 0.45359237)
-    chart(vitals["hospitalization_id"], vitals["recorded_dttm"], item.to_numpy(),
-          value.map(lambda v: f"{v:.10g}"), value.to_numpy(), uom.to_numpy())
+    chart(
+        vitals["hospitalization_id"],
+        vitals["recorded_dttm"],
+        item.to_numpy(),
+        value.map(lambda v: f"{v:.10g}"),
+        value.to_numpy(),
+        uom.to_numpy(),
+    )
     for name, (itemid, unit) in inv.vitals.items():
         d_items[itemid] = (name, "chartevents", unit, "Numeric")
     site = vitals[vitals["meas_site_name"].notna()]
-    chart(site["hospitalization_id"], site["recorded_dttm"], TEMPERATURE_SITE_ITEM[0],
-          site["meas_site_name"].to_numpy(), np.nan, None)
-    d_items[TEMPERATURE_SITE_ITEM[0]] = (TEMPERATURE_SITE_ITEM[1], "chartevents", "", "Text")
+    chart(
+        site["hospitalization_id"],
+        site["recorded_dttm"],
+        TEMPERATURE_SITE_ITEM[0],
+        site["meas_site_name"].to_numpy(),
+        np.nan,
+        None,
+    )
+    d_items[TEMPERATURE_SITE_ITEM[0]] = (
+        TEMPERATURE_SITE_ITEM[1],
+        "chartevents",
+        "",
+        "Text",
+    )
 
     # labs: labevents, or chartevents for the bedside blood gases; the source
     # value is the CLIF value divided by the consortium's multiplier.
@@ -364,59 +454,106 @@ def write_mimic_folder(clif_dir: Path, out: Path) -> dict:
     valuenum = labs["lab_value_numeric"].to_numpy(dtype="float64") / factor
     lab_value = labs["lab_value"].astype("object")
     c = labs[in_chart]
-    chart(c["hospitalization_id"], c["lab_collect_dttm"], itemid[in_chart],
-          lab_value[in_chart].to_numpy(), valuenum[in_chart], unit[in_chart],
-          storetime=c["lab_result_dttm"])
+    chart(
+        c["hospitalization_id"],
+        c["lab_collect_dttm"],
+        itemid[in_chart],
+        lab_value[in_chart].to_numpy(),
+        valuenum[in_chart],
+        unit[in_chart],
+        storetime=c["lab_result_dttm"],
+    )
     le = labs[~in_chart]
     hadm = le["hospitalization_id"].astype(str).astype("int64")
-    write(pd.DataFrame({
-        "labevent_id": 1 + np.arange(len(le)),
-        "subject_id": hadm.map(subject_of),
-        "hadm_id": hadm,
-        "specimen_id": 1 + np.arange(len(le)),
-        "itemid": itemid[~in_chart],
-        "order_provider_id": None,
-        "charttime": naive(le["lab_collect_dttm"]),
-        "storetime": naive(le["lab_result_dttm"]),
-        "value": lab_value[~in_chart],
-        "valuenum": valuenum[~in_chart],
-        "valueuom": unit[~in_chart],
-        "ref_range_lower": None, "ref_range_upper": None, "flag": None,
-        "priority": None, "comments": None,
-    }), "hosp/labevents.csv")
+    write(
+        pd.DataFrame(
+            {
+                "labevent_id": 1 + np.arange(len(le)),
+                "subject_id": hadm.map(subject_of),
+                "hadm_id": hadm,
+                "specimen_id": 1 + np.arange(len(le)),
+                "itemid": itemid[~in_chart],
+                "order_provider_id": None,
+                "charttime": naive(le["lab_collect_dttm"]),
+                "storetime": naive(le["lab_result_dttm"]),
+                "value": lab_value[~in_chart],
+                "valuenum": valuenum[~in_chart],
+                "valueuom": unit[~in_chart],
+                "ref_range_lower": None,
+                "ref_range_upper": None,
+                "flag": None,
+                "priority": None,
+                "comments": None,
+            }
+        ),
+        "hosp/labevents.csv",
+    )
     d_lab = {}
     for (label, _cat), (itemid_, unit_, _f, chart_, fluid) in inv.labs.items():
         if chart_:
             d_items[itemid_] = (label, "chartevents", unit_, "Numeric")
         else:
             d_lab.setdefault(itemid_, (label, fluid or "Blood"))
-    write(pd.DataFrame({
-        "itemid": list(d_lab), "label": [v[0] for v in d_lab.values()],
-        "fluid": [v[1] for v in d_lab.values()], "category": "",
-    }), "hosp/d_labitems.csv")
+    write(
+        pd.DataFrame(
+            {
+                "itemid": list(d_lab),
+                "label": [v[0] for v in d_lab.values()],
+                "fluid": [v[1] for v in d_lab.values()],
+                "category": "",
+            }
+        ),
+        "hosp/d_labitems.csv",
+    )
 
     # respiratory support: one chartevents row per charted column.
     resp = read("respiratory_support")
     dev = resp[resp["device_name"].notna()]
-    chart(dev["hospitalization_id"], dev["recorded_dttm"], DEVICE_ITEM[0],
-          dev["device_name"].to_numpy(), np.nan, None)
+    chart(
+        dev["hospitalization_id"],
+        dev["recorded_dttm"],
+        DEVICE_ITEM[0],
+        dev["device_name"].to_numpy(),
+        np.nan,
+        None,
+    )
     d_items[DEVICE_ITEM[0]] = (DEVICE_ITEM[1], "chartevents", "", "Text")
     brand = resp[resp["vent_brand_name"].notna()]
-    chart(brand["hospitalization_id"], brand["recorded_dttm"], VENT_BRAND_ITEM[0],
-          brand["vent_brand_name"].to_numpy(), np.nan, None)
+    chart(
+        brand["hospitalization_id"],
+        brand["recorded_dttm"],
+        VENT_BRAND_ITEM[0],
+        brand["vent_brand_name"].to_numpy(),
+        np.nan,
+        None,
+    )
     d_items[VENT_BRAND_ITEM[0]] = (VENT_BRAND_ITEM[1], "chartevents", "", "Text")
     mode = resp[resp["mode_name"].notna()]
-    mode_item = [inv.mode_item(n, str(b)) for n, b in zip(mode["mode_name"],
-                                                          mode["vent_brand_name"])]
-    chart(mode["hospitalization_id"], mode["recorded_dttm"], np.array(mode_item),
-          mode["mode_name"].to_numpy(), np.nan, None)
+    mode_item = [
+        inv.mode_item(n, str(b))
+        for n, b in zip(mode["mode_name"], mode["vent_brand_name"])
+    ]
+    chart(
+        mode["hospitalization_id"],
+        mode["recorded_dttm"],
+        np.array(mode_item),
+        mode["mode_name"].to_numpy(),
+        np.nan,
+        None,
+    )
     for itemid_, label in MODE_ITEMS.items():
         d_items[itemid_] = (label, "chartevents", "", "Text")
     for col, (itemid_, label, unit_) in RESPIRATORY_ITEMS.items():
         has = resp[resp[col].notna()]
         values = has[col].astype("float64") * (100 if col == "fio2_set" else 1)
-        chart(has["hospitalization_id"], has["recorded_dttm"], itemid_,
-              values.map(lambda v: f"{v:.10g}"), values.to_numpy(), unit_ or None)
+        chart(
+            has["hospitalization_id"],
+            has["recorded_dttm"],
+            itemid_,
+            values.map(lambda v: f"{v:.10g}"),
+            values.to_numpy(),
+            unit_ or None,
+        )
         d_items[itemid_] = (label, "chartevents", unit_, "Numeric")
 
     # assessments (the consortium's computed totals have no MIMIC-IV item).
@@ -427,60 +564,105 @@ def write_mimic_folder(clif_dir: Path, out: Path) -> dict:
         text = group["categorical_value"].astype("object")
         text = text.where(text.notna(), group["text_value"])
         num = group["numerical_value"].astype("float64")
-        text = text.where(text.notna(), num.map(lambda v: None if pd.isna(v) else f"{v:g}"))
-        chart(group["hospitalization_id"], group["recorded_dttm"], itemid_,
-              text.to_numpy(), num.to_numpy(), None)
+        text = text.where(
+            text.notna(), num.map(lambda v: None if pd.isna(v) else f"{v:g}")
+        )
+        chart(
+            group["hospitalization_id"],
+            group["recorded_dttm"],
+            itemid_,
+            text.to_numpy(),
+            num.to_numpy(),
+            None,
+        )
         d_items[itemid_] = (label, "chartevents", "", ptype)
 
     pos = read("position")
-    chart(pos["hospitalization_id"], pos["recorded_dttm"], POSITION_ITEM[0],
-          pos["position_name"].to_numpy(), np.nan, None)
+    chart(
+        pos["hospitalization_id"],
+        pos["recorded_dttm"],
+        POSITION_ITEM[0],
+        pos["position_name"].to_numpy(),
+        np.nan,
+        None,
+    )
     d_items[POSITION_ITEM[0]] = (POSITION_ITEM[1], "chartevents", "", "Text")
 
     # code status is charted per patient in CLIF: each record goes to the
     # admission whose hospital stay holds it (as the CLIF importer places it).
     cs = read("code_status")
     cs["patient_id"] = cs["patient_id"].astype(str)
-    cs_hosp = cs.merge(hosp[["patient_id", "hospitalization_id", "admission_dttm",
-                             "discharge_dttm"]], on="patient_id")
-    cs_hosp = cs_hosp[(cs_hosp["start_dttm"] >= cs_hosp["admission_dttm"])
-                      & (cs_hosp["start_dttm"] <= cs_hosp["discharge_dttm"])]
+    cs_hosp = cs.merge(
+        hosp[["patient_id", "hospitalization_id", "admission_dttm", "discharge_dttm"]],
+        on="patient_id",
+    )
+    cs_hosp = cs_hosp[
+        (cs_hosp["start_dttm"] >= cs_hosp["admission_dttm"])
+        & (cs_hosp["start_dttm"] <= cs_hosp["discharge_dttm"])
+    ]
     cs_hosp = cs_hosp[cs_hosp["hospitalization_id"].astype("int64").isin(stay_of.index)]
-    chart(cs_hosp["hospitalization_id"], cs_hosp["start_dttm"], CODE_STATUS_ITEM[0],
-          cs_hosp["code_status_name"].to_numpy(), np.nan, None)
+    chart(
+        cs_hosp["hospitalization_id"],
+        cs_hosp["start_dttm"],
+        CODE_STATUS_ITEM[0],
+        cs_hosp["code_status_name"].to_numpy(),
+        np.nan,
+        None,
+    )
     d_items[CODE_STATUS_ITEM[0]] = (CODE_STATUS_ITEM[1], "chartevents", "", "Text")
 
     crrt = read("crrt_therapy")
     m = crrt[crrt["crrt_mode_name"].notna()]
-    chart(m["hospitalization_id"], m["recorded_dttm"], CRRT_MODE_ITEM[0],
-          m["crrt_mode_name"].to_numpy(), np.nan, None)
+    chart(
+        m["hospitalization_id"],
+        m["recorded_dttm"],
+        CRRT_MODE_ITEM[0],
+        m["crrt_mode_name"].to_numpy(),
+        np.nan,
+        None,
+    )
     d_items[CRRT_MODE_ITEM[0]] = (CRRT_MODE_ITEM[1], "chartevents", "", "Text")
     for col, (itemid_, label, unit_, per_unit) in CRRT_ITEMS.items():
         has = crrt[crrt[col].notna()]
         values = has[col].astype("float64") / per_unit
-        chart(has["hospitalization_id"], has["recorded_dttm"], itemid_,
-              values.map(lambda v: f"{v:.10g}"), values.to_numpy(), unit_)
+        chart(
+            has["hospitalization_id"],
+            has["recorded_dttm"],
+            itemid_,
+            values.map(lambda v: f"{v:.10g}"),
+            values.to_numpy(),
+            unit_,
+        )
         d_items[itemid_] = (label, "chartevents", unit_, "Numeric")
 
     chartevents = pd.concat(chart_parts, ignore_index=True)
     chartevents["stay_id"] = chartevents["stay_id"].astype("Int64")
     chartevents = chartevents[chartevents["hadm_id"].isin(stay_of.index)]
-    chartevents = chartevents.sort_values(["subject_id", "charttime", "itemid"],
-                                          kind="stable")
+    chartevents = chartevents.sort_values(
+        ["subject_id", "charttime", "itemid"], kind="stable"
+    )
     write(chartevents, "icu/chartevents.csv")
 
-    write(_inputevents(read, inv, subject_of, stay_of, vitals, d_items), "icu/inputevents.csv")
-    write(pd.DataFrame({
-        "itemid": list(d_items),
-        "label": [v[0] for v in d_items.values()],
-        "abbreviation": [v[0] for v in d_items.values()],
-        "linksto": [v[1] for v in d_items.values()],
-        "category": "",
-        "unitname": [v[2] or None for v in d_items.values()],
-        "param_type": [v[3] for v in d_items.values()],
-        "lownormalvalue": None,
-        "highnormalvalue": None,
-    }), "icu/d_items.csv")
+    write(
+        _inputevents(read, inv, subject_of, stay_of, vitals, d_items),
+        "icu/inputevents.csv",
+    )
+    write(
+        pd.DataFrame(
+            {
+                "itemid": list(d_items),
+                "label": [v[0] for v in d_items.values()],
+                "abbreviation": [v[0] for v in d_items.values()],
+                "linksto": [v[1] for v in d_items.values()],
+                "category": "",
+                "unitname": [v[2] or None for v in d_items.values()],
+                "param_type": [v[3] for v in d_items.values()],
+                "lownormalvalue": None,
+                "highnormalvalue": None,
+            }
+        ),
+        "icu/d_items.csv",
+    )
     return counts
 
 
@@ -501,11 +683,15 @@ def _inputevents(read, inv, subject_of, stay_of, vitals, d_items) -> pd.DataFram
     orderid = iter(range(50_000_000, 99_000_000))
 
     cont = read("medication_admin_continuous")
-    cont = cont[~pd.Series(list(zip(cont["med_name"], cont["med_category"])),
-                           index=cont.index).isin(DUPLICATED_MEDICATIONS)]
+    cont = cont[
+        ~pd.Series(
+            list(zip(cont["med_name"], cont["med_category"])), index=cont.index
+        ).isin(DUPLICATED_MEDICATIONS)
+    ]
     cont = cont.assign(hospitalization_id=cont["hospitalization_id"].astype(str))
-    cont = cont.sort_values(["hospitalization_id", "med_order_id", "med_name", "admin_dttm"],
-                            kind="stable")
+    cont = cont.sort_values(
+        ["hospitalization_id", "med_order_id", "med_name", "admin_dttm"], kind="stable"
+    )
     for (hosp_id, order, name), group in cont.groupby(
         ["hospitalization_id", "med_order_id", "med_name"], sort=False
     ):
@@ -518,24 +704,60 @@ def _inputevents(read, inv, subject_of, stay_of, vitals, d_items) -> pd.DataFram
             )
             if nxt.mar_action_category == "start":
                 status = "ChangeDose/Rate"
-            rows.append(_input_row(hosp_id, order, name, cur.admin_dttm, nxt.admin_dttm,
-                                   cur.med_dose, cur.med_dose_unit, status, next(orderid),
-                                   inv, weights))
+            rows.append(
+                _input_row(
+                    hosp_id,
+                    order,
+                    name,
+                    cur.admin_dttm,
+                    nxt.admin_dttm,
+                    cur.med_dose,
+                    cur.med_dose_unit,
+                    status,
+                    next(orderid),
+                    inv,
+                    weights,
+                )
+            )
         last = recs[-1]
         if last.mar_action_category != "stop":
             # An order still running at the end of the data: one minute more.
-            rows.append(_input_row(hosp_id, order, name, last.admin_dttm,
-                                   last.admin_dttm + pd.Timedelta(minutes=1),
-                                   last.med_dose, last.med_dose_unit, "Stopped",
-                                   next(orderid), inv, weights))
+            rows.append(
+                _input_row(
+                    hosp_id,
+                    order,
+                    name,
+                    last.admin_dttm,
+                    last.admin_dttm + pd.Timedelta(minutes=1),
+                    last.med_dose,
+                    last.med_dose_unit,
+                    "Stopped",
+                    next(orderid),
+                    inv,
+                    weights,
+                )
+            )
 
     inter = read("medication_admin_intermittent")
-    inter = inter[~pd.Series(list(zip(inter["med_name"], inter["med_category"])),
-                             index=inter.index).isin(DUPLICATED_MEDICATIONS)]
+    inter = inter[
+        ~pd.Series(
+            list(zip(inter["med_name"], inter["med_category"])), index=inter.index
+        ).isin(DUPLICATED_MEDICATIONS)
+    ]
     for r in inter.itertuples():
-        row = _input_row(str(r.hospitalization_id), r.med_order_id, r.med_name,
-                         r.admin_dttm, r.admin_dttm + pd.Timedelta(minutes=1), np.nan, "",
-                         r.mar_action_name, next(orderid), inv, weights)
+        row = _input_row(
+            str(r.hospitalization_id),
+            r.med_order_id,
+            r.med_name,
+            r.admin_dttm,
+            r.admin_dttm + pd.Timedelta(minutes=1),
+            np.nan,
+            "",
+            r.mar_action_name,
+            next(orderid),
+            inv,
+            weights,
+        )
         row.update(amount=r.med_dose, amountuom=r.med_dose_unit)
         rows.append(row)
     for label, itemid in inv.meds.items():
@@ -549,8 +771,9 @@ def _inputevents(read, inv, subject_of, stay_of, vitals, d_items) -> pd.DataFram
     return frame
 
 
-def _input_row(hosp_id, order, name, start, end, rate, rateuom, status, orderid, inv,
-               weights) -> dict:
+def _input_row(
+    hosp_id, order, name, start, end, rate, rateuom, status, orderid, inv, weights
+) -> dict:
     hours = (end - start).total_seconds() / 3600
     weight = float(weights.get(hosp_id, 80.0))
     amount, amountuom = np.nan, ""
@@ -588,8 +811,16 @@ def _input_row(hosp_id, order, name, start, end, rate, rateuom, status, orderid,
         "originalrate": rate,
     }
 
+
 # CLIF device categories (mCIDE): the device rows of respiratory_support.
 DEVICE_CATEGORIES_OF_DEMO = [
-    "IMV", "NIPPV", "CPAP", "High Flow NC", "Face Mask", "Trach Collar",
-    "Nasal Cannula", "Room Air", "Other",
+    "IMV",
+    "NIPPV",
+    "CPAP",
+    "High Flow NC",
+    "Face Mask",
+    "Trach Collar",
+    "Nasal Cannula",
+    "Room Air",
+    "Other",
 ]

@@ -47,54 +47,92 @@ def _kinds(frame: pd.DataFrame) -> list[tuple[str, str]]:
 
 
 def _setting(minute, category, value):
-    return {"minute": minute, "domain": Domain.RESPIRATORY, "category": category,
-            "value_num": value}
+    return {
+        "minute": minute,
+        "domain": Domain.RESPIRATORY,
+        "category": category,
+        "value_num": value,
+    }
 
 
 def test_only_the_setting_that_changed_is_an_action_with_its_old_value():
-    frame = _frame([
-        _setting(0, "fio2_set", 0.6), _setting(0, "peep_set", 8.0),
-        _setting(60, "fio2_set", 0.6), _setting(60, "peep_set", 8.0),
-        _setting(120, "fio2_set", 0.4), _setting(120, "peep_set", 8.0),
-    ])
+    frame = _frame(
+        [
+            _setting(0, "fio2_set", 0.6),
+            _setting(0, "peep_set", 8.0),
+            _setting(60, "fio2_set", 0.6),
+            _setting(60, "peep_set", 8.0),
+            _setting(120, "fio2_set", 0.4),
+            _setting(120, "peep_set", 8.0),
+        ]
+    )
     assert _kinds(frame) == [
-        (ACT, ""), (ACT, ""),  # the first settings are set
-        (OBS, ""), (OBS, ""),  # re-charted unchanged
-        (ACT, "0.6"), (OBS, ""),  # FiO2 0.6 -> 0.4; PEEP charted beside it unchanged
+        (ACT, ""),
+        (ACT, ""),  # the first settings are set
+        (OBS, ""),
+        (OBS, ""),  # re-charted unchanged
+        (ACT, "0.6"),
+        (OBS, ""),  # FiO2 0.6 -> 0.4; PEEP charted beside it unchanged
     ]
     derived = derive_kinds(frame)
-    event = Event(name="FiO2 set", category="fio2_set", domain=Domain.RESPIRATORY,
-                  value_num=0.4, unit="fraction", value_text="",
-                  previous_value=derived["previous_value"].iloc[4])
+    event = Event(
+        name="FiO2 set",
+        category="fio2_set",
+        domain=Domain.RESPIRATORY,
+        value_num=0.4,
+        unit="fraction",
+        value_text="",
+        previous_value=derived["previous_value"].iloc[4],
+    )
     assert action_text_of(event) == "FiO2 0.6 -> 0.4 fraction"
 
 
 def test_device_and_mode_changes_are_actions_and_a_first_room_air_is_not():
-    frame = _frame([
-        {"minute": 0, "domain": Domain.RESPIRATORY, "category": "Room Air"},
-        {"minute": 30, "domain": Domain.RESPIRATORY, "category": "Room Air"},
-        {"minute": 60, "domain": Domain.RESPIRATORY, "category": "Nasal Cannula"},
-        {"minute": 90, "domain": Domain.RESPIRATORY, "category": "IMV"},
-        {"minute": 90, "domain": Domain.RESPIRATORY,
-         "category": "mode:Assist Control-Volume Control"},
-        {"minute": 120, "domain": Domain.RESPIRATORY, "category": "IMV"},
-        {"minute": 120, "domain": Domain.RESPIRATORY,
-         "category": "mode:Pressure Support/CPAP"},
-        {"minute": 120, "domain": Domain.RESPIRATORY, "category": "peep_obs",
-         "value_num": 7.0},
-    ])
+    frame = _frame(
+        [
+            {"minute": 0, "domain": Domain.RESPIRATORY, "category": "Room Air"},
+            {"minute": 30, "domain": Domain.RESPIRATORY, "category": "Room Air"},
+            {"minute": 60, "domain": Domain.RESPIRATORY, "category": "Nasal Cannula"},
+            {"minute": 90, "domain": Domain.RESPIRATORY, "category": "IMV"},
+            {
+                "minute": 90,
+                "domain": Domain.RESPIRATORY,
+                "category": "mode:Assist Control-Volume Control",
+            },
+            {"minute": 120, "domain": Domain.RESPIRATORY, "category": "IMV"},
+            {
+                "minute": 120,
+                "domain": Domain.RESPIRATORY,
+                "category": "mode:Pressure Support/CPAP",
+            },
+            {
+                "minute": 120,
+                "domain": Domain.RESPIRATORY,
+                "category": "peep_obs",
+                "value_num": 7.0,
+            },
+        ]
+    )
     assert _kinds(frame) == [
-        (OBS, ""), (OBS, ""), (ACT, "Room Air"), (ACT, "Nasal Cannula"), (ACT, ""),
-        (OBS, ""), (ACT, "Assist Control-Volume Control"), (OBS, ""),
+        (OBS, ""),
+        (OBS, ""),
+        (ACT, "Room Air"),
+        (ACT, "Nasal Cannula"),
+        (ACT, ""),
+        (OBS, ""),
+        (ACT, "Assist Control-Volume Control"),
+        (OBS, ""),
     ]
 
 
 def test_settings_are_followed_per_admission():
-    frame = _frame([
-        _setting(0, "peep_set", 5.0),
-        {**_setting(10, "peep_set", 5.0), "admission_id": 2},
-        _setting(20, "peep_set", 5.0),
-    ])
+    frame = _frame(
+        [
+            _setting(0, "peep_set", 5.0),
+            {**_setting(10, "peep_set", 5.0), "admission_id": 2},
+            _setting(20, "peep_set", 5.0),
+        ]
+    )
     assert _kinds(frame) == [(ACT, ""), (ACT, ""), (OBS, "")]
 
 
@@ -102,36 +140,53 @@ def test_settings_are_followed_per_admission():
 
 
 def _mar(minute, action, rate, order, drug="norepinephrine"):
-    return {"minute": minute, "domain": Domain.MED_CONTINUOUS, "category": drug,
-            "value_text": action, "value_num": rate, "unit": "mcg/kg/min",
-            "order_id": order}
+    return {
+        "minute": minute,
+        "domain": Domain.MED_CONTINUOUS,
+        "category": drug,
+        "value_text": action,
+        "value_num": rate,
+        "unit": "mcg/kg/min",
+        "order_id": order,
+    }
 
 
 def test_a_new_bag_at_the_same_rate_is_no_decision_and_the_old_bags_stop_is_none():
-    frame = _frame([
-        _mar(0, "start", 0.30, "A"),
-        _mar(60, "dose_change", 0.397, "A"),
-        _mar(120, "start", 0.400, "B"),  # new bag, same rate within conversion noise
-        _mar(130, "stop", 0.0, "A"),  # the old bag stops; B keeps running
-        _mar(300, "dose_change", 0.30, "B"),
-        _mar(400, "stop", 0.0, "B"),
-    ])
+    frame = _frame(
+        [
+            _mar(0, "start", 0.30, "A"),
+            _mar(60, "dose_change", 0.397, "A"),
+            _mar(
+                120, "start", 0.400, "B"
+            ),  # new bag, same rate within conversion noise
+            _mar(130, "stop", 0.0, "A"),  # the old bag stops; B keeps running
+            _mar(300, "dose_change", 0.30, "B"),
+            _mar(400, "stop", 0.0, "B"),
+        ]
+    )
     assert _kinds(frame) == [
-        (ACT, ""), (ACT, "0.3"), (OBS, ""), (OBS, ""), (ACT, "0.4"), (ACT, ""),
+        (ACT, ""),
+        (ACT, "0.3"),
+        (OBS, ""),
+        (OBS, ""),
+        (ACT, "0.4"),
+        (ACT, ""),
     ]
 
 
 def test_a_new_order_at_another_rate_is_a_rate_change_and_pause_restart_are_actions():
-    frame = _frame([
-        _mar(0, "start", 0.10, "A"),
-        _mar(30, "start", 0.20, "B"),
-        _mar(40, "stop", 0.0, "A"),
-        _mar(60, "stop", 0.0, "B"),  # paused
-        _mar(60, "start", 0.20, "B"),  # restarted at the same time: keeps running
-        _mar(90, "stop", 0.0, "B"),
-        _mar(120, "start", 0.05, "B"),
-        _mar(125, "going", 0.05, "B"),
-    ])
+    frame = _frame(
+        [
+            _mar(0, "start", 0.10, "A"),
+            _mar(30, "start", 0.20, "B"),
+            _mar(40, "stop", 0.0, "A"),
+            _mar(60, "stop", 0.0, "B"),  # paused
+            _mar(60, "start", 0.20, "B"),  # restarted at the same time: keeps running
+            _mar(90, "stop", 0.0, "B"),
+            _mar(120, "start", 0.05, "B"),
+            _mar(125, "going", 0.05, "B"),
+        ]
+    )
     kinds = _kinds(frame)
     assert kinds[0] == (ACT, "")
     assert kinds[1] == (ACT, "0.1")
@@ -143,12 +198,14 @@ def test_a_new_order_at_another_rate_is_a_rate_change_and_pause_restart_are_acti
 
 
 def test_drugs_are_followed_separately_and_a_bolus_is_an_action():
-    frame = _frame([
-        _mar(0, "start", 0.1, "A"),
-        _mar(10, "start", 50.0, "P", drug="propofol"),
-        _mar(20, "bolus", 20.0, "P", drug="propofol"),
-        _mar(30, "going", 0.1, "A"),
-    ])
+    frame = _frame(
+        [
+            _mar(0, "start", 0.1, "A"),
+            _mar(10, "start", 50.0, "P", drug="propofol"),
+            _mar(20, "bolus", 20.0, "P", drug="propofol"),
+            _mar(30, "going", 0.1, "A"),
+        ]
+    )
     assert [k for k, _ in _kinds(frame)] == [ACT, ACT, ACT, OBS]
 
 
@@ -157,42 +214,89 @@ def test_drugs_are_followed_separately_and_a_bolus_is_an_action():
 
 def test_crrt_start_and_prescription_changes_are_actions_the_ultrafiltrate_is_not():
     crrt = Domain.CRRT
-    frame = _frame([
-        {"minute": 0, "domain": crrt, "category": "crrt:cvvhdf"},
-        {"minute": 0, "domain": crrt, "category": "blood_flow_rate", "value_num": 12000.0},
-        {"minute": 60, "domain": crrt, "category": "crrt:cvvhdf"},
-        {"minute": 60, "domain": crrt, "category": "blood_flow_rate", "value_num": 12000.0},
-        {"minute": 60, "domain": crrt, "category": "ultrafiltration_out", "value_num": 90.0},
-        {"minute": 120, "domain": crrt, "category": "blood_flow_rate", "value_num": 15000.0},
-    ])
+    frame = _frame(
+        [
+            {"minute": 0, "domain": crrt, "category": "crrt:cvvhdf"},
+            {
+                "minute": 0,
+                "domain": crrt,
+                "category": "blood_flow_rate",
+                "value_num": 12000.0,
+            },
+            {"minute": 60, "domain": crrt, "category": "crrt:cvvhdf"},
+            {
+                "minute": 60,
+                "domain": crrt,
+                "category": "blood_flow_rate",
+                "value_num": 12000.0,
+            },
+            {
+                "minute": 60,
+                "domain": crrt,
+                "category": "ultrafiltration_out",
+                "value_num": 90.0,
+            },
+            {
+                "minute": 120,
+                "domain": crrt,
+                "category": "blood_flow_rate",
+                "value_num": 15000.0,
+            },
+        ]
+    )
     assert _kinds(frame) == [
-        (ACT, ""), (ACT, ""), (OBS, ""), (OBS, ""), (OBS, ""), (ACT, "12000"),
+        (ACT, ""),
+        (ACT, ""),
+        (OBS, ""),
+        (OBS, ""),
+        (OBS, ""),
+        (ACT, "12000"),
     ]
 
 
 def test_proning_and_unproning_are_actions_other_turns_are_not():
-    frame = _frame([
-        {"minute": m, "domain": Domain.POSITION, "category": c}
-        for m, c in [(0, "semi_recumbent"), (60, "prone"), (90, "prone"),
-                     (180, "semi_recumbent"), (240, "other")]
-    ])
+    frame = _frame(
+        [
+            {"minute": m, "domain": Domain.POSITION, "category": c}
+            for m, c in [
+                (0, "semi_recumbent"),
+                (60, "prone"),
+                (90, "prone"),
+                (180, "semi_recumbent"),
+                (240, "other"),
+            ]
+        ]
+    )
     assert [k for k, _ in _kinds(frame)] == [OBS, ACT, OBS, ACT, OBS]
 
 
 def test_a_code_status_is_an_action_when_it_changes():
-    frame = _frame([
-        {"minute": m, "domain": Domain.CODE_STATUS, "category": c}
-        for m, c in [(0, "Full"), (600, "Full"), (900, "DNR")]
-    ])
+    frame = _frame(
+        [
+            {"minute": m, "domain": Domain.CODE_STATUS, "category": c}
+            for m, c in [(0, "Full"), (600, "Full"), (900, "DNR")]
+        ]
+    )
     assert _kinds(frame) == [(ACT, ""), (OBS, ""), (ACT, "Full")]
 
 
 def test_other_domains_keep_their_kind():
-    frame = _frame([
-        {"minute": 0, "domain": Domain.MED_INTERMITTENT, "category": "cefepime",
-         "kind": ACT},
-        {"minute": 0, "domain": Domain.VITALS, "category": "heart_rate", "value_num": 90.0},
-    ])
+    frame = _frame(
+        [
+            {
+                "minute": 0,
+                "domain": Domain.MED_INTERMITTENT,
+                "category": "cefepime",
+                "kind": ACT,
+            },
+            {
+                "minute": 0,
+                "domain": Domain.VITALS,
+                "category": "heart_rate",
+                "value_num": 90.0,
+            },
+        ]
+    )
     assert [k for k, _ in _kinds(frame)] == [ACT, OBS]
 
 
@@ -214,8 +318,10 @@ def _previous_equal(frame: pd.DataFrame) -> pd.Series:
     frame = frame.sort_values(["admission_id", "time", "id"], kind="mergesort")
     is_set = frame["category"].str.endswith("_set")
     is_mode = frame["category"].str.startswith("mode:")
-    state = frame["value_num"].astype(object).where(
-        is_set, frame["category"].str.split(":").str[-1]
+    state = (
+        frame["value_num"]
+        .astype(object)
+        .where(is_set, frame["category"].str.split(":").str[-1])
     )
     item = frame["category"].where(is_set, is_mode.map({True: "mode", False: "device"}))
     previous = state.groupby([frame["admission_id"], item]).shift(1)
@@ -241,9 +347,13 @@ def test_no_re_charted_unchanged_respiratory_item_is_an_action_over_the_demo(dem
     assert changed_settings.count() > 300
     sample = changed_settings.order_by("pk").first()
     before = (
-        Event.objects.filter(admission_id=sample.admission_id, category=sample.category,
-                             time__lt=sample.time)
-        .order_by("-time", "-pk").first()
+        Event.objects.filter(
+            admission_id=sample.admission_id,
+            category=sample.category,
+            time__lt=sample.time,
+        )
+        .order_by("-time", "-pk")
+        .first()
     )
     assert float(sample.previous_value) == pytest.approx(before.value_num, rel=1e-3)
     assert before.value_num != pytest.approx(sample.value_num)
@@ -257,8 +367,11 @@ def test_window_5_of_the_first_stay_offers_its_nitroglycerin_and_its_peep_change
     assert "start Nitroglycerin 0.5 mcg/kg/min" in texts
     assert "PEEP 5 -> 10 cmH2O" in texts
     # the ventilator settings charted beside the PEEP change did not change
-    assert not [e for e in window_actions(window=window)
-                if e.domain == Domain.RESPIRATORY and e.category != "peep_set"]
+    assert not [
+        e
+        for e in window_actions(window=window)
+        if e.domain == Domain.RESPIRATORY and e.category != "peep_set"
+    ]
     assert window.action_count == len(texts)
 
 
@@ -273,7 +386,9 @@ def test_a_norepinephrine_bag_change_is_no_decision_in_hospitalization_22987108(
     assert (new_bag.kind, old_stop.kind) == (OBS, OBS)
     # its titrations are decisions, with the rate they changed from
     change = ne.get(order_id="124411", time__hour=17, time__minute=13)
-    assert change.kind == ACT and float(change.previous_value) == pytest.approx(0.4, abs=0.01)
+    assert change.kind == ACT and float(change.previous_value) == pytest.approx(
+        0.4, abs=0.01
+    )
     assert action_text_of(change).startswith("Norepinephrine 0.4 -> 0.2996")
 
 
@@ -290,8 +405,12 @@ def test_billing_codes_are_coded_records_never_actions_nor_at_the_bedside(demo):
 
 @pytest.mark.django_db
 def test_the_import_summary_counts_the_decisions(demo):
-    assert demo.actions[Domain.RESPIRATORY] == Event.objects.filter(
-        domain=Domain.RESPIRATORY, kind=EventKind.ACTION).count()
+    assert (
+        demo.actions[Domain.RESPIRATORY]
+        == Event.objects.filter(
+            domain=Domain.RESPIRATORY, kind=EventKind.ACTION
+        ).count()
+    )
     assert "actions derived by windows.actions" in str(demo)
 
 
@@ -302,17 +421,23 @@ def test_rederiving_changes_nothing_and_rebuild_reports_the_figures(demo):
     assert dict(Event.objects.values_list("pk", "kind")) == kinds
     # an older import: every re-charted setting an action, billing codes actions
     Event.objects.filter(domain=Domain.RESPIRATORY, category__endswith="_set").update(
-        kind=EventKind.ACTION)
+        kind=EventKind.ACTION
+    )
     Event.objects.filter(source_table="clif_patient_procedures").update(
-        kind=EventKind.ACTION)
+        kind=EventKind.ACTION
+    )
     orders = dict(Event.objects.exclude(order_id="").values_list("pk", "order_id"))
     Event.objects.update(order_id="")
     windows_build_many(stays=Stay.objects.order_by("pk"), seed=0)
     out = io.StringIO()
-    call_command("rebuild_actions", clif_orders="demo", stdout=out, stderr=io.StringIO())
+    call_command(
+        "rebuild_actions", clif_orders="demo", stdout=out, stderr=io.StringIO()
+    )
     report = out.getvalue()
     assert f"{len(orders)} CLIF medication events given their order id" in report
-    assert dict(Event.objects.exclude(order_id="").values_list("pk", "order_id")) == orders
+    assert (
+        dict(Event.objects.exclude(order_id="").values_list("pk", "order_id")) == orders
+    )
     assert "556 coded records" in report
     assert "respiratory_support" in report and "actions per window, mean" in report
     assert dict(Event.objects.values_list("pk", "kind")) == kinds

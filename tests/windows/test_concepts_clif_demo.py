@@ -238,9 +238,7 @@ def test_crrt_is_active_between_its_hourly_chartings(clif, demo):
     assert (on["aki_stage"] == 3).all()
 
 
-def test_a_norepinephrine_started_after_a_34_minute_stay_does_not_score_it(
-    clif, demo
-):
+def test_a_norepinephrine_started_after_a_34_minute_stay_does_not_score_it(clif, demo):
     # ICU 04:40-05:14:10; norepinephrine order 3083669 starts at 05:20.
     frame = stay_tracks(clif, demo, "22942076")
     assert frame["hour"].tolist() == [0, 1]
@@ -267,9 +265,7 @@ def test_events_after_icu_discharge_change_no_track(clif, demo):
             pd.testing.assert_frame_equal(full, cut, check_exact=False)
 
 
-def test_a_demo_gas_charted_with_venous_results_is_venous_and_gives_no_p_f(
-    clif, demo
-):
+def test_a_demo_gas_charted_with_venous_results_is_venous_and_gives_no_p_f(clif, demo):
     """The demo gives no specimen and files every pO2 under po2_arterial; the
     venous pH and pCO2 charted from the same collection carry that gas's own
     values, which tells a venous gas apart (the importer keeps the specimen in
@@ -316,8 +312,9 @@ def test_an_intubated_patients_15_is_flagged_as_the_untestable_verbal_convention
     # Over the first demo stays: every flagged hour is 15, and an observed 15
     # (verbal tested) is never flagged.
     tables, adt = demo
-    for hosp_id in sorted(tables["patient_assessments"]["hospitalization_id"]
-                          .astype(str).unique())[:30]:
+    for hosp_id in sorted(
+        tables["patient_assessments"]["hospitalization_id"].astype(str).unique()
+    )[:30]:
         events = events_of(clif, tables, hosp_id)
         for intime, outtime in icu_stays(adt, hosp_id):
             frame = compute_stay_tracks(events, intime=intime, outtime=outtime)
@@ -326,8 +323,8 @@ def test_an_intubated_patients_15_is_flagged_as_the_untestable_verbal_convention
             tested = frame[frame["gcs_unable"] == 0]
             assert (tested["gcs_verbal"] > 0).all()
             assert (
-                tested["gcs"] == tested["gcs_eye"] + tested["gcs_verbal"]
-                + tested["gcs_motor"]
+                tested["gcs"]
+                == tested["gcs_eye"] + tested["gcs_verbal"] + tested["gcs_motor"]
             ).all()
 
 

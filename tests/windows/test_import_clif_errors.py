@@ -1,6 +1,7 @@
 """The CLIF importer on small CLIF folders written by the tests, broken in each way
 a real export can be broken: the error names file, row and column, and nothing is
 written."""
+
 from pathlib import Path
 
 import pandas as pd
@@ -16,15 +17,21 @@ pytestmark = pytest.mark.django_db
 
 
 def _counts() -> tuple[int, int, int, int]:
-    return (Patient.objects.count(), Admission.objects.count(), Stay.objects.count(),
-            Event.objects.count())
+    return (
+        Patient.objects.count(),
+        Admission.objects.count(),
+        Stay.objects.count(),
+        Event.objects.count(),
+    )
 
 
 @pytest.fixture
 def small_clif(tmp_path, clif_demo_dir) -> Path:
     """Two hospitalizations of the demo, written as csv files."""
     adt = pd.read_parquet(clif_demo_dir / "clif_adt.parquet")
-    hosp_ids = list(adt[adt.location_category == "icu"].hospitalization_id.astype(str).unique()[:2])
+    hosp_ids = list(
+        adt[adt.location_category == "icu"].hospitalization_id.astype(str).unique()[:2]
+    )
     for name in ["patient", "hospitalization", "adt", "vitals", "labs"]:
         frame = pd.read_parquet(clif_demo_dir / f"clif_{name}.parquet")
         if "hospitalization_id" in frame:
@@ -52,13 +59,16 @@ def test_small_folder_imports(small_clif):
     summary = clif_import(directory=small_clif)
     assert summary.stays >= 2
     assert Event.objects.filter(source_table="clif_vitals").count() == len(
-        pd.read_csv(small_clif / "clif_vitals.csv"))
+        pd.read_csv(small_clif / "clif_vitals.csv")
+    )
     assert any("respiratory_support" in note for note in summary.notes)
 
 
 def test_missing_file_is_named(small_clif):
     (small_clif / "clif_adt.csv").unlink()
-    _assert_rejected(small_clif, "clif_adt.parquet", "required CLIF table adt not found")
+    _assert_rejected(
+        small_clif, "clif_adt.parquet", "required CLIF table adt not found"
+    )
 
 
 def test_missing_column_is_named(small_clif):
@@ -69,37 +79,52 @@ def test_missing_column_is_named(small_clif):
 def test_unparseable_time_names_file_row_and_column(small_clif):
     def break_row(frame):
         frame.loc[7, "recorded_dttm"] = "not a time"
+
     _edit(small_clif, "vitals", break_row)
-    _assert_rejected(small_clif, "clif_vitals.csv", "row 8", "column recorded_dttm",
-                     "'not a time'")
+    _assert_rejected(
+        small_clif, "clif_vitals.csv", "row 8", "column recorded_dttm", "'not a time'"
+    )
 
 
 def test_outtime_before_intime_is_rejected(small_clif):
     def swap(frame):
-        frame.loc[1, ["in_dttm", "out_dttm"]] = frame.loc[1, ["out_dttm", "in_dttm"]].values
+        frame.loc[1, ["in_dttm", "out_dttm"]] = frame.loc[
+            1, ["out_dttm", "in_dttm"]
+        ].values
+
     _edit(small_clif, "adt", swap)
-    _assert_rejected(small_clif, "clif_adt.csv", "row 2", "column out_dttm", "is before")
+    _assert_rejected(
+        small_clif, "clif_adt.csv", "row 2", "column out_dttm", "is before"
+    )
 
 
 def test_unknown_hospitalization_id_is_rejected(small_clif):
     def orphan(frame):
         frame.loc[0, "hospitalization_id"] = "99999999"
+
     _edit(small_clif, "adt", orphan)
-    _assert_rejected(small_clif, "clif_adt.csv", "row 1", "unknown hospitalization_id '99999999'")
+    _assert_rejected(
+        small_clif, "clif_adt.csv", "row 1", "unknown hospitalization_id '99999999'"
+    )
 
 
 def test_unknown_patient_id_is_rejected(small_clif):
     def orphan(frame):
         frame.loc[0, "patient_id"] = "nobody"
+
     _edit(small_clif, "hospitalization", orphan)
-    _assert_rejected(small_clif, "clif_hospitalization.csv", "unknown patient_id 'nobody'")
+    _assert_rejected(
+        small_clif, "clif_hospitalization.csv", "unknown patient_id 'nobody'"
+    )
 
 
 def test_error_late_in_the_files_writes_nothing(small_clif):
     """A bad time in the last rows of a late table: nothing of the earlier batches
     or tables is written either."""
+
     def break_last(frame):
         frame.loc[len(frame) - 1, "lab_result_dttm"] = "2180-13-45"
+
     _edit(small_clif, "labs", break_last)
     with pytest.raises(SourceDataError):
         clif_import(directory=small_clif, batch_stays=1)

@@ -60,8 +60,13 @@ def admin_page(client, admin):
 def running(**fields) -> ImportRun:
     """A run held by a live worker."""
     return ImportRun.objects.create(
-        source="clif", status=ImportStatus.RUNNING, lease="L1", worker="host:7",
-        heartbeat_at=timezone.now(), started_at=timezone.now(), **fields,
+        source="clif",
+        status=ImportStatus.RUNNING,
+        lease="L1",
+        worker="host:7",
+        heartbeat_at=timezone.now(),
+        started_at=timezone.now(),
+        **fields,
     )
 
 
@@ -75,7 +80,13 @@ def stale(run: ImportRun) -> ImportRun:
 
 def snapshot(run: ImportRun) -> tuple:
     run.refresh_from_db()
-    return (run.status, run.lease, run.error, run.attempts, OutboxMessage.objects.count())
+    return (
+        run.status,
+        run.lease,
+        run.error,
+        run.attempts,
+        OutboxMessage.objects.count(),
+    )
 
 
 # Services ---------------------------------------------------------------------
@@ -101,20 +112,30 @@ def test_creating_a_run_records_its_task_in_the_outbox_with_the_reaper_key(admin
     with transaction.atomic():
         run = import_run_create(source="clif", path="", user=admin)
     message = OutboxMessage.objects.get()
-    assert (message.task, message.args, message.key) == (TASK, [run.pk], f"job:import:{run.pk}")
+    assert (message.task, message.args, message.key) == (
+        TASK,
+        [run.pk],
+        f"job:import:{run.pk}",
+    )
 
 
 @pytest.mark.django_db
 @pytest.mark.parametrize("status", [ImportStatus.FAILED, ImportStatus.CANCELLED])
 def test_resume_queues_a_failed_or_cancelled_run_again(admin, status):
     run = ImportRun.objects.create(
-        source="clif", status=status, error="boom", attempts=3,
+        source="clif",
+        status=status,
+        error="boom",
+        attempts=3,
         finished_at=timezone.now(),
     )
     import_run_resume(admin=admin, import_run=run)
     run.refresh_from_db()
     assert (run.status, run.error, run.attempts, run.finished_at) == (
-        ImportStatus.QUEUED, "", 0, None
+        ImportStatus.QUEUED,
+        "",
+        0,
+        None,
     )
     assert run.progress_label == f"resumed by {admin.get_username()}"
     assert OutboxMessage.objects.filter(task=TASK, args=[run.pk]).count() == 1
@@ -132,13 +153,17 @@ def test_resume_takes_a_stuck_run_from_its_silent_worker(admin):
 @pytest.mark.parametrize(
     "make, message",
     [
-        (lambda: ImportRun.objects.create(source="clif", status=ImportStatus.DONE),
-         "is done: there is nothing to resume"),
+        (
+            lambda: ImportRun.objects.create(source="clif", status=ImportStatus.DONE),
+            "is done: there is nothing to resume",
+        ),
         (lambda: ImportRun.objects.create(source="clif"), "is already queued"),
         (running, "is running in worker host:7"),
     ],
 )
-def test_resume_refuses_a_done_queued_or_live_run_and_changes_nothing(admin, make, message):
+def test_resume_refuses_a_done_queued_or_live_run_and_changes_nothing(
+    admin, make, message
+):
     run = make()
     before = snapshot(run)
     with pytest.raises(ValidationError, match=message):
@@ -173,8 +198,9 @@ def test_cancel_of_a_queued_run_leaves_its_message_nothing_to_do(admin):
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("status", [ImportStatus.DONE, ImportStatus.FAILED,
-                                    ImportStatus.CANCELLED])
+@pytest.mark.parametrize(
+    "status", [ImportStatus.DONE, ImportStatus.FAILED, ImportStatus.CANCELLED]
+)
 def test_cancel_refuses_a_run_that_is_not_open(admin, status):
     run = ImportRun.objects.create(source="clif", status=status)
     before = snapshot(run)
@@ -246,7 +272,10 @@ def test_page_offers_cancel_for_open_runs_and_resume_for_failed_cancelled_and_st
     for run in (failed, cancelled):
         assert f'action="{resume_url(run)}"' in html
         assert f'action="{cancel_url(run)}"' not in html
-    assert f"/imports/{done.pk}/resume/" not in html and f"/imports/{done.pk}/cancel/" not in html
+    assert (
+        f"/imports/{done.pk}/resume/" not in html
+        and f"/imports/{done.pk}/cancel/" not in html
+    )
     assert "25%" in html and "2/8 steps" in html and "batch 1/4: labs" in html
     assert re.search(r"last heartbeat \d+ s ago · worker host:7", html)
     assert "&lt;bad&gt; row 3" in html
@@ -289,7 +318,9 @@ def test_cancel_button_cancels_with_a_message(admin_page):
 
 
 @pytest.mark.django_db
-def test_resuming_a_done_import_is_refused_with_a_message_and_nothing_changes(admin_page):
+def test_resuming_a_done_import_is_refused_with_a_message_and_nothing_changes(
+    admin_page,
+):
     run = ImportRun.objects.create(source="clif", status=ImportStatus.DONE)
     before = snapshot(run)
 
@@ -308,7 +339,9 @@ def test_cancelling_a_failed_import_is_refused_with_a_message(admin_page):
 
     response = admin_page.post(cancel_url(run), follow=True)
 
-    assert "only a queued or running import can be cancelled" in response.content.decode()
+    assert (
+        "only a queued or running import can be cancelled" in response.content.decode()
+    )
     assert snapshot(run) == before
 
 
@@ -361,7 +394,9 @@ def test_starting_an_import_during_a_broker_outage_answers_and_starts_once_it_is
     from realicu_web.celery import app
 
     def broker_down(*args, **kwargs):
-        raise OperationalError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
+        raise OperationalError(
+            "Error 111 connecting to 127.0.0.1:6379. Connection refused."
+        )
 
     monkeypatch.setattr(app, "send_task", broker_down)
 
@@ -380,7 +415,9 @@ def test_starting_an_import_during_a_broker_outage_answers_and_starts_once_it_is
 
     # The broker is back: the reaper's next round sends the task, once.
     sent = []
-    monkeypatch.setattr(app, "send_task", lambda name, args=None, **kw: sent.append((name, args)))
+    monkeypatch.setattr(
+        app, "send_task", lambda name, args=None, **kw: sent.append((name, args))
+    )
     OutboxMessage.objects.update(created_at=timezone.now() - timedelta(seconds=10))
     assert jobs_reap()["outbox_sent"] == 1
     assert jobs_reap()["outbox_sent"] == 0
@@ -419,9 +456,12 @@ def test_import_killed_with_its_worker_completes_after_the_reaper_requeues_it(
     assert clean["stays"] > 20 and _demo_counts()["stays"] == 0
 
     settings.REALICU_JOB_STALE_SECONDS = 4
-    env = {"REALICU_JOB_HEARTBEAT_SECONDS": 0.5, "REALICU_JOB_STALE_SECONDS": 4,
-           "REALICU_IMPORT_BATCH_STAYS": 5,
-           "REALICU_IMPORT_ROOTS": ",".join(settings.REALICU_IMPORT_ROOTS)}
+    env = {
+        "REALICU_JOB_HEARTBEAT_SECONDS": 0.5,
+        "REALICU_JOB_STALE_SECONDS": 4,
+        "REALICU_IMPORT_BATCH_STAYS": 5,
+        "REALICU_IMPORT_ROOTS": ",".join(settings.REALICU_IMPORT_ROOTS),
+    }
     first = start_worker(Path(tmp_path) / "worker1.log", **env)
     second = None
     try:

@@ -787,16 +787,46 @@ BEDSIDE_TEXT_ITEMS = [
     (224093, "Position", "Left Side", "position", "not_prone", "Left Side"),
     (223758, "Code Status", "DNR / DNI", "code_status", "DNR/DNI", "DNR / DNI"),
     (227290, "CRRT mode", "CVVHDF", "crrt_therapy", "crrt:cvvhdf", "CVVHDF"),
-    (229314, "Ventilator Mode (Hamilton)", "ASV", "respiratory_support", "mode:Other",
-     "ASV"),
-    (227577, "BiPap Mode", "Spontaneous (S)", "respiratory_support", "mode:Other",
-     "Spontaneous (S)"),
-    (223849, "Ventilator Mode", "CMV/ASSIST", "respiratory_support",
-     "mode:Assist Control-Volume Control", "CMV/ASSIST"),
-    (224056, "Braden Activity", "Bedfast", "patient_assessments", "braden_activity",
-     "Braden Activity"),
-    (228300, "CAM-ICU MS Change", "No", "patient_assessments", "cam_mental",
-     "CAM-ICU MS Change"),
+    (
+        229314,
+        "Ventilator Mode (Hamilton)",
+        "ASV",
+        "respiratory_support",
+        "mode:Other",
+        "ASV",
+    ),
+    (
+        227577,
+        "BiPap Mode",
+        "Spontaneous (S)",
+        "respiratory_support",
+        "mode:Other",
+        "Spontaneous (S)",
+    ),
+    (
+        223849,
+        "Ventilator Mode",
+        "CMV/ASSIST",
+        "respiratory_support",
+        "mode:Assist Control-Volume Control",
+        "CMV/ASSIST",
+    ),
+    (
+        224056,
+        "Braden Activity",
+        "Bedfast",
+        "patient_assessments",
+        "braden_activity",
+        "Braden Activity",
+    ),
+    (
+        228300,
+        "CAM-ICU MS Change",
+        "No",
+        "patient_assessments",
+        "cam_mental",
+        "CAM-ICU MS Change",
+    ),
 ]
 
 
@@ -810,8 +840,9 @@ def test_position_code_status_crrt_modes_and_assessments_are_in_their_clif_table
         tables["icu/chartevents"].append(
             chart(A1, itemid, f"2151-03-02 {10 + i}:00:00", text)
         )
-        tables["icu/d_items"].append({"itemid": itemid, "label": label,
-                                      "param_type": "Text"})
+        tables["icu/d_items"].append(
+            {"itemid": itemid, "label": label, "param_type": "Text"}
+        )
     if reader == "pandas":
         monkeypatch.setattr(ChartEventsStep, "_run", EventStep.run)
     mimic_import(directory=write_mimic(tmp_path / "m", tables))
@@ -832,8 +863,10 @@ def test_temperature_site_goes_onto_its_temperature_and_labs_charted_take_storet
     tables["icu/chartevents"] += [
         chart(A1, 224642, "2151-03-01 13:00:00", "Oral"),  # the 100.4 °F of row 3
         chart(A1, 224642, "2151-03-01 15:00:00", "Axillary"),  # no temperature
-        dict(chart(A1, 220224, "2151-03-01 13:10:00", "88", 88, "mmHg"),
-             storetime="2151-03-01 13:25:00"),  # Arterial O2 pressure
+        dict(
+            chart(A1, 220224, "2151-03-01 13:10:00", "88", 88, "mmHg"),
+            storetime="2151-03-01 13:25:00",
+        ),  # Arterial O2 pressure
     ]
     tables["icu/d_items"] += [
         {"itemid": 224642, "label": "Temperature Site", "param_type": "Text"},
@@ -857,14 +890,30 @@ def test_a_blood_gas_takes_its_specimen_from_its_collection(tmp_path):
     """The pO2 of a gas whose pH is charted as venous is venous (no P/F from it);
     a gas whose Specimen Type says ART. is arterial."""
     tables = mimic_tables()
-    gas = dict(tables["hosp/labevents"][0], charttime="2151-03-02 09:00:00",
-               storetime="2151-03-02 09:05:00", valueuom="mm Hg")
+    gas = dict(
+        tables["hosp/labevents"][0],
+        charttime="2151-03-02 09:00:00",
+        storetime="2151-03-02 09:05:00",
+        valueuom="mm Hg",
+    )
     tables["hosp/labevents"] += [
         dict(gas, labevent_id=11, itemid=50821, value="35", valuenum=35),
-        dict(gas, labevent_id=12, charttime="2151-03-02 10:00:00", itemid=50821,
-             value="90", valuenum=90),
-        dict(gas, labevent_id=13, charttime="2151-03-02 10:00:00", itemid=52033,
-             value="ART.", valuenum=""),
+        dict(
+            gas,
+            labevent_id=12,
+            charttime="2151-03-02 10:00:00",
+            itemid=50821,
+            value="90",
+            valuenum=90,
+        ),
+        dict(
+            gas,
+            labevent_id=13,
+            charttime="2151-03-02 10:00:00",
+            itemid=52033,
+            value="ART.",
+            valuenum="",
+        ),
     ]
     tables["icu/chartevents"].append(
         chart(A1, 220274, "2151-03-02 09:00:00", "7.31", 7.31)  # PH (Venous)
@@ -881,17 +930,31 @@ def test_a_blood_gas_takes_its_specimen_from_its_collection(tmp_path):
 def test_procedure_codes_are_coded_records_at_their_date(tmp_path):
     tables = mimic_tables()
     tables["hosp/procedures_icd"] = [
-        {"subject_id": 10001, "hadm_id": A1, "seq_num": 1, "chartdate": "2151-03-02",
-         "icd_code": "5A1955Z", "icd_version": 10},
+        {
+            "subject_id": 10001,
+            "hadm_id": A1,
+            "seq_num": 1,
+            "chartdate": "2151-03-02",
+            "icd_code": "5A1955Z",
+            "icd_version": 10,
+        },
     ]
     tables["hosp/hcpcsevents"] = [
-        {"subject_id": 10001, "hadm_id": A1, "chartdate": "2151-03-03",
-         "hcpcs_cd": "99291", "seq_num": 1, "short_description": "Critical care"},
+        {
+            "subject_id": 10001,
+            "hadm_id": A1,
+            "chartdate": "2151-03-03",
+            "hcpcs_cd": "99291",
+            "seq_num": 1,
+            "short_description": "Critical care",
+        },
     ]
     mimic_import(directory=write_mimic(tmp_path / "m", tables))
 
     coded = Event.objects.filter(kind="coded").order_by("time")
-    assert list(coded.values_list("time", "kind", "category", "name", "value_text")) == [
+    assert list(
+        coded.values_list("time", "kind", "category", "name", "value_text")
+    ) == [
         (_t("2151-03-02 00:00"), "coded", "ICD10PCS", "ICD10PCS 5A1955Z", "5A1955Z"),
         (_t("2151-03-03 00:00"), "coded", "CPT", "CPT 99291", "99291"),
     ]
@@ -925,15 +988,24 @@ def test_infusions_become_mar_records_per_order_with_rates_as_in_section_5(mimic
 
     norepi = Event.objects.filter(source_table="inputevents", category="norepinephrine")
     assert sorted(
-        norepi.values_list("time", "value_text", "value_num", "unit", "order_id",
-                           "source_key")
+        norepi.values_list(
+            "time", "value_text", "value_num", "unit", "order_id", "source_key"
+        )
     ) == [
         (_t("2151-03-01 14:00"), "start", 0.1, "mcg/kg/min", "9001", "9001"),
-        (_t("2151-03-01 16:00"), "dose_change", pytest.approx(0.2), "mcg/kg/min",
-         "9001", "9002"),  # mg/kg/min x1000
+        (
+            _t("2151-03-01 16:00"),
+            "dose_change",
+            pytest.approx(0.2),
+            "mcg/kg/min",
+            "9001",
+            "9002",
+        ),  # mg/kg/min x1000
         (_t("2151-03-01 18:00"), "stop", 0.0, "mcg/kg/min", "9001", "9002:stop"),
     ]
-    assert set(norepi.values_list("domain", flat=True)) == {"medication_admin_continuous"}
+    assert set(norepi.values_list("domain", flat=True)) == {
+        "medication_admin_continuous"
+    }
     assert not norepi.filter(end_time__isnull=False).exists()
     vaso = Event.objects.filter(source_table="inputevents", category="vasopressin")
     assert sorted(vaso.values_list("value_text", "value_num", "unit")) == [
@@ -960,15 +1032,37 @@ def test_a_paused_infusion_restarted_at_once_is_going_and_after_a_gap_starts_aga
     tmp_path,
 ):
     tables = mimic_tables()
-    base = dict(tables["icu/inputevents"][0], itemid=221906, linkorderid=7000,
-                rateuom="mcg/kg/min")
+    base = dict(
+        tables["icu/inputevents"][0],
+        itemid=221906,
+        linkorderid=7000,
+        rateuom="mcg/kg/min",
+    )
     tables["icu/inputevents"] = [
-        dict(base, orderid=7001, starttime="2151-03-01 13:00:00",
-             endtime="2151-03-01 14:00:00", rate=0.1, statusdescription="Paused"),
-        dict(base, orderid=7002, starttime="2151-03-01 14:00:00",
-             endtime="2151-03-01 15:00:00", rate=0.1, statusdescription="Paused"),
-        dict(base, orderid=7003, starttime="2151-03-01 16:00:00",
-             endtime="2151-03-01 17:00:00", rate=0.3, statusdescription="Stopped"),
+        dict(
+            base,
+            orderid=7001,
+            starttime="2151-03-01 13:00:00",
+            endtime="2151-03-01 14:00:00",
+            rate=0.1,
+            statusdescription="Paused",
+        ),
+        dict(
+            base,
+            orderid=7002,
+            starttime="2151-03-01 14:00:00",
+            endtime="2151-03-01 15:00:00",
+            rate=0.1,
+            statusdescription="Paused",
+        ),
+        dict(
+            base,
+            orderid=7003,
+            starttime="2151-03-01 16:00:00",
+            endtime="2151-03-01 17:00:00",
+            rate=0.3,
+            statusdescription="Stopped",
+        ),
     ]
     mimic_import(directory=write_mimic(tmp_path / "m", tables))
 
@@ -1101,8 +1195,17 @@ def test_batches_of_one_stay_import_the_same_and_report_progress(mimic_dir):
 def chart_events() -> list[tuple]:
     return sorted(
         Event.objects.filter(source_table="chartevents").values_list(
-            "admission__source_id", "time", "end_time", "kind", "domain", "category",
-            "name", "value_num", "unit", "value_text", "source_key",
+            "admission__source_id",
+            "time",
+            "end_time",
+            "kind",
+            "domain",
+            "category",
+            "name",
+            "value_num",
+            "unit",
+            "value_text",
+            "source_key",
         )
     )
 
@@ -1120,7 +1223,9 @@ def chart_events_both_ways(directory: Path, monkeypatch) -> tuple[list, list]:
 
 
 @pytest.mark.django_db
-def test_chartevents_read_by_arrow_are_those_of_the_pandas_reader(tmp_path, monkeypatch):
+def test_chartevents_read_by_arrow_are_those_of_the_pandas_reader(
+    tmp_path, monkeypatch
+):
     """The Arrow reader and transform of chartevents give the events of the
     pandas path, row for row, on the cases that differ between the two
     libraries: missing-value spellings, quoted commas and line breaks, a unit
@@ -1136,7 +1241,9 @@ def test_chartevents_read_by_arrow_are_those_of_the_pandas_reader(tmp_path, monk
         chart(A2, 220045, "2161-05-01 10:30:00.5", "null", "", ""),
         chart("", 220045, "2151-03-01 12:00:00", "90", 90, "bpm"),
     ]
-    arrow, pandas = chart_events_both_ways(write_mimic(tmp_path / "m", tables), monkeypatch)
+    arrow, pandas = chart_events_both_ways(
+        write_mimic(tmp_path / "m", tables), monkeypatch
+    )
 
     assert len(arrow) == IMPORTED_ROWS["chartevents"] + 6
     assert arrow == pandas
@@ -1294,7 +1401,9 @@ def test_unparseable_time_in_an_event_row_is_rejected_and_the_batch_rolled_back(
 
 @pytest.mark.django_db
 @pytest.mark.parametrize("reader", ["arrow", "pandas"])
-def test_a_date_without_a_time_in_a_time_column_is_rejected(tmp_path, monkeypatch, reader):
+def test_a_date_without_a_time_in_a_time_column_is_rejected(
+    tmp_path, monkeypatch, reader
+):
     tables = mimic_tables()
     tables["icu/chartevents"][4]["charttime"] = "2151-03-01"
     if reader == "pandas":
@@ -1492,9 +1601,9 @@ def _mcide(name: str) -> set[str]:
 
 
 def test_medication_assessment_input_and_output_categories_are_mcide_categories():
-    medications = _mcide("clif_medication_admin_continuous_med_categories.csv") | _mcide(
-        "clif_medication_admin_intermittent_med_categories.csv"
-    )
+    medications = _mcide(
+        "clif_medication_admin_continuous_med_categories.csv"
+    ) | _mcide("clif_medication_admin_intermittent_med_categories.csv")
     mapped = [*INPUTEVENTS.values(), *CHARTEVENTS.values(), *OUTPUTEVENTS.values()]
     assert {
         m.category for m in mapped if m.domain.startswith("medication_admin")
@@ -1562,7 +1671,9 @@ def test_an_error_in_a_later_batch_says_what_was_imported_and_a_rerun_completes_
     assert not Admission.objects.filter(source_id=str(last)).exists()
 
     tables["icu/chartevents"][row]["charttime"] = good
-    summary = mimic_import(directory=write_mimic(tmp_path / "fixed", tables), batch_stays=1)
+    summary = mimic_import(
+        directory=write_mimic(tmp_path / "fixed", tables), batch_stays=1
+    )
     assert summary.skipped_admissions == 1 and summary.admissions == 1
     assert event_counts() == IMPORTED_ROWS
 

@@ -1,5 +1,6 @@
 """An import queued from the web runs in a real Celery worker (Redis broker, as in
 production) and reports its progress on the run row."""
+
 import re
 import time
 
@@ -45,7 +46,9 @@ def test_demo_import_runs_in_the_worker_with_progress(worker):
 
 def test_failed_import_keeps_its_message(worker, tmp_path, settings):
     settings.REALICU_IMPORT_ROOTS = [str(tmp_path)]
-    (tmp_path / "clif_patient.csv").write_text("patient_id,sex_category,death_dttm\n1,F,\n")
+    (tmp_path / "clif_patient.csv").write_text(
+        "patient_id,sex_category,death_dttm\n1,F,\n"
+    )
     run = _wait(import_run_create(source="clif", path=str(tmp_path)))
     assert run.status == ImportStatus.FAILED
     assert "required CLIF table hospitalization not found" in run.error
@@ -66,8 +69,9 @@ def test_running_import_shows_the_progress_its_heartbeat_wrote(admin_client):
     import's transaction; the page reads it from there."""
     from jobs.leases import job_heartbeat
 
-    run = ImportRun.objects.create(source="clif", status=ImportStatus.RUNNING,
-                                   lease="L1", worker="host:42")
+    run = ImportRun.objects.create(
+        source="clif", status=ImportStatus.RUNNING, lease="L1", worker="host:42"
+    )
     heartbeat = job_heartbeat(model=ImportRun, pk=run.pk, lease="L1")
     heartbeat(3, 4, "batch 1/1: labs")
     heartbeat.beat()

@@ -4,6 +4,7 @@ consortium's conversion (tests/windows/mimic_roundtrip.py) imported by
 ``import_mimic``. Cohort, times, events, actions per window, the Gold draw and
 the hourly concept tracks must agree, except for what the inversion cannot carry
 (``NOT_CARRIED`` below, each with its reason)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -34,8 +35,10 @@ NOT_CARRIED_ROWS = [
         "gcs_total, braden_total and cam_total are computed by the consortium from "
         "their components; MIMIC-IV (MetaVision) charts only the components",
         "clif",
-        lambda e: (e["domain"] == "patient_assessments")
-        & e["category"].isin(["gcs_total", "braden_total", "cam_total"]),
+        lambda e: (
+            (e["domain"] == "patient_assessments")
+            & e["category"].isin(["gcs_total", "braden_total", "cam_total"])
+        ),
     ),
     (
         "Ventilator Type (223848) is CLIF's vent_brand_name, which the CLIF importer "
@@ -51,9 +54,11 @@ NOT_CARRIED_COLUMNS = [
         "CLIF names respiratory and CRRT parameters by their column (fio2_set); "
         "MIMIC-IV by the item's label (Inspired O2 Fraction)",
         "name",
-        lambda e: e["domain"].isin(["respiratory_support", "crrt_therapy"])
-        & ~e["category"].str.contains(":")
-        & ~e["category"].isin(mimic_roundtrip.DEVICE_CATEGORIES_OF_DEMO),
+        lambda e: (
+            e["domain"].isin(["respiratory_support", "crrt_therapy"])
+            & ~e["category"].str.contains(":")
+            & ~e["category"].isin(mimic_roundtrip.DEVICE_CATEGORIES_OF_DEMO)
+        ),
     ),
     (
         "the consortium names GCS components gcs_eyes, gcs_verbal, gcs_motor and "
@@ -61,14 +66,19 @@ NOT_CARRIED_COLUMNS = [
         "name",
         lambda e: e["category"].isin(["gcs_eye", "gcs_verbal", "gcs_motor"]),
     ),
-    ("(as above)", "value_text",
-     lambda e: e["category"].isin(["gcs_eye", "gcs_verbal", "gcs_motor"])),
+    (
+        "(as above)",
+        "value_text",
+        lambda e: e["category"].isin(["gcs_eye", "gcs_verbal", "gcs_motor"]),
+    ),
     (
         "CLIF's tracheostomy flag is carried forward by the consortium from "
         "tracheostomy procedures; MIMIC-IV's device row says only its device",
         "value_text",
-        lambda e: (e["domain"] == "respiratory_support")
-        & e["category"].isin(mimic_roundtrip.DEVICE_CATEGORIES_OF_DEMO),
+        lambda e: (
+            (e["domain"] == "respiratory_support")
+            & e["category"].isin(mimic_roundtrip.DEVICE_CATEGORIES_OF_DEMO)
+        ),
     ),
     (
         "procedure codes carry a date only: the consortium places them at local "
@@ -104,8 +114,10 @@ class RoundTrip:
         self.mimic_summary = mimic_import(directory=mimic_dir)
         self.events = {src: self._events(src) for src in (Source.CLIF, Source.MIMIC)}
         stays = {
-            src: {(s.admission.source_id, s.intime): s
-                  for s in Stay.objects.filter(source=src).select_related("admission")}
+            src: {
+                (s.admission.source_id, s.intime): s
+                for s in Stay.objects.filter(source=src).select_related("admission")
+            }
             for src in (Source.CLIF, Source.MIMIC)
         }
         self.stay_keys = sorted(stays[Source.CLIF])
@@ -137,7 +149,9 @@ def _orders_not_started(clif: pd.DataFrame) -> set:
     return set(first[first != "start"].index)
 
 
-def _comparable(events: pd.DataFrame, side: str, odd_orders: set = frozenset()) -> pd.DataFrame:
+def _comparable(
+    events: pd.DataFrame, side: str, odd_orders: set = frozenset()
+) -> pd.DataFrame:
     e = events.copy()
     if odd_orders:
         keys = pd.Series(list(zip(e["hosp"], e["order_id"], e["name"])), index=e.index)
@@ -159,11 +173,23 @@ def _comparable(events: pd.DataFrame, side: str, odd_orders: set = frozenset()) 
     return e
 
 
-EVENT_KEY = ["hosp", "time", "end_time", "domain", "category", "name", "value_num", "unit",
-             "value_text", "order_id"]
+EVENT_KEY = [
+    "hosp",
+    "time",
+    "end_time",
+    "domain",
+    "category",
+    "name",
+    "value_num",
+    "unit",
+    "value_text",
+    "order_id",
+]
 
 
-def _multiset_diff(clif: pd.DataFrame, mimic: pd.DataFrame, key: list[str]) -> pd.DataFrame:
+def _multiset_diff(
+    clif: pd.DataFrame, mimic: pd.DataFrame, key: list[str]
+) -> pd.DataFrame:
     a = clif[key].fillna({"value_num": -1e300}).value_counts().rename("clif")
     b = mimic[key].fillna({"value_num": -1e300}).value_counts().rename("mimic")
     both = pd.concat([a, b], axis=1).fillna(0)
@@ -178,8 +204,10 @@ def event_differences(trip: RoundTrip) -> pd.DataFrame:
 
 
 def _described(diff: pd.DataFrame) -> str:
-    by = diff.assign(extra_clif=(diff["clif"] - diff["mimic"]).clip(lower=0),
-                     extra_mimic=(diff["mimic"] - diff["clif"]).clip(lower=0))
+    by = diff.assign(
+        extra_clif=(diff["clif"] - diff["mimic"]).clip(lower=0),
+        extra_mimic=(diff["mimic"] - diff["clif"]).clip(lower=0),
+    )
     summary = by.groupby(["domain", "category"])[["extra_clif", "extra_mimic"]].sum()
     return summary.to_string() + "\n" + by.head(20).to_string()
 
@@ -187,9 +215,16 @@ def _described(diff: pd.DataFrame) -> str:
 def test_cohort_and_times_agree(roundtrip):
     def cohort(source):
         return sorted(
-            (a.source_id, a.patient.source_id, a.admit_time, a.discharge_time,
-             a.discharge_disposition, a.admission_type, a.patient.sex,
-             [d["code"] for d in a.diagnoses])
+            (
+                a.source_id,
+                a.patient.source_id,
+                a.admit_time,
+                a.discharge_time,
+                a.discharge_disposition,
+                a.admission_type,
+                a.patient.sex,
+                [d["code"] for d in a.diagnoses],
+            )
             for a in Admission.objects.filter(source=source).select_related("patient")
         )
 
@@ -199,7 +234,10 @@ def test_cohort_and_times_agree(roundtrip):
     for key in roundtrip.stay_keys:
         c, m = roundtrip.stays[Source.CLIF][key], roundtrip.stays[Source.MIMIC][key]
         assert (c.outtime, c.care_unit, c.hospital_outcome) == (
-            m.outtime, m.care_unit, m.hospital_outcome), key
+            m.outtime,
+            m.care_unit,
+            m.hospital_outcome,
+        ), key
 
 
 def test_patient_ages_and_deaths_agree_but_where_mimic_keeps_only_a_date(roundtrip):
@@ -208,10 +246,15 @@ def test_patient_ages_and_deaths_agree_but_where_mimic_keeps_only_a_date(roundtr
     at admission matches for all but one admission of the demo. A death after
     discharge has only a date in MIMIC-IV (dod)."""
     ages = {
-        src: {a.source_id: a.age_at_admission for a in Admission.objects.filter(source=src)}
+        src: {
+            a.source_id: a.age_at_admission
+            for a in Admission.objects.filter(source=src)
+        }
         for src in (Source.CLIF, Source.MIMIC)
     }
-    differ = [h for h in ages[Source.CLIF] if ages[Source.CLIF][h] != ages[Source.MIMIC][h]]
+    differ = [
+        h for h in ages[Source.CLIF] if ages[Source.CLIF][h] != ages[Source.MIMIC][h]
+    ]
     assert len(differ) <= 1
     deaths = {
         src: {p.source_id: p.death_time for p in Patient.objects.filter(source=src)}
@@ -234,8 +277,13 @@ def test_event_kinds_agree_per_domain_and_category(roundtrip):
         e = _comparable(roundtrip.events[source], side)
         return e.groupby(["domain", "category", "kind"]).size()
 
-    both = pd.concat([counts(Source.CLIF, "clif").rename("clif"),
-                      counts(Source.MIMIC, "mimic").rename("mimic")], axis=1).fillna(0)
+    both = pd.concat(
+        [
+            counts(Source.CLIF, "clif").rename("clif"),
+            counts(Source.MIMIC, "mimic").rename("mimic"),
+        ],
+        axis=1,
+    ).fillna(0)
     differ = both[both["clif"] != both["mimic"]]
     assert differ.empty, differ.to_string()
 
@@ -252,7 +300,9 @@ def _event_ids(source, rule) -> list[int]:
     rows = Event.objects.filter(admission__source=source).values_list(
         "pk", "admission__source_id", *EVENT_COLUMNS
     )
-    frame = pd.DataFrame.from_records(list(rows), columns=["pk", "hosp", *EVENT_COLUMNS])
+    frame = pd.DataFrame.from_records(
+        list(rows), columns=["pk", "hosp", *EVENT_COLUMNS]
+    )
     return frame.loc[rule(frame).to_numpy(), "pk"].tolist()
 
 
@@ -269,10 +319,12 @@ def test_actions_per_window_and_the_gold_draw_agree(roundtrip):
             stay = roundtrip.stays[src][key]
             windows_build(stay=stay)
             windows_sample_gold(stay=stay, seed=7)
-            sides.append([
-                (w.start, w.action_count, w.sample_regime, w.sampled_gold)
-                for w in Window.objects.filter(stay=stay).order_by("index")
-            ])
+            sides.append(
+                [
+                    (w.start, w.action_count, w.sample_regime, w.sampled_gold)
+                    for w in Window.objects.filter(stay=stay).order_by("index")
+                ]
+            )
         clif, mimic = sides
         if [w[:3] for w in clif] != [w[:3] for w in mimic]:
             differ.append((key[0], sum(w[1] for w in clif), sum(w[1] for w in mimic)))
@@ -288,8 +340,9 @@ def _tracks(trip, src, key):
     events = trip.events[src]
     events = events[events["hosp"] == key[0]]
     events = events[list(EVENT_COLUMNS)]
-    return compute_stay_tracks(events, intime=pd.Timestamp(stay.intime),
-                               outtime=pd.Timestamp(stay.outtime))
+    return compute_stay_tracks(
+        events, intime=pd.Timestamp(stay.intime), outtime=pd.Timestamp(stay.outtime)
+    )
 
 
 def track_agreement(trip) -> pd.DataFrame:
@@ -310,11 +363,16 @@ def track_agreement(trip) -> pd.DataFrame:
             equal[col] += int(same.sum())
             if not same.all():
                 stays_differing[col].append(key[0])
-    return pd.DataFrame({
-        "stay_hours": total, "equal": equal,
-        "share": {c: equal[c] / total[c] if total[c] else 1.0 for c in CONCEPT_COLUMNS},
-        "stays": {c: stays_differing[c][:5] for c in CONCEPT_COLUMNS},
-    })
+    return pd.DataFrame(
+        {
+            "stay_hours": total,
+            "equal": equal,
+            "share": {
+                c: equal[c] / total[c] if total[c] else 1.0 for c in CONCEPT_COLUMNS
+            },
+            "stays": {c: stays_differing[c][:5] for c in CONCEPT_COLUMNS},
+        }
+    )
 
 
 def test_hourly_tracks_agree(roundtrip):

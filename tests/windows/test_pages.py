@@ -581,7 +581,9 @@ def test_stay_page_lists_coded_records_apart_from_the_timeline(signed_in, icu_st
         value_text="0BH17EZ",
         source_table="patient_procedures",
     )
-    html = signed_in.get(reverse("windows:stay_detail", args=[icu_stay.pk])).content.decode()
+    html = signed_in.get(
+        reverse("windows:stay_detail", args=[icu_stay.pk])
+    ).content.decode()
     timeline = html.split('class="coded-records"')[0]
     assert "0BH17EZ" not in timeline
     section = html.split('class="coded-records"')[1]
@@ -606,7 +608,9 @@ def test_stay_page_names_events_by_concept(signed_in, icu_stay):
         value_num=36.7,
         unit="°C",
     )
-    html = signed_in.get(reverse("windows:stay_detail", args=[icu_stay.pk])).content.decode()
+    html = signed_in.get(
+        reverse("windows:stay_detail", args=[icu_stay.pk])
+    ).content.decode()
     assert "source label: Temperature Fahrenheit" in html
     assert ">Temperature Fahrenheit<" not in html
     assert "36.7 °C" in html

@@ -1,5 +1,6 @@
 """Stored concept tracks: computed from the admission's events, recomputed when
 the events change, read back as they were computed."""
+
 from datetime import timedelta
 
 import pandas as pd
@@ -17,14 +18,31 @@ pytestmark = pytest.mark.django_db
 def _norepinephrine_stay():
     stay = make_stay(hours=6)
     t0 = stay.intime
-    make_event(admission=stay.admission, time=t0 - timedelta(hours=1), domain=Domain.VITALS,
-               category="weight_kg", value_num=80.0)
-    make_event(admission=stay.admission, time=t0 + timedelta(minutes=30), kind=EventKind.ACTION,
-               domain=Domain.MED_CONTINUOUS, category="norepinephrine",
-               value_num=0.1, unit="mcg/kg/min", value_text="start")
+    make_event(
+        admission=stay.admission,
+        time=t0 - timedelta(hours=1),
+        domain=Domain.VITALS,
+        category="weight_kg",
+        value_num=80.0,
+    )
+    make_event(
+        admission=stay.admission,
+        time=t0 + timedelta(minutes=30),
+        kind=EventKind.ACTION,
+        domain=Domain.MED_CONTINUOUS,
+        category="norepinephrine",
+        value_num=0.1,
+        unit="mcg/kg/min",
+        value_text="start",
+    )
     for h in range(6):
-        make_event(admission=stay.admission, time=t0 + timedelta(hours=h, minutes=10),
-                   domain=Domain.VITALS, category="map", value_num=60.0 + h)
+        make_event(
+            admission=stay.admission,
+            time=t0 + timedelta(hours=h, minutes=10),
+            domain=Domain.VITALS,
+            category="map",
+            value_num=60.0 + h,
+        )
     return stay
 
 
@@ -39,23 +57,44 @@ def test_tracks_are_stored_and_match_the_concepts():
     assert dict(zip(hours, tracks.columns["map"]))[3.0] == pytest.approx(62.0)
     # The same numbers as computing directly.
     from windows.models import Event
+
     frame = pd.DataFrame.from_records(
-        list(Event.objects.filter(admission=stay.admission).values(
-            "time", "end_time", "kind", "domain", "category", "name", "value_num", "unit",
-            "value_text")))
-    direct = compute_stay_tracks(frame, intime=pd.Timestamp(stay.intime),
-                                 outtime=pd.Timestamp(stay.outtime))
+        list(
+            Event.objects.filter(admission=stay.admission).values(
+                "time",
+                "end_time",
+                "kind",
+                "domain",
+                "category",
+                "name",
+                "value_num",
+                "unit",
+                "value_text",
+            )
+        )
+    )
+    direct = compute_stay_tracks(
+        frame, intime=pd.Timestamp(stay.intime), outtime=pd.Timestamp(stay.outtime)
+    )
     assert direct["ned"].fillna(-1).round(4).tolist() == [
-        -1 if v is None else v for v in tracks.columns["ned"]]
+        -1 if v is None else v for v in tracks.columns["ned"]
+    ]
 
 
 def test_new_events_recompute_the_tracks():
     stay = _norepinephrine_stay()
     first = stay_tracks_get(stay=stay)
     assert stay_tracks_get(stay=stay).computed_at == first.computed_at  # still current
-    make_event(admission=stay.admission, time=stay.intime + timedelta(hours=3, minutes=5),
-               kind=EventKind.ACTION, domain=Domain.MED_CONTINUOUS, category="norepinephrine",
-               value_num=0.3, unit="mcg/kg/min", value_text="dose_change")
+    make_event(
+        admission=stay.admission,
+        time=stay.intime + timedelta(hours=3, minutes=5),
+        kind=EventKind.ACTION,
+        domain=Domain.MED_CONTINUOUS,
+        category="norepinephrine",
+        value_num=0.3,
+        unit="mcg/kg/min",
+        value_text="dose_change",
+    )
     again = stay_tracks_get(stay=stay)
     assert again.events_signature != first.events_signature
     assert dict(zip(again.hours, again.columns["sofa_cardiovascular"]))[4.0] == 4
@@ -73,7 +112,9 @@ def test_tracks_stored_by_an_older_concepts_version_are_recomputed_on_read():
     )
     again = stay_tracks_get(stay=stay)
     assert again.events_signature == first.events_signature
-    assert dict(zip(again.hours, again.columns["norepinephrine"]))[1.0] == pytest.approx(0.1)
+    assert dict(zip(again.hours, again.columns["norepinephrine"]))[
+        1.0
+    ] == pytest.approx(0.1)
 
 
 def test_build_all_skips_current_stays_and_command_reports(capsys):

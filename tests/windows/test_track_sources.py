@@ -25,19 +25,34 @@ def stay():
     stay = make_stay(admission=make_admission(), hours=12)
     t0 = stay.intime
     a = stay.admission
-    stay.hr_early = make_event(admission=a, time=t0 + timedelta(minutes=10), value_num=90)
-    stay.hr_late = make_event(admission=a, time=t0 + timedelta(minutes=50), value_num=100)
+    stay.hr_early = make_event(
+        admission=a, time=t0 + timedelta(minutes=10), value_num=90
+    )
+    stay.hr_late = make_event(
+        admission=a, time=t0 + timedelta(minutes=50), value_num=100
+    )
     stay.hr_hour3 = make_event(
         admission=a, time=t0 + timedelta(hours=2, minutes=30), value_num=80
     )
     stay.lactate = make_event(
-        admission=a, time=t0 + timedelta(minutes=30), domain=Domain.LABS,
-        category="lactate", name="Lactate", value_num=4.0, unit="mmol/L",
+        admission=a,
+        time=t0 + timedelta(minutes=30),
+        domain=Domain.LABS,
+        category="lactate",
+        name="Lactate",
+        value_num=4.0,
+        unit="mmol/L",
     )
     stay.norepinephrine = make_event(
-        admission=a, time=t0 + timedelta(minutes=20), kind=EventKind.ACTION,
-        domain=Domain.MED_CONTINUOUS, category="norepinephrine",
-        name="Norepinephrine", value_num=0.1, unit="mcg/kg/min", value_text="start",
+        admission=a,
+        time=t0 + timedelta(minutes=20),
+        kind=EventKind.ACTION,
+        domain=Domain.MED_CONTINUOUS,
+        category="norepinephrine",
+        name="Norepinephrine",
+        value_num=0.1,
+        unit="mcg/kg/min",
+        value_text="start",
     )
     # Another admission's heart rate in the same hour is never a source.
     other = make_stay(admission=make_admission(), hours=12)
@@ -101,17 +116,31 @@ def test_a_venous_po2_is_never_the_source_of_a_p_f_ratio(signed_in):
     stay = make_stay(admission=make_admission(), hours=6)
     t0, a = stay.intime, stay.admission
     make_event(
-        admission=a, time=t0 + timedelta(minutes=30), domain=Domain.RESPIRATORY,
-        category="fio2_set", name="fio2 set", value_num=0.5,
+        admission=a,
+        time=t0 + timedelta(minutes=30),
+        domain=Domain.RESPIRATORY,
+        category="fio2_set",
+        name="fio2 set",
+        value_num=0.5,
     )
     arterial = make_event(
-        admission=a, time=t0 + timedelta(minutes=40), domain=Domain.LABS,
-        category="po2_arterial", name="pO2", value_num=90, unit="mmHg",
+        admission=a,
+        time=t0 + timedelta(minutes=40),
+        domain=Domain.LABS,
+        category="po2_arterial",
+        name="pO2",
+        value_num=90,
+        unit="mmHg",
         value_text="arterial",
     )
     make_event(
-        admission=a, time=t0 + timedelta(hours=1, minutes=30), domain=Domain.LABS,
-        category="po2_arterial", name="pO2", value_num=35, unit="mmHg",
+        admission=a,
+        time=t0 + timedelta(hours=1, minutes=30),
+        domain=Domain.LABS,
+        category="po2_arterial",
+        name="pO2",
+        value_num=35,
+        unit="mmHg",
         value_text="venous",
     )
     data = _tracks(signed_in, stay, sources="1")

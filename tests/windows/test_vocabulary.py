@@ -22,16 +22,49 @@ from windows.vocabulary import (
 @pytest.mark.parametrize(
     "domain, category, name, unit, shown",
     [
-        (Domain.VITALS, "temp_c", "Temperature Fahrenheit", "°C", ("Temperature", "", "°C")),
-        (Domain.VITALS, "weight_kg", "Admission Weight (lbs.)", "kg", ("Weight", "", "kg")),
+        (
+            Domain.VITALS,
+            "temp_c",
+            "Temperature Fahrenheit",
+            "°C",
+            ("Temperature", "", "°C"),
+        ),
+        (
+            Domain.VITALS,
+            "weight_kg",
+            "Admission Weight (lbs.)",
+            "kg",
+            ("Weight", "", "kg"),
+        ),
         (Domain.VITALS, "temp_c", "Temperature Celsius", "", ("Temperature", "", "°C")),
-        (Domain.RESPIRATORY, "peep_set", "peep set", "cmH2O", ("PEEP (set)", "", "cmH2O")),
-        (Domain.RESPIRATORY, "IMV", "Endotracheal tube", "",
-         ("Invasive mechanical ventilation", "Endotracheal tube", "")),
-        (Domain.MED_CONTINUOUS, "norepinephrine", "Norepinephrine", "mcg/kg/min",
-         ("Norepinephrine", "", "mcg/kg/min")),
-        (Domain.MED_CONTINUOUS, "albumin_infusion", "Albumin 25%", "mL/hour",
-         ("Albumin infusion", "Albumin 25%", "mL/hour")),
+        (
+            Domain.RESPIRATORY,
+            "peep_set",
+            "peep set",
+            "cmH2O",
+            ("PEEP (set)", "", "cmH2O"),
+        ),
+        (
+            Domain.RESPIRATORY,
+            "IMV",
+            "Endotracheal tube",
+            "",
+            ("Invasive mechanical ventilation", "Endotracheal tube", ""),
+        ),
+        (
+            Domain.MED_CONTINUOUS,
+            "norepinephrine",
+            "Norepinephrine",
+            "mcg/kg/min",
+            ("Norepinephrine", "", "mcg/kg/min"),
+        ),
+        (
+            Domain.MED_CONTINUOUS,
+            "albumin_infusion",
+            "Albumin 25%",
+            "mL/hour",
+            ("Albumin infusion", "Albumin 25%", "mL/hour"),
+        ),
         (Domain.ASSESSMENTS, "gcs_total", "gcs", "", ("GCS total", "", "")),
         (Domain.OTHER, "", "Some unmapped item", "", ("Some unmapped item", "", "")),
     ],
@@ -60,7 +93,9 @@ def test_every_clif_vital_lab_setting_and_assessment_category_has_one_concept():
     }
     for domain, (table, column) in columns.items():
         categories = set(
-            pd.read_parquet(folder / f"{table}.parquet", columns=[column])[column].dropna()
+            pd.read_parquet(folder / f"{table}.parquet", columns=[column])[
+                column
+            ].dropna()
         )
         missing = categories - set(CONCEPTS[domain])
         assert not missing, (domain, missing)
@@ -75,17 +110,37 @@ def test_concept_names_are_unique_within_a_domain():
 @pytest.mark.parametrize(
     "system, code, formatted, title",
     [
-        ("ICD9CM", "41401", "414.01", "Coronary atherosclerosis of native coronary artery"),
-        ("ICD9CM", "E8809", "E880.9", "Accidental fall on or from other stairs or steps"),
+        (
+            "ICD9CM",
+            "41401",
+            "414.01",
+            "Coronary atherosclerosis of native coronary artery",
+        ),
+        (
+            "ICD9CM",
+            "E8809",
+            "E880.9",
+            "Accidental fall on or from other stairs or steps",
+        ),
         ("ICD10CM", "A419", "A41.9", "Sepsis, unspecified organism"),
-        ("ICD10PCS", "5A1955Z", "5A1955Z",
-         "Respiratory Ventilation, Greater than 96 Consecutive Hours"),
-        ("ICD9", "9672", "96.72",
-         "Continuous invasive mechanical ventilation for 96 consecutive hours or more"),
+        (
+            "ICD10PCS",
+            "5A1955Z",
+            "5A1955Z",
+            "Respiratory Ventilation, Greater than 96 Consecutive Hours",
+        ),
+        (
+            "ICD9",
+            "9672",
+            "96.72",
+            "Continuous invasive mechanical ventilation for 96 consecutive hours or more",
+        ),
         ("CPT", "27235", "27235", ""),
     ],
 )
-def test_codes_are_formatted_and_titled_from_the_cms_tables(system, code, formatted, title):
+def test_codes_are_formatted_and_titled_from_the_cms_tables(
+    system, code, formatted, title
+):
     assert format_code(system, code) == formatted
     assert code_title(system, code) == title
 
@@ -106,7 +161,9 @@ def test_diagnosis_label_prefers_the_source_title_and_says_when_there_is_none():
         "A41.9 Sepsis (source title) (ICD-10-CM)"
     )
     # Retired before FY2024: no title to show, and the page says so.
-    assert diagnosis_label("I482", 10) == "ICD-10-CM I48.2 (no title in the code tables)"
+    assert (
+        diagnosis_label("I482", 10) == "ICD-10-CM I48.2 (no title in the code tables)"
+    )
 
 
 @pytest.mark.django_db
@@ -134,7 +191,11 @@ def test_clif_demo_stays_show_their_diagnosis_with_its_title(clif_demo_dir):
     titled = [label for label in labels if "no title" not in label and label]
     # A few ICD-10-CM codes of the demo were retired before FY2024.
     assert len(titled) >= 0.95 * len([label for label in labels if label])
-    assert not Event.objects.filter(kind="coded").exclude(domain=Domain.PROCEDURES).exists()
+    assert (
+        not Event.objects.filter(kind="coded")
+        .exclude(domain=Domain.PROCEDURES)
+        .exists()
+    )
 
 
 @pytest.mark.django_db

@@ -747,9 +747,7 @@ def _coded(admission, time, system="ICD10PCS", code="5A1955Z"):
 
 
 def coded_section(html: str) -> str:
-    match = re.search(
-        r"<section class=\"coded-records\".*?</section>", html, re.DOTALL
-    )
+    match = re.search(r"<section class=\"coded-records\".*?</section>", html, re.DOTALL)
     assert match, "no coded-after-discharge section"
     return match.group(0)
 

@@ -13,7 +13,9 @@ pytestmark = pytest.mark.django_db
 
 
 def bounds_of(stay) -> list[tuple]:
-    return list(Window.objects.filter(stay=stay).order_by("index").values_list("start", "end"))
+    return list(
+        Window.objects.filter(stay=stay).order_by("index").values_list("start", "end")
+    )
 
 
 @pytest.fixture
@@ -44,7 +46,9 @@ def test_rebuilding_a_labelled_stay_with_other_settings_is_refused_and_changes_n
 def test_rebuilding_with_the_same_settings_still_refreshes_counts(labelled_stay):
     Window.objects.filter(stay=labelled_stay).update(event_count=99)
     windows_build(stay=labelled_stay, window_minutes=30, stride_hours=2)
-    assert set(Window.objects.filter(stay=labelled_stay).values_list("event_count", flat=True)) == {0}
+    assert set(
+        Window.objects.filter(stay=labelled_stay).values_list("event_count", flat=True)
+    ) == {0}
 
 
 def test_a_batch_rebuild_is_checked_before_any_stay_is_written(labelled_stay):

@@ -207,8 +207,10 @@ def po2_specimens(stay: Stay) -> pd.DataFrame:
         by_time = kinds[kinds != UNKNOWN].groupby(typed["t"].to_numpy()).first()
         same_time = by_time.reindex(po2["t"].to_numpy()).to_numpy(dtype=object)
         own = np.where((own == UNKNOWN) & pd.notna(same_time), same_time, own)
-    named = po2["name"].astype(object).map(
-        lambda n: bool(re.search(r"\barterial\b", n, re.IGNORECASE))
+    named = (
+        po2["name"]
+        .astype(object)
+        .map(lambda n: bool(re.search(r"\barterial\b", n, re.IGNORECASE)))
     )
     own = np.where((own == UNKNOWN) & named.to_numpy(dtype=bool), ARTERIAL, own)
     return pd.DataFrame(

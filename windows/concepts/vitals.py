@@ -83,8 +83,10 @@ def gcs_chartings(stay: Stay) -> pd.DataFrame:
 
     parts = assessments[assessments["cat"].isin(_PARTS)]
     parts = parts.assign(cat=parts["cat"].astype(object))
-    untestable = parts["value_text"].astype(object).map(
-        lambda text: bool(_UNTESTABLE_VERBAL.search(text))
+    untestable = (
+        parts["value_text"]
+        .astype(object)
+        .map(lambda text: bool(_UNTESTABLE_VERBAL.search(text)))
     )
     parts.loc[(parts["cat"] == "gcs_verbal") & untestable, "value_num"] = 0.0
     wide = parts.pivot_table(

@@ -1,6 +1,7 @@
 """What every importer shares: locating and reading source tables in chunks,
 strict time parsing with errors that name file, row and column, fast event
 writing (COPY on PostgreSQL)."""
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
@@ -33,10 +34,25 @@ EVENT_COLUMNS = [
     "source_key",
     "order_id",
 ]
-_TEXT_COLUMNS = ("kind", "domain", "category", "name", "unit", "value_text", "source_table",
-                 "source_key", "order_id")
-TEXT_LIMITS = {"category": 64, "name": 255, "unit": 32, "source_table": 48, "source_key": 128,
-               "order_id": 64}
+_TEXT_COLUMNS = (
+    "kind",
+    "domain",
+    "category",
+    "name",
+    "unit",
+    "value_text",
+    "source_table",
+    "source_key",
+    "order_id",
+)
+TEXT_LIMITS = {
+    "category": 64,
+    "name": 255,
+    "unit": 32,
+    "source_table": 48,
+    "source_key": 128,
+    "order_id": 64,
+}
 
 
 _ARROW_SCHEMA = pa.schema(
@@ -64,15 +80,34 @@ EVENT_ARROW_SCHEMA = _ARROW_SCHEMA
 # documented for read_csv's na_values), so both CSV readers agree on what is
 # missing; tests/windows/test_import_mimic.py checks the list against pandas.
 _PANDAS_NA = [
-    "", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND",
-    "1.#QNAN", "<NA>", "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null",
+    "",
+    "#N/A",
+    "#N/A N/A",
+    "#NA",
+    "-1.#IND",
+    "-1.#QNAN",
+    "-NaN",
+    "-nan",
+    "1.#IND",
+    "1.#QNAN",
+    "<NA>",
+    "N/A",
+    "NA",
+    "NULL",
+    "NaN",
+    "None",
+    "n/a",
+    "nan",
+    "null",
 ]
 
 
 class SourceDataError(ValidationError):
     """A source file cannot be imported; the message names file, row and column."""
 
-    def __init__(self, message: str, *, file: str = "", row: int | None = None, column: str = ""):
+    def __init__(
+        self, message: str, *, file: str = "", row: int | None = None, column: str = ""
+    ):
         where = []
         if file:
             where.append(f"file {file}")
@@ -109,10 +144,15 @@ class SourceTable:
         present = set(self.columns())
         for col in required:
             if col not in present:
-                raise SourceDataError("required column is missing", file=self.display, column=col)
+                raise SourceDataError(
+                    "required column is missing", file=self.display, column=col
+                )
 
     def chunks(
-        self, columns: list[str], chunksize: int = 500_000, dtype: dict | None = None,
+        self,
+        columns: list[str],
+        chunksize: int = 500_000,
+        dtype: dict | None = None,
         all_fields: bool = False,
     ) -> Iterator[tuple[int, pd.DataFrame]]:
         """Yield (first_row_number, frame) with at most ``chunksize`` rows each.
@@ -146,7 +186,9 @@ class SourceTable:
         except SourceDataError:
             raise
         except Exception as exc:
-            raise SourceDataError(f"cannot be read ({exc})", file=self.display, row=row) from exc
+            raise SourceDataError(
+                f"cannot be read ({exc})", file=self.display, row=row
+            ) from exc
 
     def arrow_blocks(
         self, columns: list[str], rows: int = 250_000
@@ -214,7 +256,9 @@ def reject_first(
     mask = np.asarray(bad, dtype=bool)
     if mask.any():
         pos = int(mask.argmax())
-        raise SourceDataError(message(pos), file=file, row=first_row + pos, column=column)
+        raise SourceDataError(
+            message(pos), file=file, row=first_row + pos, column=column
+        )
 
 
 def parse_times(
@@ -241,13 +285,20 @@ def parse_times(
         parsed = parsed.dt.tz_convert("UTC")
     if required and parsed.isna().any():
         pos = int(parsed.isna().to_numpy().nonzero()[0][0])
-        raise SourceDataError("time is missing", file=file, row=first_row + pos, column=column)
+        raise SourceDataError(
+            "time is missing", file=file, row=first_row + pos, column=column
+        )
     return parsed
 
 
 def parse_whole_numbers(
-    values: pd.Series, *, file: str, column: str, first_row: int,
-    low: int | None = None, high: int | None = None,
+    values: pd.Series,
+    *,
+    file: str,
+    column: str,
+    first_row: int,
+    low: int | None = None,
+    high: int | None = None,
 ) -> pd.Series:
     """Whole numbers as floats (missing stays NaN), for a column the importer
     stores as an integer: a value that is not a number, not whole, or outside
@@ -258,7 +309,10 @@ def parse_whole_numbers(
     problems = [
         (parsed.isna() & present, "is not a number"),
         (parsed.notna() & ~np.isfinite(parsed.fillna(0)), "is not a finite number"),
-        (parsed.notna() & (parsed != np.floor(parsed.fillna(0))), "is not a whole number"),
+        (
+            parsed.notna() & (parsed != np.floor(parsed.fillna(0))),
+            "is not a whole number",
+        ),
     ]
     if low is not None:
         problems.append((parsed < low, f"is below {low}"))
@@ -280,7 +334,13 @@ def parse_whole_numbers(
 
 
 def check_order(
-    start: pd.Series, end: pd.Series, *, file: str, first_row: int, start_col: str, end_col: str
+    start: pd.Series,
+    end: pd.Series,
+    *,
+    file: str,
+    first_row: int,
+    start_col: str,
+    end_col: str,
 ) -> None:
     """Raise on the first row whose end time lies before its start time."""
     bad = (end < start) & end.notna() & start.notna()
@@ -318,7 +378,9 @@ def _arrow_time(values: pd.Series) -> pa.Array:
 
 def _arrow_text(values: pd.Categorical) -> pa.Array:
     dictionary = pa.array(np.asarray(values.categories, dtype=object), type=pa.string())
-    return pa.DictionaryArray.from_arrays(pa.array(values.codes), dictionary).dictionary_decode()
+    return pa.DictionaryArray.from_arrays(
+        pa.array(values.codes), dictionary
+    ).dictionary_decode()
 
 
 class EventWriter:
@@ -410,8 +472,12 @@ class EventWriter:
             elif spec.name in ("time", "end_time"):
                 arrays.append(_arrow_time(col))
             else:
-                arrays.append(pa.array(col.to_numpy(), type=spec.type, from_pandas=True))
-        return EventWriter._arrow_csv(pa.Table.from_arrays(arrays, schema=_ARROW_SCHEMA))
+                arrays.append(
+                    pa.array(col.to_numpy(), type=spec.type, from_pandas=True)
+                )
+        return EventWriter._arrow_csv(
+            pa.Table.from_arrays(arrays, schema=_ARROW_SCHEMA)
+        )
 
     @staticmethod
     def _arrow_csv(arrow: pa.Table) -> memoryview:
@@ -450,7 +516,9 @@ class EventWriter:
             times = pd.to_datetime(out[col], utc=True)
             out[col] = times.dt.strftime("%Y-%m-%d %H:%M:%S.%f").astype("object")
             out.loc[times.isna(), col] = None
-        out["value_num"] = out["value_num"].astype("object").where(out["value_num"].notna(), None)
+        out["value_num"] = (
+            out["value_num"].astype("object").where(out["value_num"].notna(), None)
+        )
         table = Event._meta.db_table
         marks = ", ".join(["%s"] * len(EVENT_COLUMNS))
         sql = f"INSERT INTO {table} ({', '.join(EVENT_COLUMNS)}) VALUES ({marks})"
@@ -507,8 +575,11 @@ class ImportSummary:
         lines = [
             f"{self.source} import: {self.patients} patients, {self.admissions} admissions, "
             f"{self.stays} ICU stays, {self.total_events} events"
-            + (f"; {self.skipped_admissions} admissions already imported, skipped"
-               if self.skipped_admissions else ""),
+            + (
+                f"; {self.skipped_admissions} admissions already imported, skipped"
+                if self.skipped_admissions
+                else ""
+            ),
         ]
         for table, n in sorted(self.events.items()):
             lines.append(f"  {table:<40} {n:>10}")

@@ -1,4 +1,5 @@
 """Which server-side folders an import started from a page may read."""
+
 from __future__ import annotations
 
 from pathlib import Path

@@ -88,9 +88,11 @@ class Command(BaseCommand):
 
     def _print(self, report: dict, errors: int) -> None:
         write = self.stdout.write
-        write(f"\nModel {report['model_name']}: {report['set']}, {report['pairs']} "
-              f"pairs ({report['positives']} judged the same); unrelated pairs "
-              + ", ".join(f"{k} {n}" for k, n in report["unrelated_pairs"].items()))
+        write(
+            f"\nModel {report['model_name']}: {report['set']}, {report['pairs']} "
+            f"pairs ({report['positives']} judged the same); unrelated pairs "
+            + ", ".join(f"{k} {n}" for k, n in report["unrelated_pairs"].items())
+        )
         write("   tau     F1  precision  recall  accuracy  unrelated matched (max)")
         for row in report["rows"]:
             mark = " <- adopted" if row["tau"] == report["adopted"]["tau"] else ""

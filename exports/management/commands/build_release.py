@@ -43,8 +43,16 @@ class Command(BaseCommand):
             "manifest, as on the promote page).",
         )
 
-    def handle(self, *args, campaign=None, oracle_run=None, user=None, notes="",
-               override_reason="", **options):
+    def handle(
+        self,
+        *args,
+        campaign=None,
+        oracle_run=None,
+        user=None,
+        notes="",
+        override_reason="",
+        **options,
+    ):
         admin = get_user_model().objects.filter(username=user).first()
         if admin is None:
             raise CommandError(f"No user {user!r}.")
@@ -66,15 +74,21 @@ class Command(BaseCommand):
                 if run is None:
                     raise CommandError(f"No Oracle run with id {oracle_run}.")
                 release = release_create(
-                    user=admin, kind=ReleaseKind.SCALE, oracle_run=run, notes=notes,
+                    user=admin,
+                    kind=ReleaseKind.SCALE,
+                    oracle_run=run,
+                    notes=notes,
                     override_reason=override_reason,
                 )
             console = ConsoleProgress(stream=self.stderr._out)
             release = release_build(release=release, progress=Progress(sinks=[console]))
             while release.state in (ReleaseState.QUEUED, ReleaseState.BUILDING):
                 # A worker took it first: its progress is on the row.
-                console(release.progress_done, release.progress_total,
-                        release.progress_label)
+                console(
+                    release.progress_done,
+                    release.progress_total,
+                    release.progress_label,
+                )
                 time.sleep(1)
                 release = Release.objects.get(pk=release.pk)
         except (ValidationError, PermissionDenied) as exc:

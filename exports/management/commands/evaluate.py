@@ -39,9 +39,13 @@ class Command(BaseCommand):
         parser.add_argument("file", type=Path)
         parser.add_argument("--release", type=int, required=True, help="Release id.")
         parser.add_argument("--k", type=int, default=DEFAULT_K)
-        parser.add_argument("--json", action="store_true", help="Print the scores as JSON.")
+        parser.add_argument(
+            "--json", action="store_true", help="Print the scores as JSON."
+        )
 
-    def handle(self, *args, file: Path, release: int, k: int, json: bool = False, **options):
+    def handle(
+        self, *args, file: Path, release: int, k: int, json: bool = False, **options
+    ):
         found = Release.objects.filter(pk=release, state=ReleaseState.READY).first()
         if found is None:
             raise CommandError(f"No built release with id {release}.")
@@ -59,7 +63,10 @@ class Command(BaseCommand):
             )
         progress = Progress(sinks=[ConsoleProgress(stream=self.stderr._out)])
         scores = scores_compute(
-            release=found, predictions=list(predictions_read(file)), k=k, progress=progress
+            release=found,
+            predictions=list(predictions_read(file)),
+            k=k,
+            progress=progress,
         )
         if json:
             self.stdout.write(_json_dumps(scores))
@@ -72,10 +79,14 @@ class Command(BaseCommand):
         self.stdout.write(header)
         rows = [("all windows", scores["overall"])]
         rows += list(scores["by_disease_group"].items())
-        rows += [(f"{b} since admission", s) for b, s in scores["by_hours_since_admit"].items()]
+        rows += [
+            (f"{b} since admission", s)
+            for b, s in scores["by_hours_since_admit"].items()
+        ]
         for name, values in rows:
             self.stdout.write(
-                f"{name[:32]:<32}" + "".join(f"{_cell(values[key]):>11}" for key, _ in COLUMNS)
+                f"{name[:32]:<32}"
+                + "".join(f"{_cell(values[key]):>11}" for key, _ in COLUMNS)
             )
 
 

@@ -109,7 +109,9 @@ class RulesBackbone:
 
 
 def _json(data) -> str:
-    return json.dumps(data, default=lambda o: o.item() if isinstance(o, np.generic) else str(o))
+    return json.dumps(
+        data, default=lambda o: o.item() if isinstance(o, np.generic) else str(o)
+    )
 
 
 __all__ = ["MODEL", "SHOCK_NED_MIN", "RulesBackbone", "_Window", "rules_label"]

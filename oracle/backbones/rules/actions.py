@@ -78,7 +78,10 @@ def _actions_and_flags(f: _Window, x: dict) -> tuple[list[dict], list[dict]]:
             f.evidence("vasopressors", "lactate"),
         )
     if x["lactate"] is not None and x["lactate"] >= LACTATE_HIGH:
-        act("Repeat lactate within 2 hours to guide resuscitation", f.evidence("lactate"))
+        act(
+            "Repeat lactate within 2 hours to guide resuscitation",
+            f.evidence("lactate"),
+        )
     if x["vent"] == "invasive" and x["pf"] is not None and x["pf"] < 150:
         act(
             "Prone position for at least 12 h a day (P/F < 150 on invasive ventilation)",
@@ -93,7 +96,10 @@ def _actions_and_flags(f: _Window, x: dict) -> tuple[list[dict], list[dict]]:
             f.evidence("ventilation", "pf_ratio", limit=1),
         )
     if x["gcs"] is not None and x["gcs"] <= 8 and x["vent"] != "invasive":
-        act("Secure the airway (GCS <= 8 without invasive ventilation)", f.evidence("gcs"))
+        act(
+            "Secure the airway (GCS <= 8 without invasive ventilation)",
+            f.evidence("gcs"),
+        )
         flag("Avoid deep sedation without a secured airway", f.evidence("gcs"))
     if x["aki"] is not None and x["aki"] >= 2:
         flag(
@@ -134,15 +140,22 @@ def _ratings(f: _Window, x: dict) -> list[dict]:
             value = _num(event["value"])
             stopping = text in {"stop", "stopped", "paused"} or value == 0
             up = not stopping and (
-                text == "start" or previous is None or (value is not None and value > previous)
+                text == "start"
+                or previous is None
+                or (value is not None and value > previous)
             )
-            down = stopping or (value is not None and previous is not None and value < previous)
+            down = stopping or (
+                value is not None and previous is not None and value < previous
+            )
             if hypotension and up:
                 rating, evidence = "best_practice", f.cite("map", limit=2)
             elif hypotension and down:
                 rating, evidence = "potentially_harmful", f.cite("map", limit=2)
         elif category in ANTIBIOTICS and x["infection"]:
-            rating, evidence = "best_practice", f.cite("lactate", "vasopressors", limit=1)
+            rating, evidence = (
+                "best_practice",
+                f.cite("lactate", "vasopressors", limit=1),
+            )
         elif category in FLUID_BOLUS:
             if x["crrt"] and not hypotension:
                 rating, evidence = "potentially_harmful", f.cite("crrt", limit=1)
@@ -155,7 +168,11 @@ def _ratings(f: _Window, x: dict) -> list[dict]:
             value = _num(event["value"])
             if value is not None and (previous is None or value > previous):
                 rating, evidence = "best_practice", f.cite("spo2", limit=2)
-        elif category in ANTICOAGULANTS and x["platelets"] is not None and x["platelets"] < 50:
+        elif (
+            category in ANTICOAGULANTS
+            and x["platelets"] is not None
+            and x["platelets"] < 50
+        ):
             rating, evidence = "potentially_harmful", f.cite("platelets", limit=1)
         out.append({"event_id": event["id"], "rating": rating, "evidence": evidence})
     return out

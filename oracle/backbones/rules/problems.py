@@ -14,7 +14,9 @@ from oracle.backbones.rules.window import _Window
 
 
 def _fmt(value: float, digits: int = 1) -> str:
-    return f"{value:.{digits}f}".rstrip("0").rstrip(".") if digits else str(round(value))
+    return (
+        f"{value:.{digits}f}".rstrip("0").rstrip(".") if digits else str(round(value))
+    )
 
 
 def _findings(f: _Window) -> dict:
@@ -43,7 +45,9 @@ def _findings(f: _Window) -> dict:
         "ned": get("ned", "last"),
         "norepinephrine": get("norepinephrine", "last") or 0.0,
         "vasopressin": get("vasopressin", "last") or 0.0,
-        "inotrope": max(get("dobutamine", "last") or 0.0, get("milrinone", "last") or 0.0),
+        "inotrope": max(
+            get("dobutamine", "last") or 0.0, get("milrinone", "last") or 0.0
+        ),
         "map": get("map", "last"),
         "hypotension": f.hypotension(),
         "lactate": get("lactate"),
@@ -103,8 +107,10 @@ def _problems(f: _Window, x: dict) -> list[dict]:
         text = f"{kind} on vasopressors (norepinephrine equivalent {_fmt(ned, 2)} mcg/kg/min)"
         add(text, f.evidence("vasopressors", "map", "lactate"))
     elif ned > 0 and (x["hypotension"] or lactate_high):
-        why = f"MAP {_fmt(x['map'], 0)} mmHg" if x["hypotension"] else (
-            f"lactate {_fmt(x['lactate'])} mmol/L"
+        why = (
+            f"MAP {_fmt(x['map'], 0)} mmHg"
+            if x["hypotension"]
+            else (f"lactate {_fmt(x['lactate'])} mmol/L")
         )
         add(
             f"circulatory failure on low-dose vasopressors (norepinephrine equivalent "
@@ -118,9 +124,11 @@ def _problems(f: _Window, x: dict) -> list[dict]:
     elif x["sepsis3"]:
         add("sepsis (Sepsis-3 criteria met)", f.evidence("antibiotic", "lactate"))
     vent = x["vent"]
-    hypoxemic = (x["pf"] is not None and x["pf"] < PF_CUTOFF) or (
-        x["fio2"] is not None and x["fio2"] >= 0.5
-    ) or (x["spo2"] is not None and x["spo2"] < 92)
+    hypoxemic = (
+        (x["pf"] is not None and x["pf"] < PF_CUTOFF)
+        or (x["fio2"] is not None and x["fio2"] >= 0.5)
+        or (x["spo2"] is not None and x["spo2"] < 92)
+    )
     if vent == "invasive":
         text = (
             "hypoxemic respiratory failure on invasive ventilation"
@@ -131,13 +139,17 @@ def _problems(f: _Window, x: dict) -> list[dict]:
             text += f" (P/F {_fmt(x['pf'], 0)})"
         add(text, f.evidence("ventilation", "pf_ratio", "spo2", limit=1))
     elif vent in ("niv", "hfnc"):
-        device = "non-invasive ventilation" if vent == "niv" else "high-flow nasal oxygen"
+        device = (
+            "non-invasive ventilation" if vent == "niv" else "high-flow nasal oxygen"
+        )
         add(
             f"hypoxemic respiratory failure on {device}",
             f.evidence("ventilation", "spo2", limit=1),
         )
     elif x["spo2"] is not None and x["spo2"] < 90:
-        add(f"hypoxemia (SpO2 {_fmt(x['spo2'], 0)}%)", f.evidence("spo2", "ventilation"))
+        add(
+            f"hypoxemia (SpO2 {_fmt(x['spo2'], 0)}%)", f.evidence("spo2", "ventilation")
+        )
     if lactate_high:
         severity = "severe hyperlactatemia" if x["lactate"] >= 4 else "hyperlactatemia"
         add(f"{severity} (lactate {_fmt(x['lactate'])} mmol/L)", f.evidence("lactate"))
@@ -151,7 +163,10 @@ def _problems(f: _Window, x: dict) -> list[dict]:
     if coag:
         add(f"coagulopathy ({', '.join(coag)})", f.evidence("inr", "platelets"))
     if x["bilirubin"] is not None and x["bilirubin"] >= 2:
-        add(f"liver dysfunction (bilirubin {_fmt(x['bilirubin'])} mg/dL)", f.evidence("bilirubin"))
+        add(
+            f"liver dysfunction (bilirubin {_fmt(x['bilirubin'])} mg/dL)",
+            f.evidence("bilirubin"),
+        )
     if x["gcs"] is not None and x["gcs"] <= 8:
         add(f"depressed consciousness (GCS {int(x['gcs'])})", f.evidence("gcs"))
     if x["temp"] is not None and x["temp"] >= 38.3:

@@ -32,7 +32,9 @@ def _ned_trend(f: _Window) -> int:
         return 0
     if now - before >= NED_STEP and now >= NED_RISE_RATIO * before:
         return 1
-    if before > 0 and (now == 0 or (before - now >= NED_STEP and now <= NED_WEAN_RATIO * before)):
+    if before > 0 and (
+        now == 0 or (before - now >= NED_STEP and now <= NED_WEAN_RATIO * before)
+    ):
         return -1
     return 0
 
@@ -75,7 +77,10 @@ def _status(f: _Window) -> tuple[str, list[int]]:
         elif better_now:
             better.append((weight, keys))
 
-    sofa_now, sofa_before = f.value("sofa", "max"), f.value("sofa", "max", when="before")
+    sofa_now, sofa_before = (
+        f.value("sofa", "max"),
+        f.value("sofa", "max", when="before"),
+    )
     if sofa_now is not None and sofa_before is not None:
         sign(
             sofa_now - sofa_before >= SOFA_STEP,
@@ -95,15 +100,22 @@ def _status(f: _Window) -> tuple[str, list[int]]:
             2,
             ("ventilation",),
         )
-    lac_now, lac_before = f.value("lactate", "last"), f.value("lactate", "last", when="before")
+    lac_now, lac_before = (
+        f.value("lactate", "last"),
+        f.value("lactate", "last", when="before"),
+    )
     if lac_now is not None and lac_before is not None:
         sign(
             lac_now >= LACTATE_HIGH and lac_now - lac_before >= LACTATE_RISE,
-            lac_before >= LACTATE_HIGH and lac_now <= (1 - LACTATE_CLEARANCE) * lac_before,
+            lac_before >= LACTATE_HIGH
+            and lac_now <= (1 - LACTATE_CLEARANCE) * lac_before,
             1,
             ("lactate",),
         )
-    fio2_now, fio2_before = f.value("fio2", "max"), f.value("fio2", "max", when="before")
+    fio2_now, fio2_before = (
+        f.value("fio2", "max"),
+        f.value("fio2", "max", when="before"),
+    )
     if fio2_now is not None and fio2_before is not None:
         sign(
             fio2_now - fio2_before >= FIO2_STEP,
@@ -111,7 +123,10 @@ def _status(f: _Window) -> tuple[str, list[int]]:
             1,
             ("fio2",),
         )
-    pf_now, pf_before = f.value("pf_ratio", "min"), f.value("pf_ratio", "min", when="before")
+    pf_now, pf_before = (
+        f.value("pf_ratio", "min"),
+        f.value("pf_ratio", "min", when="before"),
+    )
     if pf_now is not None and pf_before is not None and pf_before > 0:
         sign(
             pf_now < PF_CUTOFF and pf_now <= (1 - PF_CHANGE) * pf_before,
@@ -131,8 +146,16 @@ def _status(f: _Window) -> tuple[str, list[int]]:
         )
     gcs_now, gcs_before = f.value("gcs", "min"), f.value("gcs", "min", when="before")
     if gcs_now is not None and gcs_before is not None:
-        sign(gcs_before - gcs_now >= GCS_STEP, gcs_now - gcs_before >= GCS_STEP, 1, ("gcs",))
-    aki_now, aki_before = f.value("aki_stage", "max"), f.value("aki_stage", "max", when="before")
+        sign(
+            gcs_before - gcs_now >= GCS_STEP,
+            gcs_now - gcs_before >= GCS_STEP,
+            1,
+            ("gcs",),
+        )
+    aki_now, aki_before = (
+        f.value("aki_stage", "max"),
+        f.value("aki_stage", "max", when="before"),
+    )
     if aki_now is not None and aki_before is not None:
         sign(aki_now > aki_before, False, 1, ("creatinine", "urine", "crrt"))
 

@@ -5,9 +5,17 @@ from __future__ import annotations
 
 from annotation.critical import DEFAULT_CRITICAL_ACTION_RULES
 
-VASOPRESSORS = ("norepinephrine", "epinephrine", "vasopressin", "phenylephrine", "dopamine")
+VASOPRESSORS = (
+    "norepinephrine",
+    "epinephrine",
+    "vasopressin",
+    "phenylephrine",
+    "dopamine",
+)
 INOTROPES = ("dobutamine", "milrinone")
-_RULE_CATEGORIES = {r["key"]: set(r["categories"]) for r in DEFAULT_CRITICAL_ACTION_RULES}
+_RULE_CATEGORIES = {
+    r["key"]: set(r["categories"]) for r in DEFAULT_CRITICAL_ACTION_RULES
+}
 FLUID_BOLUS = _RULE_CATEGORIES["fluid_boluses"]
 MED_DOMAINS = ("medication_admin_continuous", "medication_admin_intermittent")
 

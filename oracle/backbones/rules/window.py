@@ -75,7 +75,9 @@ class _Window:
             )
         else:
             self.hours = self.frame = self.now = self.before = None
-        self.events = sorted(context.events, key=lambda e: (self._distance(e), -e["id"]))
+        self.events = sorted(
+            context.events, key=lambda e: (self._distance(e), -e["id"])
+        )
         self.static = context.static or {}
 
     def rows(self, after_h: float, upto_h: float):
@@ -89,7 +91,9 @@ class _Window:
         if self.start_h <= h < self.end_h:
             return 0.0
         # Past events first at equal distance: the window is judged on what led to it.
-        return min(abs(h - self.start_h), abs(h - self.end_h)) + (0.01 if h >= self.end_h else 0)
+        return min(abs(h - self.start_h), abs(h - self.end_h)) + (
+            0.01 if h >= self.end_h else 0
+        )
 
     @staticmethod
     def series(rows, column) -> list:
@@ -99,7 +103,9 @@ class _Window:
 
     def numbers(self, column: str, rows=None) -> list[float]:
         rows = self.now if rows is None else rows
-        return [n for n in (_num(v) for v in self.series(rows, column)) if n is not None]
+        return [
+            n for n in (_num(v) for v in self.series(rows, column)) if n is not None
+        ]
 
     def value(self, column: str, how: str = "last", *, when: str = "now"):
         """A track over "now" or "before": last known, min, max or mean; None if
@@ -109,7 +115,11 @@ class _Window:
             ranked = [v for v in self.series(rows, column) if v in VENTILATION_STATUSES]
             if not ranked:
                 return None
-            return max(ranked, key=VENTILATION_STATUSES.index) if how == "max" else ranked[-1]
+            return (
+                max(ranked, key=VENTILATION_STATUSES.index)
+                if how == "max"
+                else ranked[-1]
+            )
         numbers = self.numbers(column, rows)
         if not numbers:
             return None

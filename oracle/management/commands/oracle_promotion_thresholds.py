@@ -25,24 +25,31 @@ OPTIONS = {
 
 
 class Command(BaseCommand):
-    help = "Show or set the promotion thresholds of Oracle runs (paper Table 1 figures)."
+    help = (
+        "Show or set the promotion thresholds of Oracle runs (paper Table 1 figures)."
+    )
 
     def add_arguments(self, parser):
         for option, key in OPTIONS.items():
             parser.add_argument(
-                f"--{option.replace('_', '-')}", type=float, dest=option,
+                f"--{option.replace('_', '-')}",
+                type=float,
+                dest=option,
                 help=f"{GATE_FIGURES[key][0]} (paper: {PAPER_TABLE1[key]}).",
             )
         parser.add_argument("--note", default="", help="Why they change.")
         parser.add_argument(
-            "--admin", help="Username recorded as setting them (default: first superuser)."
+            "--admin",
+            help="Username recorded as setting them (default: first superuser).",
         )
 
     def handle(self, *args, note="", admin=None, **options):
         given = {key: options.get(option) for option, key in OPTIONS.items()}
         if any(v is not None for v in given.values()):
             if any(v is None for v in given.values()):
-                raise CommandError("Give all four: --status --problems --actions --red-flags.")
+                raise CommandError(
+                    "Give all four: --status --problems --actions --red-flags."
+                )
             users = get_user_model().objects.filter(is_active=True)
             user = (
                 users.filter(username=admin).first()
@@ -51,14 +58,20 @@ class Command(BaseCommand):
             )
             if user is None:
                 raise CommandError(
-                    f"No active user {admin!r}." if admin else "No superuser: pass --admin."
+                    f"No active user {admin!r}."
+                    if admin
+                    else "No superuser: pass --admin."
                 )
             try:
                 promotion_thresholds_set(user=user, values=given, note=note)
             except (ValidationError, PermissionDenied) as error:
-                raise CommandError(" ".join(getattr(error, "messages", [str(error)]))) from error
+                raise CommandError(
+                    " ".join(getattr(error, "messages", [str(error)]))
+                ) from error
         current = promotion_thresholds_current()
-        who = f", {current['set_by']} at {current['set_at']}" if current["set_by"] else ""
+        who = (
+            f", {current['set_by']} at {current['set_at']}" if current["set_by"] else ""
+        )
         self.stdout.write(f"Promotion thresholds ({current['source']}{who}):")
         for key, (label, _path) in GATE_FIGURES.items():
             self.stdout.write(

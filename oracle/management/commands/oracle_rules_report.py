@@ -64,17 +64,17 @@ def _label(windows: list[Window]):
 
 
 def _table(counts: dict[str, Counter]) -> list[str]:
-    lines = [
-        f"{'':26} {'windows':>8} "
-        + " ".join(f"{s:>15}" for s in STATUSES)
-    ]
+    lines = [f"{'':26} {'windows':>8} " + " ".join(f"{s:>15}" for s in STATUSES)]
     for key, label in GROUPS:
         row = counts[key]
         total = sum(row[s] for s in STATUSES)
         cells = " ".join(
-            f"{row[s]:>6} ({100 * row[s] / total if total else 0:4.1f} %)" for s in STATUSES
+            f"{row[s]:>6} ({100 * row[s] / total if total else 0:4.1f} %)"
+            for s in STATUSES
         )
-        lines.append(f"{label + ' (' + str(row['stays']) + ' stays)':26} {total:>8} {cells}")
+        lines.append(
+            f"{label + ' (' + str(row['stays']) + ' stays)':26} {total:>8} {cells}"
+        )
     return lines
 
 
@@ -85,7 +85,9 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser):
-        parser.add_argument("--cohort", type=int, help="Cohort id (default: every stay).")
+        parser.add_argument(
+            "--cohort", type=int, help="Cohort id (default: every stay)."
+        )
         parser.add_argument(
             "--hours", type=float, default=12.0, help="Final hours of each stay (12)."
         )
@@ -108,7 +110,9 @@ class Command(BaseCommand):
             Window.objects.filter(stay__in=stays).order_by("stay_id", "index")
         )
         if not windows:
-            raise CommandError("No windows: build them first (manage.py build_windows).")
+            raise CommandError(
+                "No windows: build them first (manage.py build_windows)."
+            )
         final = [
             w
             for w in windows
@@ -168,10 +172,14 @@ class Command(BaseCommand):
                     raw += 1
             # Rated recorded actions join the recommended set under their event
             # names (annotation.consensus._label_items).
-            names = {e["id"]: str(e.get("name") or "") for e in context.recorded_actions}
+            names = {
+                e["id"]: str(e.get("name") or "") for e in context.recorded_actions
+            }
             for rating in payload["action_ratings"]:
                 name = names.get(rating["event_id"], "")
-                if rating["rating"] != "potentially_harmful" and RAW_CHARTING.search(name):
+                if rating["rating"] != "potentially_harmful" and RAW_CHARTING.search(
+                    name
+                ):
                     raw_rated[name.lower()] += 1
             aki = any(p["text"].startswith("AKI") for p in payload["acute_problems"])
             last = previous.get(window.stay_id)

@@ -51,8 +51,9 @@ class Command(BaseCommand):
         )
         parser.add_argument("--chunk-size", type=int, default=None)
         parser.add_argument(
-            "--admin", help="Username of the admin the run is recorded under "
-            "(default: the first superuser)."
+            "--admin",
+            help="Username of the admin the run is recorded under "
+            "(default: the first superuser).",
         )
 
     def _admin(self, username):
@@ -64,14 +65,26 @@ class Command(BaseCommand):
         )
         if user is None:
             raise CommandError(
-                f"No active user {username!r}." if username else
-                "No superuser to record the run under: create one "
+                f"No active user {username!r}."
+                if username
+                else "No superuser to record the run under: create one "
                 "(manage.py createsuperuser) or pass --admin."
             )
         return user
 
-    def handle(self, *args, campaign=None, cohort=None, resume=None, backbone=None,
-               name=None, inline=False, chunk_size=None, admin=None, **options):
+    def handle(
+        self,
+        *args,
+        campaign=None,
+        cohort=None,
+        resume=None,
+        backbone=None,
+        name=None,
+        inline=False,
+        chunk_size=None,
+        admin=None,
+        **options,
+    ):
         user = self._admin(admin)
         enqueue = not inline
         try:
@@ -84,7 +97,9 @@ class Command(BaseCommand):
                 if backbone:
                     chosen = Backbone.objects.filter(name=backbone).first()
                     if chosen is None:
-                        names = ", ".join(Backbone.objects.values_list("name", flat=True))
+                        names = ", ".join(
+                            Backbone.objects.values_list("name", flat=True)
+                        )
                         raise CommandError(f"No backbone named {backbone!r} ({names}).")
                 else:
                     chosen = selectors.backbone_rules_default()
@@ -107,7 +122,9 @@ class Command(BaseCommand):
                     enqueue=enqueue,
                 )
         except (ValidationError, PermissionDenied) as error:
-            raise CommandError("; ".join(getattr(error, "messages", [str(error)]))) from error
+            raise CommandError(
+                "; ".join(getattr(error, "messages", [str(error)]))
+            ) from error
         self.stdout.write(f"Oracle run {run.pk}: {run.total_windows} windows.")
         out = self.stderr._out if hasattr(self.stderr, "_out") else sys.stderr
 
@@ -139,8 +156,11 @@ class Command(BaseCommand):
             out.write("\n")
             self.stdout.write(
                 f"Stopped following; run {run.pk} goes on"
-                + (" on the workers." if not inline else
-                   f" when resumed (--resume {run.pk}).")
+                + (
+                    " on the workers."
+                    if not inline
+                    else f" when resumed (--resume {run.pk})."
+                )
             )
             return
         show()

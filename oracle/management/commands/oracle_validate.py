@@ -38,8 +38,9 @@ class Command(BaseCommand):
         parser.add_argument("run_id", type=int, metavar="RUN_ID")
         parser.add_argument("--campaign", type=int, required=True, help="Campaign id.")
         parser.add_argument(
-            "--admin", help="Username the report is recorded under "
-            "(default: the first superuser)."
+            "--admin",
+            help="Username the report is recorded under "
+            "(default: the first superuser).",
         )
 
     def handle(self, *args, run_id, campaign, admin=None, **options):
@@ -51,8 +52,9 @@ class Command(BaseCommand):
         )
         if user is None:
             raise CommandError(
-                f"No active user {admin!r}." if admin else
-                "No superuser to record the report under: pass --admin."
+                f"No active user {admin!r}."
+                if admin
+                else "No superuser to record the report under: pass --admin."
             )
         run = OracleRun.objects.select_related("prompt").filter(pk=run_id).first()
         if run is None:
@@ -71,7 +73,9 @@ class Command(BaseCommand):
                 admin=user, run=run, campaign=found, on_progress=show
             )
         except (ValidationError, PermissionDenied) as error:
-            raise CommandError("; ".join(getattr(error, "messages", [str(error)]))) from error
+            raise CommandError(
+                "; ".join(getattr(error, "messages", [str(error)]))
+            ) from error
         out.write("\n")
         figures = report.report
         self.stdout.write(
@@ -86,6 +90,5 @@ class Command(BaseCommand):
         )
         for task in ("acute_problems", "recommended_actions", "red_flags"):
             self.stdout.write(
-                f"  {task.replace('_', ' ')} semantic F1 "
-                f"{_figure(figures[task]['f1'])}"
+                f"  {task.replace('_', ' ')} semantic F1 {_figure(figures[task]['f1'])}"
             )

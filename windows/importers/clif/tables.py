@@ -87,22 +87,91 @@ class _Tables:
 # (table, required columns, transform) for every event table; the transform turns
 # a filtered chunk into normalized event rows.
 _EVENT_TABLES: list[tuple[str, list[str]]] = [
-    ("vitals", ["hospitalization_id", "recorded_dttm", "vital_name", "vital_category", "vital_value"]),
-    ("labs", ["hospitalization_id", "lab_result_dttm", "lab_name", "lab_category", "lab_value",
-              "lab_value_numeric", "reference_unit"]),
-    ("medication_admin_continuous", ["hospitalization_id", "admin_dttm", "med_name", "med_category",
-                                     "mar_action_category", "med_dose", "med_dose_unit"]),
-    ("medication_admin_intermittent", ["hospitalization_id", "admin_dttm", "med_name",
-                                       "med_category", "mar_action_category", "med_dose",
-                                       "med_dose_unit"]),
-    ("respiratory_support", ["hospitalization_id", "recorded_dttm", "device_name",
-                             "device_category", "mode_name", "mode_category"]),
-    ("patient_assessments", ["hospitalization_id", "recorded_dttm", "assessment_name",
-                             "assessment_category", "numerical_value", "categorical_value"]),
-    ("crrt_therapy", ["hospitalization_id", "recorded_dttm", "crrt_mode_name", "crrt_mode_category"]),
-    ("position", ["hospitalization_id", "recorded_dttm", "position_name", "position_category"]),
-    ("patient_procedures", ["hospitalization_id", "procedure_code", "procedure_code_format",
-                            "procedure_billed_dttm"]),
+    (
+        "vitals",
+        [
+            "hospitalization_id",
+            "recorded_dttm",
+            "vital_name",
+            "vital_category",
+            "vital_value",
+        ],
+    ),
+    (
+        "labs",
+        [
+            "hospitalization_id",
+            "lab_result_dttm",
+            "lab_name",
+            "lab_category",
+            "lab_value",
+            "lab_value_numeric",
+            "reference_unit",
+        ],
+    ),
+    (
+        "medication_admin_continuous",
+        [
+            "hospitalization_id",
+            "admin_dttm",
+            "med_name",
+            "med_category",
+            "mar_action_category",
+            "med_dose",
+            "med_dose_unit",
+        ],
+    ),
+    (
+        "medication_admin_intermittent",
+        [
+            "hospitalization_id",
+            "admin_dttm",
+            "med_name",
+            "med_category",
+            "mar_action_category",
+            "med_dose",
+            "med_dose_unit",
+        ],
+    ),
+    (
+        "respiratory_support",
+        [
+            "hospitalization_id",
+            "recorded_dttm",
+            "device_name",
+            "device_category",
+            "mode_name",
+            "mode_category",
+        ],
+    ),
+    (
+        "patient_assessments",
+        [
+            "hospitalization_id",
+            "recorded_dttm",
+            "assessment_name",
+            "assessment_category",
+            "numerical_value",
+            "categorical_value",
+        ],
+    ),
+    (
+        "crrt_therapy",
+        ["hospitalization_id", "recorded_dttm", "crrt_mode_name", "crrt_mode_category"],
+    ),
+    (
+        "position",
+        ["hospitalization_id", "recorded_dttm", "position_name", "position_category"],
+    ),
+    (
+        "patient_procedures",
+        [
+            "hospitalization_id",
+            "procedure_code",
+            "procedure_code_format",
+            "procedure_billed_dttm",
+        ],
+    ),
 ]
 _TIME_COLUMN = {
     "vitals": "recorded_dttm",
@@ -121,8 +190,16 @@ def _optional_columns(name: str) -> list[str]:
     return {
         "vitals": ["meas_site_name"],
         "labs": ["lab_collect_dttm", "lab_specimen_category"],
-        "medication_admin_continuous": ["mar_action_name", "med_route_category", "med_order_id"],
-        "medication_admin_intermittent": ["mar_action_name", "med_route_category", "med_order_id"],
+        "medication_admin_continuous": [
+            "mar_action_name",
+            "med_route_category",
+            "med_order_id",
+        ],
+        "medication_admin_intermittent": [
+            "mar_action_name",
+            "med_route_category",
+            "med_order_id",
+        ],
         "respiratory_support": ["tracheostomy", *RESP_SET_COLUMNS, *RESP_OBS_COLUMNS],
         "patient_assessments": ["text_value", "assessment_group"],
         "crrt_therapy": CRRT_NUMERIC,
@@ -137,39 +214,82 @@ def _read_patients(table: SourceTable) -> pd.DataFrame:
     cols = ["patient_id", "sex_category", "death_dttm"]
     frame = table.read_all(cols)
     frame["patient_id"] = _text(frame["patient_id"])
-    frame["death_dttm"] = parse_times(frame["death_dttm"], file=table.display,
-                                      column="death_dttm", first_row=1, required=False)
-    reject_first(frame["patient_id"].duplicated(),
-                 lambda pos: f"duplicate patient_id {frame['patient_id'].iloc[pos]!r}",
-                 file=table.display, column="patient_id")
+    frame["death_dttm"] = parse_times(
+        frame["death_dttm"],
+        file=table.display,
+        column="death_dttm",
+        first_row=1,
+        required=False,
+    )
+    reject_first(
+        frame["patient_id"].duplicated(),
+        lambda pos: f"duplicate patient_id {frame['patient_id'].iloc[pos]!r}",
+        file=table.display,
+        column="patient_id",
+    )
     return frame.set_index("patient_id", drop=False)
 
 
 def _read_hospitalizations(table: SourceTable, patients: pd.DataFrame) -> pd.DataFrame:
-    cols = ["patient_id", "hospitalization_id", "admission_dttm", "discharge_dttm",
-            "age_at_admission", "discharge_category"]
+    cols = [
+        "patient_id",
+        "hospitalization_id",
+        "admission_dttm",
+        "discharge_dttm",
+        "age_at_admission",
+        "discharge_category",
+    ]
     present = set(table.columns())
     extra = [c for c in ("admission_type_category",) if c in present]
     frame = table.read_all(cols + extra)
     for col in ("patient_id", "hospitalization_id"):
         frame[col] = _text(frame[col])
-    frame["admission_dttm"] = parse_times(frame["admission_dttm"], file=table.display,
-                                          column="admission_dttm", first_row=1)
-    frame["discharge_dttm"] = parse_times(frame["discharge_dttm"], file=table.display,
-                                          column="discharge_dttm", first_row=1, required=False)
-    check_order(frame["admission_dttm"], frame["discharge_dttm"], file=table.display,
-                first_row=1, start_col="admission_dttm", end_col="discharge_dttm")
+    frame["admission_dttm"] = parse_times(
+        frame["admission_dttm"],
+        file=table.display,
+        column="admission_dttm",
+        first_row=1,
+    )
+    frame["discharge_dttm"] = parse_times(
+        frame["discharge_dttm"],
+        file=table.display,
+        column="discharge_dttm",
+        first_row=1,
+        required=False,
+    )
+    check_order(
+        frame["admission_dttm"],
+        frame["discharge_dttm"],
+        file=table.display,
+        first_row=1,
+        start_col="admission_dttm",
+        end_col="discharge_dttm",
+    )
     frame["age_at_admission"] = parse_whole_numbers(
-        frame["age_at_admission"], file=table.display, column="age_at_admission",
-        first_row=1, low=0, high=130)
-    reject_first(~frame["patient_id"].isin(patients.index),
-                 lambda pos: f"unknown patient_id {frame['patient_id'].iloc[pos]!r} "
-                 f"(not in the patient table)",
-                 file=table.display, column="patient_id")
-    reject_first(frame["hospitalization_id"].duplicated(),
-                 lambda pos: f"duplicate hospitalization_id "
-                 f"{frame['hospitalization_id'].iloc[pos]!r}",
-                 file=table.display, column="hospitalization_id")
+        frame["age_at_admission"],
+        file=table.display,
+        column="age_at_admission",
+        first_row=1,
+        low=0,
+        high=130,
+    )
+    reject_first(
+        ~frame["patient_id"].isin(patients.index),
+        lambda pos: (
+            f"unknown patient_id {frame['patient_id'].iloc[pos]!r} "
+            f"(not in the patient table)"
+        ),
+        file=table.display,
+        column="patient_id",
+    )
+    reject_first(
+        frame["hospitalization_id"].duplicated(),
+        lambda pos: (
+            f"duplicate hospitalization_id {frame['hospitalization_id'].iloc[pos]!r}"
+        ),
+        file=table.display,
+        column="hospitalization_id",
+    )
     return frame.set_index("hospitalization_id", drop=False)
 
 
@@ -178,30 +298,62 @@ def _read_adt(
 ) -> tuple[pd.DataFrame, dict[str, list[dict]]]:
     """The ADT table and the ICU stays per hospitalization it defines: contiguous
     ICU segments merged into one stay."""
-    cols = ["hospitalization_id", "in_dttm", "out_dttm", "location_name", "location_category"]
+    cols = [
+        "hospitalization_id",
+        "in_dttm",
+        "out_dttm",
+        "location_name",
+        "location_category",
+    ]
     frame = table.read_all(cols)
     frame["hospitalization_id"] = _text(frame["hospitalization_id"])
     frame["row"] = np.arange(1, len(frame) + 1)
-    frame["in_dttm"] = parse_times(frame["in_dttm"], file=table.display, column="in_dttm",
-                                   first_row=1)
-    frame["out_dttm"] = parse_times(frame["out_dttm"], file=table.display, column="out_dttm",
-                                    first_row=1, required=False)
-    check_order(frame["in_dttm"], frame["out_dttm"], file=table.display, first_row=1,
-                start_col="in_dttm", end_col="out_dttm")
-    reject_first(~frame["hospitalization_id"].isin(hosps.index),
-                 lambda pos: f"unknown hospitalization_id "
-                 f"{frame['hospitalization_id'].iloc[pos]!r} (not in the hospitalization table)",
-                 file=table.display, column="hospitalization_id")
+    frame["in_dttm"] = parse_times(
+        frame["in_dttm"], file=table.display, column="in_dttm", first_row=1
+    )
+    frame["out_dttm"] = parse_times(
+        frame["out_dttm"],
+        file=table.display,
+        column="out_dttm",
+        first_row=1,
+        required=False,
+    )
+    check_order(
+        frame["in_dttm"],
+        frame["out_dttm"],
+        file=table.display,
+        first_row=1,
+        start_col="in_dttm",
+        end_col="out_dttm",
+    )
+    reject_first(
+        ~frame["hospitalization_id"].isin(hosps.index),
+        lambda pos: (
+            f"unknown hospitalization_id "
+            f"{frame['hospitalization_id'].iloc[pos]!r} (not in the hospitalization table)"
+        ),
+        file=table.display,
+        column="hospitalization_id",
+    )
     icu = frame[_text(frame["location_category"]).str.lower() == "icu"]
     missing_out = icu["out_dttm"].isna()
     if missing_out.any():
         pos = int(icu.loc[missing_out, "row"].iloc[0])
-        raise SourceDataError("ICU segment has no out_dttm", file=table.display, row=pos,
-                              column="out_dttm")
+        raise SourceDataError(
+            "ICU segment has no out_dttm",
+            file=table.display,
+            row=pos,
+            column="out_dttm",
+        )
     stays: dict[str, list[dict]] = {}
     for hosp_id, group in icu.groupby("hospitalization_id", sort=True):
         segments = [
-            (r.in_dttm.to_pydatetime(), r.out_dttm.to_pydatetime(), r.location_name, int(r.row))
+            (
+                r.in_dttm.to_pydatetime(),
+                r.out_dttm.to_pydatetime(),
+                r.location_name,
+                int(r.row),
+            )
             for r in group.itertuples()
         ]
         runs = merge_icu_segments(segments)
@@ -211,8 +363,12 @@ def _read_adt(
                 "outtime": max(seg[1] for seg in run),
                 "care_unit": str(run[0][2] or ""),
                 "segments": [
-                    {"adt_row": seg[3], "in": seg[0].isoformat(), "out": seg[1].isoformat(),
-                     "location_name": str(seg[2] or "")}
+                    {
+                        "adt_row": seg[3],
+                        "in": seg[0].isoformat(),
+                        "out": seg[1].isoformat(),
+                        "location_name": str(seg[2] or ""),
+                    }
                     for seg in run
                 ],
             }
@@ -224,7 +380,9 @@ def _read_adt(
     return frame, stays
 
 
-def _read_diagnoses(table: SourceTable | None, hosp_ids: set[str]) -> dict[str, list[dict]]:
+def _read_diagnoses(
+    table: SourceTable | None, hosp_ids: set[str]
+) -> dict[str, list[dict]]:
     if table is None:
         return {}
     cols = ["hospitalization_id", "diagnosis_code", "diagnosis_code_format"]
@@ -234,8 +392,11 @@ def _read_diagnoses(table: SourceTable | None, hosp_ids: set[str]) -> dict[str, 
     for first_row, chunk in table.chunks(cols + extra):
         if "diagnosis_primary" in chunk:
             chunk["diagnosis_primary"] = parse_whole_numbers(
-                chunk["diagnosis_primary"], file=table.display, column="diagnosis_primary",
-                first_row=first_row)
+                chunk["diagnosis_primary"],
+                file=table.display,
+                column="diagnosis_primary",
+                first_row=first_row,
+            )
         chunk["hospitalization_id"] = _text(chunk["hospitalization_id"])
         chunk = chunk[chunk["hospitalization_id"].isin(hosp_ids)]
         for r in chunk.itertuples(index=False):
@@ -244,13 +405,15 @@ def _read_diagnoses(table: SourceTable | None, hosp_ids: set[str]) -> dict[str, 
             primary = getattr(r, "diagnosis_primary", 0)
             primary = 0 if pd.isna(primary) else int(primary)
             items = out.setdefault(r.hospitalization_id, [])
-            items.append({
-                "code": str(r.diagnosis_code),
-                "version": version,
-                # Primary diagnosis first, then file order.
-                "rank": (0 if primary == 1 else 1) * 100000 + len(items) + 1,
-                "title": "",
-            })
+            items.append(
+                {
+                    "code": str(r.diagnosis_code),
+                    "version": version,
+                    # Primary diagnosis first, then file order.
+                    "rank": (0 if primary == 1 else 1) * 100000 + len(items) + 1,
+                    "title": "",
+                }
+            )
     return {hosp: diagnoses_titled(items) for hosp, items in out.items()}
 
 
@@ -268,29 +431,49 @@ def _validate_times(name: str, table: SourceTable, hosp_ids: set[str]) -> None:
             _event_times(chunk, name, time_col, table.display)
 
 
-def _event_times(chunk: pd.DataFrame, name: str, time_col: str, display: str) -> pd.Series:
+def _event_times(
+    chunk: pd.DataFrame, name: str, time_col: str, display: str
+) -> pd.Series:
     """Event times, with the row numbers of the source in any error."""
     rows = chunk["_row"].to_numpy()
     try:
-        times = parse_times(chunk[time_col].reset_index(drop=True), file=display,
-                            column=time_col, first_row=0, required=False)
+        times = parse_times(
+            chunk[time_col].reset_index(drop=True),
+            file=display,
+            column=time_col,
+            first_row=0,
+            required=False,
+        )
     except SourceDataError as exc:
         # parse_times counted positions within this filtered chunk; name the file row.
-        raise SourceDataError(exc.detail, file=display,
-                              row=int(rows[exc.row]), column=time_col) from exc
+        raise SourceDataError(
+            exc.detail, file=display, row=int(rows[exc.row]), column=time_col
+        ) from exc
     if name == "labs" and "lab_collect_dttm" in chunk:
         # A lab enters the trajectory when its result is known; collection time
         # stands in only where the result time is missing.
         try:
-            collect = parse_times(chunk["lab_collect_dttm"].reset_index(drop=True),
-                                  file=display, column="lab_collect_dttm", first_row=0,
-                                  required=False)
+            collect = parse_times(
+                chunk["lab_collect_dttm"].reset_index(drop=True),
+                file=display,
+                column="lab_collect_dttm",
+                first_row=0,
+                required=False,
+            )
         except SourceDataError as exc:
-            raise SourceDataError(exc.detail, file=display,
-                                  row=int(rows[exc.row]), column="lab_collect_dttm") from exc
+            raise SourceDataError(
+                exc.detail,
+                file=display,
+                row=int(rows[exc.row]),
+                column="lab_collect_dttm",
+            ) from exc
         times = times.fillna(collect)
     missing = times.isna().to_numpy()
     if missing.any():
-        raise SourceDataError("time is missing", file=display, row=int(rows[missing.argmax()]),
-                              column=time_col)
+        raise SourceDataError(
+            "time is missing",
+            file=display,
+            row=int(rows[missing.argmax()]),
+            column=time_col,
+        )
     return pd.Series(times.to_numpy(), index=chunk.index)

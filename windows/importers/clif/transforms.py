@@ -53,28 +53,46 @@ def _stripped(value):
     return value.strip() if isinstance(value, str) else value
 
 
-def _base(chunk: pd.DataFrame, *, kind, domain, category, name, value_num=np.nan, unit="",
-          value_text="") -> pd.DataFrame:
-    return pd.DataFrame({
-        "time": chunk["_time"],
-        "kind": kind,
-        "domain": domain,
-        "category": _stripped(category),
-        "name": _stripped(name),
-        "value_num": value_num,
-        "unit": _stripped(unit),
-        "value_text": value_text,
-        "source_key": "row:" + chunk["_row"].astype(str),
-    }, index=chunk.index)
+def _base(
+    chunk: pd.DataFrame,
+    *,
+    kind,
+    domain,
+    category,
+    name,
+    value_num=np.nan,
+    unit="",
+    value_text="",
+) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "time": chunk["_time"],
+            "kind": kind,
+            "domain": domain,
+            "category": _stripped(category),
+            "name": _stripped(name),
+            "value_num": value_num,
+            "unit": _stripped(unit),
+            "value_text": value_text,
+            "source_key": "row:" + chunk["_row"].astype(str),
+        },
+        index=chunk.index,
+    )
 
 
 def _vitals(c: pd.DataFrame) -> pd.DataFrame:
     cat = _text(c["vital_category"])
     site = _text(c["meas_site_name"]) if "meas_site_name" in c else ""
-    return _base(c, kind=EventKind.OBSERVATION, domain=Domain.VITALS, category=cat,
-                 name=_text(c["vital_name"]), value_num=pd.to_numeric(c["vital_value"],
-                                                                      errors="coerce"),
-                 unit=cat.map(VITAL_UNITS).fillna(""), value_text=site)
+    return _base(
+        c,
+        kind=EventKind.OBSERVATION,
+        domain=Domain.VITALS,
+        category=cat,
+        name=_text(c["vital_name"]),
+        value_num=pd.to_numeric(c["vital_value"], errors="coerce"),
+        unit=cat.map(VITAL_UNITS).fillna(""),
+        value_text=site,
+    )
 
 
 def _labs(c: pd.DataFrame) -> pd.DataFrame:
@@ -97,13 +115,17 @@ def _labs(c: pd.DataFrame) -> pd.DataFrame:
     text = _text(c["lab_value"]).where(num.isna(), "")
     category = _text(c["lab_category"]).str.lower()
     name = _text(c["lab_name"])
-    specimen = (_text(c["lab_specimen_category"]) if "lab_specimen_category" in c
-                else pd.Series("", index=c.index))
+    specimen = (
+        _text(c["lab_specimen_category"])
+        if "lab_specimen_category" in c
+        else pd.Series("", index=c.index)
+    )
     gas = category.str.endswith("_arterial") | category.str.endswith("_venous")
     venous = category.str.endswith("_venous") | name.str.contains("venous", case=False)
     arterial = name.str.contains(r"\barterial\b", case=False, regex=True) & ~venous
-    own = pd.Series(np.select([venous, arterial], ["venous", "arterial"], ""),
-                    index=c.index).where(gas, "")
+    own = pd.Series(
+        np.select([venous, arterial], ["venous", "arterial"], ""), index=c.index
+    ).where(gas, "")
     if "lab_collect_dttm" in c:
         collected = pd.to_datetime(c["lab_collect_dttm"], utc=True, errors="coerce")
         grouped = gas & collected.notna()
@@ -111,15 +133,27 @@ def _labs(c: pd.DataFrame) -> pd.DataFrame:
             key = [c.loc[grouped, "hospitalization_id"], collected[grouped]]
             any_venous = (own[grouped] == "venous").groupby(key).transform("any")
             any_arterial = (own[grouped] == "arterial").groupby(key).transform("any")
-            shared = pd.Series(np.select([any_venous & ~any_arterial,
-                                          any_arterial & ~any_venous],
-                                         ["venous", "arterial"], ""), index=own[grouped].index)
+            shared = pd.Series(
+                np.select(
+                    [any_venous & ~any_arterial, any_arterial & ~any_venous],
+                    ["venous", "arterial"],
+                    "",
+                ),
+                index=own[grouped].index,
+            )
             own.loc[grouped] = own[grouped].where(own[grouped] != "", shared)
     specimen = specimen.where(specimen != "", own)
     text = text.where(num.isna(), specimen)
-    return _base(c, kind=EventKind.OBSERVATION, domain=Domain.LABS,
-                 category=_text(c["lab_category"]), name=name, value_num=num,
-                 unit=_text(c["reference_unit"]), value_text=text)
+    return _base(
+        c,
+        kind=EventKind.OBSERVATION,
+        domain=Domain.LABS,
+        category=_text(c["lab_category"]),
+        name=name,
+        value_num=num,
+        unit=_text(c["reference_unit"]),
+        value_text=text,
+    )
 
 
 def _filed_twice(c: pd.DataFrame) -> pd.Series:
@@ -127,8 +161,19 @@ def _filed_twice(c: pd.DataFrame) -> pd.Series:
     except the one with the longest (most specific) category: the CLIF demo files
     each "Dextrose 5%" record under both dextrose and dextrose_in_water_d5w. One
     administration is one event."""
-    key = [col for col in ("hospitalization_id", "_time", "med_order_id", "med_name",
-                           "mar_action_category", "med_dose", "med_dose_unit") if col in c]
+    key = [
+        col
+        for col in (
+            "hospitalization_id",
+            "_time",
+            "med_order_id",
+            "med_name",
+            "mar_action_category",
+            "med_dose",
+            "med_dose_unit",
+        )
+        if col in c
+    ]
     frame = c[key].astype("object").where(c[key].notna(), "<NA>").astype(str)
     frame["_len"] = _text(c["med_category"]).str.len()
     frame = frame.sort_values("_len", ascending=False, kind="mergesort")
@@ -140,15 +185,24 @@ def _meds(domain: str):
         twice = _filed_twice(c)
         c = c[~twice]
         action = _text(c["mar_action_category"]).str.lower()
-        kind = np.where(action.isin(MED_NON_ACTIONS), EventKind.OBSERVATION, EventKind.ACTION)
-        frame = _base(c, kind=kind, domain=domain, category=_text(c["med_category"]),
-                      name=_text(c["med_name"]), value_num=pd.to_numeric(c["med_dose"],
-                                                                         errors="coerce"),
-                      unit=_text(c["med_dose_unit"]), value_text=action)
+        kind = np.where(
+            action.isin(MED_NON_ACTIONS), EventKind.OBSERVATION, EventKind.ACTION
+        )
+        frame = _base(
+            c,
+            kind=kind,
+            domain=domain,
+            category=_text(c["med_category"]),
+            name=_text(c["med_name"]),
+            value_num=pd.to_numeric(c["med_dose"], errors="coerce"),
+            unit=_text(c["med_dose_unit"]),
+            value_text=action,
+        )
         if "med_order_id" in c:
             frame["order_id"] = _text(c["med_order_id"])
         frame.attrs["filed_twice"] = int(twice.sum())
         return frame
+
     return transform
 
 
@@ -164,27 +218,48 @@ def _respiratory(c: pd.DataFrame) -> pd.DataFrame:
         d = c[dev]
         trach = ""
         if "tracheostomy" in d:
-            trach = np.where(d["tracheostomy"].fillna(False).astype(bool), "tracheostomy", "")
-        frames.append(_base(d, kind=kind, domain=Domain.RESPIRATORY,
-                            category=_text(d["device_category"]), name=_text(d["device_name"]),
-                            value_text=trach).assign(source_key=lambda f: f["source_key"] + ":device"))
+            trach = np.where(
+                d["tracheostomy"].fillna(False).astype(bool), "tracheostomy", ""
+            )
+        frames.append(
+            _base(
+                d,
+                kind=kind,
+                domain=Domain.RESPIRATORY,
+                category=_text(d["device_category"]),
+                name=_text(d["device_name"]),
+                value_text=trach,
+            ).assign(source_key=lambda f: f["source_key"] + ":device")
+        )
     mode = c["mode_category"].notna() | c["mode_name"].notna()
     if mode.any():
         m = c[mode]
-        frames.append(_base(m, kind=kind, domain=Domain.RESPIRATORY,
-                            category="mode:" + _text(m["mode_category"]),
-                            name=_text(m["mode_name"]))
-                      .assign(source_key=lambda f: f["source_key"] + ":mode"))
+        frames.append(
+            _base(
+                m,
+                kind=kind,
+                domain=Domain.RESPIRATORY,
+                category="mode:" + _text(m["mode_category"]),
+                name=_text(m["mode_name"]),
+            ).assign(source_key=lambda f: f["source_key"] + ":mode")
+        )
     for col in present_sets + [col for col in RESP_OBS_COLUMNS if col in c]:
         vals = pd.to_numeric(c[col], errors="coerce")
         has = vals.notna()
         if not has.any():
             continue
         sub = c[has]
-        frames.append(_base(sub, kind=kind, domain=Domain.RESPIRATORY, category=col,
-                            name=col.replace("_", " "), value_num=vals[has],
-                            unit=RESP_UNITS.get(col, "cmH2O"))
-                      .assign(source_key=lambda f, col=col: f["source_key"] + ":" + col))
+        frames.append(
+            _base(
+                sub,
+                kind=kind,
+                domain=Domain.RESPIRATORY,
+                category=col,
+                name=col.replace("_", " "),
+                value_num=vals[has],
+                unit=RESP_UNITS.get(col, "cmH2O"),
+            ).assign(source_key=lambda f, col=col: f["source_key"] + ":" + col)
+        )
     if not frames:
         return _base(c.iloc[:0], kind="", domain="", category="", name="")
     return _concat(frames)
@@ -200,10 +275,15 @@ def _assessments(c: pd.DataFrame) -> pd.DataFrame:
     text = _text(c["categorical_value"])
     if "text_value" in c:
         text = text.where(text != "", _text(c["text_value"]))
-    return _base(c, kind=EventKind.OBSERVATION, domain=Domain.ASSESSMENTS,
-                 category=_text(c["assessment_category"]), name=_text(c["assessment_name"]),
-                 value_num=pd.to_numeric(c["numerical_value"], errors="coerce"),
-                 value_text=text)
+    return _base(
+        c,
+        kind=EventKind.OBSERVATION,
+        domain=Domain.ASSESSMENTS,
+        category=_text(c["assessment_category"]),
+        name=_text(c["assessment_name"]),
+        value_num=pd.to_numeric(c["numerical_value"], errors="coerce"),
+        value_text=text,
+    )
 
 
 def _crrt(c: pd.DataFrame) -> pd.DataFrame:
@@ -213,10 +293,15 @@ def _crrt(c: pd.DataFrame) -> pd.DataFrame:
     has_mode = c["crrt_mode_category"].notna() | c["crrt_mode_name"].notna()
     if has_mode.any():
         m = c[has_mode]
-        frames.append(_base(m, kind=EventKind.OBSERVATION,
-                            domain=Domain.CRRT, category="crrt:" + _text(m["crrt_mode_category"]),
-                            name=_text(m["crrt_mode_name"]))
-                      .assign(source_key=lambda f: f["source_key"] + ":mode"))
+        frames.append(
+            _base(
+                m,
+                kind=EventKind.OBSERVATION,
+                domain=Domain.CRRT,
+                category="crrt:" + _text(m["crrt_mode_category"]),
+                name=_text(m["crrt_mode_name"]),
+            ).assign(source_key=lambda f: f["source_key"] + ":mode")
+        )
     for col in CRRT_NUMERIC:
         if col not in c:
             continue
@@ -224,10 +309,17 @@ def _crrt(c: pd.DataFrame) -> pd.DataFrame:
         has = vals.notna()
         if has.any():
             sub = c[has]
-            frames.append(_base(sub, kind=EventKind.OBSERVATION, domain=Domain.CRRT,
-                                category=col, name=col.replace("_", " "), value_num=vals[has],
-                                unit="mL/h")
-                          .assign(source_key=lambda f, col=col: f["source_key"] + ":" + col))
+            frames.append(
+                _base(
+                    sub,
+                    kind=EventKind.OBSERVATION,
+                    domain=Domain.CRRT,
+                    category=col,
+                    name=col.replace("_", " "),
+                    value_num=vals[has],
+                    unit="mL/h",
+                ).assign(source_key=lambda f, col=col: f["source_key"] + ":" + col)
+            )
     if not frames:
         return _base(c.iloc[:0], kind="", domain="", category="", name="")
     return _concat(frames)
@@ -236,8 +328,13 @@ def _crrt(c: pd.DataFrame) -> pd.DataFrame:
 def _position(c: pd.DataFrame) -> pd.DataFrame:
     cat = _text(c["position_category"])
     # Proning (and its end) is derived as a decision by windows.actions.
-    return _base(c, kind=EventKind.OBSERVATION, domain=Domain.POSITION, category=cat,
-                 name=_text(c["position_name"]))
+    return _base(
+        c,
+        kind=EventKind.OBSERVATION,
+        domain=Domain.POSITION,
+        category=cat,
+        name=_text(c["position_name"]),
+    )
 
 
 def _procedures(c: pd.DataFrame) -> pd.DataFrame:
@@ -245,8 +342,14 @@ def _procedures(c: pd.DataFrame) -> pd.DataFrame:
     billing date: coded records, for hindsight only (never at the bedside)."""
     code = _text(c["procedure_code"])
     fmt = _text(c["procedure_code_format"])
-    return _base(c, kind=EventKind.CODED, domain=Domain.PROCEDURES, category=fmt,
-                 name=fmt + " " + code, value_text=code)
+    return _base(
+        c,
+        kind=EventKind.CODED,
+        domain=Domain.PROCEDURES,
+        category=fmt,
+        name=fmt + " " + code,
+        value_text=code,
+    )
 
 
 _TRANSFORMS = {
@@ -262,7 +365,9 @@ _TRANSFORMS = {
 }
 
 
-def _code_status_events(table: SourceTable, adm_by_hosp: dict[str, Admission]) -> pd.DataFrame:
+def _code_status_events(
+    table: SourceTable, adm_by_hosp: dict[str, Admission]
+) -> pd.DataFrame:
     """Code status is charted per patient; each record goes to the imported
     admission whose stay in hospital contains its time."""
     by_patient: dict[str, list[Admission]] = {}
@@ -277,21 +382,29 @@ def _code_status_events(table: SourceTable, adm_by_hosp: dict[str, Admission]) -
         if chunk.empty:
             continue
         chunk = chunk.reset_index(drop=True)
-        times = parse_times(chunk["start_dttm"], file=table.display, column="start_dttm",
-                            first_row=1)
+        times = parse_times(
+            chunk["start_dttm"], file=table.display, column="start_dttm", first_row=1
+        )
         for i, r in enumerate(chunk.to_dict("records")):
             t = times.iloc[i]
             for adm in by_patient[r["patient_id"]]:
                 end = adm.discharge_time or t
                 if adm.admit_time <= t <= end:
-                    rows.append({
-                        "admission_id": adm.pk, "time": t, "kind": EventKind.ACTION,
-                        "domain": Domain.CODE_STATUS,
-                        "category": "" if pd.isna(r["code_status_category"])
-                        else str(r["code_status_category"]),
-                        "name": "" if pd.isna(r["code_status_name"])
-                        else str(r["code_status_name"]),
-                        "source_table": "clif_code_status", "source_key": f"row:{r['_row']}",
-                    })
+                    rows.append(
+                        {
+                            "admission_id": adm.pk,
+                            "time": t,
+                            "kind": EventKind.ACTION,
+                            "domain": Domain.CODE_STATUS,
+                            "category": ""
+                            if pd.isna(r["code_status_category"])
+                            else str(r["code_status_category"]),
+                            "name": ""
+                            if pd.isna(r["code_status_name"])
+                            else str(r["code_status_name"]),
+                            "source_table": "clif_code_status",
+                            "source_key": f"row:{r['_row']}",
+                        }
+                    )
                     break
     return pd.DataFrame(rows)

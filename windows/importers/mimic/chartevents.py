@@ -63,7 +63,9 @@ def _arrow_ids(values: pa.Array, *, required: bool) -> np.ndarray | None:
     if out is None:
         return None
     missing = np.isnan(out)
-    if (required and missing.any()) or (np.isinf(out) | (out % 1 != 0) & ~missing).any():
+    if (required and missing.any()) or (
+        np.isinf(out) | (out % 1 != 0) & ~missing
+    ).any():
         return None
     return np.where(missing, -1, out).astype("int64")
 
@@ -245,7 +247,9 @@ class ChartEventsStep(EventStep):
             admission, rows, codes = admission[order], rows[order], codes[order]
             value, uom = value.take(pa.array(order)), uom.take(pa.array(order))
 
-        number = valuenum * m["factor"].to_numpy()[codes] + m["offset"].to_numpy()[codes]
+        number = (
+            valuenum * m["factor"].to_numpy()[codes] + m["offset"].to_numpy()[codes]
+        )
         fraction = np.isin(itemid, list(FRACTION_ITEMS)) & (number > 1)
         number = np.where(fraction, number / 100, number)
 
@@ -256,9 +260,7 @@ class ChartEventsStep(EventStep):
         by_value = np.isin(itemid, list(VALUE_CATEGORY_ITEMS))
         for item in np.unique(itemid[by_value]):
             mask = itemid == item
-            texts = pc.dictionary_encode(
-                pc.fill_null(value.filter(pa.array(mask)), "")
-            )
+            texts = pc.dictionary_encode(pc.fill_null(value.filter(pa.array(mask)), ""))
             distinct = texts.dictionary.to_pylist()
             category_codes[mask] = len(categories) + texts.indices.to_numpy()
             categories.extend(value_categories(int(item), distinct))
@@ -301,7 +303,9 @@ class ChartEventsStep(EventStep):
             "unit": _within(unit, TEXT_LIMITS.get("unit")),
             "value_text": _within(value_text, TEXT_LIMITS.get("value_text")),
             "source_table": _dictionary_text(
-                ["chartevents"], np.zeros(n, dtype="int64"), TEXT_LIMITS.get("source_table")
+                ["chartevents"],
+                np.zeros(n, dtype="int64"),
+                TEXT_LIMITS.get("source_table"),
             ),
             "source_key": _within(
                 pc.binary_join_element_wise(
@@ -311,7 +315,9 @@ class ChartEventsStep(EventStep):
             ),
             "order_id": _dictionary_text([""], np.zeros(n, dtype="int64")),
         }
-        return pa.table([columns[f.name] for f in EVENT_ARROW_SCHEMA], schema=EVENT_ARROW_SCHEMA)
+        return pa.table(
+            [columns[f.name] for f in EVENT_ARROW_SCHEMA], schema=EVENT_ARROW_SCHEMA
+        )
 
 
 def _attach_temperature_sites(admission_ids: list[int]) -> int:
@@ -324,9 +330,11 @@ def _attach_temperature_sites(admission_ids: list[int]) -> int:
         domain=Domain.VITALS.value,
         category="temp_site",
     )
-    site_of = sites.filter(
-        admission_id=OuterRef("admission_id"), time=OuterRef("time")
-    ).exclude(value_text="").values("value_text")[:1]
+    site_of = (
+        sites.filter(admission_id=OuterRef("admission_id"), time=OuterRef("time"))
+        .exclude(value_text="")
+        .values("value_text")[:1]
+    )
     temperatures = Event.objects.filter(
         admission_id__in=admission_ids,
         source_table="chartevents",

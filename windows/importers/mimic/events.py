@@ -99,7 +99,9 @@ class EventStep:
                     if first_row + len(chunk) <= done + 1:
                         continue
                     if first_row <= done:
-                        chunk = chunk.iloc[done + 1 - first_row :].reset_index(drop=True)
+                        chunk = chunk.iloc[done + 1 - first_row :].reset_index(
+                            drop=True
+                        )
                         first_row = done + 1
                     yield first_row, chunk
                 return

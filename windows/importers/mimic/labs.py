@@ -61,8 +61,12 @@ def _gas(category: pd.Series) -> pd.Series:
 
 
 # Specimen Type (52033) values -> specimen.
-_SPECIMEN_TYPES = {"ART.": "arterial", "VEN.": "venous", "MIX.": "venous",
-                   "CENTRAL VENOUS": "venous"}
+_SPECIMEN_TYPES = {
+    "ART.": "arterial",
+    "VEN.": "venous",
+    "MIX.": "venous",
+    "CENTRAL VENOUS": "venous",
+}
 
 
 def _gas_specimens(admission_ids: list[int]) -> None:
@@ -81,11 +85,24 @@ def _gas_specimens(admission_ids: list[int]) -> None:
                 source_table__in=["labevents", "chartevents"],
                 domain=Domain.LABS.value,
                 end_time__isnull=False,
-            ).values_list("id", "admission_id", "category", "name", "value_num",
-                          "value_text", "end_time")
+            ).values_list(
+                "id",
+                "admission_id",
+                "category",
+                "name",
+                "value_num",
+                "value_text",
+                "end_time",
+            )
         ),
         columns=[
-            "id", "admission", "category", "name", "value_num", "text", "collected"
+            "id",
+            "admission",
+            "category",
+            "name",
+            "value_num",
+            "text",
+            "collected",
         ],
     )
     if rows.empty:
@@ -97,14 +114,17 @@ def _gas_specimens(admission_ids: list[int]) -> None:
         "venous", case=False
     )
     arterial = rows["name"].str.contains(r"\barterial\b", case=False) & ~venous
-    own = pd.Series(np.select([venous, arterial], ["venous", "arterial"], ""),
-                    index=rows.index).where(rows["category"] != "specimen_type", "")
+    own = pd.Series(
+        np.select([venous, arterial], ["venous", "arterial"], ""), index=rows.index
+    ).where(rows["category"] != "specimen_type", "")
 
     def one_of(values: pd.Series) -> pd.Series:
         has_v = (values == "venous").groupby(key).transform("any")
         has_a = (values == "arterial").groupby(key).transform("any")
-        return pd.Series(np.select([has_v & ~has_a, has_a & ~has_v],
-                                   ["venous", "arterial"], ""), index=rows.index)
+        return pd.Series(
+            np.select([has_v & ~has_a, has_a & ~has_v], ["venous", "arterial"], ""),
+            index=rows.index,
+        )
 
     source, shared = one_of(typed), one_of(own)
     specimen = source.where(source != "", own.where(own != "", shared))
@@ -155,12 +175,15 @@ def _microbiologyevents(f: pd.DataFrame, file: str) -> pd.DataFrame:
     specimen, test = col.text("spec_type_desc"), col.text("test_name")
     name = test.where(test != "", specimen)
     keys = _keys(f["microevent_id"])
-    specimen_id = (
-        _keys(f["micro_specimen_id"]) if "micro_specimen_id" in f else keys
-    )
-    draw = (~pd.DataFrame({"a": f["admission_id"].to_numpy(),
-                           "s": specimen_id.where(specimen_id != "", keys).to_numpy()})
-            .duplicated()).to_numpy()
+    specimen_id = _keys(f["micro_specimen_id"]) if "micro_specimen_id" in f else keys
+    draw = (
+        ~pd.DataFrame(
+            {
+                "a": f["admission_id"].to_numpy(),
+                "s": specimen_id.where(specimen_id != "", keys).to_numpy(),
+            }
+        ).duplicated()
+    ).to_numpy()
     drawn = _events(
         f.loc[draw],
         "microbiologyevents",

@@ -125,8 +125,9 @@ def _inputevents(labels: ItemLabels) -> Callable:
         order = _keys(f["linkorderid"]) if "linkorderid" in f else _keys(f["orderid"])
         order = order.where(order != "", _keys(f["orderid"]))
         domain = m["domain"].where(m["delivery"] != "both", continuous)
-        medication = domain.isin([Domain.MED_CONTINUOUS.value,
-                                  Domain.MED_INTERMITTENT.value])
+        medication = domain.isin(
+            [Domain.MED_CONTINUOUS.value, Domain.MED_INTERMITTENT.value]
+        )
         events = _events(
             f,
             "inputevents",
@@ -163,9 +164,11 @@ def _medication_records(events: pd.DataFrame) -> pd.DataFrame:
     without a rate is one record at its starttime: an intermittent dose
     (``given``, or ``not_given`` for a rewritten order) or, for an infusion
     item, a ``bolus``. Fluids and other inputs keep their interval."""
-    is_med = events["domain"].isin(
-        [Domain.MED_CONTINUOUS.value, Domain.MED_INTERMITTENT.value]
-    ).to_numpy()
+    is_med = (
+        events["domain"]
+        .isin([Domain.MED_CONTINUOUS.value, Domain.MED_INTERMITTENT.value])
+        .to_numpy()
+    )
     rate = events.pop("_rate").to_numpy(dtype=bool)
     others = events[~is_med]
     points = events[is_med & ~rate].copy()
@@ -195,7 +198,8 @@ def _medication_records(events: pd.DataFrame) -> pd.DataFrame:
     )
     ends = np.append(starts[1:], True)
     begin = runs.drop(columns="_item").assign(
-        value_text=action, end_time=pd.NaT,
+        value_text=action,
+        end_time=pd.NaT,
         kind=np.where(action == "going", OBS, ACT),
     )
     stop = runs.loc[ends].drop(columns="_item")

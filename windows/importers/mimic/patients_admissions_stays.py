@@ -77,9 +77,11 @@ def _read_cohort(folder: MimicFolder) -> PatientsAdmissionsStays:
         values = patients[column].to_numpy(dtype=float)
         reject_first(
             (values != np.floor(values)) | (values < low) | (values > high),
-            lambda pos, column=column, low=low, high=high: f"{patients[column].iloc[pos]!r} "
-            f"is not a whole "
-            f"number from {low} to {high}",
+            lambda pos, column=column, low=low, high=high: (
+                f"{patients[column].iloc[pos]!r} "
+                f"is not a whole "
+                f"number from {low} to {high}"
+            ),
             file=file,
             column=column,
         )
@@ -134,8 +136,12 @@ def _read_cohort(folder: MimicFolder) -> PatientsAdmissionsStays:
 
 
 def _check_unique(ids: pd.Series, *, file: str, column: str) -> None:
-    reject_first(ids.duplicated(), lambda pos: f"{column} {ids.iloc[pos]} appears twice",
-                 file=file, column=column)
+    reject_first(
+        ids.duplicated(),
+        lambda pos: f"{column} {ids.iloc[pos]} appears twice",
+        file=file,
+        column=column,
+    )
 
 
 def _check_stays(
@@ -144,26 +150,34 @@ def _check_stays(
     """ICU stays end after they start and point at a known admission and patient."""
     reject_first(
         stays["outtime"] <= stays["intime"],
-        lambda pos: f"outtime {stays['outtime'].iloc[pos]} is not after intime "
-        f"{stays['intime'].iloc[pos]}",
-        file=file, column="outtime",
+        lambda pos: (
+            f"outtime {stays['outtime'].iloc[pos]} is not after intime "
+            f"{stays['intime'].iloc[pos]}"
+        ),
+        file=file,
+        column="outtime",
     )
     reject_first(
         ~stays["hadm_id"].isin(admissions.index),
         lambda pos: f"hadm_id {stays['hadm_id'].iloc[pos]} is not in admissions",
-        file=file, column="hadm_id",
+        file=file,
+        column="hadm_id",
     )
     reject_first(
         ~stays["subject_id"].isin(patients.index),
         lambda pos: f"subject_id {stays['subject_id'].iloc[pos]} is not in patients",
-        file=file, column="subject_id",
+        file=file,
+        column="subject_id",
     )
     owner = admissions.loc[stays["hadm_id"], "subject_id"].to_numpy()
     reject_first(
         owner != stays["subject_id"].to_numpy(),
-        lambda pos: f"subject_id {stays['subject_id'].iloc[pos]} differs from admission "
-        f"{stays['hadm_id'].iloc[pos]}'s subject_id {owner[pos]}",
-        file=file, column="subject_id",
+        lambda pos: (
+            f"subject_id {stays['subject_id'].iloc[pos]} differs from admission "
+            f"{stays['hadm_id'].iloc[pos]}'s subject_id {owner[pos]}"
+        ),
+        file=file,
+        column="subject_id",
     )
     with_stays = admissions.loc[stays["hadm_id"].unique()]
     unknown = ~with_stays["subject_id"].isin(patients.index).to_numpy()

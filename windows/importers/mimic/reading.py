@@ -155,7 +155,9 @@ def _reject_rows(bad, message, *, file: str, column: str, rows: np.ndarray) -> N
     mask = np.asarray(bad, dtype=bool)
     if mask.any():
         pos = int(mask.nonzero()[0][0])
-        raise SourceDataError(message(pos), file=file, row=int(rows[pos]), column=column)
+        raise SourceDataError(
+            message(pos), file=file, row=int(rows[pos]), column=column
+        )
 
 
 def _numbers(
@@ -174,13 +176,19 @@ def _numbers(
         out = values.astype("float64")
     except (TypeError, ValueError):
         out = pd.to_numeric(values, errors="coerce")
-        _reject_rows(out.isna() & values.notna(),
-                     lambda pos: f"{values.iloc[pos]!r} is not a number", **where)
+        _reject_rows(
+            out.isna() & values.notna(),
+            lambda pos: f"{values.iloc[pos]!r} is not a number",
+            **where,
+        )
     if required:
         _reject_rows(out.isna(), lambda pos: "value is missing", **where)
     if integer:
-        _reject_rows(out.notna() & (out % 1 != 0),
-                     lambda pos: f"{values.iloc[pos]!r} is not an integer id", **where)
+        _reject_rows(
+            out.notna() & (out % 1 != 0),
+            lambda pos: f"{values.iloc[pos]!r} is not an integer id",
+            **where,
+        )
     return out
 
 
@@ -202,13 +210,18 @@ def _times(
         out = out.dt.tz_convert("UTC")
     else:
         out = pd.to_datetime(values, format="ISO8601", errors="coerce", utc=True)
-        _reject_rows(out.isna() & values.notna(),
-                     lambda pos: f"unparseable time {values.iloc[pos]!r}", **where)
+        _reject_rows(
+            out.isna() & values.notna(),
+            lambda pos: f"unparseable time {values.iloc[pos]!r}",
+            **where,
+        )
         if column not in DATE_COLUMNS:
             # "2180-07-23" parses as midnight: a time column must say its time.
-            _reject_rows(values.notna() & (values.astype(str).str.len() <= 10),
-                         lambda pos: f"{values.iloc[pos]!r} is a date without a time",
-                         **where)
+            _reject_rows(
+                values.notna() & (values.astype(str).str.len() <= 10),
+                lambda pos: f"{values.iloc[pos]!r} is a date without a time",
+                **where,
+            )
     if required:
         _reject_rows(out.isna(), lambda pos: "time is missing", **where)
     return out
@@ -328,6 +341,10 @@ class _Columns:
 
 
 def _check_interval(start: pd.Series, end: pd.Series, *, file: str, rows) -> None:
-    _reject_rows((end < start) & end.notna(),
-                 lambda pos: f"endtime {end.iloc[pos]} is before starttime {start.iloc[pos]}",
-                 file=file, column="endtime", rows=rows)
+    _reject_rows(
+        (end < start) & end.notna(),
+        lambda pos: f"endtime {end.iloc[pos]} is before starttime {start.iloc[pos]}",
+        file=file,
+        column="endtime",
+        rows=rows,
+    )

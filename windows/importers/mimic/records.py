@@ -170,7 +170,10 @@ def _coded_events(
 def _procedures_icd(f: pd.DataFrame, file: str) -> pd.DataFrame:
     """ICD procedure codes (ICD-9 or ICD-10-PCS by icd_version)."""
     return _coded_events(
-        f, file, table="procedures_icd", code_column="icd_code",
+        f,
+        file,
+        table="procedures_icd",
+        code_column="icd_code",
         system=lambda col, code: np.where(
             col.number("icd_version") == 10, "ICD10PCS", "ICD9"
         ),
@@ -181,7 +184,10 @@ def _hcpcsevents(f: pd.DataFrame, file: str) -> pd.DataFrame:
     """CPT and HCPCS codes: a five-character code of four digits and a digit or
     letter is CPT, else HCPCS."""
     return _coded_events(
-        f, file, table="hcpcsevents", code_column="hcpcs_cd",
+        f,
+        file,
+        table="hcpcsevents",
+        code_column="hcpcs_cd",
         system=lambda col, code: np.where(
             code.str.fullmatch(r"\d{4}[0-9A-Z]"), "CPT", "HCPCS"
         ),

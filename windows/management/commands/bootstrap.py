@@ -4,6 +4,7 @@ tracks), select its default cohort of 94 stays, create the demo accounts.
 With --skip-demo (production): migrate, and create the admin named by
 REALICU_ADMIN_USERNAME / REALICU_ADMIN_PASSWORD if given; no demo data, no demo
 accounts, no password printed."""
+
 from django.core.exceptions import ValidationError
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
@@ -23,10 +24,13 @@ class Command(BaseCommand):
     help = "Migrate, import the CLIF demo on first run, create demo accounts."
 
     def add_arguments(self, parser):
-        parser.add_argument("--skip-demo", action="store_true",
-                            help="Production: no CLIF demo cohort and no demo accounts; "
-                            "an admin from REALICU_ADMIN_USERNAME and "
-                            "REALICU_ADMIN_PASSWORD if set.")
+        parser.add_argument(
+            "--skip-demo",
+            action="store_true",
+            help="Production: no CLIF demo cohort and no demo accounts; "
+            "an admin from REALICU_ADMIN_USERNAME and "
+            "REALICU_ADMIN_PASSWORD if set.",
+        )
 
     def handle(self, *args, skip_demo=False, **options):
         if not skip_demo:
@@ -45,7 +49,9 @@ class Command(BaseCommand):
             self.stdout.write("Importing the CLIF demo cohort (first run only)...")
             call_command("import_clif", stdout=self.stdout, stderr=self.stderr)
             self.stdout.write("Building windows, Gold sample and concept tracks...")
-            call_command("build_windows", all=True, stdout=self.stdout, stderr=self.stderr)
+            call_command(
+                "build_windows", all=True, stdout=self.stdout, stderr=self.stderr
+            )
             call_command("build_concepts", stdout=self.stdout, stderr=self.stderr)
         if Admission.objects.filter(source=Source.CLIF).exists():
             self._demo_cohort_ensure()
@@ -54,9 +60,12 @@ class Command(BaseCommand):
         except ValidationError as exc:
             raise CommandError("; ".join(exc.messages)) from exc
         if created:
-            self.stdout.write(self.style.WARNING(
-                "Demo accounts created. Passwords are shown only now; set "
-                "REALICU_*_PASSWORD before the first run to choose them:"))
+            self.stdout.write(
+                self.style.WARNING(
+                    "Demo accounts created. Passwords are shown only now; set "
+                    "REALICU_*_PASSWORD before the first run to choose them:"
+                )
+            )
             for username, role, password in created:
                 self.stdout.write(f"  {username:<12} {role:<11} {password}")
 
@@ -66,12 +75,15 @@ class Command(BaseCommand):
         except ValidationError as exc:
             raise CommandError("; ".join(exc.messages)) from exc
         if username:
-            self.stdout.write(f"Admin {username!r} created from REALICU_ADMIN_USERNAME.")
+            self.stdout.write(
+                f"Admin {username!r} created from REALICU_ADMIN_USERNAME."
+            )
         else:
             self.stdout.write(
                 "No demo accounts (--skip-demo). Without an admin yet, create one: "
                 "manage.py createsuperuser, or set REALICU_ADMIN_USERNAME and "
-                "REALICU_ADMIN_PASSWORD for this job.")
+                "REALICU_ADMIN_PASSWORD for this job."
+            )
 
     def _demo_cohort_ensure(self):
         """The demo's default cohort (spec section 2's settings), for the
@@ -81,8 +93,12 @@ class Command(BaseCommand):
         try:
             cohort = cohort_build(name=DEMO_COHORT, target_size=94, seed=0)
         except ValidationError as exc:
-            self.stdout.write(self.style.WARNING(
-                "The demo cohort was not built: " + "; ".join(exc.messages)))
+            self.stdout.write(
+                self.style.WARNING(
+                    "The demo cohort was not built: " + "; ".join(exc.messages)
+                )
+            )
             return
         self.stdout.write(
-            f"Demo cohort {cohort.pk} {cohort.name!r}: {cohort.summary['size']} stays.")
+            f"Demo cohort {cohort.pk} {cohort.name!r}: {cohort.summary['size']} stays."
+        )

