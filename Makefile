@@ -37,7 +37,13 @@ run: $(STAMP)
 services:
 	bash scripts/ensure_services.sh
 
-test: $(STAMP) services
+# ruff (ruff.toml, 88 columns): the lint rules, then the formatting, checked
+# before the tests run; `ruff format .` and `ruff check --fix .` repair most.
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+test: $(STAMP) services lint
 	DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) \
 		CACHE_URL=$(TEST_CACHE_URL) $(PY) -m pytest $(PYTEST_ARGS)
 

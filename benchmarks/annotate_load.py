@@ -2,7 +2,8 @@
 PostgreSQL, each saving drafts every 2 s and submitting, then a check of the
 database for lost or duplicated labels.
 
-    DATABASE_URL=postgres://postgres@127.0.0.1:5432/test python benchmarks/annotate_load.py
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/test \
+        python benchmarks/annotate_load.py
 
 DATABASE_URL names a database to connect to for creating and dropping the
 benchmark's own, realicu_loadbench. The script imports the CLIF demo, builds its
@@ -148,7 +149,8 @@ def _build_data(*, physicians: int, per_physician: int) -> dict:
         )
     )
     print(
-        f"Campaign {campaign.pk}: {len(gold)} windows x {annotators_per_window} raters, "
+        f"Campaign {campaign.pk}: {len(gold)} windows x {annotators_per_window} "
+        "raters, "
         f"{sum(counts.values())} assignments, {min(counts.values())}-"
         f"{max(counts.values())} per physician"
     )
@@ -738,7 +740,8 @@ def main() -> int:
         )
         _wait_until_up(base, proc)
         print(
-            f"gunicorn ({_gunicorn_shape(args.workers, args.threads)}) up on {base}; log {log_path}"
+            f"gunicorn ({_gunicorn_shape(args.workers, args.threads)}) up on {base}; "
+            f"log {log_path}"
         )
 
         results = Results()
@@ -798,8 +801,10 @@ def main() -> int:
             ("annotate page", results.page_ms),
         ):
             print(
-                f"{what:<14} {len(times):>6} {statistics.median(times) if times else float('nan'):>8.1f} "
-                f"{_percentile(times, 0.95):>8.1f} {max(times, default=float('nan')):>8.1f}"
+                f"{what:<14} {len(times):>6} "
+                f"{statistics.median(times) if times else float('nan'):>8.1f} "
+                f"{_percentile(times, 0.95):>8.1f} "
+                f"{max(times, default=float('nan')):>8.1f}"
             )
         n_errors = sum(results.errors.values())
         print(
@@ -819,7 +824,8 @@ def main() -> int:
         )
         print(
             f"assignments submitted in the database: {checks['submitted_in_db']}, "
-            f"of which not acknowledged to a client: {len(checks['submitted_not_acked'])}"
+            "of which not acknowledged to a client: "
+            f"{len(checks['submitted_not_acked'])}"
         )
         print(
             f"duplicates: labels per assignment > 1: {checks['dup_labels']}, "
@@ -831,7 +837,8 @@ def main() -> int:
             f"lost drafts: {len(checks['lost'])} of {checks['acked_assignments']} "
             f"assignments with an acknowledged save; saved content differs: "
             f"{len(checks['content_mismatch'])}; current version != last "
-            f"acknowledged: {len(checks['stale_current'])}; revisions: {checks['revisions']}"
+            f"acknowledged: {len(checks['stale_current'])}; revisions: "
+            f"{checks['revisions']}"
         )
         p95 = _percentile(results.draft_ms, 0.95)
         ok = (

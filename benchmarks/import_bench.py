@@ -1,7 +1,8 @@
 """Import throughput: the CLIF demo on PostgreSQL and on SQLite (events per second),
 and a MIMIC-IV import of a generated chartevents file (rows per second, peak memory).
 
-    DATABASE_URL=postgres://postgres@127.0.0.1:5432/test python benchmarks/import_bench.py
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/test \
+        python benchmarks/import_bench.py
     python benchmarks/import_bench.py --rows 5000000     # the size the issue names
 
 Each part runs in its own process on a fresh database, so peak memory (max RSS) is
@@ -214,13 +215,15 @@ def main() -> None:
     result = _run_part("clif", _recreate_pg_database(), [])
     print(
         f"  PostgreSQL: {result['events']:,} events, {result['stays']} stays in "
-        f"{result['seconds']:.1f} s = {result['events'] / result['seconds']:,.0f} events/s"
+        f"{result['seconds']:.1f} s = {result['events'] / result['seconds']:,.0f} "
+        "events/s"
     )
     if not args.skip_sqlite:
         result = _run_part("clif", None, [])
         print(
             f"  SQLite:     {result['events']:,} events, {result['stays']} stays in "
-            f"{result['seconds']:.1f} s = {result['events'] / result['seconds']:,.0f} events/s"
+            f"{result['seconds']:.1f} s = {result['events'] / result['seconds']:,.0f} "
+            "events/s"
         )
 
     folder = ROOT / "var" / "bench" / f"mimic-{args.rows}"

@@ -3,7 +3,8 @@ CLIF demo after `manage.py import_clif` and `build_windows --all`), in batches
 of 20 windows of one stay, as an Oracle run's worker builds them; and the rules
 backbone's labelling time on the same contexts.
 
-    DATABASE_URL=postgres://postgres@127.0.0.1:5432/<db> python benchmarks/oracle_context_bench.py
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/<db> \
+        python benchmarks/oracle_context_bench.py
 
 Tracks are built once before timing (a run's first pass over a stay pays that
 once per stay; `manage.py build_concepts` does it ahead). Target: well under
@@ -78,7 +79,8 @@ def main() -> None:
         compressed += sum(bool(p.compressions) for p in prompts)
     n = len(windows)
     print(
-        f"windows                        {n:>8}  ({len(stays)} stays, {len(batches)} batches "
+        f"windows                        {n:>8}  ({len(stays)} stays, {len(batches)} "
+        "batches "
         f"of <= {BATCH})"
     )
     print(f"context build, ms/window       {context_s / n * 1000:>8.2f}")
@@ -89,7 +91,8 @@ def main() -> None:
     )
     print(f"rules labels, ms/window        {rules_s / n * 1000:>8.2f}")
     print(
-        f"prompt tokens (est.) mean/max  {statistics.mean(tokens):>8.0f} / {max(tokens)}  "
+        f"prompt tokens (est.) mean/max  {statistics.mean(tokens):>8.0f} / "
+        f"{max(tokens)}  "
         f"({compressed} prompts compressed to the 12,000 budget)"
     )
 

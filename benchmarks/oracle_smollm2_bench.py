@@ -123,7 +123,8 @@ def main() -> None:
             backbone.tokenizer = ""
             backbone.save(update_fields=["tokenizer"])
         print(
-            f"detected: {backbone.server_report}; reply format {backbone.reply_format}; "
+            f"detected: {backbone.server_report}; reply format "
+            f"{backbone.reply_format}; "
             f"tokenizer {backbone.tokenizer or 'estimate'}; context "
             f"{backbone.context_tokens or 'default'}"
         )
@@ -170,7 +171,8 @@ def main() -> None:
         f"{run.backbone_snapshot.get('max_completion_tokens') or 'default'}"
     )
     print(
-        f"characters per token: median {statistics.median(c / r for c, r in zip(chars, reals)):.2f}; "
+        "characters per token: median "
+        f"{statistics.median(c / r for c, r in zip(chars, reals)):.2f}; "
         f"calibrated (10th percentile) {ratio:.2f}"
     )
     print(f"estimate error, chars/4 (before calibration): {error_of(before, reals)}")

@@ -4,7 +4,8 @@ file (5 problems, 5 actions; the labels carry red flags), each with its time
 and peak memory (RSS high-water mark of a fresh process); scoring with a cold
 and then a warm embedding cache.
 
-    DATABASE_URL=postgres://postgres@127.0.0.1:5432/h3 python benchmarks/release_bench.py
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/h3 \
+        python benchmarks/release_bench.py
 
 DATABASE_URL names a database to connect to for creating and dropping the
 benchmark's own, bench_h3 (override with --db). Targets: build <= 60 s;
@@ -404,7 +405,8 @@ def main() -> None:
         )
         build = _run("build", env, str(data["run_id"]))
         print(
-            f"build: {build['windows']} windows, {build['context_events']} context events, "
+            f"build: {build['windows']} windows, {build['context_events']} context "
+            "events, "
             f"{build['megabytes']:.1f} MB in {build['seconds']:.1f} s, "
             f"peak {build['peak_mb']:.0f} MB"
         )
@@ -417,7 +419,8 @@ def main() -> None:
                 f"(validation {score['validation_seconds']:.1f} s), "
                 f"{score['texts']} unique texts, {score['texts_embedded']} embedded, "
                 f"peak {score['peak_mb']:.0f} MB; problems Hit@5 "
-                f"{score['problems_hit_at_5']:.3f}, HRR@5 {score['actions_hrr_at_5']:.3f}"
+                f"{score['problems_hit_at_5']:.3f}, HRR@5 "
+                f"{score['actions_hrr_at_5']:.3f}"
             )
     import psycopg
 

@@ -2,7 +2,8 @@
 tracks JSON, for the longest CLIF demo stay and for a generated 1,800-hour stay
 with the event density of the demo's busiest stay.
 
-    DATABASE_URL=postgres://postgres@127.0.0.1:5432/test python benchmarks/window_page_bench.py
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/test \
+        python benchmarks/window_page_bench.py
 
 DATABASE_URL names a database to connect to for creating and dropping the
 benchmark's own, realicu_winbench. Each figure is the time Django's test Client

@@ -446,7 +446,8 @@ class ReleaseSubmissionsApi(ReleaseApi):
             return Response(
                 {
                     "detail": [
-                        f"{release} is {release.get_state_display().lower()}, not ready: "
+                        f"{release} is {release.get_state_display().lower()}, not "
+                        "ready: "
                         "predictions can only be submitted to a ready release."
                     ]
                 },

@@ -125,7 +125,8 @@ def release_create(
             )
         if oracle_run.state != RunState.COMPLETED:
             raise ValidationError(
-                f"Oracle run {oracle_run.pk} is {oracle_run.get_state_display().lower()}"
+                f"Oracle run {oracle_run.pk} is "
+                f"{oracle_run.get_state_display().lower()}"
                 "; only a completed run can be released."
             )
         if not OracleLabel.objects.filter(
@@ -145,7 +146,8 @@ def release_create(
                         f"({gate['thresholds']['source']}):",
                         *(gate_failure_text(row) + "." for row in gate["failures"]),
                         "Improve the run and validate it again, or override with a "
-                        "reason (it is recorded and written into the release manifest).",
+                        "reason (it is recorded and written into the release "
+                        "manifest).",
                     ]
                 )
             override = {

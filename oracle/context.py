@@ -4,10 +4,11 @@ batch (never one per window).
 
 For each window: the stay's static facts (outcome included, the Oracle labels in
 hindsight; the records coded after discharge listed apart, never among the
-events at their billing date), a per-6-h summary of the whole trajectory from the stored concept
-tracks (windows.tracks), the events around the window in full, the latest key
-lab results before them, and the window's recorded critical actions to rate
-(annotation.critical rules: the defaults, or a campaign's).
+events at their billing date), a per-6-h summary of the whole trajectory from
+the stored concept tracks (windows.tracks), the events around the window in
+full, the latest key lab results before them, and the window's recorded
+critical actions to rate (annotation.critical rules: the defaults, or a
+campaign's).
 """
 
 from __future__ import annotations

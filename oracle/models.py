@@ -70,7 +70,9 @@ class Backbone(models.Model):
     parameters = models.JSONField(
         default=dict,
         blank=True,
-        help_text='Sampling parameters sent with each request, e.g. {"temperature": 0}.',
+        help_text=(
+            'Sampling parameters sent with each request, e.g. {"temperature": 0}.'
+        ),
     )
     timeout_seconds = models.FloatField(default=120.0)
     max_retries = models.PositiveSmallIntegerField(default=5)

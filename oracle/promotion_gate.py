@@ -120,7 +120,10 @@ def gate_failure_text(row: dict) -> str:
     """One failed threshold in words, e.g. "Red flags F1 0.612 is below the
     threshold 0.914"."""
     if row["figure"] is None:
-        text = f"{row['label']} is missing from the report (threshold {row['threshold']:.3f})"
+        text = (
+            f"{row['label']} is missing from the report "
+            f"(threshold {row['threshold']:.3f})"
+        )
     else:
         text = (
             f"{row['label']} {row['figure']:.3f} is below the threshold "

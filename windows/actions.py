@@ -214,10 +214,8 @@ def action_text(
             head, sep, _ = label.text.partition(": ")
             if sep and before.concept.startswith(head + sep):
                 # "Ventilator mode: A -> B", not the heading twice
-                return (
-                    f"{label.text[: len(head + sep)]}{before.concept[len(head + sep) :]}"
-                    f" -> {label.text[len(head + sep) :]}"
-                )
+                cut = len(head + sep)
+                return f"{label.text[:cut]}{before.concept[cut:]} -> {label.text[cut:]}"
             return f"{before.concept} -> {label.text}"
         return label.text
     return " ".join(part for part in (label.text, value + unit, value_text) if part)

@@ -718,7 +718,8 @@ class OpenAICompatBackbone:
                     {
                         "role": "user",
                         "content": "Your reply could not be used: "
-                        f"{last_error} Reply again with only the corrected JSON object.",
+                        f"{last_error} Reply again with only the corrected JSON "
+                        "object.",
                     },
                 ]
                 messages = list(prompt.messages) + repair

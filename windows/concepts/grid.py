@@ -295,7 +295,8 @@ def prepare_stay(
     """Check and normalize the event frame and lay the hourly grid.
 
     Events without a time are dropped, records coded after discharge too, and
-    so are events after ``outtime`` except microbiology cultures; interval ends are cut at ``outtime``.
+    so are events after ``outtime`` except microbiology cultures; interval ends
+    are cut at ``outtime``.
     Missing optional columns are treated as empty. The grid runs from the hour
     of the first event (but not before hour -24 and not after hour 0) to
     ceil(outtime - intime).

@@ -239,7 +239,8 @@ def _one_batch(parts: list[pa.RecordBatch], schema: pa.Schema) -> pa.RecordBatch
 
 
 def find_table(directory: Path, names: Iterable[str]) -> SourceTable | None:
-    """The first of ``name.parquet``, ``name.csv``, ``name.csv.gz`` found in directory."""
+    """The first of ``name.parquet``, ``name.csv``, ``name.csv.gz`` found in
+    directory."""
     for name in names:
         for ext in (".parquet", ".csv", ".csv.gz"):
             candidate = directory / f"{name}{ext}"
@@ -356,8 +357,9 @@ def check_order(
 
 def _clean_text(series: pd.Series, limit: int | None) -> pd.Categorical:
     """Text with missing values as '' and cut to the column's length, as a
-    categorical: cleaned per distinct value, since most columns repeat a handful of
-    values over millions of rows, and handed to Arrow without a Python string per row."""
+    categorical: cleaned per distinct value, since most columns repeat a handful
+    of values over millions of rows, and handed to Arrow without a Python string
+    per row."""
     codes, uniques = pd.factorize(series, use_na_sentinel=True)
     cleaned = [str(v)[:limit] if limit else str(v) for v in uniques] + [""]
     # Cleaning can merge values (1 and "1"); categories must stay distinct.
@@ -573,7 +575,8 @@ class ImportSummary:
 
     def __str__(self) -> str:
         lines = [
-            f"{self.source} import: {self.patients} patients, {self.admissions} admissions, "
+            f"{self.source} import: {self.patients} patients, {self.admissions} "
+            "admissions, "
             f"{self.stays} ICU stays, {self.total_events} events"
             + (
                 f"; {self.skipped_admissions} admissions already imported, skipped"

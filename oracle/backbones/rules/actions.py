@@ -84,7 +84,8 @@ def _actions_and_flags(f: _Window, x: dict) -> tuple[list[dict], list[dict]]:
         )
     if x["vent"] == "invasive" and x["pf"] is not None and x["pf"] < 150:
         act(
-            "Prone position for at least 12 h a day (P/F < 150 on invasive ventilation)",
+            "Prone position for at least 12 h a day (P/F < 150 on invasive "
+            "ventilation)",
             f.evidence("pf_ratio", "ventilation"),
         )
     if x["vent"] == "invasive" and (

@@ -104,7 +104,10 @@ def _problems(f: _Window, x: dict) -> list[dict]:
     lactate_high = x["lactate"] is not None and x["lactate"] >= LACTATE_HIGH
     if ned > SHOCK_NED_MIN:
         kind = "septic shock" if x["infection"] else "shock"
-        text = f"{kind} on vasopressors (norepinephrine equivalent {_fmt(ned, 2)} mcg/kg/min)"
+        text = (
+            f"{kind} on vasopressors "
+            f"(norepinephrine equivalent {_fmt(ned, 2)} mcg/kg/min)"
+        )
         add(text, f.evidence("vasopressors", "map", "lactate"))
     elif ned > 0 and (x["hypotension"] or lactate_high):
         why = (

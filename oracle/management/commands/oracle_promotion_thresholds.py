@@ -75,5 +75,6 @@ class Command(BaseCommand):
         self.stdout.write(f"Promotion thresholds ({current['source']}{who}):")
         for key, (label, _path) in GATE_FIGURES.items():
             self.stdout.write(
-                f"  {label:28} {current['values'][key]:.3f}  (paper Table 1: {PAPER_TABLE1[key]})"
+                f"  {label:28} {current['values'][key]:.3f}  (paper Table 1: "
+                f"{PAPER_TABLE1[key]})"
             )

@@ -168,7 +168,8 @@ class Command(BaseCommand):
         run.refresh_from_db()
         progress = selectors.oracle_run_progress(admin=user, run=run)
         self.stdout.write(
-            f"Run {run.pk} {run.get_state_display().lower()}: {progress['ok']} labelled, "
+            f"Run {run.pk} {run.get_state_display().lower()}: {progress['ok']} "
+            "labelled, "
             f"{progress['failed']} failed, {progress['remaining']} to do."
         )
         if run.error:

@@ -353,7 +353,8 @@ def _import_batch_events(
         if n:
             summary.notes.append(
                 f"{name}: {n} records repeated under a second medication category "
-                f"(e.g. Dextrose 5% as dextrose and dextrose_in_water_d5w) imported once, "
+                "(e.g. Dextrose 5% as dextrose and dextrose_in_water_d5w) imported "
+                "once, "
                 f"under the more specific category"
             )
 

@@ -77,7 +77,8 @@ class _Tables:
         table = find_table(self.directory, [f"clif_{name}", name])
         if table is None and required:
             raise SourceDataError(
-                f"required CLIF table {name} not found (looked for clif_{name} and {name} "
+                f"required CLIF table {name} not found (looked for clif_{name} and "
+                f"{name} "
                 f"as .parquet, .csv, .csv.gz)",
                 file=str(self.directory / f"clif_{name}.parquet"),
             )
@@ -330,7 +331,8 @@ def _read_adt(
         ~frame["hospitalization_id"].isin(hosps.index),
         lambda pos: (
             f"unknown hospitalization_id "
-            f"{frame['hospitalization_id'].iloc[pos]!r} (not in the hospitalization table)"
+            f"{frame['hospitalization_id'].iloc[pos]!r} (not in the hospitalization "
+            "table)"
         ),
         file=table.display,
         column="hospitalization_id",

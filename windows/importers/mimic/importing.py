@@ -121,7 +121,8 @@ def _event_steps(
         add(PRESCRIPTIONS, _prescriptions)
     else:
         summary.notes.append(
-            f"{EMAR.display} and {PRESCRIPTIONS.display} not found: no medication events"
+            f"{EMAR.display} and {PRESCRIPTIONS.display} not found: no medication "
+            "events"
         )
     add(MICROBIOLOGYEVENTS, _microbiologyevents, ("charttime", "chartdate"))
     add(TRANSFERS, _transfers, step=TransfersStep)

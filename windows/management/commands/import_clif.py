@@ -10,7 +10,10 @@ from windows.importers.clif import clif_import
 
 
 class Command(BaseCommand):
-    help = "Import CLIF tables (parquet or csv) from DIR; without DIR, the CLIF demo cohort."
+    help = (
+        "Import CLIF tables (parquet or csv) from DIR; without DIR, the CLIF demo "
+        "cohort."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("directory", nargs="?", help="Folder of CLIF tables.")

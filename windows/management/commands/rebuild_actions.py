@@ -103,8 +103,10 @@ class Command(BaseCommand):
             )
         if not Event.objects.exclude(order_id="").exists():
             out.write(
-                "Note: no event carries an order id (imported before order ids were kept): "
-                "infusions are followed per drug, not per order; rerun with --clif-orders "
+                "Note: no event carries an order id (imported before order ids were "
+                "kept): "
+                "infusions are followed per drug, not per order; rerun with "
+                "--clif-orders "
                 "DIR (or re-import) to follow orders."
             )
         out.write("Actions per domain (before -> after):")
@@ -124,6 +126,7 @@ class Command(BaseCommand):
             f"  Gold high-density/control {before['gold']['high_density']}/"
             f"{before['gold']['control']} -> {after['gold']['high_density']}/"
             f"{after['gold']['control']}\n"
-            f"  Gold windows redrawn: {len(before['gold_ids'] - after['gold_ids'])} left, "
+            f"  Gold windows redrawn: {len(before['gold_ids'] - after['gold_ids'])} "
+            "left, "
             f"{len(after['gold_ids'] - before['gold_ids'])} entered"
         )
