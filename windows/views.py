@@ -10,7 +10,6 @@ from types import SimpleNamespace
 
 from django import forms
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
 from django.http import Http404, HttpResponse
@@ -19,7 +18,7 @@ from django.utils.cache import patch_cache_control, patch_vary_headers
 from django.views.decorators.http import condition, require_GET, require_POST
 
 from accounts.access import admin_required, clinical_data_required
-from accounts.web import render_page_or_partial, wants_partial
+from accounts.web import error_text, render_page_or_partial, wants_partial
 from windows import selectors, services
 from windows.models import (
     DiseaseGroup,
@@ -63,7 +62,6 @@ def _sort_headers(sort: str, keys: tuple[str, ...]) -> dict[str, dict]:
 
 
 @require_GET
-@login_required
 @clinical_data_required
 def stay_list(request):
     sort = selectors.stay_sort_key(request.GET.get("sort"))
@@ -86,7 +84,6 @@ def stay_list(request):
 
 
 @require_GET
-@login_required
 @clinical_data_required
 def stay_detail(request, stay_id: int):
     stay = selectors.stay_get(user=request.user, stay_id=stay_id)
@@ -137,7 +134,6 @@ def stay_detail(request, stay_id: int):
 
 
 @require_GET
-@login_required
 @clinical_data_required
 def window_detail(request, stay_id: int, index: int):
     window = selectors.window_get(user=request.user, stay_id=stay_id, index=index)
@@ -201,7 +197,6 @@ def _tracks_etag(request, stay_id: int) -> str:
 
 
 @require_GET
-@login_required
 @clinical_data_required
 @condition(etag_func=_tracks_etag)
 def stay_tracks_json(request, stay_id: int):
@@ -293,14 +288,12 @@ def _import_list_page(request, form: ImportStartForm, *, status: int = 200):
 
 
 @require_GET
-@login_required
 @admin_required
 def import_list(request):
     return _import_list_page(request, ImportStartForm())
 
 
 @require_POST
-@login_required
 @admin_required
 def import_start(request):
     form = ImportStartForm(request.POST)
@@ -332,7 +325,6 @@ def _import_run_or_404(request, import_run_id: int):
 
 
 @require_GET
-@login_required
 @admin_required
 def import_progress(request, import_run_id: int):
     run = _import_run_or_404(request, import_run_id)
@@ -342,38 +334,38 @@ def import_progress(request, import_run_id: int):
     return response
 
 
+def _import_action(request, import_run_id: int, action, done: str):
+    """An admin's Resume or Cancel of an import; a refusal is shown on the page."""
+    run = _import_run_or_404(request, import_run_id)
+    try:
+        action(admin=request.user, import_run=run)
+    except ValidationError as error:
+        messages.error(request, error_text(error))
+    else:
+        messages.success(request, done.format(pk=run.pk))
+    return redirect("windows:import_list")
+
+
 @require_POST
-@login_required
 @admin_required
 def import_resume(request, import_run_id: int):
-    run = _import_run_or_404(request, import_run_id)
-    try:
-        services.import_run_resume(admin=request.user, import_run=run)
-    except ValidationError as exc:
-        messages.error(request, " ".join(exc.messages))
-    else:
-        messages.success(
-            request,
-            f"Import {run.pk} queued again: it re-runs its folder and skips what "
-            "is already imported.",
-        )
-    return redirect("windows:import_list")
+    return _import_action(
+        request,
+        import_run_id,
+        services.import_run_resume,
+        "Import {pk} queued again: it re-runs its folder and skips what is "
+        "already imported.",
+    )
 
 
 @require_POST
-@login_required
 @admin_required
 def import_cancel(request, import_run_id: int):
-    run = _import_run_or_404(request, import_run_id)
-    try:
-        services.import_run_cancel(admin=request.user, import_run=run)
-    except ValidationError as exc:
-        messages.error(request, " ".join(exc.messages))
-    else:
-        messages.success(
-            request,
-            f"Import {run.pk} cancelled: its worker stops at its next step. A CLIF "
-            "import writes nothing; a MIMIC-IV import keeps the batches it "
-            "committed. Resume completes it.",
-        )
-    return redirect("windows:import_list")
+    return _import_action(
+        request,
+        import_run_id,
+        services.import_run_cancel,
+        "Import {pk} cancelled: its worker stops at its next step. A CLIF import "
+        "writes nothing; a MIMIC-IV import keeps the batches it committed. Resume "
+        "completes it.",
+    )
