@@ -34,6 +34,13 @@ class Campaign(models.Model):
     )
     created_at = models.DateTimeField(auto_now_add=True)
     annotators_per_window = models.PositiveSmallIntegerField(default=2)
+    evidence_required = models.BooleanField(
+        default=True,
+        help_text=(
+            "Each acute problem, added action and red flag must cite at least one "
+            "evidence event before the label can be submitted."
+        ),
+    )
     critical_action_categories = models.JSONField(
         default=default_critical_action_rules,
         help_text=(
@@ -438,6 +445,7 @@ class ConsensusLabel(models.Model):
 class AdjudicationAction(models.TextChoices):
     ACCEPT = "accept", "Accept the item"
     REWRITE = "rewrite", "Rewrite the item"
+    MERGE = "merge", "Merge matched items into one wording"
     DROP = "drop", "Drop the item"
     SETTLE_STATUS = "settle_status", "Settle the status"
     REQUEST_THIRD_RATER = "request_third_rater", "Ask a third physician"
