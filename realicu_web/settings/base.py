@@ -61,6 +61,10 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    # Pages and JSON compressed on the wire (issue 20); Django's GZipMiddleware
+    # pads each response with random bytes against BREACH. WhiteNoise above
+    # serves static files itself, already compressed.
+    "django.middleware.gzip.GZipMiddleware",
     "realicu_web.middleware.ForgedSessionCookieMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
