@@ -42,6 +42,11 @@ urlpatterns = [
         name="adjudication_decide",
     ),
     path(
+        "campaigns/<int:campaign_id>/adjudication/<int:window_id>/merge/",
+        views_adjudication.adjudication_merge,
+        name="adjudication_merge",
+    ),
+    path(
         "campaigns/<int:campaign_id>/adjudication/<int:window_id>/recompute/",
         views_adjudication.adjudication_recompute_window,
         name="adjudication_recompute_window",

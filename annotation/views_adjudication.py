@@ -1,6 +1,7 @@
 """The admin's adjudication pages (spec section 4): a campaign's queue of windows
 with open disputes, the window page with each physician's label side by side
-and a form for every disputed field, and the IRR dashboard with the
+(evidence events named, action ratings per physician), a form for every
+disputed field and a merge of items into one wording, and the IRR dashboard with the
 per-physician figures and the campaign-wide recompute."""
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from annotation import selectors, services
 from annotation.models import AdjudicationAction, CampaignPhysician
 from annotation.selectors.adjudication import TASK_NAMES, adjudication_workspace
 from annotation.selectors.irr import irr_dashboard_get
+from annotation.services import adjudication as adjudication_services
 from annotation.services import recompute as recompute_services
 from evaluation.matcher import MatcherUnavailable
 from jobs.reaper import job_check
@@ -133,6 +135,38 @@ def adjudication_decide(request, campaign_id: int, window_id: int):
     except (ValidationError, PermissionDenied) as error:
         return _decision_failed(request, campaign, window, error_text(error), posted)
     note = f"Recorded: {decision.get_action_display().lower()}."
+    if request.htmx:
+        context = _workspace(request, campaign, window.pk)
+        context["notice"] = note
+        return render(request, "annotation/adjudication_window.html#workspace", context)
+    messages.success(request, note)
+    return redirect("annotation:adjudication_window", campaign.pk, window.pk)
+
+
+@require_POST
+@admin_required
+def adjudication_merge(request, campaign_id: int, window_id: int):
+    """Merge the chosen items of one task into one wording, with a reason."""
+    campaign = _campaign(request, campaign_id)
+    window = selectors.campaign_window_get(
+        admin=request.user, campaign=campaign, window_id=window_id
+    )
+    post = request.POST
+    posted = {
+        "task": post.get("task", ""),
+        "item_refs": post.getlist("item_ref"),
+        "new_text": post.get("new_text", ""),
+        "reason": post.get("reason", ""),
+    }
+    try:
+        adjudication_services.adjudication_merge(
+            admin=request.user, campaign=campaign, window=window, **posted
+        )
+    except (ValidationError, PermissionDenied) as error:
+        return _decision_failed(
+            request, campaign, window, error_text(error), {**posted, "merge": True}
+        )
+    note = f"Recorded: merged into “{posted['new_text'].strip()}”."
     if request.htmx:
         context = _workspace(request, campaign, window.pk)
         context["notice"] = note
@@ -259,6 +293,7 @@ def campaign_recompute_progress(request, campaign_id: int):
 
 __all__ = [
     "adjudication_decide",
+    "adjudication_merge",
     "adjudication_queue",
     "adjudication_recompute_window",
     "adjudication_window",

@@ -1,5 +1,6 @@
 """Admins' adjudication of what the physicians' agreement leaves open (spec
-section 4): a decision on an item of a set task (accept, rewrite, drop), on the
+section 4): a decision on an item of a set task (accept, rewrite, drop), on
+several items that mean the same thing (merge them into one wording), on the
 status (settle), or on the whole window (ask a third physician, drop it). Each
 decision is a new record; the physicians' labels are never changed."""
 
@@ -126,6 +127,10 @@ def _decision_check(
         )
     if not reason:
         raise ValidationError("Give a reason for the decision; it is kept with it.")
+    if action == AdjudicationAction.MERGE:
+        raise ValidationError(
+            "A merge names the items it merges: choose them in the merge form."
+        )
     if new_text and action != AdjudicationAction.REWRITE:
         raise ValidationError("A new text only goes with a rewrite.")
     if new_status and action != AdjudicationAction.SETTLE_STATUS:
@@ -344,4 +349,172 @@ def _third_rater_choose(*, campaign: Campaign, window: Window):
     return min(members, key=lambda m: (loads[m.user_id], m.user_id)).user
 
 
-__all__ = ["WINDOW_ACTIONS", "adjudication_decide"]
+# Merge ------------------------------------------------------------------------
+
+
+def adjudication_merge(
+    *,
+    admin,
+    campaign: Campaign,
+    window: Window,
+    task: str,
+    item_refs: list[str],
+    new_text: str,
+    reason: str,
+) -> AdjudicationDecision:
+    """Merge items of one set task of the window that mean the same thing into
+    one item worded ``new_text``, and rebuild the consensus.
+
+    ``item_refs`` names the items' clusters (their ids): the items of one
+    matched cluster (several physicians' wordings of one item), or several
+    clusters the matcher kept apart ("Hyperlactatemia" and "Elevated lactate"),
+    two items at least. The consensus then holds one item with that wording and
+    the union of their evidence, in place of the clusters, whatever was decided
+    on them before (a dropped or already merged cluster is refused). The
+    decision records the wording, the merged clusters and their texts, its
+    author, time and reason.
+    """
+    require_admin(admin, "adjudicate")
+    reason = (reason or "").strip()
+    new_text = (new_text or "").strip()
+    refs = list(dict.fromkeys((r or "").strip() for r in item_refs or []))
+    refs = [r for r in refs if r]
+    if task not in SET_TASKS:
+        raise ValidationError(
+            "Merging applies to items of acute problems, recommended actions or "
+            f"red flags, not {task!r}."
+        )
+    if not refs:
+        raise ValidationError("Choose the items to merge: two at least.")
+    if not new_text:
+        raise ValidationError("Give the wording the merged item keeps.")
+    if len(new_text) > MAX_ITEM_CHARS:
+        raise ValidationError(
+            f"The wording is {len(new_text)} characters long; the limit is "
+            f"{MAX_ITEM_CHARS}."
+        )
+    if not reason:
+        raise ValidationError("Give a reason for the merge; it is kept with it.")
+    with transaction.atomic():
+        consensus = _consensus_to_merge(campaign=campaign, window=window)
+        clusters = _clusters_to_merge(
+            consensus=consensus, campaign=campaign, window=window, task=task, refs=refs
+        )
+        items = [item for cluster in clusters for item in cluster["items"]]
+        if len(items) < 2:
+            raise ValidationError(
+                f"“{items[0]['text']}” is a single item: a merge needs two items "
+                "at least (choose another one that means the same thing)."
+            )
+        campaign_window_adjudication_start(
+            admin=admin, campaign=campaign, window=window
+        )
+        decision = AdjudicationDecision.objects.create(
+            campaign=campaign,
+            window=window,
+            task=task,
+            item_ref=refs[0],
+            action=AdjudicationAction.MERGE,
+            new_text=new_text,
+            reason=reason,
+            author=admin,
+            created_at=timezone.now(),
+            context={
+                "labels": [e["label_id"] for e in consensus.agreement.labels],
+                "merged": refs,
+                "items": [item["ref"] for item in items],
+                "texts": list(dict.fromkeys(item["text"] for item in items)),
+            },
+        )
+        consensus_build(campaign=campaign, window=window)
+        return decision
+
+
+def _consensus_to_merge(*, campaign: Campaign, window: Window) -> ConsensusLabel:
+    """The window's consensus, its campaign window locked; a merge needs no
+    open dispute (matched items may be worded anew), only a consensus that is
+    not dropped."""
+    campaign_window = (
+        CampaignWindow.objects.select_for_update()
+        .filter(campaign=campaign, window=window)
+        .first()
+    )
+    if campaign_window is None:
+        raise ValidationError(f"{window} is not part of the campaign {campaign}.")
+    consensus = (
+        ConsensusLabel.objects.filter(campaign=campaign, window=window)
+        .select_related("agreement")
+        .first()
+    )
+    if consensus is None or consensus.agreement is None:
+        raise ValidationError(
+            f"{window} has no consensus yet: its agreement is computed once "
+            "every assigned label is submitted."
+        )
+    if consensus.dropped:
+        raise ValidationError(f"{window} was dropped; nothing is left to merge.")
+    return consensus
+
+
+def _clusters_to_merge(
+    *,
+    consensus: ConsensusLabel,
+    campaign: Campaign,
+    window: Window,
+    task: str,
+    refs: list[str],
+) -> list[dict]:
+    """The clusters ``refs`` name, all of ``task`` in this window's agreement,
+    none dropped or already merged; else a ValidationError naming the first
+    that is not."""
+    clusters = consensus.agreement.clusters or {}
+    of_task = {c["id"]: c for c in clusters.get(task, [])}
+    task_name = ConsensusTask(task).label.lower()
+    decisions = list(
+        AdjudicationDecision.objects.filter(campaign=campaign, window=window)
+        .select_related("author")
+        .order_by("created_at", "pk")
+    )
+    settled: dict[str, AdjudicationDecision] = {}
+    for decision in decisions:
+        if decision.task != task:
+            continue
+        if decision.action == AdjudicationAction.DROP:
+            settled[decision.item_ref] = decision
+        elif decision.action == AdjudicationAction.MERGE:
+            for ref in decision.context.get("merged", []):
+                settled[ref] = decision
+    chosen = []
+    for ref in refs:
+        cluster = of_task.get(ref)
+        if cluster is None:
+            other = next(
+                (
+                    ConsensusTask(t).label.lower()
+                    for t, rows in clusters.items()
+                    if t != task and any(c["id"] == ref for c in rows)
+                ),
+                None,
+            )
+            if other:
+                raise ValidationError(
+                    f"{ref} is an item of {other}, not of {task_name}: merge "
+                    "items of one task."
+                )
+            raise ValidationError(
+                f"{ref} is not an item of {task_name} in {window}: merge items of "
+                "this window only."
+            )
+        earlier = settled.get(ref)
+        if earlier is not None:
+            done = "dropped" if earlier.action == AdjudicationAction.DROP else "merged"
+            raise ValidationError(
+                f"“{cluster['items'][0]['text']}” was already {done} by "
+                f"{earlier.author} at {earlier.created_at:%Y-%m-%d %H:%M}; "
+                "decisions are final."
+            )
+        chosen.append(cluster)
+    return chosen
+
+
+__all__ = ["WINDOW_ACTIONS", "adjudication_decide", "adjudication_merge"]

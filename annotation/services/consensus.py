@@ -49,6 +49,45 @@ def _merged(cluster: dict) -> dict:
     }
 
 
+def _merges(task: str, clusters: list[dict], decisions: list) -> dict[str, dict]:
+    """The merge decisions on ``task``'s clusters (annotation.services.
+    adjudication.adjudication_merge), by merged cluster id: ``{"first": the
+    first merged cluster present, "item": the one consensus item}``, worded as
+    decided, with the texts, evidence, labels and annotators of every merged
+    cluster. Clusters a recompute no longer has are left out."""
+    by_id = {c["id"]: c for c in clusters}
+    result: dict[str, dict] = {}
+    for decision in decisions:
+        if decision.action != AdjudicationAction.MERGE or decision.task != task:
+            continue
+        present = [
+            by_id[ref]
+            for ref in (decision.context or {}).get("merged", [])
+            if ref in by_id and ref not in result
+        ]
+        if not present:
+            continue
+        members = [m for c in present for m in c["items"]]
+        item = {
+            "text": decision.new_text,
+            "texts": list(dict.fromkeys(m["text"] for m in members)),
+            "evidence": sorted({e for m in members for e in m["evidence"]}),
+            "cluster_id": present[0]["id"],
+            "cluster_ids": [c["id"] for c in present],
+            "label_ids": [m["label_id"] for m in members],
+            "annotators": list(
+                dict.fromkeys(a for c in present for a in c["annotators"])
+            ),
+            "source": "adjudicated",
+            "decision_id": decision.pk,
+        }
+        # ``clusters`` is in order, so the first present is the first shown.
+        first = next(c["id"] for c in clusters if c in present)
+        for cluster in present:
+            result[cluster["id"]] = {"first": first, "item": item}
+    return result
+
+
 def majority_status(statuses: list[str]) -> str:
     """The status of a strict majority of three or more raters, else ''."""
     if len(statuses) < 3:
@@ -112,7 +151,15 @@ def consensus_fields(
     items: dict[str, list[dict]] = {}
     for task in SET_TASKS:
         kept = []
-        for cluster in agreement.clusters.get(task, []):
+        clusters = agreement.clusters.get(task, [])
+        merges = _merges(task, clusters, decisions)
+        for cluster in clusters:
+            merge = merges.get(cluster["id"])
+            if merge is not None:
+                # The merged item stands where its first cluster stood.
+                if merge["first"] == cluster["id"]:
+                    kept.append(merge["item"])
+                continue
             merged = _merged(cluster)
             if cluster["kept"]:
                 kept.append({**merged, "source": "consensus", "decision_id": None})
