@@ -1,9 +1,73 @@
-"""Who labels which window: rater sets that balance load and let every pair of
+"""Which windows a campaign takes and who labels each: a seeded draw of windows
+balanced over stays, and rater sets that balance load and let every pair of
 physicians share windows, so that agreement can be measured for each pair."""
 
 from __future__ import annotations
 
+import random
+from collections.abc import Hashable, Sequence
 from itertools import combinations
+
+
+def windows_per_stay_allocate(
+    *, available: dict[Hashable, int], order: Sequence[Hashable], total: int
+) -> dict[Hashable, int]:
+    """Spread ``total`` windows over the stays as evenly as their windows allow:
+    a stay with too few gives its share to the others (water-filling); where the
+    total does not divide evenly, the first stays of ``order`` get one more."""
+    alloc = {stay: 0 for stay in order}
+    remaining = min(total, sum(available[stay] for stay in order))
+    open_ = [stay for stay in order if available[stay] > 0]
+    while remaining > 0 and open_:
+        share, extra = divmod(remaining, len(open_))
+        for i, stay in enumerate(open_):
+            give = min(share + (1 if i < extra else 0), available[stay] - alloc[stay])
+            alloc[stay] += give
+            remaining -= give
+        open_ = [stay for stay in open_ if alloc[stay] < available[stay]]
+    return alloc
+
+
+def windows_draw(
+    *,
+    windows_by_stay: dict[Hashable, list],
+    seed: int,
+    window_count: int | None = None,
+    stay_count: int | None = None,
+) -> list:
+    """Draw a campaign's windows from ``windows_by_stay`` (each stay's windows in
+    index order, keyed by something stable such as the stay's source id).
+
+    ``stay_count`` stays are drawn first (all of them when None), then
+    ``window_count`` windows spread over them as evenly as each stay's windows
+    allow (every window of the drawn stays when None), each stay's drawn at
+    random. Stays are sorted before any draw and each draw has its own seeded
+    generator, so the same windows, counts and seed give the same draw whatever
+    the database keys. The counts must fit (the caller checks and says why);
+    windows come back stay by stay, in index order.
+    """
+    stays = sorted(windows_by_stay)
+    if stay_count is not None:
+        draw = random.Random(f"campaign:{seed}:stays")
+        stays = sorted(draw.sample(stays, stay_count))
+    if window_count is None:
+        return [w for stay in stays for w in windows_by_stay[stay]]
+    # Which stays get one window more when the count does not divide evenly: a
+    # seeded order, not the lowest ids.
+    order = random.Random(f"campaign:{seed}:extra").sample(stays, len(stays))
+    alloc = windows_per_stay_allocate(
+        available={stay: len(windows_by_stay[stay]) for stay in stays},
+        order=order,
+        total=window_count,
+    )
+    drawn = []
+    for stay in stays:
+        windows = windows_by_stay[stay]
+        picks = random.Random(f"campaign:{seed}:stay:{stay}").sample(
+            range(len(windows)), alloc[stay]
+        )
+        drawn += [windows[i] for i in sorted(picks)]
+    return drawn
 
 
 def round_robin_pairs(n: int) -> list[tuple[int, int]]:

@@ -23,3 +23,29 @@ class CampaignForm(forms.Form):
         widget=forms.CheckboxSelectMultiple,
     )
     annotators_per_window = forms.IntegerField(min_value=1, max_value=20, initial=2)
+    window_count = forms.IntegerField(
+        min_value=1,
+        required=False,
+        help_text="Drawn from the chosen Gold windows, spread evenly over the "
+        "stays. Empty: every window.",
+    )
+    stay_count = forms.IntegerField(
+        min_value=1,
+        required=False,
+        help_text="Stays drawn first; the windows come from them. Empty: every stay.",
+    )
+    seed = forms.IntegerField(
+        required=False,
+        initial=0,
+        help_text="The same windows, counts and seed draw the same windows.",
+    )
+    evidence_required = forms.BooleanField(
+        required=False,
+        initial=True,
+        help_text="Each acute problem, added action and red flag must cite at "
+        "least one event before a label can be submitted.",
+    )
+
+    def clean_seed(self) -> int:
+        seed = self.cleaned_data.get("seed")
+        return 0 if seed is None else seed

@@ -47,24 +47,31 @@ LISTS = (
 @require_GET
 @physician_required
 def queue(request):
-    physician_queue = selectors.physician_queue(user=request.user)
-    rows = []
-    for assignment in physician_queue.assignments:
-        window = assignment.window
-        rows.append(
-            {
-                "assignment": assignment,
-                "window": window,
-                "stay": window.stay,
-                "end_hours": window.stay.hours_since_admit(window.end),
-            }
-        )
+    """The physician's queue: progress counted in the database, and one page of
+    assignments, the windows still to label first."""
+    page = selectors.physician_queue_page(
+        user=request.user, page=request.GET.get("page")
+    )
+    rows = [
+        {
+            "assignment": assignment,
+            "window": assignment.window,
+            "stay": assignment.window.stay,
+            "end_hours": assignment.window.stay.hours_since_admit(
+                assignment.window.end
+            ),
+        }
+        for assignment in page
+    ]
     context = {
-        "queue": physician_queue,
+        "queue": selectors.physician_queue_progress(user=request.user),
+        "page": page,
         "rows": rows,
-        "next_assignment": physician_queue.next_after(None),
+        "next_assignment": selectors.physician_queue_next(user=request.user),
     }
-    return render(request, "annotation/queue.html", context)
+    return render_page_or_partial(
+        request, "annotation/queue.html", context, partial="queue_table"
+    )
 
 
 def _evidence_labels(window, ids) -> dict[int, str]:
@@ -342,8 +349,15 @@ def suggest(request, assignment_id: int):
 @require_GET
 @admin_required
 def campaign_list(request):
-    campaigns = selectors.campaign_list_with_progress(admin=request.user)
-    return render(request, "annotation/campaign_list.html", {"campaigns": campaigns})
+    page = selectors.campaign_list_page(
+        admin=request.user, page=request.GET.get("page")
+    )
+    return render_page_or_partial(
+        request,
+        "annotation/campaign_list.html",
+        {"page": page, "campaigns": page.object_list},
+        partial="campaign_table",
+    )
 
 
 @require_http_methods(["GET", "POST"])
@@ -361,31 +375,46 @@ def campaign_new(request):
                 ),
                 physicians=data["physicians"],
                 annotators_per_window=data["annotators_per_window"],
+                window_count=data["window_count"],
+                stay_count=data["stay_count"],
+                seed=data["seed"],
+                evidence_required=data["evidence_required"],
             )
         except (ValidationError, PermissionDenied) as error:
             form.add_error(None, error_text(error))
         else:
+            windows = campaign.campaign_windows.count()
             messages.success(
                 request,
-                f'Campaign "{campaign.name}" created: '
-                f"{campaign.assignments.count()} assignments.",
+                f'Campaign "{campaign.name}" created: {windows:,} '
+                f"window{'s' if windows != 1 else ''}, "
+                f"{campaign.assignments.count():,} assignments.",
             )
             return redirect("annotation:campaign_detail", campaign.pk)
-    return render(request, "annotation/campaign_new.html", {"form": form})
+    context = {"form": form, "available": selectors.gold_window_counts()}
+    return render(request, "annotation/campaign_new.html", context)
 
 
 @require_GET
 @admin_required
 def campaign_detail(request, campaign_id: int):
+    """The campaign's progress (counted in the database) and one page of its
+    windows, each with forms to add a physician or reassign an assignment."""
     campaign = selectors.campaign_get_for_admin(
         admin=request.user, campaign_id=campaign_id
     )
-    progress = selectors.campaign_progress(admin=request.user, campaign=campaign)
+    show = request.GET.get("show", "all")
+    if show not in selectors.CAMPAIGN_WINDOW_FILTERS:
+        show = "all"
+    page = selectors.campaign_windows_page(
+        admin=request.user,
+        campaign=campaign,
+        page=request.GET.get("page"),
+        show=show,
+    )
     physicians = list(selectors.physicians_all())
     windows = []
-    for campaign_window in selectors.campaign_windows_with_assignments(
-        admin=request.user, campaign=campaign
-    ):
+    for campaign_window in page:
         assignments = campaign_window.window.campaign_assignments
         assigned = {a.annotator_id for a in assignments if a.active}
         windows.append(
@@ -404,16 +433,45 @@ def campaign_detail(request, campaign_id: int):
                 ],
             }
         )
-    totals = progress["totals"]
     context = {
         "campaign": campaign,
-        "progress": progress,
-        "percent": round(100 * totals["submitted"] / totals["total"])
-        if totals["total"]
-        else 0,
+        "page": page,
         "windows": windows,
+        "show": show,
+        "filters": selectors.CAMPAIGN_WINDOW_FILTERS.items(),
     }
-    return render(request, "annotation/campaign_detail.html", context)
+    if wants_partial(request):
+        return render_page_or_partial(
+            request,
+            "annotation/campaign_detail.html",
+            context,
+            partial="campaign_windows",
+        )
+    progress = selectors.campaign_progress(admin=request.user, campaign=campaign)
+    totals = progress["totals"]
+    context.update(
+        {
+            "progress": progress,
+            "percent": round(100 * totals["submitted"] / totals["total"])
+            if totals["total"]
+            else 0,
+        }
+    )
+    return render_page_or_partial(
+        request, "annotation/campaign_detail.html", context, partial="campaign_windows"
+    )
+
+
+def _campaign_window_url(request, campaign, window_id: int) -> str:
+    """The campaign page at the page of all windows that shows the window."""
+    page = selectors.campaign_window_page_number(
+        admin=request.user, campaign=campaign, window_id=window_id
+    )
+    return (
+        reverse("annotation:campaign_detail", args=[campaign.pk])
+        + (f"?page={page}" if page > 1 else "")
+        + f"#window-{window_id}"
+    )
 
 
 def _physician_posted(request):
@@ -452,10 +510,7 @@ def campaign_assignment_add(request, campaign_id: int):
             messages.error(request, error_text(error))
         else:
             messages.success(request, f"{physician.get_username()} added to {window}.")
-    return redirect(
-        reverse("annotation:campaign_detail", args=[campaign.pk])
-        + f"#window-{window.pk}"
-    )
+    return redirect(_campaign_window_url(request, campaign, window.pk))
 
 
 @require_POST
@@ -484,10 +539,7 @@ def campaign_assignment_reassign(request, campaign_id: int, assignment_id: int):
                 f"{assignment.annotator.get_username()} to "
                 f"{physician.get_username()}.",
             )
-    return redirect(
-        reverse("annotation:campaign_detail", args=[campaign.pk])
-        + f"#window-{assignment.window_id}"
-    )
+    return redirect(_campaign_window_url(request, campaign, assignment.window_id))
 
 
 __all__ = [

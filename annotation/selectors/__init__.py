@@ -11,8 +11,23 @@ from itertools import combinations
 
 from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
+from django.core.paginator import Page, Paginator
 from django.db import connection
-from django.db.models import Count, Prefetch, Q, QuerySet
+from django.db.models import (
+    Case,
+    Count,
+    Exists,
+    F,
+    IntegerField,
+    OuterRef,
+    Prefetch,
+    Q,
+    QuerySet,
+    Subquery,
+    Value,
+    When,
+)
+from django.db.models.functions import Coalesce
 from django.http import Http404
 
 from accounts.roles import Role, user_is_admin, user_is_physician
@@ -99,6 +114,75 @@ def physician_queue(
     )
 
 
+@dataclass
+class QueueProgress:
+    """A physician's assignment counts by state (active assignments)."""
+
+    counts: dict[str, int]
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+    @property
+    def done(self) -> int:
+        return self.counts.get(AssignmentState.SUBMITTED, 0)
+
+    @property
+    def percent(self) -> int:
+        return round(100 * self.done / self.total) if self.total else 0
+
+
+QUEUE_ORDER = ("campaign_id", "window__stay_id", "window__index", "id")
+
+
+def physician_queue_progress(*, user) -> QueueProgress:
+    """The user's active assignments counted by state, in the database."""
+    rows = (
+        blindness.own_assignments(user)
+        .order_by()
+        .values("state")
+        .annotate(n=Count("id"))
+        .values_list("state", "n")
+    )
+    found = dict(rows)
+    return QueueProgress(
+        counts={state: found.get(state, 0) for state in AssignmentState.values}
+    )
+
+
+def physician_queue_page(*, user, page, per_page: int = 50) -> Page:
+    """One page of the user's active assignments, the windows still to label
+    first (in queue order: by campaign, stay, window index), the submitted ones
+    after them; each with its campaign, window, stay, patient and label."""
+    submitted_last = Case(
+        When(state=AssignmentState.SUBMITTED, then=Value(1)),
+        default=Value(0),
+        output_field=IntegerField(),
+    )
+    assignments = (
+        blindness.own_assignments(user)
+        .select_related(
+            "campaign", "window", "window__stay", "window__stay__admission__patient"
+        )
+        .prefetch_related("label")
+        .order_by(submitted_last, *QUEUE_ORDER)
+    )
+    return Paginator(assignments, per_page).get_page(page)
+
+
+def physician_queue_next(*, user) -> Assignment | None:
+    """The first assignment not yet submitted in queue order: the one the queue's
+    "next" opens (``PhysicianQueue.next_after(None)``, in one narrow query)."""
+    return (
+        blindness.own_assignments(user)
+        .exclude(state=AssignmentState.SUBMITTED)
+        .only("id", "state")
+        .order_by(*QUEUE_ORDER)
+        .first()
+    )
+
+
 def assignment_get_for_annotator(*, annotator, assignment_id) -> Assignment:
     """The annotator's active assignment with its window and label; Http404 for
     any other id, existing or not, so ids cannot be probed."""
@@ -155,9 +239,9 @@ def campaign_progress(*, admin, campaign: Campaign) -> dict:
     for entry in physicians.values():
         entry["total"] = sum(entry[s] for s in AssignmentState.values)
 
-    windows = (
-        CampaignWindow.objects.filter(campaign=campaign)
-        .annotate(
+    windows = CampaignWindow.objects.filter(campaign=campaign)
+    complete = (
+        windows.annotate(
             raters=Count(
                 "window__assignments",
                 filter=Q(
@@ -174,11 +258,8 @@ def campaign_progress(*, admin, campaign: Campaign) -> dict:
                 ),
             ),
         )
-        .values_list("raters", "submitted")
-    )
-    window_rows = list(windows)
-    complete = sum(
-        1 for raters, submitted in window_rows if raters and raters == submitted
+        .filter(raters__gt=0, raters=F("submitted"))
+        .count()
     )
 
     members = list(
@@ -186,16 +267,19 @@ def campaign_progress(*, admin, campaign: Campaign) -> dict:
         .order_by("user__username")
         .values_list("user_id", "user__username")
     )
-    raters_by_window: dict[int, list[int]] = {}
-    for window_id, user_id in Assignment.objects.filter(
-        campaign=campaign, active=True
-    ).values_list("window_id", "annotator_id"):
-        raters_by_window.setdefault(window_id, []).append(user_id)
-    shared = {
-        pair
-        for raters in raters_by_window.values()
-        for pair in combinations(sorted(raters), 2)
-    }
+    # Pairs of physicians actively on a same window: a self-join, one row a pair.
+    shared = set(
+        Assignment.objects.filter(
+            campaign=campaign,
+            active=True,
+            window__assignments__campaign=campaign,
+            window__assignments__active=True,
+            window__assignments__annotator_id__gt=F("annotator_id"),
+        )
+        .order_by()
+        .values_list("annotator_id", "window__assignments__annotator_id")
+        .distinct()
+    )
     names = dict(members)
     unshared = [
         (names[a], names[b])
@@ -206,37 +290,54 @@ def campaign_progress(*, admin, campaign: Campaign) -> dict:
         "campaign": campaign,
         "physicians": sorted(physicians.values(), key=lambda e: e["username"]),
         "totals": {**totals, "total": sum(totals.values())},
-        "windows": len(window_rows),
+        "windows": windows.count(),
         "windows_complete": complete,
         "pairs_without_shared_window": unshared,
     }
 
 
-def campaign_list_with_progress(*, admin) -> list[Campaign]:
+def _count_per_campaign(queryset: QuerySet) -> Coalesce:
+    """How many rows of ``queryset`` each campaign has: a correlated subquery,
+    so that counts of several relations do not multiply each other's rows."""
+    counted = (
+        queryset.filter(campaign=OuterRef("pk"))
+        .order_by()
+        .values("campaign")
+        .annotate(n=Count("pk"))
+        .values("n")
+    )
+    return Coalesce(Subquery(counted, output_field=IntegerField()), Value(0))
+
+
+def campaign_list_with_progress(*, admin) -> QuerySet[Campaign]:
     """Every campaign, newest first, each with ``windows_total``,
-    ``assignments_total`` and ``assignments_submitted`` (active assignments) and
-    ``percent`` submitted, in one query."""
+    ``physicians_total``, ``assignments_total`` and ``assignments_submitted``
+    (active assignments), in one query whatever the campaigns' sizes."""
     if not user_is_admin(admin):
         raise PermissionDenied("Only an admin can see the campaigns' progress.")
-    active = Q(assignments__active=True)
-    campaigns = list(
-        Campaign.objects.annotate(
-            windows_total=Count("campaign_windows", distinct=True),
-            physicians_total=Count("campaign_physicians", distinct=True),
-            assignments_total=Count("assignments", filter=active, distinct=True),
-            assignments_submitted=Count(
-                "assignments",
-                filter=active & Q(assignments__state=AssignmentState.SUBMITTED),
-                distinct=True,
-            ),
-        ).order_by("-created_at", "-id")
+    active = Assignment.objects.filter(active=True)
+    return Campaign.objects.annotate(
+        windows_total=_count_per_campaign(CampaignWindow.objects.all()),
+        physicians_total=_count_per_campaign(CampaignPhysician.objects.all()),
+        assignments_total=_count_per_campaign(active),
+        assignments_submitted=_count_per_campaign(
+            active.filter(state=AssignmentState.SUBMITTED)
+        ),
+    ).order_by("-created_at", "-id")
+
+
+def campaign_list_page(*, admin, page, per_page: int = 25) -> Page:
+    """One page of ``campaign_list_with_progress``, each with ``percent`` of its
+    labels submitted."""
+    result = Paginator(campaign_list_with_progress(admin=admin), per_page).get_page(
+        page
     )
-    for campaign in campaigns:
+    for campaign in result:
         total = campaign.assignments_total
         campaign.percent = (
             round(100 * campaign.assignments_submitted / total) if total else 0
         )
-    return campaigns
+    return result
 
 
 def campaign_get_for_admin(*, admin, campaign_id) -> Campaign:
@@ -249,10 +350,22 @@ def campaign_get_for_admin(*, admin, campaign_id) -> Campaign:
     return campaign
 
 
-def campaign_windows_with_assignments(*, admin, campaign: Campaign) -> list:
+CAMPAIGN_WINDOWS_PER_PAGE = 50
+CAMPAIGN_WINDOW_FILTERS = {
+    "all": "All windows",
+    "open": "Awaiting labels",
+    "complete": "Fully submitted",
+}
+
+
+def campaign_windows_with_assignments(
+    *, admin, campaign: Campaign, show: str = "all"
+) -> QuerySet[CampaignWindow]:
     """The campaign's windows in stay order, each with ``campaign_assignments``:
     its assignments in this campaign (active first, then reassigned ones) with
-    their annotators."""
+    their annotators. ``show``: "open" keeps the windows with an active
+    assignment not yet submitted, "complete" the others. Lazy: slice it (a page)
+    before it is read."""
     if not user_is_admin(admin):
         raise PermissionDenied("Only an admin can see a campaign's assignments.")
     assignments = (
@@ -260,7 +373,7 @@ def campaign_windows_with_assignments(*, admin, campaign: Campaign) -> list:
         .select_related("annotator")
         .order_by("-active", "annotator__username", "pk")
     )
-    return list(
+    windows = (
         CampaignWindow.objects.filter(campaign=campaign)
         .select_related("window")
         .prefetch_related(
@@ -272,6 +385,53 @@ def campaign_windows_with_assignments(*, admin, campaign: Campaign) -> list:
         )
         .order_by("window__stay_id", "window__index")
     )
+    if show in ("open", "complete"):
+        unfinished = Assignment.objects.filter(
+            campaign=campaign, window=OuterRef("window"), active=True
+        ).exclude(state=AssignmentState.SUBMITTED)
+        windows = (
+            windows.filter(Exists(unfinished))
+            if show == "open"
+            else windows.exclude(Exists(unfinished))
+        )
+    return windows
+
+
+def campaign_windows_page(
+    *,
+    admin,
+    campaign: Campaign,
+    page,
+    show: str = "all",
+    per_page: int = CAMPAIGN_WINDOWS_PER_PAGE,
+) -> Page:
+    """One page of ``campaign_windows_with_assignments``."""
+    return Paginator(
+        campaign_windows_with_assignments(admin=admin, campaign=campaign, show=show),
+        per_page,
+    ).get_page(page)
+
+
+def campaign_window_page_number(
+    *,
+    admin,
+    campaign: Campaign,
+    window_id: int,
+    per_page: int = CAMPAIGN_WINDOWS_PER_PAGE,
+) -> int:
+    """Which page of all the campaign's windows (``campaign_windows_page``) shows
+    the window; 1 for a window not in the campaign."""
+    if not user_is_admin(admin):
+        raise PermissionDenied("Only an admin can see a campaign's assignments.")
+    window = Window.objects.filter(pk=window_id).values("stay_id", "index").first()
+    if window is None:
+        return 1
+    before = CampaignWindow.objects.filter(
+        Q(window__stay_id__lt=window["stay_id"])
+        | Q(window__stay_id=window["stay_id"], window__index__lt=window["index"]),
+        campaign=campaign,
+    ).count()
+    return before // per_page + 1
 
 
 def campaign_assignment_get(*, admin, campaign: Campaign, assignment_id) -> Assignment:
@@ -304,6 +464,16 @@ def physicians_all() -> QuerySet:
         .objects.filter(is_active=True, groups__name=Role.PHYSICIAN)
         .distinct()
         .order_by("username")
+    )
+
+
+def gold_window_counts(*, cohort: Cohort | None = None) -> dict[str, int]:
+    """How many sampled Gold windows there are, and in how many stays: what a new
+    campaign can draw from."""
+    return (
+        gold_windows_of(cohort=cohort)
+        .order_by()
+        .aggregate(windows=Count("id"), stays=Count("stay_id", distinct=True))
     )
 
 

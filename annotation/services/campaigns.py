@@ -1,5 +1,6 @@
-"""Writes of Gold campaigns: create a campaign with its assignments, change its
-critical action rules, add, reassign and start adjudicating its windows."""
+"""Writes of Gold campaigns: create a campaign (a seeded draw of windows, its
+assignments), change its critical action rules, add, reassign and start
+adjudicating its windows."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from accounts.roles import require_admin, user_is_physician
-from annotation.assigning import balanced_rater_sets
+from annotation.assigning import balanced_rater_sets, windows_draw
 from annotation.critical import (
     critical_action_rules_clean,
     default_critical_action_rules,
@@ -56,6 +57,66 @@ def _windows_resolve(windows: Iterable) -> list[Window]:
     return found
 
 
+def _count_clean(value, what: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValidationError(
+            f"The number of {what} must be a whole number of 1 or more."
+        )
+    return value
+
+
+def _windows_choose(
+    found: list[Window],
+    *,
+    window_count: int | None,
+    stay_count: int | None,
+    seed: int,
+) -> list[Window]:
+    """The drawn windows (``annotation.assigning.windows_draw``), after checking
+    that the counts can be met, with a message saying what is available."""
+    window_count = _count_clean(window_count, "windows")
+    stay_count = _count_clean(stay_count, "stays")
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise ValidationError("The seed must be a whole number.")
+    by_stay: dict[tuple, list[Window]] = {}
+    for window in found:
+        by_stay.setdefault((window.stay.source, window.stay.source_id), []).append(
+            window
+        )
+    if window_count is not None and window_count > len(found):
+        raise ValidationError(
+            f"{window_count:,} windows asked for, but only {len(found):,} sampled "
+            f"Gold windows are available (in {len(by_stay):,} stays)."
+        )
+    if stay_count is not None:
+        if stay_count > len(by_stay):
+            raise ValidationError(
+                f"{stay_count:,} stays asked for, but the sampled Gold windows "
+                f"come from only {len(by_stay):,} stays."
+            )
+        if window_count is not None and window_count < stay_count:
+            raise ValidationError(
+                f"{stay_count:,} stays need at least {stay_count:,} windows (one "
+                f"each); {window_count:,} asked for."
+            )
+    drawn = windows_draw(
+        windows_by_stay=by_stay,
+        seed=seed,
+        window_count=window_count,
+        stay_count=stay_count,
+    )
+    if window_count is not None and len(drawn) < window_count:
+        raise ValidationError(
+            f"The {stay_count:,} stays drawn with seed {seed} hold only "
+            f"{len(drawn):,} Gold windows; ask for at most {len(drawn):,} windows, "
+            "or for more stays."
+        )
+    # Rater sets follow this order, as the queues do: by stay, then index.
+    return sorted(drawn, key=lambda w: (w.stay_id, w.index))
+
+
 def _physicians_resolve(physicians: Iterable) -> list:
     users = list({u.pk: u for u in physicians}.values())
     not_physicians = [u for u in users if not user_is_physician(u)]
@@ -76,13 +137,20 @@ def campaign_create(
     windows: Iterable,
     physicians: Iterable,
     annotators_per_window: int = 2,
+    window_count: int | None = None,
+    stay_count: int | None = None,
+    seed: int = 0,
+    evidence_required: bool = True,
     critical_action_categories: list[dict] | None = None,
 ) -> Campaign:
     """Create a Gold campaign and assign its windows.
 
-    Windows are taken in stay order, so a stay's windows sit together in the
-    queues; rater sets come from ``balanced_rater_sets`` (loads within one, pairs
-    of physicians sharing windows). Physicians are indexed by id, so the same
+    Of the given windows, ``window_count`` are drawn with ``seed`` from
+    ``stay_count`` stays, balanced over the stays (``windows_draw``; None takes
+    every window, or every stay). Windows are taken in stay order, so a stay's
+    windows sit together in the queues; rater sets come from
+    ``balanced_rater_sets`` (loads within one, pairs of physicians sharing
+    windows). Physicians are indexed by id, so the same
     inputs give the same assignments.
     """
     require_admin(admin, "create a campaign")
@@ -91,7 +159,12 @@ def campaign_create(
         raise ValidationError("Give the campaign a name.")
     if Campaign.objects.filter(name=name).exists():
         raise ValidationError(f'A campaign named "{name}" already exists.')
-    window_list = _windows_resolve(windows)
+    window_list = _windows_choose(
+        _windows_resolve(windows),
+        window_count=window_count,
+        stay_count=stay_count,
+        seed=seed,
+    )
     users = _physicians_resolve(physicians)
     if not isinstance(annotators_per_window, int) or annotators_per_window < 1:
         raise ValidationError(
@@ -112,6 +185,7 @@ def campaign_create(
         kind=CampaignKind.GOLD,
         created_by=admin,
         annotators_per_window=annotators_per_window,
+        evidence_required=bool(evidence_required),
         critical_action_categories=rules,
     )
     CampaignPhysician.objects.bulk_create(

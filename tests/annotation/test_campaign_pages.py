@@ -64,7 +64,7 @@ def test_admin_creates_campaign_through_form(admin_client, physicians, cohort_wi
     for physician in physicians:
         assert campaign.assignments.filter(annotator=physician).count() == len(inside)
     page = admin_client.get(response["Location"])
-    assert "Campaign &quot;Gold pilot&quot; created: 6 assignments." in (
+    assert "Campaign &quot;Gold pilot&quot; created: 3 windows, 6 assignments." in (
         page.content.decode()
     )
 
