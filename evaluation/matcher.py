@@ -131,6 +131,19 @@ def load_model(name: str) -> Any:
         return model
 
 
+def model_warm_up(name: str | None = None) -> str:
+    """Load the embedding model (the configured one by default) into this
+    process now, as a worker does when it starts, so that no task waits for it
+    later. Returns what happened, for the log; a model that cannot be loaded is
+    reported, not raised (each task then says why)."""
+    name = name or configured_model_name()
+    try:
+        load_model(name)
+    except MatcherUnavailable as error:
+        return f"embedding model not loaded: {error}"
+    return f"embedding model {name!r} loaded"
+
+
 def text_hash(normalized: str) -> str:
     return hashlib.sha256(normalized.encode("utf-8")).hexdigest()
 

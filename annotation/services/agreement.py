@@ -160,14 +160,18 @@ def _clusters(items_by_label: list[list[dict]], matcher) -> list[dict]:
 # Agreement --------------------------------------------------------------------
 
 
-def _window_labels(*, campaign: Campaign, window: Window) -> list[Label]:
+def _window_labels(
+    *, campaign: Campaign, window: Window, lock: bool = False
+) -> list[Label]:
     """The submitted labels of the window's active assignments, or a
-    ValidationError saying how many are still missing."""
-    assignments = list(
-        Assignment.objects.filter(campaign=campaign, window=window, active=True)
-        .select_related("label")
-        .order_by("pk")
+    ValidationError saying how many are still missing. ``lock`` (inside a
+    transaction) holds the assignments until it ends, so a reopen waits."""
+    assignments = Assignment.objects.filter(
+        campaign=campaign, window=window, active=True
     )
+    if lock:
+        assignments = assignments.select_for_update(of=("self",))
+    assignments = list(assignments.select_related("label").order_by("pk"))
     submitted = [a for a in assignments if a.state == AssignmentState.SUBMITTED]
     if len(submitted) < len(assignments) or len(submitted) < 2:
         raise ValidationError(
@@ -245,19 +249,74 @@ def rated_event_names(labels: list[Label]) -> dict[int, str]:
     return {e.pk: action_text_of(e) for e in Event.objects.filter(pk__in=event_ids)}
 
 
+def _item_texts(items: list[dict]) -> list[str]:
+    """The distinct item texts of a window's labels (``label_items`` of each)."""
+    return list(
+        dict.fromkeys(
+            entry["text"]
+            for per_label in items
+            for task_items in per_label.values()
+            for entry in task_items
+        )
+    )
+
+
+def _matched_fields(*, labels: list[Label], matcher) -> dict:
+    """The WindowAgreement fields of ``labels``: every item text embedded in one
+    call first (the only step that may load the model), then the matching,
+    which reads the matcher's memory."""
+    event_names = rated_event_names(labels)
+    items = [label_items(label, event_names) for label in labels]
+    texts = _item_texts(items)
+    if texts and hasattr(matcher, "embed"):
+        matcher.embed(texts)
+    return _agreement_fields(labels=labels, items=items, matcher=matcher)
+
+
+def _label_versions(labels: list[Label]) -> list[tuple[int, int]]:
+    return [(label.pk, label.version) for label in labels]
+
+
+# Attempts at matching a window whose labels change while it is matched.
+MATCH_ATTEMPTS = 3
+
+
+def _agreement_write(*, campaign: Campaign, window: Window, matcher, then=None):
+    """Match the window's labels, then write their agreement (and whatever
+    ``then()`` writes) in one short transaction; returns (agreement, what
+    ``then`` returned).
+
+    The matching (embedding model included, which the first call of a process
+    may have to load) runs before the transaction, so no write lock is held
+    meanwhile (SQLite has one for the whole database). The transaction reads
+    the labels again, locked against a reopen, and writes only when they are
+    still the ones matched; otherwise the new ones are matched.
+    """
+    for _ in range(MATCH_ATTEMPTS):
+        labels = _window_labels(campaign=campaign, window=window)
+        fields = _matched_fields(labels=labels, matcher=matcher)
+        with transaction.atomic():
+            current = _window_labels(campaign=campaign, window=window, lock=True)
+            if _label_versions(current) != _label_versions(labels):
+                continue
+            agreement, _ = WindowAgreement.objects.update_or_create(
+                campaign=campaign, window=window, defaults=fields
+            )
+            return agreement, (then() if then is not None else None)
+    raise ValidationError(
+        f"The labels of {window} kept changing while their agreement was "
+        f"computed ({MATCH_ATTEMPTS} attempts); it is computed after the next "
+        "submit."
+    )
+
+
 def window_agreement_compute(
     *, campaign: Campaign, window: Window, matcher
 ) -> WindowAgreement:
     """Compute (or recompute) how the window's submitted labels agree: status,
-    the set tasks' items grouped by meaning, and pairwise semantic F1."""
-    labels = _window_labels(campaign=campaign, window=window)
-    event_names = rated_event_names(labels)
-    items = [label_items(label, event_names) for label in labels]
-    agreement, _ = WindowAgreement.objects.update_or_create(
-        campaign=campaign,
-        window=window,
-        defaults=_agreement_fields(labels=labels, items=items, matcher=matcher),
-    )
+    the set tasks' items grouped by meaning, and pairwise semantic F1 (matched
+    outside the write transaction: ``_agreement_write``)."""
+    agreement, _ = _agreement_write(campaign=campaign, window=window, matcher=matcher)
     return agreement
 
 
@@ -267,10 +326,16 @@ def window_agreement_compute(
 def window_consensus_refresh(
     *, campaign: Campaign, window: Window, matcher
 ) -> ConsensusLabel:
-    """Agreement then consensus, in one transaction: what the task runs."""
-    with transaction.atomic():
-        window_agreement_compute(campaign=campaign, window=window, matcher=matcher)
-        return consensus_build(campaign=campaign, window=window)
+    """Agreement then consensus, what the task runs: the labels matched first,
+    outside any transaction, then the agreement and the consensus written
+    together in one short transaction (``_agreement_write``)."""
+    _, consensus = _agreement_write(
+        campaign=campaign,
+        window=window,
+        matcher=matcher,
+        then=lambda: consensus_build(campaign=campaign, window=window),
+    )
+    return consensus
 
 
 # Windows per chunk of a campaign-wide recompute: one transaction and two bulk

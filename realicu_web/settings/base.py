@@ -149,6 +149,11 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
         "processed_folder": str(CELERY_BROKER_DIR / "processed"),
         "control_folder": str(CELERY_BROKER_DIR / "control"),
         "store_processed": False,
+        # How long a worker sleeps after finding no message it may take (the
+        # queue empty, or as many taken as it has free slots): kombu's 1 s,
+        # within Celery's 2 s drain, handed out about one message a second.
+        # A poll lists one folder, so ten a second cost next to nothing.
+        "polling_interval": env.float("REALICU_BROKER_POLLING_SECONDS", default=0.1),
     }
 else:
     # A message a worker took and never acknowledged (the worker was killed) is
@@ -178,6 +183,9 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
+# A worker loads the embedding model as it starts (realicu_web.celery), so the
+# first agreement task does not; off for workers that never match texts.
+REALICU_MATCHER_WARM_UP = env.bool("REALICU_MATCHER_WARM_UP", default=True)
 # Jobs (jobs.leases, jobs.reaper; README "Jobs"): a worker writes a heartbeat on
 # its job row every HEARTBEAT seconds; a running job silent for STALE seconds
 # lost its worker and is re-queued by the reaper, which runs every REAP seconds
