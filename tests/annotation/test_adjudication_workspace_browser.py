@@ -1,0 +1,103 @@
+"""An admin merges two problems that mean the same thing with the keyboard on
+the adjudication workspace (issue 13, point 4), in the system Chromium: the
+evidence events, ratings side by side and status evidence are on the page;
+m opens the merge panel, 2 and 3 choose the items, w picks the wording, r the
+reason, Enter records it; the consensus then holds one item. The workspace is
+saved as a screenshot for the issue's note."""
+
+import pytest
+
+from annotation.models import AdjudicationDecision, ConsensusLabel
+from tests.browser import chromium
+
+from .test_annotate_browser import PASSWORD
+from .workspace_data import cluster_of, hand_built_window
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+SCREENSHOT = "/tmp/adjudication_workspace.png"
+
+
+@pytest.fixture
+def built(admin_user, physicians, stay, clinical):
+    return hand_built_window(
+        admin=admin_user, physicians=physicians, stay=stay, clinical=clinical
+    )
+
+
+@pytest.fixture
+def browser(built):
+    with chromium() as browser:
+        yield browser
+
+
+def _sign_in(browser, live_server, user):
+    page = browser.new_context(viewport={"width": 1440, "height": 1000}).new_page()
+    page.goto(f"{live_server.url}/accounts/login/")
+    page.fill("input[name=username]", user.username)
+    page.fill("input[name=password]", PASSWORD)
+    page.click("button[type=submit]")
+    page.wait_for_url(lambda url: "/accounts/login/" not in url)
+    return page
+
+
+def test_admin_merges_two_problems_into_one_wording_by_keyboard(
+    live_server, browser, built, admin_user, clinical
+):
+    campaign, window = built
+    page = _sign_in(browser, live_server, admin_user)
+    errors = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(
+        f"{live_server.url}/annotate/campaigns/{campaign.pk}/adjudication/{window.pk}/"
+    )
+    page.wait_for_load_state("load")
+
+    # What the workspace shows before any decision.
+    lactate = clinical["lactate"]
+    row = page.locator(
+        f"tr[data-cluster='{cluster_of(campaign, window, 'Hyperlactatemia')['id']}']"
+    )
+    assert "Lactate" in row.inner_text() and "4.2 mmol/L" in row.inner_text()
+    assert page.locator("[data-rated-event][data-disagree]").count() == 2
+    consensus_evidence = page.locator("[data-consensus-status-evidence] li")
+    assert consensus_evidence.count() == 3
+    assert (
+        page.locator(
+            f"[data-consensus-status-evidence] [data-event-id='{lactate.pk}']"
+        ).count()
+        == 1
+    )
+
+    # m: the acute problems' merge panel; 2 and 3: Hyperlactatemia and Elevated
+    # lactate; the first wording is offered, w takes the next, w again back.
+    page.keyboard.press("m")
+    panel = page.locator("[data-merge-panel][data-task=acute_problems]")
+    assert "is-current" in (panel.get_attribute("class") or "")
+    page.keyboard.press("2")
+    page.keyboard.press("3")
+    wording = panel.locator("[data-merge-text]")
+    assert wording.input_value() == "Hyperlactatemia"
+    page.keyboard.press("w")
+    assert wording.input_value() == "Elevated lactate"
+    page.keyboard.press("w")
+    assert wording.input_value() == "Hyperlactatemia"
+    page.keyboard.press("r")
+    page.keyboard.type("Same finding: lactate 4.2 mmol/L")
+    page.screenshot(path=SCREENSHOT, full_page=True)
+    page.keyboard.press("Enter")
+    page.wait_for_selector("[data-decision-history] li[data-action=merge]")
+
+    assert page.locator("[data-decision=merge]").count() == 2
+    assert (
+        "Hyperlactatemia / Elevated lactate"
+        in page.locator("[data-merged-texts]").inner_text()
+    )
+    decision = AdjudicationDecision.objects.get(window=window)
+    assert decision.action == "merge" and decision.author == admin_user
+    assert decision.new_text == "Hyperlactatemia"
+    consensus = ConsensusLabel.objects.get(campaign=campaign, window=window)
+    assert [i["text"] for i in consensus.items["acute_problems"]] == [
+        "Septic shock",
+        "Hyperlactatemia",
+    ]
+    assert errors == []
