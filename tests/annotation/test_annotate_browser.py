@@ -38,7 +38,8 @@ def sign_in(browser, live_server, user):
     page.fill("input[name=username]", user.username)
     page.fill("input[name=password]", PASSWORD)
     page.click("button[type=submit]")
-    page.wait_for_url(f"{live_server.url}/stays/")
+    # Signed in: each role lands on its own page (a physician on the queue).
+    page.wait_for_url(lambda url: "/accounts/login/" not in url)
     return page
 
 

@@ -160,7 +160,8 @@ def test_physician_reads_the_plots_and_moves_between_windows_by_keyboard(
     page.fill("input[name=username]", "physician")
     page.fill("input[name=password]", PASSWORD)
     page.click("button[type=submit]")
-    page.wait_for_url(f"{live_server.url}/stays/")
+    # Signed in: each role lands on its own page (a physician on the queue).
+    page.wait_for_url(lambda url: "/accounts/login/" not in url)
 
     page.goto(f"{live_server.url}/stays/{stay.pk}/windows/5/")
     page.wait_for_selector("[data-trajectory][data-ready=true]")
@@ -208,7 +209,8 @@ def test_clicking_a_gold_mark_on_the_stay_page_opens_its_window(
     page.fill("input[name=username]", "physician")
     page.fill("input[name=password]", PASSWORD)
     page.click("button[type=submit]")
-    page.wait_for_url(f"{live_server.url}/stays/")
+    # Signed in: each role lands on its own page (a physician on the queue).
+    page.wait_for_url(lambda url: "/accounts/login/" not in url)
 
     page.goto(f"{live_server.url}/stays/{stay.pk}/")
     page.wait_for_selector("[data-trajectory][data-ready=true]")
