@@ -44,6 +44,35 @@ def _clusters(items_by_label: list[list[dict]]) -> list[dict]:
     return clusters
 
 
+def _pairwise(labels, clusters: list[dict]) -> dict:
+    """Semantic F1 of each pair of labels over the hand-made clusters: items
+    of both labels in one cluster match (two empty lists agree fully)."""
+    pairs = []
+    for n, a in enumerate(labels):
+        for b in labels[n + 1 :]:
+            count = {
+                pk: sum(1 for c in clusters for i in c["items"] if i["label_id"] == pk)
+                for pk in (a.pk, b.pk)
+            }
+            matched = sum(
+                1
+                for c in clusters
+                if {a.pk, b.pk} <= {i["label_id"] for i in c["items"]}
+            )
+            total = count[a.pk] + count[b.pk]
+            pairs.append(
+                {
+                    "labels": [a.pk, b.pk],
+                    "annotators": [
+                        a.assignment.annotator_id,
+                        b.assignment.annotator_id,
+                    ],
+                    "f1": 2 * matched / total if total else 1.0,
+                }
+            )
+    return {"mean": sum(p["f1"] for p in pairs) / len(pairs), "pairs": pairs}
+
+
 def agreement_by_hand(*, campaign, window) -> WindowAgreement:
     labels = list(
         Label.objects.filter(assignment__campaign=campaign, assignment__window=window)
@@ -54,6 +83,7 @@ def agreement_by_hand(*, campaign, window) -> WindowAgreement:
     items = [label_items(label, names) for label in labels]
     statuses = [label.status for label in labels]
     agreed = len(set(statuses)) == 1
+    clusters = {task: _clusters([i[task] for i in items]) for task in SET_TASKS}
     return WindowAgreement.objects.create(
         campaign=campaign,
         window=window,
@@ -71,8 +101,8 @@ def agreement_by_hand(*, campaign, window) -> WindowAgreement:
         statuses={str(label.pk): label.status for label in labels},
         status_agreed=agreed,
         status_value=statuses[0] if agreed else "",
-        pairwise_f1={},
-        clusters={task: _clusters([i[task] for i in items]) for task in SET_TASKS},
+        pairwise_f1={task: _pairwise(labels, clusters[task]) for task in SET_TASKS},
+        clusters=clusters,
         matcher_model="hand-built",
         tau=0.5,
     )
