@@ -1,15 +1,22 @@
-"""Release build and scoring speed: a RealICU-Scale release of 12,000 windows
-from generated Oracle labels, and the scoring of a 12,000-window prediction
-file (5 problems, 5 actions; the labels carry red flags), each with its time
-and peak memory (RSS high-water mark of a fresh process); scoring with a cold
-and then a warm embedding cache.
+"""Release build and scoring speed.
 
-    DATABASE_URL=postgres://postgres@127.0.0.1:5432/h3 \
-        python benchmarks/release_bench.py
+- Gold (issue 20): a RealICU-Gold release of 160 windows of the CLIF demo, three
+  physicians' labels and their consensus; the build's own time (release_build
+  in a warm process) and the wall time of ``manage.py build_release`` in a fresh
+  process (start-up included). Targets: build < 0.5 s, command < 2 s.
+- Scale: a RealICU-Scale release of 12,000 windows from generated Oracle labels,
+  and the scoring of a 12,000-window prediction file (5 problems, 5 actions; the
+  labels carry red flags), each with its time and peak memory (RSS high-water
+  mark of a fresh process); scoring with a cold and then a warm embedding cache.
+  Targets: build <= 60 s; scoring <= 60 s warm; peak memory < 2 GB.
 
-DATABASE_URL names a database to connect to for creating and dropping the
-benchmark's own, bench_h3 (override with --db). Targets: build <= 60 s;
-scoring <= 60 s warm; peak memory < 2 GB.
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/test \
+        python benchmarks/release_bench.py [--only gold|scale]
+
+DATABASE_URL names the server (its database need not exist): the benchmark
+creates and drops its own there, named after it (``<name>_release_bench``;
+override with --db); the releases, the broker's folder and the caches go to a
+temporary folder removed at the end.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ import json
 import os
 import random
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -27,7 +35,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-ADMIN_URL = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/h3")
+ADMIN_URL = os.environ.get(
+    "DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres"
+)
 
 STAYS = 100
 WINDOWS_PER_STAY = 120  # 240 h stays, a window every 2 h: 12,000 windows
@@ -96,11 +106,40 @@ def _db_url(name: str) -> str:
 def _recreate(name: str) -> None:
     import psycopg
 
-    with psycopg.connect(
-        ADMIN_URL.replace("postgres://", "postgresql://", 1), autocommit=True
-    ) as conn:
+    with psycopg.connect(_maintenance_conninfo(), autocommit=True) as conn:
         conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
         conn.execute(f"CREATE DATABASE {name}")
+
+
+def _maintenance_conninfo() -> str:
+    """The server's maintenance database, there whether or not DATABASE_URL's
+    own database exists yet."""
+    return _db_url("postgres").replace("postgres://", "postgresql://", 1)
+
+
+def _default_db() -> str:
+    return ADMIN_URL.rpartition("/")[2].split("?")[0] + "_release_bench"
+
+
+def _drop(name: str) -> None:
+    import psycopg
+
+    with psycopg.connect(_maintenance_conninfo(), autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+def _environment(db: str, tmp: Path) -> dict:
+    """The parts' environment: the benchmark's database, and every folder the
+    platform writes (releases, submissions, broker, caches) under ``tmp``."""
+    env = dict(os.environ)
+    env["DATABASE_URL"] = _db_url(db)
+    env["REALICU_VAR_DIR"] = str(tmp / "var")
+    env["REALICU_RELEASES_DIR"] = str(tmp / "releases")
+    env["REALICU_SUBMISSIONS_DIR"] = str(tmp / "submissions")
+    env["CACHE_URL"] = "locmemcache://"
+    env["CELERY_BROKER_URL"] = "filesystem://"
+    env["HF_HUB_OFFLINE"] = "1"
+    return env
 
 
 def _peak_mb() -> float:
@@ -300,6 +339,181 @@ def part_build(run_id: str) -> dict:
     }
 
 
+GOLD_WINDOWS = 160
+GOLD_PHYSICIANS = 3
+
+
+def part_gold_data() -> dict:
+    """The CLIF demo with its windows, a Gold campaign of its first 160 Gold
+    windows for three physicians, their submitted labels and the consensus."""
+    _setup_django()
+    from django.contrib.auth import get_user_model
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+    from accounts.roles import Role, roles_ensure
+    from annotation.models import Assignment
+    from annotation.selectors import recorded_critical_actions
+    from annotation.services import campaign_create, label_submit
+    from annotation.services.agreement import campaign_agreement_refresh
+    from evaluation.matcher import matcher_for_settings
+    from windows.importers.clif import clif_import
+    from windows.models import Stay, Window
+    from windows.windowing import windows_build_many
+
+    started = time.perf_counter()
+    clif_import()
+    windows_build_many(stays=Stay.objects.all(), seed=0)
+    gold = list(
+        Window.objects.filter(sampled_gold=True).order_by("stay_id", "index")[
+            :GOLD_WINDOWS
+        ]
+    )
+    users = get_user_model().objects
+    admin = users.create_superuser("bench", password="x")
+    physicians = []
+    group = roles_ensure()[Role.PHYSICIAN]
+    for n in range(GOLD_PHYSICIANS):
+        physician = users.create_user(f"physician{n}", password="x")
+        physician.groups.add(group)
+        physicians.append(physician)
+    campaign = campaign_create(
+        admin=admin,
+        name="bench gold",
+        windows=gold,
+        physicians=physicians,
+        annotators_per_window=GOLD_PHYSICIANS,
+        evidence_required=False,
+    )
+    statuses = ["improving", "stable", "deteriorating"]
+    for assignment in Assignment.objects.filter(campaign=campaign).order_by("pk"):
+        # The physicians of a window agree (drawn per window), so that every
+        # window reaches a consensus without adjudication and is released.
+        rng = random.Random(assignment.window_id)
+        label_submit(
+            annotator=assignment.annotator,
+            assignment_id=assignment.pk,
+            payload={
+                "status": rng.choice(statuses),
+                "status_evidence": [],
+                "acute_problems": [
+                    {"text": t, "evidence": []} for t in rng.sample(PROBLEMS, 2)
+                ],
+                "action_ratings": [
+                    {"event_id": e.pk, "rating": "acceptable", "evidence": []}
+                    for e in recorded_critical_actions(assignment=assignment)
+                ],
+                "added_actions": [
+                    {"text": t, "evidence": []} for t in rng.sample(ACTIONS, 2)
+                ],
+                "red_flags": [
+                    {"text": t, "evidence": []} for t in rng.sample(FLAGS, 1)
+                ],
+            },
+            base_version=0,
+        )
+    campaign_agreement_refresh(campaign=campaign, matcher=matcher_for_settings())
+    return {
+        "windows": len(gold),
+        "campaign_id": campaign.pk,
+        "seconds": time.perf_counter() - started,
+    }
+
+
+def part_gold_build(campaign_id: str) -> dict:
+    """Two builds of the campaign's Gold release in one fresh process: the
+    first pays for what a process loads once, the second does not."""
+    _setup_django()
+    from django.contrib.auth import get_user_model
+
+    from annotation.models import Campaign
+    from exports.building import release_build
+    from exports.services import release_create
+
+    admin = get_user_model().objects.get(username="bench")
+    campaign = Campaign.objects.get(pk=int(campaign_id))
+    seconds = []
+    for _ in range(2):
+        started = time.perf_counter()
+        release = release_build(
+            release=release_create(user=admin, kind="gold", campaign=campaign)
+        )
+        seconds.append(time.perf_counter() - started)
+        assert release.state == "ready", release.error
+    return {"windows": release.window_count, "first": seconds[0], "again": seconds[1]}
+
+
+def _gold_command(env: dict, campaign_id: int) -> float:
+    """Wall time of ``manage.py build_release`` for the campaign, start-up
+    included."""
+    started = time.perf_counter()
+    out = subprocess.run(
+        [
+            sys.executable,
+            "manage.py",
+            "build_release",
+            "--campaign",
+            str(campaign_id),
+            "--user",
+            "bench",
+        ],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    seconds = time.perf_counter() - started
+    if out.returncode:
+        raise SystemExit(f"build_release failed:\n{out.stderr[-3000:]}")
+    return seconds
+
+
+def gold(env: dict) -> None:
+    data = _run("gold_data", env)
+    print(
+        f"gold data: {data['windows']} Gold windows, {GOLD_PHYSICIANS} physicians' "
+        f"labels and consensus ({data['seconds']:.1f} s to generate)"
+    )
+    build = _run("gold_build", env, str(data["campaign_id"]))
+    print(
+        f"gold build ({build['windows']} windows): {build['first']:.3f} s in a "
+        f"fresh process, {build['again']:.3f} s again (target < 0.5 s)"
+    )
+    times = [_gold_command(env, data["campaign_id"]) for _ in range(3)]
+    print(
+        "gold manage.py build_release wall time: "
+        f"{statistics.median(times):.2f} s median of 3 "
+        f"({', '.join(f'{t:.2f}' for t in times)}; target < 2 s)"
+    )
+
+
+def scale(env: dict, tmp: Path) -> None:
+    data = _run("data", env)
+    print(
+        f"data: {data['windows']} windows, {data['events']} events "
+        f"({data['seconds']:.1f} s to generate)"
+    )
+    build = _run("build", env, str(data["run_id"]))
+    print(
+        f"build: {build['windows']} windows, {build['context_events']} context "
+        "events, "
+        f"{build['megabytes']:.1f} MB in {build['seconds']:.1f} s, "
+        f"peak {build['peak_mb']:.0f} MB"
+    )
+    predictions = str(tmp / "predictions.jsonl")
+    _run("predictions", env, str(build["release_id"]), predictions)
+    for label in ("cold", "warm"):
+        score = _run("score", env, str(build["release_id"]), predictions)
+        print(
+            f"scoring ({label} cache): {score['seconds']:.1f} s "
+            f"(validation {score['validation_seconds']:.1f} s), "
+            f"{score['texts']} unique texts, {score['texts_embedded']} embedded, "
+            f"peak {score['peak_mb']:.0f} MB; problems Hit@5 "
+            f"{score['problems_hit_at_5']:.3f}, HRR@5 "
+            f"{score['actions_hrr_at_5']:.3f}"
+        )
+
+
 def part_predictions(release_id: str, path: str) -> dict:
     _setup_django()
     from exports.models import ReleaseWindow
@@ -378,56 +592,32 @@ def _run(part: str, env: dict, *args: str) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--part")
-    parser.add_argument("--db", default="bench_h3")
+    parser.add_argument("--db", default=_default_db())
+    parser.add_argument("--only", choices=("gold", "scale"))
+    parser.add_argument("--keep", action="store_true", help="keep the database")
     parser.add_argument("args", nargs="*")
     options = parser.parse_args()
     if options.part:
         result = {
             "data": part_data,
+            "gold_data": part_gold_data,
+            "gold_build": part_gold_build,
             "build": part_build,
             "predictions": part_predictions,
             "score": part_score,
         }[options.part](*options.args)
         print(json.dumps(result))
         return
-    _recreate(options.db)
-    with tempfile.TemporaryDirectory() as tmp:
-        env = dict(os.environ)
-        env["DATABASE_URL"] = _db_url(options.db)
-        env["REALICU_RELEASES_DIR"] = str(Path(tmp) / "releases")
-        env["REALICU_SUBMISSIONS_DIR"] = str(Path(tmp) / "submissions")
-        env["CACHE_URL"] = "locmemcache://"
-        env["HF_HUB_OFFLINE"] = "1"
-        data = _run("data", env)
-        print(
-            f"data: {data['windows']} windows, {data['events']} events "
-            f"({data['seconds']:.1f} s to generate)"
-        )
-        build = _run("build", env, str(data["run_id"]))
-        print(
-            f"build: {build['windows']} windows, {build['context_events']} context "
-            "events, "
-            f"{build['megabytes']:.1f} MB in {build['seconds']:.1f} s, "
-            f"peak {build['peak_mb']:.0f} MB"
-        )
-        predictions = str(Path(tmp) / "predictions.jsonl")
-        _run("predictions", env, str(build["release_id"]), predictions)
-        for label in ("cold", "warm"):
-            score = _run("score", env, str(build["release_id"]), predictions)
-            print(
-                f"scoring ({label} cache): {score['seconds']:.1f} s "
-                f"(validation {score['validation_seconds']:.1f} s), "
-                f"{score['texts']} unique texts, {score['texts_embedded']} embedded, "
-                f"peak {score['peak_mb']:.0f} MB; problems Hit@5 "
-                f"{score['problems_hit_at_5']:.3f}, HRR@5 "
-                f"{score['actions_hrr_at_5']:.3f}"
-            )
-    import psycopg
-
-    with psycopg.connect(
-        ADMIN_URL.replace("postgres://", "postgresql://", 1), autocommit=True
-    ) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {options.db} WITH (FORCE)")
+    try:
+        for part in ("gold", "scale"):
+            if options.only in (None, part):
+                _recreate(options.db)
+                with tempfile.TemporaryDirectory() as tmp:
+                    env = _environment(options.db, Path(tmp))
+                    gold(env) if part == "gold" else scale(env, Path(tmp))
+    finally:
+        if not options.keep:
+            _drop(options.db)
 
 
 if __name__ == "__main__":

@@ -202,6 +202,8 @@ def file_response(request, entry, path):
         if entry.path.endswith(".md")
         else "image/png"
         if entry.path.endswith(".png")
+        else "image/svg+xml"
+        if entry.path.endswith(".svg")
         else "application/octet-stream"
     )
     if_none_match = request.headers.get("If-None-Match")
@@ -236,7 +238,7 @@ def file_response(request, entry, path):
             return response
     response = FileResponse(
         open(path, "rb"),
-        as_attachment=not entry.path.endswith((".md", ".png", ".json")),
+        as_attachment=not entry.path.endswith((".md", ".png", ".svg", ".json")),
         filename=path.name,
         content_type=content_type,
     )

@@ -1,5 +1,5 @@
 """A release's data card: cohort statistics and label distributions (as the
-paper's Figures 8-10) with PNG plots, and the label schema of its records."""
+paper's Figures 8-10) with SVG plots, and the label schema of its records."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from collections import Counter
 from pathlib import Path
 
 from evaluation.matcher import tau_source_of
+from exports.svgplots import bars_svg, grouped_bars_svg, histogram_svg
 from windows.models import DiseaseGroup, Outcome
 
 STATUS_ORDER = ("improving", "stable", "deteriorating", "none")
@@ -18,58 +19,20 @@ TASK_TITLES = {
 }
 
 
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def _bar(path: Path, labels: list[str], values: list[float], title: str, xlabel: str):
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(7, max(2.5, 0.35 * len(labels) + 1)))
-    ax.barh(labels[::-1], values[::-1], color="#3b6ea5")
-    ax.set_title(title)
-    ax.set_xlabel(xlabel)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100, metadata={"Software": None})
-    plt.close(fig)
+    path.write_text(bars_svg(labels, values, title, xlabel), encoding="utf-8")
 
 
 def _histogram(path: Path, values: list[float], title: str, xlabel: str):
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(7, 3.5))
-    ax.hist(values or [0], bins=20, color="#3b6ea5")
-    ax.set_title(title)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel("stays")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100, metadata={"Software": None})
-    plt.close(fig)
+    path.write_text(histogram_svg(values, title, xlabel, "stays"), encoding="utf-8")
 
 
 def _items_plot(path: Path, items_per_window: dict[str, Counter]):
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(7, 3.5))
-    largest = max((max(c, default=0) for c in items_per_window.values()), default=0)
-    xs = list(range(largest + 1))
-    width = 0.8 / max(1, len(items_per_window))
-    for n, (task, counter) in enumerate(items_per_window.items()):
-        ax.bar(
-            [x + n * width for x in xs],
-            [counter.get(x, 0) for x in xs],
-            width=width,
-            label=TASK_TITLES[task],
-        )
-    ax.set_xlabel("items per window")
-    ax.set_ylabel("windows")
-    ax.set_title("Items per window")
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=100, metadata={"Software": None})
-    plt.close(fig)
+    groups = {TASK_TITLES[task]: counter for task, counter in items_per_window.items()}
+    path.write_text(
+        grouped_bars_svg(groups, "Items per window", "items per window", "windows"),
+        encoding="utf-8",
+    )
 
 
 def _table(rows: list[tuple], header: tuple) -> str:
@@ -140,7 +103,8 @@ may name another unit than the value's ("Temperature Fahrenheit" for a value in
 
 
 def datacard_write(*, release, stats, folder: Path) -> None:
-    """Writes ``DATACARD.md`` and ``plots/*.png`` from the build's statistics."""
+    """Writes ``DATACARD.md`` and ``plots/*.svg`` (exports.svgplots) from the
+    build's statistics."""
     plots = folder / "plots"
     plots.mkdir()
     stays = list(stats.stays.values())
@@ -150,17 +114,17 @@ def datacard_write(*, release, stats, folder: Path) -> None:
 
     by_group = Counter(s["disease_group"] for s in stays).most_common()
     _bar(
-        plots / "disease_groups.png",
+        plots / "disease_groups.svg",
         [group_labels.get(g, g) for g, _ in by_group],
         [n for _, n in by_group],
         "Stays by disease group",
         "stays",
     )
     lengths = [s["length_hours"] for s in stays]
-    _histogram(plots / "stay_lengths.png", lengths, "ICU stay length", "hours")
+    _histogram(plots / "stay_lengths.svg", lengths, "ICU stay length", "hours")
     by_outcome = Counter(s["outcome"] for s in stays).most_common()
     _bar(
-        plots / "outcomes.png",
+        plots / "outcomes.svg",
         [outcome_labels.get(o, o) for o, _ in by_outcome],
         [n for _, n in by_outcome],
         "Hospital outcome",
@@ -168,13 +132,13 @@ def datacard_write(*, release, stats, folder: Path) -> None:
     )
     status = [(s, stats.status.get(s, 0)) for s in STATUS_ORDER if stats.status.get(s)]
     _bar(
-        plots / "status.png",
+        plots / "status.svg",
         [s for s, _ in status],
         [n for _, n in status],
         "Patient status labels",
         "windows",
     )
-    _items_plot(plots / "items_per_window.png", stats.items)
+    _items_plot(plots / "items_per_window.svg", stats.items)
 
     source = (
         f"the consensus of Gold campaign {release.campaign.name!r}"
@@ -211,15 +175,15 @@ def datacard_write(*, release, stats, folder: Path) -> None:
             ("Disease group", "Stays", "Share"),
         ),
         "",
-        "![Stays by disease group](plots/disease_groups.png)",
-        "![Stay lengths](plots/stay_lengths.png)",
+        "![Stays by disease group](plots/disease_groups.svg)",
+        "![Stay lengths](plots/stay_lengths.svg)",
         "",
         _table(
             [(outcome_labels.get(o, o), n, _pct(n, n_stays)) for o, n in by_outcome],
             ("Outcome", "Stays", "Share"),
         ),
         "",
-        "![Outcomes](plots/outcomes.png)",
+        "![Outcomes](plots/outcomes.svg)",
         "",
         "## Labels",
         "",
@@ -228,7 +192,7 @@ def datacard_write(*, release, stats, folder: Path) -> None:
             ("Patient status", "Windows", "Share"),
         ),
         "",
-        "![Status distribution](plots/status.png)",
+        "![Status distribution](plots/status.svg)",
         "",
         _table(
             [
@@ -244,7 +208,7 @@ def datacard_write(*, release, stats, folder: Path) -> None:
             ("Task", "Items", "Per window"),
         ),
         "",
-        "![Items per window](plots/items_per_window.png)",
+        "![Items per window](plots/items_per_window.svg)",
         "",
         _table(
             sorted(stats.hours_bins.items()),
@@ -261,7 +225,7 @@ def datacard_write(*, release, stats, folder: Path) -> None:
         "",
         "`windows.jsonl`, `windows.parquet`, `context/<stay_id>.jsonl`, "
         "`manifest.json` (counts, settings, agreement or validation report, and the "
-        "sha256 of every other file), `DATACARD.md`, `plots/*.png`.",
+        "sha256 of every other file), `DATACARD.md`, `plots/*.svg`.",
         "",
         "Physicians appear only as pseudonymous rater ids, stable within this release.",
         "",

