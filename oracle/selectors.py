@@ -165,6 +165,7 @@ def oracle_run_progress(*, admin, run: OracleRun) -> dict:
         )
     )
     active = run.state in (RunState.QUEUED, RunState.RUNNING)
+    remaining = max(total - done, 0)
     # Liveness from the row's heartbeat (jobs.leases), never from what the
     # claims or the labels suggest: a run whose workers died says so.
     # (A queued run's heartbeat_at is when its chunks were last sent.)
@@ -177,11 +178,14 @@ def oracle_run_progress(*, admin, run: OracleRun) -> dict:
         "done": done,
         "ok": done - failed,
         "failed": failed,
-        "remaining": max(total - done, 0),
+        "remaining": remaining,
         "percent": min(100, round(100 * done / total)) if total else 0,
         "rate_recent": figures["recent"] * 60 / RATE_WINDOW_SECONDS if live else None,
         "live": live,
         "stalled": run.state == RunState.RUNNING and not live,
+        # Cancel while it goes; Resume only where no worker would carry on.
+        "cancellable": active,
+        "resumable": run_not_resumable_reason(run=run, now=now, todo=remaining) is None,
         "heartbeat_at": run.heartbeat_at,
         "worker": run.worker,
         "lost_workers": run.attempts,
@@ -205,6 +209,27 @@ def oracle_run_progress(*, admin, run: OracleRun) -> dict:
         "cancel_requested": run.cancel_requested_at is not None,
         "error": run.error,
     }
+
+
+def run_not_resumable_reason(
+    *, run: OracleRun, now=None, todo: int | None = None
+) -> str | None:
+    """Why the run cannot be resumed now, or None when it can: a failed or
+    cancelled run, or a running one whose workers stopped writing their
+    heartbeat (stalled, jobs.leases), with windows still to label. A queued
+    run waits for a worker (the reaper sends it again), a live one is at work.
+    ``todo``: the windows left, when the caller has counted them."""
+    if run.state == RunState.QUEUED:
+        return "The run is queued: it starts when a worker takes it."
+    if run.state == RunState.RUNNING and is_live(run, now or timezone.now()):
+        return "The run is running: its workers are labelling the windows left."
+    if run.state == RunState.COMPLETED:
+        return "The run is complete."
+    if todo is None:
+        todo = run_windows_todo(run=run).count()
+    if not todo:
+        return "Every window of this run is labelled."
+    return None
 
 
 def validation_reports_of(*, admin, run: OracleRun) -> QuerySet[ValidationReport]:

@@ -18,6 +18,12 @@ urlpatterns = [
         views.run_retry_failed,
         name="run_retry_failed",
     ),
+    path("runs/<int:run_id>/labels/", views.run_labels, name="run_labels"),
+    path(
+        "runs/<int:run_id>/labels/<int:label_id>/",
+        views.run_label,
+        name="run_label",
+    ),
     path("runs/<int:run_id>/validation/", views.run_validation, name="run_validation"),
     path("runs/<int:run_id>/validate/", views.run_validate, name="run_validate"),
     path(

@@ -12,13 +12,14 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from accounts.access import admin_required
-from accounts.web import error_text
+from accounts.web import error_text, render_page_or_partial
 from evaluation.matcher import tau_source_of
 from jobs.reaper import job_check
-from oracle import selectors, services
+from oracle import selectors, selectors_labels, services
 from oracle.forms import BackboneForm, RunForm, ValidateForm
-from oracle.models import BackboneKind, RunState
+from oracle.models import BackboneKind
 from oracle.services.tokens import context_tokens, prompt_tokens_distribution
+from windows.presentation import window_page_context
 
 CHART_STATUS = ("improving", "stable", "deteriorating")
 
@@ -151,7 +152,6 @@ def _run_context(request, run) -> dict:
         "progress": selectors.oracle_run_progress(admin=request.user, run=run),
         "snapshot": run.backbone_snapshot or {},
         "is_rules": (run.backbone_snapshot or {}).get("kind") == BackboneKind.RULES,
-        "can_cancel": run.state in (RunState.QUEUED, RunState.RUNNING),
     }
 
 
@@ -201,6 +201,14 @@ def run_cancel(request, run_id: int):
 @require_POST
 @admin_required
 def run_resume(request, run_id: int):
+    # The page offers Resume only where it applies; a forged or stale post on
+    # a run that is still going changes nothing and says why.
+    run = selectors.run_get(admin=request.user, run_id=run_id)
+    job_check(run)
+    reason = selectors.run_not_resumable_reason(run=run)
+    if reason:
+        messages.error(request, reason)
+        return redirect("oracle:run_detail", run_id)
     return _run_action(
         request,
         run_id,
@@ -218,6 +226,58 @@ def run_retry_failed(request, run_id: int):
         services.oracle_run_retry_failed,
         lambda n: f"{n} failed window{'s' if n != 1 else ''} queued again.",
     )
+
+
+# The run's labels beside the trajectory ---------------------------------------------
+
+
+@require_GET
+@admin_required
+def run_labels(request, run_id: int):
+    """The run's windows and their Oracle labels, a page at a time."""
+    run = selectors.run_get(admin=request.user, run_id=run_id)
+    state = request.GET.get("state", "")
+    page = selectors_labels.run_labels_page(
+        admin=request.user, run=run, state=state, page=request.GET.get("page")
+    )
+    rows = [(label, selectors_labels.label_counts(label)) for label in page]
+    context = {
+        "run": run,
+        "page": page,
+        "rows": rows,
+        "state": state if state in selectors_labels.LABEL_FILTERS else "",
+        "filters": selectors_labels.LABEL_FILTERS.items(),
+    }
+    return render_page_or_partial(
+        request, "oracle/run_labels.html", context, partial="label_table"
+    )
+
+
+@require_GET
+@admin_required
+def run_label(request, run_id: int, label_id: int):
+    """One window's Oracle label beside the window's trajectory (the window
+    page's partials)."""
+    run = selectors.run_get(admin=request.user, run_id=run_id)
+    label = selectors_labels.run_label_get(
+        admin=request.user, run=run, label_id=label_id
+    )
+    state = request.GET.get("state", "")
+    context = window_page_context(request, label.window, full=True)
+    context.update(
+        {
+            "run": run,
+            "label": label,
+            "shown": selectors_labels.oracle_label_shown(
+                admin=request.user, label=label
+            ),
+            "neighbours": selectors_labels.run_label_neighbours(
+                admin=request.user, run=run, label=label, state=state
+            ),
+            "state": state if state in selectors_labels.LABEL_FILTERS else "",
+        }
+    )
+    return render(request, "oracle/run_label.html", context)
 
 
 # Validation ----------------------------------------------------------------------

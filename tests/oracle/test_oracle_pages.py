@@ -53,7 +53,10 @@ def oracle_urls(run):
     rid = run.pk
     backbone = run.backbone_id
     job = run.validation_jobs.get().pk
+    label = run.labels.order_by("pk").first().pk
     return [
+        ("get", reverse("oracle:run_labels", args=[rid])),
+        ("get", reverse("oracle:run_label", args=[rid, label])),
         ("get", reverse("oracle:validation_progress", args=[rid, job])),
         ("get", reverse("oracle:run_validation", args=[rid]) + f"?job={job}"),
         ("get", reverse("oracle:run_list")),
@@ -188,7 +191,9 @@ def test_the_run_page_tells_a_live_run_from_one_whose_workers_died(
         OutboxMessage.objects.filter(task=services.CHUNK_TASK, args=[run.pk]).count()
         == lanes
     )
-    assert "data-resume" in page and "last heard" not in page
+    # Queued again, it waits for a worker: nothing to resume, still cancellable.
+    assert "data-resume" not in page and "last heard" not in page
+    assert "data-cancel" in page
 
 
 def test_new_run_form_starts_a_run_and_refuses_bad_input(client, admin_user):
@@ -268,3 +273,91 @@ def test_the_run_page_shows_prompt_tokens_against_the_context_window(
     # The fake server reports 1,000 prompt tokens for every request.
     assert f"Median 1000 · p95 1000 · max 1000 of {len(windows)} windows" in page
     assert "against a context window of 4096 tokens (512 for the reply)" in page
+
+
+def _run_in_state(admin_user, state: str, *, heartbeat_age: float | None = None):
+    """A rules run over a small cohort left with no label, in ``state``, with a
+    heartbeat ``heartbeat_age`` seconds old (None: none)."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    cohort, _, _ = make_cohort_with_stay(hours=2.0)
+    run = services.oracle_run_create(
+        admin=admin_user,
+        name=f"{state} run",
+        backbone=selectors.backbone_rules_default(),
+        cohort=cohort,
+        enqueue=False,
+    )
+    heartbeat = (
+        None
+        if heartbeat_age is None
+        else timezone.now() - timedelta(seconds=heartbeat_age)
+    )
+    OracleRun.objects.filter(pk=run.pk).update(state=state, heartbeat_at=heartbeat)
+    run.refresh_from_db()
+    return run
+
+
+@pytest.mark.parametrize(
+    ("state", "heartbeat_age", "cancel", "resume"),
+    [
+        ("queued", None, True, False),
+        ("running", 1, True, False),
+        ("cancelled", None, False, True),
+        ("failed", None, False, True),
+        ("completed", None, False, False),
+    ],
+)
+def test_the_run_page_offers_cancel_while_going_and_resume_only_when_resumable(
+    client, admin_user, settings, state, heartbeat_age, cancel, resume
+):
+    settings.REALICU_JOB_STALE_SECONDS = 60
+    run = _run_in_state(admin_user, state, heartbeat_age=heartbeat_age)
+    client.force_login(admin_user)
+    page = client.get(reverse("oracle:run_detail", args=[run.pk])).content.decode()
+    assert ("data-cancel" in page) is cancel
+    assert ("data-resume" in page) is resume
+
+
+def test_a_stalled_run_is_resumable_and_a_live_one_is_not(admin_user, settings):
+    """The jobs/ lease state decides: a running run whose heartbeat is older
+    than the bound lost its workers."""
+    settings.REALICU_JOB_STALE_SECONDS = 60
+    live = _run_in_state(admin_user, "running", heartbeat_age=5)
+    stalled = _run_in_state(admin_user, "running", heartbeat_age=600)
+    assert "running" in selectors.run_not_resumable_reason(run=live)
+    assert selectors.run_not_resumable_reason(run=stalled) is None
+    progress = selectors.oracle_run_progress(admin=admin_user, run=stalled)
+    assert progress["stalled"] and progress["resumable"] and progress["cancellable"]
+
+
+@pytest.mark.parametrize(
+    ("state", "message"),
+    [("running", "The run is running"), ("queued", "The run is queued")],
+)
+def test_resume_posted_while_the_run_is_going_changes_nothing_and_says_why(
+    client, admin_user, settings, state, message
+):
+    from jobs.models import OutboxMessage
+
+    settings.REALICU_JOB_STALE_SECONDS = 60
+    run = _run_in_state(admin_user, state, heartbeat_age=1)
+    client.force_login(admin_user)
+    response = client.post(reverse("oracle:run_resume", args=[run.pk]), follow=True)
+    assert message in response.content.decode()
+    fresh = OracleRun.objects.get(pk=run.pk)
+    assert fresh.state == state and fresh.heartbeat_at == run.heartbeat_at
+    assert not OutboxMessage.objects.exists()
+
+
+def test_resume_of_a_cancelled_run_queues_it_again(
+    client, admin_user, django_capture_on_commit_callbacks
+):
+    run = _run_in_state(admin_user, "cancelled")
+    client.force_login(admin_user)
+    with django_capture_on_commit_callbacks(execute=False):
+        response = client.post(reverse("oracle:run_resume", args=[run.pk]), follow=True)
+    assert "Run resumed" in response.content.decode()
+    assert OracleRun.objects.get(pk=run.pk).state == "queued"

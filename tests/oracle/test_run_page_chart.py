@@ -99,3 +99,51 @@ def test_the_run_page_draws_the_prompt_token_histogram_with_uplot(
         values = page.inner_text(f"{figure} .chart-values")
         assert f"820–1230 ({len(windows)}): 1.000" in values
         assert errors == []
+
+
+WIDTHS = (1280, 1440, 1920)
+
+
+def _boxes(page, selector: str) -> list[dict]:
+    return page.eval_on_selector_all(
+        selector,
+        "nodes => nodes.map(n => { const b = n.getBoundingClientRect();"
+        " return {text: n.textContent.trim(), left: b.left, top: b.top,"
+        " right: b.right, bottom: b.bottom}; })",
+    )
+
+
+@pytest.mark.browser
+@pytest.mark.django_db(transaction=True)
+def test_the_run_page_keeps_each_figure_under_its_name_at_every_width(
+    live_server, admin_user, fake_llm
+):
+    """At 1280, 1440 and 1920 px each figure of the progress card sits under
+    its name (same column, next line), nothing runs past the card, and the
+    histogram fits in it."""
+    run, _ = _llm_run(admin_user, fake_llm)
+    with chromium() as browser:
+        for width in WIDTHS:
+            page = browser.new_context(
+                viewport={"width": width, "height": 900}
+            ).new_page()
+            page.goto(f"{live_server.url}/accounts/login/")
+            page.fill("input[name=username]", admin_user.username)
+            page.fill("input[name=password]", PASSWORD)
+            page.click("button[type=submit]")
+            page.wait_for_load_state()
+            page.goto(f"{live_server.url}{reverse('oracle:run_detail', args=[run.pk])}")
+            page.locator("[data-chart-canvas] canvas").wait_for()
+            names = _boxes(page, "#run-progress .facts dt")
+            figures = _boxes(page, "#run-progress .facts dd")
+            assert len(names) == len(figures) == 8
+            for name, figure in zip(names, figures):
+                assert abs(name["left"] - figure["left"]) < 1, (width, name, figure)
+                assert figure["top"] >= name["bottom"] - 1, (width, name, figure)
+            card = _boxes(page, "#run-progress")[0]
+            for part in _boxes(
+                page, "#run-progress .facts dd, #run-progress .chart, .run-actions"
+            ):
+                assert part["right"] <= card["right"] + 1, (width, part)
+            page.screenshot(path=f"/tmp/oracle_run_page_{width}.png", full_page=True)
+            page.context.close()
