@@ -246,7 +246,8 @@ def _tasks(agreement, columns, open_disputes, decisions, events) -> list[dict]:
                     "decision": decided.get(key),
                     "texts": list(dict.fromkeys(i["text"] for i in cluster["items"])),
                     "cells": [
-                        _cell(by_label.get(c["label_id"]), events) for c in columns
+                        _cell(by_label.get(c["label_id"]), c, cluster, events)
+                        for c in columns
                     ],
                     "who": [
                         column_of[i["label_id"]]["letter"]
@@ -278,15 +279,31 @@ def _tasks(agreement, columns, open_disputes, decisions, events) -> list[dict]:
     return tasks
 
 
-def _cell(item, events) -> dict | None:
+def _rating_of(column, event_id) -> str:
+    for rating in column["payload"].get("action_ratings", []):
+        if rating.get("event_id") == event_id:
+            return RATING_NAMES.get(rating.get("rating"), "not rated")
+    return ""
+
+
+def _cell(item, column, cluster, events) -> dict | None:
     """A column's item of a cluster with its evidence named (a rated action's
-    own event, which leads its evidence, left out: the row names it)."""
+    own event, which leads its evidence, left out: the row names it) and, for
+    a recorded action, the column's rating of it. A column without an item in
+    a recorded action's cluster says how it rated the action instead (a rating
+    of potentially harmful recommends nothing), else None."""
     if item is None:
-        return None
+        event_id = next((i["event_id"] for i in cluster["items"] if i["event_id"]), 0)
+        rating = _rating_of(column, event_id) if event_id else ""
+        return {"rated_only": rating} if rating else None
     evidence = list(item.get("evidence") or [])
     if item.get("event_id") and evidence[:1] == [item["event_id"]]:
         evidence = evidence[1:]
-    return {**item, "evidence_named": _named(events, evidence)}
+    return {
+        **item,
+        "evidence_named": _named(events, evidence),
+        "rating": _rating_of(column, item["event_id"]) if item.get("event_id") else "",
+    }
 
 
 def _next_in_queue(queue: list, window) -> object | None:

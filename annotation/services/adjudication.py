@@ -10,6 +10,7 @@ from collections import defaultdict
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from accounts.roles import require_admin
@@ -249,9 +250,19 @@ def _item_dispute(
         None,
     )
     if dispute is None:
-        earlier = AdjudicationDecision.objects.filter(
-            campaign=campaign, window=window, task=task, item_ref=item_ref
-        ).first()
+        earlier = (
+            AdjudicationDecision.objects.filter(
+                campaign=campaign, window=window, task=task
+            )
+            .filter(
+                Q(item_ref=item_ref)
+                | Q(
+                    action=AdjudicationAction.MERGE,
+                    context__merged__contains=[item_ref],
+                )
+            )
+            .first()
+        )
         if earlier is not None:
             raise ValidationError(
                 f"This item was already decided ({earlier.action}) by "

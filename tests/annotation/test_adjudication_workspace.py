@@ -237,6 +237,33 @@ def test_items_already_merged_are_not_merged_again(built, admin_user):
     assert _snapshot(campaign, window) == before
 
 
+def test_an_item_merged_into_another_cannot_be_accepted_after(built, admin_user):
+    campaign, window = built
+    refs = _lactate_refs(campaign, window)
+    adjudication_merge(
+        admin=admin_user,
+        campaign=campaign,
+        window=window,
+        task=PROBLEMS,
+        item_refs=refs,
+        new_text="Hyperlactatemia",
+        reason="Same finding",
+    )
+    before = _snapshot(campaign, window)
+
+    with pytest.raises(ValidationError, match=r"already decided \(merge\)"):
+        adjudication_decide(
+            admin=admin_user,
+            campaign=campaign,
+            window=window,
+            task=PROBLEMS,
+            item_ref=refs[1],
+            action="accept",
+            reason="x",
+        )
+    assert _snapshot(campaign, window) == before
+
+
 def test_a_merge_through_the_decide_form_is_refused(built, admin_user):
     campaign, window = built
     before = _snapshot(campaign, window)
@@ -338,6 +365,17 @@ def test_page_shows_each_action_s_ratings_side_by_side_and_marks_disagreements(
         assert re.findall(r'data-rating="(\w*)"', row) == ratings
     assert "Best practice" in html and "Potentially harmful" in html
     assert "2 differ" in html
+    # In the recommended actions, the physician whose rating recommends
+    # nothing is shown with it, not as a blank.
+    row = html[
+        html.index("data-cluster=", html.index('data-task="recommended_actions"')) :
+    ]
+    vent = row[row.index("Invasive mechanical ventilation") :]
+    vent = vent[: vent.index("</tr>")]
+    assert re.findall(r"data-cell-rating>([^<]+)<", vent) == [
+        "Acceptable",
+        "— rated potentially harmful",
+    ]
 
 
 def test_page_merge_records_one_item_and_shows_it(admin_client, built, admin_user):
