@@ -6,7 +6,8 @@
    - [data-plots] (window page only): vitals, labs and organ support around the
      window, the range set by [data-range] buttons ("z" cycles them).
    Hours on the x axis count from ICU admission; a value at hour H covers
-   (H - 1 h, H].
+   (H - 1 h, H]. Each track's y axis shows at least its MIN_SPAN (SpO2
+   85-100 %, ...) and widens for values outside it.
    On a page that cites evidence ([data-cite-points], the annotation page) the
    JSON carries the event behind each point (?sources=1): a click on a point,
    or Enter / "e" on a focused plot (Tab to it; Left/Right move along the hours,
@@ -42,6 +43,40 @@
   const CITE_REACH_PX = 16; // how far from a point a click still means it
   const AXIS_LEFT = 50; // fixed y-axis widths keep the plots' x positions aligned
   const AXIS_RIGHT = 42;
+
+  // The smallest y span each track's plot shows, [low, high] in the track's
+  // unit: the axis widens to show any value outside it, but never narrows
+  // below it, so that the noise of a steady value (SpO2 between 99.8 and 100)
+  // is not stretched to the plot's full height and read as a swing. The spans
+  // are the scales a bedside monitor or flowsheet shows a clinician by default:
+  // the normal range with the usual alarm and treatment thresholds inside it.
+  // Thresholds kept in view, by source: SOFA's cut-offs (CLINICAL_CONCEPTS.md
+  // 9b: MAP 70 mmHg, P/F 400/300/200/100 mmHg, platelets 150/100 x10^3/uL,
+  // bilirubin 1.2/2.0 mg/dL, creatinine 1.2/2.0 mg/dL, norepinephrine
+  // 0.1 mcg/kg/min), KDIGO's urine rates (4c: 0.5 and 0.3 mL/kg/h), Sepsis-3's
+  // SOFA rise of 2 (10c); the others are monitor defaults (SpO2 alarm near
+  // 88-90 %, fever 38.3 degC, lactate 2 and 4 mmol/L, arterial pH 7.35-7.45).
+  const MIN_SPAN = {
+    spo2: [85, 100],
+    hr: [50, 120],
+    sbp: [90, 160],
+    map: [60, 110],
+    dbp: [40, 90],
+    rr: [8, 30],
+    temp: [35.5, 38.5],
+    gcs: [3, 15],
+    rass: [-5, 4],
+    lactate: [0, 4],
+    creatinine: [0, 2.5],
+    platelets: [0, 200],
+    bilirubin: [0, 2.5],
+    ph: [7.2, 7.5],
+    pf_ratio: [0, 450],
+    fio2: [0.21, 1],
+    sofa: [0, 6],
+    ned: [0, 0.15],
+    urine_ml_kg_h: [0, 1.5],
+  };
 
   // The overview strip: status-relevant tracks, one row each.
   const OVERVIEW = [
@@ -252,21 +287,51 @@
     };
   }
 
-  function yRange(spec) {
+  // The span a scale must show at least: its plot's min/max and the MIN_SPAN
+  // of every track drawn on it (keys), or null when none sets one.
+  function spanOf(keys, min, max) {
+    let lo = min;
+    let hi = max;
+    keys.forEach(function (key) {
+      const span = MIN_SPAN[key];
+      if (!span) return;
+      lo = lo === undefined ? span[0] : Math.min(lo, span[0]);
+      hi = hi === undefined ? span[1] : Math.max(hi, span[1]);
+    });
+    return { lo: lo, hi: hi };
+  }
+
+  function yRange(spec, keys) {
     if (spec.levels) return [-0.3, 4.3];
+    const span = spanOf(keys || [], spec.min, spec.max);
     return function (u, dataMin, dataMax) {
       let lo = dataMin;
       let hi = dataMax;
       if (lo === null || hi === null || lo === undefined) {
-        lo = spec.min !== undefined ? spec.min : 0;
-        hi = spec.max !== undefined ? spec.max : 1;
+        lo = span.lo !== undefined ? span.lo : 0;
+        hi = span.hi !== undefined ? span.hi : 1;
       }
-      if (spec.min !== undefined) lo = Math.min(lo, spec.min);
-      if (spec.max !== undefined) hi = Math.max(hi, spec.max);
+      if (span.lo !== undefined) lo = Math.min(lo, span.lo);
+      if (span.hi !== undefined) hi = Math.max(hi, span.hi);
       if (hi === lo) hi = lo + 1;
+      // A little room at an end that a value reaches, more where the data
+      // goes past the span (the span's own ends are round figures).
       const pad = (hi - lo) * 0.08;
-      return [spec.min !== undefined && lo >= spec.min ? lo - pad * 0.5 : lo - pad, hi + pad];
+      const low = span.lo !== undefined && lo >= span.lo ? lo - pad * 0.25 : lo - pad;
+      const high = span.hi !== undefined && hi <= span.hi ? hi + pad * 0.25 : hi + pad;
+      return [low, high];
     };
+  }
+
+  // The keys of the tracks a plot draws on one of its scales.
+  function keysOn(spec, scale) {
+    return spec.series
+      .filter(function (s) {
+        return (s.scale === "right" ? "right" : "y") === scale;
+      })
+      .map(function (s) {
+        return s.key;
+      });
   }
 
   // Vitals are hourly means: a line spans hours without charting up to
@@ -346,17 +411,39 @@
     );
   }
 
+  // The y ranges drawn, on the plot's element (data-y-range, data-right-range:
+  // "low high"), for the page's tests and anyone reading the DOM.
+  function scaleMarks(target) {
+    return {
+      hooks: {
+        setScale: [
+          function (u, key) {
+            if (key === "x") return;
+            const scale = u.scales[key];
+            if (scale.min === null || scale.max === null) return;
+            target.dataset[key === "y" ? "yRange" : "rightRange"] =
+              +scale.min.toFixed(3) + " " + +scale.max.toFixed(3);
+          },
+        ],
+      },
+    };
+  }
+
   function makePlot(target, data, spec, o) {
     const right = spec.series.some(function (s) {
       return s.scale === "right";
     });
     const axes = [xAxis(o.xAxis), yAxis(spec, 3)];
     if (right) axes.push(yAxis(spec, 1));
-    const scales = { x: { time: false }, y: { range: yRange(spec) } };
+    const scales = { x: { time: false }, y: { range: yRange(spec, keysOn(spec, "y")) } };
     const rightSeries = spec.series.find(function (s) {
       return s.scale === "right";
     });
-    if (right) scales.right = { range: yRange({ min: rightSeries.min, max: rightSeries.max }) };
+    if (right) {
+      scales.right = {
+        range: yRange({ min: rightSeries.min, max: rightSeries.max }, keysOn(spec, "right")),
+      };
+    }
     const options = {
       width: Math.max(200, target.clientWidth),
       height: o.height,
@@ -370,7 +457,7 @@
       scales: scales,
       axes: axes,
       series: [{ label: "Hour", value: function (u, h) { return h === null || h === undefined ? "–" : fmtHours(h); } }].concat(spec.series.map(seriesOptions)),
-      plugins: [marks(data, o.gold)],
+      plugins: [marks(data, o.gold), scaleMarks(target)],
       hooks: o.hooks || {},
     };
     const u = new uPlot(options, plotData(data, spec), target);
