@@ -165,7 +165,15 @@ def physician_queue_page(*, user, page, per_page: int = 50) -> Page:
         .select_related(
             "campaign", "window", "window__stay", "window__stay__admission__patient"
         )
-        .prefetch_related("label")
+        # The row shows when the label was saved, not what it says.
+        .prefetch_related(
+            Prefetch(
+                "label",
+                queryset=Label.objects.only(
+                    "id", "assignment_id", "updated_at", "version"
+                ),
+            )
+        )
         .order_by(submitted_last, *QUEUE_ORDER)
     )
     return Paginator(assignments, per_page).get_page(page)
