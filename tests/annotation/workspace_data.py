@@ -125,7 +125,7 @@ def hand_built_window(*, admin, physicians, stay, clinical):
         "deteriorating",
         status_evidence=[lactate],
         problems=[("Septic shock", [lactate, ne]), ("Hyperlactatemia", [lactate])],
-        flags=["Avoid fluid overload"],
+        flags=[("Avoid fluid overload", [ne])],
         ratings={ne: "best_practice", vent: "acceptable"},
     )
     submit(
@@ -138,7 +138,7 @@ def hand_built_window(*, admin, physicians, stay, clinical):
             ("Shock due to sepsis", [ne]),
             ("Elevated lactate", [lactate, c["heart_rate"].pk]),
         ],
-        flags=["Avoid excessive fluids"],
+        flags=[("Avoid excessive fluids", [lactate])],
         ratings={ne: "acceptable", vent: "potentially_harmful"},
     )
     agreement_by_hand(campaign=campaign, window=window)
