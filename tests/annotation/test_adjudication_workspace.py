@@ -264,6 +264,32 @@ def test_an_item_merged_into_another_cannot_be_accepted_after(built, admin_user)
     assert _snapshot(campaign, window) == before
 
 
+def test_nothing_is_merged_in_a_dropped_window(built, admin_user):
+    campaign, window = built
+    adjudication_decide(
+        admin=admin_user,
+        campaign=campaign,
+        window=window,
+        task="window",
+        item_ref="",
+        action="drop_window",
+        reason="Unusable",
+    )
+    before = _snapshot(campaign, window)
+
+    with pytest.raises(ValidationError, match="was dropped; nothing is left to merge"):
+        adjudication_merge(
+            admin=admin_user,
+            campaign=campaign,
+            window=window,
+            task=PROBLEMS,
+            item_refs=_lactate_refs(campaign, window),
+            new_text="Hyperlactatemia",
+            reason="Same finding",
+        )
+    assert _snapshot(campaign, window) == before
+
+
 def test_a_merge_through_the_decide_form_is_refused(built, admin_user):
     campaign, window = built
     before = _snapshot(campaign, window)
