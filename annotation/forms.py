@@ -9,9 +9,18 @@ from django import forms
 from annotation import selectors
 
 
+class CohortChoiceField(forms.ModelChoiceField):
+    def label_from_instance(self, obj) -> str:
+        windows, stays = obj.gold_windows, obj.gold_stays
+        return (
+            f"{obj.name}: {windows:,} Gold window{'s' if windows != 1 else ''} in "
+            f"{stays:,} stay{'s' if stays != 1 else ''}"
+        )
+
+
 class CampaignForm(forms.Form):
     name = forms.CharField(max_length=200, required=False)
-    cohort = forms.ModelChoiceField(
+    cohort = CohortChoiceField(
         queryset=selectors.cohorts_all(),
         required=False,
         empty_label="All sampled Gold windows",

@@ -486,7 +486,13 @@ def gold_window_counts(*, cohort: Cohort | None = None) -> dict[str, int]:
 
 
 def cohorts_all() -> QuerySet[Cohort]:
-    return Cohort.objects.order_by("name")
+    """The cohorts by name, each with ``gold_windows`` and ``gold_stays``: what a
+    campaign over the cohort can draw from."""
+    gold = Q(cohort_stays__stay__windows__sampled_gold=True)
+    return Cohort.objects.annotate(
+        gold_windows=Count("cohort_stays__stay__windows", filter=gold),
+        gold_stays=Count("cohort_stays__stay", filter=gold, distinct=True),
+    ).order_by("name")
 
 
 def gold_windows_of(*, cohort: Cohort | None = None) -> QuerySet[Window]:

@@ -16,7 +16,7 @@ from annotation.models import Assignment, AssignmentState, Campaign, CampaignWin
 from annotation.services import campaign_create
 from tests.annotation.conftest import make_role_user
 from tests.factories import make_admission, make_stay
-from windows.models import Window
+from windows.models import Cohort, CohortStay, CohortStratum, Window
 from windows.windowing import windows_build
 
 pytestmark = pytest.mark.django_db
@@ -181,9 +181,15 @@ def test_form_creates_drawn_campaign_with_evidence_setting(
 
 
 def test_form_shows_what_is_available_and_ticks_evidence(admin_client, four_stays):
+    cohort = Cohort.objects.create(name="Two stays", seed=1, target_size=2)
+    for windows in four_stays[3:]:
+        CohortStay.objects.create(
+            cohort=cohort, stay=windows[0].stay, stratum=CohortStratum.DIED_SHORT
+        )
     html = admin_client.get(reverse(NEW)).content.decode()
     assert 'data-available-windows="50"' in html
     assert "50 windows in 5 stays" in html
+    assert f'<option value="{cohort.pk}">Two stays: 14 Gold windows in 2 stays' in html
     assert re.search(r'name="evidence_required"[^>]*checked', html)
 
 
