@@ -1,6 +1,6 @@
 """Forms of the admin's campaign pages. They only parse what was posted; the
-rules (a name, Gold windows, enough physicians) are checked by the services,
-whose messages the pages show."""
+rules (a name, Gold windows, enough physicians, counts the windows can meet)
+are checked by the services, whose messages the pages show."""
 
 from __future__ import annotations
 
