@@ -7,6 +7,7 @@ directions ("start" / "stop norepinephrine"), whatever the model."""
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import threading
 from collections.abc import Sequence
@@ -81,6 +82,91 @@ def _packaged_model_path(name: str) -> Path | None:
     return path
 
 
+# The sentence-transformers modules of a model that MeanPoolingEncoder runs.
+_MEAN_POOLING_MODULES = (
+    [
+        "sentence_transformers.models.Transformer",
+        "sentence_transformers.models.Pooling",
+    ],
+    [
+        "sentence_transformers.models.Transformer",
+        "sentence_transformers.models.Pooling",
+        "sentence_transformers.models.Normalize",
+    ],
+)
+
+
+class MeanPoolingEncoder:
+    """A sentence-transformers model of the common shape (a transformer, mean
+    pooling of its token embeddings, optionally normalized) run with
+    transformers and torch alone: the vectors sentence-transformers gives,
+    without importing sentence-transformers, whose imports (scikit-learn,
+    SciPy, pandas, ...) add about 150 MB to the process that embeds.
+
+    ``encode`` takes sentence-transformers' arguments; calls are serialized,
+    as a fast tokenizer refuses to be used by two threads at once.
+    """
+
+    def __init__(self, path: Path, device: str | None = None) -> None:
+        import torch
+        from transformers import AutoModel, AutoTokenizer
+
+        config = json.loads((path / "sentence_bert_config.json").read_text())
+        self.max_length = int(config.get("max_seq_length") or 512)
+        self.normalize = "Normalize" in (path / "modules.json").read_text()
+        self._torch = torch
+        self._lock = threading.Lock()
+        self.tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+        self.model = AutoModel.from_pretrained(str(path), local_files_only=True)
+        self.model.to(device or "cpu").eval()
+
+    @staticmethod
+    def fits(path: Path | None) -> bool:
+        """Whether the model folder is of the shape this class runs."""
+        if path is None or not (path / "sentence_bert_config.json").is_file():
+            return False
+        try:
+            modules = json.loads((path / "modules.json").read_text())
+            pooling = json.loads((path / "1_Pooling" / "config.json").read_text())
+        except (OSError, ValueError):
+            return False
+        types = [m.get("type") for m in modules]
+        modes = {k for k, v in pooling.items() if k.startswith("pooling_mode") and v}
+        return types in _MEAN_POOLING_MODULES and modes == {"pooling_mode_mean_tokens"}
+
+    def get_embedding_dimension(self) -> int:
+        return int(self.model.config.hidden_size)
+
+    def encode(
+        self,
+        texts: Sequence[str],
+        batch_size: int = 32,
+        normalize_embeddings: bool = False,
+        **_options: Any,
+    ) -> np.ndarray:
+        torch = self._torch
+        texts = [str(t).strip() for t in texts]
+        batches = []
+        with self._lock, torch.inference_mode():
+            for start in range(0, len(texts), batch_size):
+                tokens = self.tokenizer(
+                    texts[start : start + batch_size],
+                    padding=True,
+                    truncation="longest_first",
+                    max_length=self.max_length,
+                    return_tensors="pt",
+                ).to(self.model.device)
+                hidden = self.model(**tokens).last_hidden_state
+                mask = tokens["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+                pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+                if self.normalize or normalize_embeddings:
+                    pooled = torch.nn.functional.normalize(pooled, p=2, dim=1)
+                batches.append(pooled.float().cpu().numpy())
+        if not batches:
+            return np.zeros((0, self.get_embedding_dimension()), dtype=np.float32)
+        return np.concatenate(batches)
+
+
 def _load(name: str) -> Any:
     path = _packaged_model_path(name)
     # Nothing is downloaded at run time: a model is either shipped by a package,
@@ -89,6 +175,16 @@ def _load(name: str) -> Any:
     # local_files_only covers a process that imported it earlier.
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    device = getattr(settings, "REALICU_MATCHER_DEVICE", None)
+    if MeanPoolingEncoder.fits(path):
+        try:
+            return MeanPoolingEncoder(path, device=device)
+        except Exception as exc:  # the library raises OSError, ValueError, ...
+            first_line = (str(exc).strip().splitlines() or [""])[0]
+            raise MatcherUnavailable(
+                f"Cannot load the matching model {name!r}: "
+                f"{type(exc).__name__}: {first_line}"
+            ) from exc
     try:
         from sentence_transformers import SentenceTransformer
     except ImportError as exc:
@@ -97,7 +193,6 @@ def _load(name: str) -> Any:
             f"installed ({exc})"
         ) from exc
     source = str(path) if path is not None else name
-    device = getattr(settings, "REALICU_MATCHER_DEVICE", None)
     try:
         return SentenceTransformer(source, device=device, local_files_only=True)
     except Exception as exc:  # the library raises OSError, ValueError, ...

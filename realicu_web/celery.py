@@ -1,12 +1,18 @@
 """The Celery application; configuration comes from Django settings (CELERY_*).
-A worker loads the embedding model as it starts (``_model_warm_up``)."""
+A worker loads the embedding model as it starts (``_model_warm_up``), and may run
+beat in a thread (``_beat_thread_start``)."""
 
 import logging
 import os
 import threading
 
 from celery import Celery
-from celery.signals import worker_init, worker_process_init, worker_ready
+from celery.signals import (
+    worker_init,
+    worker_process_init,
+    worker_ready,
+    worker_shutdown,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -77,3 +83,30 @@ def _warm_up_single_process_pool(sender=None, **kwargs) -> None:
 
     if not isinstance(getattr(sender, "pool", None), PreforkPool):
         _model_warm_up()
+
+
+# Beat in a thread of the worker, for ``manage.py serve``'s one-process worker
+# (REALICU_WORKER_BEAT_THREAD): the schedule is the reaper's, a few light tasks
+# a minute, which does not need the 100+ MB process ``worker --beat`` forks.
+_beat = None
+
+
+@worker_ready.connect
+def _beat_thread_start(**kwargs) -> None:
+    global _beat
+    from celery.beat import EmbeddedService
+    from django.conf import settings
+
+    if not getattr(settings, "REALICU_WORKER_BEAT_THREAD", False) or _beat:
+        return
+    _beat = EmbeddedService(
+        app, thread=True, schedule_filename=settings.CELERY_BEAT_SCHEDULE_FILENAME
+    )
+    _beat.start()
+    logger.info("beat runs in a thread of worker %s", os.getpid())
+
+
+@worker_shutdown.connect
+def _beat_thread_stop(**kwargs) -> None:
+    if _beat is not None:
+        _beat.stop()

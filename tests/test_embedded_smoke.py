@@ -1,6 +1,7 @@
 """The embedded default, as `make run` starts it: SQLite and a real Celery worker on
-the filesystem broker, no server configured. Sign in, read the stays page, and
-have the worker run a job queued from the page."""
+the filesystem broker, no server configured. Sign in, read the stays page, have
+the worker run a job queued from the page, and find one embedding model on the
+machine, in the worker."""
 
 import http.cookiejar
 import os
@@ -96,7 +97,7 @@ def embedded_server(tmp_path_factory):
         except OSError:
             time.sleep(0.5)
     try:
-        yield {"base": base, "bootstrap": boot.stdout, "var": var}
+        yield {"base": base, "bootstrap": boot.stdout, "var": var, "pid": proc.pid}
     finally:
         proc.terminate()
         try:
@@ -147,3 +148,63 @@ def test_worker_runs_a_job_queued_from_the_page(embedded_server):
         time.sleep(1)
     assert re.search(r"\bDone\b", page), page[-2000:]
     assert "already imported" in page or "skipped" in page
+
+
+def _process_tree(root: int) -> dict[int, str]:
+    """pid -> command line of ``root`` and its descendants, from /proc."""
+    parents = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            parents[int(entry)] = int(stat[stat.rindex(")") + 2 :].split()[1])
+    tree, frontier = {root}, [root]
+    while frontier:
+        pid = frontier.pop()
+        children = [p for p, parent in parents.items() if parent == pid]
+        tree.update(children)
+        frontier += children
+    commands = {}
+    for pid in tree:
+        try:
+            raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        commands[pid] = raw.replace(b"\0", b" ").decode(errors="replace")
+    return commands
+
+
+def _maps_torch(pid: int) -> bool:
+    try:
+        return "libtorch" in Path(f"/proc/{pid}/maps").read_text()
+    except OSError:
+        return False
+
+
+def test_one_embedding_model_on_the_machine_in_the_worker(embedded_server):
+    browser = Browser(embedded_server["base"])
+    browser.post_form(
+        "/accounts/login/",
+        "/accounts/login/",
+        {"username": "physician1", "password": PASSWORD},
+    )
+    for path in ("/annotate/", "/stays/"):
+        browser.get(path)
+    # The worker loads the model as it starts (realicu_web.celery).
+    deadline = time.monotonic() + 120
+    tree = _process_tree(embedded_server["pid"])
+    while time.monotonic() < deadline:
+        tree = _process_tree(embedded_server["pid"])
+        if any(_maps_torch(pid) for pid in tree):
+            break
+        time.sleep(1)
+
+    with_torch = [command for pid, command in tree.items() if _maps_torch(pid)]
+    web = [command for command in tree.values() if "gunicorn" in command]
+    assert len(web) == 3, tree  # the master and serve's two web workers
+    assert len(with_torch) == 1, tree
+    assert " worker " in with_torch[0] and "--pool threads" in with_torch[0]
+    # beat is a thread of that worker, not a process of its own.
+    assert sum("celery" in command for command in tree.values()) == 1, tree

