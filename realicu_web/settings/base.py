@@ -56,6 +56,7 @@ INSTALLED_APPS = [
     "annotation",
     "oracle",
     "exports",
+    "agents",
 ]
 
 MIDDLEWARE = [
