@@ -75,9 +75,11 @@ def test_a_physicians_queue_is_the_page_they_land_on(client):
     assert response.resolver_match.view_name == "annotation:queue"
 
 
-def test_root_sends_an_anonymous_visitor_to_sign_in(client):
-    response = client.get("/", follow=True)
-    assert response.redirect_chain[-1][0].startswith(reverse("login"))
+def test_root_sends_an_anonymous_visitor_to_sign_in_then_to_their_landing(client):
+    response = client.get("/")
+    assert response.status_code == 302 and response.url == reverse("login")
+    physician = _user(Role.PHYSICIAN)
+    assert _landing(client, _sign_in(client, physician)) == QUEUE
 
 
 def test_next_on_this_site_is_still_followed(client):
@@ -95,3 +97,21 @@ def test_next_to_another_site_is_ignored_for_the_roles_landing(client, outside):
     response = _sign_in(client, physician, next_url=outside)
     assert "evil.example" not in response.url
     assert _landing(client, response) == QUEUE
+
+
+@pytest.mark.browser
+@pytest.mark.django_db(transaction=True)
+def test_a_physician_signing_in_in_the_browser_sees_their_queue(live_server):
+    from tests.browser import chromium
+
+    physician = _user(Role.PHYSICIAN)
+    with chromium() as browser:
+        page = browser.new_context(viewport={"width": 1440, "height": 900}).new_page()
+        page.goto(f"{live_server.url}/")
+        page.wait_for_url("**/accounts/login/**")
+        page.fill("input[name=username]", physician.username)
+        page.fill("input[name=password]", PASSWORD)
+        page.click("button[type=submit]")
+        page.wait_for_url(f"{live_server.url}{QUEUE}")
+        current = page.locator(".mainnav [aria-current=page]")
+        assert current.inner_text() == "My queue"

@@ -58,6 +58,8 @@ def test_the_home_page_sends_each_role_to_its_work(client):
     client.force_login(make_user(role="researcher"))
     assert client.get("/")["Location"] == reverse("exports:release_list")
     client.force_login(make_user(role="physician"))
+    assert client.get("/")["Location"] == reverse("annotation:queue")
+    client.force_login(make_user(role="admin", staff=True))
     assert client.get("/")["Location"] == reverse("windows:stay_list")
 
 
