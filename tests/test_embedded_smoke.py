@@ -201,6 +201,8 @@ def test_one_embedding_model_on_the_machine_in_the_worker(embedded_server):
             break
         time.sleep(1)
 
+    supervisor = tree.pop(embedded_server["pid"])  # its arguments name both
+    assert "_supervisor.py" in supervisor and not _maps_torch(embedded_server["pid"])
     with_torch = [command for pid, command in tree.items() if _maps_torch(pid)]
     web = [command for command in tree.values() if "gunicorn" in command]
     assert len(web) == 3, tree  # the master and serve's two web workers
