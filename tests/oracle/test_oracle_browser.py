@@ -9,6 +9,7 @@ import os
 import pytest
 
 from accounts.roles import Role
+from annotation.models import Campaign
 from annotation.services import campaign_create, window_consensus_refresh
 from oracle.models import OracleLabel, OracleRun, ValidationJob, ValidationReport
 from tests.annotation.conftest import (  # noqa: F401 - fixtures
@@ -47,6 +48,9 @@ def gold_campaign(stay, clinical):
     campaign = campaign_create(
         admin=admin, name="Gold B", windows=windows, physicians=physicians
     )
+    # The labels' items cite nothing: the validation, not the labelling, is
+    # what this test follows.
+    Campaign.objects.filter(pk=campaign.pk).update(evidence_required=False)
     for physician in physicians:
         submit(
             physician, campaign, windows[0], "deteriorating", problems=["Septic shock"]
