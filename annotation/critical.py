@@ -7,7 +7,7 @@ from __future__ import annotations
 from django.core.exceptions import ValidationError
 from django.db.models import Q
 
-from windows.concepts.sepsis import ANTIBIOTICS
+from windows.antibiotics import ANTIBIOTICS
 from windows.models import Domain, EventKind
 
 _MEDS = [Domain.MED_CONTINUOUS.value, Domain.MED_INTERMITTENT.value]

@@ -32,8 +32,18 @@ def _jobs_register() -> None:
     no chunk finished it fails with the reason (resumable from its page)."""
     from jobs.registry import JobKind, register
     from oracle.models import RunState, ValidationJobState
-    from oracle.services.runs import CHUNK_TASK, oracle_run_requeue
-    from oracle.services.validating import VALIDATION_TASK
+
+    # The task names, not the services: importing oracle.services here would
+    # import pandas (through the prompts' context) into every process that
+    # starts Django, each command included (issue 20).
+    # tests/test_startup_imports.py checks that the names match.
+    CHUNK_TASK = "oracle.tasks.oracle_run_chunk_task"
+    VALIDATION_TASK = "oracle.tasks.oracle_validation_task"
+
+    def oracle_run_requeue(*args, **kwargs):
+        from oracle.services.runs import oracle_run_requeue
+
+        return oracle_run_requeue(*args, **kwargs)
 
     register(
         JobKind(

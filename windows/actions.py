@@ -41,13 +41,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 from django.db import connection, transaction
 
 from windows.models import Domain, Event, EventKind
 from windows.vocabulary import event_label
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 # Relative rate change below which a charting keeps a drug's rate: one pump rate
 # converted to mcg/kg/min with the weights charted on two orders differs by up to
@@ -123,6 +126,8 @@ def actions_derive(*, admission_ids: Iterable[int], chunk: int = 200) -> dict[st
             )
             if not rows:
                 continue
+            import pandas as pd  # only here: reading action_text_of needs none
+
             frame = pd.DataFrame.from_records(rows, columns=list(_FIELDS))
             derived = derive_kinds(frame)
             for domain, n in (
@@ -143,6 +148,8 @@ def derive_kinds(events: pd.DataFrame) -> pd.DataFrame:
     ``events`` has the columns of ``_FIELDS`` (``id`` only breaks ties of equal
     times); rows of other domains come back unchanged.
     """
+    import pandas as pd
+
     out = events.copy()
     out["previous_value"] = out["previous_value"].fillna("").astype(str)
     out["order_id"] = out["order_id"].fillna("").astype(str)
@@ -297,6 +304,8 @@ def _infusion_kinds(rows: pd.DataFrame):
             if deciding is not None and _rate_changed(before, after):
                 kinds[deciding] = _ACT
                 prevs[deciding] = _number(before[0]) if before and after else ""
+    import pandas as pd
+
     order = pd.Series(range(len(index)), index=index).loc[rows.index].to_numpy()
     return np.asarray(kinds, dtype=object)[order], np.asarray(prevs, dtype=object)[
         order
