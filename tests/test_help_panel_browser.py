@@ -1,7 +1,8 @@
 """The "?" shortcut panel in the system Chromium, on each main page (stays, a
 window, the labelling page, adjudication, a campaign, an Oracle run, the
 releases) at 1280, 1440 and 1920 px: opened with "?", its box lies within the
-viewport, and its last key, scrolled to inside the panel, is on screen too."""
+viewport, and its last key, scrolled to inside the panel (Page Down while it
+is open), is on screen too."""
 
 import pytest
 
@@ -89,6 +90,7 @@ def _inside(box: dict, width: int, height: int) -> bool:
 def test_the_help_panel_lies_within_the_viewport_on_every_main_page(live_server, pages):
     signed_in = {}
     failures = []
+    scrolled = 0
     with chromium() as browser:
         for name, user, path in pages:
             if user.pk not in signed_in:
@@ -124,6 +126,20 @@ def test_the_help_panel_lies_within_the_viewport_on_every_main_page(live_server,
                 )
                 if overflow > 1:
                     failures.append((name, width, "scrolls sideways", overflow))
+                # A list taller than the panel scrolls with Page Down, the page
+                # behind it stays where it is.
+                before = page.eval_on_selector(
+                    "#shortcut-help dl",
+                    "n => [n.scrollTop, n.scrollHeight - n.clientHeight, scrollY]",
+                )
+                if before[1] > 1:
+                    scrolled += 1
+                    page.keyboard.press("PageDown")
+                    after = page.eval_on_selector(
+                        "#shortcut-help dl", "n => [n.scrollTop, scrollY]"
+                    )
+                    if not (after[0] > before[0] and after[1] == before[2]):
+                        failures.append((name, width, "page down", before, after))
                 # The last key of the list, scrolled to within the panel.
                 page.eval_on_selector(
                     "#shortcut-help dl > :last-child",
@@ -138,3 +154,4 @@ def test_the_help_panel_lies_within_the_viewport_on_every_main_page(live_server,
                 page.keyboard.press("Escape")
                 panel.wait_for(state="hidden")
     assert failures == []
+    assert scrolled  # the labelling page's list is taller than 800 px at least

@@ -4,7 +4,8 @@
    [data-page-next]/[data-page-prev], u follows [data-shortcut-up], "[" or Left
    and "]" or Right follow [data-shortcut-prev]/[data-shortcut-next] (previous and
    next window), w follows [data-shortcut-scope], z clicks [data-shortcut-zoom],
-   "?" toggles the help panel, Esc closes it or leaves a field. */
+   "?" toggles the help panel, Esc closes it or leaves a field; while it is open,
+   Page Down / Page Up scroll its list (a long one scrolls within the panel). */
 (function () {
   "use strict";
 
@@ -52,6 +53,12 @@
     panel.hidden = force === undefined ? !panel.hidden : !force;
   }
 
+  // The open help panel's list, or null.
+  function openHelpList() {
+    const panel = document.getElementById("shortcut-help");
+    return panel && !panel.hidden ? panel.querySelector("dl") : null;
+  }
+
   function isField(el) {
     return el && (el.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(el.tagName));
   }
@@ -61,6 +68,13 @@
     const target = event.target;
     if (isField(target)) {
       if (event.key === "Escape") target.blur();
+      return;
+    }
+    const helpList = openHelpList();
+    if (helpList && (event.key === "PageDown" || event.key === "PageUp")) {
+      const step = helpList.clientHeight * 0.9;
+      helpList.scrollBy({ top: event.key === "PageDown" ? step : -step });
+      event.preventDefault();
       return;
     }
     switch (event.key) {
