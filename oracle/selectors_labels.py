@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django.core.paginator import Page, Paginator
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.http import Http404
 
 from accounts.roles import require_admin
@@ -93,18 +93,36 @@ def run_label_neighbours(
     *, admin, run: OracleRun, label: OracleLabel, state: str = ""
 ) -> dict:
     """The previous and next label of the run (in the list's order, within the
-    same filter), their ids or None, and this label's place in that order."""
+    same filter), their ids or None, and this label's place in that order.
+    Four small queries, whatever the run's size (a cohort run labels every
+    window of its stays)."""
     _require_admin(admin)
     state = state if state in LABEL_FILTERS else ""
-    ids = list(_labels_of(run, state).values_list("pk", flat=True))
-    if label.pk not in ids:
-        return {"previous": None, "next": None, "position": None, "count": len(ids)}
-    at = ids.index(label.pk)
+    labels = _labels_of(run, state)
+    stay_id, index = label.window.stay_id, label.window.index
+    before = (
+        Q(window__stay_id__lt=stay_id)
+        | Q(window__stay_id=stay_id, window__index__lt=index)
+        | Q(window__stay_id=stay_id, window__index=index, pk__lt=label.pk)
+    )
+    after = (
+        Q(window__stay_id__gt=stay_id)
+        | Q(window__stay_id=stay_id, window__index__gt=index)
+        | Q(window__stay_id=stay_id, window__index=index, pk__gt=label.pk)
+    )
+    previous = (
+        labels.filter(before)
+        .order_by("-window__stay_id", "-window__index", "-pk")
+        .values_list("pk", flat=True)
+        .first()
+    )
+    following = labels.filter(after).values_list("pk", flat=True).first()
+    inside = not state or label.state == state
     return {
-        "previous": ids[at - 1] if at > 0 else None,
-        "next": ids[at + 1] if at + 1 < len(ids) else None,
-        "position": at + 1,
-        "count": len(ids),
+        "previous": previous,
+        "next": following,
+        "position": labels.filter(before).count() + 1 if inside else None,
+        "count": labels.count(),
     }
 
 
