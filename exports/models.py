@@ -187,6 +187,13 @@ class Submission(JobFields, models.Model):
     scored_at = models.DateTimeField(null=True, blank=True)
     scores = models.JSONField(default=dict, blank=True)
     error = models.TextField(blank=True)
+    baseline = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="For a run of an agent on the platform (agents.AgentRun): its "
+        "agent, prompt version, backbone, run id and whether its scores are "
+        "plumbing only (a fake LLM). Empty for an uploaded file.",
+    )
 
     class Meta:
         ordering = ["-created_at", "-id"]

@@ -1,0 +1,143 @@
+"""The predictor prompt every reference agent shares (RealICU spec section 9),
+versioned: a change to its wording or its reply shape is a new
+``PROMPT_VERSION``, and a run records the version it used, so baselines on a
+leaderboard name the prompt they were made with.
+
+The agents differ only in the context sections they put in the user message
+(``predictor_messages(ctx, sections)``); the system message and the reply they
+ask for are the same. The reply is the release prediction line without its
+ids: ``status`` (one of evaluation.labelschema.STATUS_VALUES),
+``acute_problems`` and ``recommended_actions``, each a ranked list of short
+strings (exports.scoring reads these keys).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from agents.base import AgentError, WindowContext
+from evaluation.labelschema import STATUS_VALUES
+
+PROMPT_VERSION = "predictor-v1"
+
+# At most this many items a list are kept from a reply (the leaderboard's k is
+# at most exports.scoring.MAX_K).
+MAX_ITEMS = 20
+MAX_ITEM_CHARS = 300
+
+SYSTEM = (
+    "You are an ICU co-pilot at the bedside. You see one 30-minute window of an "
+    "ICU stay and what was charted before its end, never what follows. Judge the "
+    "patient's state at the end of the window.\n"
+    "Reply with one JSON object and nothing else:\n"
+    '{"status": one of ' + ", ".join(f'"{s}"' for s in STATUS_VALUES) + ",\n"
+    ' "acute_problems": ["the active acute problems, most important first"],\n'
+    ' "recommended_actions": ["the actions you would take now, most important '
+    'first"]}\n'
+    "Keep each item short (a few words), at most 10 items a list."
+)
+
+
+def event_line(event: dict) -> str:
+    """One event as a prompt line: hours since ICU admission, kind, concept,
+    value and unit (or text)."""
+    value = event.get("value_num")
+    if value is not None:
+        shown = f"{value:g}" if isinstance(value, float) else str(value)
+        if event.get("unit"):
+            shown = f"{shown} {event['unit']}"
+    else:
+        shown = (event.get("value_text") or "").strip()[:120]
+    concept = event.get("concept") or event.get("name") or ""
+    hours = event.get("hours_since_admit")
+    head = f"[{hours:.2f}h]" if isinstance(hours, int | float) else "[?]"
+    return f"{head} {event.get('kind', '')} {concept}: {shown}".rstrip(": ")
+
+
+def events_text(events: list[dict]) -> str:
+    return "\n".join(event_line(e) for e in events) or "(no events)"
+
+
+def static_text(ctx: WindowContext) -> str:
+    parts = [f"{k}: {v}" for k, v in ctx.static.items() if v not in (None, "")]
+    return "; ".join(parts) or "(not recorded)"
+
+
+def header_text(ctx: WindowContext) -> str:
+    length_h = (ctx.end - ctx.start).total_seconds() / 3600.0
+    return (
+        f"Patient: {static_text(ctx)}\n"
+        f"Window {ctx.window_index}: hours {ctx.hours_since_admission:.2f} to "
+        f"{ctx.hours_since_admission + length_h:.2f} since ICU admission."
+    )
+
+
+def predictor_messages(
+    ctx: WindowContext, sections: list[tuple[str, str]]
+) -> list[dict]:
+    """The shared prompt with the agent's context ``sections`` (title, text)."""
+    body = [header_text(ctx)]
+    for title, text in sections:
+        body.append(f"## {title}\n{text}")
+    body.append("Reply with the JSON object.")
+    return [
+        {"role": "system", "content": SYSTEM},
+        {"role": "user", "content": "\n\n".join(body)},
+    ]
+
+
+def _items(value) -> list[str]:
+    """A reply's list as strings: plain strings, or items with a ``text``."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise AgentError("a list in the reply is not a JSON array")
+    out = []
+    for item in value:
+        if isinstance(item, dict):
+            item = item.get("text")
+        if isinstance(item, str) and item.strip():
+            out.append(item.strip()[:MAX_ITEM_CHARS])
+    return out[:MAX_ITEMS]
+
+
+def prediction_normalise(data) -> dict:
+    """A prediction dict in the release's line shape (``status``,
+    ``acute_problems``, ``recommended_actions``) from an agent's or an
+    endpoint's reply. Label-shaped replies are understood too (items with
+    ``text``, ``added_actions`` for the recommended actions). Raises AgentError
+    with a clear message when it is not one."""
+    if not isinstance(data, dict):
+        raise AgentError("the reply is not a JSON object")
+    status = data.get("status")
+    if status not in STATUS_VALUES:
+        raise AgentError(
+            f"the reply's status {str(status)[:40]!r} is not one of "
+            + ", ".join(STATUS_VALUES)
+        )
+    actions = data.get("recommended_actions", data.get("added_actions"))
+    return {
+        "status": status,
+        "acute_problems": _items(data.get("acute_problems")),
+        "recommended_actions": _items(actions),
+    }
+
+
+_FENCE = re.compile(r"\{.*\}", re.DOTALL)
+
+
+def prediction_parse(text: str) -> dict:
+    """The prediction in a model's reply text (a JSON object, possibly inside a
+    code fence or prose)."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        found = _FENCE.search(text or "")
+        if found is None:
+            raise AgentError("the reply holds no JSON object") from None
+        try:
+            data = json.loads(found.group(0))
+        except ValueError:
+            raise AgentError("the reply's JSON object does not parse") from None
+    return prediction_normalise(data)

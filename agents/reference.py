@@ -1,0 +1,328 @@
+"""The reference agents of RealICU spec section 9, and the registry of agents
+by name.
+
+All three here share one prompt (agents.prompts, ``PROMPT_VERSION``) and differ
+only in the context they give it:
+
+``local-window``
+    The window's own events, ``start <= time < end``; nothing earlier.
+
+``full-context``
+    Every bedside event of the stay up to the window's end, compressed to the
+    backbone's prompt budget (agents.llm: the context window less the reply's
+    tokens and a margin) by these rules, applied in order until it fits:
+
+    1. everything raw, when it fits;
+    2. events before the window's start aggregated by concept over blocks of
+       ``AGGREGATE_HOURS`` hours (count, and for numbers min/max/last with the
+       unit; for text the last value); the window's own events stay raw;
+    3. the oldest aggregated blocks dropped, a marker line saying how many
+       blocks and hours were left out;
+    4. the window's own earliest events dropped, with a marker, keeping its
+       latest ones.
+
+``rag``
+    The window's own events plus the top ``RAG_K`` (5) earlier windows of the
+    stay by cosine similarity of their event text's embedding to the current
+    window's, with the project's embedding model (evaluation.matcher,
+    ``REALICU_MATCHER_MODEL``). Each earlier window is embedded once per
+    process (kept by window id); it is shown with its own events only.
+
+``icu-evo`` lives in agents.icu_evo and is imported when asked for; when that
+module is missing the agent is listed as unavailable.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections import OrderedDict
+from datetime import datetime, timedelta
+
+import numpy as np
+
+from agents.base import Agent, AgentError, WindowContext
+from agents.prompts import (
+    PROMPT_VERSION,
+    event_line,
+    events_text,
+    prediction_parse,
+    predictor_messages,
+)
+
+AGGREGATE_HOURS = 6
+RAG_K = 5
+# Prompt tokens assumed when the backbone gives no budget.
+DEFAULT_BUDGET = 3000
+
+
+class PredictorAgent(Agent):
+    """An agent that fills the shared predictor prompt with ``sections``."""
+
+    prompt_version = PROMPT_VERSION
+
+    def sections(self, ctx: WindowContext, memory: dict) -> list[tuple[str, str]]:
+        raise NotImplementedError
+
+    def messages(self, ctx: WindowContext, memory: dict) -> list[dict]:
+        return predictor_messages(ctx, self.sections(ctx, memory))
+
+    def predict(self, ctx: WindowContext, memory: dict) -> tuple[dict, dict]:
+        if self.llm is None:
+            raise AgentError(f"The {self.name} agent needs a backbone.")
+        reply = self.llm.chat(self.messages(ctx, memory), purpose="predict")
+        return prediction_parse(reply.text), memory
+
+
+class LocalWindowAgent(PredictorAgent):
+    name = "local-window"
+    description = "The current window's events only."
+
+    def sections(self, ctx, memory):
+        return [("Events of this window", events_text(ctx.window_events()))]
+
+
+def _aggregate_lines(events: list[dict], origin: datetime) -> list[tuple[int, str]]:
+    """(block, line) per concept and block of AGGREGATE_HOURS hours since
+    ``origin`` (ICU admission), blocks in time order."""
+    blocks: dict[int, OrderedDict] = {}
+    for event in events:
+        hours = event.get("hours_since_admit") or 0.0
+        block = int(hours // AGGREGATE_HOURS) if hours >= 0 else -1
+        concept = event.get("concept") or event.get("name") or "?"
+        key = (event.get("kind", ""), concept)
+        rows = blocks.setdefault(block, OrderedDict())
+        row = rows.setdefault(key, {"n": 0, "nums": [], "unit": "", "last": ""})
+        row["n"] += 1
+        if event.get("value_num") is not None:
+            row["nums"].append(event["value_num"])
+            row["unit"] = event.get("unit") or row["unit"]
+        elif event.get("value_text"):
+            row["last"] = str(event["value_text"])[:60]
+    out = []
+    for block in sorted(blocks):
+        lo, hi = block * AGGREGATE_HOURS, (block + 1) * AGGREGATE_HOURS
+        for (kind, concept), row in blocks[block].items():
+            if row["nums"]:
+                nums = row["nums"]
+                unit = f" {row['unit']}" if row["unit"] else ""
+                detail = (
+                    f"n={row['n']} min={min(nums):g} max={max(nums):g} "
+                    f"last={nums[-1]:g}{unit}"
+                )
+            else:
+                detail = f"n={row['n']}" + (
+                    f" last={row['last']}" if row["last"] else ""
+                )
+            out.append((block, f"[{lo}-{hi}h] {kind} {concept}: {detail}"))
+    return out
+
+
+class FullContextAgent(PredictorAgent):
+    name = "full-context"
+    description = (
+        "Every bedside event up to the window's end, older events aggregated and "
+        "then truncated to the backbone's budget."
+    )
+
+    def _budget(self) -> int:
+        budget = getattr(self.llm, "prompt_budget", None) or DEFAULT_BUDGET
+        return int(self.options.get("prompt_budget") or budget)
+
+    def _fits(self, ctx, sections) -> bool:
+        text = "".join(m["content"] for m in predictor_messages(ctx, sections))
+        return self.llm.estimate_tokens(text) + 16 <= self._budget()
+
+    def sections(self, ctx, memory):
+        earlier = ctx.events_before(ctx.start)
+        window = ctx.window_events()
+        window_text = events_text(window)
+        # 1. Everything raw.
+        raw = [
+            ("Events before this window", events_text(earlier)),
+            ("Events of this window", window_text),
+        ]
+        if not earlier:
+            raw = raw[1:]
+        if self.llm is None or self._fits(ctx, raw):
+            return raw
+        # 2. Earlier events aggregated by concept and block.
+        origin = ctx.start - timedelta(hours=ctx.hours_since_admission)
+        aggregated = _aggregate_lines(earlier, origin)
+        blocks = sorted({b for b, _ in aggregated})
+        dropped = 0
+        while True:
+            kept = [line for b, line in aggregated if b not in blocks[:dropped]]
+            lines = list(kept)
+            if dropped:
+                lines.insert(
+                    0,
+                    f"[... {dropped} earlier block(s) of {AGGREGATE_HOURS} h left "
+                    "out to fit the budget]",
+                )
+            sections = [
+                (
+                    f"Events before this window, by concept per {AGGREGATE_HOURS} h",
+                    "\n".join(lines) or "(left out)",
+                ),
+                ("Events of this window", window_text),
+            ]
+            if self._fits(ctx, sections):
+                return sections
+            # 3. The oldest blocks dropped.
+            if dropped >= len(blocks):
+                break
+            dropped += 1
+        # 4. The window's earliest events dropped.
+        lines = [event_line(e) for e in window]
+        cut = 0
+        while cut < len(lines):
+            cut = max(cut + 1, cut * 2)
+            shown = [f"[... {cut} earlier event(s) of this window left out]"]
+            shown += lines[cut:]
+            sections[-1] = ("Events of this window", "\n".join(shown))
+            if self._fits(ctx, sections):
+                return sections
+        return sections
+
+
+def _cosine_top(query: np.ndarray, rows: np.ndarray, k: int) -> list[int]:
+    """Indices of the ``k`` rows most similar to ``query`` by cosine, best
+    first (ties: earlier row first)."""
+    if len(rows) == 0:
+        return []
+    q = query / (np.linalg.norm(query) or 1.0)
+    norms = np.linalg.norm(rows, axis=1)
+    norms[norms == 0] = 1.0
+    sims = (rows / norms[:, None]) @ q
+    order = sorted(range(len(rows)), key=lambda i: (-float(sims[i]), i))
+    return order[:k]
+
+
+class RagAgent(PredictorAgent):
+    name = "rag"
+    description = (
+        f"The current window plus the top-{RAG_K} earlier windows of the stay by "
+        "embedding similarity."
+    )
+
+    def __init__(self, llm=None, **options):
+        super().__init__(llm, **options)
+        self._vectors: dict[int, np.ndarray] = {}
+        # The embedding function: texts -> rows (tests may give one).
+        self._embed = options.get("embed")
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        if self._embed is None:
+            from evaluation.matcher import (
+                MatcherUnavailable,
+                configured_model_name,
+                load_model,
+            )
+
+            try:
+                model = load_model(configured_model_name())
+            except MatcherUnavailable as error:
+                raise AgentError(
+                    f"The embedding model is unavailable: {error}"
+                ) from None
+
+            def encode(batch):
+                return np.asarray(model.encode(list(batch)), dtype=np.float32)
+
+            self._embed = encode
+        return np.asarray(self._embed(texts), dtype=np.float32)
+
+    def retrieve(self, ctx: WindowContext) -> list[tuple[int, float]]:
+        """(window_id, cosine) of the top RAG_K earlier windows, best first."""
+        past = [p for p in ctx.past_windows]
+        if not past:
+            return []
+        missing = [p for p in past if p.window_id not in self._vectors]
+        if missing:
+            texts = [events_text(ctx.past_events(p.window_id)) for p in missing]
+            for p, row in zip(missing, self.embed(texts)):
+                self._vectors[p.window_id] = row
+        query = self.embed([events_text(ctx.window_events())])[0]
+        rows = np.stack([self._vectors[p.window_id] for p in past])
+        top = _cosine_top(query, rows, RAG_K)
+        qn = np.linalg.norm(query) or 1.0
+        out = []
+        for i in top:
+            rn = np.linalg.norm(rows[i]) or 1.0
+            out.append((past[i].window_id, float(rows[i] @ query / (qn * rn))))
+        return out
+
+    def sections(self, ctx, memory):
+        sections = []
+        by_id = {p.window_id: p for p in ctx.past_windows}
+        retrieved = self.retrieve(ctx)
+        # Shown in time order, each with its similarity.
+        for window_id, sim in sorted(retrieved, key=lambda r: by_id[r[0]].index):
+            past = by_id[window_id]
+            sections.append(
+                (
+                    f"Similar earlier window {past.index} (similarity {sim:.2f})",
+                    events_text(ctx.past_events(window_id)),
+                )
+            )
+        sections.append(("Events of this window", events_text(ctx.window_events())))
+        return sections
+
+
+REFERENCE_AGENTS: dict[str, type[Agent]] = {
+    cls.name: cls for cls in (FullContextAgent, LocalWindowAgent, RagAgent)
+}
+AGENT_NAMES = ("full-context", "local-window", "rag", "icu-evo")
+
+
+def icu_evo_class() -> type[Agent] | None:
+    """agents.icu_evo.IcuEvoAgent, or None when that module is missing."""
+    try:
+        module = importlib.import_module("agents.icu_evo")
+    except ImportError:
+        return None
+    return getattr(module, "IcuEvoAgent", None)
+
+
+def agent_class(name: str) -> type[Agent]:
+    """The agent class registered as ``name``; ValueError naming the choices or
+    saying the agent is unavailable."""
+    if name == "icu-evo":
+        cls = icu_evo_class()
+        if cls is None:
+            raise ValueError("The icu-evo agent is unavailable (agents.icu_evo).")
+        return cls
+    try:
+        return REFERENCE_AGENTS[name]
+    except KeyError:
+        raise ValueError(
+            f"Unknown agent {name!r}; choose one of {', '.join(AGENT_NAMES)}."
+        ) from None
+
+
+def agents_available() -> list[dict]:
+    """The reference agents for a page: name, description, prompt version and
+    whether it can be run."""
+    out = []
+    for name in AGENT_NAMES:
+        try:
+            cls = agent_class(name)
+        except ValueError as error:
+            out.append(
+                {
+                    "name": name,
+                    "available": False,
+                    "description": str(error),
+                    "prompt_version": "",
+                }
+            )
+            continue
+        out.append(
+            {
+                "name": name,
+                "available": True,
+                "description": cls.description,
+                "prompt_version": cls.prompt_version,
+            }
+        )
+    return out

@@ -1,0 +1,126 @@
+"""A researcher's agent behind an HTTP endpoint (online evaluation).
+
+Per window the runner POSTs the window's context as JSON
+(agents.base.WindowContext.payload: the bedside events strictly before the
+window's end, the stay's static facts, the earlier windows' ids and times) and
+reads the reply in the release prediction line's shape (``status``,
+``acute_problems``, ``recommended_actions``). Nothing else is sent, whatever the
+endpoint asks for: its reply is only read for those three fields, redirects
+are not followed, and the payload is built from the context alone, so the
+endpoint never receives an event at or after the window's end.
+
+The URL is restricted as backbone URLs are (oracle.backbones.endpoints). A
+request times out after the endpoint's ``timeout_seconds``; 429, 5xx,
+timeouts and connection errors are retried up to ``max_retries`` times with
+backoff; requests keep to ``requests_per_minute``. A reply that is not a
+prediction is that window's error, with a message saying what is wrong.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+
+import httpx
+
+from agents.base import Agent, AgentError, WindowContext
+from agents.llm import RateLimiter
+from agents.prompts import prediction_normalise
+from oracle.backbones.endpoints import EndpointRefused, url_check
+from oracle.backbones.openai_compat import response_described, retry_after_seconds
+
+# Replies longer than this are refused unread.
+MAX_REPLY_BYTES = 1_000_000
+PROTOCOL_VERSION = "realicu-online-v1"
+
+
+class RemoteAgent(Agent):
+    name = "endpoint"
+    prompt_version = PROTOCOL_VERSION
+    description = "A researcher's agent behind an HTTP endpoint."
+    uses_llm = False
+
+    def __init__(
+        self,
+        *,
+        url: str,
+        timeout_seconds: float = 30.0,
+        max_retries: int = 3,
+        requests_per_minute: int = 600,
+        backoff_base: float = 0.5,
+        **options,
+    ) -> None:
+        super().__init__(None, **options)
+        self.url = url
+        self.timeout_seconds = float(timeout_seconds)
+        self.max_retries = max(0, int(max_retries))
+        self.limiter = RateLimiter(f"endpoint:{url}", requests_per_minute)
+        self.backoff_base = backoff_base
+        self.requests = 0
+        self._client: httpx.Client | None = None
+
+    def _open(self) -> httpx.Client:
+        if self._client is None:
+            try:
+                url_check(self.url)
+            except EndpointRefused as error:
+                raise AgentError(f"The endpoint's URL is refused: {error}") from None
+            self._client = httpx.Client(
+                timeout=httpx.Timeout(self.timeout_seconds),
+                follow_redirects=False,
+                headers={
+                    "Content-Type": "application/json",
+                    "X-RealICU-Protocol": PROTOCOL_VERSION,
+                },
+            )
+        return self._client
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    def predict(self, ctx: WindowContext, memory: dict) -> tuple[dict, dict]:
+        client = self._open()
+        body = json.dumps(ctx.payload(), ensure_ascii=False)
+        retry = 0
+        while True:
+            self.limiter.acquire()
+            self.requests += 1
+            retry_after = None
+            status = 0
+            try:
+                response = client.post(self.url, content=body.encode("utf-8"))
+                status = response.status_code
+                retry_after = retry_after_seconds(response.headers.get("retry-after"))
+                problem = None
+            except httpx.TimeoutException:
+                problem = f"the request timed out after {self.timeout_seconds:g} s"
+            except httpx.HTTPError as error:
+                problem = f"connection error ({type(error).__name__})"
+            if problem is None and status == 200:
+                if len(response.content) > MAX_REPLY_BYTES:
+                    raise AgentError(
+                        f"The endpoint's reply is longer than {MAX_REPLY_BYTES} bytes."
+                    )
+                try:
+                    data = response.json()
+                except ValueError:
+                    raise AgentError("The endpoint's reply is not JSON.") from None
+                try:
+                    return prediction_normalise(data), memory
+                except AgentError as error:
+                    raise AgentError(
+                        f"The endpoint's reply is not a prediction: {error}."
+                    ) from None
+            if problem is None:
+                problem = response_described(status, response.headers, "")
+                if not (status == 429 or status >= 500):
+                    raise AgentError(f"The endpoint refused the window ({problem}).")
+            if retry >= self.max_retries:
+                raise AgentError(f"Gave up after {retry + 1} attempts: {problem}.")
+            ceiling = min(30.0, self.backoff_base * (2**retry))
+            delay = retry_after if retry_after is not None else ceiling
+            time.sleep(min(delay, 60.0) * random.uniform(0.5, 1.0))
+            retry += 1

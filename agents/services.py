@@ -1,0 +1,502 @@
+"""Agent runs: start, the per-stay job, cancel, and the scoring at the end.
+
+A run over a release has one job per stay (``AgentStayState``, jobs kind
+``agent-stay``), sent to Celery through the outbox when the run starts, so the
+stays run in parallel on as many workers as there are while each stay's
+windows go in time order. A stay's worker holds it with a lease and a
+heartbeat (jobs.leases); each window's prediction is saved with the stay's new
+memory and the run's counters in one transaction, so a stay whose worker died
+is re-queued by the reaper and restarts from its first window without a
+prediction, with the memory it had there. The run's heartbeat is written by
+its stays' workers.
+
+When the last stay finishes, the run's predictions (windows whose agent
+failed are left out) become a public baseline submission of the release
+(exports.Submission with ``baseline`` naming agent, prompt version and
+backbone), scored by exports.services.submission_score as any other.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from collections.abc import Callable
+
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from accounts.roles import user_is_admin, user_is_researcher
+from agents.base import Agent, AgentError
+from agents.context import stay_contexts
+from agents.models import (
+    OPEN_RUN_STATES,
+    AgentPrediction,
+    AgentRun,
+    AgentStayState,
+    OnlineEndpoint,
+    RunState,
+    StayState,
+)
+from agents.prompts import prediction_normalise
+from agents.reference import agent_class
+from exports.models import Release, ReleaseWindow, Submission
+from jobs.leases import JobLeaseLost, job_claim, job_heartbeat, job_release
+from jobs.outbox import outbox_send
+
+logger = logging.getLogger(__name__)
+
+STAY_TASK = "agents.tasks.agent_stay_task"
+ENDPOINT_AGENT = "endpoint"
+
+
+# Starting -------------------------------------------------------------------
+
+
+def _release_ready(release: Release) -> None:
+    from exports.services import release_require_ready
+
+    release_require_ready(release)
+
+
+def _create_run(*, user, release: Release, enqueue: bool = True, **fields) -> AgentRun:
+    rows = list(
+        ReleaseWindow.objects.filter(release=release)
+        .order_by("stay_id", "hours_since_admit", "window_id")
+        .values_list("stay_id", "window_id")
+    )
+    if not rows:
+        raise ValidationError(f"{release} has no windows to predict.")
+    per_stay: dict[int, int] = {}
+    for stay_id, _ in rows:
+        per_stay[stay_id] = per_stay.get(stay_id, 0) + 1
+    with transaction.atomic():
+        run = AgentRun.objects.create(
+            release=release,
+            created_by=user,
+            stays_total=len(per_stay),
+            windows_total=len(rows),
+            progress_total=len(rows),
+            **fields,
+        )
+        AgentStayState.objects.bulk_create(
+            AgentStayState(run=run, stay_id=stay_id, windows_total=count)
+            for stay_id, count in per_stay.items()
+        )
+        for state in AgentStayState.objects.filter(run=run).only("pk"):
+            if not enqueue:
+                break
+            outbox_send(
+                task=STAY_TASK, args=[state.pk], key=f"job:agent-stay:{state.pk}"
+            )
+    return run
+
+
+def agent_run_start(
+    *, user, release: Release, agent: str, backbone, enqueue: bool = True
+) -> AgentRun:
+    """An admin starts a reference agent over a ready release on a backbone."""
+    if not user_is_admin(user):
+        raise PermissionDenied("Only an admin can start a reference agent run.")
+    _release_ready(release)
+    try:
+        cls = agent_class(agent)
+    except ValueError as error:
+        raise ValidationError(str(error)) from None
+    if cls.uses_llm:
+        if backbone is None:
+            raise ValidationError("Choose the backbone the agent runs on.")
+        if backbone.kind != "openai":
+            raise ValidationError(
+                f"{backbone.name} is not an OpenAI-compatible backbone; agents "
+                "need a language model."
+            )
+    return _create_run(
+        user=user,
+        release=release,
+        agent=agent,
+        backbone=backbone,
+        prompt_version=cls.prompt_version,
+        enqueue=enqueue,
+    )
+
+
+def endpoint_register(
+    *,
+    user,
+    release: Release,
+    name: str,
+    url: str,
+    timeout_seconds: float = 30.0,
+    max_retries: int = 3,
+    requests_per_minute: int = 600,
+) -> OnlineEndpoint:
+    """A researcher (or admin) registers their agent's URL for a release; the
+    URL is checked as backbone URLs are."""
+    from exports.roles import user_may_use_releases
+    from oracle.backbones.endpoints import EndpointRefused, url_check
+
+    if not (user_is_researcher(user) or user_is_admin(user)) or not (
+        user_may_use_releases(user)
+    ):
+        raise PermissionDenied("Only researchers and admins evaluate endpoints.")
+    _release_ready(release)
+    name = (name or "").strip()
+    if not name or len(name) > 100:
+        raise ValidationError("Name the endpoint (at most 100 characters).")
+    url = (url or "").strip()
+    if not url.startswith(("http://", "https://")):
+        raise ValidationError("The endpoint's URL must start with http:// or https://.")
+    try:
+        url_check(url)
+    except EndpointRefused as error:
+        raise ValidationError(f"The endpoint's URL is refused: {error}") from None
+    if not (1 <= float(timeout_seconds) <= 600):
+        raise ValidationError("The timeout must be between 1 and 600 seconds.")
+    if not (0 <= int(max_retries) <= 10):
+        raise ValidationError("Retries must be between 0 and 10.")
+    if not (1 <= int(requests_per_minute) <= 6000):
+        raise ValidationError("Requests per minute must be between 1 and 6000.")
+    return OnlineEndpoint.objects.create(
+        release=release,
+        name=name,
+        url=url,
+        timeout_seconds=float(timeout_seconds),
+        max_retries=int(max_retries),
+        requests_per_minute=int(requests_per_minute),
+        created_by=user,
+    )
+
+
+def online_eval_start(
+    *, user, endpoint: OnlineEndpoint, enqueue: bool = True
+) -> AgentRun:
+    """A run of the endpoint over its release (its owner or an admin)."""
+    from agents.remote import PROTOCOL_VERSION
+
+    if endpoint.created_by_id != user.pk and not user_is_admin(user):
+        raise PermissionDenied("Only the researcher who registered it can run it.")
+    _release_ready(endpoint.release)
+    return _create_run(
+        user=user,
+        release=endpoint.release,
+        agent=ENDPOINT_AGENT,
+        endpoint=endpoint,
+        prompt_version=PROTOCOL_VERSION,
+        enqueue=enqueue,
+    )
+
+
+def agent_run_cancel(*, user, run: AgentRun) -> AgentRun:
+    if run.created_by_id != user.pk and not user_is_admin(user):
+        raise PermissionDenied("Only who started the run, or an admin, can cancel it.")
+    with transaction.atomic():
+        AgentRun.objects.filter(pk=run.pk, state__in=OPEN_RUN_STATES).update(
+            state=RunState.CANCELLED, lease="", finished_at=timezone.now()
+        )
+        AgentStayState.objects.filter(
+            run=run, state__in=(StayState.QUEUED, StayState.RUNNING)
+        ).update(state=StayState.CANCELLED, lease="")
+    run.refresh_from_db()
+    return run
+
+
+def agent_run_resume(*, user, run: AgentRun) -> AgentRun:
+    """A cancelled or failed run goes on from where its stays stopped."""
+    if run.created_by_id != user.pk and not user_is_admin(user):
+        raise PermissionDenied("Only who started the run, or an admin, can resume it.")
+    with transaction.atomic():
+        updated = AgentRun.objects.filter(
+            pk=run.pk, state__in=(RunState.CANCELLED, RunState.FAILED)
+        ).update(state=RunState.RUNNING, finished_at=None, error="")
+        if not updated:
+            raise ValidationError("Only a cancelled or failed run can be resumed.")
+        stays = AgentStayState.objects.filter(
+            run=run, state__in=(StayState.CANCELLED, StayState.FAILED)
+        )
+        pks = list(stays.values_list("pk", flat=True))
+        stays.update(state=StayState.QUEUED, lease="", attempts=0, error="")
+        for pk in pks:
+            outbox_send(task=STAY_TASK, args=[pk], key=f"job:agent-stay:{pk}")
+    run.refresh_from_db()
+    if not pks:
+        agent_run_finish(run=run)
+    return run
+
+
+def agent_run_inline(
+    *, run: AgentRun, on_window: Callable[[AgentRun], None] | None = None
+) -> AgentRun:
+    """Every queued stay of the run, in this process, one after the other, then
+    the scoring (manage.py agent_run --inline, online_eval --inline)."""
+    pks = AgentStayState.objects.filter(run=run, state=StayState.QUEUED).values_list(
+        "pk", flat=True
+    )
+    for pk in list(pks):
+        agent_stay_work(stay_state_id=pk, on_window=on_window, score_inline=True)
+    run.refresh_from_db()
+    return run
+
+
+# The agent of a run ---------------------------------------------------------
+
+
+def agent_for_run(run: AgentRun) -> Agent:
+    if run.endpoint_id:
+        from agents.remote import RemoteAgent
+
+        endpoint = run.endpoint
+        return RemoteAgent(
+            url=endpoint.url,
+            timeout_seconds=endpoint.timeout_seconds,
+            max_retries=endpoint.max_retries,
+            requests_per_minute=endpoint.requests_per_minute,
+        )
+    cls = agent_class(run.agent)
+    llm = None
+    if cls.uses_llm and run.backbone_id:
+        from agents.llm import ChatClient
+
+        llm = ChatClient.for_backbone(run.backbone)
+    return cls(llm)
+
+
+def _usage(agent: Agent) -> tuple[int, int, int]:
+    llm = agent.llm
+    if llm is None:
+        return 0, 0, getattr(agent, "requests", 0)
+    return llm.tokens_in, llm.tokens_out, llm.requests
+
+
+def _cost(run: AgentRun, tokens_in: int, tokens_out: int) -> float:
+    backbone = run.backbone
+    if backbone is None:
+        return 0.0
+    return (
+        tokens_in * (backbone.price_per_million_input or 0.0)
+        + tokens_out * (backbone.price_per_million_output or 0.0)
+    ) / 1_000_000
+
+
+class _StayBeat(job_heartbeat):
+    """The stay's heartbeat, which also keeps its run's heartbeat fresh."""
+
+    def __init__(self, *, run_id: int, **kwargs):
+        super().__init__(**kwargs)
+        self.run_id = run_id
+
+    def beat(self) -> None:
+        super().beat()
+        if not self.lost:
+            AgentRun.objects.filter(pk=self.run_id).update(heartbeat_at=timezone.now())
+
+
+# The per-stay job -----------------------------------------------------------
+
+
+def agent_stay_work(
+    *,
+    stay_state_id: int,
+    agent_factory: Callable[[AgentRun], Agent] | None = None,
+    on_window: Callable[[AgentRun], None] | None = None,
+    score_inline: bool = False,
+) -> str:
+    """Predict the stay's windows that have no prediction yet, in time order.
+    Returns what happened ("done", "taken", "cancelled", "lost")."""
+    lease = job_claim(
+        model=AgentStayState,
+        pk=stay_state_id,
+        claimable=(StayState.QUEUED,),
+        running=StayState.RUNNING,
+        started_field=None,
+    )
+    if lease is None:
+        return "taken"
+    state = AgentStayState.objects.select_related("run", "stay").get(pk=stay_state_id)
+    run = state.run
+    if run.state not in (RunState.QUEUED, RunState.RUNNING):
+        job_release(model=AgentStayState, pk=state.pk, lease=lease)
+        return "cancelled"
+    now = timezone.now()
+    AgentRun.objects.filter(pk=run.pk, state=RunState.QUEUED).update(
+        state=RunState.RUNNING, started_at=now, heartbeat_at=now
+    )
+    agent = (agent_factory or agent_for_run)(run)
+    window_ids = list(
+        ReleaseWindow.objects.filter(
+            release_id=run.release_id, stay_id=state.stay_id
+        ).values_list("window_id", flat=True)
+    )
+    done = set(
+        AgentPrediction.objects.filter(run=run, stay_id=state.stay_id).values_list(
+            "window_id", flat=True
+        )
+    )
+    memory = state.memory or {}
+    try:
+        with _StayBeat(
+            run_id=run.pk, model=AgentStayState, pk=state.pk, lease=lease
+        ) as beat:
+            for ctx in stay_contexts(state.stay, window_ids):
+                if ctx.window_id in done:
+                    continue
+                beat(len(done), len(window_ids), f"window {ctx.window_index}")
+                before = _usage(agent)
+                error = ""
+                prediction: dict = {}
+                try:
+                    raw, new_memory = agent.predict(ctx, dict(memory))
+                    prediction = prediction_normalise(raw)
+                    json.dumps(new_memory)
+                except AgentError as exc:
+                    error, new_memory = str(exc), memory
+                except (TypeError, ValueError) as exc:
+                    error, new_memory = f"{type(exc).__name__}: {exc}", memory
+                after = _usage(agent)
+                tokens_in, tokens_out = after[0] - before[0], after[1] - before[1]
+                with transaction.atomic():
+                    kept = AgentStayState.objects.filter(
+                        pk=state.pk, lease=lease
+                    ).update(
+                        memory=new_memory,
+                        windows_done=F("windows_done") + 1,
+                        updated_at=timezone.now(),
+                    )
+                    if not kept:
+                        raise JobLeaseLost("the stay was cancelled or taken over")
+                    AgentPrediction.objects.create(
+                        run=run,
+                        window_id=ctx.window_id,
+                        stay_id=ctx.stay_id,
+                        prediction=prediction,
+                        tokens_in=tokens_in,
+                        tokens_out=tokens_out,
+                        error=error[:2000],
+                    )
+                    AgentRun.objects.filter(pk=run.pk).update(
+                        windows_done=F("windows_done") + 1,
+                        progress_done=F("progress_done") + 1,
+                        windows_failed=F("windows_failed") + (1 if error else 0),
+                        tokens_in=F("tokens_in") + tokens_in,
+                        tokens_out=F("tokens_out") + tokens_out,
+                        requests=F("requests") + (after[2] - before[2]),
+                        cost=F("cost") + _cost(run, tokens_in, tokens_out),
+                        heartbeat_at=timezone.now(),
+                    )
+                memory = new_memory
+                done.add(ctx.window_id)
+                if on_window is not None:
+                    on_window(run)
+            beat(len(done), len(window_ids), "done")
+    except JobLeaseLost:
+        return "lost"
+    finally:
+        close = getattr(agent, "close", None) or getattr(agent.llm, "close", None)
+        if close is not None:
+            close()
+    released = job_release(
+        model=AgentStayState,
+        pk=state.pk,
+        lease=lease,
+        state=StayState.DONE,
+        finished_at=timezone.now(),
+    )
+    if not released:
+        return "lost"
+    AgentRun.objects.filter(pk=run.pk).update(stays_done=F("stays_done") + 1)
+    agent_run_finish(run=run, score_inline=score_inline)
+    return "done"
+
+
+# The end of a run -----------------------------------------------------------
+
+
+def _submissions_dir():
+    from exports.services import _submissions_dir as folder
+
+    return folder()
+
+
+def agent_run_finish(*, run: AgentRun, score_inline: bool = False) -> AgentRun:
+    """When every stay is done: the predictions as a public baseline
+    submission, queued for scoring (or scored now with ``score_inline``)."""
+    from exports.models import SubmissionState
+
+    with transaction.atomic():
+        run = AgentRun.objects.select_for_update().get(pk=run.pk)
+        if run.state != RunState.RUNNING or run.submission_id:
+            return run
+        if (
+            AgentStayState.objects.filter(run=run)
+            .exclude(state=StayState.DONE)
+            .exists()
+        ):
+            return run
+        predictions = list(
+            AgentPrediction.objects.filter(run=run, error="").order_by(
+                "stay_id", "window_id"
+            )
+        )
+        if not predictions:
+            run.state = RunState.FAILED
+            run.error = "No window was predicted; see the windows' errors."
+            run.finished_at = timezone.now()
+            run.save(update_fields=["state", "error", "finished_at"])
+            return run
+        lines = [
+            json.dumps(
+                {"window_id": p.window_id, "stay_id": p.stay_id, **p.prediction},
+                ensure_ascii=False,
+            )
+            for p in predictions
+        ]
+        content = ("\n".join(lines) + "\n").encode("utf-8")
+        backbone = run.backbone
+        model_name = f"{run.label} · {run.prompt_version}"
+        if backbone is not None:
+            model_name += f" · {backbone.name}"
+        submission = Submission.objects.create(
+            release=run.release,
+            submitted_by=run.created_by,
+            model_name=model_name[:100],
+            public=True,
+            file_path="",
+            sha256=hashlib.sha256(content).hexdigest(),
+            prediction_count=len(predictions),
+            baseline={
+                "run_id": run.pk,
+                "agent": run.label,
+                "prompt_version": run.prompt_version,
+                "backbone": backbone.name if backbone else "",
+                "model": backbone.model if backbone else "",
+                "endpoint": run.endpoint.url if run.endpoint_id else "",
+                "plumbing_only": run.plumbing_only,
+            },
+        )
+        folder = _submissions_dir() / run.release.name
+        folder.mkdir(parents=True, exist_ok=True)
+        relative = f"{run.release.name}/{submission.pk}.jsonl"
+        temporary = folder / f".agent-{submission.pk}.jsonl"
+        temporary.write_bytes(content)
+        os.replace(temporary, folder / f"{submission.pk}.jsonl")
+        submission.file_path = relative
+        submission.save(update_fields=["file_path"])
+        run.submission = submission
+        run.state = RunState.DONE
+        run.finished_at = timezone.now()
+        run.progress_label = "scoring the predictions"
+        run.save(update_fields=["submission", "state", "finished_at", "progress_label"])
+        if not score_inline:
+            outbox_send(
+                task="exports.tasks.submission_score_task",
+                args=[submission.pk],
+                key=f"job:submission:{submission.pk}",
+            )
+    if score_inline and submission.state == SubmissionState.QUEUED:
+        from exports.services import submission_score
+
+        submission_score(submission=submission)
+    return run
