@@ -237,6 +237,7 @@ def test_an_admin_reads_the_labels_beside_the_plots_with_the_keyboard(
         page.goto(f"{live_server.url}{reverse('oracle:run_detail', args=[run.pk])}")
         page.click("[data-labels-link]")
         page.wait_for_selector("table.oracle-labels")
+        page.screenshot(path="/tmp/oracle_labels_list.png")
         for _ in range(4):  # the fourth window: the rewritten label
             page.keyboard.press("j")
         page.keyboard.press("Enter")
