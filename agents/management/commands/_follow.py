@@ -1,0 +1,80 @@
+"""What agent_run and online_eval share: the user a run is recorded under and
+following a run's progress on one line."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import CommandError
+
+from agents.models import AgentRun, RunState
+
+FOLLOW_SECONDS = 1.0
+
+
+def user_named(username: str | None):
+    users = get_user_model().objects.filter(is_active=True)
+    user = (
+        users.filter(username=username).first()
+        if username
+        else users.filter(is_superuser=True).order_by("pk").first()
+    )
+    if user is None:
+        raise CommandError(
+            f"No active user {username!r}."
+            if username
+            else "No superuser to record the run under: create one "
+            "(manage.py createsuperuser) or pass --user."
+        )
+    return user
+
+
+def progress_line(run: AgentRun, width: int = 30) -> str:
+    progress = run.live_progress
+    filled = int(width * progress["percent"] / 100)
+    failed = f" · {run.windows_failed} failed" if run.windows_failed else ""
+    return (
+        f"\r[{'#' * filled}{'.' * (width - filled)}] {progress['percent']:3d}% "
+        f"{progress['done']}/{progress['total']} windows{failed} · "
+        f"{run.tokens_in + run.tokens_out:,} tokens · {run.get_state_display().lower()}"
+        "   "
+    )
+
+
+def follow(command, run: AgentRun, *, inline: bool) -> None:
+    from agents.services import agent_run_inline
+
+    out = sys.stderr
+
+    def show(_=None):
+        run.refresh_from_db()
+        out.write(progress_line(run))
+        out.flush()
+
+    if inline:
+        agent_run_inline(run=run, on_window=show)
+        show()
+    else:
+        while True:
+            show()
+            if run.state not in (RunState.QUEUED, RunState.RUNNING):
+                break
+            time.sleep(FOLLOW_SECONDS)
+    out.write("\n")
+    run.refresh_from_db()
+    command.stdout.write(
+        f"Run {run.pk}: {run.get_state_display().lower()}, "
+        f"{run.windows_done}/{run.windows_total} windows "
+        f"({run.windows_failed} failed), tokens in {run.tokens_in:,} "
+        f"out {run.tokens_out:,}, cost {run.cost:.4f}."
+    )
+    if run.submission_id:
+        submission = run.submission
+        submission.refresh_from_db()
+        command.stdout.write(
+            f"Baseline submission {submission.pk}: {submission.get_state_display()}."
+        )
+    if run.state == RunState.FAILED:
+        raise CommandError(run.error or "The run failed.")

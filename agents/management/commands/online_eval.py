@@ -1,0 +1,57 @@
+"""manage.py online_eval --release ID --endpoint URL [--name NAME] [--inline]:
+register a researcher's agent endpoint for a release, walk the release's
+windows in time order per stay sending each only its bedside context, and
+score the replies."""
+
+from __future__ import annotations
+
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.management.base import BaseCommand, CommandError
+
+from agents.management.commands._follow import follow, user_named
+from agents.services import endpoint_register, online_eval_start
+from exports.models import Release
+
+
+class Command(BaseCommand):
+    help = "Evaluate an HTTP endpoint (an agent) online against a release."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--release", required=True, type=int)
+        parser.add_argument("--endpoint", required=True, help="The agent's URL.")
+        parser.add_argument("--name", help="The endpoint's name (default: its URL).")
+        parser.add_argument("--timeout", type=float, default=30.0)
+        parser.add_argument("--retries", type=int, default=3)
+        parser.add_argument("--per-minute", type=int, default=600)
+        parser.add_argument("--inline", action="store_true")
+        parser.add_argument(
+            "--user",
+            help="Researcher or admin the run is recorded under (default: a "
+            "superuser).",
+        )
+
+    def handle(self, *args, release, endpoint, inline, user=None, **options):
+        who = user_named(user)
+        found = Release.objects.filter(pk=release).first()
+        if found is None:
+            raise CommandError(f"No release with id {release}.")
+        try:
+            registered = endpoint_register(
+                user=who,
+                release=found,
+                name=options.get("name") or endpoint[:100],
+                url=endpoint,
+                timeout_seconds=options["timeout"],
+                max_retries=options["retries"],
+                requests_per_minute=options["per_minute"],
+            )
+            run = online_eval_start(user=who, endpoint=registered, enqueue=not inline)
+        except (ValidationError, PermissionDenied) as error:
+            raise CommandError(
+                "; ".join(getattr(error, "messages", [str(error)]))
+            ) from error
+        self.stdout.write(
+            f"Online evaluation run {run.pk} of {registered.url}: "
+            f"{run.windows_total} windows in {run.stays_total} stays."
+        )
+        follow(self, run, inline=inline)

@@ -1,0 +1,40 @@
+"""Fixtures of the agents' tests: the exports tests' tiny release (three stays,
+four windows, an event at a window's end, one after, and outcome events), the
+fake OpenAI-compatible server, and a backbone pointing at it."""
+
+import pytest
+
+from oracle.models import Backbone, BackboneKind
+from tests.exports.conftest import (  # noqa: F401 - fixtures
+    _fast_password_hashing,
+    admin_user,
+    release_dirs,
+    researcher,
+    tiny_labels,
+    tiny_release,
+    tiny_run,
+    tiny_stays,
+)
+from tests.oracle.fake_llm import FakeLLM
+
+
+@pytest.fixture
+def fake_llm():
+    fake = FakeLLM(latency=0.0).start()
+    try:
+        yield fake
+    finally:
+        fake.stop()
+
+
+@pytest.fixture
+def fake_backbone(db, fake_llm):
+    return Backbone.objects.create(
+        name="fake-llm",
+        kind=BackboneKind.OPENAI,
+        base_url=fake_llm.base_url,
+        model="fake",
+        max_retries=1,
+        price_per_million_input=1.0,
+        price_per_million_output=2.0,
+    )

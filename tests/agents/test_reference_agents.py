@@ -1,0 +1,321 @@
+"""The reference agents against the fake OpenAI-compatible server, checked on
+the prompts the server received: local-window sees only its window,
+full-context never an event at or after the window's end (nor an outcome
+event), its compression rules, rag's top-5 by similarity; and a run's
+predictions, tokens and cost, and its baseline submission."""
+
+import re
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+import pytest
+
+from agents.base import ChatReply, PastWindow, WindowContext
+from agents.models import AgentPrediction, AgentRun, AgentStayState, RunState
+from agents.prompts import PROMPT_VERSION, prediction_parse
+from agents.reference import FullContextAgent, RagAgent, agents_available
+from agents.services import agent_run_inline, agent_run_start
+from exports.models import SubmissionState
+
+pytestmark = pytest.mark.django_db
+
+_RANGE = re.compile(r"Window (\d+): hours (-?[\d.]+) to (-?[\d.]+) since ICU")
+_TAG = re.compile(r"^\[(-?[\d.]+)h\]", re.MULTILINE)
+
+
+def prompts(fake_llm) -> list[tuple[float, float, str]]:
+    """(window start h, end h, user prompt) of every request the server got."""
+    out = []
+    for request in fake_llm.requests:
+        user = request.body["messages"][-1]["content"]
+        found = _RANGE.search(user)
+        assert found, user
+        out.append((float(found.group(2)), float(found.group(3)), user))
+    return out
+
+
+def event_hours(prompt: str) -> list[float]:
+    return [float(h) for h in _TAG.findall(prompt)]
+
+
+def run_inline(agent, release, backbone, user):
+    run = agent_run_start(
+        user=user, release=release, agent=agent, backbone=backbone, enqueue=False
+    )
+    return agent_run_inline(run=run)
+
+
+def test_local_window_sees_only_its_window(
+    fake_llm, fake_backbone, tiny_release, admin_user
+):
+    run = run_inline("local-window", tiny_release, fake_backbone, admin_user)
+    assert run.state == RunState.DONE, run.error
+    seen = prompts(fake_llm)
+    assert len(seen) == 4
+    shown = 0
+    for start, end, prompt in seen:
+        for hours in event_hours(prompt):
+            assert start <= hours < end, (hours, start, end)
+            shown += 1
+        assert "Events before this window" not in prompt
+    # Window A0 [0, 0.5) h shows its norepinephrine at 0.17 h and nothing else.
+    (a0,) = [p for s, _, p in seen if s == 0.0 and "0.17h" in p]
+    assert event_hours(a0) == [pytest.approx(0.17)]
+    assert shown == 1
+
+
+def test_full_context_never_sees_the_end_or_after(
+    fake_llm, fake_backbone, tiny_release, admin_user
+):
+    run = run_inline("full-context", tiny_release, fake_backbone, admin_user)
+    assert run.state == RunState.DONE, run.error
+    seen = prompts(fake_llm)
+    assert len(seen) == 4
+    for _start, end, prompt in seen:
+        assert all(h < end for h in event_hours(prompt)), (end, prompt)
+        assert "Death" not in prompt and "Disposition" not in prompt
+    # Window A1 [2, 2.5) h: everything before it (the event 3 h before ICU
+    # admission included), not the event stamped at 2.5 h nor the one at 3 h.
+    (a1,) = [p for s, _, p in seen if s == 2.0 and "-3.00h" in p]
+    assert event_hours(a1) == pytest.approx([-3.0, 0.17, 1.0])
+
+
+class StubLLM:
+    """A ChatClient that records prompts and answers a fixed prediction."""
+
+    model = "stub"
+
+    def __init__(self, budget):
+        self.prompt_budget = budget
+        self.tokens_in = self.tokens_out = self.requests = 0
+        self.sent = []
+
+    def estimate_tokens(self, text):
+        return len(text) // 3 + 1
+
+    def chat(self, messages, *, json_reply=True, purpose=""):
+        self.sent.append(messages)
+        self.requests += 1
+        return ChatReply('{"status": "stable"}', 10, 2)
+
+
+T0 = datetime(2030, 1, 1, tzinfo=UTC)
+
+
+def hand_context(n_before: int, n_in: int, *, concept=lambda i: "Heart rate"):
+    """A window [10 h, 10.5 h) with ``n_before`` events before it (one every 3
+    minutes from admission) and ``n_in`` in it; ten past windows of 30 min,
+    one an hour from 0 h."""
+    events, times = [], []
+    for i in range(n_before + n_in):
+        if i < n_before:
+            when = T0 + timedelta(minutes=3 * i * (600 / max(1, 3 * n_before)))
+        else:
+            when = T0 + timedelta(hours=10, minutes=(i - n_before) * 30 / (n_in + 1))
+        hours = (when - T0).total_seconds() / 3600
+        events.append(
+            {
+                "event_id": i + 1,
+                "time": when.isoformat(),
+                "hours_since_admit": round(hours, 4),
+                "kind": "observation",
+                "domain": "vitals",
+                "category": "heart_rate",
+                "name": "Heart rate",
+                "concept": concept(i),
+                "value_num": 80.0 + i % 7,
+                "unit": "bpm",
+                "value_text": "",
+            }
+        )
+        times.append(when)
+    past = tuple(
+        PastWindow(
+            window_id=100 + k,
+            index=k,
+            start=T0 + timedelta(hours=k),
+            end=T0 + timedelta(hours=k, minutes=30),
+        )
+        for k in range(10)
+    )
+    return WindowContext(
+        stay_id=1,
+        window_id=999,
+        window_index=10,
+        start=T0 + timedelta(hours=10),
+        end=T0 + timedelta(hours=10, minutes=30),
+        hours_since_admission=10.0,
+        events=tuple(events),
+        static={"age": 70, "sex": "F"},
+        past_windows=past,
+        event_times=tuple(times),
+    )
+
+
+def test_context_refuses_an_event_at_its_end():
+    ctx = hand_context(3, 2)
+    with pytest.raises(ValueError):
+        WindowContext(
+            **{**ctx.__dict__, "event_times": (*ctx.event_times[:-1], ctx.end)}
+        )
+
+
+def test_full_context_compresses_older_events_first_then_truncates():
+    ctx = hand_context(400, 5)
+    # Everything raw would take ~10k tokens: over a 1,500-token budget.
+    llm = StubLLM(1500)
+    agent = FullContextAgent(llm)
+    prediction, memory = agent.predict(ctx, {})
+    assert prediction["status"] == "stable" and memory == {}
+    prompt = llm.sent[-1][-1]["content"]
+    assert llm.estimate_tokens(llm.sent[-1][0]["content"] + prompt) <= 1500
+    assert "by concept per 6 h" in prompt
+    assert "n=" in prompt and "min=" in prompt
+    # The window's own five events stay raw.
+    assert len([h for h in event_hours(prompt) if 10.0 <= h < 10.5]) == 5
+    # A budget too small for the blocks: the oldest are left out, with a marker.
+    ctx_many = hand_context(400, 5, concept=lambda i: f"Concept {i}")
+    small = StubLLM(900)
+    FullContextAgent(small).predict(ctx_many, {})
+    tight = small.sent[-1][-1]["content"]
+    assert "earlier block(s) of 6 h left out" in tight
+    assert small.estimate_tokens(small.sent[-1][0]["content"] + tight) <= 900
+    for agent_prompt in (prompt, tight):
+        assert "[10.5" not in agent_prompt
+
+
+def words_embed(texts):
+    """Bag of words over a fixed vocabulary: similarity is known by hand."""
+    vocabulary = ["norepinephrine", "lactate", "insulin", "glucose", "heart"]
+    rows = []
+    for text in texts:
+        lower = text.lower()
+        rows.append([lower.count(w) for w in vocabulary])
+    return np.asarray(rows, dtype=np.float32)
+
+
+def test_rag_picks_the_top_five_past_windows_by_similarity():
+    # Past windows 1, 3, 4, 7 and 9 are about shock (norepinephrine, lactate),
+    # the others about glucose; the current window is about shock.
+    shock = {1, 3, 4, 7, 9}
+    events, times = [], []
+    for k in range(10):
+        for j, name in enumerate(
+            ["Norepinephrine", "Lactate"] if k in shock else ["Insulin", "Glucose"]
+        ):
+            when = T0 + timedelta(hours=k, minutes=5 + j)
+            events.append(
+                {
+                    "event_id": 10 * k + j,
+                    "time": when.isoformat(),
+                    "hours_since_admit": round((when - T0).total_seconds() / 3600, 4),
+                    "kind": "observation",
+                    "concept": name,
+                    "value_num": 1.0,
+                    "unit": "",
+                }
+            )
+            times.append(when)
+    for j, name in enumerate(["Norepinephrine", "Lactate", "Heart"]):
+        when = T0 + timedelta(hours=10, minutes=5 + j)
+        events.append(
+            {
+                "event_id": 500 + j,
+                "time": when.isoformat(),
+                "hours_since_admit": round((when - T0).total_seconds() / 3600, 4),
+                "kind": "observation",
+                "concept": name,
+                "value_num": 2.0,
+            }
+        )
+        times.append(when)
+    base = hand_context(0, 0)
+    ctx = WindowContext(
+        **{**base.__dict__, "events": tuple(events), "event_times": tuple(times)}
+    )
+    llm = StubLLM(3000)
+    agent = RagAgent(llm, embed=words_embed)
+    retrieved = agent.retrieve(ctx)
+    assert {w - 100 for w, _ in retrieved} == shock
+    assert all(sim > 0.5 for _, sim in retrieved)
+    agent.predict(ctx, {})
+    prompt = llm.sent[-1][-1]["content"]
+    shown = sorted(int(i) for i in re.findall(r"Similar earlier window (\d+)", prompt))
+    assert shown == sorted(shock)
+    assert "Insulin" not in prompt
+    assert prompt.index("Similar earlier window 9") < prompt.index(
+        "Events of this window"
+    )
+
+
+def test_rag_with_the_project_embedding_model(
+    fake_llm, fake_backbone, tiny_release, admin_user
+):
+    run = run_inline("rag", tiny_release, fake_backbone, admin_user)
+    assert run.state == RunState.DONE, run.error
+    assert run.windows_failed == 0
+    seen = prompts(fake_llm)
+    # Window A1 has one earlier window (A0), retrieved with its own event only.
+    (a1,) = [p for s, _, p in seen if s == 2.0 and "Similar earlier window" in p]
+    assert "Similar earlier window 0" in a1
+    assert all(h < 2.5 for h in event_hours(a1))
+    assert "-3.00h" not in a1  # A0's own window holds only its events
+
+
+def test_a_run_records_predictions_tokens_cost_and_scores_a_baseline(
+    fake_llm, fake_backbone, tiny_release, admin_user
+):
+    run = run_inline("local-window", tiny_release, fake_backbone, admin_user)
+    assert run.state == RunState.DONE
+    assert run.windows_done == run.windows_total == 4
+    assert AgentPrediction.objects.filter(run=run, error="").count() == 4
+    assert set(
+        AgentStayState.objects.filter(run=run).values_list("state", flat=True)
+    ) == {"done"}
+    # The fake server reports 1,000 prompt tokens a request.
+    assert run.tokens_in == 4000 and run.requests == 4
+    assert run.cost == pytest.approx((4000 * 1.0 + run.tokens_out * 2.0) / 1e6)
+    submission = run.submission
+    assert submission.state == SubmissionState.SCORED, submission.error
+    assert submission.public and submission.prediction_count == 4
+    assert submission.baseline["agent"] == "local-window"
+    assert submission.baseline["prompt_version"] == PROMPT_VERSION
+    assert submission.baseline["backbone"] == "fake-llm"
+    assert submission.baseline["plumbing_only"] is True
+    assert "status_accuracy" in submission.scores["overall"]
+
+
+def test_a_failed_reply_is_that_windows_error_and_the_run_goes_on(
+    fake_llm, fake_backbone, tiny_release, admin_user
+):
+    fake_llm.push(content="no json here")
+    run = run_inline("local-window", tiny_release, fake_backbone, admin_user)
+    assert run.windows_failed == 1 and run.windows_done == 4
+    (failed,) = AgentPrediction.objects.filter(run=run).exclude(error="")
+    assert "no JSON object" in failed.error
+    assert run.submission.prediction_count == 3
+
+
+def test_prediction_parse_reads_fenced_json_and_refuses_bad_status():
+    text = 'Here:\n```json\n{"status": "stable", "acute_problems": ["AKI"]}\n```'
+    assert prediction_parse(text)["acute_problems"] == ["AKI"]
+    from agents.base import AgentError
+
+    with pytest.raises(AgentError, match="status"):
+        prediction_parse('{"status": "fine"}')
+
+
+def test_icu_evo_is_listed_and_a_run_needs_an_llm_backbone(admin_user, tiny_release):
+    names = {a["name"]: a for a in agents_available()}
+    assert set(names) == {"full-context", "local-window", "rag", "icu-evo"}
+    from django.core.exceptions import ValidationError
+
+    with pytest.raises(ValidationError):
+        agent_run_start(
+            user=admin_user,
+            release=tiny_release,
+            agent="local-window",
+            backbone=None,
+            enqueue=False,
+        )
+    assert not AgentRun.objects.exists()
