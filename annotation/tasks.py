@@ -16,11 +16,16 @@ logger = logging.getLogger(__name__)
     max_retries=5,
 )
 def window_agreement_task(campaign_id: int, window_id: int) -> None:
-    """Compute the window's agreement and rebuild its consensus. Idempotent: a
-    rerun recomputes the same derived rows; a window whose labels are no longer
-    all submitted (a reopen, a third rater) is left alone."""
+    """Compute the window's agreement and rebuild its consensus, then catch up
+    with the campaign's other windows whose agreement is due (their own tasks,
+    still queued, then find nothing to do). Idempotent: a rerun recomputes the
+    same derived rows; a window whose labels are no longer all submitted (a
+    reopen, a third rater) is left alone."""
     from annotation.models import Campaign
-    from annotation.services.agreement import window_consensus_refresh
+    from annotation.services.agreement import (
+        campaign_agreement_catch_up,
+        window_consensus_refresh,
+    )
     from evaluation.matcher import matcher_for_settings
     from windows.models import Window
 
@@ -28,16 +33,23 @@ def window_agreement_task(campaign_id: int, window_id: int) -> None:
     window = Window.objects.filter(pk=window_id).first()
     if campaign is None or window is None:
         return
+    matcher = matcher_for_settings()
     try:
-        window_consensus_refresh(
-            campaign=campaign, window=window, matcher=matcher_for_settings()
-        )
+        window_consensus_refresh(campaign=campaign, window=window, matcher=matcher)
     except ValidationError as error:
         logger.info(
             "agreement on window %s of campaign %s not computed: %s",
             window_id,
             campaign_id,
             "; ".join(error.messages),
+        )
+    caught_up = campaign_agreement_catch_up(campaign=campaign, matcher=matcher)
+    if caught_up:
+        logger.info(
+            "agreement task of window %s also computed %s other windows of campaign %s",
+            window_id,
+            caught_up,
+            campaign_id,
         )
 
 
