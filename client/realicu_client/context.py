@@ -80,11 +80,19 @@ class StayContext:
         """The bedside context of the window ``record``: events with
         ``time < end``, without the window's own actions unless asked."""
         before_end = bisect_left(self._times, parse_time(record["end"]))
-        context = self._events[:before_end]
-        if include_window_actions:
-            return context
         own = set(record.get("window_action_event_ids") or ())
-        return [event for event in context if event["event_id"] not in own]
+        if include_window_actions or not own:
+            return self._events[:before_end]
+        # The window's own actions lie in [start, end): only that stretch is
+        # filtered, so a long stay's windows cost a copy each, not a loop.
+        from_start = min(
+            bisect_left(self._times, parse_time(record["start"])), before_end
+        )
+        return self._events[:from_start] + [
+            event
+            for event in self._events[from_start:before_end]
+            if event["event_id"] not in own
+        ]
 
 
 def bedside_context(
