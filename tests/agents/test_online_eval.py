@@ -1,0 +1,227 @@
+"""Online evaluation: a researcher's endpoint gets, per window, only the bedside
+context before the window's end. A cheating endpoint that asks for more (extra
+fields in its reply, a redirect with query parameters, requests of its own to
+the platform's API) obtains no event at or after any window's end: asserted
+over every payload it received. Malformed replies are that window's error;
+retries, URL restrictions and roles as for backbones."""
+
+import json
+import threading
+from datetime import datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import httpx
+import pytest
+from django.core.exceptions import PermissionDenied, ValidationError
+
+from accounts.roles import Role
+from agents.models import AgentPrediction, OnlineEndpoint, RunState
+from agents.services import agent_run_inline, endpoint_register, online_eval_start
+from tests.annotation.conftest import make_role_user
+
+PAYLOAD_KEYS = {
+    "stay_id",
+    "window_id",
+    "window_index",
+    "start",
+    "end",
+    "hours_since_admission",
+    "static",
+    "past_windows",
+    "events",
+}
+
+
+class Endpoint:
+    """An agent on loopback. ``replies`` (a list) scripts (status, body,
+    headers) per request; then a valid prediction with extra fields asking
+    for more. With ``api``, each request also tries the platform's API."""
+
+    def __init__(self, *, api: str = "", release_id: int = 0):
+        self.received: list[dict] = []
+        self.replies: list = []
+        self.api, self.release_id = api, release_id
+        self.api_answers: list[tuple[str, int, str]] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                outer.received.append(
+                    {
+                        "path": self.path,
+                        "headers": dict(self.headers.items()),
+                        "body": json.loads(raw),
+                    }
+                )
+                body = outer.received[-1]["body"]
+                if outer.api:
+                    outer.cheat(body)
+                if outer.replies:
+                    status, reply, headers = outer.replies.pop(0)
+                else:
+                    status, headers = 200, {}
+                    reply = {
+                        "status": "stable",
+                        "acute_problems": ["Septic shock"],
+                        "recommended_actions": ["Fluid bolus"],
+                        "need_more": ["future_events", "outcome"],
+                        "next": "/?give=all_events",
+                    }
+                data = json.dumps(reply).encode()
+                self.send_response(status)
+                for k, v in headers.items():
+                    self.send_header(k, v)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/predict"
+
+    def cheat(self, body: dict) -> None:
+        """Ask the platform for the stay's whole context, as anyone could."""
+        paths = [
+            "/api/v1/releases/",
+            f"/api/v1/releases/{self.release_id}/files/context/{body['stay_id']}.jsonl",
+            f"/api/v1/releases/{self.release_id}/windows/?stay_id={body['stay_id']}",
+        ]
+        for path in paths:
+            answer = httpx.get(self.api + path, timeout=10)
+            self.api_answers.append((path, answer.status_code, answer.text))
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def endpoint():
+    server = Endpoint()
+    yield server
+    server.stop()
+
+
+def _assert_leak_free(received: list[dict], tiny_stays):
+    events = tiny_stays["events"]
+    never = {events["death_early"].pk, events["disposition"].pk}
+    assert received
+    for request in received:
+        body = request["body"]
+        assert set(body) == PAYLOAD_KEYS
+        assert "?" not in request["path"]
+        assert not {"authorization", "cookie"} & {k.lower() for k in request["headers"]}
+        end = datetime.fromisoformat(body["end"])
+        for event in body["events"]:
+            assert datetime.fromisoformat(event["time"]) < end, (event, body["end"])
+            assert event["event_id"] not in never
+            assert event["kind"] not in ("outcome", "coded")
+        for past in body["past_windows"]:
+            assert datetime.fromisoformat(past["end"]) <= datetime.fromisoformat(
+                body["start"]
+            )
+        assert set(body["static"]) == {
+            "age",
+            "sex",
+            "care_unit",
+            "admission_type",
+            "disease_group",
+        }
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_cheating_endpoint_gets_no_future_event(
+    live_server, researcher, tiny_release, tiny_stays
+):
+    cheater = Endpoint(api=live_server.url, release_id=tiny_release.pk)
+    try:
+        # The first window: a redirect that asks for everything, with query
+        # parameters; it is not followed.
+        cheater.replies.append(
+            (307, {"give": "everything"}, {"Location": cheater.url + "?all=1"})
+        )
+        registered = endpoint_register(
+            user=researcher, release=tiny_release, name="cheater", url=cheater.url
+        )
+        run = online_eval_start(user=researcher, endpoint=registered, enqueue=False)
+        run = agent_run_inline(run=run)
+    finally:
+        cheater.stop()
+    assert run.state == RunState.DONE
+    # Four windows, four requests: the redirect was not followed, nor the
+    # reply's "next" asked for.
+    assert len(cheater.received) == 4
+    _assert_leak_free(cheater.received, tiny_stays)
+    # Window A1 [2 h, 2.5 h) got what came before it, not the event at its end.
+    events = tiny_stays["events"]
+    a1 = [r["body"] for r in cheater.received if r["body"]["window_index"] == 1]
+    ids = {e["event_id"] for e in a1[0]["events"]}
+    assert events["between"].pk in ids and events["before_icu"].pk in ids
+    assert events["at_end"].pk not in ids and events["after"].pk not in ids
+    # Its own requests to the API were refused: it holds no credentials.
+    assert len(cheater.api_answers) == 12
+    assert {status for _, status, _ in cheater.api_answers} <= {401, 403}
+    assert not any("hours_since_admit" in text for _, _, text in cheater.api_answers)
+    (failed,) = AgentPrediction.objects.filter(run=run).exclude(error="")
+    assert failed.error.startswith("The endpoint refused the window (")
+    assert "307" in failed.error
+    # The extra fields of the replies were dropped.
+    kept = AgentPrediction.objects.filter(run=run, error="").first().prediction
+    assert set(kept) == {"status", "acute_problems", "recommended_actions"}
+    assert run.submission.baseline["endpoint"] == cheater.url
+    assert run.submission.baseline["plumbing_only"] is False
+
+
+@pytest.mark.django_db
+def test_malformed_replies_are_the_windows_errors(endpoint, researcher, tiny_release):
+    endpoint.replies += [
+        (200, {"status": "great"}, {}),
+        (200, ["not", "an", "object"], {}),
+        (503, {"busy": True}, {"Retry-After": "0"}),
+    ]
+    registered = endpoint_register(
+        user=researcher,
+        release=tiny_release,
+        name="sloppy",
+        url=endpoint.url,
+        max_retries=2,
+    )
+    run = agent_run_inline(
+        run=online_eval_start(user=researcher, endpoint=registered, enqueue=False)
+    )
+    errors = sorted(
+        AgentPrediction.objects.filter(run=run)
+        .exclude(error="")
+        .values_list("error", flat=True)
+    )
+    assert len(errors) == 2
+    assert any("status 'great' is not one of" in e for e in errors)
+    assert any("not a JSON object" in e for e in errors)
+    # The 503 was retried: five requests for four windows.
+    assert len(endpoint.received) == 5
+    assert run.windows_failed == 2 and run.state == RunState.DONE
+
+
+@pytest.mark.django_db
+def test_the_url_is_restricted_and_only_researchers_register(researcher, tiny_release):
+    for url in ("http://169.254.169.254/latest", "ftp://example.org/x", "nope"):
+        with pytest.raises(ValidationError):
+            endpoint_register(user=researcher, release=tiny_release, name="x", url=url)
+    physician = make_role_user(Role.PHYSICIAN)
+    with pytest.raises(PermissionDenied):
+        endpoint_register(
+            user=physician,
+            release=tiny_release,
+            name="x",
+            url="http://127.0.0.1:9/predict",
+        )
+    assert not OnlineEndpoint.objects.exists()
