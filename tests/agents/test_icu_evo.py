@@ -325,3 +325,38 @@ def test_memory_stays_bounded_over_a_long_stay(agent, evo_llm):
     assert len(memory["summaries"]) <= 8
     assert len(json.dumps(memory)) < 40_000
     assert IcuEvoAgent.prompt_version == "predictor-v1+assessment-v1+insight-v1"
+
+
+# --- the memory partial ---------------------------------------------------------
+
+
+def test_memory_partial_renders_every_component(agent, evo_llm):
+    from django.template.loader import render_to_string
+
+    evo_llm.insight = lambda prompt, n: json.dumps(
+        {
+            "hypotheses": [
+                {
+                    "statement": "<script>alert(1)</script> fluid-refractory",
+                    "supporting": [{"text": "MAP 60 after bolus", "event_id": 501}],
+                    "counter": [{"text": "lactate clearing"}],
+                }
+            ]
+        }
+    )
+    events = map_series(10) + [ev(501, 1.0, "map", 60.0, unit="mmHg")]
+    memory = run(agent, evo_llm, contexts(events, range(12, 14)))[-1][2]
+    memory["errors"] = [{"window_index": 13, "step": "insight", "message": "oops"}]
+    html = render_to_string("agents/_icu_evo_memory.html", {"memory": memory})
+    assert "Summary 1: course so far." in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt; fluid-refractory" in html
+    assert "<script>alert" not in html
+    assert 'data-status="rejected"' in html  # one for, one against
+    assert "for: MAP 60 after bolus" in html and "#501" in html
+    assert "against: lactate clearing" in html
+    assert html.count("data-critical") == 1 and "MAP &lt; 70 mmHg" in html
+    assert 'data-trend="map"' in html and 'data-trend="heart_rate"' in html
+    assert "window 13, insight: oops" in html
+
+    empty = render_to_string("agents/_icu_evo_memory.html", {"memory": {}})
+    assert "No memory yet" in empty
