@@ -360,3 +360,44 @@ def test_memory_partial_renders_every_component(agent, evo_llm):
 
     empty = render_to_string("agents/_icu_evo_memory.html", {"memory": {}})
     assert "No memory yet" in empty
+
+
+# --- through the runner -----------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_a_run_stores_each_stays_memory_and_scores_a_baseline(
+    fake_llm, fake_backbone, tiny_release, tiny_stays, admin_user
+):
+    from agents.models import AgentPrediction, AgentStayState, RunState
+    from agents.services import agent_run_inline, agent_run_start
+
+    run = agent_run_start(
+        user=admin_user,
+        release=tiny_release,
+        agent="icu-evo",
+        backbone=fake_backbone,
+        enqueue=False,
+    )
+    run = agent_run_inline(run=run)
+    assert run.state == RunState.DONE, run.error
+    assert AgentPrediction.objects.filter(run=run, error="").count() == 4
+    stay_a = tiny_stays["stays"][0]
+    memory = AgentStayState.objects.get(run=run, stay=stay_a).memory
+    first_window = tiny_stays["windows"]["A"][0]
+    norepinephrine = tiny_stays["events"]["norepinephrine"].pk
+    assert [
+        (e["event_id"], e["rule"], e["window_index"]) for e in memory["critical_log"]
+    ] == [(norepinephrine, "vasoactive", first_window.index)]
+    assert memory["window_index"] == tiny_stays["windows"]["A"][1].index
+    # Stay A's events at its second window's end (2.5 h) and after are not in
+    # any prompt (every request here is a predictor's: no 6-h mark reached).
+    at_end = tiny_stays["events"]["at_end"].pk
+    after = tiny_stays["events"]["after"].pk
+    for request in fake_llm.requests:
+        prompt = prompt_of(request.body)
+        assert f"#{at_end} " not in prompt and f"#{after} " not in prompt
+        assert "Death" not in prompt
+    submission = run.submission
+    assert submission.baseline["agent"] == "icu-evo"
+    assert submission.baseline["prompt_version"] == IcuEvoAgent.prompt_version
