@@ -37,7 +37,8 @@ def parse_time(text: str) -> datetime:
 @dataclass(frozen=True)
 class Window:
     """A window record (the line of ``windows.jsonl``) and its bedside context:
-    the events strictly before its end, in time order."""
+    the events strictly before its end, in time order. Each window's context
+    is its own list: keep what a model needs, not every window of a long stay."""
 
     record: dict
     context: list[dict] = field(repr=False)

@@ -28,7 +28,7 @@ def _files_under(folder: Path) -> set[str]:
     }
 
 
-def test_lists_releases_and_reads_one(api, release):
+def test_lists_releases_and_reads_one(api, release, tiny_stays):
     releases = api.releases()
     assert [r["id"] for r in releases] == [release.pk]
     one = api.release(release.pk)
@@ -37,6 +37,9 @@ def test_lists_releases_and_reads_one(api, release):
     assert {"windows.jsonl", "manifest.json"} <= {f["path"] for f in one["files"]}
     records = list(api.windows(release.pk, disease_group="sepsis"))
     assert len(records) == 3 and {r["disease_group"] for r in records} == {"sepsis"}
+    # Page by page (one record a page), every record once.
+    paged = [r["window_id"] for r in api.windows(release.pk, page_size=1)]
+    assert sorted(paged) == sorted(w.pk for w in _all_windows(tiny_stays))
 
 
 def test_http_errors_carry_the_apis_message(live_server, api, release, physician):
