@@ -126,7 +126,8 @@ LEADERBOARD_KEYS = (
 
 
 def leaderboard(*, user, release: Release) -> list[dict]:
-    """Public, scored submissions of the release, best problems Hit@k first."""
+    """Public, scored submissions of the release, best problems Hit@k first;
+    baselines (agents' runs on the platform) carry their ``baseline`` facts."""
     if release_get(user=user, release_id=release.pk) is None:
         return []
     rows = []
@@ -139,11 +140,18 @@ def leaderboard(*, user, release: Release) -> list[dict]:
                 "submission": s,
                 "author": s.submitted_by.get_username(),
                 "k": s.k,
+                "baseline": s.baseline or None,
                 **{key: overall.get(key) for key in LEADERBOARD_KEYS},
             }
         )
     rows.sort(key=lambda r: -(r["problems_hit_at_k"] or 0.0))
     return rows
+
+
+def leaderboard_plumbing_only(rows: list[dict]) -> bool:
+    """Whether a baseline on the board was predicted by a fake or test LLM
+    (agents.models.backbone_is_fake): its scores test the plumbing only."""
+    return any((r["baseline"] or {}).get("plumbing_only") for r in rows)
 
 
 def release_build_choices(*, user) -> dict:

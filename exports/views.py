@@ -429,9 +429,11 @@ def submission_publish(request, submission_id: int):
 @release_user_required
 def leaderboard(request, release_id: int):
     release = _release_or_404(request, release_id)
+    rows = selectors.leaderboard(user=request.user, release=release)
     context = {
         "release": release,
-        "rows": selectors.leaderboard(user=request.user, release=release),
+        "rows": rows,
+        "plumbing_only": selectors.leaderboard_plumbing_only(rows),
     }
     return render(request, "exports/leaderboard.html", context)
 

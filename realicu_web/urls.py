@@ -15,6 +15,7 @@ urlpatterns = [
     path("annotate/", include("annotation.urls")),
     path("oracle/", include("oracle.urls")),
     path("releases/", include("exports.urls")),
+    path("agents/", include("agents.urls")),
     path("api/v1/", include("exports.api_urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api_schema"),
     # Swagger UI from drf-spectacular-sidecar, its set-up script served from the

@@ -1,0 +1,175 @@
+"""Agent pages: runs of reference agents (admins start them) and online
+evaluations of researchers' endpoints, with each run's progress, tokens, cost
+and per-stay memory."""
+
+from __future__ import annotations
+
+import json
+
+from django.contrib import messages
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.http import Http404
+from django.shortcuts import redirect, render
+from django.template import TemplateDoesNotExist
+from django.template.loader import get_template
+from django.views.decorators.http import require_GET, require_POST
+
+from accounts.access import role_required
+from accounts.roles import user_is_admin
+from accounts.web import error_text, render_page_or_partial
+from agents import selectors, services
+from agents.reference import agents_available
+from exports.roles import user_may_use_releases
+from jobs.reaper import job_check
+
+agents_user_required = role_required(
+    lambda user: user_is_admin(user) or user_may_use_releases(user),
+    message="Agent runs are for admins and researchers.",
+)
+
+
+def _run_or_404(request, run_id: int):
+    run = selectors.run_get(user=request.user, run_id=run_id)
+    if run is None:
+        raise Http404("No such run.")
+    return run
+
+
+@require_GET
+@agents_user_required
+def run_list(request):
+    from oracle.models import Backbone, BackboneKind
+
+    is_admin = user_is_admin(request.user)
+    context = {
+        "runs": selectors.run_list(user=request.user)[:100],
+        "agents": agents_available(),
+        "releases": selectors.ready_releases(user=request.user),
+        "backbones": Backbone.objects.filter(kind=BackboneKind.OPENAI)
+        if is_admin
+        else [],
+        "endpoints": selectors.endpoint_list(user=request.user)[:50],
+        "is_admin": is_admin,
+    }
+    return render(request, "agents/run_list.html", context)
+
+
+def _release(request, field="release"):
+    try:
+        release_id = int(request.POST.get(field) or 0)
+    except ValueError:
+        release_id = 0
+    release = selectors.ready_releases(user=request.user).filter(pk=release_id).first()
+    if release is None:
+        raise ValidationError("Choose a ready release.")
+    return release
+
+
+@require_POST
+@agents_user_required
+def run_start(request):
+    from oracle.models import Backbone
+
+    try:
+        release = _release(request)
+        backbone = Backbone.objects.filter(pk=request.POST.get("backbone") or 0).first()
+        run = services.agent_run_start(
+            user=request.user,
+            release=release,
+            agent=request.POST.get("agent", ""),
+            backbone=backbone,
+        )
+    except (ValidationError, PermissionDenied) as error:
+        messages.error(request, error_text(error))
+        return redirect("agents:run_list")
+    return redirect("agents:run_detail", run_id=run.pk)
+
+
+@require_POST
+@agents_user_required
+def endpoint_start(request):
+    try:
+        release = _release(request)
+        endpoint = services.endpoint_register(
+            user=request.user,
+            release=release,
+            name=request.POST.get("name", ""),
+            url=request.POST.get("url", ""),
+        )
+        run = services.online_eval_start(user=request.user, endpoint=endpoint)
+    except (ValidationError, PermissionDenied) as error:
+        messages.error(request, error_text(error))
+        return redirect("agents:run_list")
+    return redirect("agents:run_detail", run_id=run.pk)
+
+
+def _stays_context(run):
+    stays = list(selectors.run_stays(run=run))
+    for state in stays:
+        if state.state == "running" or state.state == "queued":
+            job_check(state)
+    return stays
+
+
+@require_GET
+@agents_user_required
+def run_detail(request, run_id: int):
+    run = _run_or_404(request, run_id)
+    context = {
+        "run": run,
+        "stays": _stays_context(run),
+        "failures": selectors.run_failures(run=run),
+    }
+    return render_page_or_partial(
+        request, "agents/run_detail.html", context, partial="run_progress"
+    )
+
+
+@require_POST
+@agents_user_required
+def run_cancel(request, run_id: int):
+    run = _run_or_404(request, run_id)
+    try:
+        services.agent_run_cancel(user=request.user, run=run)
+    except PermissionDenied as error:
+        messages.error(request, error_text(error))
+    return redirect("agents:run_detail", run_id=run.pk)
+
+
+@require_POST
+@agents_user_required
+def run_resume(request, run_id: int):
+    run = _run_or_404(request, run_id)
+    try:
+        services.agent_run_resume(user=request.user, run=run)
+    except (ValidationError, PermissionDenied) as error:
+        messages.error(request, error_text(error))
+    return redirect("agents:run_detail", run_id=run.pk)
+
+
+def _has_template(name: str) -> bool:
+    try:
+        get_template(name)
+    except TemplateDoesNotExist:
+        return False
+    return True
+
+
+@require_GET
+@agents_user_required
+def stay_memory(request, run_id: int, stay_state_id: int):
+    run = _run_or_404(request, run_id)
+    state = selectors.stay_state_get(run=run, stay_state_id=stay_state_id)
+    if state is None:
+        raise Http404("No such stay in this run.")
+    template = "agents/_icu_evo_memory.html"
+    context = {
+        "run": run,
+        "state": state,
+        "memory": state.memory,
+        "memory_json": json.dumps(state.memory, indent=2, ensure_ascii=False),
+        "icu_evo_template": template
+        if run.agent == "icu-evo" and _has_template(template)
+        else "",
+    }
+    return render(request, "agents/stay_memory.html", context)
