@@ -344,3 +344,39 @@ def test_the_readme_example_runs_end_to_end(
     assert submission.state == "scored" and submission.release_id == release.pk
     assert namespace["scores"] == submission.scores
     assert submission.prediction_count == 4
+
+
+def test_a_throttled_request_waits_the_servers_retry_after(api, release, monkeypatch):
+    from types import SimpleNamespace
+
+    import realicu_client.api as client_api
+    from django.core.cache import cache
+    from realicu_client import APIError
+    from rest_framework.throttling import ScopedRateThrottle
+
+    monkeypatch.setattr(
+        ScopedRateThrottle,
+        "THROTTLE_RATES",
+        {**ScopedRateThrottle.THROTTLE_RATES, "releases": "1/min"},
+    )
+    cache.clear()
+    waits = []
+
+    def sleep(seconds):
+        # The minute is over: the server's counter starts again.
+        waits.append(seconds)
+        cache.clear()
+
+    monkeypatch.setattr(
+        client_api, "time", SimpleNamespace(sleep=sleep, monotonic=lambda: 0.0)
+    )
+    assert api.release(release.pk)["id"] == release.pk
+    assert api.release(release.pk)["id"] == release.pk
+    assert len(waits) == 1 and 0 < waits[0] <= client_api.MAX_RETRY_WAIT
+
+    monkeypatch.setattr(client_api, "THROTTLE_RETRIES", 0)
+    with pytest.raises(APIError) as caught:
+        api.release(release.pk)
+    assert caught.value.status == 429
+    assert "throttled" in caught.value.message
+    cache.clear()
