@@ -49,6 +49,8 @@ test: $(STAMP) services lint
 
 bench: $(STAMP) services
 	DATABASE_URL=$(TEST_DATABASE_URL) $(PY) benchmarks/import_bench.py
+	DATABASE_URL=$(TEST_DATABASE_URL) $(PY) benchmarks/campaign_pages_bench.py
+	$(PY) benchmarks/embedded_pipeline_bench.py
 
 clean:
 	rm -rf $(VENV) var

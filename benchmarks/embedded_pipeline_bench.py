@@ -1,0 +1,632 @@
+"""The embedded default end to end (issue 20): SQLite, the filesystem broker and
+``manage.py serve`` (gunicorn and the Celery worker) started as a subprocess in a
+temporary var/ folder with the CLIF demo, and three physicians over a 160-window
+Gold campaign.
+
+    python benchmarks/embedded_pipeline_bench.py
+
+Steps: ``manage.py bootstrap`` (the demo import, as ``make run`` does, about a
+minute and a half), a campaign of 170 demo Gold windows with two of the three
+demo physicians on each (160 to submit, 10 kept as drafts), then serve starts
+and, as soon as its login page answers (the worker still loading its model),
+the three physicians open and submit all 320 assignments of the 160 windows as
+fast as they can, one thread each. Then draft saves, back to back, by 1 and by
+10 clients, a Gold release by ``manage.py build_release``, and the memory of
+the process tree. Each figure is printed on its own line with its target.
+
+Measured by the clients on loopback: an open is the annotation page plus its
+tracks JSON, fetched one after the other with ``Accept-Encoding: gzip``; bytes
+are the bodies as sent (compressed), headers left out. The consensus lag is
+read from the SQLite file every 0.1 s: for each window, from the answer to its
+last submit to its consensus row. RSS is each process's resident set, summed
+(shared pages counted in each process, as ``ps`` does; PSS beside it shares
+them out).
+
+Left out: logins are untimed; payloads are short (one problem, the recorded
+critical actions rated, no evidence: the campaign does not require it), so
+the matching is light; drafts are saved back to back, not every 2 s as the
+page does, to measure the server rather than the clients' pauses; one
+machine runs the clients and the server, so they share its cores; the
+browser's own work (scripts, plots) is not measured; the release is built
+while serve still runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import re
+import shutil
+import signal
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from html import unescape
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from annotate_load import (  # noqa: E402 - after the path
+    ACTION_ID,
+    CSRF_INPUT,
+    FORM_VERSION,
+    HX_HEADERS,
+    _free_port,
+    _percentile,
+    _processes,
+)
+
+HOST = "127.0.0.1"
+PASSWORD = "embedded bench pass 1"
+PHYSICIANS = ("physician1", "physician2", "physician3")
+SUBMIT_WINDOWS = 160
+DRAFT_WINDOWS = 10
+STATUSES = ("improving", "stable", "deteriorating")
+TIMEOUT_S = 60
+MB = 2**20
+TRACKS_URL = re.compile(r'data-tracks-url="([^"]+)"')
+
+
+def _embedded_env(var: Path) -> dict:
+    """The environment of ``make run``: nothing configured but the var folder
+    and the demo passwords."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("DATABASE_URL", "CELERY_BROKER_URL", "CACHE_URL", "DJANGO_DEBUG")
+    }
+    env.update(
+        REALICU_VAR_DIR=str(var),
+        DJANGO_SETTINGS_MODULE="realicu_web.settings",
+        REALICU_ADMIN_PASSWORD=PASSWORD,
+        REALICU_PHYSICIAN_PASSWORD=PASSWORD,
+        REALICU_RESEARCHER_PASSWORD=PASSWORD,
+    )
+    return env
+
+
+def _line(what: str, value: str, target: str = "") -> None:
+    print(f"{what}: {value}" + (f"   (target {target})" if target else ""))
+    sys.stdout.flush()
+
+
+def _ms(values: list[float]) -> str:
+    if not values:
+        return "no data"
+    return (
+        f"p50 {statistics.median(values):.1f} ms, "
+        f"p95 {_percentile(values, 0.95):.1f} ms (n={len(values)})"
+    )
+
+
+# Data -------------------------------------------------------------------------
+
+
+def _campaign_create() -> dict:
+    """The campaign, by the real service, in this process (Django on the
+    bench's SQLite file); returns its id and the assignments to work on."""
+    import django
+
+    django.setup()
+    from django.contrib.auth import get_user_model
+    from django.db import connections
+
+    from annotation.models import Assignment
+    from annotation.services import campaign_create
+    from windows.models import Window
+
+    User = get_user_model()
+    windows = list(
+        Window.objects.filter(sampled_gold=True).order_by("stay_id", "index")[
+            : SUBMIT_WINDOWS + DRAFT_WINDOWS
+        ]
+    )
+    started = time.perf_counter()
+    campaign = campaign_create(
+        admin=User.objects.get(username="admin"),
+        name="Embedded pipeline benchmark",
+        windows=windows,
+        physicians=list(User.objects.filter(username__in=PHYSICIANS)),
+        annotators_per_window=2,
+        evidence_required=False,
+    )
+    created_s = time.perf_counter() - started
+    window_ids = sorted(w.pk for w in windows)
+    submit_ids = set(window_ids[:SUBMIT_WINDOWS])
+    work: dict[str, dict[str, list]] = {
+        name: {"submit": [], "draft": []} for name in PHYSICIANS
+    }
+    for assignment_id, window_id, username in (
+        Assignment.objects.filter(campaign=campaign)
+        .order_by("window_id", "pk")
+        .values_list("pk", "window_id", "annotator__username")
+    ):
+        kind = "submit" if window_id in submit_ids else "draft"
+        work[username][kind].append((assignment_id, window_id))
+    connections.close_all()
+    return {
+        "campaign": campaign.pk,
+        "created_s": created_s,
+        "windows": len(windows),
+        "work": work,
+    }
+
+
+# HTTP -------------------------------------------------------------------------
+
+
+@dataclass
+class Figures:
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    open_ms: list[float] = field(default_factory=list)
+    page_bytes: list[int] = field(default_factory=list)
+    tracks_bytes: list[int] = field(default_factory=list)
+    submit_ms: list[tuple[float, float]] = field(default_factory=list)  # (at, ms)
+    last_submit: dict[int, float] = field(default_factory=dict)  # window -> at
+    errors: list[str] = field(default_factory=list)
+
+
+def _fetch(session, url: str) -> tuple[float, int, str]:
+    """(ms, bytes on the wire, decoded text) of a GET asking for gzip."""
+    started = time.perf_counter()
+    response = session.get(
+        url, headers={"Accept-Encoding": "gzip"}, stream=True, timeout=TIMEOUT_S
+    )
+    raw = response.raw.read(decode_content=False)
+    ms = (time.perf_counter() - started) * 1000
+    response.raise_for_status()
+    body = gzip.decompress(raw) if response.headers.get("Content-Encoding") else raw
+    return ms, len(raw), body.decode()
+
+
+def _login(base: str, username: str):
+    import requests
+
+    session = requests.Session()
+    page = session.get(f"{base}/accounts/login/", timeout=TIMEOUT_S).text
+    token = CSRF_INPUT.search(page).group(1)
+    response = session.post(
+        f"{base}/accounts/login/",
+        data={"csrfmiddlewaretoken": token, "username": username, "password": PASSWORD},
+        headers={"Referer": f"{base}/accounts/login/"},
+        allow_redirects=False,
+        timeout=TIMEOUT_S,
+    )
+    if response.status_code != 302:
+        raise SystemExit(f"{username} could not sign in ({response.status_code})")
+    return session
+
+
+def _payload(window_id: int, actions: list[int]) -> dict:
+    # Both raters of a window agree, so its consensus is releasable.
+    return {
+        "status": STATUSES[window_id % 3],
+        "status_evidence": [],
+        "action_ratings": [
+            {"event_id": a, "rating": "acceptable", "evidence": []} for a in actions
+        ],
+        "acute_problems": [
+            {"text": f"Septic shock with lactate {window_id % 7}", "evidence": []}
+        ],
+        "added_actions": [],
+        "red_flags": [],
+    }
+
+
+def _open(session, base: str, assignment_id: int, figures: Figures) -> dict:
+    """Open the annotation page and its tracks JSON; the form's state."""
+    page_ms, page_bytes, html = _fetch(session, f"{base}/annotate/{assignment_id}/")
+    form = FORM_VERSION.search(html)
+    csrf = json.loads(HX_HEADERS.search(html).group(1))["X-CSRFToken"]
+    tracks = TRACKS_URL.search(html)
+    tracks_ms, tracks_bytes = 0.0, 0
+    if tracks:
+        tracks_ms, tracks_bytes, _ = _fetch(session, base + unescape(tracks.group(1)))
+    with figures.lock:
+        figures.open_ms.append(page_ms + tracks_ms)
+        figures.page_bytes.append(page_bytes)
+        figures.tracks_bytes.append(tracks_bytes)
+    return {
+        "csrf": csrf,
+        "version": int(form.group(1)),
+        "submission_id": form.group(2),
+        "actions": list(dict.fromkeys(int(a) for a in ACTION_ID.findall(html))),
+    }
+
+
+def _post(session, base: str, path: str, data: dict, csrf: str) -> dict:
+    response = session.post(
+        base + path,
+        data=data,
+        headers={
+            "X-CSRFToken": csrf,
+            "HX-Request": "true",
+            "Accept": "application/json",
+            "Referer": base + path,
+        },
+        timeout=TIMEOUT_S,
+    )
+    body = response.json() if response.content else {}
+    if response.status_code != 200 or not body.get("ok"):
+        raise RuntimeError(f"{path}: {response.status_code} {str(body)[:200]}")
+    return body
+
+
+def _physician_submits(base, session, assignments, figures: Figures) -> None:
+    for assignment_id, window_id in assignments:
+        try:
+            form = _open(session, base, assignment_id, figures)
+            data = {
+                "payload": json.dumps(_payload(window_id, form["actions"])),
+                "base_version": str(form["version"]),
+                "active_seconds": "30",
+                "submission_id": form["submission_id"],
+            }
+            started = time.perf_counter()
+            _post(
+                session, base, f"/annotate/{assignment_id}/submit/", data, form["csrf"]
+            )
+            done = time.perf_counter()
+        except Exception as error:  # noqa: BLE001 - counted and shown
+            with figures.lock:
+                figures.errors.append(f"submit {assignment_id}: {error}")
+            continue
+        with figures.lock:
+            figures.submit_ms.append((done, (done - started) * 1000))
+            figures.last_submit[window_id] = max(
+                done, figures.last_submit.get(window_id, 0.0)
+            )
+
+
+def _drafts(base, clients: list[tuple], seconds: float) -> tuple[list[float], int]:
+    """Each client saves drafts of its own assignment back to back for
+    ``seconds``; returns the latencies and the saves."""
+    times: list[float] = []
+    lock = threading.Lock()
+    errors = []
+    stop_at = time.perf_counter() + seconds
+
+    def client(session, assignment_id, window_id):
+        figures = Figures()
+        form = _open(session, base, assignment_id, figures)
+        version = form["version"]
+        n = 0
+        while time.perf_counter() < stop_at:
+            n += 1
+            payload = _payload(window_id, [])
+            payload["acute_problems"][0]["text"] += f" draft {n}"
+            data = {
+                "payload": json.dumps(payload),
+                "base_version": str(version),
+                "active_seconds": "2",
+            }
+            started = time.perf_counter()
+            try:
+                body = _post(
+                    session,
+                    base,
+                    f"/annotate/{assignment_id}/draft/",
+                    data,
+                    form["csrf"],
+                )
+            except Exception as error:  # noqa: BLE001 - counted and shown
+                errors.append(str(error))
+                return
+            ms = (time.perf_counter() - started) * 1000
+            version = int(body["version"])
+            with lock:
+                times.append(ms)
+
+    threads = [threading.Thread(target=client, args=c) for c in clients]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        print(f"  draft errors: {len(errors)}, e.g. {errors[0]}")
+    return times, len(times)
+
+
+# Consensus watch ----------------------------------------------------------------
+
+
+def _watch_consensus(db: Path, campaign: int, seen: dict, stop: threading.Event):
+    """Record when each window's consensus row first appears."""
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
+    try:
+        while not stop.is_set():
+            now = time.perf_counter()
+            try:
+                rows = conn.execute(
+                    "SELECT window_id FROM annotation_consensuslabel "
+                    "WHERE campaign_id = ?",
+                    [campaign],
+                ).fetchall()
+            except sqlite3.OperationalError:
+                rows = []
+            for (window_id,) in rows:
+                seen.setdefault(window_id, now)
+            time.sleep(0.1)
+    finally:
+        conn.close()
+
+
+def _model_loaded_at(log: Path) -> float | None:
+    """When the worker logged its embedding model loaded (realicu_web.celery),
+    as a time.time() value; the log's times are local."""
+    from datetime import datetime
+
+    for line in log.read_text(errors="replace").splitlines():
+        if "embedding model" in line and "loaded" in line and line.startswith("["):
+            try:
+                return datetime.strptime(line[1:24], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+            except ValueError:
+                return None
+    return None
+
+
+# Memory -------------------------------------------------------------------------
+
+
+def _tree(root: int) -> dict[int, str]:
+    procs = _processes()
+    tree, frontier = {root}, [root]
+    while frontier:
+        pid = frontier.pop()
+        children = [p for p, (ppid, _, _) in procs.items() if ppid == pid]
+        tree.update(children)
+        frontier += children
+    return {pid: procs[pid][1] for pid in tree if pid in procs}
+
+
+def _memory(pid: int) -> tuple[int, int]:
+    """(RSS, PSS) in bytes."""
+    rss = pss = 0
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Rss:"):
+                rss = int(line.split()[1]) * 1024
+            elif line.startswith("Pss:"):
+                pss = int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return rss, pss
+
+
+def _memory_report(serve_pid: int) -> None:
+    groups = {"web": [0, 0, 0], "worker": [0, 0, 0], "supervisor": [0, 0, 0]}
+    for pid, command in _tree(serve_pid).items():
+        # serve's pid is its supervisor, whose arguments name both commands.
+        if pid == serve_pid:
+            group = "supervisor"
+        else:
+            group = "web" if "gunicorn" in command else "worker"
+        rss, pss = _memory(pid)
+        groups[group][0] += rss
+        groups[group][1] += pss
+        groups[group][2] += 1
+    for name, (rss, pss, n) in groups.items():
+        _line(
+            f"RSS {name}",
+            f"{rss / MB:.0f} MB in {n} processes (PSS {pss / MB:.0f} MB)",
+        )
+    web_worker = groups["web"][0] + groups["worker"][0]
+    total = web_worker + groups["supervisor"][0]
+    _line(
+        "RSS web + worker",
+        f"{web_worker / MB:.0f} MB; with serve's supervisor {total / MB:.0f} MB",
+        "<= 1024 MB",
+    )
+
+
+# Main ---------------------------------------------------------------------------
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--keep", action="store_true", help="keep the var folder")
+    parser.add_argument("--draft-seconds", type=float, default=10.0)
+    args = parser.parse_args()
+
+    var = Path(tempfile.mkdtemp(prefix="realicu-embedded-bench-"))
+    env = _embedded_env(var)
+    os.environ.update(env)
+    for key in ("DATABASE_URL", "CELERY_BROKER_URL", "CACHE_URL"):
+        os.environ.pop(key, None)
+    manage = [sys.executable, str(ROOT / "manage.py")]
+    serve = None
+    log = None
+    try:
+        started = time.perf_counter()
+        boot = subprocess.run(
+            [*manage, "bootstrap"], env=env, cwd=ROOT, capture_output=True, text=True
+        )
+        if boot.returncode != 0:
+            raise SystemExit(f"bootstrap failed:\n{boot.stderr[-3000:]}")
+        print(f"bootstrap (demo import) in {time.perf_counter() - started:.0f} s")
+        data = _campaign_create()
+        _line(
+            "campaign creation",
+            f"{data['created_s']:.2f} s for {data['windows']} windows x 2 raters",
+        )
+
+        port = _free_port()
+        base = f"http://{HOST}:{port}"
+        log = open(var / "serve.log", "wb")  # noqa: SIM115 - closed below
+        serve_started = time.perf_counter()
+        serve_wall = time.time()
+        serve = subprocess.Popen(
+            [*manage, "serve", "--bind", f"{HOST}:{port}"],
+            env=env,
+            cwd=ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        import requests
+
+        while True:
+            if serve.poll() is not None:
+                raise SystemExit(f"serve stopped; see {var / 'serve.log'}")
+            try:
+                if requests.get(f"{base}/accounts/login/", timeout=2).ok:
+                    break
+            except requests.RequestException:
+                pass
+            time.sleep(0.2)
+        up_s = time.perf_counter() - serve_started
+        sessions = {name: _login(base, name) for name in PHYSICIANS}
+        print(f"serve answered {up_s:.1f} s after its start; physicians signed in")
+
+        # Submits from a cold worker start, consensus watched meanwhile.
+        figures = Figures()
+        seen: dict[int, float] = {}
+        stop = threading.Event()
+        watcher = threading.Thread(
+            target=_watch_consensus,
+            args=(var / "realicu.sqlite3", data["campaign"], seen, stop),
+            daemon=True,
+        )
+        watcher.start()
+        phase_started = time.perf_counter()
+        threads = [
+            threading.Thread(
+                target=_physician_submits,
+                args=(base, sessions[name], data["work"][name]["submit"], figures),
+            )
+            for name in PHYSICIANS
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        phase_s = time.perf_counter() - phase_started
+        windows = set(figures.last_submit)
+        deadline = time.perf_counter() + 180
+        while not windows <= set(seen) and time.perf_counter() < deadline:
+            time.sleep(0.1)
+        stop.set()
+        watcher.join()
+
+        submits = [ms for _, ms in figures.submit_ms]
+        print(
+            f"{len(submits)} submits of {len(windows)} windows in {phase_s:.1f} s "
+            f"from serve's start + {up_s:.1f} s; errors: {len(figures.errors)}"
+        )
+        for error in figures.errors[:5]:
+            print(f"  {error}")
+        _line("open, page + tracks JSON", _ms(figures.open_ms))
+        _line(
+            "bytes per open, p95 (HTML + JSON, gzip)",
+            f"{_percentile(figures.page_bytes, 0.95) / 1024:.0f} + "
+            f"{_percentile(figures.tracks_bytes, 0.95) / 1024:.0f} KB",
+            "< 60 KB together",
+        )
+        cold = [ms for at, ms in figures.submit_ms if at - serve_started <= up_s + 15]
+        loaded = _model_loaded_at(var / "serve.log")
+        first = min((at for at, _ in figures.submit_ms), default=None)
+        if loaded is not None and first is not None:
+            print(
+                f"the worker had its model {loaded - serve_wall:.1f} s after serve's "
+                f"start; the first submit was answered at "
+                f"{first - serve_started:.1f} s"
+            )
+        _line(
+            "longest submit after a cold worker start",
+            f"{max(submits, default=float('nan')):.0f} ms over the run; "
+            f"{max(cold, default=float('nan')):.0f} ms in its first 15 s; "
+            f"submit {_ms(submits)}",
+            "no wait on the model: ~ a normal submit",
+        )
+        lags = [seen[w] - at for w, at in figures.last_submit.items() if w in seen]
+        missing = len(windows - set(seen))
+        last = max(figures.last_submit.values(), default=0.0)
+        last_consensus = max((seen[w] for w in windows if w in seen), default=0.0)
+        _line(
+            "consensus lag, last window's consensus after the last submit",
+            f"{max(0.0, last_consensus - last):.1f} s; per window max "
+            f"{max(lags, default=float('nan')):.1f} s, p50 "
+            f"{statistics.median(lags) if lags else float('nan'):.1f} s; "
+            f"{missing} windows without consensus",
+            "<= 5 s",
+        )
+
+        # Draft saves: 1 client, then 10, each on an assignment of its own.
+        drafts = [
+            (name, assignment)
+            for name in PHYSICIANS
+            for assignment in data["work"][name]["draft"]
+        ]
+        single, _ = _drafts(
+            base, [(sessions[drafts[0][0]], *drafts[0][1])], args.draft_seconds
+        )
+        _line("draft save, 1 client", _ms(single))
+        ten = [(_login(base, name), *assignment) for name, assignment in drafts[:10]]
+        many, count = _drafts(base, ten, args.draft_seconds)
+        _line(
+            f"draft save, {len(ten)} clients",
+            f"{_ms(many)}; {count / args.draft_seconds:.0f} saves per s",
+            "p95 <= 100 ms",
+        )
+
+        # A Gold release of the campaign, by the command.
+        started = time.perf_counter()
+        build = subprocess.run(
+            [
+                *manage,
+                "build_release",
+                "--campaign",
+                str(data["campaign"]),
+                "--user",
+                "admin",
+            ],
+            env=env,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+        )
+        command_s = time.perf_counter() - started
+        if build.returncode != 0:
+            print(f"build_release failed: {build.stderr.strip()[-500:]}")
+        built = (
+            sqlite3.connect(f"file:{var / 'realicu.sqlite3'}?mode=ro", uri=True)
+            .execute(
+                "SELECT (julianday(finished_at) - julianday(started_at)) * 86400 "
+                "FROM exports_release ORDER BY id DESC LIMIT 1"
+            )
+            .fetchone()
+        )
+        _line(
+            "release build, 160-window Gold",
+            f"{built[0]:.2f} s in the build" if built and built[0] else "no build",
+            "< 0.5 s",
+        )
+        _line("build_release command", f"{command_s:.2f} s", "< 2 s")
+
+        _memory_report(serve.pid)
+        return 0 if not figures.errors else 1
+    finally:
+        if serve is not None and serve.poll() is None:
+            serve.send_signal(signal.SIGTERM)
+            try:
+                serve.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                serve.kill()
+        if log is not None:
+            log.close()
+        if args.keep:
+            print(f"var folder kept: {var}")
+        else:
+            shutil.rmtree(var, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
