@@ -170,6 +170,7 @@ def world(db):
         windows=[w.pk for w in gold],
         physicians=[owner, co_rater],
         annotators_per_window=2,
+        evidence_required=False,  # forged requests, not citing, are under test
     )
     mine = campaign.assignments.get(annotator=owner, window=gold[0])
     theirs = campaign.assignments.get(annotator=co_rater, window=gold[0])

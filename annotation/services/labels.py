@@ -22,7 +22,7 @@ from annotation.models import (
 )
 from annotation.selectors import recorded_critical_actions
 from annotation.services.agreement import on_label_reopened, on_label_submitted
-from evaluation.labelschema import label_read
+from evaluation.labelschema import TEXT_LISTS, label_read
 from windows.models import Event
 
 # Time on task: the client sends the seconds it saw the physician active since
@@ -111,8 +111,10 @@ def _payload_clean(
 
     The label's shape is checked by ``evaluation.labelschema.label_read``: a
     draft (``complete=False``) may be unfinished, a submit needs the status and
-    no empty item. On top of it: evidence from the window's admission only, and
-    a submit rates every recorded critical action of the window and nothing else.
+    no empty item. On top of it: evidence from the window's admission only; a
+    submit rates every recorded critical action of the window and nothing else,
+    and, when the campaign requires evidence (``Campaign.evidence_required``),
+    cites at least one event for each acute problem, added action and red flag.
     """
     if not isinstance(payload, dict):
         raise ValidationError("The label could not be read; reload to continue.")
@@ -143,6 +145,19 @@ def _payload_clean(
                     f"{', '.join(map(str, foreign[:5]))} "
                     f"{'do' if len(foreign) > 1 else 'does'} not belong to it.",
                 )
+
+    if complete and assignment.campaign.evidence_required:
+        # The campaign's setting: each free-text item cites what it rests on. A
+        # rating needs none of its own (it rates a cited event, the action), and
+        # an empty item already has its message.
+        for field, noun in TEXT_LISTS.items():
+            for item in reading.payload[field]:
+                if item["text"] and not item["evidence"]:
+                    add(
+                        field,
+                        f'{noun} "{item["text"]}" has no evidence event; cite at '
+                        "least one (campaign setting).",
+                    )
 
     rated = {item["event_id"] for item in reading.payload["action_ratings"]}
     if complete and "action_ratings" not in errors:

@@ -153,7 +153,9 @@ def complete_payload(clinical):
             },
         ],
         "added_actions": [{"text": "Blood cultures", "evidence": [c["lactate"].pk]}],
-        "red_flags": [{"text": "Avoid fluid overload", "evidence": []}],
+        "red_flags": [
+            {"text": "Avoid fluid overload", "evidence": [c["norepinephrine"].pk]}
+        ],
     }
 
 

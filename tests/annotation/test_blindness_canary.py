@@ -129,9 +129,15 @@ def world(matcher):
         windows=w[:2],
         physicians=[a, b],
         annotators_per_window=2,
+        evidence_required=False,  # canaries are texts; their stay has no events
     )
     two = campaign_create(
-        admin=admin, name="two", windows=w, physicians=[a], annotators_per_window=1
+        admin=admin,
+        name="two",
+        windows=w,
+        physicians=[a],
+        annotators_per_window=1,
+        evidence_required=False,
     )
     for window, physician in ((w[0], d), (w[1], b), (w[2], d), (w[3], e)):
         assignment_add(admin=admin, window=window, campaign=two, physician=physician)

@@ -72,8 +72,13 @@ def windows(stay, clinical):
 
 @pytest.fixture
 def gold(admin_user, physicians, windows):
+    # Consensus, not citing, is under test: items here carry no evidence.
     return campaign_create(
-        admin=admin_user, name="Gold IRR", windows=windows, physicians=physicians
+        admin=admin_user,
+        name="Gold IRR",
+        windows=windows,
+        physicians=physicians,
+        evidence_required=False,
     )
 
 

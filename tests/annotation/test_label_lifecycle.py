@@ -89,9 +89,7 @@ def test_submit_validates_and_marks_the_assignment_submitted(
     assert label.version == 1
     assert label.status == "deteriorating"
     assert label.submitted_at is not None
-    assert label.payload["red_flags"] == [
-        {"text": "Avoid fluid overload", "evidence": []}
-    ]
+    assert label.payload["red_flags"] == complete_payload["red_flags"]
     assignment.refresh_from_db()
     assert assignment.state == AssignmentState.SUBMITTED
     assert list(label.revisions.values_list("kind", flat=True)) == [RevisionKind.SUBMIT]

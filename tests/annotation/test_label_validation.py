@@ -87,8 +87,11 @@ def test_item_of_301_characters_is_refused(
     _refused(call, "red_flags", "Red flag 1 is 301 characters long; the limit is 300.")
 
 
-def test_item_of_300_characters_is_accepted(physicians, assignment, complete_payload):
-    payload = {**complete_payload, "red_flags": [{"text": "x" * 300, "evidence": []}]}
+def test_item_of_300_characters_is_accepted(
+    physicians, assignment, complete_payload, clinical
+):
+    flag = {"text": "x" * 300, "evidence": [clinical["heart_rate"].pk]}
+    payload = {**complete_payload, "red_flags": [flag]}
     assert _submit(physicians[0], assignment, payload).payload["red_flags"][0][
         "text"
     ] == ("x" * 300)
@@ -305,3 +308,90 @@ def test_items_are_stored_trimmed_with_evidence_deduplicated(
     }
     label = _submit(physicians[0], assignment, payload)
     assert label.payload["acute_problems"] == [{"text": "Shock", "evidence": [lactate]}]
+
+
+@pytest.mark.parametrize(
+    "field,noun,text",
+    [
+        ("acute_problems", "Acute problem", "hyperlactatemia"),
+        ("added_actions", "Added action", "Blood cultures"),
+        ("red_flags", "Red flag", "Avoid fluid overload"),
+    ],
+)
+def test_item_without_evidence_is_refused_on_submit_by_name(
+    physicians, assignment, complete_payload, field, noun, text
+):
+    payload = {
+        **complete_payload,
+        field: complete_payload[field] + [{"text": f"  {text} ", "evidence": []}],
+    }
+    _refused(
+        lambda: _submit(physicians[0], assignment, payload),
+        field,
+        f'{noun} "{text}" has no evidence event; cite at least one (campaign setting).',
+    )
+
+
+def test_items_without_evidence_may_wait_in_a_draft(
+    physicians, assignment, complete_payload
+):
+    payload = {
+        **complete_payload,
+        "acute_problems": [{"text": "Hyperlactatemia", "evidence": []}],
+        "red_flags": [{"text": "Avoid fluid overload"}],
+    }
+    label = label_save_draft(
+        annotator=physicians[0],
+        assignment_id=assignment.pk,
+        payload=payload,
+        base_version=0,
+    )
+    assert label.payload["acute_problems"] == [
+        {"text": "Hyperlactatemia", "evidence": []}
+    ]
+    # Submitting the same draft names each item still without evidence.
+    with pytest.raises(ValidationError) as excinfo:
+        _submit(physicians[0], assignment, payload, version=label.version)
+    assert excinfo.value.message_dict["acute_problems"] == [
+        'Acute problem "Hyperlactatemia" has no evidence event; cite at least one '
+        "(campaign setting)."
+    ]
+    assert excinfo.value.message_dict["red_flags"] == [
+        'Red flag "Avoid fluid overload" has no evidence event; cite at least one '
+        "(campaign setting)."
+    ]
+
+
+def test_a_campaign_without_the_setting_takes_items_without_evidence(
+    physicians, assignment, complete_payload
+):
+    from annotation.models import Campaign
+
+    Campaign.objects.filter(pk=assignment.campaign_id).update(evidence_required=False)
+    payload = {
+        **complete_payload,
+        "acute_problems": [{"text": "Hyperlactatemia", "evidence": []}],
+        "added_actions": [],
+        "red_flags": [{"text": "Avoid fluid overload", "evidence": []}],
+    }
+    label = _submit(physicians[0], assignment, payload)
+    assert label.payload["acute_problems"] == [
+        {"text": "Hyperlactatemia", "evidence": []}
+    ]
+    assert label.assignment.state == "submitted"
+
+
+def test_ratings_and_status_need_no_evidence_of_their_own(
+    physicians, assignment, complete_payload, clinical
+):
+    payload = {
+        **complete_payload,
+        "status_evidence": [],
+        "action_ratings": [
+            {"event_id": clinical["norepinephrine"].pk, "rating": "acceptable"},
+            {"event_id": clinical["intubation"].pk, "rating": "acceptable"},
+        ],
+    }
+    label = _submit(physicians[0], assignment, payload)
+    assert label.payload["status_evidence"] == []
+    assert [r["evidence"] for r in label.payload["action_ratings"]] == [[], []]

@@ -28,6 +28,7 @@ from annotation.services import (
     window_consensus_refresh,
 )
 from tests.factories import make_admission, make_stay
+from windows.models import Event
 
 from .conftest import make_gold_windows, make_role_user
 from .helpers import written_state
@@ -157,12 +158,18 @@ def test_queue_shows_only_own_assignments(db, admin_user, physicians, campaign):
 
 def _stable(physician, campaign, window, problems=()):
     assignment = campaign.assignments.get(annotator=physician, window=window)
+    # Each problem cites an event of the window's admission (campaign setting).
+    cited = list(
+        Event.objects.filter(admission_id=window.stay.admission_id)
+        .order_by("pk")
+        .values_list("pk", flat=True)[:1]
+    )
     return label_submit(
         annotator=physician,
         assignment_id=assignment.pk,
         payload={
             "status": "stable",
-            "acute_problems": [{"text": t, "evidence": []} for t in problems],
+            "acute_problems": [{"text": t, "evidence": cited} for t in problems],
         },
         base_version=0,
     )

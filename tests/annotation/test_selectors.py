@@ -81,7 +81,9 @@ def test_bad_critical_rules_are_refused(admin_user, campaign, rules, message):
 def _submit_items(physician, assignment, problems, clinical):
     payload = {
         "status": "stable",
-        "acute_problems": [{"text": t, "evidence": []} for t in problems],
+        "acute_problems": [
+            {"text": t, "evidence": [clinical["heart_rate"].pk]} for t in problems
+        ],
         "action_ratings": [
             {"event_id": clinical["norepinephrine"].pk, "rating": "acceptable"},
             {"event_id": clinical["intubation"].pk, "rating": "acceptable"},
@@ -176,7 +178,11 @@ def test_suggestions_leave_out_a_co_raters_words_from_every_campaign(
         stay=make_stay(admission=make_admission(), hours=12), count=1
     )
     other = campaign_create(
-        admin=admin_user, name="Other", windows=elsewhere, physicians=[b, c]
+        admin=admin_user,
+        name="Other",
+        windows=elsewhere,
+        physicians=[b, c],
+        evidence_required=False,  # its stay has no events to cite
     )
     # a takes part in the other campaign, on none of its windows yet
     CampaignPhysician.objects.create(campaign=other, user=a)

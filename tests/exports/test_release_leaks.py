@@ -205,8 +205,13 @@ def test_gold_release_with_real_consensus_leaks_nothing_and_hides_physicians(
         Window.objects.filter(sampled_gold=True).order_by("stay_id", "index")[:6]
     )
     physicians = [make_role_user(Role.PHYSICIAN) for _ in range(2)]
+    # The status cites evidence below; the problem's text is what is checked.
     campaign = campaign_create(
-        admin=admin_user, name="demo gold", windows=gold, physicians=physicians
+        admin=admin_user,
+        name="demo gold",
+        windows=gold,
+        physicians=physicians,
+        evidence_required=False,
     )
     # Each window's status cites its latest bedside event before the end.
     status_evidence = {
