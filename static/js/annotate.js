@@ -7,12 +7,25 @@
    tab saved first) stops autosave and says so: nothing is overwritten. Evidence:
    clicking an event row (tr[data-event-id]) or pressing "e" on the selected one,
    or clicking a point of a plot (or Enter on a focused plot: trajectory.js's
-   "trajectory:cite"), cites the event on the item in focus. Keys are listed in
-   the "?" panel. */
+   "trajectory:cite"), cites the event on the item in focus; so does the finder
+   ("c", or by itself after a new item that still needs evidence): typing words
+   such as "spo2 88" keeps the events shown whose name, category, kind or value
+   has words starting so, the window's own rows first, and Enter cites the
+   highlighted one. "g" jumps to the window's own rows of the next domain group.
+   A new text item is left out of the label until it is done (Enter, or leaving
+   it with text): Esc abandons it unsaved. "x" removes the item in focus, Ctrl+Z
+   brings it back. Keys are listed in the "?" panel. */
 (function () {
   "use strict";
 
   const SAVE_DELAY_MS = 800;
+  const FINDER_RESULTS = 8;
+  // How a submit's messages name an item (evaluation.labelschema.TEXT_LISTS).
+  const ITEM_NOUNS = {
+    acute_problems: "Acute problem",
+    added_actions: "Added action",
+    red_flags: "Red flag",
+  };
   const IDLE_AFTER_MS = 60000; // no key or pointer for a minute: not working
 
   function isTextField(el) {
@@ -37,12 +50,18 @@
   }
 
   const readonly = form.hasAttribute("data-readonly");
+  // The campaign's setting: each acute problem, added action and red flag cites
+  // at least one event before the label can be submitted.
+  const evidenceRequired = form.hasAttribute("data-evidence-required");
   const statusBox = form.querySelector("[data-save-status]");
   const versionShown = form.querySelector("[data-version-shown]");
   const conflictBox = form.querySelector("[data-conflict]");
   const submitButton = form.querySelector("[data-submit]");
   let version = parseInt(form.dataset.version, 10) || 0;
   let active = null; // the item in focus: evidence goes there
+  let abandoning = null; // the pending item being dropped (its blur is no commit)
+  let removed = null; // the last removed item, for Ctrl+Z: {item, parent, next}
+  const editStart = new WeakMap(); // a text item's text when its field got focus
   let timer = null;
   let inFlight = null; // the pending save's promise
   let dirty = false;
@@ -75,6 +94,10 @@
     );
   }
 
+  function listItems(list) {
+    return Array.from(list.querySelectorAll(":scope > [data-items] > [data-item]"));
+  }
+
   function checked(container, name) {
     const input = container.querySelector('input[type=radio][name="' + name + '"]:checked');
     return input ? input.value : "";
@@ -92,7 +115,9 @@
       }).filter(function (r) { return r.rating || r.evidence.length; }),
     };
     form.querySelectorAll("[data-list]").forEach(function (list) {
-      body[list.dataset.list] = Array.from(list.querySelectorAll(":scope > [data-items] > [data-item]")).map(
+      body[list.dataset.list] = listItems(list).filter(function (item) {
+        return !item.hasAttribute("data-pending");
+      }).map(
         function (item) {
           return { text: item.querySelector("[data-text]").value, evidence: chipIds(item) };
         }
@@ -234,8 +259,39 @@
 
   let submitting = false;
 
+  // Items a submit refuses for want of evidence (the campaign's setting), by
+  // list, in the words of annotation.services.labels.
+  function evidenceErrors() {
+    const errors = {};
+    if (!evidenceRequired) return errors;
+    form.querySelectorAll("[data-list]").forEach(function (list) {
+      listItems(list).forEach(function (item) {
+        const text = item.querySelector("[data-text]").value.trim();
+        const missing = Boolean(text) && !chipIds(item).length;
+        item.classList.toggle("needs-evidence", missing);
+        if (!missing) return;
+        const field = list.dataset.list;
+        (errors[field] = errors[field] || []).push(
+          ITEM_NOUNS[field] + ' "' + text + '" has no evidence event; cite at least ' +
+          "one (campaign setting)."
+        );
+      });
+    });
+    return errors;
+  }
+
   function submit() {
     if (readonly || stopped || submitting) return;
+    // Items still being typed count as done; blank new ones are dropped.
+    form.querySelectorAll("[data-item][data-pending]").forEach(function (item) {
+      if (!commitItem(item)) abandonItem(item);
+    });
+    const missing = evidenceErrors();
+    if (Object.keys(missing).length) {
+      showErrors(missing);
+      setState("error", "Not submitted: see the messages");
+      return;
+    }
     submitting = true;
     if (submitButton) submitButton.disabled = true;
     clearTimeout(timer);
@@ -327,20 +383,259 @@
     changed();
   }
 
+  // A passing word to the physician (a removal's undo, a finder's miss), apart
+  // from the save status.
+  const noticeBox = form.querySelector("[data-notice]");
   function flash(text) {
-    setState(form.dataset.saveState, text);
+    if (!noticeBox) {
+      setState(form.dataset.saveState, text);
+      return;
+    }
+    noticeBox.textContent = text;
+    noticeBox.hidden = !text;
   }
 
+  function itemName(item) {
+    if (item.hasAttribute("data-status-item")) return "the patient status";
+    if (item.hasAttribute("data-action-id")) {
+      const name = item.querySelector(".action-name");
+      return "the rating of " + (name ? name.textContent.replace(/\s+/g, " ").trim() : "the action");
+    }
+    const list = item.closest("[data-list]");
+    const text = item.querySelector("[data-text]").value.trim();
+    return ITEM_NOUNS[list.dataset.list].toLowerCase() + (text ? ' "' + text + '"' : "");
+  }
+
+  // The event table's rows ----------------------------------------------------
+
+  function eventRows() {
+    return Array.from(document.querySelectorAll("#window-events tbody tr[data-event-id]"));
+  }
+
+  function selectedRow(rows) {
+    return rows.findIndex(function (row) { return row.classList.contains("is-selected"); });
+  }
+
+  // The same selection app.js's j/k make, so "e" cites it.
+  function selectRow(rows, index, block) {
+    rows.forEach(function (row) {
+      row.classList.remove("is-selected");
+      row.removeAttribute("aria-selected");
+    });
+    const row = rows[index];
+    if (!row) return;
+    row.classList.add("is-selected");
+    row.setAttribute("aria-selected", "true");
+    row.scrollIntoView({ block: block || "nearest" });
+  }
+
+  // The window's own rows close each domain group (the table is in time
+  // order): "g" selects the first of them in the next group, round again at
+  // the end.
+  function jumpToWindowRows() {
+    const rows = eventRows();
+    const starts = [];
+    rows.forEach(function (row, i) {
+      if (!row.classList.contains("pos-in")) return;
+      const before = rows[i - 1];
+      if (!before || before.parentNode !== row.parentNode || !before.classList.contains("pos-in")) {
+        starts.push(i);
+      }
+    });
+    if (!starts.length) {
+      flash("No event of this page lies in the window.");
+      return;
+    }
+    const current = selectedRow(rows);
+    const next = starts.find(function (i) { return i > current; });
+    selectRow(rows, next === undefined ? starts[0] : next, "center");
+  }
+
+  // The finder ------------------------------------------------------------------
+
+  const finder = document.querySelector("[data-event-finder]");
+  const finderInput = finder && finder.querySelector("[data-finder-input]");
+  const finderList = finder && finder.querySelector("[data-finder-results]");
+  const finderTarget = finder && finder.querySelector("[data-finder-target]");
+  const finderCount = finder && finder.querySelector("[data-finder-count]");
+  const POSITION_RANKS = [["pos-in", 0, "window"], ["pos-before", 1, "look-back"], ["pos-after", 2, "after"]];
+  let finderRows = [];
+  let finderMatches = [];
+  let finderAt = 0;
+
+  function wordsOf(text) {
+    return text.toLowerCase().split(/[^a-z0-9.]+/).filter(Boolean);
+  }
+
+  // What the finder knows of a row: the words of its kind, category, name (and
+  // source label) and value; where it lies; its hour.
+  function finderEntry(row) {
+    const cells = row.querySelectorAll("td");
+    const text = function (i) { return cells[i] ? cells[i].textContent : ""; };
+    const position = POSITION_RANKS.find(function (p) { return row.classList.contains(p[0]); }) ||
+      ["", 3, ""];
+    const title = cells[4] ? cells[4].getAttribute("title") || "" : "";
+    return {
+      row: row,
+      words: wordsOf([text(2), text(3), text(4), title, text(5)].join(" ")),
+      rank: position[1],
+      where: position[2],
+      hours: parseFloat(text(0)),
+      name: text(4).replace(/\s+/g, " ").trim(),
+      value: text(5).trim(),
+    };
+  }
+
+  function findRun() {
+    const query = wordsOf(finderInput.value);
+    finderMatches = finderRows.filter(function (entry) {
+      return query.every(function (q) {
+        return entry.words.some(function (w) { return w.startsWith(q); });
+      });
+    }).sort(function (a, b) {
+      // The window's rows first, the latest first within each part.
+      return a.rank - b.rank || (b.hours || 0) - (a.hours || 0);
+    });
+    finderAt = 0;
+    finderShow();
+  }
+
+  function finderShow() {
+    finderList.textContent = "";
+    finderMatches.slice(0, FINDER_RESULTS).forEach(function (entry, i) {
+      const li = document.createElement("li");
+      li.setAttribute("role", "option");
+      li.dataset.finderIndex = String(i);
+      li.dataset.eventId = entry.row.dataset.eventId;
+      li.classList.toggle("is-highlighted", i === finderAt);
+      li.setAttribute("aria-selected", i === finderAt ? "true" : "false");
+      const name = document.createElement("span");
+      name.className = "finder-name";
+      name.textContent = entry.name;
+      const value = document.createElement("span");
+      value.className = "finder-value mono";
+      value.textContent = entry.value === "–" ? "" : entry.value;
+      const when = document.createElement("span");
+      when.className = "muted small";
+      when.textContent = (isNaN(entry.hours) ? "" : entry.hours.toFixed(2) + " h · ") + entry.where;
+      li.append(name, " ", value, " ", when);
+      finderList.appendChild(li);
+    });
+    const n = finderMatches.length;
+    finderCount.textContent = n ? (n > FINDER_RESULTS ? FINDER_RESULTS + " of " : "") + n +
+      " event" + (n === 1 ? "" : "s") : "No event shown matches";
+    document.querySelectorAll("#window-events tr.is-found").forEach(function (row) {
+      row.classList.remove("is-found");
+    });
+    const entry = finderMatches[finderAt];
+    if (entry) {
+      entry.row.classList.add("is-found");
+      entry.row.scrollIntoView({ block: "nearest" });
+    }
+  }
+
+  function finderMove(step) {
+    const last = Math.min(finderMatches.length, FINDER_RESULTS) - 1;
+    if (last < 0) return;
+    finderAt = Math.max(0, Math.min(last, finderAt + step));
+    finderShow();
+  }
+
+  function openFinder() {
+    if (!finder || readonly) return;
+    if (!active || !active.isConnected) {
+      flash("Choose an item first (click it, or add one), then find the event.");
+      return;
+    }
+    finderRows = eventRows().map(finderEntry);
+    finderTarget.textContent = itemName(active);
+    finderInput.value = "";
+    finder.hidden = false;
+    finderInput.focus();
+    findRun();
+  }
+
+  function closeFinder(refocus) {
+    if (!finder || finder.hidden) return;
+    finder.hidden = true;
+    document.querySelectorAll("#window-events tr.is-found").forEach(function (row) {
+      row.classList.remove("is-found");
+    });
+    if (refocus && active && active.isConnected) activate(active, true);
+  }
+
+  function finderCite(index) {
+    const entry = finderMatches[index];
+    if (!entry) {
+      flash("No event shown matches \u201c" + finderInput.value.trim() + "\u201d; try fewer or other words.");
+      return;
+    }
+    const rows = eventRows();
+    selectRow(rows, rows.indexOf(entry.row));
+    cite(entry.row);
+    closeFinder(true);
+  }
+
+  // A new item is pending (left out of the label) until it is done.
   function addItem(field) {
     const list = form.querySelector('[data-list="' + field + '"]');
     if (!list || readonly) return;
     const template = list.querySelector("[data-item-template]");
     const item = template.content.firstElementChild.cloneNode(true);
+    item.setAttribute("data-pending", "");
     list.querySelector("[data-items]").appendChild(item);
     if (window.htmx) window.htmx.process(item);
     activate(item, false);
     item.querySelector("[data-text]").focus();
+  }
+
+  // A pending item with text joins the label; true when the item is (now) part
+  // of it.
+  function commitItem(item) {
+    if (!item.hasAttribute("data-pending")) return true;
+    if (!item.querySelector("[data-text]").value.trim()) return false;
+    item.removeAttribute("data-pending");
     changed();
+    return true;
+  }
+
+  // A pending item goes without a trace: it was never part of the label.
+  function abandonItem(item) {
+    abandoning = item;
+    if (item === active) active = null;
+    item.remove();
+    abandoning = null;
+    highlightEvidence();
+  }
+
+  // Remove an item of the label; Ctrl+Z puts it back where it was.
+  function removeItem(item) {
+    if (item.hasAttribute("data-pending")) {
+      abandonItem(item);
+      return;
+    }
+    const list = item.closest("[data-list]");
+    const text = item.querySelector("[data-text]").value.trim();
+    removed = { item: item, parent: item.parentNode, next: item.nextElementSibling };
+    const neighbour = item.nextElementSibling || item.previousElementSibling;
+    if (item === active) active = null;
+    item.remove();
+    if (neighbour) activate(neighbour, true);
+    highlightEvidence();
+    changed();
+    flash("Removed " + ITEM_NOUNS[list.dataset.list].toLowerCase() +
+      (text ? ' "' + text + '"' : "") + ": Ctrl+Z brings it back.");
+  }
+
+  function undoRemove() {
+    if (!removed || !removed.parent.isConnected) return false;
+    const next = removed.next && removed.next.parentNode === removed.parent ? removed.next : null;
+    removed.parent.insertBefore(removed.item, next);
+    const item = removed.item;
+    removed = null;
+    activate(item, true);
+    changed();
+    return true;
   }
 
   function statusSet(value) {
@@ -378,11 +673,25 @@
   form.addEventListener("submit", function (event) { event.preventDefault(); });
 
   if (!readonly) {
-    form.addEventListener("input", changed);
-    form.addEventListener("change", changed);
+    // Typing in a new item is not saved until the item is done.
+    ["input", "change"].forEach(function (type) {
+      form.addEventListener(type, function (event) {
+        const item = event.target.closest("[data-item]");
+        if (item && item.hasAttribute("data-pending")) return;
+        changed();
+      });
+    });
     form.addEventListener("focusin", function (event) {
       const item = event.target.closest("[data-item]");
       if (item) activate(item, false);
+      if (event.target.matches("[data-text]")) editStart.set(event.target, event.target.value);
+    });
+    // Leaving a new item with text in it (to click an event, say): it is done.
+    form.addEventListener("focusout", function (event) {
+      const item = event.target.closest("[data-item][data-pending]");
+      if (!item || item === abandoning || !event.target.matches("[data-text]")) return;
+      if (event.relatedTarget && item.contains(event.relatedTarget)) return;
+      commitItem(item);
     });
     form.addEventListener("click", function (event) {
       const chip = event.target.closest("[data-evidence-id]");
@@ -394,11 +703,7 @@
       }
       const remove = event.target.closest("[data-remove-item]");
       if (remove) {
-        const item = remove.closest("[data-item]");
-        if (item === active) active = null;
-        item.remove();
-        highlightEvidence();
-        changed();
+        removeItem(remove.closest("[data-item]"));
         return;
       }
       const add = event.target.closest("[data-add-item]");
@@ -414,14 +719,89 @@
       if (item) activate(item, false);
     });
     form.addEventListener("keydown", function (event) {
-      // Enter in a text item: done with it, the item stays in focus for evidence.
-      if (event.key === "Enter" && !event.ctrlKey && event.target.matches("[data-text]")) {
+      if (!event.target.matches("[data-text]") || event.ctrlKey || event.metaKey) return;
+      const field = event.target;
+      const item = field.closest("[data-item]");
+      if (event.key === "Enter") {
+        // Done with it: the item stays in focus for evidence, and when the
+        // campaign needs evidence the finder opens for it.
         event.preventDefault();
-        const item = event.target.closest("[data-item]");
-        event.target.blur();
+        if (!commitItem(item)) {
+          abandonItem(item);
+          return;
+        }
+        field.blur();
         activate(item, true);
+        if (evidenceRequired && !chipIds(item).length) openFinder();
+      } else if (event.key === "Escape") {
+        // Abandon: a new item goes unsaved, an emptied one is removed, an
+        // edited one gets its text back.
+        event.preventDefault();
+        event.stopPropagation();
+        if (item.hasAttribute("data-pending")) {
+          abandonItem(item);
+          flash("New item dropped: nothing of it was saved.");
+        } else if (!field.value.trim()) {
+          removeItem(item);
+        } else {
+          const before = editStart.get(field);
+          if (before !== undefined && before !== field.value) {
+            field.value = before;
+            changed();
+          }
+          field.blur();
+          activate(item, true);
+        }
       }
     });
+    if (finder) {
+      finderInput.addEventListener("input", findRun);
+      finderInput.addEventListener("keydown", function (event) {
+        if (event.ctrlKey || event.metaKey || event.altKey) {
+          // Ctrl+Enter submits (the document's handler): the finder closes first.
+          if (event.key === "Enter") closeFinder(false);
+          return;
+        }
+        switch (event.key) {
+          case "ArrowDown": finderMove(1); break;
+          case "ArrowUp": finderMove(-1); break;
+          case "Enter": finderCite(finderAt); break;
+          case "Escape":
+            event.stopPropagation();
+            closeFinder(true);
+            break;
+          default:
+            return;
+        }
+        event.preventDefault();
+      });
+      finderInput.addEventListener("focusout", function (event) {
+        if (!event.relatedTarget || !finder.contains(event.relatedTarget)) closeFinder(false);
+      });
+      // A click on a match cites it; the input keeps the focus until then.
+      finderList.addEventListener("mousedown", function (event) { event.preventDefault(); });
+      finderList.addEventListener("click", function (event) {
+        const li = event.target.closest("[data-finder-index]");
+        if (li) finderCite(parseInt(li.dataset.finderIndex, 10));
+      });
+    }
+    // j/k from the selection this page made ("g", the finder): app.js keeps its
+    // own count, which a jump or an htmx swap leaves behind.
+    window.addEventListener("keydown", function (event) {
+      if (event.ctrlKey || event.metaKey || event.altKey) return;
+      const target = event.target;
+      if (isTextField(target) || (target.closest && target.closest("input, [data-trajectory]"))) return;
+      let step = 0;
+      if (event.key === "j" || event.key === "ArrowDown") step = 1;
+      else if (event.key === "k" || event.key === "ArrowUp") step = -1;
+      else return;
+      const rows = eventRows();
+      const current = selectedRow(rows);
+      if (current === -1) return;
+      event.preventDefault();
+      event.stopPropagation();
+      selectRow(rows, Math.max(0, Math.min(rows.length - 1, current + step)));
+    }, true);
     // Rows are swapped by htmx when the table pages: listen on the document.
     document.addEventListener("click", function (event) {
       const row = event.target.closest("#window-events tr[data-event-id]");
@@ -445,7 +825,12 @@
       submit();
       return;
     }
-    if (event.ctrlKey || event.metaKey || event.altKey || isTextField(event.target)) return;
+    if (isTextField(event.target)) return;
+    if ((event.ctrlKey || event.metaKey) && (event.key === "z" || event.key === "Z")) {
+      if (undoRemove()) event.preventDefault();
+      return;
+    }
+    if (event.ctrlKey || event.metaKey || event.altKey) return;
     switch (event.key) {
       case "1": statusSet("improving"); break;
       case "2": statusSet("stable"); break;
@@ -464,6 +849,16 @@
       }
       case "e":
         cite(document.querySelector("#window-events tr.is-selected[data-event-id]"));
+        break;
+      case "c": openFinder(); break;
+      case "g": jumpToWindowRows(); break;
+      case "x":
+      case "Delete":
+        if (!active || !active.closest("[data-list]")) {
+          flash("x removes an acute problem, added action or red flag: choose one first.");
+          break;
+        }
+        removeItem(active);
         break;
       default:
         return;

@@ -111,6 +111,7 @@ def test_physician_labels_a_window_by_keyboard_and_the_next_one_opens(
     add_item(page, "d", "Blood cultures")
     cite(page, c["lactate"])
     add_item(page, "f", "Avoid fluid overload")
+    cite(page, c["norepinephrine"])
     page.keyboard.press("Control+Enter")
     page.wait_for_url(f"{live_server.url}/annotate/{first[1].pk}/")
     page.wait_for_selector("[data-trajectory][data-ready=true]")
@@ -131,7 +132,7 @@ def test_physician_labels_a_window_by_keyboard_and_the_next_one_opens(
         {"text": "Blood cultures", "evidence": [c["lactate"].pk]}
     ]
     assert label.payload["red_flags"] == [
-        {"text": "Avoid fluid overload", "evidence": []}
+        {"text": "Avoid fluid overload", "evidence": [c["norepinephrine"].pk]}
     ]
     assert label.revisions.filter(kind="submit").count() == 1
     assert errors == []
@@ -148,7 +149,7 @@ def test_physician_labels_a_window_by_keyboard_and_the_next_one_opens(
 
 
 def test_stale_tab_is_told_of_the_conflict_and_errors_show_by_their_fields(
-    live_server, browser, labelling, physicians
+    live_server, browser, labelling, physicians, clinical
 ):
     assignment = labelling["first"][0]
     url = f"{live_server.url}/annotate/{assignment.pk}/"
@@ -174,6 +175,16 @@ def test_stale_tab_is_told_of_the_conflict_and_errors_show_by_their_fields(
     assert "the limit is 300" in first.inner_text('[data-errors-for="acute_problems"]')
     first.fill('[data-list="acute_problems"] [data-text]', "Shock")
     wait_saved(first)
+    # The campaign requires evidence: the page names the item without a word
+    # to the server, and nothing is submitted.
+    first.keyboard.press("Control+Enter")
+    first.wait_for_selector('[data-errors-for="acute_problems"] .field-error')
+    assert (
+        'Acute problem "Shock" has no evidence event; cite at least one '
+        "(campaign setting)."
+    ) in first.inner_text('[data-errors-for="acute_problems"]')
+    cite(first, clinical["lactate"])
+    wait_saved(first)
     first.keyboard.press("Control+Enter")
     first.wait_for_selector('[data-errors-for="action_ratings"] .field-error')
     assert "Rate every recorded critical action" in first.inner_text(
@@ -190,7 +201,10 @@ def test_stale_tab_is_told_of_the_conflict_and_errors_show_by_their_fields(
     label = Label.objects.get(assignment=assignment)
     assert label.status == "stable"
     assert label.payload["red_flags"] == []
-    assert label.payload["acute_problems"] == [{"text": "Shock", "evidence": []}]
+    assert label.payload["acute_problems"] == [
+        {"text": "Shock", "evidence": [clinical["lactate"].pk]}
+    ]
+    assert label.assignment.state == AssignmentState.DRAFT
 
 
 def _plot_point(page, plot: str):
@@ -294,3 +308,103 @@ def test_time_on_task_of_a_reloaded_page_is_kept(
     page.reload()
     page.wait_for_selector("[data-trajectory][data-ready=true]")
     assert not Label.objects.filter(assignment=other).exists()
+
+
+def test_finder_window_rows_removal_and_escape_by_keyboard(
+    live_server, browser, labelling, physicians, clinical
+):
+    c = clinical
+    assignment = labelling["first"][0]
+    page = sign_in(browser, live_server, physicians[0])
+    errors = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(f"{live_server.url}/annotate/{assignment.pk}/")
+    page.wait_for_selector("[data-trajectory][data-ready=true]")
+    problems = page.locator('[data-list="acute_problems"] [data-item]')
+    finder = page.locator("[data-event-finder]")
+
+    # Esc drops a half-typed new item: it never reaches the draft.
+    page.keyboard.press("a")
+    page.keyboard.type("post")
+    page.keyboard.press("Escape")
+    assert problems.count() == 0
+    page.keyboard.press("2")
+    wait_saved(page)
+    label = Label.objects.get(assignment=assignment)
+    assert label.payload["acute_problems"] == []
+    assert not any(
+        "post" in str(r.payload["acute_problems"]) for r in label.revisions.all()
+    )
+
+    # Enter on a new item that needs evidence opens the finder for it; words
+    # narrow the events shown, Enter cites the first match.
+    add_item(page, "a", "Shock")
+    finder.wait_for(state="visible")
+    assert 'acute problem "Shock"' in finder.inner_text()
+    page.keyboard.type("heart 88")
+    assert page.locator("[data-finder-results] li").count() == 1
+    page.keyboard.press("Control+a")
+    page.keyboard.type("lact")
+    first_match = page.locator("[data-finder-results] li").first
+    assert first_match.get_attribute("data-event-id") == str(c["lactate"].pk)
+    page.keyboard.press("Enter")
+    finder.wait_for(state="hidden")
+    chips = problems.first.locator("[data-evidence-id]")
+    assert chips.count() == 1
+    # No match: said so, nothing cited; Esc closes the finder.
+    page.keyboard.press("c")
+    page.keyboard.type("zzz")
+    assert "No event shown matches" in finder.inner_text()
+    page.keyboard.press("Enter")
+    assert chips.count() == 1
+    page.keyboard.press("Escape")
+    finder.wait_for(state="hidden")
+
+    # g selects the window's own rows, group by group; j moves on from there;
+    # e cites the selection.
+    page.keyboard.press("g")
+    selected = page.locator("#window-events tr.is-selected")
+    assert "pos-in" in selected.get_attribute("class")
+    first_group = selected.get_attribute("data-event-id")
+    page.keyboard.press("g")
+    second_group = selected.get_attribute("data-event-id")
+    assert second_group != first_group
+    assert "pos-in" in selected.get_attribute("class")
+    rows = page.locator("#window-events tbody tr[data-event-id]")
+    ids = [rows.nth(i).get_attribute("data-event-id") for i in range(rows.count())]
+    page.keyboard.press("j")
+    assert selected.get_attribute("data-event-id") == ids[ids.index(second_group) + 1]
+    page.keyboard.press("k")
+    page.keyboard.press("e")
+    assert chips.count() == 2
+    wait_saved(page)
+    cited = [c["lactate"].pk, int(second_group)]
+    assert Label.objects.get(assignment=assignment).payload["acute_problems"] == [
+        {"text": "Shock", "evidence": cited}
+    ]
+
+    # x removes the item in focus; Ctrl+Z brings it back with its evidence.
+    page.keyboard.press("x")
+    assert problems.count() == 0
+    assert "Ctrl+Z" in page.inner_text("[data-notice]")
+    wait_saved(page)
+    assert Label.objects.get(assignment=assignment).payload["acute_problems"] == []
+    page.keyboard.press("Control+z")
+    assert problems.count() == 1
+    wait_saved(page)
+    assert Label.objects.get(assignment=assignment).payload["acute_problems"] == [
+        {"text": "Shock", "evidence": cited}
+    ]
+
+    # Esc in an item being edited gives its text back.
+    field = problems.first.locator("[data-text]")
+    field.click()
+    page.keyboard.press("End")
+    page.keyboard.type(" extub")
+    page.keyboard.press("Escape")
+    assert field.input_value() == "Shock"
+    wait_saved(page)
+    assert Label.objects.get(assignment=assignment).payload["acute_problems"] == [
+        {"text": "Shock", "evidence": cited}
+    ]
+    assert errors == []

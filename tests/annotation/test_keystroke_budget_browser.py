@@ -1,0 +1,282 @@
+"""The keystroke budget of labelling one window (issue 13): a physician labels a
+demo-like window with the keyboard only: the status with evidence, two acute
+problems with evidence, ratings of the window's eight recorded critical actions,
+one added action and one red flag, each with evidence, and submits. Command keys
+and typed characters are counted apart and printed; the goal is 40 command keys
+or fewer, and the submitted label holds exactly what was typed and cited."""
+
+from datetime import timedelta
+
+import pytest
+
+from accounts.roles import Role
+from annotation.models import Assignment, AssignmentState, Label
+from annotation.services import campaign_create
+from tests.annotation.conftest import make_role_user
+from tests.browser import chromium
+from tests.factories import make_admission, make_event, make_events, make_stay
+from windows.models import Domain, EventKind, Window
+from windows.tracks import stay_tracks_get
+from windows.windowing import windows_build
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+PASSWORD = "correct horse battery"  # tests.factories.make_user's
+FORM = "[data-label-form]"
+BUDGET = 40
+WINDOW_INDEX = 5  # one every 2 h: 10.0 h to 10.5 h since ICU admission
+
+
+def _respiratory(admission, at, category, name, value, unit):
+    return make_event(
+        admission=admission,
+        time=at,
+        kind=EventKind.ACTION,
+        domain=Domain.RESPIRATORY,
+        category=category,
+        name=name,
+        value_num=value,
+        unit=unit,
+        source_table="respiratory_support",
+    )
+
+
+@pytest.fixture
+def demo_window(db):
+    """A 24 h stay shaped like a demo window's surroundings: four vitals every
+    15 min and hourly temperatures (about 110 rows in the window's 6.5 h), labs
+    twice, sedation and insulin before the window; in the window seven
+    ventilator setting changes and a norepinephrine start (the eight critical
+    actions to rate), and an SpO2 of 88 and a MAP of 58 among the vitals."""
+    stay = make_stay(admission=make_admission(), hours=24)
+    adm, t0 = stay.admission, stay.intime
+    every = timedelta(minutes=15)
+    vitals = {
+        "heart_rate": ("Heart rate", 96.0, "bpm"),
+        "spo2": ("SpO2", 95.0, "%"),
+        "respiratory_rate": ("Respiratory rate", 22.0, "/min"),
+        "map": ("Mean arterial pressure", 71.0, "mmHg"),
+    }
+    for category, (name, value, unit) in vitals.items():
+        make_events(
+            admission=adm,
+            count=96,
+            start=t0,
+            every=every,
+            category=category,
+            name=name,
+            value_num=value,
+            unit=unit,
+        )
+    make_events(
+        admission=adm,
+        count=24,
+        start=t0,
+        category="temp_c",
+        name="Temperature",
+        value_num=38.1,
+        unit="°C",
+    )
+    in_window = t0 + timedelta(hours=10, minutes=20)
+    spo2 = make_event(
+        admission=adm,
+        time=in_window,
+        category="spo2",
+        name="SpO2",
+        value_num=88.0,
+        unit="%",
+    )
+    low_map = make_event(
+        admission=adm,
+        time=in_window + timedelta(minutes=2),
+        category="map",
+        name="Mean arterial pressure",
+        value_num=58.0,
+        unit="mmHg",
+    )
+    labs = {}
+    for hours, lactate in ((5, 3.1), (9, 4.2)):
+        at = t0 + timedelta(hours=hours)
+        labs[lactate] = make_event(
+            admission=adm,
+            time=at,
+            domain=Domain.LABS,
+            category="lactate",
+            name="Lactate",
+            value_num=lactate,
+            unit="mmol/L",
+            source_table="labs",
+        )
+        for category, name, value, unit in (
+            ("creatinine", "Creatinine", 1.9, "mg/dL"),
+            ("potassium", "Potassium", 4.8, "mmol/L"),
+            ("hemoglobin", "Hemoglobin", 9.1, "g/dL"),
+            ("wbc", "WBC", 16.2, "10^3/uL"),
+        ):
+            make_event(
+                admission=adm,
+                time=at,
+                domain=Domain.LABS,
+                category=category,
+                name=name,
+                value_num=value,
+                unit=unit,
+                source_table="labs",
+            )
+    for hours, category, name, value, unit in (
+        (5.5, "propofol", "Propofol", 30, "mcg/kg/min"),
+        (8.0, "insulin", "Insulin", 4, "units/hr"),
+    ):
+        make_event(
+            admission=adm,
+            time=t0 + timedelta(hours=hours),
+            kind=EventKind.ACTION,
+            domain=Domain.MED_CONTINUOUS,
+            category=category,
+            name=name,
+            value_num=value,
+            unit=unit,
+            source_table="medication_admin_continuous",
+        )
+    start = t0 + timedelta(hours=10, minutes=1)
+    minute = timedelta(minutes=1)
+    actions = [
+        _respiratory(adm, start, "device_category", "IMV", None, ""),
+        _respiratory(adm, start + minute, "mode_category", "Assist control", None, ""),
+        _respiratory(adm, start + 2 * minute, "fio2_set", "FiO2 set", 60, "%"),
+        _respiratory(adm, start + 3 * minute, "peep_set", "PEEP set", 10, "cmH2O"),
+        _respiratory(adm, start + 4 * minute, "tidal_volume_set", "VT set", 420, "mL"),
+        _respiratory(adm, start + 5 * minute, "resp_rate_set", "RR set", 24, "/min"),
+        _respiratory(adm, start + 6 * minute, "pressure_support_set", "PS", 8, ""),
+        make_event(
+            admission=adm,
+            time=start + 12 * minute,
+            kind=EventKind.ACTION,
+            domain=Domain.MED_CONTINUOUS,
+            category="norepinephrine",
+            name="Norepinephrine",
+            value_num=0.08,
+            unit="mcg/kg/min",
+            source_table="medication_admin_continuous",
+        ),
+    ]
+    windows_build(stay=stay)
+    window = Window.objects.get(stay=stay, index=WINDOW_INDEX)
+    Window.objects.filter(pk=window.pk).update(sampled_gold=True)
+    physicians = [make_role_user(Role.PHYSICIAN) for _ in range(2)]
+    campaign = campaign_create(
+        admin=make_role_user(Role.ADMIN),
+        name="Budget",
+        windows=[window],
+        physicians=physicians,
+    )
+    stay_tracks_get(stay=stay)
+    return {
+        "assignment": campaign.assignments.get(annotator=physicians[0]),
+        "physician": physicians[0],
+        "spo2": spo2,
+        "map": low_map,
+        "lactate": labs[4.2],
+        "fio2": actions[2],
+        "actions": actions,
+    }
+
+
+class Keyboard:
+    """The page's keyboard, counting command keys (any key press: shortcuts,
+    Enter, arrows, Ctrl+Enter) apart from characters typed into text fields."""
+
+    def __init__(self, page):
+        self.page = page
+        self.commands = 0
+        self.typed = 0
+
+    def press(self, key: str, times: int = 1):
+        for _ in range(times):
+            self.page.keyboard.press(key)
+            self.commands += 1
+
+    def type(self, text: str):
+        self.page.keyboard.type(text)
+        self.typed += len(text)
+
+
+def cite_by_finder(keys, query, *, opened=False):
+    """The finder: c opens it (it opens by itself after a new item that needs
+    evidence), the query narrows the events, Enter cites the first match."""
+    if not opened:
+        keys.press("c")
+    keys.page.wait_for_selector("[data-event-finder]:not([hidden])")
+    keys.type(query)
+    keys.press("Enter")
+
+
+def test_a_demo_window_is_labelled_in_40_command_keys_or_fewer(
+    live_server, demo_window
+):
+    d = demo_window
+    with chromium() as browser:
+        page = browser.new_context(viewport={"width": 1440, "height": 1000}).new_page()
+        errors = []
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        page.goto(f"{live_server.url}/accounts/login/")
+        page.fill("input[name=username]", d["physician"].username)
+        page.fill("input[name=password]", PASSWORD)
+        page.click("button[type=submit]")
+        page.wait_for_load_state()
+        page.goto(f"{live_server.url}/annotate/{d['assignment'].pk}/")
+        page.wait_for_selector("[data-trajectory][data-ready=true]")
+        keys = Keyboard(page)
+
+        keys.press("3")
+        cite_by_finder(keys, "spo2 88")
+        keys.press("a")
+        keys.type("Hypoxemic respiratory failure")
+        keys.press("Enter")
+        cite_by_finder(keys, "spo2 88", opened=True)
+        keys.press("a")
+        keys.type("Hyperlactatemia")
+        keys.press("Enter")
+        cite_by_finder(keys, "lact 4.2", opened=True)
+        ratings = ["4", "4", "5", "4", "4", "5", "4", "6"]
+        for key in ratings:
+            keys.press(key)
+        keys.press("d")
+        keys.type("Fluid bolus")
+        keys.press("Enter")
+        cite_by_finder(keys, "map 58", opened=True)
+        keys.press("f")
+        keys.type("Rising oxygen need")
+        keys.press("Enter")
+        cite_by_finder(keys, "fio2", opened=True)
+        keys.press("Control+Enter")
+        page.wait_for_selector("[data-assignment-state]")
+        page.wait_for_url(lambda url: f"/annotate/{d['assignment'].pk}/" not in url)
+
+        print(
+            f"\nKeystroke budget of a demo-like window: {keys.commands} command keys "
+            f"and {keys.typed} typed characters (goal: {BUDGET} command keys)"
+        )
+        assert errors == []
+
+    label = Label.objects.get(assignment=d["assignment"])
+    assert label.assignment.state == AssignmentState.SUBMITTED
+    assert label.status == "deteriorating"
+    assert label.payload["status_evidence"] == [d["spo2"].pk]
+    assert label.payload["acute_problems"] == [
+        {"text": "Hypoxemic respiratory failure", "evidence": [d["spo2"].pk]},
+        {"text": "Hyperlactatemia", "evidence": [d["lactate"].pk]},
+    ]
+    names = {"4": "best_practice", "5": "acceptable", "6": "potentially_harmful"}
+    assert label.payload["action_ratings"] == [
+        {"event_id": action.pk, "rating": names[key], "evidence": []}
+        for action, key in zip(d["actions"], ratings, strict=True)
+    ]
+    assert label.payload["added_actions"] == [
+        {"text": "Fluid bolus", "evidence": [d["map"].pk]}
+    ]
+    assert label.payload["red_flags"] == [
+        {"text": "Rising oxygen need", "evidence": [d["fio2"].pk]}
+    ]
+    assert Assignment.objects.get(pk=d["assignment"].pk).state == "submitted"
+    assert keys.commands <= BUDGET
