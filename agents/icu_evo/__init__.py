@@ -101,6 +101,7 @@ def _fresh() -> dict:
         "hypotheses_window_index": None,
         "last_update_block": 0,
         "assessed_until": None,
+        "assessed_until_h": None,
         "updates": [],
         "errors": [],
     }
@@ -212,7 +213,7 @@ class IcuEvoAgent(Agent):
         times = list(ctx.event_times)
         lo = bisect.bisect_left(times, since) if since else 0
         recent = [mem.compact(e) for e in ctx.events[lo:]][-ASSESSMENT_EVENTS:]
-        since_h = memory["summaries"][-1]["h"] if memory["summaries"] else None
+        since_h = memory.get("assessed_until_h")
         new_critical = [
             e
             for e in memory["critical_log"]
@@ -359,6 +360,7 @@ class IcuEvoAgent(Agent):
             self._insight(ctx, memory, known)
             memory["last_update_block"] = block
             memory["assessed_until"] = ctx.end.isoformat()
+            memory["assessed_until_h"] = round(ctx.hours_since_admission + length_h, 4)
         memory["window_index"] = ctx.window_index
         memory["scanned_until"] = ctx.end.isoformat()
         return memory

@@ -401,3 +401,21 @@ def test_a_run_stores_each_stays_memory_and_scores_a_baseline(
     submission = run.submission
     assert submission.baseline["agent"] == "icu-evo"
     assert submission.baseline["prompt_version"] == IcuEvoAgent.prompt_version
+
+
+def test_assessment_reads_what_came_since_the_previous_one(agent, evo_llm):
+    events = map_series(14) + [
+        ev(501, 1.0, "map", 60.0, unit="mmHg"),
+        ev(502, 8.0, "map", 61.0, unit="mmHg"),
+    ]
+    results = run(agent, evo_llm, contexts(events, [12, 24]))
+    (first,) = [b for b in results[0][4] if step_of(b) == "assessment"]
+    (second,) = [b for b in results[1][4] if step_of(b) == "assessment"]
+    critical = lambda body: prompt_of(body).split("## Critical events since then")[1]  # noqa: E731
+    assert "#501" in critical(first) and "#502" not in critical(first)
+    assert "#502" in critical(second) and "#501" not in critical(second)
+    recent = prompt_of(second).split("## Events since the previous assessment")[1]
+    recent = recent.split("## Trends")[0]
+    hours = [float(h) for h in _HOURS.findall(recent)]
+    assert hours and min(hours) >= 6.5 and max(hours) < 12.5
+    assert "Summary 1: course so far." in prompt_of(second)
