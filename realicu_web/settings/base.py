@@ -57,6 +57,7 @@ INSTALLED_APPS = [
     "oracle",
     "exports",
     "agents",
+    "surveillance",
 ]
 
 MIDDLEWARE = [
