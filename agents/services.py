@@ -25,7 +25,7 @@ import os
 from collections.abc import Callable
 
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db import transaction
+from django.db import DatabaseError, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -353,7 +353,11 @@ def agent_stay_work(
                     json.dumps(new_memory)
                 except AgentError as exc:
                     error, new_memory = str(exc), memory
-                except (TypeError, ValueError) as exc:
+                except DatabaseError:
+                    raise
+                except Exception as exc:
+                    # An agent's own bug fails its window, not the run.
+                    logger.exception("agent %s failed on window %s", run.agent, ctx)
                     error, new_memory = f"{type(exc).__name__}: {exc}", memory
                 after = _usage(agent)
                 tokens_in, tokens_out = after[0] - before[0], after[1] - before[1]
@@ -412,6 +416,29 @@ def agent_stay_work(
 
 
 # The end of a run -----------------------------------------------------------
+
+
+def agent_run_settle(*, run: AgentRun) -> AgentRun:
+    """A running run none of whose stays is queued or running any more, some
+    of them failed (their workers kept dying, or an error): failed, with the
+    stays' reasons, so that it can be resumed from its page."""
+    stays = AgentStayState.objects.filter(run=run)
+    if (
+        run.state != RunState.RUNNING
+        or stays.filter(state__in=(StayState.QUEUED, StayState.RUNNING)).exists()
+    ):
+        return run
+    failed = list(stays.filter(state=StayState.FAILED).values_list("stay_id", "error"))
+    if not failed:
+        return agent_run_finish(run=run)
+    reasons = "; ".join(f"stay {stay}: {error}" for stay, error in failed[:5])
+    AgentRun.objects.filter(pk=run.pk, state=RunState.RUNNING).update(
+        state=RunState.FAILED,
+        finished_at=timezone.now(),
+        error=f"{len(failed)} stay(s) failed ({reasons}). Resume to retry them.",
+    )
+    run.refresh_from_db()
+    return run
 
 
 def _submissions_dir():

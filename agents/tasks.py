@@ -26,4 +26,8 @@ def agent_stay_task(stay_state_id: int) -> str:
         AgentStayState.objects.filter(pk=stay_state_id).update(
             state=StayState.FAILED, lease="", error=f"{type(error).__name__}: {error}"
         )
+        from agents.services import agent_run_settle
+
+        state = AgentStayState.objects.select_related("run").get(pk=stay_state_id)
+        agent_run_settle(run=state.run)
         return "failed"

@@ -115,9 +115,11 @@ def _stays_context(run):
 @agents_user_required
 def run_detail(request, run_id: int):
     run = _run_or_404(request, run_id)
+    stays = _stays_context(run)
+    run = services.agent_run_settle(run=run)
     context = {
         "run": run,
-        "stays": _stays_context(run),
+        "stays": stays,
         "failures": selectors.run_failures(run=run),
     }
     return render_page_or_partial(

@@ -1,0 +1,397 @@
+"""Agents' throughput and prompt sizes (issue 15) on a demo Gold release.
+
+The CLIF demo is imported with its windows; a Gold campaign of its first
+``--windows`` Gold windows (default 48) is labelled by two physicians who agree
+(drawn per window), and its Gold release built. Then each reference agent
+(full-context, local-window, rag, icu-evo when agents.icu_evo is there) and one
+online endpoint (a trivial agent on loopback) run over the release on two
+Celery workers (two solo-pool processes, the filesystem broker) against the
+fake OpenAI-compatible server (tests/oracle/fake_llm.py) answering after 300
+ms; each run's predictions are scored as a baseline on the release's
+leaderboard (scores from a fake LLM are plumbing only).
+
+Printed per agent: windows, wall time from start to the last prediction,
+throughput (windows/min), LLM requests per window, prompt tokens per window
+(the prompts the server received, estimated at agents.llm's 3 characters a
+token, as the fake server's own usage figures are constant), failed windows,
+and the baseline's status accuracy and problems Hit@k.
+
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/test \\
+        python benchmarks/agents_bench.py [--windows 48] [--agents a,b]
+
+DATABASE_URL names the server (its database need not exist): the benchmark
+creates and drops its own there (``<name>_agents_bench``); the releases, the
+broker's folder and the caches go to a temporary folder removed at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+ADMIN_URL = os.environ.get(
+    "DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres"
+)
+WORKERS = 2
+LATENCY = 0.3
+CHARS_PER_TOKEN = 3.0
+PROBLEMS = ["septic shock", "acute kidney injury", "hypoxemia", "delirium"]
+ACTIONS = ["titrate norepinephrine", "give fluid bolus", "check lactate"]
+
+
+def _db_url(name: str) -> str:
+    return f"{ADMIN_URL.rpartition('/')[0]}/{name}"
+
+
+def _maintenance(sql: str) -> None:
+    import psycopg
+
+    conninfo = _db_url("postgres").replace("postgres://", "postgresql://", 1)
+    with psycopg.connect(conninfo, autocommit=True) as conn:
+        conn.execute(sql)
+
+
+def _setup(n_windows: int):
+    """The demo, a Gold campaign of ``n_windows`` Gold windows with agreeing
+    labels, and its built Gold release."""
+    from django.contrib.auth import get_user_model
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+    from accounts.roles import Role, roles_ensure
+    from annotation.models import Assignment
+    from annotation.selectors import recorded_critical_actions
+    from annotation.services import campaign_create, label_submit
+    from annotation.services.agreement import campaign_agreement_refresh
+    from evaluation.matcher import matcher_for_settings
+    from exports.building import release_build
+    from exports.services import release_create
+    from windows.importers.clif import clif_import
+    from windows.models import Stay, Window
+    from windows.windowing import windows_build_many
+
+    clif_import()
+    windows_build_many(stays=Stay.objects.all(), seed=0)
+    gold = list(
+        Window.objects.filter(sampled_gold=True).order_by("stay_id", "index")[
+            :n_windows
+        ]
+    )
+    users = get_user_model().objects
+    admin = users.create_superuser("bench", password="x")
+    group = roles_ensure()[Role.PHYSICIAN]
+    physicians = []
+    for n in range(2):
+        physician = users.create_user(f"physician{n}", password="x")
+        physician.groups.add(group)
+        physicians.append(physician)
+    campaign = campaign_create(
+        admin=admin,
+        name="agents bench gold",
+        windows=gold,
+        physicians=physicians,
+        annotators_per_window=2,
+        evidence_required=False,
+    )
+    for assignment in Assignment.objects.filter(campaign=campaign).order_by("pk"):
+        rng = random.Random(assignment.window_id)
+        label_submit(
+            annotator=assignment.annotator,
+            assignment_id=assignment.pk,
+            payload={
+                "status": rng.choice(["improving", "stable", "deteriorating"]),
+                "status_evidence": [],
+                "acute_problems": [
+                    {"text": t, "evidence": []} for t in rng.sample(PROBLEMS, 2)
+                ],
+                "action_ratings": [
+                    {"event_id": e.pk, "rating": "acceptable", "evidence": []}
+                    for e in recorded_critical_actions(assignment=assignment)
+                ],
+                "added_actions": [
+                    {"text": t, "evidence": []} for t in rng.sample(ACTIONS, 2)
+                ],
+                "red_flags": [],
+            },
+            base_version=0,
+        )
+    campaign_agreement_refresh(campaign=campaign, matcher=matcher_for_settings())
+    release = release_build(
+        release=release_create(user=admin, kind="gold", campaign=campaign)
+    )
+    return admin, release
+
+
+class TrivialEndpoint:
+    """A researcher's agent on loopback: "stable", and the commonest problem
+    and action, whatever the context."""
+
+    def __init__(self) -> None:
+        self.requests = 0
+        self.bytes = 0
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                outer.requests += 1
+                outer.bytes += len(raw)
+                data = json.dumps(
+                    {
+                        "status": "stable",
+                        "acute_problems": [PROBLEMS[0]],
+                        "recommended_actions": [ACTIONS[0]],
+                    }
+                ).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/predict"
+
+
+def _workers(env: dict, log_dir: Path) -> list[subprocess.Popen]:
+    procs = []
+    for n in range(WORKERS):
+        log = open(log_dir / f"worker{n}.log", "w")
+        procs.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "celery",
+                    "-A",
+                    "realicu_web",
+                    "worker",
+                    "--pool",
+                    "solo",
+                    "--hostname",
+                    f"bench{n}@%h",
+                    "--loglevel",
+                    "WARNING",
+                    "--without-heartbeat",
+                    "--without-gossip",
+                    "--without-mingle",
+                ],
+                cwd=ROOT,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        )
+    return procs
+
+
+def _wait(predicate, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def _measure(run, fake, first_request: int, endpoint=None) -> dict:
+    from agents.models import AgentPrediction, AgentRun, RunState
+    from exports.models import Submission, SubmissionState
+
+    started = time.monotonic()
+    finished = _wait(
+        lambda: (
+            AgentRun.objects.get(pk=run.pk).state
+            not in (RunState.QUEUED, RunState.RUNNING)
+        ),
+        timeout=3600,
+    )
+    run.refresh_from_db()
+    last = AgentPrediction.objects.filter(run=run).order_by("-created_at").first()
+    wall = (last.created_at - run.started_at).total_seconds() if last else 0.0
+    if run.submission_id:
+        _wait(
+            lambda: (
+                Submission.objects.get(pk=run.submission_id).state
+                in (SubmissionState.SCORED, SubmissionState.FAILED)
+            ),
+            timeout=600,
+        )
+    run.refresh_from_db()
+    requests = fake.requests[first_request:]
+    chars = sum(
+        len(m.get("content") or "")
+        for r in requests
+        if isinstance(r.body, dict)
+        for m in r.body.get("messages", [])
+    )
+    per_window = [
+        sum(len(m.get("content") or "") for m in r.body.get("messages", []))
+        / CHARS_PER_TOKEN
+        for r in requests
+        if isinstance(r.body, dict)
+    ]
+    overall = (run.submission.scores or {}).get("overall", {}) if run.submission else {}
+    return {
+        "finished": finished,
+        "state": run.state,
+        "windows": run.windows_done,
+        "failed": run.windows_failed,
+        "wall": wall or (time.monotonic() - started),
+        "requests": len(requests) if endpoint is None else endpoint.requests,
+        "prompt_tokens": chars / CHARS_PER_TOKEN,
+        "max_request_tokens": max(per_window) if per_window else 0,
+        "status_accuracy": overall.get("status_accuracy"),
+        "problems_hit_at_k": overall.get("problems_hit_at_k"),
+        "payload_bytes": endpoint.bytes if endpoint is not None else None,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--windows", type=int, default=48)
+    parser.add_argument(
+        "--agents", default="full-context,local-window,rag,icu-evo,endpoint"
+    )
+    parser.add_argument("--db", default="")
+    parser.add_argument("--keep", action="store_true", help="keep the database")
+    args = parser.parse_args()
+
+    db = args.db or ADMIN_URL.rpartition("/")[2].split("?")[0] + "_agents_bench"
+    tmp = Path(tempfile.mkdtemp(prefix="agents-bench-"))
+    env = dict(os.environ)
+    env.update(
+        {
+            "DATABASE_URL": _db_url(db),
+            "REALICU_VAR_DIR": str(tmp / "var"),
+            "REALICU_RELEASES_DIR": str(tmp / "releases"),
+            "REALICU_SUBMISSIONS_DIR": str(tmp / "submissions"),
+            "CACHE_URL": f"filecache://{tmp / 'cache'}",
+            "CELERY_BROKER_URL": "filesystem://",
+            "HF_HUB_OFFLINE": "1",
+            "DJANGO_SETTINGS_MODULE": "realicu_web.settings",
+        }
+    )
+    os.environ.update(env)
+    _maintenance(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
+    _maintenance(f"CREATE DATABASE {db}")
+    procs: list[subprocess.Popen] = []
+    try:
+        import django
+
+        django.setup()
+        from agents.reference import icu_evo_class
+        from agents.services import (
+            agent_run_start,
+            endpoint_register,
+            online_eval_start,
+        )
+        from oracle.models import Backbone, BackboneKind
+        from tests.oracle.fake_llm import FakeLLM
+
+        t0 = time.monotonic()
+        admin, release = _setup(args.windows)
+        print(
+            f"demo Gold release {release.pk}: {release.window_records.count()} "
+            f"windows, {release.window_records.values('stay_id').distinct().count()}"
+            f" stays (set up in {time.monotonic() - t0:.0f} s)"
+        )
+        fake = FakeLLM(latency=LATENCY).start()
+        backbone = Backbone.objects.create(
+            name="fake-300ms",
+            kind=BackboneKind.OPENAI,
+            base_url=fake.base_url,
+            model="fake",
+            requests_per_minute=60_000,
+            max_retries=1,
+        )
+        procs = _workers(env, tmp)
+        time.sleep(8)  # the workers start (and load their imports)
+        rows = []
+        for name in args.agents.split(","):
+            endpoint = None
+            if name == "endpoint":
+                endpoint = TrivialEndpoint()
+                registered = endpoint_register(
+                    user=admin,
+                    release=release,
+                    name="trivial endpoint",
+                    url=endpoint.url,
+                )
+                first = len(fake.requests)
+                run = online_eval_start(user=admin, endpoint=registered)
+            else:
+                if name == "icu-evo" and icu_evo_class() is None:
+                    print("icu-evo: unavailable (agents.icu_evo missing), skipped")
+                    continue
+                first = len(fake.requests)
+                run = agent_run_start(
+                    user=admin, release=release, agent=name, backbone=backbone
+                )
+            figures = _measure(run, fake, first, endpoint)
+            rows.append((name, figures))
+            n = max(1, figures["windows"])
+            print(
+                f"{name:13s} {figures['windows']:4d} windows in "
+                f"{figures['wall']:6.1f} s: "
+                f"{60 * figures['windows'] / max(figures['wall'], 1e-9):6.1f} "
+                f"windows/min · {figures['requests'] / n:.2f} requests/window · "
+                + (
+                    f"prompt tokens/window {figures['prompt_tokens'] / n:7.0f} "
+                    f"(max request {figures['max_request_tokens']:.0f})"
+                    if endpoint is None
+                    else f"payload {figures['payload_bytes'] / n / 1024:.1f} KiB/window"
+                )
+                + f" · failed {figures['failed']} · state {figures['state']}"
+                + f" · status acc {figures['status_accuracy']}"
+                + f" · problems Hit@k {figures['problems_hit_at_k']}"
+            )
+        fake.stop()
+        if rows:
+            rates = [
+                60 * f["windows"] / max(f["wall"], 1e-9)
+                for _, f in rows
+                if f["windows"]
+            ]
+            print(
+                f"{WORKERS} workers, fake server {int(LATENCY * 1000)} ms: median "
+                f"{statistics.median(rates):.1f} windows/min over {len(rows)} runs"
+            )
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        from django.db import connections
+
+        connections.close_all()
+        if not args.keep:
+            _maintenance(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
