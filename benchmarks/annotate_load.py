@@ -140,6 +140,9 @@ def _build_data(*, physicians: int, per_physician: int) -> dict:
         windows=gold,
         physicians=users,
         annotators_per_window=annotators_per_window,
+        # Load, not citing, is measured: its items cite no event (issue 13's
+        # campaign setting would refuse their submits).
+        evidence_required=False,
     )
     from annotation.models import Assignment
 
