@@ -50,7 +50,8 @@ counted in ``critical_not_logged``), 8 summaries of at most 1,200 characters,
 last 20 updates. The predictor prompt shows the latest summary, the
 hypotheses, the last 30 critical entries, the trends and the working memory;
 over the backbone's prompt budget, the working memory and then the critical
-entries shown are halved until it fits.
+entries shown are halved until it fits; the assessment and insight prompts'
+raw lines (events, critical entries) likewise.
 """
 
 from __future__ import annotations
@@ -209,6 +210,18 @@ class IcuEvoAgent(Agent):
                 },
             ][-ERRORS_KEPT:]
 
+    def _fit(self, system: str, build, n: int) -> str:
+        """``build(n)``, ``n`` (the raw lines shown) halved until the prompt
+        fits the backbone's budget, or 0."""
+        budget = getattr(self.llm, "prompt_budget", None)
+        while True:
+            user = build(n)
+            if not budget or n == 0:
+                return user
+            if self.llm.estimate_tokens(system + user) + 16 <= budget:
+                return user
+            n //= 2
+
     def _assessment(self, ctx: WindowContext, memory: dict, since, known) -> None:
         times = list(ctx.event_times)
         lo = bisect.bisect_left(times, since) if since else 0
@@ -219,17 +232,22 @@ class IcuEvoAgent(Agent):
             for e in memory["critical_log"]
             if since_h is None or (e.get("h") or 0) >= since_h
         ]
-        user = "\n\n".join(
-            [
-                header_text(ctx),
-                f"## Previous trajectory summary\n{summary_text(memory)}",
-                "## Events since the previous assessment (latest "
-                f"{ASSESSMENT_EVENTS} at most)\n{working_text(recent)}",
-                f"## Trends (PAA)\n{trends_text(memory['trends'])}",
-                f"## Critical events since then\n{critical_text(new_critical)}",
-                "Reply with the JSON object.",
-            ]
-        )
+
+        def build(n: int) -> str:
+            return "\n\n".join(
+                [
+                    header_text(ctx),
+                    f"## Previous trajectory summary\n{summary_text(memory)}",
+                    f"## Events since the previous assessment (latest {n} at most)\n"
+                    + working_text(recent[-n:] if n else []),
+                    f"## Trends (PAA)\n{trends_text(memory['trends'])}",
+                    "## Critical events since then\n"
+                    + critical_text(new_critical, min(n, CRITICAL_SHOWN)),
+                    "Reply with the JSON object.",
+                ]
+            )
+
+        user = self._fit(ASSESSMENT_SYSTEM, build, ASSESSMENT_EVENTS)
         try:
             text = self._ask(ASSESSMENT_SYSTEM, user, "assessment")
             summary, critical = assessment_parse(text, known_ids=set(known))
@@ -271,18 +289,24 @@ class IcuEvoAgent(Agent):
 
     def _insight(self, ctx: WindowContext, memory: dict, known) -> None:
         previous = memory["hypotheses"]
-        user = "\n\n".join(
-            [
-                header_text(ctx),
-                f"## Trajectory summary\n{summary_text(memory)}",
-                "## Current hypotheses\n"
-                + (hypotheses_text(memory) if previous else "(none yet)"),
-                f"## Critical events\n{critical_text(memory['critical_log'])}",
-                f"## Trends (PAA)\n{trends_text(memory['trends'])}",
-                f"## Recent events\n{working_text(memory['working'])}",
-                "Reply with the JSON object.",
-            ]
-        )
+
+        def build(n: int) -> str:
+            return "\n\n".join(
+                [
+                    header_text(ctx),
+                    f"## Trajectory summary\n{summary_text(memory)}",
+                    "## Current hypotheses\n"
+                    + (hypotheses_text(memory) if previous else "(none yet)"),
+                    "## Critical events\n"
+                    + critical_text(memory["critical_log"], min(n, CRITICAL_SHOWN)),
+                    f"## Trends (PAA)\n{trends_text(memory['trends'])}",
+                    "## Recent events\n"
+                    + working_text(memory["working"][-n:] if n else []),
+                    "Reply with the JSON object.",
+                ]
+            )
+
+        user = self._fit(INSIGHT_SYSTEM, build, CRITICAL_SHOWN)
         try:
             text = self._ask(INSIGHT_SYSTEM, user, "insight")
             hypotheses = insight_parse(text, known_ids=set(known))

@@ -419,3 +419,42 @@ def test_assessment_reads_what_came_since_the_previous_one(agent, evo_llm):
     hours = [float(h) for h in _HOURS.findall(recent)]
     assert hours and min(hours) >= 6.5 and max(hours) < 12.5
     assert "Summary 1: course so far." in prompt_of(second)
+
+
+BUDGET = 550
+
+
+def test_prompts_fit_the_backbones_budget(evo_llm):
+    client = ChatClient(
+        base_url=evo_llm.base_url,
+        model="fake",
+        max_retries=0,
+        requests_per_minute=100_000,
+        prompt_budget=BUDGET,
+    )
+    agent = IcuEvoAgent(client)
+    events = map_series(14) + [
+        ev(600 + n, n * 0.25, "lactate", 5.0, domain="labs") for n in range(1, 50)
+    ]
+    try:
+        results = run(agent, evo_llm, contexts(events, range(20, 26)))
+    finally:
+        client.close()
+    sizes = {}
+    for _, _, _, steps, bodies in results:
+        for step, body in zip(steps, bodies, strict=True):
+            text = "".join(m["content"] for m in body["messages"])
+            sizes.setdefault(step, []).append(client.estimate_tokens(text))
+    assert set(sizes) == {"assessment", "insight", "predict"}
+    assert all(size <= BUDGET for values in sizes.values() for size in values), sizes
+    # The assessment showed fewer than its 60 events, the predictor fewer than
+    # without a budget: something was left out to fit.
+    assessments = [
+        prompt_of(b) for r in results for b in r[4] if step_of(b) == "assessment"
+    ]
+    assert assessments and "(latest 60 at most)" not in assessments[0]
+    unbounded = IcuEvoAgent(None)
+    ctx = next(contexts(events, [25]))
+    memory = results[-1][2]
+    text = "".join(m["content"] for m in unbounded.messages(ctx, memory))
+    assert client.estimate_tokens(text) > BUDGET
