@@ -547,6 +547,7 @@
       flash("Choose an item first (click it, or add one), then find the event.");
       return;
     }
+    flash("");
     finderRows = eventRows().map(finderEntry);
     finderTarget.textContent = itemName(active);
     finderInput.value = "";
@@ -633,6 +634,7 @@
     removed.parent.insertBefore(removed.item, next);
     const item = removed.item;
     removed = null;
+    flash("");
     activate(item, true);
     changed();
     return true;
@@ -769,6 +771,11 @@
           case "Escape":
             event.stopPropagation();
             closeFinder(true);
+            // Closed without a citation: say what the submit will ask.
+            if (evidenceRequired && active && active.closest("[data-list]") && !chipIds(active).length) {
+              flash(itemName(active).replace(/^./, function (ch) { return ch.toUpperCase(); }) +
+                " has no evidence event yet; press c to cite one before submitting.");
+            }
             break;
           default:
             return;

@@ -407,4 +407,22 @@ def test_finder_window_rows_removal_and_escape_by_keyboard(
     assert Label.objects.get(assignment=assignment).payload["acute_problems"] == [
         {"text": "Shock", "evidence": cited}
     ]
+
+    # The finder closed without a citation: the page says what a submit will
+    # ask, and a submit names the item without asking the server.
+    add_item(page, "a", "Delirium")
+    finder.wait_for(state="visible")
+    page.keyboard.press("Escape")
+    finder.wait_for(state="hidden")
+    assert 'Acute problem "Delirium" has no evidence event yet' in page.inner_text(
+        "[data-notice]"
+    )
+    page.keyboard.press("Control+Enter")
+    message = page.locator('[data-errors-for="acute_problems"] .field-error')
+    message.wait_for()
+    assert message.inner_text() == (
+        'Acute problem "Delirium" has no evidence event; cite at least one '
+        "(campaign setting)."
+    )
+    assert Assignment.objects.get(pk=assignment.pk).state == AssignmentState.DRAFT
     assert errors == []
