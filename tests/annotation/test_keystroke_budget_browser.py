@@ -250,7 +250,6 @@ def test_a_demo_window_is_labelled_in_40_command_keys_or_fewer(
         keys.press("Enter")
         cite_by_finder(keys, "fio2", opened=True)
         keys.press("Control+Enter")
-        page.wait_for_selector("[data-assignment-state]")
         page.wait_for_url(lambda url: f"/annotate/{d['assignment'].pk}/" not in url)
 
         print(
