@@ -367,6 +367,22 @@ def main() -> None:
                 + f" · problems Hit@k {figures['problems_hit_at_k']}"
             )
         fake.stop()
+        from exports.selectors import leaderboard
+
+        board = leaderboard(user=admin, release=release)
+        print(
+            f"leaderboard of release {release.pk}: {len(board)} scored baselines ("
+            + ", ".join(
+                f"{(r['baseline'] or {}).get('agent')}"
+                + (
+                    " plumbing only"
+                    if (r["baseline"] or {}).get("plumbing_only")
+                    else ""
+                )
+                for r in board
+            )
+            + ")"
+        )
         if rows:
             rates = [
                 60 * f["windows"] / max(f["wall"], 1e-9)
