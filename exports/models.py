@@ -10,6 +10,7 @@ from django.db import models
 from annotation.models import Campaign
 from jobs.models import JobFields
 from oracle.models import OracleRun, ValidationReport
+from windows.models import Cohort
 
 USER_MODEL = settings.AUTH_USER_MODEL
 
@@ -17,6 +18,7 @@ USER_MODEL = settings.AUTH_USER_MODEL
 class ReleaseKind(models.TextChoices):
     GOLD = "gold", "RealICU-Gold"
     SCALE = "scale", "RealICU-Scale"
+    SURVEILLANCE = "surveillance", "CodeClinic surveillance"
 
 
 class ReleaseState(models.TextChoices):
@@ -32,7 +34,7 @@ class Release(JobFields, models.Model):
     a rebuild is a new version in a new directory. The build is a job
     (jobs.leases): its worker, heartbeat and progress are on the row."""
 
-    kind = models.CharField(max_length=8, choices=ReleaseKind.choices)
+    kind = models.CharField(max_length=12, choices=ReleaseKind.choices)
     version = models.PositiveIntegerField()
     state = models.CharField(
         max_length=10, choices=ReleaseState.choices, default=ReleaseState.QUEUED
@@ -42,6 +44,14 @@ class Release(JobFields, models.Model):
     )
     oracle_run = models.ForeignKey(
         OracleRun, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    cohort = models.ForeignKey(
+        Cohort,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        help_text="Surveillance: the cohort whose stays are checkpointed.",
     )
     validation_report = models.ForeignKey(
         ValidationReport,
@@ -79,6 +89,12 @@ class Release(JobFields, models.Model):
                     )
                     | models.Q(
                         kind="scale", oracle_run__isnull=False, campaign__isnull=True
+                    )
+                    | models.Q(
+                        kind="surveillance",
+                        cohort__isnull=False,
+                        campaign__isnull=True,
+                        oracle_run__isnull=True,
                     )
                 ),
                 name="release_source_matches_kind",

@@ -24,7 +24,7 @@ from evaluation.metrics import (
 )
 from evaluation.polarity import forbidden_action
 from exports.building import json_safe
-from exports.models import Release, ReleaseWindow
+from exports.models import Release, ReleaseKind, ReleaseWindow
 from realicu_web.jsonlimits import JsonLimitError, loads_bounded
 
 REQUIRED_FIELDS = ("window_id", "status", "acute_problems", "recommended_actions")
@@ -101,6 +101,10 @@ def predictions_check(
     """Validates a prediction file given as lines of bytes. Returns the messages
     (each naming its line; at most ``MAX_MESSAGES``, then a count of the rest)
     and the number of predictions. Blank lines are skipped."""
+    if release.kind == ReleaseKind.SURVEILLANCE:
+        from exports.scoring_surveillance import surveillance_predictions_check
+
+        return surveillance_predictions_check(lines=lines, release=release)
     known = release_window_ids(release) if known is None else known
     seen: dict[int, int] = {}
     messages: list[str] = []

@@ -14,6 +14,7 @@ from exports.building import release_folder
 from exports.models import (
     Release,
     ReleaseFile,
+    ReleaseKind,
     ReleaseState,
     ReleaseWindow,
     Submission,
@@ -130,6 +131,11 @@ def leaderboard(*, user, release: Release) -> list[dict]:
     baselines (agents' runs on the platform) carry their ``baseline`` facts."""
     if release_get(user=user, release_id=release.pk) is None:
         return []
+    keys, best = LEADERBOARD_KEYS, "problems_hit_at_k"
+    if release.kind == ReleaseKind.SURVEILLANCE:
+        from exports.scoring_surveillance import LEADERBOARD_KEYS as keys
+
+        best = "action_accuracy"
     rows = []
     for s in Submission.objects.filter(
         release=release, public=True, state=SubmissionState.SCORED
@@ -141,10 +147,10 @@ def leaderboard(*, user, release: Release) -> list[dict]:
                 "author": s.submitted_by.get_username(),
                 "k": s.k,
                 "baseline": s.baseline or None,
-                **{key: overall.get(key) for key in LEADERBOARD_KEYS},
+                **{key: overall.get(key) for key in keys},
             }
         )
-    rows.sort(key=lambda r: -(r["problems_hit_at_k"] or 0.0))
+    rows.sort(key=lambda r: -(r[best] or 0.0))
     return rows
 
 

@@ -46,6 +46,7 @@ from oracle.models import (
 )
 from oracle.promotion_gate import gate_failure_text, promotion_gate
 from oracle.selectors import validation_report_latest
+from windows.models import Cohort
 
 logger = logging.getLogger(__name__)
 
@@ -78,6 +79,7 @@ def release_create(
     campaign: Campaign | None = None,
     oracle_run: OracleRun | None = None,
     validation_report: ValidationReport | None = None,
+    cohort: Cohort | None = None,
     notes: str = "",
     override_reason: str = "",
 ) -> Release:
@@ -164,8 +166,18 @@ def release_create(
             matcher_model=report.matcher_model,
             tau=report.tau,
         )
+    elif kind == ReleaseKind.SURVEILLANCE:
+        # Labels come from rules over the concept tracks (spec section 10): no
+        # matcher, no reviewer; the cohort's stays are checkpointed.
+        if cohort is None:
+            raise ValidationError("Choose the cohort whose stays to checkpoint.")
+        if not cohort.stays.exists():
+            raise ValidationError(f"Cohort {cohort.name!r} has no stays.")
+        fields.update(cohort=cohort, matcher_model="", tau=0.0)
     else:
-        raise ValidationError(f"Unknown release kind {kind!r}: gold or scale.")
+        raise ValidationError(
+            f"Unknown release kind {kind!r}: gold, scale or surveillance."
+        )
     for _attempt in range(5):
         try:
             with transaction.atomic():
@@ -418,6 +430,12 @@ def submission_score(
     if lease is None:
         submission.refresh_from_db()
         return submission
+    if submission.release.kind == ReleaseKind.SURVEILLANCE:
+        from exports.scoring_surveillance import surveillance_submission_score
+
+        return surveillance_submission_score(
+            submission=submission, lease=lease, progress=progress
+        )
     try:
         with job_heartbeat(model=Submission, pk=submission.pk, lease=lease) as beat:
             job_progress = Progress(

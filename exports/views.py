@@ -377,6 +377,18 @@ def submission_detail(request, submission_id: int):
     submission = _submission_or_404(request, submission_id)
     job_check(submission)
     scores = submission.scores or {}
+    if submission.release.kind == ReleaseKind.SURVEILLANCE:
+        by_hours = scores.get("action_accuracy_by_hours_since_admit", {})
+        context = {
+            "submission": submission,
+            "overall": scores.get("overall"),
+            "by_hours": sorted(by_hours.items(), key=lambda kv: float(kv[0])),
+            "scored": submission.state == SubmissionState.SCORED,
+            "mine": submission.submitted_by_id == request.user.pk,
+        }
+        return render_page_or_partial(
+            request, "surveillance/submission_detail.html", context, partial="scores"
+        )
     context = {
         "submission": submission,
         "overall": scores.get("overall"),
@@ -435,6 +447,8 @@ def leaderboard(request, release_id: int):
         "rows": rows,
         "plumbing_only": selectors.leaderboard_plumbing_only(rows),
     }
+    if release.kind == ReleaseKind.SURVEILLANCE:
+        return render(request, "surveillance/leaderboard.html", context)
     return render(request, "exports/leaderboard.html", context)
 
 

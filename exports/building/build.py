@@ -23,7 +23,13 @@ from exports.building.manifest import (
 )
 from exports.building.records import release_files_write
 from exports.datacard import datacard_write
-from exports.models import Release, ReleaseFile, ReleaseState, ReleaseWindow
+from exports.models import (
+    Release,
+    ReleaseFile,
+    ReleaseKind,
+    ReleaseState,
+    ReleaseWindow,
+)
 from jobs.progress import Progress
 
 logger = logging.getLogger(__name__)
@@ -186,6 +192,12 @@ def _release_write(*, release: Release, folder: Path, progress: Progress):
 
     ReleaseWindow.objects.filter(release=release).delete()
     ReleaseFile.objects.filter(release=release).delete()
+    if release.kind == ReleaseKind.SURVEILLANCE:
+        from exports.building.surveillance import surveillance_release_write
+
+        return surveillance_release_write(
+            release=release, folder=folder, progress=progress
+        )
     stats = release_files_write(release=release, folder=folder, progress=progress)
     if stats.windows == 0:
         raise ValidationError(

@@ -1,6 +1,7 @@
-"""manage.py build_release (--campaign ID | --oracle-run ID) --user NAME
-[--override-reason TEXT]: build a new version of RealICU-Gold or RealICU-Scale
-here, with a progress line.
+"""manage.py build_release (--campaign ID | --oracle-run ID | --kind surveillance
+[--cohort ID]) --user NAME [--override-reason TEXT]: build a new version of
+RealICU-Gold, RealICU-Scale or the CodeClinic surveillance companion (the
+newest cohort unless --cohort) here, with a progress line.
 
 The release is queued as the page queues it (its task recorded in the same
 transaction), then taken here with the same lease a worker takes: if a worker
@@ -19,6 +20,7 @@ from exports.models import Release, ReleaseKind, ReleaseState
 from exports.services import release_create
 from jobs.progress import ConsoleProgress, Progress
 from oracle.models import OracleRun
+from windows.models import Cohort
 
 
 class Command(BaseCommand):
@@ -35,6 +37,14 @@ class Command(BaseCommand):
         source = parser.add_mutually_exclusive_group(required=True)
         source.add_argument("--campaign", type=int, help="Gold campaign id.")
         source.add_argument("--oracle-run", type=int, help="Validated Oracle run id.")
+        source.add_argument(
+            "--kind",
+            choices=[ReleaseKind.SURVEILLANCE],
+            help="surveillance: checkpoint labels of a cohort's stays (spec 10).",
+        )
+        parser.add_argument(
+            "--cohort", type=int, help="Surveillance: cohort id (default newest)."
+        )
         parser.add_argument(
             "--user", required=True, help="Username of the admin who builds it."
         )
@@ -52,6 +62,8 @@ class Command(BaseCommand):
         *args,
         campaign=None,
         oracle_run=None,
+        kind=None,
+        cohort=None,
         user=None,
         notes="",
         override_reason="",
@@ -61,7 +73,25 @@ class Command(BaseCommand):
         if admin is None:
             raise CommandError(f"No user {user!r}.")
         try:
-            if campaign is not None:
+            if kind == ReleaseKind.SURVEILLANCE:
+                found = (
+                    Cohort.objects.filter(pk=cohort).first()
+                    if cohort is not None
+                    else Cohort.objects.order_by("-created_at", "-pk").first()
+                )
+                if found is None:
+                    raise CommandError(
+                        f"No cohort with id {cohort}."
+                        if cohort is not None
+                        else "No cohort yet: build one first (manage.py build_cohort)."
+                    )
+                release = release_create(
+                    user=admin,
+                    kind=ReleaseKind.SURVEILLANCE,
+                    cohort=found,
+                    notes=notes,
+                )
+            elif campaign is not None:
                 if override_reason:
                     raise CommandError(
                         "--override-reason is for Scale releases; a Gold release has "
@@ -103,7 +133,8 @@ class Command(BaseCommand):
                 f"{release} (id {release.pk}) is {release.get_state_display().lower()}"
                 f": {release.error}"
             )
+        unit = "checkpoints" if release.kind == ReleaseKind.SURVEILLANCE else "windows"
         self.stdout.write(
-            f"{release} (id {release.pk}): {release.window_count} windows in "
+            f"{release} (id {release.pk}): {release.window_count} {unit} in "
             f"{release_folder(release)}"
         )

@@ -1,0 +1,280 @@
+"""The files of a CodeClinic surveillance release (spec section 10): one record
+per checkpoint (t = 0, 4, ..., 48 h, or to discharge) with its decision and
+findings, each stay's bedside context up to its last checkpoint (the context of
+a checkpoint is the events with ``time`` strictly before it, the same events
+its labels were computed from), a data card with the finding frequencies and
+a manifest with every file's checksum."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+
+from django.utils import timezone
+
+from exports.building.context import _EventLines, _stay_events
+from exports.building.manifest import SCHEMA_VERSION, _files_under, file_sha256
+from exports.models import Release, ReleaseFile, ReleaseWindow
+from surveillance.checkpoints import (
+    ACTIONS,
+    CHECKPOINT_STEP_HOURS,
+    FAMILIES,
+    FINDINGS,
+    HORIZON_HOURS,
+    PRIORITIES,
+)
+from surveillance.selectors import stay_checkpoints_get, surveillance_end
+
+_MICROSECOND = timedelta(microseconds=1)
+
+
+def checkpoint_id(stay_id: int, hours: int) -> int:
+    """A checkpoint's id in the release: unique, and readable as stay and hour."""
+    return stay_id * 1000 + hours
+
+
+@dataclass
+class SurveillanceStats:
+    windows: int = 0  # checkpoints: the release's records
+    context_events: int = 0
+    stays: int = 0
+    findings: Counter = field(default_factory=Counter)
+    stays_with: dict[str, set] = field(default_factory=dict)
+    families: Counter = field(default_factory=Counter)
+    actions: Counter = field(default_factory=Counter)
+    priorities: Counter = field(default_factory=Counter)
+    by_hour: Counter = field(default_factory=Counter)
+
+    def add(self, stay_id: int, point) -> None:
+        self.windows += 1
+        self.actions[point.global_action] += 1
+        self.priorities[point.priority] += 1
+        self.by_hour[point.hours_since_admit] += 1
+        for family in {f.family for f in point.findings}:
+            self.families[family] += 1
+        for finding in point.findings:
+            self.findings[finding.name] += 1
+            self.stays_with.setdefault(finding.name, set()).add(stay_id)
+
+    def as_dict(self) -> dict:
+        return {
+            "checkpoints": self.windows,
+            "stays": self.stays,
+            "context_events": self.context_events,
+            "global_action": {a: self.actions[a] for a in ACTIONS},
+            "priority": {p: self.priorities[p] for p in PRIORITIES},
+            "checkpoints_by_hour": {str(h): c for h, c in sorted(self.by_hour.items())},
+            "family_checkpoints": {f: self.families[f] for f in FAMILIES},
+            "finding_checkpoints": {s.name: self.findings[s.name] for s in FINDINGS},
+            "finding_stays": {
+                s.name: len(self.stays_with.get(s.name, ())) for s in FINDINGS
+            },
+        }
+
+
+def _definitions() -> list[dict]:
+    return [
+        {
+            "name": s.name,
+            "family": s.family,
+            "level": s.level,
+            "temporal": s.temporal,
+            "definition": " ".join((s.rule.__doc__ or "").split()),
+        }
+        for s in FINDINGS
+    ]
+
+
+def _write_context(stay, folder: Path, end, lines: _EventLines) -> int:
+    """The stay's bedside events before ``end`` into context/<stay_id>.jsonl."""
+    intime = stay.intime
+    count = 0
+    with open(folder / "context" / f"{stay.pk}.jsonl", "w", encoding="utf-8") as out:
+        buffer = []
+        for event_id, offset, *rest in _stay_events(stay, end):
+            buffer.append(
+                lines.line(
+                    event_id,
+                    (intime + timedelta(microseconds=offset)).isoformat(),
+                    round(offset / 10**6 / 3600.0, 4),
+                    *rest,
+                )
+            )
+            count += 1
+            if len(buffer) >= 5000:
+                out.write("".join(buffer))
+                buffer.clear()
+        out.write("".join(buffer))
+    return count
+
+
+def _datacard(release: Release, stats: SurveillanceStats) -> str:
+    counts = stats.as_dict()
+    total = max(stats.windows, 1)
+    out = [
+        f"# {release.get_kind_display()} v{release.version}",
+        "",
+        "A fully automatic benchmark of longitudinal ICU surveillance (RealICU spec",
+        "section 10, after CodeClinic): a decision every "
+        f"{CHECKPOINT_STEP_HOURS} h from ICU admission to {HORIZON_HOURS} h (or to",
+        "discharge) over eight clinical families. Labels are computed by rules from",
+        "the concept tracks; each checkpoint's labels use only the events recorded",
+        "strictly before it, which are exactly its context. Test only.",
+        "",
+        f"- Cohort: {release.cohort.name} (id {release.cohort_id})",
+        f"- Stays: {stats.stays}; checkpoints: {stats.windows}; context events: "
+        f"{stats.context_events}",
+        f"- Global action: {counts['global_action']}",
+        f"- Priority: {counts['priority']}",
+        "",
+        "## Finding frequencies",
+        "",
+        "| finding | family | level | temporal | checkpoints | % | stays |",
+        "| --- | --- | --- | --- | ---: | ---: | ---: |",
+    ]
+    for spec in FINDINGS:
+        n = counts["finding_checkpoints"][spec.name]
+        out.append(
+            f"| {spec.name} | {spec.family} | {spec.level} | {spec.temporal} | {n} "
+            f"| {100 * n / total:.1f} | {counts['finding_stays'][spec.name]} |"
+        )
+    out += [
+        "",
+        "## Checkpoints with a finding of each family",
+        "",
+        "| family | checkpoints |",
+        "| --- | ---: |",
+        *(f"| {f} | {counts['family_checkpoints'][f]} |" for f in FAMILIES),
+        "",
+        "## Definitions",
+        "",
+        *(
+            f"- **{d['name']}** ({d['level']}): {d['definition']}"
+            for d in _definitions()
+        ),
+        "",
+        "Infection and sepsis are unknown, never inferred from antibiotics, when the",
+        "source records no microbiology cultures (windows.concepts, section 10).",
+        "",
+        "## Files",
+        "",
+        "- `checkpoints.jsonl`: one record per checkpoint (id, stay, hours since",
+        "  admission, time, context file, labels with each finding's evidence).",
+        "- `context/<stay_id>.jsonl`: the stay's bedside events before its last",
+        "  checkpoint; a checkpoint's context is the events with `time` < its `time`.",
+        "- `manifest.json`: counts, settings, definitions, every file's sha256.",
+        "",
+    ]
+    return "\n".join(out)
+
+
+def surveillance_release_write(*, release: Release, folder: Path, progress):
+    """Writes the release's files into ``folder`` and its checkpoint and file
+    rows; returns the statistics and the manifest (as build._release_write)."""
+    from django.core.exceptions import ValidationError
+
+    stays = list(
+        release.cohort.stays.select_related("admission__patient").order_by("pk")
+    )
+    if not stays:
+        raise ValidationError(f"Cohort {release.cohort.name!r} has no stays.")
+    (folder / "context").mkdir(parents=True)
+    stats = SurveillanceStats()
+    lines = _EventLines()
+    progress.start(len(stays) + 2, "checkpoints")
+    with open(folder / "checkpoints.jsonl", "w", encoding="utf-8") as out:
+        for stay in stays:
+            end = surveillance_end(stay)
+            stats.context_events += _write_context(stay, folder, end, lines)
+            stats.stays += 1
+            rows = []
+            for point in stay_checkpoints_get(stay=stay):
+                stats.add(stay.pk, point)
+                when = stay.intime + timedelta(hours=point.hours_since_admit)
+                record = {
+                    "checkpoint_id": checkpoint_id(stay.pk, point.hours_since_admit),
+                    "stay_id": stay.pk,
+                    "patient_id": stay.admission.patient.pseudo_id,
+                    "hours_since_admit": point.hours_since_admit,
+                    "time": when.isoformat(),
+                    "disease_group": stay.disease_group,
+                    "context_file": f"context/{stay.pk}.jsonl",
+                    "labels": point.as_dict(),
+                }
+                out.write(json.dumps(record, ensure_ascii=False, allow_nan=False))
+                out.write("\n")
+                rows.append(
+                    ReleaseWindow(
+                        release=release,
+                        window_id=record["checkpoint_id"],
+                        stay_id=stay.pk,
+                        disease_group=stay.disease_group,
+                        hours_since_admit=point.hours_since_admit,
+                        record=record,
+                    )
+                )
+            ReleaseWindow.objects.bulk_create(rows)
+            progress.advance(1, f"stay {stay.pk}")
+    (folder / "DATACARD.md").write_text(_datacard(release, stats), encoding="utf-8")
+    progress.advance(1, "checksums")
+    files = [
+        {
+            "path": p.relative_to(folder).as_posix(),
+            "bytes": p.stat().st_size,
+            "sha256": file_sha256(p),
+        }
+        for p in _files_under(folder)
+    ]
+    manifest = {
+        "name": release.name,
+        "kind": release.kind,
+        "title": release.get_kind_display(),
+        "version": release.version,
+        "schema_version": SCHEMA_VERSION,
+        "built_at": timezone.now().isoformat(),
+        "test_only": True,
+        "source": {
+            "kind": "cohort",
+            "cohort_id": release.cohort_id,
+            "cohort_name": release.cohort.name,
+        },
+        "counts": stats.as_dict(),
+        "settings": {
+            "checkpoint_step_hours": CHECKPOINT_STEP_HOURS,
+            "horizon_hours": HORIZON_HOURS,
+            "context": (
+                "events of the stay's hospital admission with time < the "
+                "checkpoint's time; outcome-revealing events and records coded "
+                "after discharge removed"
+            ),
+            "decision": (
+                "global_action is escalate iff alerts is not empty; priority is "
+                "high with an alert, medium with a suspected condition only, "
+                "else low"
+            ),
+        },
+        "findings": _definitions(),
+        "files": files,
+    }
+    path = folder / "manifest.json"
+    path.write_text(
+        json.dumps(manifest, indent=2, ensure_ascii=False, allow_nan=False),
+        encoding="utf-8",
+    )
+    files.append(
+        {
+            "path": "manifest.json",
+            "bytes": path.stat().st_size,
+            "sha256": file_sha256(path),
+        }
+    )
+    ReleaseFile.objects.bulk_create(
+        ReleaseFile(
+            release=release, path=f["path"], size_bytes=f["bytes"], sha256=f["sha256"]
+        )
+        for f in files
+    )
+    return stats, manifest

@@ -1,0 +1,282 @@
+"""Prediction files for a surveillance release (spec section 10): their
+validation, line by line, and their scores.
+
+A prediction line: ``{"checkpoint_id": int, "global_action":
+"continue_monitoring" | "escalate", "priority": "low" | "medium" | "high",
+"suspected_conditions": [finding, ...], "alerts": [finding, ...]}``, findings
+named as in the release's manifest.
+
+Metrics, over every checkpoint of the release (a checkpoint without a
+prediction counts as wrong, an empty set as predicted nothing):
+
+- action accuracy: share of checkpoints whose global action is right;
+- trajectory accuracy: share of stays whose global action is right at every
+  checkpoint;
+- priority accuracy: share of checkpoints whose priority is right;
+- alerts F1 / suspected F1: macro F1 over findings: for each finding, F1 of
+  "active at a checkpoint" over all checkpoints, averaged over the findings
+  that are in the labels or the predictions (a finding in neither has no F1).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Iterable
+from pathlib import Path
+
+from exports.models import Release, ReleaseWindow
+from realicu_web.jsonlimits import JsonLimitError, loads_bounded
+from surveillance.checkpoints import (
+    ACTIONS,
+    ALERT_NAMES,
+    PRIORITIES,
+    SUSPECTED_NAMES,
+)
+
+REQUIRED_FIELDS = (
+    "checkpoint_id",
+    "global_action",
+    "priority",
+    "suspected_conditions",
+    "alerts",
+)
+SET_FIELDS = {"suspected_conditions": SUSPECTED_NAMES, "alerts": ALERT_NAMES}
+MAX_MESSAGES = 100
+LEADERBOARD_KEYS = (
+    "action_accuracy",
+    "trajectory_accuracy",
+    "priority_accuracy",
+    "alerts_f1",
+    "suspected_f1",
+)
+
+
+def _check_line(number: int, raw: bytes, known: set[int], seen: dict, name: str):
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return [f"line {number}: not UTF-8 text"], None
+    try:
+        record = loads_bounded(text)
+    except json.JSONDecodeError as exc:
+        return [f"line {number}: not valid JSON ({exc.msg}, column {exc.colno})"], None
+    except JsonLimitError as exc:
+        return [f"line {number}: refused: {exc}"], None
+    if not isinstance(record, dict):
+        kind = type(record).__name__
+        return [f"line {number}: expected a JSON object, not {kind}"], None
+    errors = []
+    missing = [f for f in REQUIRED_FIELDS if f not in record]
+    if missing:
+        errors.append(f"line {number}: missing field(s) {', '.join(missing)}")
+    cid = record.get("checkpoint_id")
+    if "checkpoint_id" in record:
+        if not isinstance(cid, int) or isinstance(cid, bool):
+            errors.append(
+                f"line {number}: checkpoint_id must be an integer, not {cid!r}"
+            )
+        elif cid not in known:
+            errors.append(f"line {number}: checkpoint {cid} is not in {name}")
+        elif cid in seen:
+            errors.append(
+                f"line {number}: checkpoint {cid} was already predicted on line "
+                f"{seen[cid]}"
+            )
+        else:
+            seen[cid] = number
+    if "global_action" in record and record["global_action"] not in ACTIONS:
+        errors.append(
+            f"line {number}: global_action {record['global_action']!r} is not one "
+            f"of {', '.join(ACTIONS)}"
+        )
+    if "priority" in record and record["priority"] not in PRIORITIES:
+        errors.append(
+            f"line {number}: priority {record['priority']!r} is not one of "
+            f"{', '.join(PRIORITIES)}"
+        )
+    for field, allowed in SET_FIELDS.items():
+        if field not in record:
+            continue
+        value = record[field]
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            errors.append(f"line {number}: {field} must be a list of strings")
+            continue
+        unknown = sorted({v for v in value if v not in allowed})
+        if unknown:
+            errors.append(
+                f"line {number}: {field} has unknown finding(s) "
+                f"{', '.join(map(repr, unknown))}; use the names of the release's "
+                f"manifest: {', '.join(allowed)}"
+            )
+    return errors, (None if errors else record)
+
+
+def release_checkpoint_ids(release: Release) -> set[int]:
+    return set(
+        ReleaseWindow.objects.filter(release=release).values_list(
+            "window_id", flat=True
+        )
+    )
+
+
+def surveillance_predictions_check(
+    *, lines: Iterable[bytes], release: Release
+) -> tuple[list[str], int]:
+    """Messages (each naming its line; at most ``MAX_MESSAGES``, then a count of
+    the rest) and the number of valid predictions. Blank lines are skipped."""
+    known = release_checkpoint_ids(release)
+    seen: dict[int, int] = {}
+    messages: list[str] = []
+    extra = 0
+    count = 0
+    for number, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            continue
+        errors, record = _check_line(number, raw, known, seen, release.name)
+        if record is not None:
+            count += 1
+        for error in errors:
+            if len(messages) < MAX_MESSAGES:
+                messages.append(error)
+            else:
+                extra += 1
+    if extra:
+        messages.append(f"... and {extra} more errors")
+    if not messages and count == 0:
+        messages.append("The file holds no predictions (one JSON object per line).")
+    return messages, count
+
+
+def surveillance_predictions_read(path: Path) -> dict[int, dict]:
+    """Predictions of a file already validated, by checkpoint id."""
+    out = {}
+    with open(path, "rb") as handle:
+        for raw in handle:
+            if raw.strip():
+                record = json.loads(raw)
+                out[record["checkpoint_id"]] = record
+    return out
+
+
+def _macro_f1(gold: list[set], predicted: list[set], names: Iterable[str]):
+    scores = []
+    for name in names:
+        tp = sum(1 for g, p in zip(gold, predicted) if name in g and name in p)
+        fp = sum(1 for g, p in zip(gold, predicted) if name not in g and name in p)
+        fn = sum(1 for g, p in zip(gold, predicted) if name in g and name not in p)
+        if tp + fp + fn == 0:
+            continue
+        scores.append(2 * tp / (2 * tp + fp + fn))
+    return (sum(scores) / len(scores)) if scores else None, len(scores)
+
+
+def surveillance_scores(*, gold: list[dict], predictions: dict[int, dict]) -> dict:
+    """Scores of ``predictions`` (by checkpoint id) against the release's
+    checkpoint records ``gold``; see the module docstring."""
+    action_right = priority_right = 0
+    stay_right: dict[int, bool] = defaultdict(lambda: True)
+    by_hour: dict[int, list[int]] = defaultdict(lambda: [0, 0])
+    gold_sets = {"alerts": [], "suspected_conditions": []}
+    pred_sets = {"alerts": [], "suspected_conditions": []}
+    for record in gold:
+        labels = record["labels"]
+        pred = predictions.get(record["checkpoint_id"], {})
+        ok = pred.get("global_action") == labels["global_action"]
+        action_right += ok
+        stay_right[record["stay_id"]] &= ok
+        hour = by_hour[record["hours_since_admit"]]
+        hour[0] += ok
+        hour[1] += 1
+        priority_right += pred.get("priority") == labels["priority"]
+        for field in gold_sets:
+            gold_sets[field].append(set(labels[field]))
+            pred_sets[field].append(set(pred.get(field, ())))
+    n = len(gold)
+    alerts_f1, alerts_n = _macro_f1(
+        gold_sets["alerts"], pred_sets["alerts"], ALERT_NAMES
+    )
+    suspected_f1, suspected_n = _macro_f1(
+        gold_sets["suspected_conditions"],
+        pred_sets["suspected_conditions"],
+        SUSPECTED_NAMES,
+    )
+    overall = {
+        "action_accuracy": action_right / n if n else None,
+        "trajectory_accuracy": (
+            sum(stay_right.values()) / len(stay_right) if stay_right else None
+        ),
+        "priority_accuracy": priority_right / n if n else None,
+        "alerts_f1": alerts_f1,
+        "suspected_f1": suspected_f1,
+        "checkpoints": n,
+        "stays": len(stay_right),
+        "predicted": sum(1 for r in gold if r["checkpoint_id"] in predictions),
+        "alerts_findings_scored": alerts_n,
+        "suspected_findings_scored": suspected_n,
+    }
+    return {
+        "overall": overall,
+        "action_accuracy_by_hours_since_admit": {
+            str(h): right / total for h, (right, total) in sorted(by_hour.items())
+        },
+    }
+
+
+def release_checkpoints(release: Release) -> list[dict]:
+    return list(
+        ReleaseWindow.objects.filter(release=release)
+        .order_by("stay_id", "hours_since_admit")
+        .values_list("record", flat=True)
+    )
+
+
+def surveillance_submission_score(*, submission, lease: str, progress=None):
+    """Scores a stored, valid submission to a surveillance release under the
+    lease ``exports.services.submission_score`` took (same job rules)."""
+    from django.utils import timezone
+
+    from exports.models import SubmissionState
+    from exports.services import _submissions_dir
+    from jobs.leases import JobLeaseLost, job_heartbeat, job_release
+    from jobs.progress import Progress
+
+    Submission = type(submission)
+    try:
+        with job_heartbeat(model=Submission, pk=submission.pk, lease=lease) as beat:
+            job_progress = Progress(
+                sinks=[beat, *(progress.sinks if progress is not None else [])]
+            )
+            job_progress.start(2, "reading")
+            predictions = surveillance_predictions_read(
+                _submissions_dir() / submission.file_path
+            )
+            job_progress.advance(1, "scoring")
+            scores = surveillance_scores(
+                gold=release_checkpoints(submission.release), predictions=predictions
+            )
+            job_progress.advance(1, "scored")
+    except JobLeaseLost:
+        submission.refresh_from_db()
+        return submission
+    except Exception as exc:
+        job_release(
+            model=Submission,
+            pk=submission.pk,
+            lease=lease,
+            state=SubmissionState.FAILED,
+            error=f"{type(exc).__name__}: {exc}",
+            progress_label="failed",
+        )
+        raise
+    job_release(
+        model=Submission,
+        pk=submission.pk,
+        lease=lease,
+        state=SubmissionState.SCORED,
+        scores=scores,
+        scored_at=timezone.now(),
+        progress_label="scored",
+    )
+    submission.refresh_from_db()
+    return submission
