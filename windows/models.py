@@ -180,6 +180,7 @@ class Domain(models.TextChoices):
     INPUT = "input", "Fluid input"
     OUTPUT = "output", "Fluid output"
     OUTCOME = "outcome", "Outcome"
+    NOTES = "notes", "Clinical notes"
     OTHER = "other", "Other (unmapped)"
 
 

@@ -25,6 +25,7 @@ from windows.importers.mimic.medications import (
     _inputevents,
     _prescriptions,
 )
+from windows.importers.mimic.notes import note_steps
 from windows.importers.mimic.patients_admissions_stays import (
     _read_cohort,
     _read_diagnoses,
@@ -128,6 +129,8 @@ def _event_steps(
     add(TRANSFERS, _transfers, step=TransfersStep)
     add(PROCEDURES_ICD, _procedures_icd)
     add(HCPCSEVENTS, _hcpcsevents)
+    # MIMIC-IV-Note's note/ folder, when present (windows.importers.mimic.notes).
+    steps += note_steps(folder, summary)
     return steps
 
 
