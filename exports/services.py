@@ -27,13 +27,6 @@ from exports.models import (
     SubmissionState,
 )
 from exports.roles import user_may_use_releases
-from exports.scoring import (
-    breakdown_plot,
-    check_k,
-    predictions_check,
-    predictions_read,
-    scores_compute,
-)
 from jobs.outbox import outbox_send
 from jobs.progress import Progress
 from oracle.models import (
@@ -346,6 +339,8 @@ def submission_create(
     A refused file leaves nothing behind; its messages name the lines."""
     import hashlib
 
+    from exports.scoring import check_k, predictions_check
+
     _require_release_user(user)
     release_require_ready(release)
     model_name = (model_name or "").strip()
@@ -436,6 +431,10 @@ def submission_score(
         return surveillance_submission_score(
             submission=submission, lease=lease, progress=progress
         )
+    # Scoring is imported here, not with the module: it brings in the REST
+    # framework's parsers, most of a release build's start-up (issue 20).
+    from exports.scoring import breakdown_plot, predictions_read, scores_compute
+
     try:
         with job_heartbeat(model=Submission, pk=submission.pk, lease=lease) as beat:
             job_progress = Progress(
