@@ -1,0 +1,11 @@
+"""Surveillance pages, under surveillance/."""
+
+from django.urls import path
+
+from surveillance import views
+
+app_name = "surveillance"
+
+urlpatterns = [
+    path("stays/<int:stay_id>/", views.stay_checkpoints, name="stay_checkpoints"),
+]
