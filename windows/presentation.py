@@ -96,6 +96,50 @@ def event_rows(stay: Stay, events) -> list[EventRow]:
     return rows
 
 
+@dataclass(frozen=True, slots=True)
+class DischargeSummary:
+    """A discharge summary as the pages show it apart from the timeline: written
+    at discharge, hindsight only."""
+
+    id: int
+    written: str
+    text: str
+    source: str
+
+
+def discharge_summaries(events) -> list[DischargeSummary]:
+    return [
+        DischargeSummary(
+            id=event.pk,
+            written=timezone.localtime(event.time).strftime("%Y-%m-%d %H:%M"),
+            text=event.value_text,
+            source=f"{event.source_table} {event.source_key}".strip(),
+        )
+        for event in events
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class NoteMark:
+    """A radiology report on the overview's notes lane: where it lies along the
+    stay (percent of the stay's length) and what it is."""
+
+    id: int
+    hours: float
+    percent: float
+    name: str
+
+
+def note_marks(stay: Stay, reports) -> list[NoteMark]:
+    length = max(stay.length_hours, 1e-9)
+    marks = []
+    for event in reports:
+        hours = stay.hours_since_admit(event.time)
+        percent = min(100.0, max(0.0, 100.0 * hours / length))
+        marks.append(NoteMark(event.pk, round(hours, 2), round(percent, 2), event.name))
+    return marks
+
+
 @dataclass(frozen=True)
 class WindowMark:
     """A window as the stay page's strip draws it: a bar as high as its action
@@ -141,6 +185,13 @@ class WindowEventRow:
     detail: str  # the source label where it adds to the concept, else ""
     source_name: str
     value: str
+    # A clinical note (a radiology report): its text shown whole, folded.
+    is_note: bool = False
+    note_head: str = ""
+
+
+# A note's first characters, shown before it is unfolded.
+NOTE_HEAD_CHARS = 120
 
 
 def _window_event_row(window: Window, event: Event, kind_labels: dict):
@@ -157,6 +208,8 @@ def _window_event_row(window: Window, event: Event, kind_labels: dict):
         else _POSITION_TAGS.get(position, ("", ""))
     )
     label = _event_label(event)
+    is_note = event.domain == Domain.NOTES
+    value = _value_text(event, label.unit) or "–"
     return WindowEventRow(
         id=event.pk,
         css=f"pos-{position}" + (" window-action" if is_window_action else ""),
@@ -168,9 +221,16 @@ def _window_event_row(window: Window, event: Event, kind_labels: dict):
         kind_label=kind_labels.get(event.kind, event.kind),
         category=event.category or "–",
         name=label.concept,
-        detail=label.detail,
+        # A note is named by its exam (radiology_detail's exam_name).
+        detail=event.name if is_note and event.name != label.concept else label.detail,
         source_name=label.source_name,
-        value=_value_text(event, label.unit) or "–",
+        value=value,
+        is_note=is_note,
+        note_head=(
+            value[:NOTE_HEAD_CHARS] + ("…" if len(value) > NOTE_HEAD_CHARS else "")
+            if is_note
+            else ""
+        ),
     )
 
 
@@ -219,6 +279,8 @@ def window_page_context(request, window: Window, *, full: bool) -> dict:
     events_on_page = list(page.object_list)
     domain_labels = dict(Domain.choices)
     stay = window.stay
+    # Coded records, discharge summaries and the notes lane's reports: one query.
+    apart = selectors.stay_records_apart(stay=stay)
     context = {
         "window": window,
         "stay": stay,
@@ -238,9 +300,8 @@ def window_page_context(request, window: Window, *, full: bool) -> dict:
             else None
         ),
         "lookback_hours": int(selectors.WINDOW_LOOKBACK.total_seconds() // 3600),
-        "coded": coded_rows(
-            selectors.admission_coded_records(admission_id=stay.admission_id)
-        ),
+        "coded": coded_rows(apart.coded),
+        "discharge_summaries": discharge_summaries(apart.discharge_summaries),
     }
     if full:
         context.update(
@@ -252,6 +313,7 @@ def window_page_context(request, window: Window, *, full: bool) -> dict:
                     window.index + 1 if window.index < window.last_index else None
                 ),
                 "gold_windows": list(selectors.stay_windows(stay=stay, gold_only=True)),
+                "note_marks": note_marks(stay, apart.reports),
             }
         )
     return context

@@ -15,6 +15,7 @@ from django.db.models import (
     F,
     FloatField,
     OuterRef,
+    Q,
     QuerySet,
     Subquery,
 )
@@ -169,6 +170,43 @@ def admission_coded_records(*, admission_id: int) -> list[Event]:
     )
 
 
+@dataclass(frozen=True)
+class RecordsApart:
+    """What a trajectory page lists apart from its event table, read in one
+    query: the admission's coded records (as admission_coded_records), its
+    discharge summaries (MIMIC-IV-Note: written at discharge, hindsight only,
+    never in a bedside context, windows.selectors_context), and the radiology
+    reports from the stay's ICU admission to its discharge (the overview's notes
+    lane), each by time."""
+
+    coded: list[Event]
+    discharge_summaries: list[Event]
+    reports: list[Event]
+
+
+def stay_records_apart(*, stay: Stay) -> RecordsApart:
+    rows = Event.objects.filter(
+        Q(kind=EventKind.CODED)
+        | Q(domain=Domain.NOTES, category="discharge_summary")
+        | Q(
+            domain=Domain.NOTES,
+            category="radiology_report",
+            time__gte=stay.intime,
+            time__lte=stay.outtime,
+        ),
+        admission_id=stay.admission_id,
+    ).order_by("time", "category", "value_text", "id")
+    coded, summaries, reports = [], [], []
+    for event in rows:
+        if event.kind == EventKind.CODED:
+            coded.append(event)
+        elif event.category == "discharge_summary":
+            summaries.append(event)
+        else:
+            reports.append(event)
+    return RecordsApart(coded, summaries, reports)
+
+
 def import_run_list(*, user) -> QuerySet[ImportRun]:
     """Import runs, newest first; staff only."""
     if not (_may_read_clinical_data(user) and user.is_staff):
@@ -198,6 +236,7 @@ EVENT_DOMAIN_ORDER: tuple[str, ...] = (
     Domain.OUTPUT,
     Domain.PROCEDURES,
     Domain.MICROBIOLOGY,
+    Domain.NOTES,
     Domain.CODE_STATUS,
     Domain.POSITION,
     Domain.ADT,
