@@ -435,6 +435,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--keep", action="store_true", help="keep the var folder")
     parser.add_argument("--draft-seconds", type=float, default=10.0)
+    parser.add_argument(
+        "--web-workers",
+        type=int,
+        default=None,
+        help="serve's web worker processes (default: serve's)",
+    )
     args = parser.parse_args()
 
     var = Path(tempfile.mkdtemp(prefix="realicu-embedded-bench-"))
@@ -465,7 +471,8 @@ def main() -> int:
         serve_started = time.perf_counter()
         serve_wall = time.time()
         serve = subprocess.Popen(
-            [*manage, "serve", "--bind", f"{HOST}:{port}"],
+            [*manage, "serve", "--bind", f"{HOST}:{port}"]
+            + (["--web-workers", str(args.web_workers)] if args.web_workers else []),
             env=env,
             cwd=ROOT,
             stdout=log,
