@@ -5,8 +5,8 @@ windows are predicted one after the other.
 Limits are the backbone's: its URL is checked as the Oracle's is
 (oracle.backbones.endpoints.url_check), its key read from the environment
 variable it names, every request waits for the backbone's
-``requests_per_minute`` (shared by the threads of a worker process), 429, 5xx, timeouts
-and connection errors are retried up to ``max_retries`` times with exponential
+``requests_per_minute`` (shared through the cache by every worker), 429, 5xx,
+timeouts and connection errors are retried up to ``max_retries`` times with exponential
 backoff (or the server's Retry-After), and ``max_tokens`` and the prompt's
 budget come from oracle.services.tokens.
 """
@@ -30,8 +30,13 @@ CHARS_PER_TOKEN = 3.0
 
 
 class RateLimiter:
-    """At most ``per_minute`` requests a minute from this process for one key:
-    requests are spaced ``60 / per_minute`` seconds apart."""
+    """At most ``per_minute`` requests a minute for one key (a backbone, an
+    endpoint), across every worker process that shares the cache: time is cut
+    into slots of ``60 / per_minute`` seconds and each request takes a free
+    slot with an atomic ``cache.add``, waiting for it when it is ahead. Without
+    a usable cache, requests are spaced within this process only."""
+
+    SCAN = 64  # slots looked at per round
 
     _locks: dict[str, threading.Lock] = {}
     _next: dict[str, float] = {}
@@ -43,13 +48,33 @@ class RateLimiter:
         with self._guard:
             self._locks.setdefault(key, threading.Lock())
 
-    def acquire(self) -> None:
+    def _local(self) -> float:
         with self._locks[self.key]:
             now = time.monotonic()
             start = max(now, self._next.get(self.key, 0.0))
             self._next[self.key] = start + self.interval
         if start > now:
             time.sleep(start - now)
+        return start
+
+    def acquire(self) -> float:
+        """Wait for this request's turn; returns the start of its slot."""
+        try:
+            from django.core.cache import cache
+
+            timeout = int(self.interval * self.SCAN) + 60
+            while True:
+                now = time.time()
+                first = int(now / self.interval)
+                for slot in range(first, first + self.SCAN):
+                    if cache.add(f"agents-rate:{self.key}:{slot}", 1, timeout):
+                        wait = slot * self.interval - now
+                        if wait > 0:
+                            time.sleep(wait)
+                        return slot * self.interval
+                time.sleep(self.interval * self.SCAN / 2)
+        except Exception:  # no cache configured or reachable
+            return self._local()
 
 
 class ChatClient:

@@ -123,3 +123,39 @@ def test_a_failed_stay_fails_the_run_which_resumes(run, tiny_stays, admin_user):
     agent_stay_work(stay_state_id=states[0].pk, agent_factory=lambda r: Counting())
     run.refresh_from_db()
     assert run.state == RunState.DONE and run.submission.prediction_count == 4
+
+
+def test_the_rate_limit_is_shared_through_the_cache(settings, monkeypatch):
+    """Two limiters of one key (two workers) keep together to its rate: 20
+    requests at 600 a minute get 20 distinct slots 0.1 s apart, whichever
+    limiter took them (the waits themselves are skipped)."""
+    import threading
+    import time
+
+    from agents import llm
+
+    settings.CACHES = {
+        "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+    }
+    monkeypatch.setattr(llm.time, "sleep", lambda seconds: None)
+    key = f"test-{time.time()}"
+    one, two = llm.RateLimiter(key, 600), llm.RateLimiter(key, 600)
+    slots: list[float] = []
+
+    def take(limiter):
+        for _ in range(10):
+            slots.append(limiter.acquire())
+
+    threads = [threading.Thread(target=take, args=(lim,)) for lim in (one, two)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    slots.sort()
+    assert len(set(slots)) == 20
+    gaps = [b - a for a, b in zip(slots, slots[1:])]
+    assert min(gaps) >= 0.1 - 1e-6
+    # Taken in the cache, where every worker process sees them.
+    from django.core.cache import cache
+
+    assert all(cache.get(f"agents-rate:{key}:{round(s / 0.1)}") == 1 for s in slots)
