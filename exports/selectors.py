@@ -161,10 +161,14 @@ def leaderboard_plumbing_only(rows: list[dict]) -> bool:
 
 
 def release_build_choices(*, user) -> dict:
-    """Campaigns and completed Oracle runs an admin can release."""
+    """Campaigns, completed Oracle runs and cohorts (surveillance) an admin can
+    release."""
+    from windows.models import Cohort
+
     if not user_is_admin(user):
-        return {"campaigns": [], "runs": []}
+        return {"campaigns": [], "runs": [], "cohorts": []}
     return {
+        "cohorts": list(Cohort.objects.order_by("-created_at")),
         "campaigns": list(Campaign.objects.order_by("-created_at")),
         "runs": list(
             OracleRun.objects.filter(state=RunState.COMPLETED).order_by("-created_at")

@@ -285,6 +285,7 @@ def release_rebuild(*, user, release: Release) -> Release:
         campaign=release.campaign,
         oracle_run=release.oracle_run,
         validation_report=release.validation_report,
+        cohort=release.cohort,
         notes=f"Rebuild of {release.name}. {release.notes}".strip(),
         override_reason=override.reason if override is not None else "",
     )

@@ -33,6 +33,7 @@ from exports.throttling import rate_limit_hit, scope_rate
 from jobs.reaper import job_check
 from oracle.models import OracleRun, ValidationReport
 from oracle.promotion_gate import promotion_gate
+from windows.models import Cohort
 
 PLOT_NAMES = ("by_disease_group", "by_hours_since_admit")
 
@@ -44,6 +45,9 @@ class ReleaseBuildForm(forms.Form):
     )
     oracle_run = forms.ModelChoiceField(
         queryset=OracleRun.objects.all(), required=False, help_text="For RealICU-Scale."
+    )
+    cohort = forms.ModelChoiceField(
+        queryset=Cohort.objects.all(), required=False, help_text="For surveillance."
     )
     notes = forms.CharField(required=False, max_length=2000)
 
@@ -91,6 +95,7 @@ def release_build_start(request):
                 kind=form.cleaned_data["kind"],
                 campaign=form.cleaned_data["campaign"],
                 oracle_run=form.cleaned_data["oracle_run"],
+                cohort=form.cleaned_data["cohort"],
                 notes=form.cleaned_data["notes"],
             )
         except ValidationError as error:
@@ -229,7 +234,12 @@ def _release_detail_page(request, release, form=None, errors=(), status=200):
         "submissions": selectors.submission_list(user=request.user, release=release),
         "form": form or SubmissionForm(initial={"k": DEFAULT_K}),
         "errors": list(errors),
-        "tau_source": tau_source_of(release.matcher_model, release.tau),
+        # A surveillance release has no matcher (its labels come from rules).
+        "tau_source": (
+            tau_source_of(release.matcher_model, release.tau)
+            if release.matcher_model
+            else ""
+        ),
     }
     return render_page_or_partial(
         request,

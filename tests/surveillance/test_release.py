@@ -282,3 +282,32 @@ def test_download_submit_and_score_through_the_api(release, cohort):
     assert b"oracle" in page.content and b"0.800" in page.content
     detail_page = client.get(f"/releases/submissions/{submission.pk}/")
     assert detail_page.status_code == 200 and b"Trajectory acc" in detail_page.content
+
+
+def test_admin_queues_one_from_the_releases_page_and_rebuilds_it(
+    release, cohort, admin_user
+):
+    from django.test import Client
+
+    from exports.models import Release
+    from exports.services import release_rebuild
+
+    client = Client()
+    client.force_login(admin_user)
+    page = client.get("/releases/")
+    assert b'name="cohort"' in page.content and b"CodeClinic surveillance" in (
+        page.content
+    )
+    refused = client.post("/releases/build/", {"kind": "surveillance"})
+    assert refused.status_code == 400
+    assert b"Choose the cohort whose stays to checkpoint." in refused.content
+    assert Release.objects.count() == 1
+    queued = client.post(
+        "/releases/build/", {"kind": "surveillance", "cohort": cohort["cohort"].pk}
+    )
+    assert queued.status_code == 302
+    assert Release.objects.filter(kind="surveillance", version=2).exists()
+    again = release_rebuild(user=admin_user, release=release)
+    assert again.version == 3 and again.cohort_id == cohort["cohort"].pk
+    detail = client.get(f"/releases/{release.pk}/")
+    assert detail.status_code == 200 and b"5 checkpoints" in detail.content
