@@ -48,6 +48,14 @@ KEY_LAB_CATEGORIES = (
     "hemoglobin",
 )
 KEY_LAB_LOOKBACK_HOURS = 48.0
+# Radiology reports (MIMIC-IV-Note, windows.importers.mimic.notes) stored in the
+# KEY_LAB_LOOKBACK_HOURS before the shown span: the latest this many are added,
+# as the key labs are, since an X-ray read hours earlier often decides the
+# window's problems (ARDS, pneumonia, effusion, line position).
+EARLIER_REPORTS = 2
+NOTES_DOMAIN = "notes"
+REPORT_CATEGORY = "radiology_report"
+DISCHARGE_CATEGORY = "discharge_summary"
 SUMMARY_HOURS = 6
 
 # The per-6-h summary: concept track -> how hours are aggregated into one row.
@@ -212,17 +220,31 @@ def _static(stay: Stay, tracks: StayTracks) -> dict:
     }
 
 
-def _coded_records(admission_ids: set[int]) -> dict[int, list[dict]]:
-    """The records coded after discharge of each admission (one query), as the
-    prompt lists them apart: billing date, code system, code and title. They
-    carry no event id: a label's evidence cites what was charted, not billing."""
+def _coded_records(
+    admission_ids: set[int],
+) -> tuple[dict[int, list[dict]], dict[int, list[dict]]]:
+    """The records coded after discharge of each admission, as the prompt lists
+    them apart: billing date, code system, code and title; and its discharge
+    summaries (written at discharge: hindsight, whole text), ``{"written",
+    "text"}``. One query. Neither carries an event id: a label's evidence cites
+    what was charted at the bedside."""
     out: dict[int, list[dict]] = defaultdict(list)
+    summaries: dict[int, list[dict]] = defaultdict(list)
     rows = (
-        Event.objects.filter(admission_id__in=admission_ids, kind=EventKind.CODED)
+        Event.objects.filter(
+            Q(kind=EventKind.CODED)
+            | Q(domain=NOTES_DOMAIN, category=DISCHARGE_CATEGORY),
+            admission_id__in=admission_ids,
+        )
         .order_by("admission_id", "time", "category", "value_text", "id")
-        .values_list("admission_id", "time", "category", "name", "value_text")
+        .values_list("admission_id", "time", "category", "name", "value_text", "kind")
     )
-    for admission_id, time, system, name, code in rows:
+    for admission_id, time, system, name, code, kind in rows:
+        if kind != EventKind.CODED:
+            summaries[admission_id].append(
+                {"written": time.strftime("%Y-%m-%d %H:%M"), "text": code}
+            )
+            continue
         parts = coded_code(system, code or name)
         out[admission_id].append(
             {
@@ -232,7 +254,7 @@ def _coded_records(admission_ids: set[int]) -> dict[int, list[dict]]:
                 "title": parts.title,
             }
         )
-    return out
+    return out, summaries
 
 
 def _tracks_frame(tracks: StayTracks) -> pd.DataFrame:
@@ -282,7 +304,10 @@ def _event_dict(row: tuple, intime) -> dict:
         # How the prompt names it: the concept, and the source label where it
         # adds to it (windows.vocabulary); the unit is the value's.
         "concept": label.concept,
-        "detail": label.detail,
+        # A note is named by its exam (windows.importers.mimic.notes).
+        "detail": (
+            name if domain == NOTES_DOMAIN and name != label.concept else label.detail
+        ),
         "value": None if value is None else round(value, 3),
         "unit": label.unit,
         "text": text,
@@ -311,9 +336,12 @@ def window_contexts_build(
     defaults when None. ``events`` of a context holds, by time, the key labs'
     latest results before the shown span (``"latest_before": True``) and every
     event from ``hours_before`` before the window's start to ``hours_after``
-    after its end, outcome events and coded records left out;
-    ``allowed_event_ids`` are their ids. ``static["coded_after_discharge"]``
-    lists the admission's coded records (no ids: not citable).
+    after its end, outcome events and coded records left out, and the latest
+    EARLIER_REPORTS radiology reports stored in the 48 h before that span
+    (``"latest_before": True`` too); ``allowed_event_ids`` are their ids.
+    ``static["coded_after_discharge"]`` lists the admission's coded records and
+    ``static["discharge_summaries"]`` its discharge summaries, written at
+    discharge (no ids: not citable).
     """
     if not windows:
         return []
@@ -333,11 +361,12 @@ def window_contexts_build(
         pk: trajectory_summary(hours=t.hours, columns=t.columns)
         for pk, t in tracks_by_stay.items()
     }
-    coded = _coded_records({s.admission_id for s in stay_list})
+    coded, discharge = _coded_records({s.admission_id for s in stay_list})
     statics = {
         pk: {
             **_static(stays[pk], tracks_by_stay[pk]),
             "coded_after_discharge": coded.get(stays[pk].admission_id, []),
+            "discharge_summaries": discharge.get(stays[pk].admission_id, []),
         }
         for pk in stays
     }
@@ -376,12 +405,25 @@ def window_contexts_build(
         .order_by("admission_id", "time", "id")
         .values_list(*_EVENT_FIELDS, "is_critical")
     )
-    lab_rows = list(
-        Event.objects.filter(lab_q, domain="labs", category__in=KEY_LAB_CATEGORIES)
-        .exclude(value_num__isnull=True)
+    # The key labs and the radiology reports before the span, in one query.
+    anchor_rows = list(
+        Event.objects.filter(
+            lab_q,
+            Q(domain="labs", category__in=KEY_LAB_CATEGORIES, value_num__isnull=False)
+            | Q(
+                domain=NOTES_DOMAIN,
+                category=REPORT_CATEGORY,
+                kind=EventKind.OBSERVATION,
+            ),
+        )
         .order_by("admission_id", "time", "id")
         .values_list(*_EVENT_FIELDS)
     )
+    lab_rows = [r for r in anchor_rows if r[5] != NOTES_DOMAIN]
+    reports_by_adm: dict[int, list[tuple]] = defaultdict(list)
+    for row in anchor_rows:
+        if row[5] == NOTES_DOMAIN:
+            reports_by_adm[row[1]].append(row)
 
     events_by_adm: dict[int, list[tuple]] = defaultdict(list)
     for row in rows:
@@ -433,8 +475,11 @@ def window_contexts_build(
                 latest[row[6]] = row
             if len(latest) == len(KEY_LAB_CATEGORIES):
                 break
+        earlier = [
+            row for row in reports_by_adm.get(adm, []) if floor <= row[2] < span_start
+        ][-EARLIER_REPORTS:]
         anchors = []
-        for row in sorted(latest.values(), key=lambda r: (r[2], r[0])):
+        for row in sorted([*latest.values(), *earlier], key=lambda r: (r[2], r[0])):
             if row[0] in shown_ids:
                 continue
             anchors.append({**as_dict(stay, row), "latest_before": True})

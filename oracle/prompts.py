@@ -132,6 +132,43 @@ def _hours(h: float) -> str:
     return f"{h:+.2f}h"
 
 
+# Clinical notes in a prompt (issue 21). A radiology report's line holds its
+# text (FINDINGS, then IMPRESSION) up to NOTE_CHARS characters; a discharge
+# summary, written at discharge and shown to the hindsight Oracle only, up to
+# DISCHARGE_CHARS, cut to DISCHARGE_MIN_CHARS when the budget needs it
+# (prompt_build's step 2). A cut text ends with TRUNCATION_MARK.
+NOTES_DOMAIN = "notes"
+NOTE_CHARS = 1200
+DISCHARGE_CHARS = 4000
+DISCHARGE_MIN_CHARS = 600
+TRUNCATION_MARK = "[…truncated]"
+
+
+def _cut(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return (
+        text[: max(0, limit - len(TRUNCATION_MARK) - 1)].rstrip()
+        + " "
+        + TRUNCATION_MARK
+    )
+
+
+def discharge_block(summaries: list[dict], limit: int = DISCHARGE_CHARS) -> str:
+    """The admission's discharge summaries, apart from the events and marked as
+    written at discharge, each cut at ``limit`` characters; "" without any."""
+    if not summaries:
+        return ""
+    lines = [
+        "## Discharge summary (written at discharge: hindsight, tells how the stay "
+        "ended; not an event of the timeline, no id, not citable as evidence)"
+    ]
+    for note in summaries:
+        text = " ".join(str(note.get("text") or "").split())
+        lines.append(f"Written {note['written']}: {_cut(text, limit)}")
+    return "\n".join(lines)
+
+
 def event_line(event: dict) -> str:
     """One event as one line: ``[id] +h.hh domain category name = value unit text``."""
     parts = [f"[{event['id']}]", _hours(event["hours"]), event["kind"], event["domain"]]
@@ -152,7 +189,12 @@ def event_line(event: dict) -> str:
         )
     if event["text"]:
         text = " ".join(str(event["text"]).split())
-        parts.append(f'"{text[:160]}"')
+        if event.get("domain") == NOTES_DOMAIN:
+            # A report's findings come first in its text (windows.importers.
+            # mimic.notes): the cut keeps them.
+            parts.append(f'"{_cut(text, NOTE_CHARS)}"')
+        else:
+            parts.append(f'"{text[:160]}"')
     if event.get("end_hours") is not None:
         parts.append(f"until {_hours(event['end_hours'])}")
     if event.get("latest_before"):
@@ -280,9 +322,11 @@ def prompt_build(
     context window leaves), estimating at ``chars_per_token``.
 
     Compression, by rule, until the estimate fits: (1) events outside the
-    window, farthest from it first; (2) the trajectory summary coarsened from
-    6 h to 12, 24, then 48 h rows; (3) summary rows farthest from the window;
-    (4) observations inside the window, latest first. Recorded actions to rate,
+    window, farthest from it first; (2) the discharge summary (when there is
+    one) cut from DISCHARGE_CHARS to DISCHARGE_MIN_CHARS characters; (3) the
+    trajectory summary coarsened from 6 h to 12, 24, then 48 h rows; (4) summary
+    rows farthest from the window; (5) observations inside the window, latest
+    first. A radiology report is one event line, its text cut at NOTE_CHARS. Recorded actions to rate,
     static context and instructions are never dropped, and a record is either
     shown whole or not at all. Raises PromptBudgetError when nothing is left to
     drop and the prompt still does not fit.
@@ -326,6 +370,12 @@ def prompt_build(
         + note_allowance
     )
 
+    discharge = context.static.get("discharge_summaries") or []
+    discharge_text = discharge_block(discharge)
+
+    def discharge_cost() -> int:
+        return tokens_estimate(discharge_text) + 1 if discharge_text else 0
+
     summary_hours = 6
     summary = list(context.summary)
     summary_dropped = 0
@@ -338,7 +388,7 @@ def prompt_build(
     compressions: list[str] = []
 
     def total() -> int:
-        return base + summary_cost(summary) + events_cost
+        return base + summary_cost(summary) + events_cost + discharge_cost()
 
     if total() > budget:
         far = sorted(
@@ -357,6 +407,11 @@ def prompt_build(
         shown = [e for e in shown if e["id"] in keep]
         if dropped:
             compressions.append(f"dropped {dropped} events outside the window")
+    if total() > budget and discharge_text:
+        discharge_text = discharge_block(discharge, DISCHARGE_MIN_CHARS)
+        compressions.append(
+            f"discharge summary cut to {DISCHARGE_MIN_CHARS} characters"
+        )
     while total() > budget and summary_hours < 48 and len(summary) > 1:
         summary = summary_coarsen(summary, factor=2)
         summary_hours *= 2
@@ -372,7 +427,7 @@ def prompt_build(
         drop: set[int] = set()
         current = summary_cost(summary)
         for i in order:
-            if base + current + events_cost <= budget:
+            if base + current + events_cost + discharge_cost() <= budget:
                 break
             drop.add(i)
             current -= tokens_estimate(summary_line(summary[i])) + 1
@@ -400,6 +455,7 @@ def prompt_build(
     user = "\n\n".join(
         [
             fixed[0],
+            *([discharge_text] if discharge_text else []),
             _summary_block(summary, summary_hours, summary_dropped),
             fixed[1],
             _events_block([lines[e["id"]] for e in shown], events_dropped, context),
@@ -430,6 +486,7 @@ __all__ = [
     "DEFAULT_VERSION",
     "Prompt",
     "PromptBudgetError",
+    "discharge_block",
     "event_line",
     "messages_chars",
     "messages_tokens",

@@ -147,3 +147,62 @@ def test_events_carry_their_concept_name_and_the_unit_of_their_value():
         "°C",
         "Temperature Fahrenheit",
     )
+
+
+# Clinical notes (issue 21) ------------------------------------------------------
+
+
+def _report(stay, hours: float, text: str, name: str = "CHEST (PORTABLE AP)"):
+    return make_event(
+        admission=stay.admission,
+        time=at(stay, hours),
+        domain=Domain.NOTES,
+        category="radiology_report",
+        name=name,
+        value_num=None,
+        unit="",
+        value_text=text,
+        source_table="radiology",
+    )
+
+
+def test_context_holds_reports_around_and_before_the_window_and_the_discharge_summary(
+    django_assert_max_num_queries,
+):
+    stay = stable_stay(hours=24)
+    old = _report(stay, -40, "FINDINGS: Old film.")  # more than 48 h before
+    earlier = [_report(stay, h, f"FINDINGS: earlier {h}") for h in (-5, 2, 4)]
+    inside = _report(stay, 10.1, "FINDINGS: New bilateral opacities.")
+    make_event(
+        admission=stay.admission,
+        time=at(stay, 30),
+        kind=EventKind.OUTCOME,
+        domain=Domain.NOTES,
+        category="discharge_summary",
+        name="Discharge summary",
+        value_num=None,
+        unit="",
+        value_text="Brief Hospital Course: recovered.",
+        source_table="discharge",
+    )
+    window = windows_of(stay)[5]  # 10-10.5 h
+    window_contexts_build(windows=[window])  # stores the tracks
+
+    with django_assert_max_num_queries(6):
+        [context] = window_contexts_build(
+            windows=[window], hours_before=2, hours_after=1
+        )
+
+    ids = [e["id"] for e in context.events]
+    assert inside.pk in ids
+    # The latest two reports before the span (8 h), marked as such.
+    before = [e for e in context.events if e.get("latest_before")]
+    assert [e["id"] for e in before if e["domain"] == "notes"] == [
+        earlier[1].pk,
+        earlier[2].pk,
+    ]
+    assert old.pk not in ids and earlier[0].pk not in ids
+    assert context.allowed_event_ids == frozenset(ids)
+    assert all(e["category"] != "discharge_summary" for e in context.events)
+    [summary] = context.static["discharge_summaries"]
+    assert summary["text"] == "Brief Hospital Course: recovered."

@@ -10,6 +10,8 @@ from oracle.context import window_contexts_build
 from oracle.models import PromptTemplate
 from oracle.prompts import (
     DEFAULT_VERSION,
+    DISCHARGE_CHARS,
+    NOTE_CHARS,
     PromptBudgetError,
     event_line,
     prompt_build,
@@ -250,3 +252,79 @@ def test_coded_records_are_marked_as_coded_after_discharge_in_their_own_section(
     # The event is named by its concept, never by a source label in another unit.
     assert "Temperature = 36.7 °C" in user
     assert "Fahrenheit" not in user
+
+
+# Clinical notes (issue 21) ------------------------------------------------------
+
+
+def _notes_stay(report_text: str, summary_text: str):
+    from tests.factories import make_event
+
+    stay = stable_stay(hours=24)
+    report = make_event(
+        admission=stay.admission,
+        time=at(stay, 6.1),
+        domain=Domain.NOTES,
+        category="radiology_report",
+        name="CHEST (PORTABLE AP)",
+        value_num=None,
+        unit="",
+        value_text=report_text,
+        source_table="radiology",
+    )
+    make_event(
+        admission=stay.admission,
+        time=at(stay, 40),
+        kind=EventKind.OUTCOME,
+        domain=Domain.NOTES,
+        category="discharge_summary",
+        name="Discharge summary",
+        value_num=None,
+        unit="",
+        value_text=summary_text,
+        source_table="discharge",
+    )
+    [context] = window_contexts_build(windows=[windows_of(stay)[3]])
+    return context, report
+
+
+def test_a_report_is_an_event_line_with_its_findings_and_the_summary_is_apart():
+    findings = "FINDINGS: New bilateral airspace opacities. IMPRESSION: ARDS."
+    context, report = _notes_stay(findings, "Brief Hospital Course: recovered.")
+
+    prompt = prompt_build(context=context, template=prompt_default_get_or_create())
+
+    user = prompt.messages[-1]["content"]
+    [line] = [x for x in user.splitlines() if x.startswith(f"[{report.pk}] ")]
+    assert findings in line and "CHEST (PORTABLE AP)" in line
+    assert report.pk in prompt.event_ids
+    section = user.split("## Discharge summary")[1].split("\n## ")[0]
+    assert "written at discharge" in section.splitlines()[0]
+    assert "not citable" in section.splitlines()[0]
+    assert "Brief Hospital Course: recovered." in section
+    assert user.count("Brief Hospital Course") == 1
+
+
+def test_long_notes_are_cut_with_a_marker_within_the_budget():
+    findings = "FINDINGS: " + "opacity " * 1000
+    summary = "Brief Hospital Course: " + "stable day. " * 2000
+    context, report = _notes_stay(findings, summary)
+    template = prompt_default_get_or_create()
+
+    prompt = prompt_build(context=context, template=template)
+    user = prompt.messages[-1]["content"]
+    [line] = [x for x in user.splitlines() if x.startswith(f"[{report.pk}] ")]
+    assert "FINDINGS: opacity" in line and "[…truncated]" in line
+    assert len(line) < NOTE_CHARS + 200
+    section = user.split("## Discharge summary")[1].split("\n## ")[0]
+    assert "[…truncated]" in section
+    assert DISCHARGE_CHARS - 100 < len(section) < DISCHARGE_CHARS + 400
+
+    # A budget that cannot hold the long summary cuts it further, by rule.
+    tight = prompt_build(
+        context=context, template=template, budget=prompt.estimated_tokens - 500
+    )
+    assert "discharge summary cut to 600 characters" in tight.compressions
+    section = tight.messages[-1]["content"].split("## Discharge summary")[1]
+    assert len(section.split("\n## ")[0]) < 600 + 300
+    assert tight.estimated_tokens <= prompt.estimated_tokens - 500
