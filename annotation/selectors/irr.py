@@ -41,6 +41,15 @@ def _nanmean(values) -> float:
     return float(array.mean()) if array.size else math.nan
 
 
+def _nanmean_batch(samples: np.ndarray) -> np.ndarray:
+    """``_nanmean`` of each row of ``samples`` (resamples x windows) at once: the
+    bootstrap's replicates (evaluation.agreement.bootstrap_ci's ``batch``)."""
+    present = ~np.isnan(samples)
+    count = present.sum(axis=1)
+    total = np.where(present, samples, 0.0).sum(axis=1)
+    return np.where(count > 0, total / np.maximum(count, 1), np.nan)
+
+
 def campaign_irr(*, campaign: Campaign, n_boot: int = 1000, seed: int = 0) -> dict:
     """The campaign's inter-rater reliability over its windows with computed
     agreement (spec section 4).
@@ -84,7 +93,9 @@ def campaign_irr(*, campaign: Campaign, n_boot: int = 1000, seed: int = 0) -> di
             [a.pairwise_f1[task]["mean"] for a in agreements], dtype=float
         )
         if values.size:
-            ci = bootstrap_ci(_nanmean, values, n_boot=n_boot, seed=seed)
+            ci = bootstrap_ci(
+                _nanmean, values, n_boot=n_boot, seed=seed, batch=_nanmean_batch
+            )
             result["set_tasks"][task] = {"mean_pairwise_f1": _ci(ci)}
         else:
             result["set_tasks"][task] = {"mean_pairwise_f1": None}

@@ -116,3 +116,20 @@ def test_status_agreement_intervals_are_the_per_resample_bootstrap(n_raters):
         assert got.estimate == ci.estimate
         assert math.isclose(got.low, ci.low, rel_tol=1e-12, abs_tol=1e-12), name
         assert math.isclose(got.high, ci.high, rel_tol=1e-12, abs_tol=1e-12), name
+
+
+def test_the_set_tasks_batched_mean_skips_missing_values_as_the_per_resample_one():
+    from annotation.selectors.irr import _nanmean, _nanmean_batch
+
+    rng = np.random.default_rng(4)
+    values = rng.random(50)
+    values[rng.random(50) < 0.3] = np.nan
+    values[:3] = np.nan
+    idx = rng.integers(0, 50, size=(200, 50))
+    idx[0] = 0  # a resample of missing values only: undefined
+    _same(_nanmean_batch(values[idx]), [_nanmean(values[i]) for i in idx])
+    looped = bootstrap_ci(_nanmean, values, n_boot=300, seed=2)
+    batched = bootstrap_ci(_nanmean, values, n_boot=300, seed=2, batch=_nanmean_batch)
+    assert batched.estimate == looped.estimate
+    assert math.isclose(batched.low, looped.low, rel_tol=1e-12)
+    assert math.isclose(batched.high, looped.high, rel_tol=1e-12)
