@@ -311,3 +311,26 @@ def test_admin_queues_one_from_the_releases_page_and_rebuilds_it(
     assert again.version == 3 and again.cohort_id == cohort["cohort"].pk
     detail = client.get(f"/releases/{release.pk}/")
     assert detail.status_code == 200 and b"5 checkpoints" in detail.content
+
+
+def test_client_gives_each_checkpoint_the_events_before_it(release, cohort, settings):
+    import sys
+
+    client_dir = str(Path(__file__).resolve().parents[2] / "client")
+    if client_dir not in sys.path:  # the client is pip-installed by researchers
+        sys.path.insert(0, client_dir)
+    from realicu_client import parse_time
+    from realicu_client.surveillance import iterate_checkpoints, prediction
+
+    points = list(iterate_checkpoints(_folder(release, settings)))
+    assert len(points) == 5
+    a = [p for p in points if p.record["stay_id"] == cohort["a"].pk]
+    assert [p.hours_since_admit for p in a] == [0, 4, 8]
+    assert [len(p.context) for p in a] == [0, 1, 2]
+    for point in points:
+        moment = parse_time(point.record["time"])
+        assert all(parse_time(e["time"]) < moment for e in point.context)
+    line = prediction(a[1].record, global_action="escalate", priority="high",
+                      alerts=["severe_hyperlactatemia"])  # fmt: skip
+    assert line["checkpoint_id"] == a[1].checkpoint_id
+    assert line["alerts"] == a[1].labels["alerts"]
