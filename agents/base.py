@@ -6,8 +6,12 @@ An agent is shown ONE window at a time, in time order within a stay, as a
 strictly before the window's end (windows.selectors_context.bedside_filter: no
 outcome-revealing events, no records coded after discharge), the stay's static
 facts as a release holds them, and the earlier windows of the stay. It returns a
-prediction in the release prediction schema (evaluation.labelschema: ``status``
-and the payload's lists; the runner adds ``window_id``) and its new per-stay
+prediction in the release prediction schema (a prediction file's line without its
+ids, exports.scoring: ``status``, one of evaluation.labelschema.STATUS_VALUES,
+and ``acute_problems`` and ``recommended_actions``, ranked lists of short
+strings; label-shaped lists of ``{"text": ...}`` items and ``added_actions`` are
+read too, agents.prompts.prediction_normalise; the runner adds ``window_id``
+and ``stay_id``) and its new per-stay
 memory, a JSON-serialisable dict the runner stores after every window
 (agents.models.AgentStayState) and hands back with the next window of the
 stay, so a run resumes per stay and the memory can be looked at.
@@ -160,10 +164,10 @@ class Agent:
     ``prompt_version`` and ``description``, and implement ``predict``.
 
     ``predict(ctx, memory)`` returns ``(prediction, new_memory)``: the
-    prediction is a dict in evaluation.labelschema's shape (``status`` plus
-    ``status_evidence``, ``acute_problems``, ``action_ratings``,
-    ``added_actions``, ``red_flags``; the runner fills missing lists with []
-    and checks it), ``new_memory`` the stay's memory after this window
+    prediction is a dict with ``status``, ``acute_problems`` and
+    ``recommended_actions`` (see the module's docstring; the runner normalises
+    and checks it, a missing list is empty), ``new_memory`` the stay's memory
+    after this window
     (``memory`` is ``{}`` at a stay's first window). Raise ``AgentError`` for
     a window that cannot be predicted.
     """

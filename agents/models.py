@@ -113,7 +113,7 @@ class AgentRun(JobFields):
     @property
     def label(self) -> str:
         if self.endpoint_id:
-            return f"endpoint {self.endpoint.name}"
+            return f"endpoint: {self.endpoint.name}"
         return self.agent
 
     @property
