@@ -123,3 +123,22 @@ def test_admin_starts_a_run_from_the_page(admin_user, tiny_release, fake_backbon
         4,
     )
     assert run.stays.count() == 3
+
+
+def test_icu_evo_memory_uses_its_own_partial(fake_backbone, tiny_release, admin_user):
+    run = agent_run_start(
+        user=admin_user,
+        release=tiny_release,
+        agent="icu-evo",
+        backbone=fake_backbone,
+        enqueue=False,
+    )
+    state = run.stays.first()
+    state.memory = {"window_index": 3, "summaries": [], "hypotheses": []}
+    state.save(update_fields=["memory"])
+    html = (
+        client_for(admin_user)
+        .get(f"/agents/runs/{run.pk}/stays/{state.pk}/")
+        .content.decode()
+    )
+    assert "data-icu-evo-memory" in html and "data-memory-json" in html
