@@ -39,17 +39,31 @@ SYSTEM = (
 )
 
 
+# A clinical note's text (a radiology report: FINDINGS first, then IMPRESSION,
+# windows.importers.mimic.notes) is cut at NOTE_CHARS characters, the cut marked;
+# other text at 120. Discharge summaries never reach an agent (bedside_filter).
+NOTE_CHARS = 600
+TRUNCATION_MARK = "[…truncated]"
+
+
 def event_line(event: dict) -> str:
     """One event as a prompt line: hours since ICU admission, kind, concept,
     value and unit (or text)."""
     value = event.get("value_num")
+    concept = event.get("concept") or event.get("name") or ""
     if value is not None:
         shown = f"{value:g}" if isinstance(value, float) else str(value)
         if event.get("unit"):
             shown = f"{shown} {event['unit']}"
+    elif event.get("domain") == "notes":
+        shown = " ".join((event.get("value_text") or "").split())
+        if len(shown) > NOTE_CHARS:
+            cut = NOTE_CHARS - len(TRUNCATION_MARK) - 1
+            shown = shown[:cut].rstrip() + " " + TRUNCATION_MARK
+        if event.get("name") and event["name"] != concept:
+            concept = f"{concept} ({event['name']})"
     else:
         shown = (event.get("value_text") or "").strip()[:120]
-    concept = event.get("concept") or event.get("name") or ""
     hours = event.get("hours_since_admit")
     head = f"[{hours:.2f}h]" if isinstance(hours, int | float) else "[?]"
     return f"{head} {event.get('kind', '')} {concept}: {shown}".rstrip(": ")

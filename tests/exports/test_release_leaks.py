@@ -4,7 +4,10 @@ campaign with real consensus. For every window, its context (the stay file's
 events before the window's end) holds no outcome-revealing event and no record
 coded after discharge, the stay file nothing past the stay's last window end,
 the window's own actions are listed for removal, and no window record or
-context line holds a procedure or diagnosis code."""
+context line holds a procedure or diagnosis code. Clinical notes (issue 21) are
+added to the demo's admissions: radiology reports every 8 h to past each
+stay's end, a discharge summary per admission; no context holds a discharge
+summary, nor a report stored at or after its window's end."""
 
 import json
 from collections import defaultdict
@@ -16,7 +19,7 @@ from exports.building import release_build
 from exports.models import ReleaseKind
 from exports.services import release_create
 from windows.importers.clif import clif_import
-from windows.models import Admission, Event, EventKind, Stay, Window
+from windows.models import Admission, Domain, Event, EventKind, Stay, Window
 from windows.selectors_context import OUTCOME_REVEALING_CATEGORIES, window_actions
 from windows.windowing import windows_build_many
 
@@ -81,6 +84,75 @@ def _assert_no_coded_record(folder, records):
         assert not leaked, (record["window_id"], leaked)
 
 
+DISCHARGE_MARK = "DISCHARGE-SUMMARY-TEXT"
+
+
+def _add_notes() -> int:
+    """Radiology reports every 8 h from each admission's first ICU stay to 12 h
+    past its last (some after every window's end), and a discharge summary at
+    the last stay's end plus a day, as MIMIC-IV-Note's import makes them
+    (windows.importers.mimic.notes); the number of reports."""
+    from datetime import timedelta
+
+    rows = []
+    for admission in Admission.objects.prefetch_related("stays"):
+        stays = list(admission.stays.all())
+        if not stays:
+            continue
+        first = min(s.intime for s in stays)
+        last = max(s.outtime for s in stays)
+        time, n = first, 0
+        while time < last + timedelta(hours=12):
+            n += 1
+            rows.append(
+                Event(
+                    admission=admission,
+                    time=time,
+                    kind=EventKind.OBSERVATION,
+                    domain=Domain.NOTES,
+                    category="radiology_report",
+                    name="CHEST (PORTABLE AP)",
+                    value_text=f"FINDINGS: report {n} at {time.isoformat()}.",
+                    source_table="radiology",
+                    source_key=f"{admission.pk}-RR-{n}",
+                )
+            )
+            time += timedelta(hours=8, minutes=7)
+        rows.append(
+            Event(
+                admission=admission,
+                time=last + timedelta(days=1),
+                kind=EventKind.OUTCOME,
+                domain=Domain.NOTES,
+                category="discharge_summary",
+                name="Discharge summary",
+                value_text=f"{DISCHARGE_MARK} Discharge Disposition: Expired",
+                source_table="discharge",
+                source_key=f"{admission.pk}-DS-1",
+            )
+        )
+    Event.objects.bulk_create(rows, batch_size=2000)
+    return sum(1 for r in rows if r.category == "radiology_report")
+
+
+def _assert_notes_safe(folder) -> None:
+    """No context line is or mentions a discharge summary; every report in a
+    context was stored before the end of the stay's last window in the release
+    (per window: _assert_no_leaks), and some reports are there at all."""
+    summaries = set(
+        Event.objects.filter(category="discharge_summary").values_list("id", flat=True)
+    )
+    assert summaries
+    reports = 0
+    for path in sorted((folder / "context").glob("*.jsonl")):
+        for line in open(path, encoding="utf-8"):
+            assert DISCHARGE_MARK not in line, path.name
+            row = json.loads(line)
+            assert row["event_id"] not in summaries
+            reports += row["category"] == "radiology_report"
+    assert reports > 0
+
+
 def _assert_no_leaks(release, folder):
     records = [json.loads(line) for line in open(folder / "windows.jsonl")]
     assert len(records) == release.window_count > 0
@@ -104,6 +176,9 @@ def _assert_no_leaks(release, folder):
         assert len(events) == len(ids)
         last_end = max(windows[r["window_id"]].end for r in stay_records)
         for e in events.values():
+            # A report (or any event) is in a stay's file only if stored before
+            # the end of its last window in the release; each window reads the
+            # file up to its own end (exports' client and agents: time < end).
             assert e.time < last_end
             assert e.kind not in (EventKind.OUTCOME, EventKind.CODED)
             assert e.category not in OUTCOME_REVEALING_CATEGORIES
@@ -122,6 +197,8 @@ def _assert_no_leaks(release, folder):
         )
     assert checked == len(records)
     _assert_no_coded_record(folder, records)
+    if Event.objects.filter(domain=Domain.NOTES).exists():
+        _assert_notes_safe(folder)
 
 
 def _windows_reaching_coded_records(windows) -> int:
@@ -145,6 +222,7 @@ def test_scale_release_of_the_whole_demo_leaks_nothing(
     clif_demo_dir, admin_user, release_dirs
 ):
     clif_import(directory=clif_demo_dir)
+    assert _add_notes() > 100
     from windows.models import Stay
 
     windows_build_many(stays=Stay.objects.order_by("pk"), seed=0)
@@ -199,6 +277,7 @@ def test_gold_release_with_real_consensus_leaks_nothing_and_hides_physicians(
     from windows.models import Stay
 
     clif_import(directory=clif_demo_dir)
+    assert _add_notes() > 100
     stays = list(Stay.objects.order_by("pk")[:3])
     windows_build_many(stays=Stay.objects.filter(pk__in=[s.pk for s in stays]), seed=0)
     gold = list(
