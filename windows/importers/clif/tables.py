@@ -173,6 +173,12 @@ _EVENT_TABLES: list[tuple[str, list[str]]] = [
             "procedure_billed_dttm",
         ],
     ),
+    # Not a CLIF table: a site's clinical notes, optional (issue 21;
+    # windows.importers.clif.transforms._clinical_notes says what is read).
+    (
+        "clinical_notes",
+        ["hospitalization_id", "note_dttm", "note_type", "note_text"],
+    ),
 ]
 _TIME_COLUMN = {
     "vitals": "recorded_dttm",
@@ -184,6 +190,7 @@ _TIME_COLUMN = {
     "crrt_therapy": "recorded_dttm",
     "position": "recorded_dttm",
     "patient_procedures": "procedure_billed_dttm",
+    "clinical_notes": "note_dttm",
 }
 
 
@@ -204,6 +211,7 @@ def _optional_columns(name: str) -> list[str]:
         "respiratory_support": ["tracheostomy", *RESP_SET_COLUMNS, *RESP_OBS_COLUMNS],
         "patient_assessments": ["text_value", "assessment_group"],
         "crrt_therapy": CRRT_NUMERIC,
+        "clinical_notes": ["note_name"],
     }.get(name, [])
 
 

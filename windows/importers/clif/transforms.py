@@ -13,6 +13,7 @@ from windows.importers.clif.tables import (
     RESP_SET_COLUMNS,
     _text,
 )
+from windows.importers.mimic.notes import report_findings
 from windows.models import Admission, Domain, EventKind
 
 VITAL_UNITS = {
@@ -352,6 +353,44 @@ def _procedures(c: pd.DataFrame) -> pd.DataFrame:
     )
 
 
+def _clinical_notes(c: pd.DataFrame) -> pd.DataFrame:
+    """A site's optional ``clinical_notes`` table (not part of CLIF; issue 21):
+    ``hospitalization_id``, ``note_dttm``, ``note_type``, ``note_text`` and
+    optionally ``note_name`` (the exam). ``note_dttm`` is when the note could be
+    read (a radiology report's signed or stored time, not the exam's).
+    ``note_type`` "radiology": a bedside report, its FINDINGS and IMPRESSION
+    sections as text (windows.importers.mimic.notes.report_findings);
+    "discharge": a discharge summary, hindsight only (kind outcome, category
+    discharge_summary). Other note types are not imported: whether they were
+    readable at the bedside at their time is not known."""
+    kind = _text(c["note_type"]).str.strip().str.lower()
+    text = _text(c["note_text"])
+    name = _text(c["note_name"]) if "note_name" in c else pd.Series("", index=c.index)
+    radiology = (kind == "radiology").to_numpy()
+    discharge = (kind == "discharge").to_numpy()
+    reports = c[radiology]
+    report_names = name[radiology].where(name[radiology] != "", "Radiology report")
+    frames = [
+        _base(
+            reports,
+            kind=EventKind.OBSERVATION,
+            domain=Domain.NOTES,
+            category=pd.Series("radiology_report", index=reports.index),
+            name=report_names,
+            value_text=text[radiology].map(report_findings),
+        ),
+        _base(
+            c[discharge],
+            kind=EventKind.OUTCOME,
+            domain=Domain.NOTES,
+            category=pd.Series("discharge_summary", index=c.index[discharge]),
+            name=pd.Series("Discharge summary", index=c.index[discharge]),
+            value_text=text[discharge].str.strip(),
+        ),
+    ]
+    return pd.concat(frames).sort_index()
+
+
 _TRANSFORMS = {
     "vitals": _vitals,
     "labs": _labs,
@@ -362,6 +401,7 @@ _TRANSFORMS = {
     "crrt_therapy": _crrt,
     "position": _position,
     "patient_procedures": _procedures,
+    "clinical_notes": _clinical_notes,
 }
 
 
