@@ -320,7 +320,8 @@ def _vasoactive_support(tr: _Tracks):
 
 def _hypotension(tr: _Tracks):
     """Hypotension, current: the lowest MAP charted in the checkpoint's hour
-    < 65 mmHg (the MAP target of Sepsis-3 septic shock; vitals section 1)."""
+    < 65 mmHg (MAP as CLINICAL_CONCEPTS.md 1, 9a; 65 mmHg is the MAP target of
+    Sepsis-3 septic shock, Singer et al. 2016)."""
     ev = tr.now("map_min")
     return (ev,) if ev is not None and ev.value < 65 else None
 
