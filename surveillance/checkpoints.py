@@ -227,9 +227,10 @@ def _lactate_over(tr: _Tracks, threshold: float, strict: bool) -> Evidence | Non
 
 
 def _shock(tr: _Tracks):
-    """Shock, current: a vasoactive agent running at the checkpoint (5) and a
-    current lactate > 2 mmol/L (7), the circulatory criteria of Sepsis-3
-    septic shock (Singer et al. 2016) without the infection."""
+    """Shock, current: a vasoactive agent running at the checkpoint
+    (CLINICAL_CONCEPTS.md 5) and a current lactate > 2 mmol/L (7), the
+    circulatory criteria of Sepsis-3 septic shock (Singer et al. 2016) without
+    the infection."""
     drugs = _vasoactive(tr)
     lactate = _lactate_over(tr, 2.0, strict=True)
     if drugs and lactate:
