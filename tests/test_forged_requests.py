@@ -17,6 +17,7 @@ from django.urls import URLPattern, URLResolver, get_resolver, reverse
 from rest_framework.authtoken.models import Token
 
 from accounts.roles import Role
+from agents.models import AgentRun, AgentStayState
 from annotation.models import CalibrationPair, CalibrationSet, Label
 from annotation.services import (
     MAX_ACTIVE_SECONDS_PER_SAVE,
@@ -219,6 +220,10 @@ def world(db):
         stratum="random",
     )
     import_run = ImportRun.objects.create(source=Source.CLIF, started_by=admin)
+    agent_run = AgentRun.objects.create(
+        release=release, agent="local-window", created_by=admin
+    )
+    stay_state = AgentStayState.objects.create(run=agent_run, stay=stay)
     users = {
         "anonymous": None,
         "physician": owner,
@@ -248,6 +253,7 @@ def world(db):
             "job_id": job.pk,
             "backbone_id": run.backbone_id,
             "import_run_id": import_run.pk,
+            "stay_state_id": stay_state.pk,
             "stay_id": stay.pk,
             "index": 0,
         },
