@@ -57,10 +57,18 @@ def follow(command, run: AgentRun, *, inline: bool) -> None:
         agent_run_inline(run=run, on_window=show)
         show()
     else:
+        from agents.services import agent_run_settle
+        from jobs.reaper import job_check
+
         while True:
             show()
             if run.state not in (RunState.QUEUED, RunState.RUNNING):
                 break
+            # As the run page does: stays whose workers died are queued again
+            # (or failed), and a run whose stays all ended is settled.
+            for state in run.stays.filter(state__in=("queued", "running")):
+                job_check(state)
+            agent_run_settle(run=run)
             time.sleep(FOLLOW_SECONDS)
     out.write("\n")
     run.refresh_from_db()
