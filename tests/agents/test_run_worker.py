@@ -95,3 +95,41 @@ def test_a_killed_workers_run_resumes_per_stay_with_one_prediction_per_window(
     assert "re-queued" in (tmp_path / "second.log").read_text()
     assert run.submission.state == SubmissionState.SCORED, run.submission.error
     assert run.submission.baseline["agent"] == "local-window"
+
+
+def test_agent_run_command_queues_and_follows_to_the_end(
+    admin_user, tiny_release, slow_llm, tmp_path, settings, monkeypatch
+):
+    import io
+
+    from django.core.management import call_command
+
+    from oracle.models import Backbone, BackboneKind
+
+    monkeypatch.setenv("REALICU_RELEASES_DIR", str(settings.REALICU_RELEASES_DIR))
+    monkeypatch.setenv("REALICU_SUBMISSIONS_DIR", str(settings.REALICU_SUBMISSIONS_DIR))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    backbone = Backbone.objects.create(
+        name="fake-slow",
+        kind=BackboneKind.OPENAI,
+        base_url=slow_llm.base_url,
+        model="fake",
+        max_retries=1,
+    )
+    worker = start_worker(tmp_path / "worker.log")
+    try:
+        out = io.StringIO()
+        call_command(
+            "agent_run",
+            "--agent=full-context",
+            f"--release={tiny_release.pk}",
+            f"--backbone={backbone.name}",
+            f"--user={admin_user.username}",
+            stdout=out,
+        )
+    finally:
+        stop_worker(worker)
+    run = AgentRun.objects.get()
+    assert run.state == RunState.DONE and run.windows_done == 4
+    assert "4/4 windows (0 failed)" in out.getvalue()
+    assert len(slow_llm.requests) == 4
