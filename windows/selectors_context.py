@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.db.models import Q, QuerySet, Subquery
 
-from windows.models import Event, EventKind, Stay, Window
+from windows.models import Domain, Event, EventKind, Stay, Window
 
 # Categories that reveal how the stay ends, whatever kind the importer gave them.
 OUTCOME_REVEALING_CATEGORIES = frozenset(
@@ -21,6 +21,12 @@ OUTCOME_REVEALING_CATEGORIES = frozenset(
 # Kinds never at the bedside: how the stay ends, and what is coded after discharge.
 HINDSIGHT_KINDS = (EventKind.OUTCOME, EventKind.CODED)
 
+# Clinical notes at the bedside (issue 21): radiology reports only, at the time
+# they were stored (windows.importers.mimic.notes). A discharge summary is
+# hindsight (kind outcome, an outcome-revealing category), and a note of any other
+# category stays out too: whether it was readable at its time is not known.
+BEDSIDE_NOTE_CATEGORIES = ("radiology_report",)
+
 
 def bedside_filter(
     *, admission_id, start, end, exclude_window_actions: bool = False
@@ -32,6 +38,7 @@ def bedside_filter(
         Q(admission_id=admission_id, time__lt=end)
         & ~Q(kind__in=HINDSIGHT_KINDS)
         & ~Q(category__in=OUTCOME_REVEALING_CATEGORIES)
+        & ~(Q(domain=Domain.NOTES) & ~Q(category__in=BEDSIDE_NOTE_CATEGORIES))
     )
     if exclude_window_actions:
         condition &= ~Q(kind=EventKind.ACTION, time__gte=start, time__lt=end)
@@ -79,6 +86,7 @@ def window_actions(*, window: Window) -> QuerySet[Event]:
 
 
 __all__ = [
+    "BEDSIDE_NOTE_CATEGORIES",
     "HINDSIGHT_KINDS",
     "OUTCOME_REVEALING_CATEGORIES",
     "bedside_events",

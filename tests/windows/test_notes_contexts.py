@@ -91,3 +91,12 @@ def test_agent_contexts_and_prompts_hold_reports_never_summaries(stay):
     assert long.endswith(TRUNCATION_MARK)
     assert "FINDINGS: worsening effusion" in long
     assert len(long.split(": ", 1)[1]) <= NOTE_CHARS
+
+
+def test_a_note_of_another_category_is_never_bedside(stay):
+    other = _note(stay, 3, "Progress note: doing well.", category="progress_note")
+    for window in Window.objects.filter(stay=stay):
+        ids = set(bedside_events(window=window).values_list("id", flat=True))
+        assert other.pk not in ids
+    last = Window.objects.filter(stay=stay).order_by("-index").first()
+    assert bedside_events(window=last).filter(category="radiology_report").count() == 2

@@ -43,6 +43,9 @@ class EventStep:
     """One event file streamed for one batch: rows of the batch's admissions,
     transformed to events in chunks and written."""
 
+    # Rows per chunk read; a file of long texts (clinical notes) reads fewer.
+    chunk_rows = CHUNK_ROWS
+
     def __init__(
         self,
         spec: TableSpec,
@@ -82,10 +85,10 @@ class EventStep:
         (not only the columns used, which would take such a line silently) and
         names the line in its error."""
         if self.table.is_parquet:
-            yield from self.table.chunks(self.columns, chunksize=CHUNK_ROWS)
+            yield from self.table.chunks(self.columns, chunksize=self.chunk_rows)
             return
         self.table.require(self.columns)
-        blocks = self.table.arrow_blocks(self.columns, rows=CHUNK_ROWS)
+        blocks = self.table.arrow_blocks(self.columns, rows=self.chunk_rows)
         done = 0
         while True:
             try:
@@ -94,7 +97,7 @@ class EventStep:
                 return
             except Exception:  # whatever Arrow says: pandas' reader words it
                 for first_row, chunk in self.table.chunks(
-                    self.columns, chunksize=CHUNK_ROWS, all_fields=True
+                    self.columns, chunksize=self.chunk_rows, all_fields=True
                 ):
                     if first_row + len(chunk) <= done + 1:
                         continue

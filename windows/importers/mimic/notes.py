@@ -193,9 +193,22 @@ def _discharge(f: pd.DataFrame, file: str) -> pd.DataFrame:
     )
 
 
+# Rows per chunk of a notes file, about 15 MB of text each: a report is about
+# 1.5 kB and a discharge summary 10 kB, so the 250,000 rows of the other files
+# would hold gigabytes.
+REPORT_CHUNK_ROWS = 10_000
+DISCHARGE_CHUNK_ROWS = 1_500
+
+
+class DischargeStep(EventStep):
+    chunk_rows = DISCHARGE_CHUNK_ROWS
+
+
 class RadiologyStep(EventStep):
     """radiology, each report named by its exam (radiology_detail's exam_name)
     when that file is there."""
+
+    chunk_rows = REPORT_CHUNK_ROWS
 
     def __init__(
         self, *args, detail: SourceTable | None = None, detail_columns=(), **kwargs
@@ -279,7 +292,7 @@ def note_steps(folder, summary: ImportSummary) -> list[EventStep]:
     discharge = folder.table(DISCHARGE)
     if discharge is not None:
         steps.append(
-            EventStep(
+            DischargeStep(
                 DISCHARGE, discharge, folder.columns(discharge, DISCHARGE), _discharge
             )
         )
