@@ -441,6 +441,12 @@ def main() -> int:
         default=None,
         help="serve's web worker processes (default: serve's)",
     )
+    parser.add_argument(
+        "--web-threads",
+        type=int,
+        default=None,
+        help="threads of each web process (default: serve's)",
+    )
     args = parser.parse_args()
 
     var = Path(tempfile.mkdtemp(prefix="realicu-embedded-bench-"))
@@ -472,7 +478,8 @@ def main() -> int:
         serve_wall = time.time()
         serve = subprocess.Popen(
             [*manage, "serve", "--bind", f"{HOST}:{port}"]
-            + (["--web-workers", str(args.web_workers)] if args.web_workers else []),
+            + (["--web-workers", str(args.web_workers)] if args.web_workers else [])
+            + (["--web-threads", str(args.web_threads)] if args.web_threads else []),
             env=env,
             cwd=ROOT,
             stdout=log,

@@ -205,7 +205,7 @@ def test_one_embedding_model_on_the_machine_in_the_worker(embedded_server):
     assert "_supervisor.py" in supervisor and not _maps_torch(embedded_server["pid"])
     with_torch = [command for pid, command in tree.items() if _maps_torch(pid)]
     web = [command for command in tree.values() if "gunicorn" in command]
-    assert len(web) == 3, tree  # the master and serve's two web workers
+    assert len(web) == 2, tree  # the master and serve's one web worker
     assert len(with_torch) == 1, tree
     assert " worker " in with_torch[0] and "--pool threads" in with_torch[0]
     # beat is a thread of that worker, not a process of its own.

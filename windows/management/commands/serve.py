@@ -19,7 +19,14 @@ class Command(BaseCommand):
         parser.add_argument(
             "--bind", default=os.environ.get("REALICU_BIND", "127.0.0.1:8000")
         )
-        parser.add_argument("--web-workers", type=int, default=2)
+        # One web process with four threads: each process holds the project
+        # (Django, pandas: about 250 MB after a while), and the embedded
+        # default serves one machine's team; measured on 160 windows by three
+        # physicians (benchmarks/embedded_pipeline_bench.py), web and worker
+        # come to about 1 GB this way and 1.2 GB with two processes, with no
+        # slower saves. Production sizes gunicorn by gunicorn.conf.py.
+        parser.add_argument("--web-workers", type=int, default=1)
+        parser.add_argument("--web-threads", type=int, default=4)
         parser.add_argument(
             "--concurrency",
             type=int,
@@ -35,7 +42,9 @@ class Command(BaseCommand):
             "loads one per process.",
         )
 
-    def handle(self, *args, bind, web_workers, concurrency, pool, **options):
+    def handle(
+        self, *args, bind, web_workers, web_threads, concurrency, pool, **options
+    ):
         if settings.CELERY_BROKER_URL.startswith("filesystem://"):
             for key in ("data_folder_in", "processed_folder", "control_folder"):
                 os.makedirs(
@@ -51,6 +60,8 @@ class Command(BaseCommand):
             bind,
             "--workers",
             str(web_workers),
+            "--threads",
+            str(web_threads),
             "--access-logfile",
             "-",
         ]
