@@ -185,13 +185,24 @@ class WindowEventRow:
     detail: str  # the source label where it adds to the concept, else ""
     source_name: str
     value: str
-    # A clinical note (a radiology report): its text shown whole, folded.
+    # A clinical note (a radiology report): its first words, and the rest of
+    # its text folded under them (the cell's text is the note's once, for the
+    # event finder).
     is_note: bool = False
     note_head: str = ""
+    note_rest: str = ""
 
 
 # A note's first characters, shown before it is unfolded.
 NOTE_HEAD_CHARS = 120
+
+
+def _note_head(text: str) -> str:
+    """A note's first NOTE_HEAD_CHARS characters or so, cut after a word."""
+    if len(text) <= NOTE_HEAD_CHARS:
+        return text
+    cut = text.rfind(" ", 0, NOTE_HEAD_CHARS)
+    return text[: cut if cut > 0 else NOTE_HEAD_CHARS]
 
 
 def _window_event_row(window: Window, event: Event, kind_labels: dict):
@@ -210,6 +221,7 @@ def _window_event_row(window: Window, event: Event, kind_labels: dict):
     label = _event_label(event)
     is_note = event.domain == Domain.NOTES
     value = _value_text(event, label.unit) or "–"
+    head = _note_head(value) if is_note else ""
     return WindowEventRow(
         id=event.pk,
         css=f"pos-{position}" + (" window-action" if is_window_action else ""),
@@ -226,11 +238,8 @@ def _window_event_row(window: Window, event: Event, kind_labels: dict):
         source_name=label.source_name,
         value=value,
         is_note=is_note,
-        note_head=(
-            value[:NOTE_HEAD_CHARS] + ("…" if len(value) > NOTE_HEAD_CHARS else "")
-            if is_note
-            else ""
-        ),
+        note_head=head,
+        note_rest=value[len(head) :] if is_note else "",
     )
 
 

@@ -112,3 +112,16 @@ def test_whole_stay_scope_shows_both_reports_never_the_summary(page):
     table = table[: table.index("data-discharge-summaries")]
     assert REPORT in table and LATER in table
     assert SUMMARY not in table
+
+
+def test_a_long_report_is_folded_and_its_cell_holds_its_text_once(page):
+    client, url, report = page
+    long_text = "FINDINGS: " + " ".join(f"finding{i} unchanged." for i in range(80))
+    report.value_text = long_text
+    report.save()
+    html = client.get(url).content.decode()
+    row = re.search(rf'data-event-id="{report.pk}">(.*?)</tr>', html, re.S).group(1)
+    cell = re.search(r'<td class="note-text">(.*?)</td>', row, re.S).group(1)
+    assert "<details" in cell and "<summary>FINDINGS: finding0" in cell
+    text = re.sub(r"<[^>]+>", "", cell)
+    assert text == long_text
