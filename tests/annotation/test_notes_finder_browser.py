@@ -1,0 +1,104 @@
+"""A radiology report on the labelling page (issue 21), in the system Chromium:
+the event finder finds it by a word of its findings and cites it to an item
+that is saved with it; the discharge summary is shown apart, written at
+discharge, and the finder never offers it."""
+
+from datetime import timedelta
+
+import pytest
+
+from annotation.models import Assignment, Label
+from tests.browser import chromium
+from tests.factories import make_event
+from windows.models import Domain, EventKind
+from windows.tracks import stay_tracks_get
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+PASSWORD = "correct horse battery"  # tests.factories.make_user's
+FINDINGS = (
+    "FINDINGS: Moderate left pleural effusion with adjacent atelectasis. "
+    + "Lines and tubes unchanged. " * 8
+    + "IMPRESSION: Left effusion."
+)
+
+
+@pytest.fixture
+def notes(stay, clinical):
+    report = make_event(
+        admission=stay.admission,
+        time=stay.intime + timedelta(minutes=20),  # window 0
+        domain=Domain.NOTES,
+        category="radiology_report",
+        name="CHEST (PORTABLE AP)",
+        value_num=None,
+        unit="",
+        value_text=FINDINGS,
+        source_table="radiology",
+    )
+    make_event(
+        admission=stay.admission,
+        time=stay.outtime + timedelta(days=1),
+        kind=EventKind.OUTCOME,
+        domain=Domain.NOTES,
+        category="discharge_summary",
+        name="Discharge summary",
+        value_num=None,
+        unit="",
+        value_text="Brief Hospital Course: zanzibar recovery.",
+        source_table="discharge",
+    )
+    return report
+
+
+@pytest.fixture
+def browser(campaign, notes, stay):
+    stay_tracks_get(stay=stay)
+    with chromium() as browser:
+        yield browser
+
+
+def test_finder_cites_a_report_and_never_offers_the_discharge_summary(
+    live_server, browser, physicians, notes, gold_windows
+):
+    from playwright.sync_api import expect
+
+    assignment = Assignment.objects.get(annotator=physicians[0], window=gold_windows[0])
+    page = browser.new_context(viewport={"width": 1440, "height": 1000}).new_page()
+    page.goto(f"{live_server.url}/accounts/login/")
+    page.fill("input[name=username]", physicians[0].username)
+    page.fill("input[name=password]", PASSWORD)
+    page.click("button[type=submit]")
+    page.wait_for_url(lambda url: "/accounts/login/" not in url)
+    errors = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(f"{live_server.url}/annotate/{assignment.pk}/")
+    page.wait_for_selector("[data-trajectory][data-ready=true]")
+
+    summary = page.locator("[data-discharge-summaries]")
+    assert "Written at discharge" in summary.inner_text()
+    row = page.locator(f'#window-events tr[data-event-id="{notes.pk}"]')
+    assert "pos-in" in row.get_attribute("class")
+
+    page.keyboard.press("a")
+    page.keyboard.type("Pleural effusion")
+    page.keyboard.press("Enter")
+    finder = page.locator("[data-event-finder]")
+    finder.wait_for(state="visible")
+    page.keyboard.type("zanzibar")
+    assert "No event shown matches" in finder.inner_text()
+    page.keyboard.press("Control+a")
+    page.keyboard.type("atelectasis")
+    first = page.locator("[data-finder-results] li").first
+    assert first.get_attribute("data-event-id") == str(notes.pk)
+    page.keyboard.press("Enter")
+    finder.wait_for(state="hidden")
+    page.keyboard.press("2")
+    expect(page.locator("[data-label-form]")).to_have_attribute(
+        "data-save-state", "saved", timeout=30_000
+    )
+    label = Label.objects.get(assignment=assignment)
+    [problem] = label.payload["acute_problems"]
+    assert problem["text"] == "Pleural effusion"
+    assert problem["evidence"] == [notes.pk]
+    assert not errors
