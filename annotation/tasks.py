@@ -3,6 +3,7 @@
 import logging
 
 from celery import shared_task
+from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import OperationalError
 
@@ -16,9 +17,10 @@ logger = logging.getLogger(__name__)
     max_retries=5,
 )
 def window_agreement_task(campaign_id: int, window_id: int) -> None:
-    """Compute the window's agreement and rebuild its consensus, then catch up
-    with the campaign's other windows whose agreement is due (their own tasks,
-    still queued, then find nothing to do). Idempotent: a rerun recomputes the
+    """Compute the window's agreement and rebuild its consensus, then (on the
+    filesystem broker: REALICU_AGREEMENT_CATCH_UP) catch up with the campaign's
+    other windows whose agreement is due (their own tasks, still queued, then
+    find nothing to do). Idempotent: a rerun recomputes the
     same derived rows; a window whose labels are no longer all submitted (a
     reopen, a third rater) is left alone."""
     from annotation.models import Campaign
@@ -43,7 +45,12 @@ def window_agreement_task(campaign_id: int, window_id: int) -> None:
             campaign_id,
             "; ".join(error.messages),
         )
-    caught_up = campaign_agreement_catch_up(campaign=campaign, matcher=matcher)
+    limit = getattr(settings, "REALICU_AGREEMENT_CATCH_UP", 0)
+    if limit <= 0:
+        return
+    caught_up = campaign_agreement_catch_up(
+        campaign=campaign, matcher=matcher, limit=limit
+    )
     if caught_up:
         logger.info(
             "agreement task of window %s also computed %s other windows of campaign %s",

@@ -191,6 +191,15 @@ REALICU_MATCHER_WARM_UP = env.bool("REALICU_MATCHER_WARM_UP", default=True)
 # Beat as a thread of the worker (manage.py serve's one-process worker sets it)
 # instead of a beat service or ``worker --beat``'s extra process.
 REALICU_WORKER_BEAT_THREAD = env.bool("REALICU_WORKER_BEAT_THREAD", default=False)
+# Windows whose agreement is due that an agreement task computes besides its own
+# (annotation.services.agreement.AGREEMENT_CATCH_UP): the filesystem broker
+# hands a worker about two messages every 2 s, so one task catches up with the
+# rest; a server broker delivers each window's task at once, so there it would
+# only repeat other workers' work.
+REALICU_AGREEMENT_CATCH_UP = env.int(
+    "REALICU_AGREEMENT_CATCH_UP",
+    default=200 if CELERY_BROKER_URL.startswith("filesystem://") else 0,
+)
 # Jobs (jobs.leases, jobs.reaper; README "Jobs"): a worker writes a heartbeat on
 # its job row every HEARTBEAT seconds; a running job silent for STALE seconds
 # lost its worker and is re-queued by the reaper, which runs every REAP seconds

@@ -25,8 +25,9 @@ class FastModel:
 
 
 @pytest.fixture(autouse=True)
-def fast_model(monkeypatch):
+def fast_model(monkeypatch, settings):
     monkeypatch.setattr("evaluation.matcher.load_model", lambda name: FastModel())
+    settings.REALICU_AGREEMENT_CATCH_UP = 200  # the filesystem broker's default
 
 
 @pytest.fixture
@@ -108,3 +109,16 @@ def test_a_label_submitted_again_makes_its_window_due_again(
     agreement = WindowAgreement.objects.get(campaign=campaign, window=window)
     assert agreement.status_agreed is True
     assert windows_due_agreement(campaign=campaign) == []
+
+
+@pytest.mark.django_db
+def test_no_catch_up_where_it_is_off(campaign, physicians, windows, settings):
+    settings.REALICU_AGREEMENT_CATCH_UP = 0  # a server broker's default
+    a, b = physicians
+    for window in windows[:2]:
+        _submit(a, campaign, window, "stable", "Septic shock")
+        _submit(b, campaign, window, "stable", "Septic shock")
+
+    window_agreement_task(campaign.pk, windows[0].pk)
+
+    assert windows_due_agreement(campaign=campaign) == [windows[1].pk]
