@@ -31,6 +31,7 @@ from windows.presentation import (
     choice,
     coded_rows,
     event_rows,
+    note_marks,
     window_marks,
     window_page_context,
 )
@@ -119,9 +120,10 @@ def stay_detail(request, stay_id: int):
         "filtered": bool(kind or domain or category),
     }
     if not wants_partial(request):
-        context["coded"] = coded_rows(
-            selectors.admission_coded_records(admission_id=stay.admission_id)
-        )
+        # Coded records and the notes lane's radiology reports: one query.
+        apart = selectors.stay_records_apart(stay=stay)
+        context["coded"] = coded_rows(apart.coded)
+        context["note_marks"] = note_marks(stay, apart.reports)
         context["other_stays"] = selectors.stay_admission_stays(stay=stay)
         windows = window_marks(selectors.stay_windows(stay=stay))
         context["windows"] = windows

@@ -125,3 +125,15 @@ def test_a_long_report_is_folded_and_its_cell_holds_its_text_once(page):
     assert "<details" in cell and "<summary>FINDINGS: finding0" in cell
     text = re.sub(r"<[^>]+>", "", cell)
     assert text == long_text
+
+
+def test_stay_page_has_the_notes_lane(page):
+    from windows.models import Stay
+
+    client, _, report = page
+    stay = Stay.objects.get(admission_id=report.admission_id)
+    html = client.get(reverse("windows:stay_detail", args=[stay.pk])).content.decode()
+    lane = html[html.index("data-notes-lane") :]
+    lane = lane[: lane.index("</div>")]
+    assert lane.count("note-mark") == 2
+    assert f'data-note-id="{report.pk}"' in lane
