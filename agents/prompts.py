@@ -40,10 +40,22 @@ SYSTEM = (
 
 
 # A clinical note's text (a radiology report: FINDINGS first, then IMPRESSION,
-# windows.importers.mimic.notes) is cut at NOTE_CHARS characters, the cut marked;
-# other text at 120. Discharge summaries never reach an agent (bedside_filter).
+# windows.importers.mimic.notes) is cut at NOTE_CHARS characters on its line, at
+# NOTE_AGGREGATE_CHARS in the full-context agent's aggregated earlier blocks, the
+# cut marked; other text at 120. Discharge summaries never reach an agent
+# (windows.selectors_context.bedside_filter).
 NOTE_CHARS = 600
+NOTE_AGGREGATE_CHARS = 240
 TRUNCATION_MARK = "[…truncated]"
+
+
+def note_text(event: dict, limit: int = NOTE_CHARS) -> str:
+    """A note's text, whitespace collapsed, cut at ``limit`` characters with
+    TRUNCATION_MARK (a report's findings come first, so the cut keeps them)."""
+    text = " ".join((event.get("value_text") or "").split())
+    if len(text) <= limit:
+        return text
+    return text[: limit - len(TRUNCATION_MARK) - 1].rstrip() + " " + TRUNCATION_MARK
 
 
 def event_line(event: dict) -> str:
@@ -56,10 +68,7 @@ def event_line(event: dict) -> str:
         if event.get("unit"):
             shown = f"{shown} {event['unit']}"
     elif event.get("domain") == "notes":
-        shown = " ".join((event.get("value_text") or "").split())
-        if len(shown) > NOTE_CHARS:
-            cut = NOTE_CHARS - len(TRUNCATION_MARK) - 1
-            shown = shown[:cut].rstrip() + " " + TRUNCATION_MARK
+        shown = note_text(event)
         if event.get("name") and event["name"] != concept:
             concept = f"{concept} ({event['name']})"
     else:

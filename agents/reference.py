@@ -42,9 +42,11 @@ import numpy as np
 
 from agents.base import Agent, AgentError, WindowContext
 from agents.prompts import (
+    NOTE_AGGREGATE_CHARS,
     PROMPT_VERSION,
     event_line,
     events_text,
+    note_text,
     prediction_parse,
     predictor_messages,
 )
@@ -96,6 +98,9 @@ def _aggregate_lines(events: list[dict], origin: datetime) -> list[tuple[int, st
         if event.get("value_num") is not None:
             row["nums"].append(event["value_num"])
             row["unit"] = event.get("unit") or row["unit"]
+        elif event.get("domain") == "notes":
+            # A report's findings, cut with a marker (agents.prompts).
+            row["last"] = note_text(event, NOTE_AGGREGATE_CHARS)
         elif event.get("value_text"):
             row["last"] = str(event["value_text"])[:60]
     out = []

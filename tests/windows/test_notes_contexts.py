@@ -100,3 +100,20 @@ def test_a_note_of_another_category_is_never_bedside(stay):
         assert other.pk not in ids
     last = Window.objects.filter(stay=stay).order_by("-index").first()
     assert bedside_events(window=last).filter(category="radiology_report").count() == 2
+
+
+def test_full_context_agent_keeps_a_reports_findings_when_aggregating(stay):
+    from agents.prompts import NOTE_AGGREGATE_CHARS
+    from agents.reference import _aggregate_lines
+
+    [ctx] = list(
+        stay_contexts(stay, [Window.objects.filter(stay=stay).latest("index").pk])
+    )
+    lines = [line for _, line in _aggregate_lines(list(ctx.events), stay.intime)]
+    [short] = [x for x in lines if "New bilateral opacities" in x]
+    assert short.endswith("last=FINDINGS: New bilateral opacities. IMPRESSION: ARDS.")
+    [long] = [x for x in lines if "worsening effusion" in x]
+    last = long.split("last=", 1)[1]
+    assert last.startswith("FINDINGS: worsening effusion")
+    assert last.endswith(TRUNCATION_MARK) and len(last) <= NOTE_AGGREGATE_CHARS
+    assert not [x for x in lines if "DISCHARGE-SUMMARY" in x]
