@@ -1,6 +1,8 @@
 """The hindsight prompt of one window (spec section 7; issue 6 part 2): static
 context (with the records coded after discharge, marked and apart from the
-events), a compact per-6-h trajectory, the events around the window in full,
+events, and the discharge summary, marked as written at discharge; issue 21),
+a compact per-6-h trajectory, the events around the window in full (radiology
+reports among them, their text cut at NOTE_CHARS),
 the recorded actions to rate, and the label instructions, kept within the
 template's token budget by dropping whole records by rule.
 
