@@ -2,9 +2,9 @@
 context (with the records coded after discharge, marked and apart from the
 events, and the discharge summary, marked as written at discharge; issue 21),
 a compact per-6-h trajectory, the events around the window in full (radiology
-reports among them, their text cut at NOTE_CHARS),
-the recorded actions to rate, and the label instructions, kept within the
-template's token budget by dropping whole records by rule.
+reports among them, their text cut at NOTE_CHARS), the recorded actions to
+rate, and the label instructions, kept within the template's token budget by
+dropping whole records by rule.
 
 Token estimate: ceil(characters / ratio) per message plus 4 tokens of chat
 framing per message, with 4 characters per token by default. That is about
