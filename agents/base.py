@@ -73,6 +73,13 @@ class WindowContext:
             raise ValueError("event_times must run parallel to events.")
         if self.event_times and self.event_times[-1] >= self.end:
             raise ValueError("A window's context holds no event at or after its end.")
+        # Spec section 1: the window's own recorded actions are the answer of the
+        # Recommended Actions task, so they are never in its context.
+        lo = bisect.bisect_left(self.event_times, self.start)
+        if any(e.get("kind") == "action" for e in self.events[lo:]):
+            raise ValueError(
+                "A window's context holds none of the window's own recorded actions."
+            )
 
     def _slice(self, start: datetime | None, end: datetime) -> list[dict]:
         lo = 0 if start is None else bisect.bisect_left(self.event_times, start)

@@ -2,7 +2,9 @@
 the runner and only by it: one query for a stay's bedside events
 (windows.selectors_context.bedside_filter, up to the last window's end, outcome
 and coded records removed), then per window the events strictly before its
-end. An agent, or an online endpoint, never gets anything else.
+end, the window's own recorded actions left out (they are the answer of the
+Recommended Actions task, spec section 1). An agent, or an online endpoint,
+never gets anything else.
 
 The static facts are those known at ICU admission, as a release's contexts
 hold them (age, sex, care unit, admission type, disease group); never the
@@ -15,7 +17,7 @@ import bisect
 from collections.abc import Iterable, Iterator
 
 from agents.base import PastWindow, WindowContext
-from windows.models import Event, Stay, Window
+from windows.models import Event, EventKind, Stay, Window
 from windows.selectors_context import bedside_filter
 from windows.vocabulary import event_label
 
@@ -99,7 +101,13 @@ def stay_contexts(stay: Stay, window_ids: Iterable[int]) -> Iterator[WindowConte
     events, times = stay_events(stay, max(w.end for w in targets))
     static = stay_static(stay)
     for window in targets:
+        lo = bisect.bisect_left(times, window.start)
         hi = bisect.bisect_left(times, window.end)
+        # The window's own recorded actions are left out (spec section 1: they
+        # are the answer of the Recommended Actions task); earlier actions stay.
+        own = [i for i in range(lo, hi) if events[i]["kind"] != EventKind.ACTION.value]
+        window_events = tuple(events[:lo]) + tuple(events[i] for i in own)
+        window_times = tuple(times[:lo]) + tuple(times[i] for i in own)
         past = tuple(
             PastWindow(window_id=w.pk, index=w.index, start=w.start, end=w.end)
             for w in all_windows
@@ -112,8 +120,8 @@ def stay_contexts(stay: Stay, window_ids: Iterable[int]) -> Iterator[WindowConte
             start=window.start,
             end=window.end,
             hours_since_admission=round(window.hours_since_admit, 4),
-            events=tuple(events[:hi]),
+            events=window_events,
             static=static,
             past_windows=past,
-            event_times=tuple(times[:hi]),
+            event_times=window_times,
         )

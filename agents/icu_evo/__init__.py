@@ -93,6 +93,7 @@ def _fresh() -> dict:
         "version": MEMORY_VERSION,
         "window_index": None,
         "scanned_until": None,
+        "actions_held_from": None,
         "working": [],
         "trends": {},
         "critical_log": [],
@@ -360,9 +361,18 @@ class IcuEvoAgent(Agent):
         since = memory["scanned_until"]
         since = datetime.fromisoformat(since) if since else None
         lo = bisect.bisect_left(times, since) if since else 0
+        new_events = events[lo:]
+        # The previous window's own recorded actions were not in its context (the
+        # answer of Recommended Actions, spec section 1): they are new now.
+        held = memory["actions_held_from"]
+        if held:
+            held_lo = bisect.bisect_left(times, datetime.fromisoformat(held))
+            new_events = [
+                e for e in events[held_lo:lo] if e.get("kind") == "action"
+            ] + new_events
         memory["critical_log"], memory["critical_not_logged"] = mem.critical_append(
             memory["critical_log"],
-            events[lo:],
+            new_events,
             window_index=ctx.window_index,
             not_logged=memory["critical_not_logged"],
         )
@@ -387,6 +397,7 @@ class IcuEvoAgent(Agent):
             memory["assessed_until_h"] = round(ctx.hours_since_admission + length_h, 4)
         memory["window_index"] = ctx.window_index
         memory["scanned_until"] = ctx.end.isoformat()
+        memory["actions_held_from"] = ctx.start.isoformat()
         return memory
 
     def predict(self, ctx: WindowContext, memory: dict) -> tuple[dict, dict]:
