@@ -38,7 +38,17 @@ pytestmark = pytest.mark.django_db
 
 ROLES = ("anonymous", "physician", "researcher", "admin")
 METHODS = ("get", "post", "put", "delete")
-APPS = ("windows", "annotation", "oracle", "exports", "evaluation", "auth", "authtoken")
+APPS = (
+    "windows",
+    "annotation",
+    "oracle",
+    "exports",
+    "evaluation",
+    "agents",
+    "surveillance",
+    "auth",
+    "authtoken",
+)
 
 # Pages only an admin may open: anyone signed in with another role gets a 403
 # (accounts.access: a wrong role is a 403), never a 2xx.
@@ -51,6 +61,7 @@ ADMIN_ONLY = {
     "annotation:adjudication_queue",
     "annotation:adjudication_window",
     "annotation:adjudication_decide",
+    "annotation:adjudication_merge",
     "annotation:adjudication_recompute_window",
     "annotation:irr_dashboard",
     "annotation:campaign_recompute",
@@ -63,6 +74,8 @@ ADMIN_ONLY = {
     "oracle:run_list",
     "oracle:run_new",
     "oracle:run_detail",
+    "oracle:run_labels",
+    "oracle:run_label",
     "oracle:run_progress",
     "oracle:run_cancel",
     "oracle:run_resume",
@@ -85,6 +98,18 @@ ADMIN_ONLY = {
     "exports:release_retry",
     "exports:release_rebuild",
     "exports:release_cancel",
+    "agents:run_start",
+    "surveillance:stay_checkpoints",
+}
+# Agent runs and online evaluations: admins and researchers, never physicians
+# (an agent's predictions are model labels: blindness).
+NOT_FOR_PHYSICIANS = {
+    "agents:run_list",
+    "agents:endpoint_start",
+    "agents:run_detail",
+    "agents:run_cancel",
+    "agents:run_resume",
+    "agents:stay_memory",
 }
 # Pages of labelled data that a researcher (or anyone but a physician / admin)
 # may not use either.
@@ -254,6 +279,7 @@ def world(db):
             "backbone_id": run.backbone_id,
             "import_run_id": import_run.pk,
             "stay_state_id": stay_state.pk,
+            "label_id": run.labels.order_by("pk").first().pk,
             "stay_id": stay.pk,
             "index": 0,
         },
@@ -261,6 +287,7 @@ def world(db):
             "assignment_id": theirs.pk,
             "window_id": outside.pk,
             "job_id": other_job.pk,
+            "label_id": other_run.labels.get().pk,
             "file_path": "../../../../etc/passwd",
         },
     }
@@ -303,6 +330,8 @@ def refused(route: Route, role: str) -> bool:
         return True
     if role == "researcher" and route.name in NOT_FOR_RESEARCHERS:
         return True
+    if role == "physician" and route.name in NOT_FOR_PHYSICIANS:
+        return True
     return False
 
 
@@ -315,6 +344,7 @@ def test_every_url_pattern_is_walked():
     } <= names
     assert ADMIN_ONLY <= names
     assert NOT_FOR_RESEARCHERS <= names
+    assert NOT_FOR_PHYSICIANS <= names
 
 
 @pytest.mark.parametrize("role", ROLES)

@@ -221,8 +221,9 @@ def _body(response) -> bytes:
 
 
 def _values(world) -> dict[str, list]:
+    from agents.models import AgentStayState
     from exports.models import Submission
-    from oracle.models import OracleRun
+    from oracle.models import OracleLabel, OracleRun
 
     release = world["release"]
     return {
@@ -235,6 +236,9 @@ def _values(world) -> dict[str, list]:
         "submission_id": list(Submission.objects.values_list("pk", flat=True)) or [1],
         "name": ["status"],
         "run_id": list(OracleRun.objects.values_list("pk", flat=True)) or [1],
+        "label_id": list(OracleLabel.objects.values_list("pk", flat=True)) or [1],
+        "stay_state_id": list(AgentStayState.objects.values_list("pk", flat=True))
+        or [1],
         "job_id": [1],
         "backbone_id": [1],
         "import_run_id": [1],
