@@ -51,6 +51,12 @@ bench: $(STAMP) services
 	DATABASE_URL=$(TEST_DATABASE_URL) $(PY) benchmarks/import_bench.py
 	DATABASE_URL=$(TEST_DATABASE_URL) $(PY) benchmarks/campaign_pages_bench.py
 	$(PY) benchmarks/embedded_pipeline_bench.py
+	DATABASE_URL=$(TEST_DATABASE_URL) $(PY) benchmarks/page_weight_bench.py
+	DATABASE_URL=$(TEST_DATABASE_URL) $(PY) benchmarks/release_bench.py --only gold
+	DATABASE_URL=$(TEST_DATABASE_URL) $(PY) benchmarks/agents_bench.py
+	DATABASE_URL=$(TEST_DATABASE_URL) $(PY) benchmarks/icu_evo_bench.py
+	DATABASE_URL=$(TEST_DATABASE_URL) $(PY) benchmarks/surveillance_bench.py
+	$(PY) benchmarks/client_context_bench.py
 
 clean:
 	rm -rf $(VENV) var
