@@ -82,7 +82,7 @@ def test_signed_out_visitor_is_sent_to_the_login_page(client, url):
     assert response["Location"].startswith(reverse("login") + "?next=")
 
 
-def test_login_page_signs_in_and_lands_on_the_stays_list(client):
+def test_login_page_signs_in_and_lands_a_physician_on_the_queue(client):
     make_user(username="reader", password="a long passphrase", role="physician")
     page = client.get(reverse("login"))
     assert page.status_code == 200
@@ -91,7 +91,8 @@ def test_login_page_signs_in_and_lands_on_the_stays_list(client):
         reverse("login"), {"username": "reader", "password": "a long passphrase"}
     )
     assert response.status_code == 302
-    assert client.get(response["Location"])["Location"] == STAYS_URL
+    # Physicians land on their queue (issue 13), not on the stays list.
+    assert client.get(response["Location"])["Location"] == reverse("annotation:queue")
 
 
 def test_pages_show_the_user_and_a_logout_form_with_csrf_on_body(signed_in, user):
