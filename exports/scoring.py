@@ -44,9 +44,9 @@ def release_window_ids(release: Release) -> set[int]:
     )
 
 
-def _check_line(
-    number: int, raw: bytes, known: set[int], seen: dict[int, int], release_name: str
-) -> tuple[list[str], dict | None]:
+def line_object(number: int, raw: bytes) -> tuple[list[str], dict | None]:
+    """Line ``number`` of a prediction file as a JSON object, or the messages
+    saying why it is not one (RealICU and surveillance files alike)."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -61,25 +61,54 @@ def _check_line(
         return [
             f"line {number}: expected a JSON object, not {type(record).__name__}"
         ], None
-    errors = []
+    return [], record
+
+
+def line_id_check(
+    record: dict,
+    *,
+    number: int,
+    field: str,
+    noun: str,
+    known: set[int],
+    seen: dict[int, int],
+    release_name: str,
+) -> list[str]:
+    """The messages on the line's ``field`` id (a window's, a checkpoint's): an
+    integer of the release, predicted once; ``seen`` records it."""
+    if field not in record:
+        return []
+    value = record[field]
+    if not isinstance(value, int) or isinstance(value, bool):
+        return [f"line {number}: {field} must be an integer, not {value!r}"]
+    if value not in known:
+        return [f"line {number}: {noun} {value} is not in {release_name}"]
+    if value in seen:
+        return [
+            f"line {number}: {noun} {value} was already predicted on line {seen[value]}"
+        ]
+    seen[value] = number
+    return []
+
+
+def _check_line(
+    number: int, raw: bytes, known: set[int], seen: dict[int, int], release_name: str
+) -> tuple[list[str], dict | None]:
+    errors, record = line_object(number, raw)
+    if record is None:
+        return errors, None
     missing = [f for f in REQUIRED_FIELDS if f not in record]
     if missing:
         errors.append(f"line {number}: missing field(s) {', '.join(missing)}")
-    window_id = record.get("window_id")
-    if "window_id" in record:
-        if not isinstance(window_id, int) or isinstance(window_id, bool):
-            errors.append(
-                f"line {number}: window_id must be an integer, not {window_id!r}"
-            )
-        elif window_id not in known:
-            errors.append(f"line {number}: window {window_id} is not in {release_name}")
-        elif window_id in seen:
-            errors.append(
-                f"line {number}: window {window_id} was already predicted on line "
-                f"{seen[window_id]}"
-            )
-        else:
-            seen[window_id] = number
+    errors += line_id_check(
+        record,
+        number=number,
+        field="window_id",
+        noun="window",
+        known=known,
+        seen=seen,
+        release_name=release_name,
+    )
     if "status" in record and record["status"] not in STATUS_VALUES:
         errors.append(
             f"line {number}: status {record['status']!r} is not one of "

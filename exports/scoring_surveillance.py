@@ -26,7 +26,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from exports.models import Release, ReleaseWindow
-from realicu_web.jsonlimits import JsonLimitError, loads_bounded
+from exports.scoring import line_id_check, line_object
 from surveillance.checkpoints import (
     ACTIONS,
     ALERT_NAMES,
@@ -53,38 +53,21 @@ LEADERBOARD_KEYS = (
 
 
 def _check_line(number: int, raw: bytes, known: set[int], seen: dict, name: str):
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        return [f"line {number}: not UTF-8 text"], None
-    try:
-        record = loads_bounded(text)
-    except json.JSONDecodeError as exc:
-        return [f"line {number}: not valid JSON ({exc.msg}, column {exc.colno})"], None
-    except JsonLimitError as exc:
-        return [f"line {number}: refused: {exc}"], None
-    if not isinstance(record, dict):
-        kind = type(record).__name__
-        return [f"line {number}: expected a JSON object, not {kind}"], None
-    errors = []
+    errors, record = line_object(number, raw)
+    if record is None:
+        return errors, None
     missing = [f for f in REQUIRED_FIELDS if f not in record]
     if missing:
         errors.append(f"line {number}: missing field(s) {', '.join(missing)}")
-    cid = record.get("checkpoint_id")
-    if "checkpoint_id" in record:
-        if not isinstance(cid, int) or isinstance(cid, bool):
-            errors.append(
-                f"line {number}: checkpoint_id must be an integer, not {cid!r}"
-            )
-        elif cid not in known:
-            errors.append(f"line {number}: checkpoint {cid} is not in {name}")
-        elif cid in seen:
-            errors.append(
-                f"line {number}: checkpoint {cid} was already predicted on line "
-                f"{seen[cid]}"
-            )
-        else:
-            seen[cid] = number
+    errors += line_id_check(
+        record,
+        number=number,
+        field="checkpoint_id",
+        noun="checkpoint",
+        known=known,
+        seen=seen,
+        release_name=name,
+    )
     if "global_action" in record and record["global_action"] not in ACTIONS:
         errors.append(
             f"line {number}: global_action {record['global_action']!r} is not one "
@@ -231,52 +214,18 @@ def release_checkpoints(release: Release) -> list[dict]:
     )
 
 
-def surveillance_submission_score(*, submission, lease: str, progress=None):
-    """Scores a stored, valid submission to a surveillance release under the
-    lease ``exports.services.submission_score`` took (same job rules)."""
-    from django.utils import timezone
-
-    from exports.models import SubmissionState
+def surveillance_submission_scores(submission, job_progress) -> dict:
+    """A stored, valid submission's scores against its surveillance release;
+    ``exports.services.submission_score`` runs it under the job's lease."""
     from exports.services import _submissions_dir
-    from jobs.leases import JobLeaseLost, job_heartbeat, job_release
-    from jobs.progress import Progress
 
-    Submission = type(submission)
-    try:
-        with job_heartbeat(model=Submission, pk=submission.pk, lease=lease) as beat:
-            job_progress = Progress(
-                sinks=[beat, *(progress.sinks if progress is not None else [])]
-            )
-            job_progress.start(2, "reading")
-            predictions = surveillance_predictions_read(
-                _submissions_dir() / submission.file_path
-            )
-            job_progress.advance(1, "scoring")
-            scores = surveillance_scores(
-                gold=release_checkpoints(submission.release), predictions=predictions
-            )
-            job_progress.advance(1, "scored")
-    except JobLeaseLost:
-        submission.refresh_from_db()
-        return submission
-    except Exception as exc:
-        job_release(
-            model=Submission,
-            pk=submission.pk,
-            lease=lease,
-            state=SubmissionState.FAILED,
-            error=f"{type(exc).__name__}: {exc}",
-            progress_label="failed",
-        )
-        raise
-    job_release(
-        model=Submission,
-        pk=submission.pk,
-        lease=lease,
-        state=SubmissionState.SCORED,
-        scores=scores,
-        scored_at=timezone.now(),
-        progress_label="scored",
+    job_progress.start(2, "reading")
+    predictions = surveillance_predictions_read(
+        _submissions_dir() / submission.file_path
     )
-    submission.refresh_from_db()
-    return submission
+    job_progress.advance(1, "scoring")
+    scores = surveillance_scores(
+        gold=release_checkpoints(submission.release), predictions=predictions
+    )
+    job_progress.advance(1, "scored")
+    return scores

@@ -427,39 +427,20 @@ def submission_score(
         submission.refresh_from_db()
         return submission
     if submission.release.kind == ReleaseKind.SURVEILLANCE:
-        from exports.scoring_surveillance import surveillance_submission_score
+        from exports.scoring_surveillance import surveillance_submission_scores
 
-        return surveillance_submission_score(
-            submission=submission, lease=lease, progress=progress
-        )
-    # Scoring is imported here, not with the module: it brings in the REST
-    # framework's parsers, most of a release build's start-up (issue 20).
-    from exports.scoring import breakdown_plot, predictions_read, scores_compute
+        compute = surveillance_submission_scores
+    else:
+
+        def compute(submission, job_progress):
+            return _realicu_submission_scores(submission, job_progress, matcher)
 
     try:
         with job_heartbeat(model=Submission, pk=submission.pk, lease=lease) as beat:
             job_progress = Progress(
                 sinks=[beat, *(progress.sinks if progress is not None else [])]
             )
-            predictions = list(
-                predictions_read(_submissions_dir() / submission.file_path)
-            )
-            scores = scores_compute(
-                release=submission.release,
-                predictions=predictions,
-                k=submission.k,
-                matcher=matcher,
-                progress=job_progress,
-            )
-            plots = submission_plots_dir(submission)
-            plots.mkdir(parents=True, exist_ok=True)
-            for name, title in PLOTS.items():
-                breakdown_plot(
-                    breakdown=scores[name],
-                    title=title,
-                    path=plots / f"{name}.png",
-                    k=submission.k,
-                )
+            scores = compute(submission, job_progress)
     except JobLeaseLost:
         submission.refresh_from_db()
         return submission
@@ -484,6 +465,33 @@ def submission_score(
     )
     submission.refresh_from_db()
     return submission
+
+
+def _realicu_submission_scores(submission: Submission, job_progress, matcher) -> dict:
+    """A RealICU submission's scores (spec section 8), with its breakdown plots
+    written beside it."""
+    # Scoring is imported here, not with the module: it brings in the REST
+    # framework's parsers, most of a release build's start-up (issue 20).
+    from exports.scoring import breakdown_plot, predictions_read, scores_compute
+
+    predictions = list(predictions_read(_submissions_dir() / submission.file_path))
+    scores = scores_compute(
+        release=submission.release,
+        predictions=predictions,
+        k=submission.k,
+        matcher=matcher,
+        progress=job_progress,
+    )
+    plots = submission_plots_dir(submission)
+    plots.mkdir(parents=True, exist_ok=True)
+    for name, title in PLOTS.items():
+        breakdown_plot(
+            breakdown=scores[name],
+            title=title,
+            path=plots / f"{name}.png",
+            k=submission.k,
+        )
+    return scores
 
 
 @transaction.atomic
