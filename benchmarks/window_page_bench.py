@@ -1,15 +1,22 @@
-"""Window page speed: server time and query count of the window page and of its
-tracks JSON, for the longest CLIF demo stay and for a generated 1,800-hour stay
-with the event density of the demo's busiest stay.
+"""Window page speed: server time and query count of the window page (its
+6-hour view and its whole-stay view) and of its tracks JSON, for the longest
+CLIF demo stay and for a generated 1,800-hour stay with the event density of
+the demo's busiest stay.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/test \
         python benchmarks/window_page_bench.py
 
-DATABASE_URL names a database to connect to for creating and dropping the
-benchmark's own, realicu_winbench. Each figure is the time Django's test Client
-takes to answer (middleware, view, queries, template; no network), over 50
-requests after 3 warm-up ones, for the window in the middle of the stay.
-Targets: p95 <= 150 ms; query counts the same for both stays.
+DATABASE_URL names the server (its database need not exist): the benchmark
+creates and drops its own there, ``<name>_window_page``. The pages are asked
+for by a physician to whom a Gold campaign assigns both stays' Gold windows
+(the role and assignment a physician has when labelling). Each figure is the
+time Django's test Client takes to answer (middleware, view, queries,
+template; no network, no browser rendering), over 50 requests after 3 warm-up
+ones, for the middle one of the stay's Gold windows. Targets: p95 <= 150 ms
+for every request, the whole-stay view included; query counts the same for both stays.
+
+Left out: the network, gzip (page_weight_bench measures bytes on the wire),
+the browser's rendering and plotting, and concurrent users.
 """
 
 from __future__ import annotations
@@ -26,13 +33,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 ADMIN_URL = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/test")
-BENCH_DB = "realicu_winbench"
+BENCH_DB = (ADMIN_URL.rpartition("/")[2].split("?")[0] or "postgres") + "_window_page"
 LONG_HOURS = 1800
 MIN_HOURS_FOR_BUSIEST = 24  # a stay of minutes says little about a rate per hour
 
 
 def _admin_conninfo() -> str:
-    return ADMIN_URL.replace("postgres://", "postgresql://", 1)
+    base = ADMIN_URL.rpartition("/")[0]
+    return f"{base}/postgres".replace("postgres://", "postgresql://", 1)
 
 
 def _bench_url() -> str:
@@ -173,6 +181,28 @@ def _prepare(stay) -> dict:
     return {"windows": len(windows), "prepare_s": time.perf_counter() - started}
 
 
+def _physician_assigned(windows):
+    """A physician to whom a Gold campaign assigns ``windows`` (one annotator
+    a window), as when labelling them."""
+    from django.contrib.auth import get_user_model
+
+    from accounts.roles import Role, roles_ensure
+    from annotation.services import campaign_create
+
+    users = get_user_model().objects
+    admin = users.create_superuser("bench-admin", password="bench pass 1")
+    physician = users.create_user("bench-physician", password="bench pass 1")
+    physician.groups.add(roles_ensure()[Role.PHYSICIAN])
+    campaign_create(
+        admin=admin,
+        name="window page bench",
+        windows=list(windows),
+        physicians=[physician],
+        annotators_per_window=1,
+    )
+    return physician
+
+
 def _measure(
     client, url: str, requests: int, **headers
 ) -> tuple[list[float], int, int]:
@@ -203,14 +233,14 @@ def main() -> None:
 
     _create_database()
     os.environ["DATABASE_URL"] = _bench_url()
-    os.environ.setdefault(
-        "REALICU_VAR_DIR", tempfile.mkdtemp(prefix="realicu-winbench-")
-    )
+    os.environ["REALICU_VAR_DIR"] = tempfile.mkdtemp(prefix="realicu-winbench-")
+    os.environ["CACHE_URL"] = "locmemcache://"
+    os.environ["CELERY_BROKER_URL"] = "filesystem://"
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "realicu_web.settings")
     import django
 
     django.setup()
-    from django.contrib.auth import get_user_model
     from django.core.management import call_command
     from django.db import connection, connections
     from django.test import Client
@@ -246,29 +276,38 @@ def main() -> None:
         with connection.cursor() as cursor:
             cursor.execute("ANALYZE")
 
-        user = get_user_model().objects.create_user("bench", password="bench pass 1")
+        stays = (("longest demo stay", longest), ("generated stay", generated))
+        prepared = {stay.pk: _prepare(stay) for _, stay in stays}
+        user = _physician_assigned(
+            Window.objects.filter(
+                stay__in=[stay for _, stay in stays], sampled_gold=True
+            )
+        )
         client = Client(SERVER_NAME="localhost")
         client.force_login(user)
 
         rows = []
-        for label, stay in (
-            ("longest demo stay", longest),
-            ("generated stay", generated),
-        ):
-            prepared = _prepare(stay)
-            middle = Window.objects.filter(stay=stay).count() // 2
+        for label, stay in stays:
+            gold = list(
+                Window.objects.filter(stay=stay, sampled_gold=True)
+                .order_by("index")
+                .values_list("index", flat=True)
+            )
+            middle = gold[len(gold) // 2]
             events = Event.objects.filter(admission_id=stay.admission_id).count()
             print(
                 f"{label}: stay {stay.pk}, {stay.length_hours:,.0f} h, {events:,} "
-                f"admission events, {prepared['windows']} windows; windows, Gold "
-                f"draw and tracks in {prepared['prepare_s']:.1f} s"
+                f"admission events, {prepared[stay.pk]['windows']} windows; windows, "
+                f"Gold draw and tracks in {prepared[stay.pk]['prepare_s']:.1f} s"
             )
             page = reverse("windows:window_detail", args=[stay.pk, middle])
             data = (
                 reverse("windows:stay_tracks_json", args=[stay.pk])
                 + f"?window={middle}"
             )
-            etag = client.get(data)["ETag"]
+            first = client.get(data)
+            assert first.status_code == 200, (data, first.status_code)
+            etag = first["ETag"]
             for what, url, headers in (
                 ("window page", page, {}),
                 ("window page, whole stay", page + "?scope=stay", {}),
@@ -289,16 +328,19 @@ def main() -> None:
                 f"{statistics.median(times):>7.1f} {_percentile(times, 0.95):>7.1f} "
                 f"{queries:>7} {size:>9,}"
             )
-        worst = max(
-            _percentile(t, 0.95) for _, _, what, t, _, _ in rows if "whole" not in what
-        )
+        whole = max(_percentile(t, 0.95) for _, _, w, t, _, _ in rows if "whole" in w)
+        worst = max(_percentile(t, 0.95) for _, _, _, t, _, _ in rows)
         by_request: dict[str, set[int]] = {}
         for _, _, what, _, queries, _ in rows:
             by_request.setdefault(what, set()).add(queries)
         same = all(len(counts) == 1 for counts in by_request.values())
         print()
         print(
-            f"Worst p95 of the window page and JSON: {worst:.1f} ms "
+            f"Window page, whole-stay view, worst p95: {whole:.1f} ms "
+            f"(target <= 150 ms: {'met' if whole <= 150 else 'NOT met'})"
+        )
+        print(
+            f"Worst p95 of every request above: {worst:.1f} ms "
             f"(target <= 150 ms: {'met' if worst <= 150 else 'NOT met'})"
         )
         print(f"Query counts the same for both stays: {'yes' if same else 'NO'}")
