@@ -108,12 +108,49 @@ def cohort_build(
             "admission__patient__source_id",
         )
     )
+    candidates = (
+        (
+            (p_source, p_source_id),
+            (source, source_id),
+            pk,
+            outcome,
+            length_.total_seconds() / 3600.0,
+        )
+        for pk, source, source_id, outcome, length_, p_source, p_source_id in rows
+    )
+    chosen, summary = cohort_draw(
+        candidates, target_size=target_size, seed=seed, long_stay_hours=long_stay_hours
+    )
+    with transaction.atomic():
+        cohort = Cohort.objects.create(
+            name=name,
+            settings=inputs,
+            seed=seed,
+            target_size=target_size,
+            summary=summary,
+            created_by=created_by,
+        )
+        CohortStay.objects.bulk_create(
+            CohortStay(cohort=cohort, stay_id=pk, stratum=stratum)
+            for pk, stratum in chosen
+        )
+    return cohort
+
+
+def cohort_draw(
+    candidates, *, target_size: int, seed: int, long_stay_hours: float
+) -> tuple[list[tuple[object, str]], dict]:
+    """The draw of ``cohort_build`` over eligible stays given as (patient key, stay
+    key, stay id, outcome, length in hours): one stay per patient, then the strata
+    balanced. Keys are sortable source ids, so the draw depends on the data and the
+    seed only. Returns the chosen (stay id, stratum) and the summary. The MIMIC-IV
+    importer draws its cohort-first selection with it from the files' small
+    tables."""
     by_patient: dict[tuple, list[tuple]] = {}
-    for pk, source, source_id, outcome, length_, p_source, p_source_id in rows:
-        hours = length_.total_seconds() / 3600.0
-        by_patient.setdefault((p_source, p_source_id), []).append(
+    for patient, key, pk, outcome, hours in candidates:
+        by_patient.setdefault(patient, []).append(
             (
-                (source, source_id),
+                key,
                 pk,
                 stay_stratum(
                     outcome=outcome, length_hours=hours, long_stay_hours=long_stay_hours
@@ -130,7 +167,7 @@ def cohort_build(
     available = {s: len(pools[s]) for s in STRATA}
     alloc = strata_allocate(available=available, target=target_size)
     draw = random.Random(f"cohort:{seed}:strata")
-    chosen: list[tuple[int, str]] = []
+    chosen: list[tuple[object, str]] = []
     for stratum in STRATA:
         for _, pk in sorted(draw.sample(sorted(pools[stratum]), alloc[stratum])):
             chosen.append((pk, stratum))
@@ -143,17 +180,4 @@ def cohort_build(
             s: {"available": available[s], "selected": alloc[s]} for s in STRATA
         },
     }
-    with transaction.atomic():
-        cohort = Cohort.objects.create(
-            name=name,
-            settings=inputs,
-            seed=seed,
-            target_size=target_size,
-            summary=summary,
-            created_by=created_by,
-        )
-        CohortStay.objects.bulk_create(
-            CohortStay(cohort=cohort, stay_id=pk, stratum=stratum)
-            for pk, stratum in chosen
-        )
-    return cohort
+    return chosen, summary

@@ -1,6 +1,8 @@
 """MIMIC-IV importer: a MIMIC-IV v2.x folder (``hosp/``, ``icu/``) into patients,
 admissions, ICU stays and their events in CLIF's vocabulary, in batches of stays,
-streaming each event file in chunks so that memory does not grow with its size."""
+streaming each event file once, in chunks, so that memory does not grow with its
+size; optionally only a cohort of its stays, chosen first from the small tables
+(``selection``), their rows routed to their batch in the one pass (``routing``)."""
 
 from windows.importers.mimic.chartevents import ChartEventsStep
 from windows.importers.mimic.events import EventStep

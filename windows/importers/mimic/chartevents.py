@@ -206,6 +206,10 @@ class ChartEventsStep(EventStep):
         sel = np.flatnonzero(pos >= 0)
         if not len(sel):
             return EVENT_ARROW_SCHEMA.empty_table()
+        if "_row" in block.schema.names:  # rows routed from the file
+            rows = block.column("_row").to_numpy()[sel]
+        else:
+            rows = first_row + sel
         if len(sel) < block.num_rows:
             block = block.take(pa.array(sel))
         itemid = _arrow_ids(block.column("itemid"), required=True)
@@ -237,7 +241,6 @@ class ChartEventsStep(EventStep):
                 "chartevents", items[unknown], counts[unknown], self.labels.chart
             )
         admission = batch.admission_ids.to_numpy()[pos[sel]].astype("int64")
-        rows = first_row + sel
         value, uom = block.column("value"), block.column("valueuom")
         gas = lab & _gas(m["category"]).to_numpy()[codes]
         order = np.lexsort((us, admission))

@@ -3,6 +3,7 @@ admissions imported in batches, each in one transaction."""
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -57,6 +58,12 @@ from windows.importers.mimic.records import (
     _procedureevents,
     _procedures_icd,
     _transfers,
+)
+from windows.importers.mimic.routing import Router
+from windows.importers.mimic.selection import (
+    check_stay_ids,
+    draw_stays,
+    read_stay_ids,
 )
 from windows.importers.mimic_mapping import TEMPERATURE_SITE_ITEM
 from windows.models import Admission, Source
@@ -154,7 +161,13 @@ def _batches(stays: pd.DataFrame, hadm_ids: list[int], size: int) -> list[list[i
 
 
 def mimic_import(
-    *, directory: Path, progress: Progress | None = None, batch_stays: int | None = None
+    *,
+    directory: Path,
+    progress: Progress | None = None,
+    batch_stays: int | None = None,
+    cohort_size: int | None = None,
+    seed: int = 0,
+    stays_file: Path | None = None,
 ) -> ImportSummary:
     """Import a MIMIC-IV v2.x folder; admissions already imported are skipped.
 
@@ -165,16 +178,43 @@ def mimic_import(
     one transaction: patients, admissions, stays and outcome events, then every
     event file streamed once. An error rolls back the batch it occurs in;
     batches already committed stay, and a re-run skips them.
+
+    Cohort first: with ``cohort_size`` (drawn from ``seed`` as cohort_build
+    draws, windows.importers.mimic.selection) or ``stays_file`` (stay_ids), only
+    those stays, their admissions and their admissions' events are imported.
+    With more than one batch, each event file is still read once: its rows are
+    routed to their batch first (windows.importers.mimic.routing).
     """
     if batch_stays is None:
         batch_stays = settings.REALICU_IMPORT_BATCH_STAYS
     if batch_stays < 1:
         raise ValidationError("batch_stays must be at least 1.")
+    if cohort_size is not None and stays_file is not None:
+        raise ValidationError("Give a cohort size or a stays file, not both.")
+    if cohort_size is not None and cohort_size < 1:
+        raise ValidationError(f"Cohort size must be at least 1, not {cohort_size}.")
     progress = progress or Progress()
     summary = ImportSummary(source="MIMIC-IV")
     folder = MimicFolder(directory)
+    wanted = read_stay_ids(stays_file) if stays_file is not None else None
 
     cohort = _read_cohort(folder)
+    all_admissions = len(cohort.admissions)
+    if wanted is not None:
+        check_stay_ids(cohort, wanted, str(stays_file))
+        summary.notes.append(
+            f"cohort first: {len(wanted)} stays listed in {stays_file}"
+        )
+    elif cohort_size is not None:
+        wanted, drawn = draw_stays(cohort, size=cohort_size, seed=seed)
+        summary.notes.append(
+            f"cohort first: {len(wanted)} of {drawn['eligible_stays']} eligible "
+            f"stays drawn (seed {seed}, one per patient, strata "
+            + ", ".join(f"{k} {v['selected']}" for k, v in drawn["strata"].items())
+            + ")"
+        )
+    if wanted is not None:
+        cohort.stays = cohort.stays[cohort.stays["stay_id"].isin(wanted)]
     labels = ItemLabels(folder, summary)
     steps = _event_steps(folder, labels, summary)
 
@@ -187,7 +227,7 @@ def mimic_import(
     new = cohort.admissions.loc[[h for h in in_icu if str(h) not in done]]
     summary.skipped_admissions = len(in_icu) - len(new)
     without_icu = len(cohort.admissions) - len(in_icu)
-    if without_icu:
+    if without_icu and wanted is None:
         summary.notes.append(
             f"{ADMISSIONS.display}: {without_icu} admissions without an ICU stay not "
             f"imported, nor their events"
@@ -202,6 +242,36 @@ def mimic_import(
     progress.start(
         len(batches) * (len(steps) + 1), "MIMIC-IV: patients, admissions, stays"
     )
+    with tempfile.TemporaryDirectory(prefix="realicu-mimic-") as spill:
+        router = None
+        if len(batches) > 1:
+            router = _route(Path(spill), steps, batches, cohort, progress)
+        _import_batches(batches, steps, router, cohort, diagnoses, summary, progress)
+    _notes(steps, labels, summary)
+    if wanted is not None:
+        summary.notes.append(
+            f"cohort first: {len(new)} of {all_admissions} admissions in "
+            f"{ADMISSIONS.display} imported with their events"
+        )
+    return summary
+
+
+def _route(spill: Path, steps, batches, cohort, progress) -> Router:
+    """Every event file read once, its rows routed to their batch; an error here
+    comes before anything is written."""
+    hadm = [h for b in batches for h in b]
+    router = Router(spill, batches, cohort.admissions.loc[hadm, "subject_id"])
+    try:
+        for position, step in enumerate(steps):
+            router.route(position, step, progress)
+    except ValidationError as exc:
+        raise SourceDataError(
+            "; ".join(exc.messages) + " (nothing was imported)"
+        ) from exc
+    return router
+
+
+def _import_batches(batches, steps, router, cohort, diagnoses, summary, progress):
     committed = 0
     for number, hadm_ids in enumerate(batches, start=1):
         try:
@@ -210,7 +280,9 @@ def mimic_import(
                 progress.advance(
                     1, f"batch {number}/{len(batches)}: {len(hadm_ids)} admissions"
                 )
-                for step in steps:
+                for position, step in enumerate(steps):
+                    if router is not None:
+                        router.tables(position, step, number - 1)
                     step.run(batch, writer, progress, summary)
                     progress.advance(
                         1, f"batch {number}/{len(batches)}: {step.name} done"
@@ -234,6 +306,9 @@ def mimic_import(
                 )
             ) from exc
         committed += len(hadm_ids)
+
+
+def _notes(steps, labels, summary) -> None:
     for step in steps:
         if step.untimed:
             summary.notes.append(
@@ -251,4 +326,3 @@ def mimic_import(
                 f"not imported"
             )
     summary.notes.extend(labels.unmapped.notes())
-    return summary

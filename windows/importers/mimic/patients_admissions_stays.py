@@ -290,7 +290,10 @@ class Batch:
         ``admission_id``. With ``assign_by``, rows without hadm_id go to the
         subject's admission whose [admittime, dischtime] holds their time: the
         first of those time columns that has a value."""
-        rows = np.arange(first_row, first_row + len(chunk))
+        if "_row" in chunk:  # rows routed from the file (mimic.routing)
+            rows = chunk["_row"].to_numpy().astype("int64")
+        else:
+            rows = np.arange(first_row, first_row + len(chunk))
         hadm = _numbers(
             chunk["hadm_id"], file=file, column="hadm_id", rows=rows, integer=True
         )

@@ -4,13 +4,17 @@ row and column."""
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 
-from windows.importers.base import SourceDataError, SourceTable, find_table
+from windows.importers.base import SourceDataError, SourceTable
 
 CHUNK_ROWS = 250_000
 
@@ -258,6 +262,113 @@ def _py(value):
 # --- the folder --------------------------------------------------------------------
 
 
+class MimicTable(SourceTable):
+    """One MIMIC-IV table where users keep it: ``name.csv``, ``name.csv.gz``,
+    ``name.parquet`` or a folder of parquet files (``name/*.parquet``, or a
+    folder named ``name.parquet``), read in order as one table.
+
+    Every pass over the data (``chunks``, ``arrow_blocks``) is counted in
+    ``reads`` by display name, so that a test or a benchmark can say how many
+    times each file was read."""
+
+    reads: Counter = Counter()
+
+    @property
+    def is_parquet(self) -> bool:
+        return self.path.is_dir() or self.path.name.endswith(".parquet")
+
+    def parquet_files(self) -> list[Path]:
+        if not self.path.is_dir():
+            return [self.path]
+        files = sorted(self.path.glob("*.parquet"))
+        if not files:
+            raise SourceDataError("folder holds no .parquet file", file=self.display)
+        return files
+
+    def schema(self, columns: list[str]) -> pa.Schema:
+        """The Arrow types of ``columns``: the parquet file's, text for CSV."""
+        if not self.is_parquet:
+            return pa.schema([(c, pa.string()) for c in columns])
+        try:
+            schema = pq.read_schema(self.parquet_files()[0])
+        except SourceDataError:
+            raise
+        except Exception as exc:
+            raise SourceDataError(f"cannot be read ({exc})", file=self.display) from exc
+        return pa.schema([schema.field(c) for c in columns])
+
+    def columns(self) -> list[str]:
+        if not self.is_parquet:
+            return super().columns()
+        return list(self.schema_names())
+
+    def schema_names(self) -> list[str]:
+        try:
+            return list(pq.read_schema(self.parquet_files()[0]).names)
+        except SourceDataError:
+            raise
+        except Exception as exc:
+            raise SourceDataError(f"cannot be read ({exc})", file=self.display) from exc
+
+    def chunks(self, columns, chunksize=500_000, dtype=None, all_fields=False):
+        MimicTable.reads[self.display] += 1
+        if not self.is_parquet:
+            yield from super().chunks(columns, chunksize, dtype, all_fields)
+            return
+        yield from self.parquet_chunks(columns, chunksize)
+
+    def parquet_chunks(
+        self, columns: list[str], chunksize: int
+    ) -> Iterator[tuple[int, pd.DataFrame]]:
+        for first, block in self.parquet_blocks(columns, chunksize):
+            yield first, block.to_pandas()
+
+    def parquet_blocks(
+        self, columns: list[str], rows: int
+    ) -> Iterator[tuple[int, pa.RecordBatch]]:
+        """(first row, Arrow batch) of the parquet file(s), rows numbered across
+        the files of a folder in name order."""
+        self.require(columns)
+        row = 1
+        try:
+            for path in self.parquet_files():
+                for block in pq.ParquetFile(path).iter_batches(
+                    batch_size=rows, columns=columns
+                ):
+                    yield row, block
+                    row += block.num_rows
+        except SourceDataError:
+            raise
+        except Exception as exc:
+            raise SourceDataError(
+                f"cannot be read ({exc})", file=self.display, row=row
+            ) from exc
+
+    def arrow_blocks(self, columns, rows=250_000):
+        MimicTable.reads[self.display] += 1
+        if self.is_parquet:
+            yield from self.parquet_blocks(columns, rows)
+            return
+        yield from super().arrow_blocks(columns, rows)
+
+
+def find_mimic_table(directory: Path, name: str) -> MimicTable | None:
+    """``name`` in ``directory`` as parquet (a file or a folder of files), csv or
+    csv.gz, the first found."""
+    for candidate in (
+        directory / f"{name}.parquet",
+        directory / f"{name}.csv",
+        directory / f"{name}.csv.gz",
+        directory / name,
+    ):
+        if candidate.exists():
+            if candidate.is_dir() and candidate.name == name:
+                if not any(candidate.glob("*.parquet")):
+                    continue
+            return MimicTable(candidate, str(candidate))
+    return None
+
+
 class MimicFolder:
     """The files of one MIMIC-IV folder, located once; missing required files raise."""
 
@@ -267,10 +378,11 @@ class MimicFolder:
             raise SourceDataError("is not a folder", file=str(self.directory))
 
     def table(self, spec: TableSpec, *, required: bool = False) -> SourceTable | None:
-        table = find_table(self.directory / spec.module, [spec.name])
+        table = find_mimic_table(self.directory / spec.module, spec.name)
         if table is None and required:
             raise SourceDataError(
-                "required file is missing (looked for .csv, .csv.gz, .parquet)",
+                "required file is missing (looked for .csv, .csv.gz, .parquet and "
+                "a folder of .parquet files)",
                 file=str(self.directory / spec.display),
             )
         return table
