@@ -1,0 +1,671 @@
+"""Scale: generated MIMIC-IV stays through import, concept tracks and windows,
+with 1 and with 2 Celery workers.
+
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/test \\
+        python benchmarks/scale_bench.py         # 10,000 stays, 50M events
+    python benchmarks/scale_bench.py --stays 200 --events 1000000  # small
+
+A MIMIC-IV folder in its own shape (hosp/ and icu/, csv.gz) is generated once
+under var/bench/ and reused: patients, admissions, icustays, d_items,
+d_labitems, chartevents and labevents, --events rows in all over --stays ICU
+stays (one admission and patient each; stays of 12 to 400 hours, about 3 days
+on average, so about 70 events an hour at the default size). chartevents holds
+the charted vitals the concept tracks read (heart rate, blood pressures,
+respiratory rate, SpO2, temperature), GCS components and code status as text,
+and 500 items the platform does not map (half numeric, half text);
+labevents the common chemistry, blood gas and blood count items.
+
+Then, on a database of its own created from DATABASE_URL's server
+(``<name>_scale``, dropped at the end): ``manage.py import_mimic`` (one
+process), and for each worker count (--workers, default 1 and 2) on a copy of
+the imported database, that many Celery worker processes (solo pool, one
+task at a time each) while ``manage.py build_concepts`` and ``manage.py
+build_windows --all`` queue their batches and follow them. Each step is timed
+from the command's start to its end (wall clock), and the peak memory (RSS
+high-water mark) of every process is read: the command's, and each worker's.
+
+Printed: the generation's time and size, then a table of steps by worker count
+with time, peak memory per process and the speed-up of 2 workers over 1 (the
+import is the same single process for every worker count).
+
+Left out: notes, medications, outputs, procedures, microbiology, diagnoses and
+transfers (chartevents and labevents are nine tenths of MIMIC-IV's rows); the
+cohort selection (every imported stay gets tracks and windows); the broker's
+own cost (a filesystem broker in a temporary folder unless --broker names
+one); several machines (the workers share this one).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+ADMIN_URL = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/test")
+DB = (ADMIN_URL.rpartition("/")[2].split("?")[0] or "postgres") + "_scale"
+
+# Charted items the platform maps (windows.importers.mimic_mapping), with a
+# plausible mean, spread and share of the charted rows.
+VITALS = [
+    (220045, "Heart Rate", "bpm", 88, 18, 0.16),
+    (220179, "Non Invasive Blood Pressure systolic", "mmHg", 118, 20, 0.08),
+    (220180, "Non Invasive Blood Pressure diastolic", "mmHg", 62, 12, 0.08),
+    (220181, "Non Invasive Blood Pressure mean", "mmHg", 78, 13, 0.08),
+    (220052, "Arterial Blood Pressure mean", "mmHg", 76, 12, 0.05),
+    (220210, "Respiratory Rate", "insp/min", 19, 5, 0.12),
+    (220277, "O2 saturation pulseoxymetry", "%", 96, 2.5, 0.12),
+    (223762, "Temperature Celsius", "°C", 37.1, 0.7, 0.02),
+]
+TEXT_ITEMS = [
+    (220739, "GCS - Eye Opening", ["Spontaneously", "To Speech", "To Pain", "None"]),
+    (
+        223900,
+        "GCS - Verbal Response",
+        ["Oriented", "Confused", "Inappropriate Words", "No Response-ETT"],
+    ),
+    (
+        223901,
+        "GCS - Motor Response",
+        ["Obeys Commands", "Localizes Pain", "Flex-withdraws"],
+    ),
+    (223758, "Code Status", ["Full code", "DNR / DNI", "Comfort measures only"]),
+]
+TEXT_SHARE = 0.09
+UNMAPPED_ITEMS = 500
+UNMAPPED_FIRST = 226000  # d_items ids no mapping names (checked at generation)
+UNMAPPED_SHARE = 0.20
+UNMAPPED_WORDS = [
+    "Intact",
+    "Clean/dry",
+    "Reddened",
+    "Repositioned",
+    "Left side",
+    "Right side",
+    "Supine",
+    "Done",
+    "Yes",
+    "No",
+]
+LABS = [
+    (50912, "Creatinine", "mg/dL", 1.3, 0.8),
+    (50971, "Potassium", "mEq/L", 4.1, 0.6),
+    (50983, "Sodium", "mEq/L", 139, 4),
+    (50813, "Lactate", "mmol/L", 2.0, 1.2),
+    (50931, "Glucose", "mg/dL", 140, 45),
+    (50882, "Bicarbonate", "mEq/L", 23, 4),
+    (50902, "Chloride", "mEq/L", 104, 5),
+    (50960, "Magnesium", "mg/dL", 2.0, 0.3),
+    (50820, "pH", "units", 7.38, 0.07),
+    (50818, "pCO2", "mm Hg", 41, 8),
+    (50821, "pO2", "mm Hg", 95, 30),
+    (50885, "Bilirubin, Total", "mg/dL", 1.2, 1.0),
+    (51265, "Platelet Count", "K/uL", 190, 80),
+    (51301, "White Blood Cells", "K/uL", 11, 5),
+    (51222, "Hemoglobin", "g/dL", 9.8, 1.8),
+]
+LAB_SHARE = 0.12  # of all events
+STAYS_PER_CHUNK = 250
+
+
+# --- the generated folder ---------------------------------------------------------
+
+
+def _stays(n: int, rng):
+    import numpy as np
+    import pandas as pd
+
+    hours = np.clip(rng.gamma(2.0, 36.0, n), 12, 400)
+    base = pd.Timestamp("2150-01-01")
+    admit = base + pd.to_timedelta(rng.integers(0, 3650 * 24, n), unit="h")
+    intime = admit + pd.to_timedelta(rng.uniform(1, 48, n), unit="h").round("min")
+    outtime = intime + pd.to_timedelta(hours, unit="h").round("min")
+    died = rng.random(n) < 0.11
+    discharge = outtime + pd.to_timedelta(rng.uniform(2, 200, n), unit="h").round("min")
+    return {
+        "subject": np.arange(10_000_000, 10_000_000 + n),
+        "hadm": np.arange(20_000_000, 20_000_000 + n),
+        "stay": np.arange(30_000_000, 30_000_000 + n),
+        "hours": hours,
+        "admit": admit,
+        "intime": intime,
+        "outtime": outtime,
+        "discharge": discharge,
+        "died": died,
+    }
+
+
+def _write(frame, path: Path, first: bool) -> None:
+    """Append ``frame`` to a csv.gz file as one gzip member (readers take the
+    members as one stream), times to the second as MIMIC-IV writes them.
+    pyarrow's writer: pandas' to_csv formats about 20,000 rows a second here."""
+    import gzip
+
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    for index, field in enumerate(table.schema):
+        if pa.types.is_timestamp(field.type):
+            table = table.set_column(
+                index, field.name, table.column(index).cast(pa.timestamp("s"))
+            )
+    sink = pa.BufferOutputStream()
+    pacsv.write_csv(table, sink, pacsv.WriteOptions(include_header=first))
+    with open(path, "wb" if first else "ab") as out:
+        out.write(gzip.compress(sink.getvalue().to_pybytes(), compresslevel=1))
+
+
+def mimic_write(folder: Path, stays: int, events: int, seed: int = 0) -> dict:
+    """The generated folder (written once; a marker file names what it holds)."""
+    import django
+    import numpy as np
+    import pandas as pd
+
+    django.setup()
+    from windows.importers.mimic_mapping import chartevents as charted
+
+    marker = folder / ".complete"
+    if marker.exists():
+        return {"seconds": 0.0, "reused": True}
+    started = time.perf_counter()
+    shutil.rmtree(folder, ignore_errors=True)
+    (folder / "hosp").mkdir(parents=True)
+    (folder / "icu").mkdir(parents=True)
+    rng = np.random.default_rng(seed)
+    s = _stays(stays, rng)
+    n = stays
+    pd.DataFrame(
+        {
+            "subject_id": s["subject"],
+            "gender": rng.choice(["F", "M"], n),
+            "anchor_age": rng.integers(18, 91, n),
+            "anchor_year": s["admit"].year,
+            "anchor_year_group": "2017 - 2019",
+            "dod": pd.Series(s["discharge"]).where(s["died"]).dt.date,
+        }
+    ).to_csv(folder / "hosp" / "patients.csv.gz", index=False)
+    pd.DataFrame(
+        {
+            "subject_id": s["subject"],
+            "hadm_id": s["hadm"],
+            "admittime": s["admit"],
+            "dischtime": s["discharge"],
+            "deathtime": pd.Series(s["discharge"]).where(s["died"]),
+            "admission_type": "EW EMER.",
+            "discharge_location": np.where(s["died"], "DIED", "HOME"),
+            "hospital_expire_flag": s["died"].astype(int),
+        }
+    ).to_csv(
+        folder / "hosp" / "admissions.csv.gz",
+        index=False,
+        date_format="%Y-%m-%d %H:%M:%S",
+    )
+    units = [
+        "Medical Intensive Care Unit (MICU)",
+        "Surgical Intensive Care Unit (SICU)",
+    ]
+    unit = rng.choice(units, n)
+    pd.DataFrame(
+        {
+            "subject_id": s["subject"],
+            "hadm_id": s["hadm"],
+            "stay_id": s["stay"],
+            "first_careunit": unit,
+            "last_careunit": unit,
+            "intime": s["intime"],
+            "outtime": s["outtime"],
+            "los": (s["hours"] / 24).round(4),
+        }
+    ).to_csv(
+        folder / "icu" / "icustays.csv.gz",
+        index=False,
+        date_format="%Y-%m-%d %H:%M:%S",
+    )
+    mapped = {
+        key
+        for table in vars(charted).values()
+        if isinstance(table, dict)
+        for key in table
+        if isinstance(key, int)
+    }
+    unmapped = [
+        i
+        for i in range(UNMAPPED_FIRST, UNMAPPED_FIRST + 2 * UNMAPPED_ITEMS)
+        if i not in mapped
+    ][:UNMAPPED_ITEMS]
+    items = (
+        [(i, label, "Routine Vital Signs") for i, label, *_ in VITALS]
+        + [(i, label, "Neurological") for i, label, _ in TEXT_ITEMS]
+        + [(i, f"Bench unmapped item {i}", "Bench") for i in unmapped]
+    )
+    pd.DataFrame(items, columns=["itemid", "label", "category"]).assign(
+        param_type=lambda f: np.where(
+            f.itemid.isin([i for i, _, _ in TEXT_ITEMS]), "Text", "Numeric"
+        )
+    ).to_csv(folder / "icu" / "d_items.csv.gz", index=False)
+    pd.DataFrame(
+        [(i, label, "Blood") for i, label, *_ in LABS],
+        columns=["itemid", "label", "fluid"],
+    ).to_csv(folder / "hosp" / "d_labitems.csv.gz", index=False)
+
+    per_stay = events / stays
+    lab_id = 1
+    written = {"chartevents": 0, "labevents": 0}
+    for start in range(0, n, STAYS_PER_CHUNK):
+        idx = np.arange(start, min(n, start + STAYS_PER_CHUNK))
+        # Events in proportion to the stay's length, per_stay on average.
+        weights = s["hours"][idx] / s["hours"].mean()
+        counts = rng.poisson(per_stay * weights)
+        who = np.repeat(idx, counts)
+        m = len(who)
+        offset = rng.random(m) * s["hours"][who]
+        when = pd.DatetimeIndex(s["intime"][who]) + pd.to_timedelta(
+            offset * 3600, unit="s"
+        ).round("min")
+        is_lab = rng.random(m) < LAB_SHARE
+        # labevents
+        lw = who[is_lab]
+        lab = rng.integers(0, len(LABS), len(lw))
+        mean = np.array([x[3] for x in LABS])[lab]
+        sd = np.array([x[4] for x in LABS])[lab]
+        value = np.abs(rng.normal(mean, sd)).round(2)
+        lab_frame = pd.DataFrame(
+            {
+                "labevent_id": np.arange(lab_id, lab_id + len(lw)),
+                "subject_id": s["subject"][lw],
+                "hadm_id": s["hadm"][lw],
+                "specimen_id": rng.integers(1, 10**8, len(lw)),
+                "itemid": np.array([x[0] for x in LABS])[lab],
+                "charttime": when[is_lab],
+                "storetime": when[is_lab] + pd.Timedelta(minutes=45),
+                "value": value.astype(str),
+                "valuenum": value,
+                "valueuom": np.array([x[2] for x in LABS])[lab],
+            }
+        )
+        lab_id += len(lw)
+        _write(lab_frame, folder / "hosp" / "labevents.csv.gz", start == 0)
+        written["labevents"] += len(lab_frame)
+        # chartevents: vitals, text items and unmapped items
+        cw = who[~is_lab]
+        k = len(cw)
+        kind = rng.random(k)
+        is_text = kind < TEXT_SHARE
+        is_unmapped = (kind >= TEXT_SHARE) & (kind < TEXT_SHARE + UNMAPPED_SHARE)
+        shares = np.array([v[5] for v in VITALS])
+        vital = rng.choice(len(VITALS), k, p=shares / shares.sum())
+        itemid = np.array([v[0] for v in VITALS])[vital]
+        valuenum = np.abs(
+            rng.normal(
+                np.array([v[3] for v in VITALS])[vital],
+                np.array([v[4] for v in VITALS])[vital],
+            )
+        ).round(1)
+        unit = np.array([v[2] for v in VITALS], dtype=object)[vital]
+        text_item = rng.integers(0, len(TEXT_ITEMS), k)
+        text_choice = rng.integers(0, 4, k)
+        texts = np.array(
+            [
+                TEXT_ITEMS[t][2][c % len(TEXT_ITEMS[t][2])]
+                for t, c in zip(text_item[is_text], text_choice[is_text])
+            ],
+            dtype=object,
+        )
+        unmapped_item = np.array(unmapped)[rng.integers(0, len(unmapped), k)]
+        unmapped_text = unmapped_item % 2 == 0
+        itemid = np.where(
+            is_text, np.array([t[0] for t in TEXT_ITEMS])[text_item], itemid
+        )
+        itemid = np.where(is_unmapped, unmapped_item, itemid)
+        value = valuenum.astype(str).astype(object)
+        valuenum = valuenum.astype(float)
+        value[is_text] = texts
+        valuenum[is_text] = np.nan
+        unit[is_text] = ""
+        words = np.array(UNMAPPED_WORDS, dtype=object)[rng.integers(0, 10, k)]
+        text_rows = is_unmapped & unmapped_text
+        value[text_rows] = words[text_rows]
+        valuenum[text_rows] = np.nan
+        unit[is_unmapped] = ""
+        numeric_rows = is_unmapped & ~unmapped_text
+        number = rng.integers(0, 300, k).astype(float)
+        value[numeric_rows] = number[numeric_rows].astype(str)
+        valuenum[numeric_rows] = number[numeric_rows]
+        chart_when = when[~is_lab]
+        chart = pd.DataFrame(
+            {
+                "subject_id": s["subject"][cw],
+                "hadm_id": s["hadm"][cw],
+                "stay_id": s["stay"][cw],
+                "caregiver_id": rng.integers(1, 3000, k),
+                "charttime": chart_when,
+                "storetime": chart_when + pd.Timedelta(minutes=5),
+                "itemid": itemid,
+                "value": value,
+                "valuenum": valuenum,
+                "valueuom": unit,
+                "warning": 0,
+            }
+        )
+        _write(chart, folder / "icu" / "chartevents.csv.gz", start == 0)
+        written["chartevents"] += len(chart)
+        print(
+            f"\rgenerating: {idx[-1] + 1:,}/{n:,} stays, "
+            f"{sum(written.values()):,} events",
+            end="",
+            flush=True,
+        )
+    print()
+    marker.write_text(f"{stays} {events} {seed}\n")
+    return {"seconds": time.perf_counter() - started, "reused": False, **written}
+
+
+# --- running the platform's commands ----------------------------------------------
+
+
+def _execute(sql: str) -> None:
+    import psycopg
+
+    conninfo = f"{ADMIN_URL.rpartition('/')[0]}/postgres"
+    with psycopg.connect(
+        conninfo.replace("postgres://", "postgresql://", 1), autocommit=True
+    ) as conn:
+        conn.execute(sql)
+
+
+def _db_url(name: str) -> str:
+    return f"{ADMIN_URL.rpartition('/')[0]}/{name}"
+
+
+def _environment(db: str, tmp: Path, broker: str | None) -> dict:
+    env = dict(os.environ)
+    env["DATABASE_URL"] = _db_url(db)
+    env["REALICU_VAR_DIR"] = str(tmp / "var")
+    env["CACHE_URL"] = "locmemcache://"
+    env["HF_HUB_OFFLINE"] = "1"
+    env["DJANGO_SETTINGS_MODULE"] = "realicu_web.settings"
+    if broker:
+        env["CELERY_BROKER_URL"] = broker
+    else:  # a filesystem broker of its own, under REALICU_VAR_DIR
+        env["CELERY_BROKER_URL"] = "filesystem://"
+    return env
+
+
+def _command(env: dict, *args: str, log: Path) -> dict:
+    """``manage.py args`` in a process of its own: its wall time and peak RSS."""
+    started = time.perf_counter()
+    with open(log, "a") as out:
+        out.write(f"$ manage.py {' '.join(args)}\n")
+        out.flush()
+        process = subprocess.Popen(
+            [sys.executable, "manage.py", *args],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+        _, status, usage = os.wait4(process.pid, 0)
+    process.returncode = os.waitstatus_to_exitcode(status)
+    seconds = time.perf_counter() - started
+    if process.returncode:
+        raise SystemExit(
+            f"manage.py {' '.join(args)} failed ({process.returncode}); see {log}:\n"
+            + log.read_text()[-3000:]
+        )
+    return {"seconds": seconds, "peak_mb": usage.ru_maxrss / 1024}
+
+
+def _fans_out(env: dict) -> bool:
+    """Whether this tree's build commands queue batches for workers (they take
+    --inline then)."""
+    out = subprocess.run(
+        [sys.executable, "manage.py", "build_concepts", "--help"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    return "--inline" in out.stdout
+
+
+def _peak_rss_mb(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return float("nan")
+
+
+def _workers_start(env: dict, count: int, log_dir: Path) -> list[subprocess.Popen]:
+    workers = []
+    for index in range(count):
+        log = open(log_dir / f"worker-{index}.log", "w")
+        workers.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "celery",
+                    "-A",
+                    "realicu_web",
+                    "worker",
+                    "--pool",
+                    "solo",
+                    "--loglevel",
+                    "INFO",
+                    "-n",
+                    f"scale-bench-{index}@%h",
+                    "--without-heartbeat",
+                    "--without-gossip",
+                    "--without-mingle",
+                ],
+                cwd=ROOT,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        )
+    return workers
+
+
+def _workers_stop(workers: list[subprocess.Popen]) -> list[float]:
+    peaks = [_peak_rss_mb(w.pid) for w in workers]
+    for w in workers:
+        w.send_signal(signal.SIGTERM)
+    for w in workers:
+        try:
+            w.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            w.kill()
+            w.wait()
+    return peaks
+
+
+def _counts(env: dict) -> dict:
+    out = subprocess.run(
+        [
+            sys.executable,
+            "manage.py",
+            "shell",
+            "-c",
+            "from windows.models import Event, Stay, Window, StayTracks;"
+            "print(Stay.objects.count(), Event.objects.count(), "
+            "StayTracks.objects.count(), Window.objects.count(), "
+            "Window.objects.filter(sampled_gold=True).count())",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    try:
+        stays, events, tracks, windows, gold = map(
+            int, out.stdout.strip().splitlines()[-1].split()
+        )
+    except (ValueError, IndexError):
+        return {}
+    return {
+        "stays": stays,
+        "events": events,
+        "tracks": tracks,
+        "windows": windows,
+        "gold": gold,
+    }
+
+
+def _mb(values: list[float]) -> str:
+    return " / ".join(f"{v:,.0f}" for v in values)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--stays", type=int, default=10_000)
+    parser.add_argument("--events", type=int, default=50_000_000)
+    parser.add_argument(
+        "--workers", default="1,2", help="worker counts to compare (default 1,2)"
+    )
+    parser.add_argument(
+        "--folder",
+        type=Path,
+        help="where the generated folder goes (default var/bench/scale-S-E)",
+    )
+    parser.add_argument(
+        "--broker",
+        help="a Celery broker URL for the workers (default: a filesystem broker "
+        "in a temporary folder)",
+    )
+    parser.add_argument("--keep", action="store_true", help="keep the databases")
+    args = parser.parse_args()
+    counts = sorted({int(c) for c in args.workers.split(",")})
+    folder = args.folder or ROOT / "var" / "bench" / f"scale-{args.stays}-{args.events}"
+
+    sys.path.insert(0, str(ROOT))
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "realicu_web.settings")
+    generated = mimic_write(folder, args.stays, args.events)
+    size = sum(p.stat().st_size for p in folder.rglob("*.gz"))
+    print(
+        f"MIMIC-IV folder {folder}: {args.stays:,} stays, {args.events:,} events "
+        f"requested, {size / 2**20:,.0f} MB of csv.gz"
+        + (
+            " (reused)"
+            if generated["reused"]
+            else f", generated in {generated['seconds']:.0f} s "
+            f"({generated['chartevents']:,} chartevents, "
+            f"{generated['labevents']:,} labevents rows)"
+        )
+    )
+
+    tmp = Path(tempfile.mkdtemp(prefix="realicu-scale-"))
+    log = tmp / "commands.log"
+    databases = [DB] + [f"{DB}_w{c}" for c in counts]
+    rows = []
+    try:
+        _execute(f"DROP DATABASE IF EXISTS {DB} WITH (FORCE)")
+        _execute(f"CREATE DATABASE {DB}")
+        env = _environment(DB, tmp / "import", args.broker)
+        _command(env, "migrate", "--verbosity", "0", log=log)
+        imported = _command(env, "import_mimic", str(folder), log=log)
+        base = _counts(env)
+        print(
+            f"import_mimic: {imported['seconds']:.1f} s, peak "
+            f"{imported['peak_mb']:,.0f} MB; {base.get('stays', 0):,} stays, "
+            f"{base.get('events', 0):,} events "
+            f"({base.get('events', 0) / imported['seconds']:,.0f} events/s)"
+        )
+        fan_out = _fans_out(env)
+        if not fan_out:
+            print(
+                "build_concepts has no --inline in this tree: the builds run in "
+                "the command's process; only 1 worker is measured."
+            )
+            counts = [1]
+        for count in counts:
+            name = f"{DB}_w{count}"
+            _execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+            _execute(f"CREATE DATABASE {name} TEMPLATE {DB}")
+            work = tmp / f"w{count}"
+            (work / "var").mkdir(parents=True)
+            env = _environment(name, work, args.broker)
+            workers = _workers_start(env, count, work) if fan_out else []
+            try:
+                time.sleep(3 if workers else 0)  # the workers reach the broker
+                tracks = _command(env, "build_concepts", log=log)
+                windows = _command(env, "build_windows", "--all", log=log)
+            finally:
+                peaks = _workers_stop(workers)
+            built = _counts(env)
+            rows.append(
+                {
+                    "workers": count,
+                    "tracks": tracks,
+                    "windows": windows,
+                    "worker_peaks": peaks,
+                    "counts": built,
+                }
+            )
+            print(
+                f"{count} worker(s): build_concepts {tracks['seconds']:.1f} s, "
+                f"build_windows {windows['seconds']:.1f} s; "
+                f"{built.get('tracks', 0):,} stays with tracks, "
+                f"{built.get('windows', 0):,} windows "
+                f"({built.get('gold', 0):,} Gold)"
+            )
+    finally:
+        if not args.keep:
+            for name in databases:
+                _execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    print()
+    print(
+        f"Scale bench: {args.stays:,} stays, {base.get('events', 0):,} events "
+        f"imported; {os.cpu_count()} CPUs"
+    )
+    print(
+        f"{'workers':>7} {'import s':>9} {'tracks s':>9} {'windows s':>10} "
+        f"{'total s':>8} {'speed-up':>9}  peak MB: import / commands / workers"
+    )
+    first = None
+    for row in rows:
+        builds = row["tracks"]["seconds"] + row["windows"]["seconds"]
+        total = imported["seconds"] + builds
+        if first is None:
+            first = (builds, total)
+        speed = f"{first[0] / builds:.2f}x" if builds else "-"
+        print(
+            f"{row['workers']:>7} {imported['seconds']:>9.1f} "
+            f"{row['tracks']['seconds']:>9.1f} {row['windows']['seconds']:>10.1f} "
+            f"{total:>8.1f} {speed:>9}  {imported['peak_mb']:,.0f} / "
+            f"{_mb([row['tracks']['peak_mb'], row['windows']['peak_mb']])} / "
+            f"{_mb(row['worker_peaks']) or '-'}"
+        )
+    if len(rows) > 1:
+        builds = [r["tracks"]["seconds"] + r["windows"]["seconds"] for r in rows]
+        totals = [imported["seconds"] + b for b in builds]
+        print(
+            f"speed-up from {rows[0]['workers']} to {rows[-1]['workers']} workers: "
+            f"tracks and windows {builds[0] / builds[-1]:.2f}x, end to end "
+            f"(import included) {totals[0] / totals[-1]:.2f}x (target 1.7x)"
+        )
+    peak = max(
+        [imported["peak_mb"]]
+        + [r["tracks"]["peak_mb"] for r in rows]
+        + [r["windows"]["peak_mb"] for r in rows]
+        + [p for r in rows for p in r["worker_peaks"]]
+    )
+    print(f"largest peak memory of any process: {peak:,.0f} MB (target < 2,048 MB)")
+    print(f"load average at the end: {os.getloadavg()[0]:.1f} (other processes too)")
+
+
+if __name__ == "__main__":
+    main()
