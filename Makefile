@@ -47,6 +47,10 @@ test: $(STAMP) services lint
 	DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) \
 		CACHE_URL=$(TEST_CACHE_URL) $(PY) -m pytest $(PYTEST_ARGS)
 
+# scale_bench's size in `make bench` (the full size, 10,000 stays and 50 million
+# events, is the script's default: `make bench SCALE_BENCH_ARGS=`).
+SCALE_BENCH_ARGS ?= --stays 200 --events 1000000
+
 bench: $(STAMP) services
 	DATABASE_URL=$(TEST_DATABASE_URL) $(PY) benchmarks/import_bench.py
 	DATABASE_URL=$(TEST_DATABASE_URL) $(PY) benchmarks/campaign_pages_bench.py
@@ -57,6 +61,12 @@ bench: $(STAMP) services
 	DATABASE_URL=$(TEST_DATABASE_URL) $(PY) benchmarks/icu_evo_bench.py
 	DATABASE_URL=$(TEST_DATABASE_URL) $(PY) benchmarks/surveillance_bench.py
 	$(PY) benchmarks/client_context_bench.py
+	DATABASE_URL=$(TEST_DATABASE_URL) $(PY) benchmarks/window_page_bench.py
+	DATABASE_URL=$(TEST_DATABASE_URL) $(PY) benchmarks/scoring_cold_bench.py
+	DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) \
+		$(PY) benchmarks/oracle_throughput.py
+	DATABASE_URL=$(TEST_DATABASE_URL) $(PY) benchmarks/scale_bench.py \
+		$(SCALE_BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) var
