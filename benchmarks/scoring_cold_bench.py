@@ -11,8 +11,9 @@ written out or abbreviated, e.g. "worsening AKI, creatinine 2.7 mg/dL" or
 "start norepi 0.08 mcg/kg/min"). It scores the file twice in fresh processes:
 first with an empty embedding cache (cold: every text embedded), then warm.
 
-Prints, for each: the scoring's wall time, the texts (distinct after
-normalization) and how many were embedded, the embedding's own time and its
+Prints, for each: the scoring's wall time, the distinct texts and how many
+were embedded (fewer: texts the normalizer makes equal, e.g. an abbreviation
+and its spelled-out form, are embedded once), the embedding's own time and its
 throughput (texts per second, the model's encode calls only), and the peak
 memory (RSS high-water mark) of the process.
 
@@ -353,8 +354,9 @@ def main() -> None:
                 print(
                     f"scoring ({label} cache): {score['seconds']:.1f} s "
                     f"(validation {score['validation_seconds']:.1f} s); "
-                    f"{score['texts']:,} distinct texts after normalization, "
-                    f"{score['texts_embedded']:,} embedded in "
+                    f"{score['texts']:,} distinct texts, "
+                    f"{score['texts_embedded']:,} embedded (distinct once "
+                    f"normalized: abbreviations spelled out) in "
                     f"{score['encode_seconds']:.1f} s ({rate}; model "
                     f"{score['model']} loaded in {score['load_seconds']:.1f} s, "
                     f"apart); peak {score['peak_mb']:.0f} MB; problems Hit@5 "
