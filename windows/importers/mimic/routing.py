@@ -22,6 +22,11 @@ from windows.importers.mimic.reading import MimicTable, _numbers
 
 ROW = "_row"
 
+# Rows per block read back from a spill file: a batch's rows are all its own, so a
+# block turns wholly into events; smaller blocks than the source's keep the event
+# frames (and the writes in flight) small.
+SPILL_BLOCK_ROWS = 50_000
+
 # The column of an event file that names the rows of its detail file.
 DETAIL_KEYS = {"emar": "emar_id", "radiology": "note_id"}
 
@@ -56,6 +61,7 @@ class SpillTable:
     ) -> Iterator[tuple[int, pa.RecordBatch]]:
         if self.path is None:
             return
+        rows = min(rows, SPILL_BLOCK_ROWS)
         wanted = [*columns, ROW] if self.has_rows else list(columns)
         parts, gathered = [], 0
         for part in pq.ParquetFile(self.path).iter_batches(
