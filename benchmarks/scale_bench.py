@@ -20,8 +20,9 @@ Then, on a database of its own created from DATABASE_URL's server
 process), and for each worker count (--workers, default 1 and 2) on a copy of
 the imported database, that many Celery worker processes (solo pool, one
 task at a time each) while ``manage.py build_concepts`` and ``manage.py
-build_windows --all`` queue their batches and follow them. Each step is timed
-from the command's start to its end (wall clock), and the peak memory (RSS
+build_windows --all`` queue their batches and follow them, once the workers
+are ready and have loaded the embedding model as they do at start. Each step
+is timed from the command's start to its end (wall clock), and the peak memory (RSS
 high-water mark) of every process is read: the command's, and each worker's.
 
 Printed: the generation's time and size, then a table of steps by worker count
@@ -478,6 +479,31 @@ def _workers_start(env: dict, count: int, log_dir: Path) -> list[subprocess.Pope
     return workers
 
 
+def _workers_wait(workers: list[subprocess.Popen], log_dir: Path) -> float:
+    """Wait until every worker is ready and has loaded the embedding model
+    (realicu_web.celery warms it up in a thread at start, logging "worker
+    <pid>: ..."), so that no build is timed with a worker still starting.
+    Returns the seconds waited."""
+    warm_up = os.environ.get("REALICU_MATCHER_WARM_UP", "1").lower() not in (
+        "0",
+        "false",
+        "no",
+        "off",
+    )
+    started = time.monotonic()
+    while time.monotonic() - started < 300:
+        logs = [(log_dir / f"worker-{i}.log").read_text() for i in range(len(workers))]
+        if all(
+            " ready." in text and (not warm_up or f"worker {w.pid}:" in text)
+            for w, text in zip(workers, logs)
+        ):
+            break
+        if any(w.poll() is not None for w in workers):
+            raise SystemExit(f"a worker died; see {log_dir}/worker-*.log")
+        time.sleep(0.5)
+    return time.monotonic() - started
+
+
 def _workers_stop(workers: list[subprocess.Popen]) -> list[float]:
     peaks = [_peak_rss_mb(w.pid) for w in workers]
     for w in workers:
@@ -598,7 +624,9 @@ def main() -> None:
             env = _environment(name, work, args.broker)
             workers = _workers_start(env, count, work) if fan_out else []
             try:
-                time.sleep(3 if workers else 0)  # the workers reach the broker
+                if workers:
+                    waited = _workers_wait(workers, work)
+                    print(f"{count} worker(s) started and ready in {waited:.0f} s")
                 tracks = _command(env, "build_concepts", log=log)
                 windows = _command(env, "build_windows", "--all", log=log)
             finally:
