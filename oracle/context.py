@@ -19,14 +19,14 @@ from collections import defaultdict
 from datetime import timedelta
 
 import pandas as pd
-from django.db.models import BooleanField, Case, Count, Max, Q, Value, When
+from django.db.models import BooleanField, Case, Q, Value, When
 
 from annotation.critical import critical_action_q, default_critical_action_rules
 from oracle.backbones.base import WindowContext
 from windows.disease_groups import disease_group
 from windows.models import DiseaseGroup, Event, EventKind, Stay, StayTracks, Window
 from windows.selectors_context import HINDSIGHT_KINDS, OUTCOME_REVEALING_CATEGORIES
-from windows.tracks import signature_of, stay_tracks_build
+from windows.tracks import events_signatures, stay_tracks_build
 from windows.vocabulary import coded_code, event_label
 
 # Events shown in full: this many hours before the window's start and after its
@@ -161,18 +161,8 @@ def summary_coarsen(rows: list[dict], *, factor: int = 2) -> list[dict]:
 
 
 def _signatures(stays: list[Stay]) -> dict[int, str]:
-    """windows.tracks.events_signature of many admissions in one query."""
-    rows = (
-        Event.objects.filter(admission_id__in={s.admission_id for s in stays})
-        .order_by()
-        .values("admission_id")
-        .annotate(n=Count("id"), last=Max("id"))
-    )
-    by_admission = {
-        r["admission_id"]: signature_of(count=r["n"], last_id=r["last"]) for r in rows
-    }
-    empty = signature_of(count=0, last_id=None)
-    return {s.pk: by_admission.get(s.admission_id, empty) for s in stays}
+    """windows.tracks.events_signature of many stays in one query."""
+    return events_signatures(stays=stays)
 
 
 def _stay_tracks(stays: list[Stay]) -> dict[int, StayTracks]:

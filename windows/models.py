@@ -57,6 +57,12 @@ class Admission(models.Model):
         blank=True,
         help_text="ICD codes in source order: [{code, version, rank, title}].",
     )
+    events_version = models.PositiveBigIntegerField(
+        default=0,
+        help_text="Bumped whenever the admission's events change "
+        "(windows.services.admission_events_touch): what a stay's stored concept "
+        "tracks were computed from, read without counting the events.",
+    )
 
     class Meta:
         constraints = [
@@ -442,3 +448,83 @@ class StayTracks(models.Model):
 
     def __str__(self) -> str:
         return f"Tracks of stay {self.stay_id}"
+
+
+class BuildKind(models.TextChoices):
+    TRACKS = "tracks", "Concept tracks"
+    WINDOWS = "windows", "Windows and Gold draw"
+
+
+class BuildState(models.TextChoices):
+    QUEUED = "queued", "Queued"
+    RUNNING = "running", "Running"
+    DONE = "done", "Done"
+    FAILED = "failed", "Failed"
+
+
+class BuildRun(models.Model):
+    """One fanned-out build of concept tracks, or of windows and their Gold draw,
+    over a set of stays: split into BuildBatch rows that the workers share
+    (windows.services.build_run_create). Its progress is its batches' sum."""
+
+    kind = models.CharField(max_length=8, choices=BuildKind.choices)
+    params = models.JSONField(default=dict, blank=True)
+    state = models.CharField(
+        max_length=8, choices=BuildState.choices, default=BuildState.QUEUED
+    )
+    stays_total = models.PositiveIntegerField(default=0)
+    summary = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
+    started_by = models.ForeignKey(
+        USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.get_kind_display()} build {self.pk} ({self.state})"
+
+
+class BuildBatch(JobFields):
+    """A batch of stays of a BuildRun: a job row (jobs.models.JobFields) that one
+    worker at a time holds under a lease; the reaper re-queues it when its worker
+    goes silent. ``result`` holds what the batch did (summed into the run's
+    summary when the last batch ends)."""
+
+    run = models.ForeignKey(BuildRun, on_delete=models.CASCADE, related_name="batches")
+    index = models.PositiveIntegerField()
+    stay_ids = models.JSONField(default=list)
+    state = models.CharField(
+        max_length=8, choices=BuildState.choices, default=BuildState.QUEUED
+    )
+    result = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["run", "index"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "index"], name="build_batch_uniq")
+        ]
+
+    def __str__(self) -> str:
+        return f"Batch {self.index} of build {self.run_id} ({self.state})"
+
+
+def _event_changed(sender, instance, **kwargs) -> None:
+    """An event saved one at a time (a factory, the admin) bumps its admission's
+    events_version; bulk writes call windows.services.admission_events_touch once
+    for the admissions they touched. (No post_delete receiver: it would stop
+    Django deleting an admission's events in one statement; events are only
+    ever added.)"""
+    Admission.objects.filter(pk=instance.admission_id).update(
+        events_version=models.F("events_version") + 1
+    )
+
+
+models.signals.post_save.connect(_event_changed, sender=Event)

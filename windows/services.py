@@ -48,6 +48,42 @@ def patient_pseudo_id(*, source: str, source_id: str) -> str:
     return "P" + digest.hexdigest()[:10].upper()
 
 
+def admission_events_touch(
+    *, admission_ids=None, since_event_id: int | None = None
+) -> int:
+    """Bump ``events_version`` of the admissions whose events changed: those named,
+    or (``since_event_id``) those holding an event with a higher id, i.e. added
+    since that id was the highest (``events_high_water``). What the stored concept
+    tracks' freshness is read from (windows.tracks.events_signature), so that no
+    request counts an admission's events. Returns how many were bumped."""
+    from django.db.models import F
+
+    from windows.models import Event
+
+    if since_event_id is not None:
+        admission_ids = (
+            Event.objects.filter(id__gt=since_event_id)
+            .order_by()
+            .values("admission_id")
+            .distinct()
+        )
+    if admission_ids is None:
+        return 0
+    return Admission.objects.filter(pk__in=admission_ids).update(
+        events_version=F("events_version") + 1
+    )
+
+
+def events_high_water() -> int:
+    """The highest event id now (0 when none): pass it to admission_events_touch
+    after a bulk write to bump exactly the admissions it added events to."""
+    from django.db.models import Max
+
+    from windows.models import Event
+
+    return Event.objects.aggregate(m=Max("id"))["m"] or 0
+
+
 def admission_died(*, admission: Admission, death_time) -> bool:
     """Death in hospital: a disposition that says so, or a death time no later than
     discharge (plus a day's grace)."""
@@ -224,6 +260,7 @@ def import_run_execute(*, import_run: ImportRun) -> ImportRun:
 
     failure: Exception | None = None
     summary = None
+    high_water = events_high_water()
     with job_heartbeat(model=ImportRun, pk=pk, lease=lease) as heartbeat:
         progress = Progress(sinks=[heartbeat])
         try:
@@ -247,6 +284,9 @@ def import_run_execute(*, import_run: ImportRun) -> ImportRun:
         except Exception as exc:
             failure = exc
 
+    # Whatever the importer added (a failed CLIF import added nothing: it is
+    # one transaction) makes the stored tracks of those admissions stale.
+    admission_events_touch(since_event_id=high_water)
     finished = {
         "finished_at": timezone.now(),
         "heartbeat_at": timezone.now(),

@@ -10,7 +10,6 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pandas as pd
 from django.db import transaction
-from django.db.models import Count, Max
 
 from jobs.progress import Progress
 from windows.concepts import (
@@ -24,21 +23,37 @@ from windows.concepts.renal import URINE_CATEGORIES
 from windows.concepts.respiratory import EPISODE_GAP
 from windows.concepts.vasoactive import DRUGS
 from windows.concepts.vitals import VITALS
-from windows.models import Domain, Event, Stay, StayTracks
+from windows.models import Admission, Domain, Event, Stay, StayTracks
 
 
-def signature_of(*, count: int, last_id: int | None) -> str:
-    """The concepts' version, then count and highest id of the admission's events:
-    events are only ever added (imports append), so this changes exactly when the
-    trajectory or the definitions do."""
-    return f"v{CONCEPTS_VERSION}:{count}:{last_id or 0}"
+def signature_of(*, events_version: int) -> str:
+    """The concepts' version, then the admission's ``events_version`` (bumped by
+    every write of its events, windows.services.admission_events_touch): this
+    changes exactly when the trajectory or the definitions do, and is read with
+    one row lookup instead of counting the admission's events."""
+    return f"v{CONCEPTS_VERSION}:e{events_version}"
 
 
 def events_signature(*, stay: Stay) -> str:
-    agg = Event.objects.filter(admission_id=stay.admission_id).aggregate(
-        n=Count("id"), last=Max("id")
+    version = (
+        Admission.objects.filter(pk=stay.admission_id)
+        .values_list("events_version", flat=True)
+        .first()
     )
-    return signature_of(count=agg["n"], last_id=agg["last"])
+    return signature_of(events_version=version or 0)
+
+
+def events_signatures(*, stays) -> dict[int, str]:
+    """events_signature of many stays in one query: stay id -> signature."""
+    versions = dict(
+        Admission.objects.filter(pk__in={s.admission_id for s in stays}).values_list(
+            "pk", "events_version"
+        )
+    )
+    return {
+        s.pk: signature_of(events_version=versions.get(s.admission_id) or 0)
+        for s in stays
+    }
 
 
 def _events_frame(stay: Stay) -> pd.DataFrame:
@@ -117,8 +132,9 @@ def tracks_build_all(
             "stay_id", "events_signature"
         )
     )
+    signatures = events_signatures(stays=stays)
     for stay in stays:
-        signature = events_signature(stay=stay)
+        signature = signatures[stay.pk]
         if force or current.get(stay.pk) != signature:
             stay_tracks_build(stay=stay, signature=signature)
             built += 1

@@ -14,6 +14,7 @@ from windows.actions import CODED_SOURCE_TABLES, actions_derive
 from windows.importers.base import SourceDataError
 from windows.importers.clif import clif_order_ids_fill
 from windows.models import Admission, Event, EventKind, Stay, StayTracks, Window
+from windows.services import admission_events_touch
 from windows.windowing import windows_build_many
 
 
@@ -85,6 +86,8 @@ class Command(BaseCommand):
         for start in range(0, len(admission_ids), step):
             part = admission_ids[start : start + step]
             actions_derive(admission_ids=part)
+            # Their events changed kind: their stored tracks are stale.
+            admission_events_touch(admission_ids=part)
             progress.advance(len(part), f"actions: {start + len(part)} admissions")
         kinds_after = Counter(
             Event.objects.filter(kind=EventKind.ACTION).values_list("domain", flat=True)
