@@ -168,7 +168,12 @@ def main() -> None:
         with open(os.devnull, "w") as quiet:
             # As bootstrap does; its progress bar is not a figure.
             call_command(
-                "build_windows", all=True, verbosity=0, stdout=quiet, stderr=quiet
+                "build_windows",
+                all=True,
+                inline=True,
+                verbosity=0,
+                stdout=quiet,
+                stderr=quiet,
             )
         gold = Window.objects.filter(sampled_gold=True)
         gold_stays = Stay.objects.filter(windows__sampled_gold=True).distinct()

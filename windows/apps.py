@@ -7,7 +7,7 @@ class WindowsConfig(AppConfig):
 
     def ready(self):
         from jobs.registry import JobKind, register
-        from windows.models import ImportStatus
+        from windows.models import BuildState, ImportStatus
 
         # An import whose worker went silent is queued again: the importers skip
         # what a previous attempt committed, so running it again completes it.
@@ -20,5 +20,17 @@ class WindowsConfig(AppConfig):
                 running=ImportStatus.RUNNING,
                 failed=ImportStatus.FAILED,
                 state_field="status",
+            )
+        )
+        # A batch of a tracks or windows build whose worker went silent is queued
+        # again: its stays' work replaces what it writes (windows.builds).
+        register(
+            JobKind(
+                name="build",
+                model="windows.BuildBatch",
+                task="windows.tasks.build_batch_execute_task",
+                queued=BuildState.QUEUED,
+                running=BuildState.RUNNING,
+                failed=BuildState.FAILED,
             )
         )

@@ -218,6 +218,20 @@ def import_run_get(*, user, import_run_id: int) -> ImportRun | None:
     return import_run_list(user=user).filter(pk=import_run_id).first()
 
 
+def build_run_latest(*, user, limit: int = 5) -> list[dict]:
+    """The latest tracks and windows builds (windows.builds) with their progress,
+    newest first; staff only, as import runs."""
+    from windows.builds import build_run_progress
+    from windows.models import BuildRun
+
+    if not (_may_read_clinical_data(user) and user.is_staff):
+        return []
+    runs = BuildRun.objects.select_related("started_by").order_by("-created_at", "-id")
+    return [
+        {"run": run, "progress": build_run_progress(run=run)} for run in runs[:limit]
+    ]
+
+
 # Window page and trajectory plots -------------------------------------------
 
 # How far before a window the window page's event table reaches.

@@ -22,3 +22,11 @@ def import_run_execute_task(import_run_id: int) -> None:
         # import_run_execute put the failure and its message on the run row, for
         # the page to show; a data error is not worth a retry.
         logger.exception("import run %s failed", import_run_id)
+
+
+@shared_task(acks_late=True)
+def build_batch_execute_task(batch_id: int) -> None:
+    """One batch of a fanned-out tracks or windows build (windows.builds)."""
+    from windows.builds import build_batch_execute
+
+    build_batch_execute(batch_id=batch_id)

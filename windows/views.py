@@ -279,7 +279,15 @@ def _import_list_page(request, form: ImportStartForm, *, status: int = 200):
     runs = selectors.import_run_list(user=request.user)
     page = Paginator(runs, IMPORT_RUNS_PER_PAGE).get_page(request.GET.get("page"))
     _import_runs_checked(page)
-    context = {"page": page, "form": form}
+    builds = selectors.build_run_latest(user=request.user)
+    context = {
+        "page": page,
+        "form": form,
+        "builds": builds,
+        "builds_open": any(
+            b["progress"]["state"] in ("queued", "running") for b in builds
+        ),
+    }
     return _render(
         request,
         "windows/import_list.html",

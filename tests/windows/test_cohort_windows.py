@@ -376,6 +376,7 @@ def test_build_windows_command_prints_a_summary():
         str(cohort.pk),
         "--seed",
         "4",
+        "--inline",
         stdout=out,
         stderr=err,
     )
@@ -392,6 +393,7 @@ def test_build_windows_command_refuses_a_bad_share_and_writes_nothing():
             "--all",
             "--high-share",
             "2",
+            "--inline",
             stdout=StringIO(),
             stderr=StringIO(),
         )

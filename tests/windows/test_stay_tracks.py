@@ -121,5 +121,5 @@ def test_build_all_skips_current_stays_and_command_reports(capsys):
     stays = [_norepinephrine_stay(), _norepinephrine_stay()]
     assert tracks_build_all(stays=stays) == 2
     assert tracks_build_all(stays=stays) == 0
-    call_command("build_concepts", force=True)
+    call_command("build_concepts", force=True, inline=True)
     assert "2 stays computed" in capsys.readouterr().out

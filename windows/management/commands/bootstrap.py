@@ -49,10 +49,17 @@ class Command(BaseCommand):
             self.stdout.write("Importing the CLIF demo cohort (first run only)...")
             call_command("import_clif", stdout=self.stdout, stderr=self.stderr)
             self.stdout.write("Building windows, Gold sample and concept tracks...")
+            # In this process (make run may have no worker yet).
             call_command(
-                "build_windows", all=True, stdout=self.stdout, stderr=self.stderr
+                "build_windows",
+                all=True,
+                inline=True,
+                stdout=self.stdout,
+                stderr=self.stderr,
             )
-            call_command("build_concepts", stdout=self.stdout, stderr=self.stderr)
+            call_command(
+                "build_concepts", inline=True, stdout=self.stdout, stderr=self.stderr
+            )
         if Admission.objects.filter(source=Source.CLIF).exists():
             self._demo_cohort_ensure()
         try:

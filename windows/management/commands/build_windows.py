@@ -1,12 +1,18 @@
-"""manage.py build_windows (--cohort ID | --all) [--seed S]: candidate windows and
-the Gold draw of each stay."""
+"""manage.py build_windows (--cohort ID | --all) [--seed S] [--inline]: candidate
+windows and the Gold draw of each stay, in batches of stays shared by the workers
+(followed with a progress line), or here with --inline. Both give the same
+windows and the same Gold draw: the draw is per stay (windows.builds)."""
+
+import sys
 
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
 from jobs.progress import ConsoleProgress, Progress
-from windows.models import Cohort, Stay
-from windows.windowing import windows_build_many
+from windows.builds import build_run_create
+from windows.management.commands._build_follow import build_run_follow
+from windows.models import BuildKind, Cohort, Stay
+from windows.windowing import WindowsBuildSummary, windows_build_many
 
 
 class Command(BaseCommand):
@@ -33,6 +39,15 @@ class Command(BaseCommand):
             default=None,
             help="Share of Gold windows from the high-density regime.",
         )
+        parser.add_argument(
+            "--inline", action="store_true", help="Build here, without a worker."
+        )
+        parser.add_argument(
+            "--batch-stays",
+            type=int,
+            default=None,
+            help="Stays per worker batch (default: REALICU_BUILD_BATCH_STAYS).",
+        )
 
     def handle(
         self,
@@ -44,6 +59,8 @@ class Command(BaseCommand):
         stride_hours=None,
         per_stay=None,
         high_share=None,
+        inline=False,
+        batch_stays=None,
         **options,
     ):
         if cohort is not None:
@@ -53,17 +70,37 @@ class Command(BaseCommand):
             stays = Stay.objects.filter(cohort_stays__cohort=found)
         else:
             stays = Stay.objects.all()
-        progress = Progress(sinks=[ConsoleProgress(stream=self.stderr._out)])
+        stream = getattr(self.stderr, "_out", None) or sys.stderr
+        params = {
+            "seed": seed,
+            "window_minutes": window_minutes,
+            "stride_hours": stride_hours,
+            "per_stay": per_stay,
+            "high_share": high_share,
+        }
         try:
-            summary = windows_build_many(
-                stays=stays.order_by("pk"),
-                seed=seed,
-                window_minutes=window_minutes,
-                stride_hours=stride_hours,
-                per_stay=per_stay,
-                high_share=high_share,
-                progress=progress,
-            )
+            if inline:
+                progress = Progress(sinks=[ConsoleProgress(stream=stream)])
+                summary = windows_build_many(
+                    stays=stays.order_by("pk"), progress=progress, **params
+                )
+            else:
+                run = build_run_create(
+                    kind=BuildKind.WINDOWS,
+                    stays=stays.order_by("pk"),
+                    params=params,
+                    batch_stays=batch_stays,
+                )
+                run = build_run_follow(run=run, stdout=self.stdout, stream=stream)
+                settings = dict(run.params)
+                summary = WindowsBuildSummary(
+                    **{
+                        k: run.summary.get(k, 0)
+                        for k in WindowsBuildSummary().as_dict()
+                        if k != "settings"
+                    },
+                    settings=settings,
+                )
         except ValidationError as exc:
             raise CommandError("; ".join(exc.messages)) from exc
         self.stdout.write(str(summary))
