@@ -16,16 +16,25 @@ TEST_CACHE_URL ?= filecache://$(CURDIR)/var/test-cache
 
 # llama-cpp-python (test-only, requirements-dev.txt) compiles llama.cpp from its
 # source package, 5-20 minutes on two cores: its wheel is built once into
-# WHEELS and every later install on the machine takes it from there.
-WHEELS ?= $(HOME)/.cache/realicu-wheels
+# WHEELS and every later install on the machine takes it from there. It is built
+# for AVX2, not for the building CPU (-march=native): a native build on a CPU
+# reporting AVX-512 and AMX crashed with a general protection fault in
+# libggml-cpu on its first completion in this VM. --no-binary and --no-cache-dir
+# keep pip from reusing a wheel built with other flags; the folder's name says
+# which flags its wheel has.
+WHEELS ?= $(HOME)/.cache/realicu-wheels/avx2
 LLAMA_CPP_VERSION := 0.3.36
+LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON \
+	-DGGML_F16C=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF \
+	-DGGML_AMX_BF16=OFF
 
 $(STAMP): requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip
 	mkdir -p $(WHEELS)
 	ls $(WHEELS)/llama_cpp_python-$(LLAMA_CPP_VERSION)-*.whl >/dev/null 2>&1 || \
-		$(VENV)/bin/pip wheel --quiet --no-deps --wheel-dir $(WHEELS) \
+		CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(VENV)/bin/pip wheel --quiet --no-deps \
+			--no-binary llama-cpp-python --no-cache-dir --wheel-dir $(WHEELS) \
 			llama-cpp-python==$(LLAMA_CPP_VERSION)
 	$(VENV)/bin/pip install --quiet --find-links $(WHEELS) -r requirements-dev.txt
 	touch $(STAMP)
