@@ -136,13 +136,24 @@ def predictions_check(
         return surveillance_predictions_check(lines=lines, release=release)
     known = release_window_ids(release) if known is None else known
     seen: dict[int, int] = {}
+    return lines_check(
+        lines,
+        lambda number, raw: _check_line(number, raw, known, seen, release.name),
+    )
+
+
+def lines_check(lines: Iterable[bytes], check_line) -> tuple[list[str], int]:
+    """The messages and the count of valid records of a prediction file, each
+    non-blank line checked by ``check_line(number, raw) -> (errors, record)``
+    (RealICU and surveillance files alike): at most ``MAX_MESSAGES`` messages,
+    then a count of the rest."""
     messages: list[str] = []
     extra = 0
     count = 0
     for number, raw in enumerate(lines, start=1):
         if not raw.strip():
             continue
-        errors, record = _check_line(number, raw, known, seen, release.name)
+        errors, record = check_line(number, raw)
         if record is not None:
             count += 1
         for error in errors:

@@ -26,7 +26,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from exports.models import Release, ReleaseWindow
-from exports.scoring import line_id_check, line_object
+from exports.scoring import line_id_check, line_object, lines_check
 from surveillance.checkpoints import (
     ACTIONS,
     ALERT_NAMES,
@@ -42,7 +42,6 @@ REQUIRED_FIELDS = (
     "alerts",
 )
 SET_FIELDS = {"suspected_conditions": SUSPECTED_NAMES, "alerts": ALERT_NAMES}
-MAX_MESSAGES = 100
 LEADERBOARD_KEYS = (
     "action_accuracy",
     "trajectory_accuracy",
@@ -110,25 +109,9 @@ def surveillance_predictions_check(
     the rest) and the number of valid predictions. Blank lines are skipped."""
     known = release_checkpoint_ids(release)
     seen: dict[int, int] = {}
-    messages: list[str] = []
-    extra = 0
-    count = 0
-    for number, raw in enumerate(lines, start=1):
-        if not raw.strip():
-            continue
-        errors, record = _check_line(number, raw, known, seen, release.name)
-        if record is not None:
-            count += 1
-        for error in errors:
-            if len(messages) < MAX_MESSAGES:
-                messages.append(error)
-            else:
-                extra += 1
-    if extra:
-        messages.append(f"... and {extra} more errors")
-    if not messages and count == 0:
-        messages.append("The file holds no predictions (one JSON object per line).")
-    return messages, count
+    return lines_check(
+        lines, lambda number, raw: _check_line(number, raw, known, seen, release.name)
+    )
 
 
 def surveillance_predictions_read(path: Path) -> dict[int, dict]:
