@@ -8,9 +8,9 @@ from datetime import timedelta
 import pandas as pd
 
 from surveillance.checkpoints import Checkpoint, checkpoint_hours, stay_checkpoints
-from windows.concepts import EVENT_COLUMNS
 from windows.models import Stay
 from windows.selectors_context import bedside_filter
+from windows.tracks import events_frame
 
 
 def surveillance_end(stay: Stay):
@@ -25,14 +25,11 @@ def stay_events_frame(*, stay: Stay, end) -> pd.DataFrame:
     the input shape of windows.concepts.compute_stay_tracks."""
     from windows.models import Event
 
-    rows = (
+    return events_frame(
         Event.objects.filter(
             bedside_filter(admission_id=stay.admission_id, start=stay.intime, end=end)
-        )
-        .order_by("time", "id")
-        .values_list(*EVENT_COLUMNS)
+        ).order_by("time", "id")
     )
-    return pd.DataFrame.from_records(list(rows), columns=list(EVENT_COLUMNS))
 
 
 def stay_checkpoints_get(*, stay: Stay) -> list[Checkpoint]:

@@ -9,7 +9,9 @@ from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pandas as pd
-from django.db import transaction
+from django.db import connection
+from django.db.models import BigIntegerField
+from django.db.models.expressions import RawSQL
 
 from jobs.progress import Progress
 from windows.concepts import (
@@ -56,14 +58,76 @@ def events_signatures(*, stays) -> dict[int, str]:
     }
 
 
-def _events_frame(stay: Stay) -> pd.DataFrame:
-    rows = Event.objects.filter(admission_id=stay.admission_id).values_list(
-        *EVENT_COLUMNS
+_TIME_COLUMNS = ("time", "end_time")
+
+
+def _epoch_us_sql(column: str) -> RawSQL:
+    # Exact on PostgreSQL: EXTRACT(EPOCH) is numeric there.
+    return RawSQL(
+        f"(EXTRACT(EPOCH FROM {Event._meta.db_table}.{column}) * 1000000)::bigint",
+        [],
+        output_field=BigIntegerField(),
     )
-    return pd.DataFrame.from_records(list(rows), columns=list(EVENT_COLUMNS))
+
+
+def _fetch(queryset) -> list[tuple]:
+    """The rows of a values_list queryset, its SQL run on a plain cursor:
+    values_list would call a converter for every value of an annotation."""
+    sql, params = queryset.query.sql_with_params()
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchall()
+
+
+def events_frame(queryset) -> pd.DataFrame:
+    """The events of ``queryset`` in compute_stay_tracks' input shape
+    (EVENT_COLUMNS; times as UTC datetime64).
+
+    On PostgreSQL the times are read as integer microseconds since the epoch
+    instead of as datetimes: Django's time-zone-aware timestamp loader is pure
+    Python, and was two thirds of a stay's read (5,000 events: 25 of 38 ms)."""
+    if connection.vendor != "postgresql":
+        rows = queryset.values_list(*EVENT_COLUMNS)
+        return pd.DataFrame.from_records(list(rows), columns=list(EVENT_COLUMNS))
+    names = [f"{c}_us" if c in _TIME_COLUMNS else c for c in EVENT_COLUMNS]
+    rows = _fetch(
+        queryset.annotate(
+            **{f"{c}_us": _epoch_us_sql(c) for c in _TIME_COLUMNS}
+        ).values_list(*names)
+    )
+    frame = pd.DataFrame.from_records(rows, columns=list(EVENT_COLUMNS))
+    for column in _TIME_COLUMNS:
+        micros = pd.array(frame[column].to_numpy(dtype=object), dtype="Int64")
+        frame[column] = pd.to_datetime(micros, unit="us", utc=True)
+    return frame
+
+
+def event_times_us(queryset, *columns: str) -> tuple:
+    """The times of ``queryset``'s events as int64 microseconds since the epoch
+    (an array), then each of ``columns`` as a list aligned with them; read as
+    events_frame reads times."""
+    if connection.vendor == "postgresql":
+        rows = _fetch(
+            queryset.annotate(time_us=_epoch_us_sql("time")).values_list(
+                "time_us", *columns
+            )
+        )
+    else:
+        rows = [
+            (epoch_us(t), *rest) for t, *rest in queryset.values_list("time", *columns)
+        ]
+    times = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+    return (times, *([r[i] for r in rows] for i in range(1, len(columns) + 1)))
+
+
+def _events_frame(stay: Stay) -> pd.DataFrame:
+    return events_frame(Event.objects.filter(admission_id=stay.admission_id))
 
 
 def _clean(values) -> list:
+    if isinstance(values, np.ndarray) and values.dtype == np.float64:
+        # The same values as below, a few times faster for a float track.
+        return [None if v != v else round(v, 4) for v in values.tolist()]
     out = []
     for v in values:
         if v is None or (isinstance(v, float) and math.isnan(v)):
@@ -84,7 +148,9 @@ def stay_tracks_build(*, stay: Stay, signature: str | None = None) -> StayTracks
         outtime=pd.Timestamp(stay.outtime),
     )
     columns = {
-        name: _clean(frame[name].tolist()) for name in CONCEPT_COLUMNS if name in frame
+        name: _clean(frame[name].to_numpy())
+        for name in CONCEPT_COLUMNS
+        if name in frame
     }
     sepsis = frame.attrs.get("sepsis3")
     meta = {
@@ -96,16 +162,22 @@ def stay_tracks_build(*, stay: Stay, signature: str | None = None) -> StayTracks
         if isinstance(sepsis, dict)
         else None,
     }
-    with transaction.atomic():
-        tracks, _ = StayTracks.objects.update_or_create(
-            stay=stay,
-            defaults={
-                "events_signature": signature,
-                "hours": _clean(frame["hour"].tolist()),
-                "columns": columns,
-                "meta": meta,
-            },
-        )
+    tracks = StayTracks(
+        stay=stay,
+        events_signature=signature,
+        hours=_clean(frame["hour"].tolist()),
+        columns=columns,
+        meta=meta,
+    )
+    # One upsert on the stay (update_or_create read the old row's JSON first).
+    StayTracks.objects.bulk_create(
+        [tracks],
+        update_conflicts=True,
+        unique_fields=["stay"],
+        update_fields=["events_signature", "computed_at", "hours", "columns", "meta"],
+    )
+    if tracks.pk is None:  # a database that returns no ids from an upsert
+        tracks = StayTracks.objects.get(stay=stay)
     return tracks
 
 
@@ -146,7 +218,7 @@ _HOUR_US = 3_600_000_000
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
-def _us(moment: datetime) -> int:
+def epoch_us(moment: datetime) -> int:
     """Microseconds since the epoch of an aware datetime (exact, unlike floats)."""
     return (moment - _EPOCH) // timedelta(microseconds=1)
 
@@ -199,23 +271,24 @@ def stay_track_sources(
     if not hours or not keys:
         return {}
     domains = {TRACK_SOURCES[k][0] for k in keys}
-    rows = list(
+    times, ids, domains_, categories_, texts_ = event_times_us(
         Event.objects.filter(
             admission_id=stay.admission_id,
             domain__in=domains,
             time__lte=stay.outtime,
-        )
-        .order_by("time", "id")
-        .values_list("id", "time", "domain", "category", "value_text")
+        ).order_by("time", "id"),
+        "id",
+        "domain",
+        "category",
+        "value_text",
     )
-    if not rows:
+    if not len(times):
         return {k: [None] * len(hours) for k in keys}
-    ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-    times = np.fromiter((_us(r[1]) for r in rows), dtype=np.int64, count=len(rows))
-    domain_of = np.array([str(r[2]) for r in rows], dtype=object)
-    category_of = np.array([r[3] for r in rows], dtype=object)
-    text_of = np.array([r[4] for r in rows], dtype=object)
-    ends = _us(stay.intime) + np.round(
+    ids = np.asarray(ids, dtype=np.int64)
+    domain_of = np.array([str(d) for d in domains_], dtype=object)
+    category_of = np.array(categories_, dtype=object)
+    text_of = np.array(texts_, dtype=object)
+    ends = epoch_us(stay.intime) + np.round(
         np.asarray(hours, dtype=float) * _HOUR_US
     ).astype(np.int64)
     out = {}

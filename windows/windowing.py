@@ -6,11 +6,11 @@ from __future__ import annotations
 import math
 import random
 import statistics
-from bisect import bisect_left
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import timedelta
 
+import numpy as np
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
@@ -116,6 +116,61 @@ def windows_change_check(*, stay: Stay, bounds: list[tuple]) -> None:
         )
 
 
+def _window_rows(*, stay: Stay, bounds: list[tuple]) -> list[Window]:
+    """Unsaved windows of ``bounds`` with their counts: observations and actions
+    of the stay's admission with ``start <= time < end`` (outcome events are not
+    counted); action density is actions / events, 0 for an empty window."""
+    from windows.tracks import epoch_us, event_times_us
+
+    if not bounds:
+        return []
+    times, kinds = event_times_us(
+        Event.objects.filter(
+            admission_id=stay.admission_id,
+            time__gte=bounds[0][0],
+            time__lt=bounds[-1][1],
+            kind__in=[EventKind.OBSERVATION, EventKind.ACTION],
+        ),
+        "kind",
+    )
+    order = np.argsort(times, kind="stable")
+    times = times[order]
+    action_times = times[np.asarray(kinds, dtype=object)[order] == EventKind.ACTION]
+    starts = np.array([epoch_us(start) for start, _ in bounds], dtype=np.int64)
+    ends = np.array([epoch_us(end) for _, end in bounds], dtype=np.int64)
+    counts = np.searchsorted(times, ends) - np.searchsorted(times, starts)
+    actions = np.searchsorted(action_times, ends) - np.searchsorted(
+        action_times, starts
+    )
+    return [
+        Window(
+            stay=stay,
+            index=index,
+            start=start,
+            end=end,
+            hours_since_admit=stay.hours_since_admit(start),
+            event_count=int(n),
+            action_count=int(a),
+            action_density=int(a) / int(n) if n else 0.0,
+        )
+        for index, ((start, end), n, a) in enumerate(zip(bounds, counts, actions))
+    ]
+
+
+def _windows_write(*, stay: Stay, rows: list[Window], fields: list[str]) -> None:
+    """Upsert ``rows`` on (stay, index), writing ``fields``, and delete the
+    stay's windows beyond them."""
+    with transaction.atomic():
+        if rows:
+            Window.objects.bulk_create(
+                rows,
+                update_conflicts=True,
+                unique_fields=["stay", "index"],
+                update_fields=fields,
+            )
+        Window.objects.filter(stay=stay, index__gte=len(rows)).delete()
+
+
 def windows_build(
     *,
     stay: Stay,
@@ -141,49 +196,9 @@ def windows_build(
         window_minutes=window_minutes,
         stride_hours=stride_hours,
     )
-
     windows_change_check(stay=stay, bounds=bounds)
-    times: list = []
-    action_times: list = []
-    if bounds:
-        events = Event.objects.filter(
-            admission_id=stay.admission_id,
-            time__gte=bounds[0][0],
-            time__lt=bounds[-1][1],
-            kind__in=[EventKind.OBSERVATION, EventKind.ACTION],
-        ).values_list("time", "kind")
-        for time, kind in events:
-            times.append(time)
-            if kind == EventKind.ACTION:
-                action_times.append(time)
-        times.sort()
-        action_times.sort()
-
-    rows = []
-    for index, (start, end) in enumerate(bounds):
-        n = bisect_left(times, end) - bisect_left(times, start)
-        a = bisect_left(action_times, end) - bisect_left(action_times, start)
-        rows.append(
-            Window(
-                stay=stay,
-                index=index,
-                start=start,
-                end=end,
-                hours_since_admit=stay.hours_since_admit(start),
-                event_count=n,
-                action_count=a,
-                action_density=a / n if n else 0.0,
-            )
-        )
-    with transaction.atomic():
-        if rows:
-            Window.objects.bulk_create(
-                rows,
-                update_conflicts=True,
-                unique_fields=["stay", "index"],
-                update_fields=WINDOW_FIELDS,
-            )
-        Window.objects.filter(stay=stay, index__gte=len(rows)).delete()
+    rows = _window_rows(stay=stay, bounds=bounds)
+    _windows_write(stay=stay, rows=rows, fields=WINDOW_FIELDS)
     return list(Window.objects.filter(stay=stay).order_by("index"))
 
 
@@ -221,6 +236,21 @@ def windows_sample_gold(
     _check_gold_settings(per_stay=per_stay, high_share=high_share)
 
     windows = list(Window.objects.filter(stay=stay).order_by("index"))
+    gold = _gold_draw(
+        stay=stay, windows=windows, seed=seed, per_stay=per_stay, high_share=high_share
+    )
+    Window.objects.bulk_update(
+        windows, ["sampled_gold", "sample_regime"], batch_size=1000
+    )
+    return gold
+
+
+def _gold_draw(
+    *, stay: Stay, windows: list[Window], seed: int, per_stay: int, high_share: float
+) -> list[Window]:
+    """The draw of windows_sample_gold on ``windows`` (the stay's, in index
+    order): sets ``sample_regime`` and ``sampled_gold`` on each, writes
+    nothing; returns the drawn ones in index order."""
     if not windows:
         return []
     median = statistics.median(w.action_density for w in windows)
@@ -239,9 +269,6 @@ def windows_sample_gold(
     rng = random.Random(f"gold:{seed}:{stay.source}:{stay.source_id}")
     for w in rng.sample(high, n_high) + rng.sample(control, n_control):
         w.sampled_gold = True
-    Window.objects.bulk_update(
-        windows, ["sampled_gold", "sample_regime"], batch_size=1000
-    )
     return [w for w in windows if w.sampled_gold]
 
 
@@ -309,34 +336,48 @@ def windows_build_many(
     )
     resolved["seed"] = seed
     stays = list(stays)
-    # Every stay is checked before the first is written, so a refusal changes
-    # nothing.
-    for stay in stays:
-        windows_change_check(
-            stay=stay,
-            bounds=window_bounds(
-                intime=stay.intime,
-                outtime=stay.outtime,
-                window_minutes=resolved["window_minutes"],
-                stride_hours=resolved["stride_hours"],
-            ),
+    bounds_of = {
+        stay.pk: window_bounds(
+            intime=stay.intime,
+            outtime=stay.outtime,
+            window_minutes=resolved["window_minutes"],
+            stride_hours=resolved["stride_hours"],
         )
+        for stay in stays
+    }
+    # Every stay that has windows (only those can have windows something refers
+    # to) is checked before the first is written, so a refusal changes nothing.
+    built = set(
+        Window.objects.filter(stay__in=[s.pk for s in stays])
+        .values_list("stay_id", flat=True)
+        .distinct()
+    )
+    for stay in stays:
+        if stay.pk in built:
+            windows_change_check(stay=stay, bounds=bounds_of[stay.pk])
     summary = WindowsBuildSummary(settings=resolved)
     if progress is not None:
         progress.start(len(stays), "windows")
     for stay in stays:
+        # The windows and their Gold draw in one write (windows_build, then
+        # windows_sample_gold, made in memory: the same rows and the same draw).
+        rows = _window_rows(stay=stay, bounds=bounds_of[stay.pk])
+        gold = _gold_draw(
+            stay=stay,
+            windows=rows,
+            seed=seed,
+            per_stay=resolved["per_stay"],
+            high_share=resolved["high_share"],
+        )
         with transaction.atomic():
-            windows = windows_build(
+            if stay.pk in built:  # checked again where the write is
+                windows_change_check(stay=stay, bounds=bounds_of[stay.pk])
+            _windows_write(
                 stay=stay,
-                window_minutes=resolved["window_minutes"],
-                stride_hours=resolved["stride_hours"],
+                rows=rows,
+                fields=WINDOW_FIELDS + ["sampled_gold", "sample_regime"],
             )
-            gold = windows_sample_gold(
-                stay=stay,
-                seed=seed,
-                per_stay=resolved["per_stay"],
-                high_share=resolved["high_share"],
-            )
+        windows = rows
         summary.stays += 1
         summary.windows += len(windows)
         summary.stays_without_windows += not windows

@@ -52,6 +52,10 @@ def utc(value) -> pd.Timestamp:
 def _ns(values: pd.Series) -> np.ndarray:
     """Nanoseconds since the epoch, NO_TIME where missing (naive times are UTC)."""
     values = pd.Series(values).reset_index(drop=True)
+    if isinstance(values.dtype, pd.DatetimeTZDtype):
+        # Already times (windows.tracks.events_frame): NaT is NO_TIME's value.
+        naive = values.dt.tz_convert("UTC").dt.tz_localize(None)
+        return naive.to_numpy(dtype="datetime64[ns]").view("int64")
     out = np.full(len(values), NO_TIME, dtype=np.int64)
     present = values.notna().to_numpy()
     if not present.any():
@@ -156,7 +160,24 @@ class Stay:
         frame = self.domain(domain)
         if isinstance(categories, str):
             categories = {categories}
-        return frame[frame["cat"].isin({c.lower() for c in categories})]
+        if frame.empty:
+            return frame.iloc[:0]
+        # Row positions of each category, found once per domain: a stay's
+        # tracks select from the same domains some thirty times.
+        key = ("positions", domain)
+        if key not in self._cache:
+            self._cache[key] = {
+                str(cat): rows
+                for cat, rows in frame.groupby("cat", observed=True).indices.items()
+            }
+        positions = self._cache[key]
+        found = [
+            positions[c] for c in {c.lower() for c in categories} if c in positions
+        ]
+        if not found:
+            return frame.iloc[:0]
+        rows = found[0] if len(found) == 1 else np.sort(np.concatenate(found))
+        return frame.iloc[rows]
 
     # --- hourly aggregation -------------------------------------------------------
 
@@ -313,12 +334,11 @@ def prepare_stay(
     n = len(events)
     t = _ns(events["time"])
     keep = t != NO_TIME
-    if "kind" in events:
+    kind = _text(events["kind"], clean=True) if "kind" in events else None
+    if kind is not None:
         # Records coded after discharge carry a billing date, not a bedside time:
         # no track reads them, and they must not move the grid's first hour.
-        keep &= (
-            pd.Series(events["kind"]).astype(str).str.strip().str.lower() != "coded"
-        ).to_numpy()
+        keep &= np.asarray(kind != "coded")
     base = intime.value
     out_ns = (outtime - intime).value
     end = _ns(events["end_time"]) if "end_time" in events else np.full(n, NO_TIME)
@@ -336,7 +356,7 @@ def prepare_stay(
         {
             "t": t - base,
             "end": end,
-            "kind": text("kind", clean=True),
+            "kind": kind if kind is not None else text("kind", clean=True),
             "domain": text("domain", clean=True),
             "cat": text("category", clean=True),
             "name": text("name"),

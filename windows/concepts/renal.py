@@ -173,8 +173,15 @@ def crrt_chartings(stay: Stay) -> pd.DataFrame:
     Recirculating or Discontinued, or a blood flow of 0; a stop charted at the
     same time as a running charting wins. Other readings (pressures, fluid
     names, heparin) say nothing either way."""
+    if "crrt_chartings" in stay._cache:  # renal_tracks and crrt_periods read it
+        return stay._cache["crrt_chartings"]
     crrt = stay.domain("crrt_therapy")
     crrt = crrt[crrt["end"] == NO_TIME]
+    if crrt.empty:
+        stay._cache["crrt_chartings"] = pd.DataFrame(
+            {"t": np.empty(0, dtype=np.int64), "running": np.empty(0, dtype=bool)}
+        )
+        return stay._cache["crrt_chartings"]
     cat = crrt["cat"]
     text = crrt["value_text"].str.strip().str.lower()
     value = crrt["value_num"]
@@ -199,12 +206,13 @@ def crrt_chartings(stay: Stay) -> pd.DataFrame:
     per_time = rows.groupby("t").agg(
         running=("running", "max"), stopped=("stopped", "max")
     )
-    return pd.DataFrame(
+    stay._cache["crrt_chartings"] = pd.DataFrame(
         {
             "t": per_time.index.to_numpy(dtype=np.int64),
             "running": (per_time["running"] & ~per_time["stopped"]).to_numpy(bool),
         }
     )
+    return stay._cache["crrt_chartings"]
 
 
 def crrt_periods(stay: Stay) -> pd.DataFrame:
@@ -228,6 +236,8 @@ def crrt_intervals(stay: Stay) -> pd.DataFrame:
     """CRRT recorded as intervals (``end_time`` set): MIMIC-IV dialysis procedures
     CRRT, CVVH(D)(F), SCUF (section 11b), or a CRRT mode with an end."""
     crrt = stay.domain("crrt_therapy")
+    if crrt.empty:
+        return crrt[["t", "end"]]
     interval = crrt["end"] != NO_TIME
     kind = crrt["cat"].isin(CRRT_PROCEDURES) | crrt["cat"].str.startswith("crrt:")
     rows = crrt[interval & kind]
