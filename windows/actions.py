@@ -119,16 +119,16 @@ def actions_derive(*, admission_ids: Iterable[int], chunk: int = 200) -> dict[st
     with transaction.atomic():
         for start in range(0, len(ids), chunk):
             part = ids[start : start + chunk]
-            rows = list(
-                Event.objects.filter(admission_id__in=part, domain__in=DERIVED_DOMAINS)
-                .exclude(kind__in=(EventKind.OUTCOME, EventKind.CODED))
-                .values_list(*_FIELDS)
-            )
-            if not rows:
-                continue
-            import pandas as pd  # only here: reading action_text_of needs none
+            from windows.tracks import event_rows  # pandas: only here
 
-            frame = pd.DataFrame.from_records(rows, columns=list(_FIELDS))
+            frame = event_rows(
+                Event.objects.filter(
+                    admission_id__in=part, domain__in=DERIVED_DOMAINS
+                ).exclude(kind__in=(EventKind.OUTCOME, EventKind.CODED)),
+                _FIELDS,
+            )
+            if frame.empty:
+                continue
             derived = derive_kinds(frame)
             for domain, n in (
                 derived.loc[derived["kind"] == _ACT, "domain"].value_counts().items()
@@ -443,15 +443,16 @@ def _write(changed: pd.DataFrame) -> None:
     table = Event._meta.db_table
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
-            for start in range(0, len(values), 5000):
-                part = values[start : start + 5000]
-                marks = ", ".join(["(%s, %s, %s)"] * len(part))
-                cursor.execute(
-                    f"UPDATE {table} AS e SET kind = v.kind, previous_value = v.prev "
-                    f"FROM (VALUES {marks}) AS v(id, kind, prev) "
-                    f"WHERE e.id = v.id::bigint",
-                    [x for row in part for x in row],
-                )
+            # Three array parameters, not a VALUES list of 3 x N placeholders:
+            # psycopg parsed the 15,000-placeholder statements for longer than
+            # the server ran them.
+            ids, kinds, previous = (list(column) for column in zip(*values))
+            cursor.execute(
+                f"UPDATE {table} AS e SET kind = v.kind, previous_value = v.prev "
+                f"FROM unnest(%s::bigint[], %s::text[], %s::text[]) "
+                f"AS v(id, kind, prev) WHERE e.id = v.id",
+                [ids, kinds, previous],
+            )
         else:
             cursor.executemany(
                 f"UPDATE {table} SET kind = %s, previous_value = %s WHERE id = %s",

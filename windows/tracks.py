@@ -89,16 +89,33 @@ def events_frame(queryset) -> pd.DataFrame:
     if connection.vendor != "postgresql":
         rows = queryset.values_list(*EVENT_COLUMNS)
         return pd.DataFrame.from_records(list(rows), columns=list(EVENT_COLUMNS))
-    names = [f"{c}_us" if c in _TIME_COLUMNS else c for c in EVENT_COLUMNS]
+    return event_rows(queryset, EVENT_COLUMNS)
+
+
+def event_rows(queryset, columns) -> pd.DataFrame:
+    """``columns`` of ``queryset``'s events as a frame, ``time`` and ``end_time``
+    (when named) as UTC datetime64 read as events_frame reads them."""
+    columns = list(columns)
+    times = [c for c in columns if c in _TIME_COLUMNS]
+    if connection.vendor != "postgresql" or not times:
+        rows = queryset.values_list(*columns)
+        frame = pd.DataFrame.from_records(list(rows), columns=columns)
+        for column in times:
+            frame[column] = pd.to_datetime(frame[column], utc=True)
+        return frame
+    names = [f"{c}_us" if c in times else c for c in columns]
     rows = _fetch(
-        queryset.annotate(
-            **{f"{c}_us": _epoch_us_sql(c) for c in _TIME_COLUMNS}
-        ).values_list(*names)
+        queryset.annotate(**{f"{c}_us": _epoch_us_sql(c) for c in times}).values_list(
+            *names
+        )
     )
-    frame = pd.DataFrame.from_records(rows, columns=list(EVENT_COLUMNS))
-    for column in _TIME_COLUMNS:
+    frame = pd.DataFrame.from_records(rows, columns=columns)
+    for column in times:
         micros = pd.array(frame[column].to_numpy(dtype=object), dtype="Int64")
-        frame[column] = pd.to_datetime(micros, unit="us", utc=True)
+        # In nanoseconds, as pandas reads datetimes: readers see one dtype.
+        frame[column] = pd.to_datetime(micros, unit="us", utc=True).astype(
+            "datetime64[ns, UTC]"
+        )
     return frame
 
 
