@@ -276,3 +276,61 @@ def test_a_missing_or_malformed_event_file_with_many_batches_changes_nothing(
     with pytest.raises(SourceDataError, match="chartevents"):
         mimic_import(directory=directory, cohort_size=12, batch_stays=2)
     assert nothing_imported()
+
+
+def _reltuples() -> float:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT reltuples FROM pg_class WHERE oid = %s::regclass",
+            [Event._meta.db_table],
+        )
+        return cursor.fetchone()[0]
+
+
+@pytest.mark.django_db
+def test_statistics_of_the_event_table_are_kept_while_batches_grow_it(
+    many_dir, monkeypatch
+):
+    """A growing event table is analyzed between batches (log2 times), so each
+    batch's queries are planned on its size, not as an empty table's."""
+    from windows.importers.base import EventStatistics
+
+    seen: list[tuple[int, int, bool]] = []
+    original = EventStatistics.committed
+
+    def committed(self, rows):
+        held = self.held
+        ran = original(self, rows)
+        seen.append((rows, held, ran))
+        return ran
+
+    monkeypatch.setattr(EventStatistics, "MIN_ROWS", 1)
+    monkeypatch.setattr(EventStatistics, "committed", committed)
+    summary = mimic_import(directory=many_dir, batch_stays=1)  # twelve batches
+
+    # Every batch but the last reports its events; the total is the import's
+    # less the last batch's.
+    assert len(seen) == 11
+    assert all(rows > 0 for rows, _, _ in seen)
+    assert sum(rows for rows, _, _ in seen) < summary.total_events
+    # ANALYZE ran after the first batch and again each time the table doubled:
+    # never after a batch that left the rows since the last one below those
+    # held then.
+    ran = [held for _, held, did in seen if did]
+    assert 2 <= len(ran) <= 6
+    assert _reltuples() == pytest.approx(Event.objects.count(), rel=0.5)
+
+
+@pytest.mark.django_db
+def test_event_statistics_analyze_when_the_table_doubled():
+    from windows.importers.base import EventStatistics
+
+    statistics = EventStatistics()
+    statistics.held, statistics.MIN_ROWS = 1_000, 10
+    assert not statistics.committed(400)
+    assert not statistics.committed(599)
+    assert statistics.committed(1)  # 1,000 written since: as many as held
+    assert (statistics.held, statistics.written, statistics.analyzed) == (2_000, 0, 1)
+    assert _reltuples() == Event.objects.count()  # ANALYZE ran (0 rows here)

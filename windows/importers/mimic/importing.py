@@ -14,7 +14,12 @@ from django.db import transaction
 
 from jobs.progress import Progress
 from windows.actions import actions_derive
-from windows.importers.base import EventWriter, ImportSummary, SourceDataError
+from windows.importers.base import (
+    EventStatistics,
+    EventWriter,
+    ImportSummary,
+    SourceDataError,
+)
 from windows.importers.mimic.chartevents import ChartEventsStep, _chartevents
 from windows.importers.mimic.events import EventStep
 from windows.importers.mimic.items import ItemLabels
@@ -273,7 +278,9 @@ def _route(spill: Path, steps, batches, cohort, progress) -> Router:
 
 def _import_batches(batches, steps, router, cohort, diagnoses, summary, progress):
     committed = 0
+    statistics = EventStatistics()
     for number, hadm_ids in enumerate(batches, start=1):
+        before = summary.total_events
         try:
             with transaction.atomic(), EventWriter() as writer:
                 batch = _write_cohort(hadm_ids, cohort, diagnoses, summary, writer)
@@ -306,6 +313,8 @@ def _import_batches(batches, steps, router, cohort, diagnoses, summary, progress
                 )
             ) from exc
         committed += len(hadm_ids)
+        if number < len(batches):  # the next batch's queries plan on it
+            statistics.committed(summary.total_events - before)
 
 
 def _notes(steps, labels, summary) -> None:
