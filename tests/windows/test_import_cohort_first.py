@@ -334,3 +334,27 @@ def test_event_statistics_analyze_when_the_table_doubled():
     assert statistics.committed(1)  # 1,000 written since: as many as held
     assert (statistics.held, statistics.written, statistics.analyzed) == (2_000, 0, 1)
     assert _reltuples() == Event.objects.count()  # ANALYZE ran (0 rows here)
+
+
+@pytest.mark.django_db
+def test_batch_queries_are_planned_on_the_index(many_dir, monkeypatch):
+    """Inside each batch (and only there) sequential scans and JIT are off: the
+    batch's own admissions are newer than any statistics."""
+    from django.db import connection
+
+    import windows.importers.mimic.importing as importing
+
+    seen = []
+    original = importing.actions_derive
+
+    def actions_derive(**kwargs):
+        with connection.cursor() as cursor:
+            cursor.execute("SHOW enable_seqscan")
+            seqscan = cursor.fetchone()[0]
+            cursor.execute("SHOW jit")
+            seen.append((seqscan, cursor.fetchone()[0]))
+        return original(**kwargs)
+
+    monkeypatch.setattr(importing, "actions_derive", actions_derive)
+    mimic_import(directory=many_dir, batch_stays=4)  # three batches
+    assert seen == [("off", "off")] * 3
