@@ -20,7 +20,12 @@ from windows.tracks import (
     events_frame,
     stay_tracks_build,
 )
-from windows.windowing import windows_build, windows_build_many, windows_sample_gold
+from windows.windowing import (
+    WINDOW_FIELDS,
+    windows_build,
+    windows_build_many,
+    windows_sample_gold,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -124,16 +129,7 @@ def test_tracks_from_the_fast_frame_are_the_tracks_of_the_orm_frame():
 def _snapshot(stays):
     return sorted(
         Window.objects.filter(stay__in=stays).values_list(
-            "stay_id",
-            "index",
-            "start",
-            "end",
-            "hours_since_admit",
-            "event_count",
-            "action_count",
-            "action_density",
-            "sampled_gold",
-            "sample_regime",
+            "stay_id", "index", *WINDOW_FIELDS, "sampled_gold", "sample_regime"
         )
     )
 
