@@ -5,6 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+RUN_STAMP := $(VENV)/.installed-run
 
 # The test suite runs on PostgreSQL and Redis (local defaults; override freely).
 TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/test
@@ -28,9 +29,15 @@ LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON
 	-DGGML_F16C=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF \
 	-DGGML_AMX_BF16=OFF
 
-$(STAMP): requirements.txt requirements-dev.txt
+# `make run` installs only what running needs (requirements.txt); the test
+# tools and the local LLM server (requirements-dev.txt) come with `make test`.
+$(RUN_STAMP): requirements.txt
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip
+	$(VENV)/bin/pip install --quiet -r requirements.txt
+	touch $(RUN_STAMP)
+
+$(STAMP): $(RUN_STAMP) requirements-dev.txt
 	mkdir -p $(WHEELS)
 	ls $(WHEELS)/llama_cpp_python-$(LLAMA_CPP_VERSION)-*.whl >/dev/null 2>&1 || \
 		CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(VENV)/bin/pip wheel --quiet --no-deps \
@@ -39,7 +46,7 @@ $(STAMP): requirements.txt requirements-dev.txt
 	$(VENV)/bin/pip install --quiet --find-links $(WHEELS) -r requirements-dev.txt
 	touch $(STAMP)
 
-run: $(STAMP)
+run: $(RUN_STAMP)
 	$(PY) manage.py bootstrap
 	$(PY) manage.py serve
 
