@@ -27,6 +27,8 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+from jobs.liveness import consumer_alive
+
 logger = logging.getLogger(__name__)
 
 
@@ -127,7 +129,17 @@ class job_heartbeat:
 
     # The thread --------------------------------------------------------------
     def beat(self) -> None:
-        """One heartbeat (and progress) write; run by the thread, callable by hand."""
+        """One heartbeat (and progress) write; run by the thread, callable by hand.
+        Nothing is written while this process's consumer loop is stale
+        (jobs.liveness): a worker that no longer takes messages is not alive,
+        whatever its threads still do, and its job goes to the reaper."""
+        if not consumer_alive():
+            logger.warning(
+                "heartbeat of %s %s withheld: this worker's consumer loop has stopped",
+                self.model.__name__,
+                self.pk,
+            )
+            return
         fields = {"heartbeat_at": timezone.now()}
         with self._lock:
             if self.progress is not None:

@@ -73,7 +73,8 @@ def consumer_alive(*, stale_seconds: float = LOOP_STALE_SECONDS) -> bool:
     return time.time() - _last_beat <= stale_seconds
 
 
-def _consumer_reset_for_tests() -> None:
+def consumer_forget() -> None:
+    """This process has no consumer loop (a pool child; tests)."""
     global _last_beat, _last_touch
     _last_beat = None
     _last_touch = 0.0

@@ -59,3 +59,19 @@ class OutboxMessage(models.Model):
 
     def __str__(self) -> str:
         return f"{self.task}{tuple(self.args)}"
+
+
+class WorkerPresence(models.Model):
+    """One row per worker process: when its consumer loop last passed
+    (jobs.liveness). Written every few seconds by the worker, read by pages and
+    commands that must say whether any worker is taking work."""
+
+    name = models.CharField(max_length=255, unique=True)
+    started_at = models.DateTimeField()
+    beat_at = models.DateTimeField(db_index=True)
+
+    class Meta:
+        ordering = ["-beat_at"]
+
+    def __str__(self) -> str:
+        return self.name

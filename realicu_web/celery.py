@@ -1,12 +1,13 @@
 """The Celery application; configuration comes from Django settings (CELERY_*).
-A worker loads the embedding model as it starts (``_model_warm_up``), and may run
-beat in a thread (``_beat_thread_start``)."""
+A worker loads the embedding model as it starts (``_model_warm_up``), records
+its consumer loop's liveness (``LoopLiveness``, ``_side_threads_start``) and may
+run housekeeping in a thread."""
 
 import logging
 import os
 import threading
 
-from celery import Celery
+from celery import Celery, bootsteps
 from celery.signals import (
     worker_init,
     worker_process_init,
@@ -74,6 +75,11 @@ def _warm_up_pool_child(**kwargs) -> None:
     # Sent in each prefork child, and in the main process by the solo pool
     # (which worker_ready below covers).
     if _worker_main_pid is not None and os.getpid() != _worker_main_pid:
+        # A child forked later (a replaced pool process) must not inherit the
+        # parent's loop time: it has no consumer loop of its own.
+        from jobs.liveness import consumer_forget
+
+        consumer_forget()
         _model_warm_up()
 
 
@@ -85,28 +91,61 @@ def _warm_up_single_process_pool(sender=None, **kwargs) -> None:
         _model_warm_up()
 
 
-# Beat in a thread of the worker, for ``manage.py serve``'s one-process worker
-# (REALICU_WORKER_BEAT_THREAD): the schedule is the reaper's, a few light tasks
-# a minute, which does not need the 100+ MB process ``worker --beat`` forks.
-_beat = None
+# Housekeeping (jobs.housekeeping: the reaper and the outbox) as a thread of
+# ``manage.py serve``'s worker (REALICU_WORKER_HOUSEKEEPING_THREAD), calling
+# the reaper directly rather than queueing it behind the work it rescues;
+# production runs ``manage.py housekeeping`` as a service. Every worker also
+# records its consumer loop's last pass (jobs.presence), so pages and commands
+# can tell whether any worker takes work.
+_side_threads: list = []
 
 
 @worker_ready.connect
-def _beat_thread_start(**kwargs) -> None:
-    global _beat
-    from celery.beat import EmbeddedService
+def _side_threads_start(**kwargs) -> None:
     from django.conf import settings
 
-    if not getattr(settings, "REALICU_WORKER_BEAT_THREAD", False) or _beat:
+    from jobs.housekeeping import HousekeepingThread
+    from jobs.presence import PresenceThread
+
+    if _side_threads:
         return
-    _beat = EmbeddedService(
-        app, thread=True, schedule_filename=settings.CELERY_BEAT_SCHEDULE_FILENAME
-    )
-    _beat.start()
-    logger.info("beat runs in a thread of worker %s", os.getpid())
+    _side_threads.append(PresenceThread())
+    if getattr(settings, "REALICU_WORKER_HOUSEKEEPING_THREAD", False):
+        _side_threads.append(HousekeepingThread())
+        logger.info("housekeeping runs in a thread of worker %s", os.getpid())
+    for thread in _side_threads:
+        thread.start()
 
 
 @worker_shutdown.connect
-def _beat_thread_stop(**kwargs) -> None:
-    if _beat is not None:
-        _beat.stop()
+def _side_threads_stop(**kwargs) -> None:
+    for thread in _side_threads:
+        thread.stop()
+
+
+class LoopLiveness(bootsteps.StartStopStep):
+    """The event loop's timer that tells jobs.liveness the consumer loop runs
+    (Redis and other asynchronous transports; the filesystem broker's
+    ``drain_events`` tells it itself, realicu_web.broker)."""
+
+    requires = {"celery.worker.consumer.tasks:Tasks"}
+
+    def __init__(self, parent, **kwargs):
+        super().__init__(parent, **kwargs)
+        self.timer = None
+
+    def start(self, parent) -> None:
+        from jobs.liveness import consumer_beat
+
+        hub = getattr(parent.controller, "hub", None)
+        if hub is not None and self.timer is None:
+            consumer_beat()
+            self.timer = hub.call_repeatedly(1.0, consumer_beat)
+
+    def stop(self, parent) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+
+
+app.steps["consumer"].add(LoopLiveness)

@@ -49,6 +49,8 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "django_htmx",
     "template_partials",
+    # The platform's own commands (serve: the supervisor of web and worker).
+    "realicu_web",
     "accounts",
     "jobs",
     "windows",
@@ -184,13 +186,17 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
-CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 # A worker loads the embedding model as it starts (realicu_web.celery), so the
 # first agreement task does not; off for workers that never match texts.
 REALICU_MATCHER_WARM_UP = env.bool("REALICU_MATCHER_WARM_UP", default=True)
-# Beat as a thread of the worker (manage.py serve's one-process worker sets it)
-# instead of a beat service or ``worker --beat``'s extra process.
-REALICU_WORKER_BEAT_THREAD = env.bool("REALICU_WORKER_BEAT_THREAD", default=False)
+# Housekeeping (jobs.housekeeping: reaper and outbox) as a thread of the worker
+# (manage.py serve's worker sets it); production runs `manage.py housekeeping`.
+REALICU_WORKER_HOUSEKEEPING_THREAD = env.bool(
+    "REALICU_WORKER_HOUSEKEEPING_THREAD", default=False
+)
+# manage.py serve kills and restarts its worker when the worker's consumer loop
+# has not passed for this long (jobs.liveness; a pass comes every 2 s at most).
+REALICU_WORKER_HANG_SECONDS = env.float("REALICU_WORKER_HANG_SECONDS", default=60.0)
 # Windows whose agreement is due that an agreement task computes besides its own
 # (annotation.services.agreement.AGREEMENT_CATCH_UP): the filesystem broker
 # hands a worker about two messages every 2 s, so one task catches up with the
@@ -203,22 +209,15 @@ REALICU_AGREEMENT_CATCH_UP = env.int(
 # Jobs (jobs.leases, jobs.reaper; README "Jobs"): a worker writes a heartbeat on
 # its job row every HEARTBEAT seconds; a running job silent for STALE seconds
 # lost its worker and is re-queued by the reaper, which runs every REAP seconds
-# on beat (and for one job whenever its page loads); a queued job is sent again
-# after REDISPATCH seconds without a worker taking it. A lost job is therefore
-# re-queued within STALE + REAP seconds (90 s by default).
+# in the housekeeping loop (and for one job whenever its page loads); a queued
+# job is sent again after REDISPATCH seconds without a worker taking it. A lost
+# job is therefore re-queued within STALE + REAP seconds (90 s by default).
 REALICU_JOB_HEARTBEAT_SECONDS = env.float("REALICU_JOB_HEARTBEAT_SECONDS", default=5.0)
 REALICU_JOB_STALE_SECONDS = env.float("REALICU_JOB_STALE_SECONDS", default=60.0)
 REALICU_JOB_REAP_SECONDS = env.float("REALICU_JOB_REAP_SECONDS", default=30.0)
 REALICU_JOB_REDISPATCH_SECONDS = env.float(
     "REALICU_JOB_REDISPATCH_SECONDS", default=300.0
 )
-CELERY_BEAT_SCHEDULE = {
-    "jobs-reap": {
-        "task": "jobs.tasks.jobs_reap_task",
-        "schedule": REALICU_JOB_REAP_SECONDS,
-        "options": {"expires": REALICU_JOB_REAP_SECONDS},
-    },
-}
 
 # Where importers may read server-side folders started from the page.
 REALICU_IMPORT_ROOTS = env.list(

@@ -1,8 +1,9 @@
 """manage.py serve: the web server (gunicorn) and a Celery worker together, in the
-foreground. Ctrl-C (or SIGTERM) stops both. The worker runs its tasks in threads
-of one process by default, so the embedding model is in memory once; the command
-then hands over to a supervisor that imports nothing of the project
-(``_supervisor.py``)."""
+foreground, kept up by a supervisor that imports nothing of the project
+(``_supervisor.py``): a process that exits, or a worker whose consumer loop
+stops, is started again with backoff while the other serves on. Ctrl-C (or
+SIGTERM) stops both. The worker runs its tasks in threads of one process by
+default, so the embedding model is in memory once."""
 
 import json
 import os
@@ -13,7 +14,7 @@ from django.core.management.base import BaseCommand
 
 
 class Command(BaseCommand):
-    help = "Run the web server and a Celery worker together; Ctrl-C stops both."
+    help = "Run the web server and a Celery worker, kept up; Ctrl-C stops both."
 
     def add_arguments(self, parser):
         parser.add_argument(
@@ -50,6 +51,7 @@ class Command(BaseCommand):
                 os.makedirs(
                     settings.CELERY_BROKER_TRANSPORT_OPTIONS[key], exist_ok=True
                 )
+        os.makedirs(settings.CELERY_BROKER_DIR, exist_ok=True)
         bin_dir = os.path.dirname(sys.executable)
         config = os.path.join(settings.BASE_DIR, "gunicorn.conf.py")
         web = [
@@ -77,18 +79,24 @@ class Command(BaseCommand):
             "--concurrency",
             str(concurrency),
         ]
-        worker_env = {}
-        if pool == "prefork":
-            # beat inside this one worker: the reaper (jobs.reaper) on its
-            # schedule; production runs beat as its own service.
-            worker += ["--beat", "--schedule", settings.CELERY_BEAT_SCHEDULE_FILENAME]
-        else:
-            # The same beat as a thread of the worker's one process
-            # (realicu_web.celery), rather than a process of its own.
-            worker_env["REALICU_WORKER_BEAT_THREAD"] = "1"
+        # Housekeeping (reaper, outbox) as a thread of the worker, whatever
+        # its pool; production runs `manage.py housekeeping` instead.
+        worker_env = {"REALICU_WORKER_HOUSEKEEPING_THREAD": "1"}
+        worker_spec = {"name": "worker", "argv": worker, "env": worker_env}
+        if pool != "solo":
+            # The consumer loop touches this file (jobs.liveness); the solo
+            # pool runs each task inside that loop, so a long task would look
+            # like a hang there.
+            liveness = os.path.join(settings.CELERY_BROKER_DIR, "worker.alive")
+            worker_env["REALICU_WORKER_LIVENESS_FILE"] = liveness
+            worker_spec.update(
+                liveness_file=liveness,
+                liveness_stale=settings.REALICU_WORKER_HANG_SECONDS,
+                liveness_grace=max(180.0, settings.REALICU_WORKER_HANG_SECONDS),
+            )
         spec = {
             "address": bind,
-            "commands": [{"argv": web}, {"argv": worker, "env": worker_env}],
+            "commands": [{"name": "web", "argv": web}, worker_spec],
         }
         # This process has the whole project imported; the supervisor that
         # replaces it (same pid, so Ctrl-C and SIGTERM reach it) does not.
