@@ -11,7 +11,10 @@ longer than a documented bound (README "Jobs").
 - Outbox messages whose sending failed are sent.
 
 It runs on beat every ``REALICU_JOB_REAP_SECONDS`` and, for one job, whenever a
-page shows that job (``job_check``).
+page shows that job (``job_check``). Each job's recovery is on its own: when it
+raises (a build's folder that cannot be removed), that job is failed with the
+reason and the round goes on with the others; a page asking never gets the
+error (a database error leaves the job for the next round).
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ import logging
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import transaction
+from django.core.exceptions import ValidationError
+from django.db import DatabaseError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -46,6 +50,22 @@ def _reason(kind: JobKind, row) -> str:
     )
 
 
+class RecoveryFailed(Exception):
+    """A job's recovery raised; the message says what failed, with the reason."""
+
+
+def error_text(error: BaseException) -> str:
+    """The reason an error gives, in words: an OS error as its message and path
+    ("permission denied: /srv/releases/.x.partial"), a validation error as its
+    messages, anything else with its type."""
+    if isinstance(error, OSError) and error.strerror:
+        text = error.strerror[0].lower() + error.strerror[1:]
+        return f"{text}: {error.filename}" if error.filename else text
+    if isinstance(error, ValidationError):
+        return "; ".join(error.messages)
+    return f"{type(error).__name__}: {error}"
+
+
 def _requeue(kind: JobKind, row, now) -> str:
     model = kind.model_class
     with transaction.atomic():
@@ -58,7 +78,14 @@ def _requeue(kind: JobKind, row, now) -> str:
             return "alive"
         reason = _reason(kind, fresh)
         if kind.cleanup is not None:
-            kind.cleanup(fresh)
+            try:
+                kind.cleanup(fresh)
+            except DatabaseError:
+                raise
+            except Exception as error:
+                raise RecoveryFailed(
+                    f"{reason}; removing what it left failed: {error_text(error)}."
+                ) from error
         if fresh.attempts >= kind.max_attempts:
             fields = {
                 kind.state_field: kind.failed,
@@ -131,16 +158,79 @@ def _rows_waiting(kind: JobKind, now):
     )
 
 
+_DOING = {
+    "_requeue": "Re-queueing it after its worker stopped",
+    "_redispatch": "Sending it to the workers again",
+}
+
+
+def _fail_unrecovered(kind: JobKind, row, now, error: Exception, doing: str) -> str:
+    """Fail a job whose recovery raised, with what failed and why, unless it
+    has moved on meanwhile (finished, cancelled, taken by a live worker)."""
+    if isinstance(error, RecoveryFailed):
+        message = str(error)
+    else:
+        message = f"{doing} failed: {error_text(error)}."
+    message += " The job was stopped, not queued again."
+    fields = {
+        kind.state_field: kind.failed,
+        "lease": "",
+        kind.error_field: message[:5000],
+        "progress_label": "failed: its recovery failed",
+    }
+    if kind.finished_field:
+        fields[kind.finished_field] = now
+    state = getattr(row, kind.state_field)
+    still = kind.model_class.objects.filter(pk=row.pk, **{kind.state_field: state})
+    if state == kind.running:  # unless a live worker took it meanwhile
+        still = still.filter(
+            Q(heartbeat_at__isnull=True) | Q(heartbeat_at__lt=stale_before(now))
+        )
+    updated = still.update(**fields)
+    logger.error("reaper: %s %s failed: %s", kind.name, row.pk, message)
+    return "failed" if updated else "alive"
+
+
+def _recover(kind: JobKind, row, now, step) -> str:
+    """One job's recovery (``step``: re-queue or re-dispatch), on its own: what
+    it raises fails that job with the reason instead of reaching the caller. A
+    database error leaves the job as it is, for the next round."""
+    try:
+        return step(kind, row, now)
+    except DatabaseError as error:
+        logger.warning(
+            "reaper: %s %s left for the next round: %s", kind.name, row.pk, error
+        )
+        return "error"
+    except Exception as error:
+        try:
+            doing = _DOING.get(step.__name__, "Recovering it")
+            return _fail_unrecovered(kind, row, now, error, doing)
+        except Exception:
+            logger.exception(
+                "reaper: %s %s could not be failed after: %s", kind.name, row.pk, error
+            )
+            return "error"
+
+
 def jobs_reap() -> dict:
-    """One round over every registered kind, then the outbox. Returns counts."""
+    """One round over every registered kind, then the outbox. Returns counts.
+    One job's recovery that raises fails that job and never stops the round."""
     now = timezone.now()
     counts: dict[str, int] = {}
     for kind in kinds():
-        for row in _rows_stalled(kind, now).only("pk")[:500]:
-            outcome = _requeue(kind, row, now)
+        try:
+            stalled = list(_rows_stalled(kind, now).only("pk", kind.state_field)[:500])
+            waiting = list(_rows_waiting(kind, now).only("pk", kind.state_field)[:500])
+        except DatabaseError as error:
+            logger.warning("reaper: %s jobs not read: %s", kind.name, error)
+            counts["error"] = counts.get("error", 0) + 1
+            continue
+        for row in stalled:
+            outcome = _recover(kind, row, now, _requeue)
             counts[outcome] = counts.get(outcome, 0) + 1
-        for row in _rows_waiting(kind, now).only("pk")[:500]:
-            outcome = _redispatch(kind, row, now)
+        for row in waiting:
+            outcome = _recover(kind, row, now, _redispatch)
             counts[outcome] = counts.get(outcome, 0) + 1
     sent = outbox_dispatch_due()
     counts["outbox_sent"] = sent["sent"]
@@ -151,18 +241,22 @@ def jobs_reap() -> dict:
 def job_check(row) -> str:
     """The reaper's check for one job, run when a page shows it: a job whose
     worker is gone is re-queued (or failed) now rather than on the next round.
-    Returns what happened ("alive", "requeued", "failed", "waiting", ...)."""
+    Returns what happened ("alive", "requeued", "failed", "waiting", ...);
+    never raises for the job's sake (a page showing it answers)."""
     kind = kind_for(row)
     if kind is None:
         return "unknown"
     now = timezone.now()
     state = getattr(row, kind.state_field)
     if state == kind.running and not is_live(row, now):
-        outcome = _requeue(kind, row, now)
+        outcome = _recover(kind, row, now, _requeue)
     elif state == kind.queued:
-        outcome = _redispatch(kind, row, now)
+        outcome = _recover(kind, row, now, _redispatch)
     else:
         return "finished"
     if outcome in ("requeued", "failed"):
-        row.refresh_from_db()
+        try:
+            row.refresh_from_db()
+        except DatabaseError as error:
+            logger.warning("reaper: %s %s not re-read: %s", kind.name, row.pk, error)
     return outcome

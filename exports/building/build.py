@@ -74,13 +74,15 @@ def release_build(*, release: Release, progress=None) -> Release:
         release.refresh_from_db()
         return release
     root = Path(settings.REALICU_RELEASES_DIR)
-    root.mkdir(parents=True, exist_ok=True)
     final = root / release.name
     partial = root / f".{release.name}.partial"
-    # This worker holds the lease: a folder left by an earlier attempt is stale.
-    _remove_tree(partial)
     renamed = False
     try:
+        # Inside the try: a releases folder that cannot be written fails the
+        # build with the reason, rather than leaving it building.
+        root.mkdir(parents=True, exist_ok=True)
+        # This worker holds the lease: a folder left by an earlier attempt is stale.
+        _remove_tree(partial)
         if final.exists():
             from django.core.exceptions import ValidationError
 
@@ -123,43 +125,60 @@ def release_build(*, release: Release, progress=None) -> Release:
                 _make_read_only(final)
     except JobLeaseLost:
         # Whoever holds the row now (a cancel, another worker) owns its state.
-        _remove_tree(partial)
+        _remove_left(partial)
         if renamed:
-            _remove_tree(final)
+            _remove_left(final)
         release.refresh_from_db()
         return release
     except BaseException as exc:
-        _remove_tree(partial)
+        left = _remove_left(partial)
         if (
             renamed
             and not Release.objects.filter(
                 pk=release.pk, state=ReleaseState.READY
             ).exists()
         ):
-            _remove_tree(final)
+            left = _remove_left(final) or left
         if not Release.objects.filter(pk=release.pk, lease=lease).exists():
             # Cancelled meanwhile (the cancel removes the folder this build was
             # writing), or taken over: not this build's failure to record.
             release.refresh_from_db()
             return release
-        _release_after_error(release, lease, exc)
+        _release_after_error(release, lease, exc, left=left)
         raise
     release.refresh_from_db()
     return release
 
 
-def _release_after_error(release: Release, lease: str, exc: BaseException) -> None:
-    """Records why the build stopped. A lost database connection queues the
-    release again (the task's retry, or the reaper, takes it) unless workers
-    already tried three times; anything else fails it with the reason. When
-    even that write fails, the row keeps its stale heartbeat and the reaper
-    handles it."""
+def _remove_left(path: Path) -> str:
+    """Removes what a stopped build left at ``path``; returns why that failed
+    (empty when it did not), so the build's own error is still recorded."""
+    from jobs.reaper import error_text
+
+    try:
+        _remove_tree(path)
+    except OSError as error:
+        logger.error("release folder %s not removed: %s", path, error)
+        return error_text(error)
+    return ""
+
+
+def _release_after_error(
+    release: Release, lease: str, exc: BaseException, *, left: str = ""
+) -> None:
+    """Records why the build stopped (and ``left``: why its unfinished folder
+    could not be removed). A lost database connection queues the release again
+    (the task's retry, or the reaper, takes it) unless workers already tried
+    three times; anything else fails it with the reason. When even that write
+    fails, the row keeps its stale heartbeat and the reaper handles it."""
     from django.db import OperationalError
 
     from jobs.leases import job_release
 
     messages = getattr(exc, "messages", None)
     error = "; ".join(messages) if messages else f"{type(exc).__name__}: {exc}"
+    if left:
+        error += f"; its unfinished folder could not be removed: {left}"
     fields = {
         "state": ReleaseState.FAILED,
         "finished_at": timezone.now(),
