@@ -247,7 +247,7 @@ def test_production_compose_runs_no_demo_bootstrap():
     compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
     migrate = compose["services"]["migrate"]
     assert migrate["command"][-2:] == ["bootstrap", "--skip-demo"]
-    for name in ("web", "worker", "beat"):
+    for name in ("web", "worker", "housekeeping"):
         assert "REALICU_ADMIN_PASSWORD" not in compose["services"][name]["environment"]
 
 

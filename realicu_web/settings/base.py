@@ -134,8 +134,17 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = VAR_DIR / "staticfiles"
-STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # whitenoise serves from finders too
+STATIC_ROOT = Path(env.str("REALICU_STATIC_ROOT", default=str(VAR_DIR / "staticfiles")))
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)
+# Static files go out compressed (issue 29): collectstatic (run by bootstrap,
+# and by the image's build) writes hashed names with gzip copies beside them,
+# which WhiteNoise serves with far-future caching. Before any collectstatic
+# (the test suite) names fall back to the plain ones and the finders serve the
+# files, uncompressed.
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "realicu_web.staticstorage.StaticFilesStorage"},
+}
 WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = DEBUG
 
@@ -147,11 +156,17 @@ CACHES = {"default": env.cache("CACHE_URL", default=f"filecache://{VAR_DIR / 'ca
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", default="filesystem://")
 CELERY_BROKER_DIR = VAR_DIR / "broker"
 if CELERY_BROKER_URL.startswith("filesystem://"):
+    # kombu's filesystem transport with atomic publish and claim, so that no
+    # message is read half-written or lost with a killed worker (issue 29).
+    CELERY_BROKER_TRANSPORT = "realicu_web.broker:Transport"
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(CELERY_BROKER_DIR / "queue"),
         "data_folder_out": str(CELERY_BROKER_DIR / "queue"),
         "processed_folder": str(CELERY_BROKER_DIR / "processed"),
         "control_folder": str(CELERY_BROKER_DIR / "control"),
+        "staging_folder": str(CELERY_BROKER_DIR / "staging"),
+        "claimed_folder": str(CELERY_BROKER_DIR / "claimed"),
+        "bad_folder": str(CELERY_BROKER_DIR / "bad"),
         "store_processed": False,
         # How long a worker sleeps after finding no message it may take (the
         # queue empty, or as many taken as it has free slots): kombu's 1 s,

@@ -1,4 +1,5 @@
 """manage.py bootstrap: everything `make run` needs before serving: migrate,
+collect the static files (compressed),
 import the CLIF demo cohort on the first run (with its windows and concept
 tracks), select its default cohort of 94 stays, create the demo accounts.
 With --skip-demo (production): migrate, and create the admin named by
@@ -40,6 +41,10 @@ class Command(BaseCommand):
                 raise CommandError("; ".join(exc.messages)) from exc
         call_command("migrate", interactive=False, verbosity=0)
         self.stdout.write("Database migrated.")
+        # Hashed, gzip-compressed static files for WhiteNoise (a few seconds;
+        # unchanged files are skipped).
+        call_command("collectstatic", interactive=False, verbosity=0)
+        self.stdout.write("Static files collected.")
         if skip_demo:
             self._production_admin_ensure()
             return
