@@ -71,6 +71,7 @@ bench: $(STAMP) services
 	DATABASE_URL=$(TEST_DATABASE_URL) $(PY) benchmarks/import_bench.py
 	DATABASE_URL=$(TEST_DATABASE_URL) $(PY) benchmarks/campaign_pages_bench.py
 	$(PY) benchmarks/embedded_pipeline_bench.py
+	$(PY) benchmarks/embedded_soak.py --hours 1
 	DATABASE_URL=$(TEST_DATABASE_URL) $(PY) benchmarks/page_weight_bench.py
 	DATABASE_URL=$(TEST_DATABASE_URL) $(PY) benchmarks/release_bench.py --only gold
 	DATABASE_URL=$(TEST_DATABASE_URL) $(PY) benchmarks/agents_bench.py
