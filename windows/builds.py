@@ -10,6 +10,11 @@ The Gold draw is per stay (windows.windowing.windows_sample_gold: the stay's own
 median density, a generator seeded by the seed and the stay's source id), so the
 fanned-out draw is the one ``--inline`` makes. The run-level part (the summary)
 is summed once, when the last batch ends.
+
+A run none of whose batches has a live worker for longer than a lost worker's
+bound is stalled (``build_run_progress``); an admin resumes it (its unfinished
+batches queued again) or cancels it (their leases dropped, so a late worker
+stops).
 """
 
 from __future__ import annotations
@@ -17,11 +22,18 @@ from __future__ import annotations
 import logging
 
 from django.conf import settings
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from jobs.leases import JobLeaseLost, job_claim, job_heartbeat, job_release
+from jobs.leases import (
+    JobLeaseLost,
+    job_claim,
+    job_heartbeat,
+    job_release,
+    stale_before,
+    stale_seconds,
+)
 from jobs.outbox import outbox_send
 from jobs.progress import Progress
 from windows.models import BuildBatch, BuildKind, BuildRun, BuildState, Stay, Window
@@ -31,6 +43,7 @@ logger = logging.getLogger(__name__)
 BUILD_JOB = "build"  # the JobKind registered in windows.apps
 BUILD_TASK = "windows.tasks.build_batch_execute_task"
 OPEN = (BuildState.QUEUED, BuildState.RUNNING)
+CANCELLED_BY = "Cancelled by "  # how a cancelled run's error starts
 
 
 def build_batch_stays() -> int:
@@ -258,29 +271,168 @@ def build_run_finish(*, run_id: int) -> BuildRun | None:
     return run
 
 
-def build_run_progress(*, run: BuildRun) -> dict:
+def _liveness(run: BuildRun, rows: list[dict], now) -> dict:
+    """Who is at the run's batches: the workers whose heartbeat is fresh, the
+    ones gone silent on a running batch, how long since any batch showed life
+    (a heartbeat, an end; the run's creation when none has), and whether any
+    worker ever took a batch."""
+    cutoff = stale_before(now)
+    live, lost = set(), set()
+    seen = run.created_at
+    for row in rows:
+        if row["state"] == BuildState.RUNNING:
+            beat = row["heartbeat_at"]
+            (live if beat and beat >= cutoff else lost).add(row["worker"] or "?")
+        for moment in (row["heartbeat_at"], row["finished_at"]):
+            if moment and moment > seen:
+                seen = moment
+    silent = max(0.0, (now - seen).total_seconds())
+    is_open = run.state in OPEN and any(row["state"] in OPEN for row in rows)
+    return {
+        "live_workers": sorted(live),
+        "lost_workers": sorted(lost),
+        "silent_seconds": round(silent),
+        "taken": any(
+            row["worker"] or row["state"] != BuildState.QUEUED for row in rows
+        ),
+        "stalled": is_open and not live and silent > stale_seconds(),
+    }
+
+
+_ROW_FIELDS = ("state", "stay_ids", "progress_done", "worker", "heartbeat_at")
+
+
+def build_run_progress(*, run: BuildRun, now=None) -> dict:
     """Stays done of the run (finished batches whole, running ones as far as
-    their heartbeat last said), for a bar on a page or a command line. Closes
-    a run whose last batch the reaper failed."""
-    rows = list(run.batches.values_list("state", "stay_ids", "progress_done", "worker"))
+    their heartbeat last said), for a bar on a page or a command line, with
+    its true state: ``stalled`` when no worker has shown life on its batches
+    for longer than a lost worker's bound (``workers``: the live ones only).
+    Closes a run whose last batch the reaper failed."""
+    now = now or timezone.now()
+    rows = list(run.batches.values(*_ROW_FIELDS, "finished_at"))
     done = 0
-    workers = set()
-    for state, stay_ids, progress_done, worker in rows:
-        if state in (BuildState.DONE, BuildState.FAILED):
-            done += len(stay_ids)
-        elif state == BuildState.RUNNING:
-            done += min(progress_done, len(stay_ids))
-            workers.add(worker)
-    if run.state in OPEN and rows and all(r[0] not in OPEN for r in rows):
+    for row in rows:
+        if row["state"] in (BuildState.DONE, BuildState.FAILED):
+            done += len(row["stay_ids"])
+        elif row["state"] == BuildState.RUNNING:
+            done += min(row["progress_done"], len(row["stay_ids"]))
+    if run.state in OPEN and rows and all(r["state"] not in OPEN for r in rows):
         run = build_run_finish(run_id=run.pk) or run
     total = run.stays_total
+    alive = _liveness(run, rows, now)
+    cancelled = run.state == BuildState.FAILED and run.error.startswith(CANCELLED_BY)
+    if alive["stalled"]:
+        label = "Stalled"
+    elif cancelled:
+        label = "Cancelled"
+    else:
+        label = run.get_state_display()
     return {
         "state": run.state,
+        "label": label,
         "done": done,
         "total": total,
         "percent": min(100, round(100 * done / total)) if total else 100,
         "batches": len(rows),
-        "batches_done": sum(r[0] == BuildState.DONE for r in rows),
-        "batches_failed": sum(r[0] == BuildState.FAILED for r in rows),
-        "workers": len(workers),
+        "batches_done": sum(r["state"] == BuildState.DONE for r in rows),
+        "batches_failed": sum(r["state"] == BuildState.FAILED for r in rows),
+        "workers": len(alive["live_workers"]),
+        **alive,
+        "cancelled": cancelled,
+        "resumable": alive["stalled"] or run.state == BuildState.FAILED,
+        "cancellable": run.state in OPEN,
     }
+
+
+def _require_admin(admin, doing: str) -> None:
+    from accounts.roles import user_is_admin
+
+    if not user_is_admin(admin):
+        raise PermissionDenied(f"Only an admin may {doing}.")
+
+
+def build_run_resume(*, admin, run: BuildRun) -> BuildRun:
+    """Queue a stalled, failed or cancelled build's unfinished batches again
+    (a fresh start: the count of workers lost on each starts over). A batch a
+    worker still holds is taken from it: its lease goes, so that worker stops
+    at its next step if it ever wakes. Refused while a live worker is at the
+    build, or when nothing is left to do."""
+    _require_admin(admin, "resume a build")
+    now = timezone.now()
+    with transaction.atomic():
+        locked = BuildRun.objects.select_for_update().filter(pk=run.pk).first()
+        if locked is None:
+            raise ValidationError("This build no longer exists.")
+        batches = list(run.batches.select_for_update().order_by("index"))
+        rows = [
+            {f: getattr(b, f) for f in (*_ROW_FIELDS, "finished_at")} for b in batches
+        ]
+        alive = _liveness(locked, rows, now)
+        if locked.state == BuildState.DONE:
+            raise ValidationError(f"Build {locked.pk} is done: nothing to resume.")
+        if alive["live_workers"]:
+            raise ValidationError(
+                f"Build {locked.pk} is running on "
+                f"{', '.join(alive['live_workers'])}: it needs no resume."
+            )
+        if locked.state in OPEN and not alive["stalled"]:
+            raise ValidationError(
+                f"Build {locked.pk} was queued {alive['silent_seconds']} s ago: its "
+                "batches wait for a worker. Resume is for a build no worker has "
+                f"shown life on for {round(stale_seconds())} s."
+            )
+        unfinished = [b for b in batches if b.state != BuildState.DONE]
+        BuildBatch.objects.filter(pk__in=[b.pk for b in unfinished]).update(
+            state=BuildState.QUEUED,
+            lease="",
+            attempts=0,
+            error="",
+            finished_at=None,
+            heartbeat_at=now,
+            progress_done=0,
+            progress_label=f"resumed by {admin.get_username()}"[:255],
+        )
+        for batch in unfinished:
+            outbox_send(task=BUILD_TASK, args=[batch.pk], key=_batch_key(batch.pk))
+        locked.state = (
+            BuildState.RUNNING if len(unfinished) < len(batches) else BuildState.QUEUED
+        )
+        locked.error = ""
+        locked.finished_at = None
+        locked.save(update_fields=["state", "error", "finished_at"])
+        if not unfinished:
+            build_run_finish(run_id=locked.pk)
+    run.refresh_from_db()
+    return run
+
+
+def build_run_cancel(*, admin, run: BuildRun) -> BuildRun:
+    """Stop a queued or running build: its open batches end, their leases
+    dropped, so a worker still at one finds its lease gone at its next step and
+    stops, and a message still on its way finds nothing to take. What finished
+    batches wrote stays (every stay's work is whole); resume completes it."""
+    _require_admin(admin, "cancel a build")
+    now = timezone.now()
+    reason = f"{CANCELLED_BY}{admin.get_username()}."
+    with transaction.atomic():
+        locked = BuildRun.objects.select_for_update().filter(pk=run.pk).first()
+        if locked is None:
+            raise ValidationError("This build no longer exists.")
+        if locked.state not in OPEN:
+            raise ValidationError(
+                f"Build {locked.pk} is {locked.get_state_display().lower()}: only a "
+                "queued or running build can be cancelled."
+            )
+        locked.batches.filter(state__in=OPEN).update(
+            state=BuildState.FAILED,
+            lease="",
+            error=reason,
+            finished_at=now,
+            progress_label="cancelled",
+        )
+        locked.state = BuildState.FAILED
+        locked.error = reason
+        locked.finished_at = now
+        locked.save(update_fields=["state", "error", "finished_at"])
+    run.refresh_from_db()
+    return run

@@ -36,4 +36,14 @@ urlpatterns = [
         views.import_cancel,
         name="import_cancel",
     ),
+    path(
+        "imports/builds/<int:build_run_id>/resume/",
+        views.build_resume,
+        name="build_resume",
+    ),
+    path(
+        "imports/builds/<int:build_run_id>/cancel/",
+        views.build_cancel,
+        name="build_cancel",
+    ),
 ]

@@ -13,14 +13,16 @@ from django.contrib import messages
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
 from django.http import Http404, HttpResponse
-from django.shortcuts import redirect, render
+from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.cache import patch_cache_control, patch_vary_headers
 from django.views.decorators.http import condition, require_GET, require_POST
 
 from accounts.access import admin_required, clinical_data_required
 from accounts.web import error_text, render_page_or_partial, wants_partial
 from windows import selectors, services
+from windows.builds import build_run_cancel, build_run_resume
 from windows.models import (
+    BuildRun,
     DiseaseGroup,
     Domain,
     EventKind,
@@ -378,4 +380,40 @@ def import_cancel(request, import_run_id: int):
         "Import {pk} cancelled: its worker stops at its next step. A CLIF import "
         "writes nothing; a MIMIC-IV import keeps the batches it committed. Resume "
         "completes it.",
+    )
+
+
+def _build_action(request, build_run_id: int, action, done: str):
+    """An admin's Resume or Cancel of a tracks or windows build; a refusal is
+    shown on the page."""
+    run = get_object_or_404(BuildRun, pk=build_run_id)
+    try:
+        action(admin=request.user, run=run)
+    except ValidationError as error:
+        messages.error(request, error_text(error))
+    else:
+        messages.success(request, done.format(pk=run.pk))
+    return redirect("windows:import_list")
+
+
+@require_POST
+@admin_required
+def build_resume(request, build_run_id: int):
+    return _build_action(
+        request,
+        build_run_id,
+        build_run_resume,
+        "Build {pk} queued again: its unfinished batches wait for a worker.",
+    )
+
+
+@require_POST
+@admin_required
+def build_cancel(request, build_run_id: int):
+    return _build_action(
+        request,
+        build_run_id,
+        build_run_cancel,
+        "Build {pk} cancelled: a worker still at one of its batches stops at its "
+        "next stay. Resume completes it.",
     )
