@@ -1,16 +1,70 @@
 """Following a fanned-out build (windows.builds) from the command line: one
-progress line, rewritten in place, until the run ends."""
+progress line, rewritten in place, until the run ends. When no worker takes
+the build's work, it says so within ``REALICU_BUILD_NO_WORKER_SECONDS`` (10 s)
+and again every ``REALICU_BUILD_NO_WORKER_REMIND_SECONDS`` (a minute), naming
+``--inline``, and keeps following: the work is queued, not lost."""
 
 from __future__ import annotations
 
 import time
 
+from django.conf import settings
 from django.core.management.base import CommandError
 
 from windows.builds import OPEN, build_run_progress
 from windows.models import BuildRun
 
 FOLLOW_SECONDS = 1.0
+
+START_ONE = (
+    "Start one (`manage.py serve` or `celery -A realicu_web worker`), or run the "
+    "build in this process with --inline."
+)
+
+
+def no_worker_seconds() -> float:
+    return float(getattr(settings, "REALICU_BUILD_NO_WORKER_SECONDS", 10))
+
+
+def no_worker_remind_seconds() -> float:
+    return float(getattr(settings, "REALICU_BUILD_NO_WORKER_REMIND_SECONDS", 60))
+
+
+def _workers_alive() -> int | None:
+    """Workers whose consumer loop passed lately (jobs.presence); None when
+    that cannot be read."""
+    try:
+        from jobs.presence import workers_alive
+
+        return workers_alive().count()
+    except Exception:  # an older database without the presence table
+        return None
+
+
+def _no_worker_line(progress: dict, waited: float) -> str | None:
+    """What to say when no worker is at the build: none took its work within
+    the bound since it was queued, or the ones that took it went silent."""
+    if progress["taken"]:
+        if not progress["stalled"]:
+            return None
+        silent = ", ".join(progress["lost_workers"]) or "its workers"
+        return (
+            f"No worker has shown life on this build for "
+            f"{progress['silent_seconds']} s (last: {silent}): is a worker running? "
+            f"{START_ONE} The reaper queues its batches again, or Resume on the "
+            "import page does."
+        )
+    if waited < no_worker_seconds():
+        return None
+    line = f"No worker has taken this build's work in {no_worker_seconds():g} s: "
+    alive = _workers_alive()
+    if alive:
+        return (
+            line + f"{alive} worker{'s are' if alive != 1 else ' is'} alive but busy "
+            "with other work; it starts when one is free. To run the build in this "
+            "process instead, stop here (Ctrl-C) and use --inline."
+        )
+    return line + "is a worker running? " + START_ONE
 
 
 def _line(progress: dict, started: float, width: int = 30) -> str:
@@ -20,7 +74,7 @@ def _line(progress: dict, started: float, width: int = 30) -> str:
         f"\r[{'#' * filled}{'.' * (width - filled)}] {progress['percent']:3d}% "
         f"{progress['done']}/{progress['total']} stays · batches "
         f"{progress['batches_done']}/{progress['batches']} · "
-        f"{progress['workers']} workers busy · {progress['state']} "
+        f"{progress['workers']} workers busy · {progress['label'].lower()} "
         f"{elapsed:6.1f}s   "
     )
 
@@ -29,6 +83,7 @@ def build_run_follow(*, run: BuildRun, stdout, stream) -> BuildRun:
     """Draw the run's progress on ``stream`` until it ends; Ctrl-C stops
     following (the workers go on). Raises CommandError when the run failed."""
     started = time.monotonic()
+    said_at: float | None = None
     stdout.write(
         f"Build {run.pk} ({run.get_kind_display().lower()}): {run.stays_total} stays "
         f"in {run.batches.count()} batches, queued for the workers."
@@ -37,10 +92,17 @@ def build_run_follow(*, run: BuildRun, stdout, stream) -> BuildRun:
         while True:
             run.refresh_from_db()
             progress = build_run_progress(run=run)
+            if progress["state"] not in OPEN:
+                stream.write(_line(progress, started))
+                break
+            now = time.monotonic()
+            if said_at is None or now - said_at >= no_worker_remind_seconds():
+                line = _no_worker_line(progress, now - started)
+                if line:
+                    stream.write(f"\n{line}\n")
+                    said_at = now
             stream.write(_line(progress, started))
             stream.flush()
-            if progress["state"] not in OPEN:
-                break
             time.sleep(FOLLOW_SECONDS)
     except KeyboardInterrupt:
         stream.write("\n")
