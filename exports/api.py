@@ -93,7 +93,7 @@ class ReleaseOutputSerializer(serializers.Serializer):
     created_at = serializers.DateTimeField()
     finished_at = serializers.DateTimeField(allow_null=True)
     manifest = serializers.JSONField()
-    files = ReleaseFileSerializer(many=True, source="files.all")
+    files = ReleaseFileSerializer(many=True, source="published_files")
 
 
 class ReleaseListApi(ReleaseApi):

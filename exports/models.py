@@ -113,6 +113,12 @@ class Release(JobFields, models.Model):
         """Progress as the worker last wrote it on the row (jobs.leases)."""
         return _row_progress(self, finished=self.state == ReleaseState.READY)
 
+    @property
+    def published_files(self):
+        """The files of a ready release; none before: a build commits its
+        rows in batches before it publishes the release (exports.building)."""
+        return self.files.all() if self.state == ReleaseState.READY else []
+
 
 class ReleaseFile(models.Model):
     """A file of a release, with the checksum that the manifest lists."""

@@ -39,6 +39,9 @@ def release_get(*, user, release_id: int) -> Release | None:
 
 
 def release_files(*, release: Release) -> QuerySet[ReleaseFile]:
+    """The files of a ready release (a build stores them before it publishes)."""
+    if release.state != ReleaseState.READY:
+        return ReleaseFile.objects.none()
     return release.files.order_by("path")
 
 
@@ -69,7 +72,10 @@ def release_windows(
 ) -> QuerySet[ReleaseWindow]:
     """The release's window records, by stay and time, filtered. ``hours_min``
     and ``hours_max`` bound the window's start in hours since ICU admission,
-    both inclusive."""
+    both inclusive. None before the release is ready: its build commits them
+    in batches before it publishes it."""
+    if release.state != ReleaseState.READY:
+        return ReleaseWindow.objects.none()
     qs = ReleaseWindow.objects.filter(release=release)
     if stay_id is not None:
         qs = qs.filter(stay_id=stay_id)

@@ -1,7 +1,8 @@
 """The build job driver: takes a queued release with a lease, writes its files
-into a hidden folder under a heartbeat, then marks it ready and renames the
-folder into place in one transaction; a failed, cancelled or taken-over build
-leaves no folder behind."""
+into a hidden folder under a heartbeat outside any transaction and commits its
+rows in batches, then marks it ready and renames the folder into place in one
+short transaction; a failed, cancelled or taken-over build leaves no folder
+and no rows behind."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from exports.building.batches import ReleaseRows, release_rows_discard
 from exports.building.manifest import (
     _files_under,
     _make_read_only,
@@ -23,13 +25,7 @@ from exports.building.manifest import (
 )
 from exports.building.records import release_files_write
 from exports.datacard import datacard_write
-from exports.models import (
-    Release,
-    ReleaseFile,
-    ReleaseKind,
-    ReleaseState,
-    ReleaseWindow,
-)
+from exports.models import Release, ReleaseKind, ReleaseState
 from jobs.progress import Progress
 
 logger = logging.getLogger(__name__)
@@ -47,10 +43,21 @@ def release_build(*, release: Release, progress=None) -> Release:
     building, in its own short transaction), a heartbeat thread writes the
     progress onto the row while the files are written, and the build stops
     when the row's lease changes (cancelled, or given to another worker after
-    this one went silent). Idempotent: a ready release, or one another live
-    worker holds, is returned as it is; the unfinished folder of an earlier
-    attempt is removed and the build starts again. A failed or cancelled build
-    leaves no folder behind. A release whose final folder already exists is
+    this one went silent).
+
+    No transaction lasts longer than a batch of rows (issue 29: on SQLite one
+    connection writes at a time, and a build in one transaction kept every
+    sign-in waiting): the files are written outside any transaction, the rows
+    committed in batches while the lease is still this build's
+    (``exports.building.batches``), and the release is published at the end
+    in one short transaction, ready on its row and its folder renamed into
+    place together. Until then the release is not ready and nothing serves
+    its rows or files.
+
+    Idempotent: a ready release, or one another live worker holds, is returned
+    as it is; the unfinished folder and the rows of an earlier attempt are
+    removed and the build starts again. A failed or cancelled build leaves no
+    folder and no rows behind. A release whose final folder already exists is
     refused and never rewritten."""
     from jobs.leases import JobLeaseLost, job_claim, job_heartbeat, job_release
 
@@ -91,43 +98,45 @@ def release_build(*, release: Release, progress=None) -> Release:
                 "A release's folder is never rewritten: move it away if it is a "
                 "leftover, or rebuild as a new version."
             )
+        rows = ReleaseRows(release=release, lease=lease)
         with job_heartbeat(model=Release, pk=release.pk, lease=lease) as beat:
             sinks = [beat, *(progress.sinks if progress is not None else [])]
             job_progress = Progress(sinks=sinks)
-            with transaction.atomic():
-                stats, manifest = _release_write(
-                    release=release, folder=partial, progress=job_progress
-                )
-                job_progress.advance(1, "done")
-                # The one write of the release row inside this transaction, its
-                # last statement: the row lock it takes is held only for the
-                # rename below and the commit (milliseconds), so a heartbeat
-                # that comes now waits that long, then finds the lease gone and
-                # writes nothing. Ready, the files' rows and the folder commit
-                # together; a lost lease (cancelled, taken over) undoes all.
-                if not job_release(
-                    model=Release,
-                    pk=release.pk,
-                    lease=lease,
-                    state=ReleaseState.READY,
-                    finished_at=timezone.now(),
-                    directory=release.name,
-                    manifest=manifest,
-                    window_count=stats.windows,
-                    heartbeat_at=timezone.now(),
-                    progress_done=job_progress.done,
-                    progress_total=job_progress.total,
-                    progress_label="done",
-                ):
-                    raise JobLeaseLost(f"release {release.pk}: cancelled or taken over")
-                os.replace(partial, final)
-                renamed = True
-                _make_read_only(final)
+            rows.clear()
+            stats, manifest, files = _release_write(
+                release=release, folder=partial, rows=rows, progress=job_progress
+            )
+            rows.files(files)
+            job_progress.advance(1, "done")
+        # Published in one short transaction: ready on the row (only while the
+        # lease is still this build's: a cancel or a takeover undoes it) and
+        # the folder renamed into place commit together.
+        with transaction.atomic():
+            if not job_release(
+                model=Release,
+                pk=release.pk,
+                lease=lease,
+                state=ReleaseState.READY,
+                finished_at=timezone.now(),
+                directory=release.name,
+                manifest=manifest,
+                window_count=stats.windows,
+                heartbeat_at=timezone.now(),
+                progress_done=job_progress.done,
+                progress_total=job_progress.total,
+                progress_label="done",
+            ):
+                raise JobLeaseLost(f"release {release.pk}: cancelled or taken over")
+            os.replace(partial, final)
+            renamed = True
+        _make_read_only(final)
     except JobLeaseLost:
-        # Whoever holds the row now (a cancel, another worker) owns its state.
+        # Whoever holds the row now (a cancel, another worker) owns its state;
+        # a cancelled build's rows go (a new holder deletes them itself).
         _remove_left(partial)
         if renamed:
             _remove_left(final)
+        _rows_discard_quietly(release)
         release.refresh_from_db()
         return release
     except BaseException as exc:
@@ -142,12 +151,23 @@ def release_build(*, release: Release, progress=None) -> Release:
         if not Release.objects.filter(pk=release.pk, lease=lease).exists():
             # Cancelled meanwhile (the cancel removes the folder this build was
             # writing), or taken over: not this build's failure to record.
+            _rows_discard_quietly(release)
             release.refresh_from_db()
             return release
         _release_after_error(release, lease, exc, left=left)
+        _rows_discard_quietly(release)
         raise
     release.refresh_from_db()
     return release
+
+
+def _rows_discard_quietly(release: Release) -> None:
+    """The rows of a build that stopped go; when they cannot (the database is
+    away), the release's next attempt deletes them before writing its own."""
+    try:
+        release_rows_discard(release)
+    except Exception:
+        logger.exception("release %s: the rows of its stopped build stay", release.pk)
 
 
 def _remove_left(path: Path) -> str:
@@ -204,20 +224,23 @@ def _release_after_error(
         logger.exception("release %s: its failure could not be recorded", release.pk)
 
 
-def _release_write(*, release: Release, folder: Path, progress: Progress):
-    """Writes the release's files into ``folder`` with their checksums, and its
-    window and file rows; returns the statistics and the manifest."""
+def _release_write(
+    *, release: Release, folder: Path, rows: ReleaseRows, progress: Progress
+) -> tuple[object, dict, list[dict]]:
+    """Writes the release's files into ``folder`` with their checksums, and
+    hands its window records to ``rows``; returns the statistics, the manifest
+    and the files (path, bytes, sha256) whose rows are still to be stored."""
     from django.core.exceptions import ValidationError
 
-    ReleaseWindow.objects.filter(release=release).delete()
-    ReleaseFile.objects.filter(release=release).delete()
     if release.kind == ReleaseKind.SURVEILLANCE:
         from exports.building.surveillance import surveillance_release_write
 
         return surveillance_release_write(
-            release=release, folder=folder, progress=progress
+            release=release, folder=folder, rows_out=rows, progress=progress
         )
-    stats = release_files_write(release=release, folder=folder, progress=progress)
+    stats = release_files_write(
+        release=release, folder=folder, rows_out=rows, progress=progress
+    )
     if stats.windows == 0:
         raise ValidationError(
             f"{release} has no windows to release: no finished consensus "
@@ -246,10 +269,4 @@ def _release_write(*, release: Release, folder: Path, progress: Progress):
             "sha256": file_sha256(manifest_path),
         }
     )
-    ReleaseFile.objects.bulk_create(
-        ReleaseFile(
-            release=release, path=f["path"], size_bytes=f["bytes"], sha256=f["sha256"]
-        )
-        for f in files
-    )
-    return stats, manifest
+    return stats, manifest, files

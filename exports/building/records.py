@@ -1,23 +1,24 @@
 """A release's window records: ``windows.jsonl``, ``windows.parquet`` and their
-rows in the database, written stay by stay beside each stay's context file."""
+rows in the database (committed in batches, ``exports.building.batches``),
+written stay by stay beside each stay's context file."""
 
 from __future__ import annotations
 
-import json
 from itertools import groupby
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.json as pa_json
 import pyarrow.parquet as pq
-from django.db import connection
+from django.db.models import Count
 
+from exports.building.batches import ReleaseRows
 from exports.building.context import _dumps, _EventLines, _write_stay
 from exports.building.labels import SET_TASKS, release_label_rows
 from exports.building.stats import ReleaseStats
-from exports.models import Release, ReleaseWindow
+from exports.models import Release
 
-# Window records per Parquet row group and per database insert.
+# Window records per Parquet row group, and per read of the label rows.
 BATCH_ROWS = 2000
 
 PARQUET_SCHEMA = pa.schema(
@@ -100,95 +101,83 @@ class ParquetBatches:
         self.writer.close()
 
 
-def _release_windows_copy(release: Release, rows: list[tuple]) -> None:
-    """Stores window records with COPY: ``rows`` are (window id, stay id,
-    disease group, hours since admission, the record's JSON as written to
-    windows.jsonl). An insert would serialise each record again and quote it
-    into an array parameter, which costs more than writing the files."""
-    if not rows:
-        return
-    if connection.vendor != "postgresql":
-        ReleaseWindow.objects.bulk_create(
-            ReleaseWindow(
-                release=release,
-                window_id=window_id,
-                stay_id=stay_id,
-                disease_group=group,
-                hours_since_admit=hours,
-                record=json.loads(text),
-            )
-            for window_id, stay_id, group, hours, text in rows
-        )
-        return
-    meta = ReleaseWindow._meta
-    quote = connection.ops.quote_name
-    columns = ", ".join(
-        quote(meta.get_field(name).column)
-        for name in (
-            "release",
-            "window_id",
-            "stay_id",
-            "disease_group",
-            "hours_since_admit",
-            "record",
-        )
+def _stay_chunks(rows, size: int) -> list[list[int]]:
+    """The release's stays, in order, in lists holding about ``size`` windows
+    (at least one stay each)."""
+    counts = (
+        rows.order_by()
+        .values_list("window__stay_id")
+        .annotate(n=Count("pk"))
+        .order_by("window__stay_id")
     )
-    with connection.cursor() as cursor:
-        with cursor.cursor.copy(
-            f"COPY {quote(meta.db_table)} ({columns}) FROM STDIN"
-        ) as copy:
-            for row in rows:
-                copy.write_row((release.pk, *row))
+    chunks: list[list[int]] = []
+    current: list[int] = []
+    windows = 0
+    for stay_id, n in counts:
+        current.append(stay_id)
+        windows += n
+        if windows >= size:
+            chunks.append(current)
+            current, windows = [], 0
+    if current:
+        chunks.append(current)
+    return chunks
 
 
-def release_files_write(*, release: Release, folder: Path, progress=None) -> dict:
-    """Writes every file of the release into ``folder`` and its window records
-    into the database; returns the statistics."""
+def release_files_write(
+    *, release: Release, folder: Path, rows_out: ReleaseRows, progress=None
+) -> ReleaseStats:
+    """Writes every file of the release into ``folder`` and hands its window
+    records to ``rows_out`` (committed in batches); returns the statistics.
+
+    The label rows are read ``BATCH_ROWS`` windows' worth of stays at a time,
+    each read complete before its stays' rows are committed: no query is open
+    on the connection when it writes (SQLite would refuse the write)."""
     (folder / "context").mkdir(parents=True)
     stats = ReleaseStats()
     rows = release_label_rows(release)
-    total_stays = rows.values("window__stay_id").distinct().count()
+    chunks = _stay_chunks(rows, BATCH_ROWS)
     if progress is not None:
-        progress.start(total_stays + 2, "windows and context")
+        progress.start(sum(map(len, chunks)) + 2, "windows and context")
     parquet = ParquetBatches(folder / "windows.parquet")
     lines = _EventLines()
-    pending: list[tuple] = []
     try:
         with open(folder / "windows.jsonl", "w", encoding="utf-8") as jsonl:
-            for stay_id, stay_rows in groupby(
-                rows.iterator(chunk_size=BATCH_ROWS), key=lambda r: r.window.stay_id
-            ):
-                stay_rows = list(stay_rows)
-                stay = stay_rows[0].window.stay
-                for record in _write_stay(
-                    release=release,
-                    stay=stay,
-                    rows=stay_rows,
-                    folder=folder,
-                    stats=stats,
-                    lines=lines,
+            for chunk in chunks:
+                fetched = list(rows.filter(window__stay_id__in=chunk))
+                for stay_id, stay_rows in groupby(
+                    fetched, key=lambda r: r.window.stay_id
                 ):
-                    parquet.add(record)
-                    del record["_start"], record["_end"]
-                    text = _dumps(record)
-                    jsonl.write(text)
-                    jsonl.write("\n")
-                    stats.add_window(record)
-                    pending.append(
-                        (
-                            record["window_id"],
-                            stay_id,
-                            record["disease_group"],
-                            record["start_hours"],
-                            text,
+                    stay_rows = list(stay_rows)
+                    stay = stay_rows[0].window.stay
+                    pending: list[tuple] = []
+                    for record in _write_stay(
+                        release=release,
+                        stay=stay,
+                        rows=stay_rows,
+                        folder=folder,
+                        stats=stats,
+                        lines=lines,
+                    ):
+                        parquet.add(record)
+                        del record["_start"], record["_end"]
+                        text = _dumps(record)
+                        jsonl.write(text)
+                        jsonl.write("\n")
+                        stats.add_window(record)
+                        pending.append(
+                            (
+                                record["window_id"],
+                                stay_id,
+                                record["disease_group"],
+                                record["start_hours"],
+                                text,
+                            )
                         )
-                    )
-                    if len(pending) >= BATCH_ROWS:
-                        _release_windows_copy(release, pending)
-                        pending = []
-                if progress is not None:
-                    progress.advance(1, f"stay {stay_id}")
-        _release_windows_copy(release, pending)
+                    rows_out.windows(pending)
+                    if progress is not None:
+                        progress.advance(1, f"stay {stay_id}")
+        rows_out.flush()
     finally:
         parquet.close()
     return stats

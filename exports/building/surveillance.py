@@ -15,9 +15,10 @@ from pathlib import Path
 
 from django.utils import timezone
 
+from exports.building.batches import ReleaseRows
 from exports.building.context import _EventLines, _stay_events
 from exports.building.manifest import SCHEMA_VERSION, _files_under, file_sha256
-from exports.models import Release, ReleaseFile, ReleaseWindow
+from exports.models import Release
 from surveillance.checkpoints import (
     ACTIONS,
     CHECKPOINT_STEP_HOURS,
@@ -173,9 +174,13 @@ def _datacard(release: Release, stats: SurveillanceStats) -> str:
     return "\n".join(out)
 
 
-def surveillance_release_write(*, release: Release, folder: Path, progress):
-    """Writes the release's files into ``folder`` and its checkpoint and file
-    rows; returns the statistics and the manifest (as build._release_write)."""
+def surveillance_release_write(
+    *, release: Release, folder: Path, rows_out: ReleaseRows, progress
+) -> tuple[SurveillanceStats, dict, list[dict]]:
+    """Writes the release's files into ``folder`` and hands its checkpoint
+    records to ``rows_out`` (committed in batches, between stays: no query is
+    open then); returns the statistics, the manifest and the files' list (as
+    build._release_write)."""
     from django.core.exceptions import ValidationError
 
     stays = list(
@@ -206,20 +211,21 @@ def surveillance_release_write(*, release: Release, folder: Path, progress):
                     "context_file": f"context/{stay.pk}.jsonl",
                     "labels": point.as_dict(),
                 }
-                out.write(json.dumps(record, ensure_ascii=False, allow_nan=False))
+                text = json.dumps(record, ensure_ascii=False, allow_nan=False)
+                out.write(text)
                 out.write("\n")
                 rows.append(
-                    ReleaseWindow(
-                        release=release,
-                        window_id=record["checkpoint_id"],
-                        stay_id=stay.pk,
-                        disease_group=stay.disease_group,
-                        hours_since_admit=point.hours_since_admit,
-                        record=record,
+                    (
+                        record["checkpoint_id"],
+                        stay.pk,
+                        stay.disease_group,
+                        point.hours_since_admit,
+                        text,
                     )
                 )
-            ReleaseWindow.objects.bulk_create(rows)
+            rows_out.windows(rows)
             progress.advance(1, f"stay {stay.pk}")
+    rows_out.flush()
     (folder / "DATACARD.md").write_text(_datacard(release, stats), encoding="utf-8")
     progress.advance(1, "checksums")
     files = [
@@ -273,10 +279,4 @@ def surveillance_release_write(*, release: Release, folder: Path, progress):
             "sha256": file_sha256(path),
         }
     )
-    ReleaseFile.objects.bulk_create(
-        ReleaseFile(
-            release=release, path=f["path"], size_bytes=f["bytes"], sha256=f["sha256"]
-        )
-        for f in files
-    )
-    return stats, manifest
+    return stats, manifest, files
