@@ -98,10 +98,10 @@ class ReleaseRows:
     cancel or a takeover is ordered with it) and raises ``JobLeaseLost``
     otherwise: a build that lost its release writes nothing more."""
 
-    def __init__(self, *, release: Release, lease: str, size: int = ROWS_PER_COMMIT):
+    def __init__(self, *, release: Release, lease: str, size: int | None = None):
         self.release = release
         self.lease = lease
-        self.size = size
+        self.size = size or ROWS_PER_COMMIT
         self.pending: list[tuple] = []
         self.committed = 0
 
