@@ -6,6 +6,7 @@ machine, in the worker."""
 import http.cookiejar
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -69,6 +70,9 @@ def embedded_server(tmp_path_factory):
         REALICU_ADMIN_PASSWORD=PASSWORD,
         REALICU_PHYSICIAN_PASSWORD=PASSWORD,
         REALICU_RESEARCHER_PASSWORD=PASSWORD,
+        # The supervisor restarts a worker whose loop is silent this long; the
+        # kill tests below wait for it.
+        REALICU_WORKER_HANG_SECONDS="20",
     )
     manage = [sys.executable, str(ROOT / "manage.py")]
     boot = subprocess.run(
@@ -210,3 +214,92 @@ def test_one_embedding_model_on_the_machine_in_the_worker(embedded_server):
     assert " worker " in with_torch[0] and "--pool threads" in with_torch[0]
     # beat is a thread of that worker, not a process of its own.
     assert sum("celery" in command for command in tree.values()) == 1, tree
+
+
+def test_static_files_go_out_compressed_under_hashed_names(embedded_server):
+    browser = Browser(embedded_server["base"])
+    page = browser.get("/accounts/login/")
+    css = re.search(r'href="(/static/[^"]+\.css)"', page).group(1)
+    assert re.search(r"\.[0-9a-f]{12}\.css$", css), css  # the manifest's name
+    request = urllib.request.Request(
+        embedded_server["base"] + css, headers={"Accept-Encoding": "gzip"}
+    )
+    with urllib.request.urlopen(request, timeout=10) as resp:
+        assert resp.headers["Content-Encoding"] == "gzip"
+        assert "immutable" in resp.headers["Cache-Control"]
+
+
+def _worker_pid(root: int) -> int | None:
+    workers = [
+        pid
+        for pid, command in _process_tree(root).items()
+        if "celery" in command and " worker " in command
+    ]
+    return workers[0] if len(workers) == 1 else None
+
+
+def _sign_in_answers_within(base: str, seconds: float) -> float:
+    started = time.monotonic()
+    with urllib.request.urlopen(base + "/accounts/login/", timeout=seconds) as resp:
+        assert resp.status == 200
+    return time.monotonic() - started
+
+
+def _worker_replaced(server, old: int, timeout: float) -> int:
+    """Wait for a new worker whose consumer loop passes; meanwhile the web
+    answers every second."""
+    alive = server["var"] / "broker" / "worker.alive"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert _sign_in_answers_within(server["base"], 5) < 5
+        new = _worker_pid(server["pid"])
+        if (
+            new not in (None, old)
+            and alive.exists()
+            and time.time() - alive.stat().st_mtime < 5
+        ):
+            return new
+        time.sleep(1)
+    raise AssertionError(
+        "no new worker took messages:\n"
+        + (server["var"] / "serve.log").read_text()[-3000:]
+    )
+
+
+def _import_job_completes(server) -> None:
+    browser = Browser(server["base"])
+    browser.post_form(
+        "/accounts/login/",
+        "/accounts/login/",
+        {"username": "admin", "password": PASSWORD},
+    )
+    before = browser.get("/imports/").count("Done")
+    browser.post_form("/imports/", "/imports/start/", {"source": "clif", "path": ""})
+    deadline = time.monotonic() + 180
+    page = ""
+    while time.monotonic() < deadline:
+        page = browser.get("/imports/")
+        if page.count("Done") > before:
+            return
+        time.sleep(1)
+    raise AssertionError(page[-2000:])
+
+
+def test_a_killed_worker_comes_back_and_the_web_keeps_answering(embedded_server):
+    old = _worker_pid(embedded_server["pid"])
+    assert old is not None
+    os.kill(old, signal.SIGKILL)
+    _worker_replaced(embedded_server, old, timeout=240)
+    _import_job_completes(embedded_server)
+    log = (embedded_server["var"] / "serve.log").read_text()
+    assert "worker stopped by itself (exit code -9)" in log
+
+
+def test_a_stopped_worker_is_replaced_and_the_web_keeps_answering(embedded_server):
+    old = _worker_pid(embedded_server["pid"])
+    assert old is not None
+    os.kill(old, signal.SIGSTOP)
+    _worker_replaced(embedded_server, old, timeout=300)
+    _import_job_completes(embedded_server)
+    log = (embedded_server["var"] / "serve.log").read_text()
+    assert "its consumer loop stopped): killed" in log
