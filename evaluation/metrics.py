@@ -248,10 +248,13 @@ def window_harmful_fraction(
     A red flag names an action to avoid, often as a prohibition ("Do not wean
     vasopressors while MAP < 65"); a recommendation is harmful when it is that
     action, so it is matched against the action the red flag forbids
-    (``evaluation.polarity.forbidden_action``: "wean vasopressors while ...")
-    and never counts when it goes the other way ("Escalate vasopressors",
-    "Avoid fluid boluses" against "Avoid fluid boluses";
-    ``harmful_direction_conflict``).
+    (``evaluation.polarity.forbidden_action``: "wean vasopressors") and never
+    counts when it goes the other way ("Escalate vasopressors", "Avoid fluid
+    boluses" against "Avoid fluid boluses"; ``harmful_direction_conflict``).
+    The forbidden action keeps the red flag's own words, so the matcher
+    normalizes both sides alike, as it does for Hit@k and Recall@k: "Wean NE"
+    against "Do not wean norepinephrine" counts as "Wean norepinephrine"
+    against "Do not wean NE" does.
     """
     _check_k(k)
     top = list(ranked[:k])

@@ -99,6 +99,15 @@ def _collapse(text: str) -> str:
     return _WHITESPACE.sub(" ", text).strip()
 
 
+def tidy_text(text: str) -> str:
+    """The part of normalization that keeps a text's words as written: Unicode
+    compatibility forms (NFKC), whitespace collapsed, sentence punctuation
+    stripped from the ends. Case and abbreviations are left for the matcher, so
+    a text cut out of a longer one (the action a red flag forbids) reaches it
+    as the words its writer used, like every other item."""
+    return _collapse(unicodedata.normalize("NFKC", text)).strip(_END_PUNCTUATION)
+
+
 def merged_abbreviations(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """The built-in list with ``extra`` laid over it (an admin's entry wins)."""
     merged = {k.lower(): v for k, v in DEFAULT_ABBREVIATIONS.items()}
@@ -133,8 +142,7 @@ class Normalizer:
     def __call__(self, text: str) -> str:
         if not isinstance(text, str):
             raise TypeError(f"text to normalize must be a string, not {type(text)}")
-        text = _collapse(unicodedata.normalize("NFKC", text).lower())
-        text = text.strip(_END_PUNCTUATION)
+        text = tidy_text(text).lower()
         if self._pattern is not None:
             text = self._pattern.sub(lambda m: self.abbreviations[m.group(0)], text)
         return _collapse(text)

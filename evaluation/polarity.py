@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from evaluation.normalize import normalize_text
+from evaluation.normalize import normalize_text, tidy_text
 
 # Direction of an instruction: do more of something (+1) or less (-1). Verb
 # forms only: a noun phrase ("intubation", "fluid restriction") names an action
@@ -255,10 +255,12 @@ _RIVALS = {
     for name, _ in group
 }
 # A prohibition at the start of a red flag: "Do not wean ...", "Avoid ...",
-# "No ...". What follows is the action the red flag forbids.
+# "No ...". What follows is the action the red flag forbids. Matched on the red
+# flag as written (any case), so that what remains keeps its writer's words.
 _PROHIBITION = re.compile(
     r"^(?:do not|don't|dont|never|avoid(?:ing)?|no|refrain from|"
-    r"(?:it is )?(?:contraindicated to)|should not|must not)\s+"
+    r"(?:it is )?(?:contraindicated to)|should not|must not)\s+",
+    re.IGNORECASE,
 )
 
 
@@ -266,7 +268,8 @@ _PROHIBITION = re.compile(
 # secured airway". "with" is left out: "ventilation with high tidal volumes"
 # names the harm itself.
 _CONDITION = re.compile(
-    r"\s(?:while|when|whenever|if|unless|until|without|under|during)\s"
+    r"\s(?:while|when|whenever|if|unless|until|without|under|during)\s",
+    re.IGNORECASE,
 )
 
 
@@ -410,9 +413,17 @@ def forbidden_action(red_flag: str) -> str:
     condition (while, when, if, unless, until, without, under): it says when
     the action is harmful, and left in, it makes the remedy ("secure the
     airway") read like the harm. A red flag written as the action itself
-    ("Intubation") is returned as it is (normalized)."""
-    text = _prepare(red_flag)
-    stripped = _PROHIBITION.sub("", text, count=1) or text
+    ("Intubation") is returned as it is, and so is a code status ("Do not
+    resuscitate").
+
+    The rest is the red flag's own words (``tidy_text``: case and
+    abbreviations kept, "Do not wean NE" -> "wean NE"), so the matcher
+    normalizes it exactly as it normalizes the recommendation it is compared
+    with: the same abbreviation list, the admin's included, on both sides."""
+    text = tidy_text(red_flag)
+    stripped = text
+    if not _FIXED.match(text.lower()):
+        stripped = _PROHIBITION.sub("", text, count=1) or text
     action = _CONDITION.split(stripped, maxsplit=1)[0].strip(" ,;:")
     return action or stripped
 
