@@ -417,7 +417,11 @@ def main() -> int:
     wall = time.perf_counter() - wall0
     cpu = _tree_cpu(serve.pid) - cpu0
     own = os.times()
-    own_cpu = (own.user - own0.user) + (own.system - own0.system)
+    # The bench's clients and the commands it ran (oracle_run, build_release).
+    own_cpu = sum(
+        getattr(own, f) - getattr(own0, f)
+        for f in ("user", "system", "children_user", "children_system")
+    )
     load = os.getloadavg()
     serve.terminate()
     try:
@@ -438,7 +442,8 @@ def main() -> int:
     print()
     print(
         f"soak: {wall / 3600:.2f} h wall; serve's process tree CPU {cpu:.0f} s "
-        f"({100 * cpu / wall:.0f} % of one core), the clients' CPU {own_cpu:.0f} s; "
+        f"({100 * cpu / wall:.0f} % of one core), the clients' and the build "
+        f"commands' CPU {own_cpu:.0f} s; "
         f"load average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}"
     )
     print(
