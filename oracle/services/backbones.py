@@ -135,14 +135,17 @@ def _fields_clean(fields: dict) -> dict:
     return fields
 
 
-@transaction.atomic
 def backbone_create(
     *, admin, name: str, kind: str, app_host: str = "", detect: bool = False, **fields
 ) -> Backbone:
     """A new backbone. The API key is never taken: ``api_key_env`` names the
     environment variable that holds it, one the operator allows. ``app_host``
     is the Host the admin's request came to (refused as a URL); with
-    ``detect``, what the server reports fills the settings left empty."""
+    ``detect``, what the server reports fills the settings left empty.
+
+    The URL's check (a name lookup) and the detection (requests to the
+    server, seconds each) run before the write: on SQLite a transaction holds
+    the database's one write lock, which sign-ins and draft saves wait for."""
     require_admin(admin, "configure Oracle backbones")
     unknown = set(fields) - set(BACKBONE_FIELDS)
     if unknown:
@@ -155,15 +158,17 @@ def backbone_create(
     _backbone_validate(backbone, app_host=app_host)
     if detect and backbone.kind == BackboneKind.OPENAI:
         _detected_apply(backbone, server_detect(backbone), overwrite=False)
-    backbone.save()
+    with transaction.atomic():
+        backbone.save()
     return backbone
 
 
-@transaction.atomic
 def backbone_update(
     *, admin, backbone: Backbone, app_host: str = "", detect: bool = False, **fields
 ) -> Backbone:
-    """Change a backbone's settings. Runs already made keep their snapshot."""
+    """Change a backbone's settings. Runs already made keep their snapshot.
+    As in ``backbone_create``, the URL's check and the detection run before
+    the short transaction that writes the row."""
     require_admin(admin, "configure Oracle backbones")
     fields = _fields_clean(fields)
     unknown = set(fields) - set(BACKBONE_FIELDS)
@@ -171,11 +176,8 @@ def backbone_update(
         raise ValidationError(
             f"Unknown backbone settings: {', '.join(sorted(unknown))}."
         )
-    backbone = Backbone.objects.select_for_update().get(pk=backbone.pk)
-    if "kind" in fields and fields["kind"] != backbone.kind and backbone.runs.exists():
-        raise ValidationError(
-            {"kind": "This backbone has runs: its kind cannot change. Make a new one."}
-        )
+    backbone = Backbone.objects.get(pk=backbone.pk)
+    _kind_change_check(backbone, fields.get("kind", backbone.kind))
     for key, value in fields.items():
         setattr(backbone, key, value)
     if backbone.parameters is None:
@@ -183,8 +185,18 @@ def backbone_update(
     _backbone_validate(backbone, app_host=app_host)
     if detect and backbone.kind == BackboneKind.OPENAI:
         _detected_apply(backbone, server_detect(backbone), overwrite=True)
-    backbone.save()
+    with transaction.atomic():
+        locked = Backbone.objects.select_for_update().get(pk=backbone.pk)
+        _kind_change_check(locked, backbone.kind)
+        backbone.save()
     return backbone
+
+
+def _kind_change_check(backbone: Backbone, kind: str) -> None:
+    if kind != backbone.kind and backbone.runs.exists():
+        raise ValidationError(
+            {"kind": "This backbone has runs: its kind cannot change. Make a new one."}
+        )
 
 
 # Detection ---------------------------------------------------------------------

@@ -130,7 +130,6 @@ def oracle_run_requeue(run: OracleRun) -> None:
     _enqueue_chunks(run.pk, run_lanes(run))
 
 
-@transaction.atomic
 def oracle_run_create(
     *,
     admin,
@@ -143,7 +142,9 @@ def oracle_run_create(
 ) -> OracleRun:
     """A run of ``backbone`` over a campaign's windows or over every candidate
     window of a cohort's stays, queued for the workers once committed. The
-    backbone's settings are copied onto the run; later edits change nothing."""
+    backbone's settings are copied onto the run; later edits change nothing.
+    The endpoint's check (a name lookup) runs before the transaction: on
+    SQLite a transaction holds the database's one write lock."""
     require_admin(admin, "start an Oracle run")
     name = (name or "").strip()
     if not name:
@@ -165,6 +166,21 @@ def oracle_run_create(
             + " ".join(error.messages)
         ) from error
     _backbone_endpoint_check(backbone)
+    with transaction.atomic():
+        return _oracle_run_save(
+            admin=admin,
+            name=name,
+            backbone=backbone,
+            prompt=prompt,
+            campaign=campaign,
+            cohort=cohort,
+            enqueue=enqueue,
+        )
+
+
+def _oracle_run_save(
+    *, admin, name, backbone, prompt, campaign, cohort, enqueue
+) -> OracleRun:
     if prompt is None:
         from oracle.prompts import prompt_default_get_or_create
 
@@ -220,14 +236,19 @@ def _restart(run: OracleRun) -> None:
     _enqueue_chunks(run.pk, run_lanes(run))
 
 
-@transaction.atomic
 def oracle_run_resume(*, admin, run: OracleRun, enqueue: bool = True) -> OracleRun:
     """Queue the run again for the windows that have no label yet. A running
     run may be resumed too (its workers died): the lanes bound the chunks at
-    work, so the limits still hold."""
+    work, so the limits still hold. The endpoint is checked (a name lookup)
+    before the transaction."""
     require_admin(admin, "resume an Oracle run")
+    _backbone_endpoint_check(Backbone.objects.get(pk=run.backbone_id))
+    with transaction.atomic():
+        return _oracle_run_resume(run=run, enqueue=enqueue)
+
+
+def _oracle_run_resume(*, run: OracleRun, enqueue: bool) -> OracleRun:
     run = OracleRun.objects.select_for_update().get(pk=run.pk)
-    _backbone_endpoint_check(run.backbone)
     if not selectors.run_windows_todo(run=run).exists():
         failed = run.labels.filter(state=OracleLabelState.FAILED).count()
         hint = (
@@ -247,13 +268,18 @@ def oracle_run_resume(*, admin, run: OracleRun, enqueue: bool = True) -> OracleR
     return run
 
 
-@transaction.atomic
 def oracle_run_retry_failed(*, admin, run: OracleRun, enqueue: bool = True) -> int:
     """Forget the run's failed windows (this run's only) and label them again.
-    Returns how many were forgotten."""
+    Returns how many were forgotten. The endpoint is checked (a name lookup)
+    before the transaction."""
     require_admin(admin, "retry an Oracle run's failures")
+    _backbone_endpoint_check(Backbone.objects.get(pk=run.backbone_id))
+    with transaction.atomic():
+        return _oracle_run_retry_failed(run=run, enqueue=enqueue)
+
+
+def _oracle_run_retry_failed(*, run: OracleRun, enqueue: bool) -> int:
     run = OracleRun.objects.select_for_update().get(pk=run.pk)
-    _backbone_endpoint_check(run.backbone)
     if run.state in (RunState.QUEUED, RunState.RUNNING):
         raise ValidationError(
             "The run is still going: wait for it to finish, or cancel it first."
