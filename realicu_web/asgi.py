@@ -1,8 +1,14 @@
-"""ASGI entry point."""
+"""ASGI entry point, what gunicorn serves (gunicorn.conf.py: the uvicorn worker of
+realicu_web.webserver): Django's handler with the bounds against slow clients of
+realicu_web.handler."""
 
 import os
 
-from django.core.asgi import get_asgi_application
+import django
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "realicu_web.settings")
-application = get_asgi_application()
+django.setup(set_prefix=False)
+
+from realicu_web.handler import RequestHandler  # noqa: E402 - after setup
+
+application = RequestHandler()

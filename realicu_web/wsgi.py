@@ -1,4 +1,6 @@
-"""WSGI entry point (gunicorn realicu_web.wsgi)."""
+"""WSGI entry point (runserver, WSGI test clients). gunicorn serves the ASGI one,
+realicu_web.asgi (gunicorn.conf.py), whose worker reads slow clients' requests
+without holding a thread."""
 
 import os
 

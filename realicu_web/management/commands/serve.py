@@ -13,6 +13,26 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 
 
+def web_command(*, bind: str, workers: int, threads: int) -> list[str]:
+    """The web server's command line: gunicorn with the project's
+    gunicorn.conf.py, whose uvicorn worker reads headers and bodies on its
+    loop within deadlines before a request takes one of the ``threads``
+    (realicu_web.webserver), so stalled clients cannot hold them all."""
+    return [
+        os.path.join(os.path.dirname(sys.executable), "gunicorn"),
+        "-c",
+        os.path.join(settings.BASE_DIR, "gunicorn.conf.py"),
+        "--bind",
+        bind,
+        "--workers",
+        str(workers),
+        "--threads",
+        str(threads),
+        "--access-logfile",
+        "-",
+    ]
+
+
 class Command(BaseCommand):
     help = "Run the web server and a Celery worker, kept up; Ctrl-C stops both."
 
@@ -53,20 +73,7 @@ class Command(BaseCommand):
                 )
         os.makedirs(settings.CELERY_BROKER_DIR, exist_ok=True)
         bin_dir = os.path.dirname(sys.executable)
-        config = os.path.join(settings.BASE_DIR, "gunicorn.conf.py")
-        web = [
-            os.path.join(bin_dir, "gunicorn"),
-            "-c",
-            config,
-            "--bind",
-            bind,
-            "--workers",
-            str(web_workers),
-            "--threads",
-            str(web_threads),
-            "--access-logfile",
-            "-",
-        ]
+        web = web_command(bind=bind, workers=web_workers, threads=web_threads)
         worker = [
             os.path.join(bin_dir, "celery"),
             "-A",
