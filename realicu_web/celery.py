@@ -15,6 +15,8 @@ from celery.signals import (
     worker_shutdown,
 )
 
+from realicu_web.worker_watchdog import PoolWatchdog
+
 logger = logging.getLogger(__name__)
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "realicu_web.settings")
@@ -149,3 +151,9 @@ class LoopLiveness(bootsteps.StartStopStep):
 
 
 app.steps["consumer"].add(LoopLiveness)
+
+# After a broker outage a prefork worker must not hold a task behind one that
+# still runs while another process idles (issue 29): the pool's busy marks are
+# repaired as the consumer reconnects, and a watchdog hands back to the broker
+# any task held REALICU_WORKER_STUCK_SECONDS while pool processes are free.
+app.steps["consumer"].add(PoolWatchdog)

@@ -199,6 +199,19 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# After a broker outage (issue 29). A task that was running when the connection
+# dropped is left to finish: Redis still takes its acknowledgement once back,
+# and a copy given out after the visibility timeout finds its job finished or
+# leased (jobs.leases) and does nothing. Cancelling it instead (Celery 6's
+# default) would throw away a release build's work at every broker blip.
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
+# No prefetch reduction after a reconnection: Celery lowers the prefetch to the
+# pool's free processes and raises it only as tasks received after the
+# reconnection are acknowledged, so one such task that cannot start (written
+# behind the long task, realicu_web.worker_watchdog) held the only worker at
+# one message, consuming nothing for 18 min. Without it a worker may take one
+# message more than it can start while a task of before the outage still runs.
+CELERY_WORKER_ENABLE_PREFETCH_COUNT_REDUCTION = False
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 # A worker loads the embedding model as it starts (realicu_web.celery), so the
@@ -212,6 +225,10 @@ REALICU_WORKER_HOUSEKEEPING_THREAD = env.bool(
 # manage.py serve kills and restarts its worker when the worker's consumer loop
 # has not passed for this long (jobs.liveness; a pass comes every 2 s at most).
 REALICU_WORKER_HANG_SECONDS = env.float("REALICU_WORKER_HANG_SECONDS", default=60.0)
+# A worker that holds a task this long without starting it while pool processes
+# are free logs it and hands it back to the broker (realicu_web.worker_watchdog;
+# 0: no watchdog).
+REALICU_WORKER_STUCK_SECONDS = env.float("REALICU_WORKER_STUCK_SECONDS", default=60.0)
 # Windows whose agreement is due that an agreement task computes besides its own
 # (annotation.services.agreement.AGREEMENT_CATCH_UP): the filesystem broker
 # hands a worker about two messages every 2 s, so one task catches up with the
