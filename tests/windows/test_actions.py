@@ -209,6 +209,56 @@ def test_drugs_are_followed_separately_and_a_bolus_is_an_action():
     assert [k for k, _ in _kinds(frame)] == [ACT, ACT, ACT, OBS]
 
 
+def test_a_carrier_fluid_is_never_an_action_whatever_other_orders_of_it_do():
+    d5w = "dextrose_in_water_d5w"
+    frame = _frame(
+        [
+            _mar(0, "start", 100.0, "F", drug=d5w),  # a maintenance D5W, alone
+            _mar(10, "start", 0.3, "C", drug="nitroglycerin"),
+            _mar(10, "start", 3.5, "C", drug=d5w),  # carries the nitroglycerin
+            _mar(20, "dose_change", 1.0, "C", drug="nitroglycerin"),
+            _mar(20, "dose_change", 11.7, "C", drug=d5w),
+            _mar(60, "stop", 0.0, "F", drug=d5w),  # the maintenance D5W stops
+            _mar(70, "dose_change", 0.2, "C", drug="nitroglycerin"),
+            _mar(70, "dose_change", 2.3, "C", drug=d5w),
+            _mar(90, "stop", 0.0, "C", drug="nitroglycerin"),
+            _mar(90, "stop", 0.0, "C", drug=d5w),
+        ]
+    )
+    assert _kinds(frame) == [
+        (ACT, ""),
+        (ACT, ""),
+        (OBS, ""),
+        (ACT, "0.3"),
+        (OBS, ""),
+        (ACT, ""),  # the maintenance fluid's own stop is a decision
+        (ACT, "1"),
+        (OBS, ""),  # the carrier follows its drug, not the other D5W order
+        (ACT, ""),
+        (OBS, ""),
+    ]
+
+
+def test_two_concurrent_orders_of_one_drug_are_two_infusions():
+    nacl = "sodium chloride"
+    frame = _frame(
+        [
+            _mar(0, "start", 50.0, "A", drug=nacl),
+            _mar(60, "start", 10.0, "B", drug=nacl),  # a second line, not a bag
+            _mar(120, "dose_change", 40.0, "A", drug=nacl),
+            _mar(180, "dose_change", 20.0, "B", drug=nacl),
+            _mar(600, "stop", 0.0, "A", drug=nacl),
+        ]
+    )
+    assert _kinds(frame) == [
+        (ACT, ""),
+        (ACT, ""),
+        (ACT, "50"),
+        (ACT, "10"),  # the lower-rate infusion's titration is a decision too
+        (ACT, ""),
+    ]
+
+
 # --- CRRT, position, code status --------------------------------------------------
 
 
@@ -390,6 +440,32 @@ def test_a_norepinephrine_bag_change_is_no_decision_in_hospitalization_22987108(
         0.4, abs=0.01
     )
     assert action_text_of(change).startswith("Norepinephrine 0.4 -> 0.2996")
+
+
+@pytest.mark.django_db
+def test_carrier_fluids_of_the_demo_are_observations_and_a_second_line_is_a_start(
+    demo,
+):
+    adm = Admission.objects.get(source_id="20044587")
+    # D5W carrying nitroglycerin (order 790396): its changes at 22:29, 22:56 and
+    # 23:13 follow the drug, though another D5W order stopped at 23:03.
+    carrier = Event.objects.filter(
+        admission=adm, order_id="790396", category="dextrose_in_water_d5w"
+    )
+    assert carrier.count() == 5
+    assert set(carrier.values_list("kind", flat=True)) == {OBS}
+    assert (
+        Event.objects.get(
+            admission=adm, order_id="790396", category="nitroglycerin", time__minute=13
+        ).kind
+        == ACT
+    )
+    # NaCl 10 mL/h started 2137-02-26 09:10 beside the NaCl carrying
+    # norepinephrine: a second infusion of its own.
+    second = Event.objects.get(
+        admission__source_id="20214994", order_id="2610492", value_text="start"
+    )
+    assert second.kind == ACT and action_text_of(second).startswith("start")
 
 
 @pytest.mark.django_db
