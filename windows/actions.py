@@ -33,7 +33,9 @@ observation. Per domain:
   prescription (blood flow, replacement and dialysate rates), by the same rule;
   the ultrafiltrate removed is a measurement.
 - ``position``: turning a patient prone, or back from prone.
-- ``code_status``: a change of code status (the first charting counts).
+- ``code_status``: a change of code status. The first charting of an
+  admission is not a change: it records the status the patient came with (in
+  the CLIF demo, "Full" on admission), not a decision taken then.
 
 Other domains keep the kind their importer gave: an intermittent dose given is an
 action, a procedure with a real time (intubation, a line) is an action, coded
@@ -510,7 +512,13 @@ def _position_kinds(rows: pd.DataFrame):
 def _code_status_kinds(rows: pd.DataFrame):
     category = rows["category"].str.strip().to_numpy()
     state = [c or None for c in category]
-    return _state_changes(rows, item=np.full(len(rows), "code"), state=state)
+    return _state_changes(
+        rows, item=np.full(len(rows), "code"), state=state, first_counts=_never
+    )
+
+
+def _never(_value) -> bool:
+    return False
 
 
 def _write(changed: pd.DataFrame) -> None:

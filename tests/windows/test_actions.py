@@ -320,14 +320,29 @@ def test_proning_and_unproning_are_actions_other_turns_are_not():
     assert [k for k, _ in _kinds(frame)] == [OBS, ACT, OBS, ACT, OBS]
 
 
-def test_a_code_status_is_an_action_when_it_changes():
+def test_a_code_status_is_an_action_when_it_changes_not_at_its_first_charting():
     frame = _frame(
         [
             {"minute": m, "domain": Domain.CODE_STATUS, "category": c}
             for m, c in [(0, "Full"), (600, "Full"), (900, "DNR")]
         ]
     )
-    assert _kinds(frame) == [(ACT, ""), (OBS, ""), (ACT, "Full")]
+    assert _kinds(frame) == [(OBS, ""), (OBS, ""), (ACT, "Full")]
+
+
+@pytest.mark.django_db
+def test_no_first_code_status_of_a_demo_admission_is_an_action(demo):
+    codes = Event.objects.filter(domain=Domain.CODE_STATUS).order_by(
+        "admission_id", "time", "pk"
+    )
+    first = {}
+    for event in codes:
+        first.setdefault(event.admission_id, event)
+    assert len(first) > 10
+    assert {e.kind for e in first.values()} == {OBS}
+    # every later charting that differs from the one before is an action
+    changes = codes.filter(kind=EventKind.ACTION)
+    assert changes.exists() and not changes.filter(previous_value="").exists()
 
 
 def test_other_domains_keep_their_kind():
