@@ -163,7 +163,13 @@ class ChatClient(Protocol):
 
 class AgentError(Exception):
     """A window the agent could not predict; the message is recorded as that
-    window's error (the run goes on with the next window)."""
+    window's error (the run goes on with the next window), ``detail`` beside
+    it for admins only (what an online endpoint's connection met, which the
+    researcher is not told)."""
+
+    def __init__(self, message: str = "", *, detail: str = "") -> None:
+        super().__init__(message)
+        self.detail = detail
 
 
 class Agent:

@@ -3,7 +3,9 @@ OpenAI-compatible backbone (oracle.models.Backbone), synchronous, as a stay's
 windows are predicted one after the other.
 
 Limits are the backbone's: its URL is checked as the Oracle's is
-(oracle.backbones.endpoints.url_check), its key read from the environment
+(oracle.backbones.endpoints.url_check, and on every connection:
+oracle.backbones.http), each reply must arrive whole within the backbone's
+timeout and MAX_REPLY_BYTES, its key read from the environment
 variable it names, every request waits for the backbone's
 ``requests_per_minute`` (shared through the cache by every worker), 429, 5xx,
 timeouts and connection errors are retried up to ``max_retries`` times with exponential
@@ -23,8 +25,13 @@ import time
 import httpx
 
 from agents.base import AgentError, ChatReply
+from oracle.backbones import http
 from oracle.backbones.endpoints import EndpointRefused, key_env_check, url_check
-from oracle.backbones.openai_compat import response_described, retry_after_seconds
+from oracle.backbones.openai_compat import (
+    MAX_REPLY_BYTES,
+    response_described,
+    retry_after_seconds,
+)
 
 CHARS_PER_TOKEN = 3.0
 
@@ -179,8 +186,11 @@ class ChatClient:
             if key:
                 headers["Authorization"] = f"Bearer {key}"
             self._key = key
-            self._client = httpx.Client(
-                headers=headers, timeout=httpx.Timeout(self.timeout_seconds)
+            self._client = http.guarded_client(
+                purpose=http.Purpose.BACKBONE,
+                timeout_seconds=self.timeout_seconds,
+                headers=headers,
+                connections=1,
             )
         return self._client
 
@@ -210,16 +220,30 @@ class ChatClient:
             retry_after = None
             status, text, headers = 0, "", {}
             try:
-                response = client.post(self.url, content=payload)
-                status, text, headers = (
-                    response.status_code,
-                    response.text,
-                    response.headers,
+                reply = http.request(
+                    client,
+                    "POST",
+                    self.url,
+                    content=payload,
+                    deadline_seconds=self.timeout_seconds,
+                    max_bytes=MAX_REPLY_BYTES,
                 )
+                status, text, headers = reply.status, reply.text, reply.headers
                 retry_after = retry_after_seconds(headers.get("retry-after"))
                 problem = None
+            except http.AddressRefused as error:
+                raise AgentError(
+                    f"The backbone's address was refused when connecting: {error}"
+                ) from None
+            except http.ReplyRefused as error:
+                raise AgentError(
+                    f"The backbone's reply was refused: {error}."
+                ) from None
             except httpx.TimeoutException:
-                problem = f"the request timed out after {self.timeout_seconds:g} s"
+                problem = (
+                    f"no complete reply within {self.timeout_seconds:g} s "
+                    "(connection, headers and body)"
+                )
             except httpx.HTTPError as error:
                 problem = f"connection error ({type(error).__name__})"
             if problem is None and status == 200:

@@ -33,7 +33,8 @@ OPEN_RUN_STATES = (RunState.QUEUED, RunState.RUNNING, RunState.SCORING)
 
 class OnlineEndpoint(models.Model):
     """A researcher's agent behind an HTTP endpoint, registered for a release.
-    Its URL is restricted as backbone URLs are (oracle.backbones.endpoints)."""
+    Its URL must be on a public address, unless the operator allowed its
+    network (oracle.backbones.endpoints)."""
 
     release = models.ForeignKey(
         "exports.Release", on_delete=models.CASCADE, related_name="agent_endpoints"
@@ -199,6 +200,9 @@ class AgentPrediction(models.Model):
     tokens_in = models.PositiveIntegerField(default=0)
     tokens_out = models.PositiveIntegerField(default=0)
     error = models.TextField(blank=True)
+    # What the connection met, for admins only: an online endpoint's owner is
+    # told one sentence for every failure to reach it (agents.remote).
+    error_detail = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -9,11 +9,22 @@ endpoint asks for: its reply is only read for those three fields, redirects
 are not followed, and the payload is built from the context alone, so the
 endpoint never receives an event at or after the window's end.
 
-The URL is restricted as backbone URLs are (oracle.backbones.endpoints). A
-request times out after the endpoint's ``timeout_seconds``; 429, 5xx,
-timeouts and connection errors are retried up to ``max_retries`` times with
-backoff; requests keep to ``requests_per_minute``. A reply that is not a
-prediction is that window's error, with a message saying what is wrong.
+The URL is restricted by the address policy for endpoints
+(oracle.backbones.endpoints: a public address, unless the operator allowed its
+network), checked again on every connection, to the address actually
+connected (oracle.backbones.http). A request and its reply must be done
+within the endpoint's ``timeout_seconds`` in total, and a reply longer than
+MAX_REPLY_BYTES is refused unread (the connection closed at the limit). 429,
+5xx, timeouts and connection errors are retried up to ``max_retries`` times
+with backoff; requests keep to ``requests_per_minute``.
+
+Whatever went wrong before a reply with HTTP 200 and a JSON body was read
+(refused, reset, timed out, an error status, too long, not JSON) is recorded
+as one and the same sentence, UNREACHABLE: the researcher learns nothing that
+would tell a closed port from a filtered one or from a server answering with an
+error. What happened is kept for admins (AgentError.detail). A JSON reply that
+is not a prediction is that window's error, with a message saying what is
+wrong.
 """
 
 from __future__ import annotations
@@ -27,12 +38,18 @@ import httpx
 from agents.base import Agent, AgentError, WindowContext
 from agents.llm import RateLimiter
 from agents.prompts import prediction_normalise
-from oracle.backbones.endpoints import EndpointRefused, url_check
+from oracle.backbones import http
+from oracle.backbones.endpoints import EndpointRefused, Purpose, url_check
 from oracle.backbones.openai_compat import response_described, retry_after_seconds
 
 # Replies longer than this are refused unread.
 MAX_REPLY_BYTES = 1_000_000
 PROTOCOL_VERSION = "realicu-online-v1"
+UNREACHABLE = (
+    "The endpoint gave no usable reply: it could not be reached, or it did not "
+    f"answer with HTTP 200 and a JSON body of at most {MAX_REPLY_BYTES:,} bytes "
+    "within its timeout."
+)
 
 
 class RemoteAgent(Agent):
@@ -63,16 +80,17 @@ class RemoteAgent(Agent):
     def _open(self) -> httpx.Client:
         if self._client is None:
             try:
-                url_check(self.url)
+                url_check(self.url, purpose=Purpose.ENDPOINT)
             except EndpointRefused as error:
                 raise AgentError(f"The endpoint's URL is refused: {error}") from None
-            self._client = httpx.Client(
-                timeout=httpx.Timeout(self.timeout_seconds),
-                follow_redirects=False,
+            self._client = http.guarded_client(
+                purpose=Purpose.ENDPOINT,
+                timeout_seconds=self.timeout_seconds,
                 headers={
                     "Content-Type": "application/json",
                     "X-RealICU-Protocol": PROTOCOL_VERSION,
                 },
+                connections=1,
             )
         return self._client
 
@@ -83,43 +101,55 @@ class RemoteAgent(Agent):
 
     def predict(self, ctx: WindowContext, memory: dict) -> tuple[dict, dict]:
         client = self._open()
-        body = json.dumps(ctx.payload(), ensure_ascii=False)
+        body = json.dumps(ctx.payload(), ensure_ascii=False).encode("utf-8")
         retry = 0
         while True:
             self.limiter.acquire()
             self.requests += 1
             retry_after = None
-            status = 0
             try:
-                response = client.post(self.url, content=body.encode("utf-8"))
-                status = response.status_code
-                retry_after = retry_after_seconds(response.headers.get("retry-after"))
-                problem = None
+                reply = http.request(
+                    client,
+                    "POST",
+                    self.url,
+                    content=body,
+                    deadline_seconds=self.timeout_seconds,
+                    max_bytes=MAX_REPLY_BYTES,
+                )
+            except http.AddressRefused as error:
+                raise AgentError(UNREACHABLE, detail=str(error)) from None
+            except http.ReplyRefused as error:
+                raise AgentError(UNREACHABLE, detail=f"HTTP reply: {error}") from None
             except httpx.TimeoutException:
-                problem = f"the request timed out after {self.timeout_seconds:g} s"
+                problem = (
+                    f"no complete reply within {self.timeout_seconds:g} s "
+                    "(connection, headers and body)"
+                )
             except httpx.HTTPError as error:
                 problem = f"connection error ({type(error).__name__})"
-            if problem is None and status == 200:
-                if len(response.content) > MAX_REPLY_BYTES:
-                    raise AgentError(
-                        f"The endpoint's reply is longer than {MAX_REPLY_BYTES} bytes."
-                    )
-                try:
-                    data = response.json()
-                except ValueError:
-                    raise AgentError("The endpoint's reply is not JSON.") from None
-                try:
-                    return prediction_normalise(data), memory
-                except AgentError as error:
-                    raise AgentError(
-                        f"The endpoint's reply is not a prediction: {error}."
-                    ) from None
-            if problem is None:
-                problem = response_described(status, response.headers, "")
-                if not (status == 429 or status >= 500):
-                    raise AgentError(f"The endpoint refused the window ({problem}).")
+            else:
+                retry_after = retry_after_seconds(reply.headers.get("retry-after"))
+                problem = response_described(reply.status, reply.headers, "")
+                if reply.status == 200:
+                    try:
+                        data = reply.json()
+                    except ValueError:
+                        raise AgentError(
+                            UNREACHABLE, detail=f"{problem}: the body is not JSON"
+                        ) from None
+                    try:
+                        return prediction_normalise(data), memory
+                    except AgentError as error:
+                        raise AgentError(
+                            f"The endpoint's reply is not a prediction: {error}."
+                        ) from None
+                if not (reply.status == 429 or reply.status >= 500):
+                    raise AgentError(UNREACHABLE, detail=problem)
             if retry >= self.max_retries:
-                raise AgentError(f"Gave up after {retry + 1} attempts: {problem}.")
+                raise AgentError(
+                    UNREACHABLE,
+                    detail=f"gave up after {retry + 1} attempts: {problem}",
+                )
             ceiling = min(30.0, self.backoff_base * (2**retry))
             delay = retry_after if retry_after is not None else ceiling
             time.sleep(min(delay, 60.0) * random.uniform(0.5, 1.0))

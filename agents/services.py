@@ -114,6 +114,7 @@ def agent_run_start(
                 f"{backbone.name} is not an OpenAI-compatible backbone; agents "
                 "need a language model."
             )
+        _backbone_usable(backbone)
     return _create_run(
         user=user,
         release=release,
@@ -122,6 +123,41 @@ def agent_run_start(
         prompt_version=cls.prompt_version,
         enqueue=enqueue,
     )
+
+
+def _backbone_usable(backbone) -> None:
+    """A backbone saved under other rules is checked again when a run starts:
+    its key variable must be allowed and its URL not refused
+    (oracle.backbones.endpoints)."""
+    from oracle.backbones.endpoints import EndpointRefused, key_env_check, url_check
+
+    try:
+        key_env_check(backbone.api_key_env)
+        url_check(backbone.base_url)
+    except EndpointRefused as error:
+        raise ValidationError(
+            f"Backbone {backbone.name} cannot be used: {error} Edit the backbone first."
+        ) from None
+
+
+def _endpoint_url_usable(url: str) -> None:
+    """The address policy for online-evaluation endpoints, at registering and
+    again when a run starts or resumes (oracle.backbones.endpoints)."""
+    from oracle.backbones.endpoints import EndpointRefused, Purpose, url_check
+
+    try:
+        url_check(url, purpose=Purpose.ENDPOINT)
+    except EndpointRefused as error:
+        raise ValidationError(f"The endpoint's URL is refused: {error}") from None
+
+
+def _text_usable(text: str, what: str, limit: int) -> str:
+    text = (text or "").strip()
+    if not text or len(text) > limit:
+        raise ValidationError(f"Name the {what} (at most {limit} characters).")
+    if any(ord(c) < 32 or ord(c) == 127 for c in text):
+        raise ValidationError(f"The {what}'s name holds control characters.")
+    return text
 
 
 def endpoint_register(
@@ -134,31 +170,35 @@ def endpoint_register(
     max_retries: int = 3,
     requests_per_minute: int = 600,
 ) -> OnlineEndpoint:
-    """A researcher (or admin) registers their agent's URL for a release; the
-    URL is checked as backbone URLs are."""
+    """A researcher (or admin) registers their agent's URL for a release. The
+    URL must be on a public address, unless the operator allowed its network
+    (REALICU_ENDPOINT_ALLOWED_NETWORKS; oracle.backbones.endpoints), and at
+    most 500 characters."""
     from exports.roles import user_may_use_releases
-    from oracle.backbones.endpoints import EndpointRefused, url_check
 
     if not (user_is_researcher(user) or user_is_admin(user)) or not (
         user_may_use_releases(user)
     ):
         raise PermissionDenied("Only researchers and admins evaluate endpoints.")
     _release_ready(release)
-    name = (name or "").strip()
-    if not name or len(name) > 100:
-        raise ValidationError("Name the endpoint (at most 100 characters).")
+    name = _text_usable(name, "endpoint", 100)
     url = (url or "").strip()
     if not url.startswith(("http://", "https://")):
         raise ValidationError("The endpoint's URL must start with http:// or https://.")
+    _endpoint_url_usable(url)
     try:
-        url_check(url)
-    except EndpointRefused as error:
-        raise ValidationError(f"The endpoint's URL is refused: {error}") from None
-    if not (1 <= float(timeout_seconds) <= 600):
+        timeout_seconds = float(timeout_seconds)
+        max_retries = int(max_retries)
+        requests_per_minute = int(requests_per_minute)
+    except (TypeError, ValueError, OverflowError):
+        raise ValidationError(
+            "The timeout, retries and requests per minute must be numbers."
+        ) from None
+    if not (1 <= timeout_seconds <= 600):
         raise ValidationError("The timeout must be between 1 and 600 seconds.")
-    if not (0 <= int(max_retries) <= 10):
+    if not (0 <= max_retries <= 10):
         raise ValidationError("Retries must be between 0 and 10.")
-    if not (1 <= int(requests_per_minute) <= 6000):
+    if not (1 <= requests_per_minute <= 6000):
         raise ValidationError("Requests per minute must be between 1 and 6000.")
     return OnlineEndpoint.objects.create(
         release=release,
@@ -180,6 +220,7 @@ def online_eval_start(
     if endpoint.created_by_id != user.pk and not user_is_admin(user):
         raise PermissionDenied("Only the researcher who registered it can run it.")
     _release_ready(endpoint.release)
+    _endpoint_url_usable(endpoint.url)
     return _create_run(
         user=user,
         release=endpoint.release,
@@ -208,6 +249,10 @@ def agent_run_resume(*, user, run: AgentRun) -> AgentRun:
     """A cancelled or failed run goes on from where its stays stopped."""
     if run.created_by_id != user.pk and not user_is_admin(user):
         raise PermissionDenied("Only who started the run, or an admin, can resume it.")
+    if run.endpoint_id:
+        _endpoint_url_usable(run.endpoint.url)
+    elif run.backbone_id and run.backbone.kind == "openai":
+        _backbone_usable(run.backbone)
     with transaction.atomic():
         updated = AgentRun.objects.filter(
             pk=run.pk, state__in=(RunState.CANCELLED, RunState.FAILED)
@@ -345,14 +390,14 @@ def agent_stay_work(
                     continue
                 beat(len(done), len(window_ids), f"window {ctx.window_index}")
                 before = _usage(agent)
-                error = ""
+                error = detail = ""
                 prediction: dict = {}
                 try:
                     raw, new_memory = agent.predict(ctx, dict(memory))
                     prediction = prediction_normalise(raw)
                     json.dumps(new_memory)
                 except AgentError as exc:
-                    error, new_memory = str(exc), memory
+                    error, detail, new_memory = str(exc), exc.detail, memory
                 except DatabaseError:
                     raise
                 except Exception as exc:
@@ -379,6 +424,7 @@ def agent_stay_work(
                         tokens_in=tokens_in,
                         tokens_out=tokens_out,
                         error=error[:2000],
+                        error_detail=detail[:2000],
                     )
                     AgentRun.objects.filter(pk=run.pk).update(
                         windows_done=F("windows_done") + 1,

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import httpx
 
+from oracle.backbones import http
 from oracle.backbones.base import BackboneResult, WindowContext
 from oracle.backbones.endpoints import EndpointRefused, key_env_check, url_check
 from oracle.prompts import (
@@ -39,6 +40,10 @@ from oracle.schema import ReplyError, reply_parse, reply_schema_for
 # Keys of ``parameters`` that the backbone itself sets.
 _RESERVED = {"model", "messages", "stream", "n"}
 RAW_EXCERPT_CHARS = 2000
+# A reply longer than this is refused unread (a chat completion of a window's
+# label is a few kilobytes; a token count less).
+MAX_REPLY_BYTES = 4_000_000
+COUNT_REPLY_BYTES = 1_000_000
 
 
 class BackboneConfigError(ValueError):
@@ -182,9 +187,12 @@ class OpenAICompatBackbone:
 
     The URL is checked (oracle.backbones.endpoints) and the API key read from
     the environment variable ``api_key_env`` (an allowed name) when
-    ``label_many`` starts; the key is sent as a Bearer token and scrubbed from
-    every error and raw text kept. Error responses are described by status and
-    content type, never by their body.
+    ``label_many`` starts, and every connection is checked again, to the
+    address connected (oracle.backbones.http). A request and its whole reply
+    must be done within ``timeout_seconds``; a reply longer than
+    MAX_REPLY_BYTES is refused unread. The key is sent as a Bearer token and
+    scrubbed from every error and raw text kept. Error responses are
+    described by status and content type, never by their body.
     """
 
     kind = "openai"
@@ -338,13 +346,13 @@ class OpenAICompatBackbone:
         headers = {"Content-Type": "application/json"}
         if key:
             headers["Authorization"] = f"Bearer {key}"
-        limits = httpx.Limits(
-            max_connections=self.concurrency, max_keepalive_connections=self.concurrency
-        )
         semaphore = asyncio.Semaphore(self.concurrency)
         limiter = RateLimiter(self.requests_per_minute)
-        async with httpx.AsyncClient(
-            headers=headers, limits=limits, timeout=httpx.Timeout(self.timeout_seconds)
+        async with http.guarded_async_client(
+            purpose=http.Purpose.BACKBONE,
+            timeout_seconds=self.timeout_seconds,
+            headers=headers,
+            connections=self.concurrency,
         ) as client:
 
             async def one(context):
@@ -419,16 +427,32 @@ class OpenAICompatBackbone:
                 usage.attempts += 1
                 sent = time.monotonic()
                 try:
-                    response = await client.post(self.url, content=payload)
-                    status, text = response.status_code, response.text
-                    headers = response.headers
-                    retry_after = retry_after_seconds(
-                        response.headers.get("retry-after")
+                    reply = await http.arequest(
+                        client,
+                        "POST",
+                        self.url,
+                        content=payload,
+                        deadline_seconds=self.timeout_seconds,
+                        max_bytes=MAX_REPLY_BYTES,
                     )
+                    status, text, headers = reply.status, reply.text, reply.headers
+                    retry_after = retry_after_seconds(headers.get("retry-after"))
                     problem = None
+                except http.AddressRefused as error:
+                    raise _RequestFailed(
+                        f"The backbone's address was refused when connecting: {error}",
+                        usage.attempts,
+                    ) from None
+                except http.ReplyRefused as error:
+                    raise _RequestFailed(
+                        f"The endpoint's reply was refused: {error}.", usage.attempts
+                    ) from None
                 except httpx.TimeoutException:
                     status, text = 0, ""
-                    problem = f"the request timed out after {self.timeout_seconds:g} s"
+                    problem = (
+                        f"the request timed out: no complete reply within "
+                        f"{self.timeout_seconds:g} s"
+                    )
                 except httpx.HTTPError as error:
                     status, text = 0, ""
                     problem = f"connection error ({type(error).__name__})"
@@ -498,33 +522,48 @@ class OpenAICompatBackbone:
             return None
         try:
             if self.tokenizer == "vllm":
-                response = await client.post(
+                reply = await self._count_request(
+                    client,
                     f"{self.root_url}/tokenize",
-                    json={"model": self.model, "messages": messages},
+                    {"model": self.model, "messages": messages},
                 )
-                return (
-                    int(response.json()["count"])
-                    if response.status_code == 200
-                    else None
-                )
+                return int(reply.json()["count"]) if reply.status == 200 else None
             text = "\n".join(m.get("content") or "" for m in messages)
             framing = 4 * len(messages)
             if self.tokenizer == "llamacpp_python":
-                response = await client.post(
+                reply = await self._count_request(
+                    client,
                     f"{self.root_url}/extras/tokenize/count",
-                    json={"input": text, "model": self.model},
+                    {"input": text, "model": self.model},
                 )
-                if response.status_code == 200:
-                    return int(response.json()["count"]) + framing
+                if reply.status == 200:
+                    return int(reply.json()["count"]) + framing
             elif self.tokenizer == "llamacpp":
-                response = await client.post(
-                    f"{self.root_url}/tokenize", json={"content": text}
+                reply = await self._count_request(
+                    client, f"{self.root_url}/tokenize", {"content": text}
                 )
-                if response.status_code == 200:
-                    return len(response.json()["tokens"]) + framing
-        except (httpx.HTTPError, ValueError, KeyError, TypeError):
+                if reply.status == 200:
+                    return len(reply.json()["tokens"]) + framing
+        except (
+            httpx.HTTPError,
+            http.AddressRefused,
+            http.ReplyRefused,
+            ValueError,
+            KeyError,
+            TypeError,
+        ):
             return None
         return None
+
+    async def _count_request(self, client, url: str, body: dict) -> http.Reply:
+        return await http.arequest(
+            client,
+            "POST",
+            url,
+            json=body,
+            deadline_seconds=self.timeout_seconds,
+            max_bytes=COUNT_REPLY_BYTES,
+        )
 
     def _build(self, context, budget: int | None):
         return prompt_build(

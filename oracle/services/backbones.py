@@ -14,6 +14,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from accounts.roles import require_admin
+from oracle.backbones import http
 from oracle.backbones.endpoints import EndpointRefused, key_env_check, url_check
 from oracle.backbones.openai_compat import _RESERVED as RESERVED_PARAMETERS
 from oracle.models import Backbone, BackboneKind, ReplyFormat, Tokenizer
@@ -55,10 +56,11 @@ def _backbone_validate(backbone: Backbone, *, app_host: str = "") -> None:
             key_env_check(backbone.api_key_env)
         except EndpointRefused as error:
             errors.setdefault("api_key_env", []).append(str(error))
-    if backbone.base_url and urlsplit(backbone.base_url).scheme not in (
-        "http",
-        "https",
-    ):
+    try:
+        scheme = urlsplit(backbone.base_url or "").scheme
+    except ValueError:  # an unclosed IPv6 bracket: url_check says so
+        scheme = "http"
+    if backbone.base_url and scheme not in ("http", "https"):
         errors.setdefault("base_url", []).append(
             "The base URL must start with http:// or https://."
         )
@@ -202,13 +204,14 @@ def _kind_change_check(backbone: Backbone, kind: str) -> None:
 # Detection ---------------------------------------------------------------------
 
 DETECT_TIMEOUT_SECONDS = 5.0
+DETECT_REPLY_BYTES = 2_000_000
 
 
-def _json(response) -> dict | list | None:
-    if response.status_code != 200:
+def _json(reply: http.Reply) -> dict | list | None:
+    if reply.status != 200:
         return None
     try:
-        return response.json()
+        return reply.json()
     except ValueError:
         return None
 
@@ -220,7 +223,10 @@ def server_detect(backbone: Backbone) -> dict:
     figure: its error when a prompt overflows gives it later), Ollama's
     /api/show (num_ctx where the model sets it). Returns ``server``, and where found
     ``context_tokens``, ``tokenizer``, ``reply_format``, or ``error``. Only
-    these figures are read from the replies; nothing of them is shown."""
+    these figures are read from the replies; nothing of them is shown. Each
+    request goes through the address policy on its connection and must be
+    answered whole within DETECT_TIMEOUT_SECONDS and DETECT_REPLY_BYTES
+    (oracle.backbones.http)."""
     base = backbone.base_url.rstrip("/")
     for tail in ("/chat/completions",):
         if base.endswith(tail):
@@ -232,8 +238,21 @@ def server_detect(backbone: Backbone) -> dict:
         return {"server": "", "error": str(error)}
     found: dict = {"server": ""}
     try:
-        with httpx.Client(timeout=DETECT_TIMEOUT_SECONDS) as client:
-            models = _json(client.get(f"{base}/models"))
+        with http.guarded_client(
+            purpose=http.Purpose.BACKBONE, timeout_seconds=DETECT_TIMEOUT_SECONDS
+        ) as client:
+
+            def ask(method: str, url: str, **kwargs) -> http.Reply:
+                return http.request(
+                    client,
+                    method,
+                    url,
+                    deadline_seconds=DETECT_TIMEOUT_SECONDS,
+                    max_bytes=DETECT_REPLY_BYTES,
+                    **kwargs,
+                )
+
+            models = _json(ask("GET", f"{base}/models"))
             entries = models.get("data", []) if isinstance(models, dict) else []
             entries = [e for e in entries if isinstance(e, dict)]
             entry = next(
@@ -247,7 +266,7 @@ def server_detect(backbone: Backbone) -> dict:
                     "tokenizer": Tokenizer.VLLM,
                     "reply_format": ReplyFormat.JSON_SCHEMA,
                 }
-            props = _json(client.get(f"{root}/props"))
+            props = _json(ask("GET", f"{root}/props"))
             if isinstance(props, dict):
                 settings_ = props.get("default_generation_settings") or {}
                 n_ctx = settings_.get("n_ctx") or props.get("n_ctx")
@@ -259,7 +278,8 @@ def server_detect(backbone: Backbone) -> dict:
                         "reply_format": ReplyFormat.JSON_SCHEMA,
                     }
             counted = _json(
-                client.post(
+                ask(
+                    "POST",
                     f"{root}/extras/tokenize/count",
                     json={"input": "ping", "model": backbone.model},
                 )
@@ -274,7 +294,7 @@ def server_detect(backbone: Backbone) -> dict:
                     "concurrency": 1,
                 }
             shown = _json(
-                client.post(f"{root}/api/show", json={"model": backbone.model})
+                ask("POST", f"{root}/api/show", json={"model": backbone.model})
             )
             if isinstance(shown, dict) and (
                 "model_info" in shown or "modelfile" in shown
@@ -290,7 +310,7 @@ def server_detect(backbone: Backbone) -> dict:
                 if match:
                     found["context_tokens"] = int(match.group(1))
                 return found
-    except (httpx.HTTPError, ValueError, TypeError) as error:
+    except (httpx.HTTPError, http.ReplyRefused, ValueError, TypeError) as error:
         return {
             "server": "",
             "error": f"The server could not be asked ({type(error).__name__}).",

@@ -54,6 +54,19 @@ SESSION_COOKIE_SAMESITE = "Lax"
 # API tokens are refused this many days after they were created.
 REALICU_API_TOKEN_DAYS = env.int("REALICU_API_TOKEN_DAYS", default=90)
 
+# Where LLM backbones and online-evaluation endpoints may connect
+# (oracle.backbones.endpoints; README "Threat model"): a researcher's endpoint
+# must be on a public address unless it lies in one of these networks
+# (comma-separated CIDRs, e.g. "10.20.0.0/16"); the platform's own services,
+# refused by name and address whatever the networks allowed.
+REALICU_ENDPOINT_ALLOWED_NETWORKS = env.list(
+    "REALICU_ENDPOINT_ALLOWED_NETWORKS", default=[]
+)
+REALICU_APP_SERVICE_NAMES = env.list(
+    "REALICU_APP_SERVICE_NAMES",
+    default=["web", "postgres", "redis", "worker", "housekeeping", "migrate"],
+)
+
 # Behind a TLS-terminating proxy that sets X-Forwarded-Proto (production):
 # cookies only over HTTPS, HTTP redirected to HTTPS, and HSTS.
 SECURE_PROXY_SSL_HEADER = (

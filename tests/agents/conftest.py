@@ -1,6 +1,8 @@
 """Fixtures of the agents' tests: the exports tests' tiny release (three stays,
 four windows, an event at a window's end, one after, and outcome events), the
-fake OpenAI-compatible server, and a backbone pointing at it."""
+fake OpenAI-compatible server, and a backbone pointing at it. Endpoints on
+loopback are allowed, as an operator allows a network for them
+(REALICU_ENDPOINT_ALLOWED_NETWORKS): the test endpoints run on 127.0.0.1."""
 
 import pytest
 
@@ -16,6 +18,11 @@ from tests.exports.conftest import (  # noqa: F401 - fixtures
     tiny_stays,
 )
 from tests.oracle.fake_llm import FakeLLM
+
+
+@pytest.fixture(autouse=True)
+def _loopback_endpoints_allowed(settings):
+    settings.REALICU_ENDPOINT_ALLOWED_NETWORKS = ["127.0.0.0/8"]
 
 
 @pytest.fixture

@@ -1,0 +1,373 @@
+"""HTTP to LLM backbones and online-evaluation endpoints (issue 31): every
+connection under the address policy, every reply within a total deadline and
+a size limit.
+
+The clients made here connect only to addresses oracle.backbones.endpoints
+checked: a host name is resolved once per connection, every address it gives
+is checked, and the socket is opened to a checked address, while the URL, the
+Host header and TLS's server name stay the name's (DNS rebinding gains
+nothing). Proxies from the environment are not used, redirects not followed.
+
+``request`` (and ``arequest``) reads a reply as a stream under one deadline
+over connection, headers and body (each read waits at most the time left, so a
+reply dripping a byte at a time ends at the deadline), and stops reading at
+``max_bytes``, closing the connection: a longer reply is refused without being
+read. Replies are asked for without compression; a compressed one is
+decompressed within the same limit."""
+
+from __future__ import annotations
+
+import contextvars
+import functools
+import json
+import ssl
+import time
+import zlib
+from dataclasses import dataclass
+
+import anyio
+import httpcore
+import httpx
+
+from oracle.backbones.endpoints import AddressRefused, Purpose, host_addresses
+
+# The end of the request in progress (time.monotonic()), read by every socket
+# operation of the connection it uses.
+_deadline: contextvars.ContextVar[float | None] = contextvars.ContextVar(
+    "realicu_http_deadline", default=None
+)
+
+
+class ReplyRefused(Exception):
+    """A reply not read to its end: longer than the limit, or in an encoding
+    that cannot be read within it."""
+
+
+@dataclass
+class Reply:
+    status: int
+    headers: httpx.Headers
+    body: bytes
+
+    @property
+    def text(self) -> str:
+        return self.body.decode("utf-8", errors="replace")
+
+    def json(self):
+        return json.loads(self.body)
+
+
+def _clip(timeout: float | None, expired: type[Exception]) -> float | None:
+    """``timeout`` cut to the time the request has left; ``expired`` raised
+    when none is left."""
+    deadline = _deadline.get()
+    if deadline is None:
+        return timeout
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise expired("the reply's deadline passed")
+    return left if timeout is None else min(timeout, left)
+
+
+class _Stream(httpcore.NetworkStream):
+    def __init__(self, inner: httpcore.NetworkStream):
+        self._inner = inner
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self._inner.read(max_bytes, _clip(timeout, httpcore.ReadTimeout))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self._inner.write(buffer, _clip(timeout, httpcore.WriteTimeout))
+
+    def close(self) -> None:
+        self._inner.close()
+
+    def start_tls(self, ssl_context, server_hostname=None, timeout=None):
+        return _Stream(
+            self._inner.start_tls(
+                ssl_context, server_hostname, _clip(timeout, httpcore.ConnectTimeout)
+            )
+        )
+
+    def get_extra_info(self, info: str):
+        return self._inner.get_extra_info(info)
+
+
+class _AsyncStream(httpcore.AsyncNetworkStream):
+    def __init__(self, inner: httpcore.AsyncNetworkStream):
+        self._inner = inner
+
+    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return await self._inner.read(max_bytes, _clip(timeout, httpcore.ReadTimeout))
+
+    async def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        await self._inner.write(buffer, _clip(timeout, httpcore.WriteTimeout))
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def start_tls(self, ssl_context, server_hostname=None, timeout=None):
+        return _AsyncStream(
+            await self._inner.start_tls(
+                ssl_context, server_hostname, _clip(timeout, httpcore.ConnectTimeout)
+            )
+        )
+
+    def get_extra_info(self, info: str):
+        return self._inner.get_extra_info(info)
+
+
+def _checked(host: str, port: int, purpose: Purpose, app_host: str) -> list[str]:
+    addresses = host_addresses(host, port, purpose=purpose, app_host=app_host)
+    if not addresses:
+        raise httpcore.ConnectError(f"{host} could not be resolved")
+    return [str(address) for address in addresses]
+
+
+class _Backend(httpcore.NetworkBackend):
+    """Opens a connection to a checked address of the host, never to the
+    host name itself."""
+
+    def __init__(self, purpose: Purpose, app_host: str = ""):
+        self.purpose, self.app_host = purpose, app_host
+        self._inner = httpcore.SyncBackend()
+
+    def connect_tcp(
+        self, host, port, timeout=None, local_address=None, socket_options=None
+    ):
+        last: Exception | None = None
+        for address in _checked(host, port, self.purpose, self.app_host):
+            try:
+                stream = self._inner.connect_tcp(
+                    address,
+                    port,
+                    timeout=_clip(timeout, httpcore.ConnectTimeout),
+                    local_address=local_address,
+                    socket_options=socket_options,
+                )
+            except (httpcore.ConnectError, httpcore.ConnectTimeout) as error:
+                last = error
+                continue
+            return _Stream(stream)
+        raise last  # type: ignore[misc]
+
+    def connect_unix_socket(self, path, timeout=None, socket_options=None):
+        raise httpcore.ConnectError("Unix sockets are not used.")
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+
+class _AsyncBackend(httpcore.AsyncNetworkBackend):
+    def __init__(self, purpose: Purpose, app_host: str = ""):
+        self.purpose, self.app_host = purpose, app_host
+        self._inner = httpcore.AnyIOBackend()
+
+    async def connect_tcp(
+        self, host, port, timeout=None, local_address=None, socket_options=None
+    ):
+        addresses = await anyio.to_thread.run_sync(
+            _checked, host, port, self.purpose, self.app_host
+        )
+        last: Exception | None = None
+        for address in addresses:
+            try:
+                stream = await self._inner.connect_tcp(
+                    address,
+                    port,
+                    timeout=_clip(timeout, httpcore.ConnectTimeout),
+                    local_address=local_address,
+                    socket_options=socket_options,
+                )
+            except (httpcore.ConnectError, httpcore.ConnectTimeout) as error:
+                last = error
+                continue
+            return _AsyncStream(stream)
+        raise last  # type: ignore[misc]
+
+    async def connect_unix_socket(self, path, timeout=None, socket_options=None):
+        raise httpcore.ConnectError("Unix sockets are not used.")
+
+    async def sleep(self, seconds: float) -> None:
+        await anyio.sleep(seconds)
+
+
+@functools.cache
+def _ssl_context() -> ssl.SSLContext:
+    """One verifying context per process (loading the CA bundle takes 0.2 s;
+    a context is safe to share between connections and threads)."""
+    return httpx.create_ssl_context(trust_env=False)
+
+
+class GuardedTransport(httpx.HTTPTransport):
+    """httpx's transport with its connection pool on the guarded backend."""
+
+    def __init__(
+        self, *, purpose: Purpose, app_host: str = "", limits: httpx.Limits
+    ) -> None:
+        context = _ssl_context()
+        super().__init__(verify=context, limits=limits, trust_env=False)
+        self._pool = httpcore.ConnectionPool(
+            ssl_context=context,
+            max_connections=limits.max_connections,
+            max_keepalive_connections=limits.max_keepalive_connections,
+            keepalive_expiry=limits.keepalive_expiry,
+            network_backend=_Backend(purpose, app_host),
+        )
+
+
+class AsyncGuardedTransport(httpx.AsyncHTTPTransport):
+    def __init__(
+        self, *, purpose: Purpose, app_host: str = "", limits: httpx.Limits
+    ) -> None:
+        context = _ssl_context()
+        super().__init__(verify=context, limits=limits, trust_env=False)
+        self._pool = httpcore.AsyncConnectionPool(
+            ssl_context=context,
+            max_connections=limits.max_connections,
+            max_keepalive_connections=limits.max_keepalive_connections,
+            keepalive_expiry=limits.keepalive_expiry,
+            network_backend=_AsyncBackend(purpose, app_host),
+        )
+
+
+def _client_options(timeout_seconds: float, headers: dict | None) -> dict:
+    return {
+        "timeout": httpx.Timeout(timeout_seconds),
+        "headers": {"Accept-Encoding": "identity", **(headers or {})},
+        "follow_redirects": False,
+        "trust_env": False,
+    }
+
+
+def guarded_client(
+    *,
+    purpose: Purpose,
+    timeout_seconds: float,
+    headers: dict | None = None,
+    connections: int = 4,
+    app_host: str = "",
+) -> httpx.Client:
+    """An httpx.Client whose every connection is under the address policy for
+    ``purpose``. Use ``request`` to read its replies within a deadline."""
+    limits = httpx.Limits(
+        max_connections=connections, max_keepalive_connections=connections
+    )
+    return httpx.Client(
+        transport=GuardedTransport(purpose=purpose, app_host=app_host, limits=limits),
+        **_client_options(timeout_seconds, headers),
+    )
+
+
+def guarded_async_client(
+    *,
+    purpose: Purpose,
+    timeout_seconds: float,
+    headers: dict | None = None,
+    connections: int = 16,
+) -> httpx.AsyncClient:
+    limits = httpx.Limits(
+        max_connections=connections, max_keepalive_connections=connections
+    )
+    return httpx.AsyncClient(
+        transport=AsyncGuardedTransport(purpose=purpose, limits=limits),
+        **_client_options(timeout_seconds, headers),
+    )
+
+
+class _Body:
+    """A reply's body gathered up to ``limit`` bytes, raw and decoded."""
+
+    def __init__(self, headers: httpx.Headers, limit: int):
+        self.limit = limit
+        length = headers.get("content-length", "")
+        if length.strip().isdigit() and int(length) > limit:
+            raise ReplyRefused(
+                f"the reply announced {int(length):,} bytes, more than the "
+                f"{limit:,} read"
+            )
+        encoding = headers.get("content-encoding", "identity").strip().lower()
+        if encoding in ("", "identity"):
+            self._decoder = None
+        elif encoding in ("gzip", "x-gzip", "deflate"):
+            self._decoder = zlib.decompressobj(32 + zlib.MAX_WBITS)
+        else:
+            raise ReplyRefused(f"the reply's encoding {encoding[:40]!r} is not read")
+        self.raw = 0
+        self.data = bytearray()
+
+    def add(self, chunk: bytes) -> None:
+        self.raw += len(chunk)
+        if self.raw > self.limit:
+            raise ReplyRefused(f"the reply is longer than {self.limit:,} bytes")
+        if self._decoder is None:
+            self.data += chunk
+            return
+        try:
+            room = self.limit + 1 - len(self.data)
+            self.data += self._decoder.decompress(chunk, room)
+        except zlib.error:
+            raise ReplyRefused("the reply's compressed body cannot be read") from None
+        if len(self.data) > self.limit or self._decoder.unconsumed_tail:
+            raise ReplyRefused(
+                f"the reply decompresses to more than {self.limit:,} bytes"
+            )
+
+
+def request(
+    client: httpx.Client,
+    method: str,
+    url: str,
+    *,
+    deadline_seconds: float,
+    max_bytes: int,
+    **kwargs,
+) -> Reply:
+    """One request whose reply, headers and body, must arrive within
+    ``deadline_seconds`` of its start (httpx.TimeoutException otherwise) and
+    hold at most ``max_bytes`` (ReplyRefused, the connection closed unread).
+    AddressRefused when the host resolves to a refused address."""
+    token = _deadline.set(time.monotonic() + deadline_seconds)
+    try:
+        with client.stream(method, url, **kwargs) as response:
+            body = _Body(response.headers, max_bytes)
+            for chunk in response.iter_raw():
+                body.add(chunk)
+            return Reply(response.status_code, response.headers, bytes(body.data))
+    finally:
+        _deadline.reset(token)
+
+
+async def arequest(
+    client: httpx.AsyncClient,
+    method: str,
+    url: str,
+    *,
+    deadline_seconds: float,
+    max_bytes: int,
+    **kwargs,
+) -> Reply:
+    """``request`` for an httpx.AsyncClient."""
+    token = _deadline.set(time.monotonic() + deadline_seconds)
+    try:
+        async with client.stream(method, url, **kwargs) as response:
+            body = _Body(response.headers, max_bytes)
+            async for chunk in response.aiter_raw():
+                body.add(chunk)
+            return Reply(response.status_code, response.headers, bytes(body.data))
+    finally:
+        _deadline.reset(token)
+
+
+__all__ = [
+    "AddressRefused",
+    "AsyncGuardedTransport",
+    "GuardedTransport",
+    "Purpose",
+    "Reply",
+    "ReplyRefused",
+    "arequest",
+    "guarded_async_client",
+    "guarded_client",
+    "request",
+]
