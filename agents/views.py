@@ -35,9 +35,7 @@ def _run_or_404(request, run_id: int):
     return run
 
 
-@require_GET
-@agents_user_required
-def run_list(request):
+def _run_list_page(request, *, status: int = 200):
     from oracle.models import Backbone, BackboneKind
 
     is_admin = user_is_admin(request.user)
@@ -51,14 +49,37 @@ def run_list(request):
         "endpoints": selectors.endpoint_list(user=request.user)[:50],
         "is_admin": is_admin,
     }
-    return render(request, "agents/run_list.html", context)
+    return render(request, "agents/run_list.html", context, status=status)
+
+
+def _refused(request, error):
+    """The runs page again with the service's reason: 400 for a form error,
+    403 for a role that may not do it; nothing was saved."""
+    messages.error(request, error_text(error))
+    return _run_list_page(
+        request, status=403 if isinstance(error, PermissionDenied) else 400
+    )
+
+
+@require_GET
+@agents_user_required
+def run_list(request):
+    return _run_list_page(request)
+
+
+def _id_posted(request, field: str, message: str) -> int:
+    """A posted row id, or ValidationError with ``message`` (not a number, or
+    out of a database id's range)."""
+    value = (request.POST.get(field) or "").strip()
+    if not (value.isascii() and value.isdigit() and len(value) <= 19):
+        raise ValidationError(message)
+    if not 0 < int(value) < 2**63:
+        raise ValidationError(message)
+    return int(value)
 
 
 def _release(request, field="release"):
-    try:
-        release_id = int(request.POST.get(field) or 0)
-    except ValueError:
-        release_id = 0
+    release_id = _id_posted(request, field, "Choose a ready release.")
     release = selectors.ready_releases(user=request.user).filter(pk=release_id).first()
     if release is None:
         raise ValidationError("Choose a ready release.")
@@ -72,7 +93,13 @@ def run_start(request):
 
     try:
         release = _release(request)
-        backbone = Backbone.objects.filter(pk=request.POST.get("backbone") or 0).first()
+        backbone = None
+        if request.POST.get("backbone"):
+            backbone = Backbone.objects.filter(
+                pk=_id_posted(request, "backbone", "Choose a backbone from the list.")
+            ).first()
+            if backbone is None:
+                raise ValidationError("Choose a backbone from the list.")
         run = services.agent_run_start(
             user=request.user,
             release=release,
@@ -80,8 +107,7 @@ def run_start(request):
             backbone=backbone,
         )
     except (ValidationError, PermissionDenied) as error:
-        messages.error(request, error_text(error))
-        return redirect("agents:run_list")
+        return _refused(request, error)
     return redirect("agents:run_detail", run_id=run.pk)
 
 
@@ -98,8 +124,7 @@ def endpoint_start(request):
         )
         run = services.online_eval_start(user=request.user, endpoint=endpoint)
     except (ValidationError, PermissionDenied) as error:
-        messages.error(request, error_text(error))
-        return redirect("agents:run_list")
+        return _refused(request, error)
     return redirect("agents:run_detail", run_id=run.pk)
 
 
@@ -121,6 +146,7 @@ def run_detail(request, run_id: int):
         "run": run,
         "stays": stays,
         "failures": selectors.run_failures(run=run),
+        "is_admin": user_is_admin(request.user),
     }
     return render_page_or_partial(
         request, "agents/run_detail.html", context, partial="run_progress"

@@ -96,6 +96,19 @@ class BackboneForm(forms.Form):
         initial["detect"] = False
         return cls(data, initial=initial)
 
+    def clean_base_url(self):
+        """Only whether the URL can be read (an unclosed IPv6 bracket, a port
+        out of range); where it may point is the service's check."""
+        from oracle.backbones.endpoints import EndpointRefused, url_parse
+
+        url = (self.cleaned_data.get("base_url") or "").strip()
+        if url:
+            try:
+                url_parse(url)
+            except EndpointRefused as error:
+                raise forms.ValidationError(str(error)) from None
+        return url
+
     def clean_parameters(self):
         text = (self.cleaned_data.get("parameters") or "").strip()
         if not text:
