@@ -3,6 +3,7 @@ Assignments and labels are read-only here; they change through the services."""
 
 from django.contrib import admin
 
+from annotation.blindness import labels_shown_to_admin
 from annotation.models import Assignment, Campaign, Label, LabelRevision
 
 
@@ -41,8 +42,23 @@ class LabelAdmin(ReadOnlyAdmin):
     list_display = ("id", "assignment", "status", "version", "submitted_at")
     list_select_related = ("assignment__annotator", "assignment__window")
 
+    def get_queryset(self, request):
+        # An admin who also rates reads no co-rater's label (annotation.blindness).
+        return (
+            super()
+            .get_queryset(request)
+            .filter(pk__in=labels_shown_to_admin(request.user).values("pk"))
+        )
+
 
 @admin.register(LabelRevision)
 class LabelRevisionAdmin(ReadOnlyAdmin):
     list_display = ("id", "label", "version", "kind", "author", "saved_at")
     list_select_related = ("label", "author")
+
+    def get_queryset(self, request):
+        return (
+            super()
+            .get_queryset(request)
+            .filter(label_id__in=labels_shown_to_admin(request.user).values("pk"))
+        )

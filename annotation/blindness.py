@@ -1,9 +1,10 @@
 """Blindness (spec section 4), in one place: until a window is closed, nothing
 written by another rater of it reaches a rater of it, in any campaign. Every
 read that shows one physician's words to another goes through these selectors:
-the annotation pages (own assignments only), term suggestions and calibration
-pairs. Admin pages (adjudication) see everything; releases are for researchers
-and admins only (exports.roles).
+the annotation pages (own assignments only), term suggestions, calibration
+pairs, and the adjudication pages of an admin who also rates. Releases are for
+researchers and admins only, and not while they rate open windows
+(exports.roles).
 
 When a window closes, in a campaign: the first time its consensus is built with
 no open dispute (``CampaignWindow.closed_at``, set by annotation.consensus).
@@ -33,12 +34,24 @@ Rules derived from it, each a selector below:
   judges is blind to, without the judges' co-raters' texts; a judge is shown
   only the pairs that pass the rule for them at the time of asking
   (assignments change after a draw), and only sets an admin invited them to.
+- An admin who also rates is blind like a physician: a window whose labels (in
+  the campaign) include one by a co-rater is *withheld* from their
+  adjudication. It is left out of their queue, its workspace and its partials
+  answer 403, and they may not decide, merge or recompute it: another admin
+  does. Every window they rate and is not closed is withheld (its other raters
+  are co-raters), and so is any window a co-rater labelled, since a text can be
+  reused. A blind workspace would leave nothing to decide from, and deciding a
+  dispute over one's own label is not independent (spec section 4).
+- A submitted label cannot be reopened once the co-raters' labels of its window
+  can reach its author (``co_rater_labels_visible``): when the window closes,
+  or, for an admin, when its adjudication is not withheld from them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
+from django.core.exceptions import PermissionDenied
 from django.db.models import Exists, OuterRef, Q, QuerySet
 
 from accounts.roles import user_is_admin, user_is_physician
@@ -215,8 +228,66 @@ def calibration_pairs_visible_to(
     return pairs.filter(pk__in=shown)
 
 
+# Adjudication -----------------------------------------------------------------
+
+ADJUDICATION_WITHHELD = (
+    "You rate this window, or one of its raters shares a window with you that "
+    "is still open: its labels are withheld from you until your shared windows "
+    "close (blindness), so another admin adjudicates it."
+)
+
+
+def adjudication_withheld_window_ids(*, user, campaign_id) -> QuerySet:
+    """Ids of the campaign's windows withheld from the user's adjudication (a
+    subquery): a label of the window in the campaign (any assignment, active
+    or not) is by a co-rater of the user. Nothing for a user who rates no
+    open window."""
+    return Assignment.objects.filter(
+        campaign_id=campaign_id, annotator_id__in=co_rater_ids(user)
+    ).values("window_id")
+
+
+def adjudication_withheld(*, user, campaign_id, window_id) -> bool:
+    """Whether the window's adjudication in the campaign is withheld from the
+    user (``adjudication_withheld_window_ids``)."""
+    return Assignment.objects.filter(
+        campaign_id=campaign_id,
+        window_id=window_id,
+        annotator_id__in=co_rater_ids(user),
+    ).exists()
+
+
+def adjudication_require_not_withheld(*, user, campaign_id, window_id) -> None:
+    """PermissionDenied, saying why, when the window's adjudication is withheld
+    from the user: the guard of every adjudication read and write."""
+    if adjudication_withheld(user=user, campaign_id=campaign_id, window_id=window_id):
+        raise PermissionDenied(ADJUDICATION_WITHHELD)
+
+
+def labels_shown_to_admin(user) -> QuerySet[Label]:
+    """The labels an admin's pages outside adjudication (Django's admin site)
+    may show the user: every label but a co-rater's."""
+    return Label.objects.exclude(assignment__annotator_id__in=co_rater_ids(user))
+
+
+def co_rater_labels_visible(*, user, campaign_id, window_id) -> bool:
+    """Whether the other raters' labels of the window in the campaign can reach
+    the user now: the window is closed there, or the user is an admin from
+    whom its adjudication is not withheld. From then on the user's own label
+    of it is final (``annotation.services.label_reopen``)."""
+    if window_is_closed(campaign_id=campaign_id, window_id=window_id):
+        return True
+    return user_is_admin(user) and not adjudication_withheld(
+        user=user, campaign_id=campaign_id, window_id=window_id
+    )
+
+
 __all__ = [
+    "ADJUDICATION_WITHHELD",
     "TEXT_FIELDS",
+    "adjudication_require_not_withheld",
+    "adjudication_withheld",
+    "adjudication_withheld_window_ids",
     "blind_assignments",
     "blind_window_ids",
     "calibration_labels",
@@ -224,7 +295,9 @@ __all__ = [
     "calibration_sets_visible_to",
     "campaign_windows_closed",
     "co_rater_ids",
+    "co_rater_labels_visible",
     "hidden_text_keys",
+    "labels_shown_to_admin",
     "own_assignments",
     "suggestion_labels",
     "text_key",

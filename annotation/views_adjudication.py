@@ -49,7 +49,14 @@ def adjudication_queue(request, campaign_id: int):
     return render(
         request,
         "annotation/adjudication_queue.html",
-        {"campaign": campaign, "rows": rows, "count": len(rows)},
+        {
+            "campaign": campaign,
+            "rows": rows,
+            "count": len(rows),
+            "withheld": selectors.adjudication_withheld_count(
+                admin=request.user, campaign=campaign
+            ),
+        },
     )
 
 
@@ -100,7 +107,7 @@ def _posted_decision(request) -> dict:
 @admin_required
 def adjudication_decide(request, campaign_id: int, window_id: int):
     campaign = _campaign(request, campaign_id)
-    window = selectors.campaign_window_get(
+    window = selectors.adjudication_window_get(
         admin=request.user, campaign=campaign, window_id=window_id
     )
     posted = _posted_decision(request)
@@ -148,7 +155,7 @@ def adjudication_decide(request, campaign_id: int, window_id: int):
 def adjudication_merge(request, campaign_id: int, window_id: int):
     """Merge the chosen items of one task into one wording, with a reason."""
     campaign = _campaign(request, campaign_id)
-    window = selectors.campaign_window_get(
+    window = selectors.adjudication_window_get(
         admin=request.user, campaign=campaign, window_id=window_id
     )
     post = request.POST
@@ -200,7 +207,7 @@ def adjudication_recompute_window(request, campaign_id: int, window_id: int):
     from evaluation.matcher import matcher_for_settings
 
     campaign = _campaign(request, campaign_id)
-    window = selectors.campaign_window_get(
+    window = selectors.adjudication_window_get(
         admin=request.user, campaign=campaign, window_id=window_id
     )
     try:

@@ -612,26 +612,66 @@ def _suggestions_postgresql(
 # Consensus and adjudication ---------------------------------------------------
 
 
-def adjudication_queue(*, admin, campaign: Campaign) -> list:
-    """The campaign's windows with open disputes, each with its consensus (whose
-    ``open_disputes`` list exactly what needs a decision), in window order."""
+def _disputed(campaign: Campaign):
     from annotation.models import ConsensusLabel
 
+    return ConsensusLabel.objects.filter(
+        campaign=campaign, dropped=False, dispute_count__gt=0
+    )
+
+
+def adjudication_queue(*, admin, campaign: Campaign) -> list:
+    """The campaign's windows with open disputes that the admin may adjudicate,
+    each with its consensus (whose ``open_disputes`` list exactly what needs a
+    decision), in window order. Windows withheld from an admin who also rates
+    (annotation.blindness) are left out: ``adjudication_withheld_count``."""
     if not user_is_admin(admin):
         raise PermissionDenied("Only an admin can see the adjudication queue.")
     return list(
-        ConsensusLabel.objects.filter(
-            campaign=campaign, dropped=False, dispute_count__gt=0
+        _disputed(campaign)
+        .exclude(
+            window_id__in=blindness.adjudication_withheld_window_ids(
+                user=admin, campaign_id=campaign.pk
+            )
         )
         .select_related("window", "window__stay", "agreement")
         .order_by("window__stay_id", "window__index")
     )
 
 
+def adjudication_withheld_count(*, admin, campaign: Campaign) -> int:
+    """How many of the campaign's windows with open disputes are withheld from
+    the admin (annotation.blindness): another admin adjudicates them. Which
+    ones, and their disputes, are not said."""
+    if not user_is_admin(admin):
+        raise PermissionDenied("Only an admin can see the adjudication queue.")
+    return (
+        _disputed(campaign)
+        .filter(
+            window_id__in=blindness.adjudication_withheld_window_ids(
+                user=admin, campaign_id=campaign.pk
+            )
+        )
+        .count()
+    )
+
+
+def adjudication_window_get(*, admin, campaign: Campaign, window_id) -> Window:
+    """A window of the campaign that the admin may adjudicate: Http404 for
+    another id or a non-admin, PermissionDenied (saying why) for a window
+    withheld from an admin who also rates (annotation.blindness)."""
+    window = campaign_window_get(admin=admin, campaign=campaign, window_id=window_id)
+    blindness.adjudication_require_not_withheld(
+        user=admin, campaign_id=campaign.pk, window_id=window.pk
+    )
+    return window
+
+
 def window_adjudication_get(*, admin, campaign: Campaign, window_id) -> dict:
     """Everything the adjudication page shows for one window: each physician's
     label, the agreement (items grouped by meaning), the consensus with its open
-    disputes, and the decisions so far."""
+    disputes, and the decisions so far. PermissionDenied for a window withheld
+    from the admin (annotation.blindness)."""
     from annotation.models import AdjudicationDecision, ConsensusLabel, WindowAgreement
 
     if not user_is_admin(admin):
@@ -644,6 +684,9 @@ def window_adjudication_get(*, admin, campaign: Campaign, window_id) -> dict:
     if campaign_window is None:
         raise Http404("No such window in this campaign.")
     window = campaign_window.window
+    blindness.adjudication_require_not_withheld(
+        user=admin, campaign_id=campaign.pk, window_id=window.pk
+    )
     return {
         "campaign_window": campaign_window,
         "window": window,

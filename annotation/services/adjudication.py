@@ -14,6 +14,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from accounts.roles import require_admin
+from annotation.blindness import adjudication_require_not_withheld
 from annotation.models import (
     AdjudicationAction,
     AdjudicationDecision,
@@ -67,9 +68,14 @@ def adjudication_decide(
     - ``drop_window``: the window leaves the Gold set.
 
     Every decision is a new record with its author, time and reason; the
-    physicians' labels are never changed.
+    physicians' labels are never changed. An admin from whom the window is
+    withheld (they rate it, or a co-rater of theirs does: annotation.blindness)
+    is refused.
     """
     require_admin(admin, "adjudicate")
+    adjudication_require_not_withheld(
+        user=admin, campaign_id=campaign.pk, window_id=window.pk
+    )
     reason = (reason or "").strip()
     new_text = (new_text or "").strip()
     new_status = (new_status or "").strip()
@@ -386,6 +392,9 @@ def adjudication_merge(
     author, time and reason.
     """
     require_admin(admin, "adjudicate")
+    adjudication_require_not_withheld(
+        user=admin, campaign_id=campaign.pk, window_id=window.pk
+    )
     reason = (reason or "").strip()
     new_text = (new_text or "").strip()
     refs = list(dict.fromkeys((r or "").strip() for r in item_refs or []))

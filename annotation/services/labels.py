@@ -11,7 +11,7 @@ from django.http import Http404
 from django.utils import timezone
 
 from accounts.roles import user_is_physician
-from annotation.blindness import window_is_closed
+from annotation.blindness import co_rater_labels_visible, window_is_closed
 from annotation.models import (
     Assignment,
     AssignmentState,
@@ -352,8 +352,9 @@ def label_submit(
 
 def label_reopen(*, annotator, assignment_id, base_version: int | None = None) -> Label:
     """Turn the author's submitted label back into a draft, until adjudication of
-    the window starts or the window closes (annotation.blindness). Recorded in
-    the history like any save."""
+    the window starts, the window closes, or the co-raters' labels of it can
+    otherwise reach the author (annotation.blindness.co_rater_labels_visible).
+    Recorded in the history like any save."""
     with transaction.atomic():
         assignment = _assignment_for_update(
             annotator=annotator, assignment_id=assignment_id
@@ -373,13 +374,20 @@ def label_reopen(*, annotator, assignment_id, base_version: int | None = None) -
                 "Adjudication of this window has started, so the label can no "
                 "longer be reopened."
             )
-        if window_is_closed(
-            campaign_id=assignment.campaign_id, window_id=assignment.window_id
-        ):
+        where = {
+            "campaign_id": assignment.campaign_id,
+            "window_id": assignment.window_id,
+        }
+        if window_is_closed(**where):
             # Closed windows are final: their raters may now compare labels.
             raise ValidationError(
                 "This window is closed (every rater agreed, or it was "
                 "adjudicated), so the label can no longer be reopened."
+            )
+        if co_rater_labels_visible(user=annotator, **where):
+            raise ValidationError(
+                "The other raters' labels of this window are open to you on the "
+                "adjudication pages, so your label can no longer be reopened."
             )
         label.submitted_at = None
         label = _label_write(
