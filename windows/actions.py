@@ -29,9 +29,14 @@ observation. Per domain:
   counts as a change, except a first "Room Air", which starts nothing. Measured
   parameters (``*_obs``) are observations. Each setting is compared on its own:
   changing FiO2 does not make the PEEP charted beside it an action.
-- ``crrt_therapy``: the CRRT mode (``crrt:<mode>``: start or switch) and its
-  prescription (blood flow, replacement and dialysate rates), by the same rule;
-  the ultrafiltrate removed is a measurement.
+- ``crrt_therapy``: a CRRT start is one action, the mode's charting
+  (``crrt:<mode>``): the first of the admission, or the first after the circuit
+  was silent for more than ``CRRT_RESTART_HOURS`` (CLINICAL_CONCEPTS.md 11a: the
+  CRRT tables hold point chartings only, no stop). The prescription charted
+  with a start (blood flow, replacement and dialysate rates) is part of it;
+  after that, each setting that differs from its previous charting is one
+  action, as is a switch of mode. An episode charted without any mode starts
+  with its first setting. The ultrafiltrate removed is a measurement.
 - ``position``: turning a patient prone, or back from prone.
 - ``code_status``: a change of code status. The first charting of an
   admission is not a change: it records the status the patient came with (in
@@ -114,6 +119,10 @@ CRRT_SETTINGS = (
 # Source tables whose records are coded after discharge (billing codes with a
 # date only): EventKind.CODED, whatever an older import called them.
 CODED_SOURCE_TABLES = ("clif_patient_procedures",)
+# CRRT charted again after this silence is a new start. The CLIF demo's
+# circuits are charted hourly; its silences on a running circuit (same mode and
+# prescription on both sides) last 7-10 h, its pauses 21 h to 10 days.
+CRRT_RESTART_HOURS = 12.0
 DERIVED_DOMAINS = (
     Domain.MED_CONTINUOUS,
     Domain.RESPIRATORY,
@@ -474,22 +483,45 @@ def _respiratory_kinds(rows: pd.DataFrame):
 
 
 def _crrt_kinds(rows: pd.DataFrame):
-    category = rows["category"].str.strip().str.lower()
-    is_mode = category.str.startswith("crrt:").to_numpy()
-    is_setting = category.isin(CRRT_SETTINGS).to_numpy()
+    import pandas as pd
+
+    category = rows["category"].str.strip().str.lower().to_numpy()
     values = rows["value_num"].to_numpy(dtype=float)
-    state = []
-    for cat, mode, setting, value in zip(
-        category.to_numpy(), is_mode, is_setting, values
-    ):
-        if mode:
-            state.append(cat.split(":", 1)[1] or None)
-        elif setting:
-            state.append(None if np.isnan(value) else float(value))
-        else:
-            state.append(None)
-    item = np.where(is_mode, "mode", category.to_numpy())
-    return _state_changes(rows, item=item, state=state)
+    times = pd.to_datetime(rows["time"], utc=True).to_numpy()
+    admissions = rows["admission_id"].to_numpy()
+    restart = np.timedelta64(int(CRRT_RESTART_HOURS * 3600), "s")
+    kinds = np.full(len(rows), _OBS, dtype=object)
+    prevs = np.full(len(rows), "", dtype=object)
+    # Episodes: an admission's chartings split where the circuit was silent
+    # longer than CRRT_RESTART_HOURS (rows come sorted by admission and time).
+    new = (
+        np.r_[True, (admissions[1:] != admissions[:-1])]
+        | np.r_[True, (times[1:] - times[:-1]) > restart]
+    )
+    episode = np.cumsum(new)
+    is_mode = np.array([c.startswith("crrt:") and len(c) > 5 for c in category])
+    is_setting = np.isin(category, CRRT_SETTINGS) & ~np.isnan(values)
+    for ep in np.unique(episode):
+        at = np.flatnonzero(episode == ep)
+        modes = at[is_mode[at]]
+        if len(modes):
+            mode = category[modes[0]].split(":", 1)[1]
+            kinds[modes[0]] = _ACT  # the start
+            for i in modes[1:]:
+                current = category[i].split(":", 1)[1]
+                if current != mode:
+                    kinds[i], prevs[i] = _ACT, mode
+                mode = current
+        settings = at[is_setting[at]]
+        if not len(modes) and len(settings):
+            kinds[settings[0]] = _ACT  # a start charted without its mode
+        last: dict[str, float] = {}
+        for i in settings:
+            before = last.get(category[i])
+            last[category[i]] = float(values[i])
+            if before is not None and not _same(before, float(values[i])):
+                kinds[i], prevs[i] = _ACT, _number(before)
+    return kinds, prevs
 
 
 def _position_kinds(rows: pd.DataFrame):

@@ -262,7 +262,7 @@ def test_two_concurrent_orders_of_one_drug_are_two_infusions():
 # --- CRRT, position, code status --------------------------------------------------
 
 
-def test_crrt_start_and_prescription_changes_are_actions_the_ultrafiltrate_is_not():
+def test_a_crrt_start_is_one_action_and_each_changed_setting_another():
     crrt = Domain.CRRT
     frame = _frame(
         [
@@ -295,12 +295,55 @@ def test_crrt_start_and_prescription_changes_are_actions_the_ultrafiltrate_is_no
         ]
     )
     assert _kinds(frame) == [
-        (ACT, ""),
-        (ACT, ""),
+        (ACT, ""),  # the start
+        (OBS, ""),  # its prescription, part of the start
         (OBS, ""),
         (OBS, ""),
-        (OBS, ""),
+        (OBS, ""),  # the ultrafiltrate is a measurement
         (ACT, "12000"),
+    ]
+
+
+def _crrt(minute, category, value=float("nan")):
+    return {
+        "minute": minute,
+        "domain": Domain.CRRT,
+        "category": category,
+        "value_num": value,
+    }
+
+
+def test_crrt_after_a_long_silence_starts_again_a_short_one_does_not():
+    hours = 60
+    frame = _frame(
+        [
+            _crrt(0, "blood_flow_rate", 12000.0),  # charted before its mode
+            _crrt(0, "dialysate_flow_rate", 600.0),
+            _crrt(40, "crrt:cvvhdf"),
+            _crrt(60, "dialysate_flow_rate", 800.0),
+            _crrt(60, "pre_filter_replacement_fluid_rate", 1400.0),
+            _crrt(10 * hours, "crrt:cvvhdf"),  # 10 h unrecorded, same circuit
+            _crrt(10 * hours, "dialysate_flow_rate", 800.0),
+            _crrt(40 * hours, "crrt:cvvh"),  # restarted after a 30 h pause
+            _crrt(40 * hours, "dialysate_flow_rate", 0.0),
+            _crrt(41 * hours, "crrt:cvvhdf"),  # a switch of mode
+            _crrt(80 * hours, "blood_flow_rate", 9000.0),  # charted without a mode
+            _crrt(80 * hours, "dialysate_flow_rate", 500.0),
+        ]
+    )
+    assert _kinds(frame) == [
+        (OBS, ""),
+        (OBS, ""),
+        (ACT, ""),
+        (ACT, "600"),
+        (OBS, ""),
+        (OBS, ""),
+        (OBS, ""),
+        (ACT, ""),
+        (OBS, ""),
+        (ACT, "cvvh"),
+        (ACT, ""),
+        (OBS, ""),
     ]
 
 
@@ -481,6 +524,24 @@ def test_carrier_fluids_of_the_demo_are_observations_and_a_second_line_is_a_star
         admission__source_id="20214994", order_id="2610492", value_text="start"
     )
     assert second.kind == ACT and action_text_of(second).startswith("start")
+
+
+@pytest.mark.django_db
+def test_a_demo_crrt_start_is_one_action_in_hospitalization_22987108(demo):
+    crrt = Event.objects.filter(
+        admission__source_id="22987108", domain=Domain.CRRT, kind=EventKind.ACTION
+    )
+    # CVVHDF started 2146-06-23 02:10 with its four settings; a 10 h gap in
+    # its charting that evening is no new start, and the prescription never
+    # changed.
+    assert list(crrt.values_list("category", flat=True)) == ["crrt:cvvhdf"]
+    # Over the demo: 5 first starts, 4 restarts after pauses of 21 h to 2 days
+    # (one charted without its mode), 9 changed settings; before, every start
+    # counted its four settings too (34 actions).
+    actions = Event.objects.filter(domain=Domain.CRRT, kind=EventKind.ACTION)
+    assert actions.filter(category__startswith="crrt:").count() == 8
+    assert actions.exclude(previous_value="").count() == 9
+    assert actions.count() == 18
 
 
 @pytest.mark.django_db
