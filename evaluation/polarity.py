@@ -7,8 +7,12 @@ match, whatever the embedding says.
 
 Sentence embeddings place such pairs close together (they share most words),
 so no tau separates them; the guard reads the direction and state words
-instead. It only vetoes a match, never makes one, and an item without such
-words ("septic shock", "norepinephrine") is opposed to neither side.
+instead, and for sedation, ventilatory support and fluid balance what each
+action does to that quantity ("Diurese" and "Start furosemide" lower the fluid
+balance, "Give fluids" raises it; "Wean sedation" and "Start a sedation
+holiday" lighten sedation, "Deepen sedation" deepens it). It only vetoes a
+match, never makes one, and an item without such words ("septic shock",
+"norepinephrine") is opposed to neither side.
 """
 
 from __future__ import annotations
@@ -39,6 +43,9 @@ _UP_WORDS = (
     "give",
     "giving",
     "administer",
+    "perform",
+    "performed",
+    "performing",
     "resume",
     "resumed",
     "restart",
@@ -53,14 +60,27 @@ _UP_WORDS = (
     "escalated",
     "escalating",
     "uptitrate",
+    "uptitrated",
+    "uptitrating",
     "up-titrate",
+    "up-titrated",
     "titrate up",
+    "deepen",
+    "deepened",
+    "deepening",
+    "push",
+    "augment",
+    "maximize",
+    "double the",
     "raise",
     "raised",
     "broaden",
     "broadened",
     "intensify",
     "intubate",
+    "reintubate",
+    "re-intubate",
+    "resuscitate",
     "insert",
     "place",
     "replete",
@@ -104,11 +124,34 @@ _DOWN_WORDS = (
     "de-escalating",
     "deescalate",
     "downtitrate",
+    "downtitrated",
+    "downtitrating",
     "down-titrate",
+    "down-titrated",
     "titrate down",
+    "lighten",
+    "lightened",
+    "lightening",
+    "diurese",
+    "diuresed",
+    "diuresing",
+    "liberate",
+    "liberated",
+    "liberating",
+    "pause",
+    "paused",
+    "interrupt",
+    "interrupted",
+    "suspend",
+    "suspended",
+    "trial off",
+    "cut back",
+    "halve the",
     "narrow",
     "narrowed",
     "extubate",
+    "extubated",
+    "extubating",
     "remove",
     "removed",
     "restrict",
@@ -116,6 +159,75 @@ _DOWN_WORDS = (
     "minimize",
     "limit",
 )
+# A titration whose direction comes after its object: "titrate norepinephrine
+# down", "turn the propofol up", "bring FiO2 down", "back off".
+_PARTICLE_VERB = (
+    r"titrat(?:e|ed|es|ing)|turn(?:ed|s|ing)?|bring(?:s|ing)?|brought|"
+    r"step(?:s|ped|ping)?|ramp(?:s|ed|ing)?|dial(?:s|ed|led|ing)?"
+)
+_UP_PHRASE = rf"(?:{_PARTICLE_VERB})(?: [^\s,;:]+){{0,3}}? up"
+_DOWN_PHRASE = (
+    rf"(?:{_PARTICLE_VERB}|come|comes|came|back|backs|backed)"
+    r"(?: [^\s,;:]+){0,3}? (?:down|off)"
+)
+# What a direction word acts on, for the quantities whose direction is not the
+# verb's alone: sedation, ventilatory support and fluid balance. Each axis
+# lists what an item may name on it with the way it moves the axis when done:
+# giving furosemide lowers the fluid balance (-1), giving a bolus raises it
+# (+1); starting a sedation holiday lightens sedation. An item's direction on
+# its axis is that sign times its direction word, so "Diurese" (a verb that
+# lowers fluid), "Start furosemide" and "Hold IV fluids" all point down, and
+# "Hold furosemide" up. The first thing named from the direction word on
+# decides the axis ("Wean sedation for an SBT" is about sedation), or in an
+# item without one, the first thing it names ("Avoid diuretics").
+_AXES: dict[str, tuple[tuple[str, int], ...]] = {
+    "sedation": (
+        (r"sedation (?:holidays?|vacations?|interruptions?|breaks?|holds?)", -1),
+        (
+            r"(?:spontaneous |daily )?awakening trials?|wake-? ?up (?:tests?|trials?)",
+            -1,
+        ),
+        (r"sedat[a-z]*|analgosedation|benzodiazepines?", 1),
+        (
+            r"propofol|midazolam|lorazepam|diazepam|dexmedetomidine|precedex|"
+            r"ketamine|fentanyl|remifentanil|sufentanil|hydromorphone",
+            1,
+        ),
+    ),
+    "ventilatory support": (
+        (
+            r"(?:spontaneous )?breathing trials?|pressure support trials?|"
+            r"t-piece trials?|extubation|liberation|decannulation",
+            -1,
+        ),
+        # The verbs: "extubate" is a down word acting on the support itself.
+        (r"extubat(?:e|ed|es|ing)|(?:re-?)?intubat[a-z]*", 1),
+        (
+            r"ventilat[a-z]*|vent|positive end-expiratory pressure|"
+            r"fraction of inspired oxygen|pressure support|tidal volumes?|"
+            r"(?:supplemental )?oxygen|o2|bilevel positive airway pressure|"
+            r"continuous positive airway pressure|high-? ?flow(?: nasal cannula)?|"
+            r"respiratory support|endotracheal tube",
+            1,
+        ),
+    ),
+    "fluid balance": (
+        (
+            r"fluid removal|(?:net )?ultrafiltration|diuresis|diuretics?|"
+            r"furosemide|lasix|bumetanide|bumex|torsemide|metolazone|"
+            r"chlorothiazide",
+            -1,
+        ),
+        # The verb: "diurese" is a down word acting on the fluid balance.
+        (r"diures(?:e|ed|es|ing)", 1),
+        (
+            r"(?:intravenous |iv |maintenance )?fluids?|bolus|boluses|"
+            r"crystalloids?|colloids?|(?:normal )?saline|lactated ringer'?s?|"
+            r"ringer'?s lactate|plasma-?lyte|albumin|volume",
+            1,
+        ),
+    ),
+}
 # Words that forbid what follows them: "do not wean" is the opposite of "wean",
 # "avoid fluid boluses" of "give fluid boluses".
 _NEGATIONS = (
@@ -205,6 +317,21 @@ _EXCLUSIVE_STATES: tuple[tuple[tuple[str, str], ...], ...] = (
     # "High potassium" / "low potassium"; "lower" as a verb is an action word.
     (("high", r"(?:high|elevated|raised)"), ("low", r"low")),
     (("acute", r"acute"), ("chronic", r"chronic")),
+    # Depth of sedation, and the fluid balance aimed at.
+    (
+        ("deep sedation", r"(?:deep|deeper|deeply|heavy|heavily) (sedat)[a-z]*"),
+        ("light sedation", r"(?:light|lighter|lightly|minimal) (sedat)[a-z]*"),
+    ),
+    (
+        (
+            "negative balance",
+            r"(?:net |fluid )?negative(?: fluid)? balance|net negative",
+        ),
+        (
+            "positive balance",
+            r"(?:net |fluid )?positive(?: fluid)? balance|net positive",
+        ),
+    ),
     (("atrial", r"(?:atrial|supraventricular)"), ("ventricular", r"ventricular")),
     (("upper gi", r"ugi"), ("lower gi", r"lgi")),
     (("ischemic", r"ischemic"), ("hemorrhagic stroke", r"hemorrhagic stroke")),
@@ -227,14 +354,19 @@ _NUMERIC_CHANGE = re.compile(
 _CLAUSE_BREAK = re.compile(r"[;,:]| then | and then | but ")
 
 
-def _words_pattern(words: tuple[str, ...]) -> re.Pattern[str]:
+def _words_pattern(words: tuple[str, ...], *patterns: str) -> re.Pattern[str]:
     ordered = sorted(set(words), key=len, reverse=True)
-    alternation = "|".join(re.escape(w) for w in ordered)
+    alternation = "|".join([*(re.escape(w) for w in ordered), *patterns])
     return re.compile(rf"(?<![\w-])(?:{alternation})(?![\w-])")
 
 
-_UP = _words_pattern(_UP_WORDS)
-_DOWN = _words_pattern(_DOWN_WORDS)
+_UP = _words_pattern(_UP_WORDS, _UP_PHRASE)
+_DOWN = _words_pattern(_DOWN_WORDS, _DOWN_PHRASE)
+_AXIS_PATTERNS = tuple(
+    (axis, re.compile(rf"(?<![\w-])(?:{pattern})(?![\w-])"), sign)
+    for axis, objects in _AXES.items()
+    for pattern, sign in objects
+)
 _NEGATION = _words_pattern(_NEGATIONS)
 _BETTER = _words_pattern(_BETTER_WORDS)
 _WORSE = _words_pattern(_WORSE_WORDS)
@@ -283,13 +415,17 @@ class Polarity:
     decrease) or 0 (none); in a prohibition, the direction of what it forbids.
     ``course``: a problem improving (+1) or worsening (-1). ``states``: the
     opposable states it names (hypo/hyper and brady/tachy with their stem,
-    acidosis, intubation, ...).
+    acidosis, intubation, ...). ``axis``: the quantity its direction word acts
+    on when it is one of ``_AXES`` (sedation, ventilatory support, fluid
+    balance), with the sign of what it names there: ("fluid balance", -1) for
+    "start furosemide", ("sedation", -1) for "start a sedation holiday".
     """
 
     negated: bool
     verb: int
     course: int
     states: frozenset[tuple[str, str]]
+    axis: tuple[str, int] | None = None
 
     @property
     def action(self) -> int:
@@ -299,13 +435,27 @@ class Polarity:
             return -(self.verb or 1)
         return self.verb
 
+    def along(self, axis: str, noun_as: int = 0) -> int:
+        """The direction it moves ``axis``, 0 when it does not name it: "Hold
+        furosemide" +1 on the fluid balance, "Diurese" -1, "Lighten sedation"
+        and "Start a sedation holiday" -1 on sedation. A noun phrase moves it
+        ``noun_as`` times its sign: 0, it may be done or avoided; 1, it is
+        read as done."""
+        if self.axis is None or self.axis[0] != axis:
+            return 0
+        return self.axis[1] * (self.action or noun_as)
+
 
 def _negation(clause: str) -> re.Match[str] | None:
     return _LEADING_NO.search(clause) or _NEGATION.search(clause)
 
 
-def _action(text: str) -> tuple[bool, int]:
-    clause = _CLAUSE_BREAK.split(text, maxsplit=1)[0]
+def _clause(text: str) -> str:
+    return _CLAUSE_BREAK.split(text, maxsplit=1)[0]
+
+
+def _action(clause: str) -> tuple[bool, int, int]:
+    """(negated, direction, where its object may start) of one clause."""
     up, down = _UP.search(clause), _DOWN.search(clause)
     verbs = [m for m in (up, down) if m is not None]
     negation = _negation(clause)
@@ -314,12 +464,26 @@ def _action(text: str) -> tuple[bool, int]:
         if change is not None and negation is None:
             # A recorded setting change, "PEEP 5 -> 10 cmH2O", goes up or down.
             before, after = float(change.group(1)), float(change.group(2))
-            return False, (after > before) - (after < before)
-        return negation is not None, 0
+            return False, (after > before) - (after < before), 0
+        return negation is not None, 0, 0
     verb = min(verbs, key=lambda m: m.start())
     direction = 1 if verb is up else -1
     negated = negation is not None and negation.start() < verb.start()
-    return negated, direction
+    return negated, direction, verb.start()
+
+
+def _axis(clause: str, start: int) -> tuple[str, int] | None:
+    """The axis of the first thing named from ``start`` on (the longest name
+    where two start together), with its sign."""
+    found = []
+    for axis, pattern, sign in _AXIS_PATTERNS:
+        match = pattern.search(clause, start)
+        if match is not None:
+            found.append((match.start(), -len(match.group(0)), axis, sign))
+    if not found:
+        return None
+    _, _, axis, sign = min(found)
+    return axis, sign
 
 
 def _course(text: str) -> int:
@@ -360,9 +524,14 @@ def _prepare(text: str) -> str:
 def polarity(text: str) -> Polarity:
     """The direction words of one item (normalized first, like the matcher)."""
     prepared = _prepare(text)
-    negated, verb = _action(prepared)
+    clause = _clause(prepared)
+    negated, verb, start = _action(clause)
     return Polarity(
-        negated=negated, verb=verb, course=_course(prepared), states=_states(prepared)
+        negated=negated,
+        verb=verb,
+        course=_course(prepared),
+        states=_states(prepared),
+        axis=_axis(clause, start),
     )
 
 
@@ -374,29 +543,41 @@ def _opposite_states(a: frozenset, b: frozenset) -> bool:
     return False
 
 
+def _shared_axis(a: Polarity, b: Polarity) -> str | None:
+    if a.axis is not None and b.axis is not None and a.axis[0] == b.axis[0]:
+        return a.axis[0]
+    return None
+
+
 def _opposite_actions(a: Polarity, b: Polarity) -> bool:
-    if a.negated and b.negated:
-        # Two prohibitions: opposed when they forbid opposite things ("do not
-        # wean" / "do not escalate"). "Avoid extubation" forbids the act the
-        # noun names, whichever its direction word would be.
-        return a.verb * b.verb < 0
-    if a.negated or b.negated:
+    if a.negated != b.negated:
         # A prohibition never matches an instruction that says its direction:
         # "give a fluid bolus" / "avoid fluid boluses", "escalate vasopressors"
         # / "do not wean vasopressors". A bare noun phrase ("fluid boluses")
         # says neither, and may be either.
         instruction = b if a.negated else a
         return instruction.verb != 0
+    axis = _shared_axis(a, b)
+    if axis is not None:
+        # Both act on one quantity: the way each moves it counts, not its
+        # verb. "Start furosemide" and "Hold IV fluids" both lower the fluid
+        # balance, "Diurese" and "Give fluids" go opposite ways; "Avoid
+        # diuretics" and "Avoid fluid boluses" forbid opposite things.
+        return a.along(axis) * b.along(axis) < 0
+    # Two instructions, or two prohibitions forbidding opposite things ("do not
+    # wean" / "do not escalate"). "Avoid extubation" forbids the act the noun
+    # names, whichever its direction word would be.
     return a.verb * b.verb < 0
 
 
 def opposed(a: str, b: str) -> bool:
     """True when a and b point in opposite directions, so they must not match
-    however similar they read: opposite instructions (start / stop), a
-    prohibition against an instruction, opposite courses (worsening /
-    resolving) or opposite states (hypo- / hyperkalemia, acidosis / alkalosis).
-    An item without direction words ("septic shock", "norepinephrine") is
-    opposed to none of these."""
+    however similar they read: opposite instructions (start / stop, wean /
+    deepen sedation, diurese / give fluids, titrate up / down), a prohibition
+    against an instruction, opposite courses (worsening / resolving) or
+    opposite states (hypo- / hyperkalemia, acidosis / alkalosis, deep / light
+    sedation). An item without direction words ("septic shock",
+    "norepinephrine") is opposed to none of these."""
     pa, pb = polarity(a), polarity(b)
     if _opposite_actions(pa, pb):
         return True
@@ -435,6 +616,11 @@ def harmful_direction_conflict(action: str, red_flag: str) -> bool:
     "Escalate vasopressors" against "Do not wean vasopressors". Both sides read
     an item without direction words as doing it ("Norepinephrine" is giving
     norepinephrine), as a recommendation and a forbidden action mean."""
-    recommended = polarity(action).action or 1
-    forbidden = polarity(forbidden_action(red_flag)).action or 1
-    return recommended != forbidden
+    recommended = polarity(action)
+    forbidden = polarity(forbidden_action(red_flag))
+    axis = _shared_axis(recommended, forbidden)
+    if axis is not None:
+        # "Diurese" against the red flag "Avoid fluid boluses": the red flag
+        # forbids raising the fluid balance, the recommendation lowers it.
+        return recommended.along(axis, 1) != forbidden.along(axis, 1)
+    return (recommended.action or 1) != (forbidden.action or 1)
