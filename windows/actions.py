@@ -26,7 +26,11 @@ observation. Per domain:
 - ``respiratory_support``: a device (its CLIF device category), a ventilation mode
   (``mode:<category>``) or one set parameter (``<name>_set``) is an action when it
   differs from that item's previous charting in the admission; the first charting
-  counts as a change, except a first "Room Air", which starts nothing. Measured
+  counts as a change, except a first "Room Air" or "Standby", which start
+  nothing. A mode charted without a CLIF mode category keeps its charted name
+  as its state: a ventilator on "Standby" does not ventilate, so Standby -> a
+  mode (e.g. AC-VC) resumes ventilation and is an action, and a mode -> Standby
+  pauses it. Measured
   parameters (``*_obs``) are observations. Each setting is compared on its own:
   changing FiO2 does not make the PEEP charted beside it an action.
 - ``crrt_therapy``: a CRRT start is one action, the mode's charting
@@ -142,6 +146,7 @@ _FIELDS = (
     "value_text",
     "order_id",
     "previous_value",
+    "name",
 )
 _ACT, _OBS = EventKind.ACTION.value, EventKind.OBSERVATION.value
 
@@ -455,21 +460,28 @@ def _differs(before, value) -> bool:
 
 
 def _respiratory_kinds(rows: pd.DataFrame):
+    import pandas as pd
+
     category = rows["category"].str.strip()
     lower = category.str.lower()
     is_set = lower.str.endswith("_set").to_numpy()
     is_mode = lower.str.startswith("mode:").to_numpy()
     is_device = lower.isin(DEVICE_CATEGORIES).to_numpy()
     values = rows["value_num"].to_numpy(dtype=float)
+    names = (
+        rows["name"].fillna("").astype(str).str.strip()
+        if "name" in rows
+        else pd.Series("", index=rows.index)
+    )
     item = np.where(is_set, lower.to_numpy(), np.where(is_mode, "mode", "device"))
     state = []
-    for value, setting, mode, device, cat in zip(
-        values, is_set, is_mode, is_device, category.to_numpy()
+    for value, setting, mode, device, cat, name in zip(
+        values, is_set, is_mode, is_device, category.to_numpy(), names.to_numpy()
     ):
         if setting:
             state.append(None if np.isnan(value) else float(value))
         elif mode:
-            state.append(cat.split(":", 1)[1] or None)
+            state.append(cat.split(":", 1)[1] or name or None)
         elif device:
             state.append(cat)
         else:
@@ -478,7 +490,9 @@ def _respiratory_kinds(rows: pd.DataFrame):
         rows,
         item=item,
         state=state,
-        first_counts=lambda v: not (isinstance(v, str) and v.lower() == "room air"),
+        first_counts=lambda v: (
+            not (isinstance(v, str) and v.lower() in ("room air", "standby"))
+        ),
     )
 
 

@@ -125,6 +125,34 @@ def test_device_and_mode_changes_are_actions_and_a_first_room_air_is_not():
     ]
 
 
+def _mode(minute, category, name=""):
+    return {
+        "minute": minute,
+        "domain": Domain.RESPIRATORY,
+        "category": "mode:" + category,
+        "name": name,
+    }
+
+
+def test_a_ventilator_resumed_from_standby_is_an_action():
+    frame = _frame(
+        [
+            _mode(0, "", "Standby"),  # a first Standby starts nothing
+            _mode(60, "Assist Control-Volume Control", "CMV/ASSIST"),
+            _mode(120, "", "Standby"),
+            _mode(180, "", "Standby"),
+            _mode(240, "Assist Control-Volume Control", "CMV/ASSIST"),
+        ]
+    )
+    assert _kinds(frame) == [
+        (OBS, ""),
+        (ACT, "Standby"),
+        (ACT, "Assist Control-Volume Control"),  # ventilation paused
+        (OBS, ""),
+        (ACT, "Standby"),  # and resumed: a decision, as the first one
+    ]
+
+
 def test_settings_are_followed_per_admission():
     frame = _frame(
         [
@@ -542,6 +570,24 @@ def test_a_demo_crrt_start_is_one_action_in_hospitalization_22987108(demo):
     assert actions.filter(category__startswith="crrt:").count() == 8
     assert actions.exclude(previous_value="").count() == 9
     assert actions.count() == 18
+
+
+@pytest.mark.django_db
+def test_the_demo_ventilator_resumed_from_standby_in_hospitalization_21027282(demo):
+    modes = Event.objects.filter(
+        admission__source_id="21027282",
+        domain=Domain.RESPIRATORY,
+        category__startswith="mode:",
+        time__date="2133-12-20",
+        time__hour__in=(17, 21),
+    ).order_by("time")
+    assert [(e.name, e.kind, e.previous_value) for e in modes] == [
+        ("Standby", ACT, "Pressure Support/CPAP"),
+        ("CPAP/PSV", ACT, "Standby"),
+    ]
+    assert action_text_of(modes[1]) == (
+        "Ventilator mode: Standby -> Pressure Support/CPAP (CPAP/PSV)"
+    )
 
 
 @pytest.mark.django_db
