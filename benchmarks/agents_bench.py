@@ -290,6 +290,9 @@ def main() -> None:
             "CELERY_BROKER_URL": "filesystem://",
             "HF_HUB_OFFLINE": "1",
             "DJANGO_SETTINGS_MODULE": "realicu_web.settings",
+            # The trivial endpoint listens on loopback, which an operator must
+            # allow for endpoints (oracle.backbones.endpoints).
+            "REALICU_ENDPOINT_ALLOWED_NETWORKS": "127.0.0.0/8",
         }
     )
     os.environ.update(env)

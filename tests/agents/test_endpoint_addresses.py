@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 from datetime import UTC, datetime, timedelta
 
 import httpx
@@ -25,7 +26,9 @@ from agents.llm import ChatClient
 from agents.models import AgentPrediction, AgentRun, OnlineEndpoint
 from agents.remote import UNREACHABLE, RemoteAgent
 from agents.services import (
+    agent_run_cancel,
     agent_run_inline,
+    agent_run_resume,
     agent_run_start,
     endpoint_register,
     online_eval_start,
@@ -397,3 +400,43 @@ def test_an_endpoint_name_with_a_nul_byte_is_a_form_error(researcher, tiny_relea
     assert response.status_code == 400
     assert "control characters" in response.content.decode()
     assert not OnlineEndpoint.objects.exists()
+
+
+# --- an endpoint's reply within its timeout and size (item 5) ----------------------
+
+
+@pytest.mark.parametrize(
+    "mode, detail",
+    [("drip", "no complete reply within 1.5 s"), ("huge", "announced 50,000,000")],
+)
+def test_an_endpoint_dripping_or_flooding_its_reply_is_cut_off(mode, detail):
+    server = SlowServer(mode=mode, interval=0.25).start()
+    agent = RemoteAgent(url=server.url, timeout_seconds=1.5, max_retries=0)
+    started = time.monotonic()
+    try:
+        with pytest.raises(AgentError) as error:
+            agent.predict(a_window(), {})
+    finally:
+        agent.close()
+        server.stop()
+    # Before: a byte every 5 s was accepted after 121 s, and 50 MB were read
+    # whole before being refused.
+    assert time.monotonic() - started < 2.5
+    assert str(error.value) == UNREACHABLE and detail in error.value.detail
+    assert server.sent < 20_000_000
+
+
+@pytest.mark.django_db
+def test_a_run_whose_endpoint_became_refused_is_not_resumed(
+    researcher, tiny_release, endpoint, settings
+):
+    registered = endpoint_register(
+        user=researcher, release=tiny_release, name="mine", url=endpoint.url
+    )
+    run = online_eval_start(user=researcher, endpoint=registered, enqueue=False)
+    agent_run_cancel(user=researcher, run=run)
+    settings.REALICU_ENDPOINT_ALLOWED_NETWORKS = []  # the operator closed it
+    with pytest.raises(ValidationError, match="not a public address"):
+        agent_run_resume(user=researcher, run=run)
+    run.refresh_from_db()
+    assert run.state == "cancelled"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import httpx
 import pytest
 from django.core.exceptions import ValidationError
+from django.urls import reverse
 
 from accounts.roles import Role
 from oracle import services
@@ -202,3 +203,33 @@ def test_the_oracle_connects_only_to_the_address_it_checked(
     assert {
         r.headers.get("host") or r.headers.get("Host") for r in fake_llm.requests
     } == {f"llm.example:{fake_llm.port}"}
+
+
+@pytest.mark.parametrize(
+    "url", ["http://[::1/v1", "http://[::1]:99999/v1", "http://a\\@127.0.0.1:8000/"]
+)
+def test_an_unreadable_base_url_is_a_form_error(client, admin_user, url):
+    client.force_login(admin_user)
+    response = client.post(
+        reverse("oracle:backbone_new"),
+        {
+            "name": "unreadable",
+            "kind": "openai",
+            "base_url": url,
+            "model": "m",
+            "timeout_seconds": 60,
+            "max_retries": 0,
+            "concurrency": 1,
+            "requests_per_minute": 60,
+            "price_per_million_input": 0,
+            "price_per_million_output": 0,
+        },
+    )
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert "cannot be read" in html or "backslashes" in html
+    assert not Backbone.objects.filter(name="unreadable").exists()
+    with pytest.raises(ValidationError):
+        services.backbone_create(
+            admin=admin_user, name="x", kind=BackboneKind.OPENAI, base_url=url
+        )
