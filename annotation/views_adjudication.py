@@ -190,13 +190,17 @@ def _int_or_none(value):
 
 
 def _decision_failed(request, campaign, window, message: str, posted: dict):
-    """The workspace again with the message beside the form, the typed text kept.
-    Status 200 for htmx, which swaps only successful responses by default."""
+    """The workspace again with the message beside the form, the typed text kept:
+    status 200 for htmx, which swaps only successful responses by default, and
+    the whole page with status 400 for a plain form post."""
+    context = _workspace(request, campaign, window.pk, error=message, posted=posted)
     if request.htmx:
-        context = _workspace(request, campaign, window.pk, error=message, posted=posted)
         return render(request, "annotation/adjudication_window.html#workspace", context)
-    messages.error(request, message)
-    return redirect("annotation:adjudication_window", campaign.pk, window.pk)
+    response = render(
+        request, "annotation/adjudication_window.html", context, status=400
+    )
+    response["Cache-Control"] = "no-store"
+    return response
 
 
 @require_POST

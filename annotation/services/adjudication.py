@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from accounts.roles import require_admin
 from annotation.blindness import adjudication_require_not_withheld
+from annotation.evidence import evidence_refused, refused_named
 from annotation.models import (
     AdjudicationAction,
     AdjudicationDecision,
@@ -31,7 +32,11 @@ from annotation.services.campaigns import (
     assignment_add,
     campaign_window_adjudication_start,
 )
-from annotation.services.consensus import SET_TASKS, consensus_build
+from annotation.services.consensus import (
+    SET_TASKS,
+    consensus_build,
+    consensus_status_evidence,
+)
 from evaluation.labelschema import MAX_ITEM_CHARS
 from windows.models import Window
 
@@ -227,6 +232,12 @@ def _status_dispute(
         raise ValidationError(
             "Settle the status as improving, stable or deteriorating."
         )
+    _evidence_check(
+        window=window,
+        ids=consensus_status_evidence(consensus.agreement, new_status),
+        what=f"The status {new_status}, by the labels that gave it,",
+        way_out="Settle another status, ask a third physician or drop the window.",
+    )
     return dispute
 
 
@@ -287,7 +298,32 @@ def _item_dispute(
                 f"The new text is {len(new_text)} characters long; the "
                 f"limit is {MAX_ITEM_CHARS}."
             )
+    if action in (AdjudicationAction.ACCEPT, AdjudicationAction.REWRITE):
+        cluster = next(
+            c for c in consensus.agreement.clusters.get(task, []) if c["id"] == item_ref
+        )
+        _evidence_check(
+            window=window,
+            ids=[e for item in cluster["items"] for e in item.get("evidence") or []],
+            what=f"“{cluster['items'][0]['text']}”",
+            way_out="Drop the item instead.",
+        )
     return dispute
+
+
+def _evidence_check(*, window: Window, ids, what: str, way_out: str) -> None:
+    """A ValidationError when the evidence a decision would carry into the
+    consensus cites what no label may (annotation.evidence: a hindsight
+    record, an event outside the window's stay): labels saved before that
+    rule, or written around the services. ``what`` names what cites it."""
+    refused = evidence_refused(window=window, ids=ids)
+    if refused:
+        raise ValidationError(
+            f"{what} cites {refused_named(sorted(refused), refused)}: evidence "
+            "must be what the bedside of this stay showed (hindsight records are "
+            f"never evidence), so no decision carries it into the consensus. "
+            f"{way_out}"
+        )
 
 
 def _decision_record(
@@ -425,6 +461,13 @@ def adjudication_merge(
             raise ValidationError(
                 f"“{items[0]['text']}” is a single item: a merge needs two items "
                 "at least (choose another one that means the same thing)."
+            )
+        for item in items:
+            _evidence_check(
+                window=window,
+                ids=item.get("evidence") or [],
+                what=f"“{item['text']}”",
+                way_out="Leave it out of the merge, and drop it.",
             )
         campaign_window_adjudication_start(
             admin=admin, campaign=campaign, window=window

@@ -99,7 +99,7 @@ def majority_status(statuses: list[str]) -> str:
     return value if count * 2 > len(statuses) else ""
 
 
-def _status_evidence(agreement: WindowAgreement, status: str) -> list[int]:
+def consensus_status_evidence(agreement: WindowAgreement, status: str) -> list[int]:
     """The consensus status's evidence (spec section 3: every label cites its
     evidence): the union of the evidence of the labels whose status is the
     consensus one, i.e. all of them when agreed, the majority's, or, for a
@@ -199,7 +199,7 @@ def consensus_fields(
         "status": status,
         "status_source": source,
         "status_decision": status_decision,
-        "status_evidence": _status_evidence(agreement, status),
+        "status_evidence": consensus_status_evidence(agreement, status),
         "dropped": dropped,
         "items": items,
         "open_disputes": disputes,
@@ -259,5 +259,6 @@ __all__ = [
     "SET_TASKS",
     "consensus_build",
     "consensus_fields",
+    "consensus_status_evidence",
     "majority_status",
 ]

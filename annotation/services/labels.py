@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from accounts.roles import user_is_physician
 from annotation.blindness import co_rater_labels_visible, window_is_closed
+from annotation.evidence import NOT_OF_STAY, evidence_refused, hindsight_refusal
 from annotation.models import (
     Assignment,
     AssignmentState,
@@ -23,7 +24,6 @@ from annotation.models import (
 from annotation.selectors import recorded_critical_actions
 from annotation.services.agreement import on_label_reopened, on_label_submitted
 from evaluation.labelschema import TEXT_LISTS, label_read
-from windows.models import Event
 
 # Time on task: the client sends the seconds it saw the physician active since
 # its last successful save; a save counts at most this many, and never more than
@@ -111,7 +111,8 @@ def _payload_clean(
 
     The label's shape is checked by ``evaluation.labelschema.label_read``: a
     draft (``complete=False``) may be unfinished, a submit needs the status and
-    no empty item. On top of it: evidence from the window's admission only; a
+    no empty item. On top of it: evidence from the window's stay only, and no
+    hindsight record (annotation.evidence), drafts included; a
     submit rates every recorded critical action of the window and nothing else,
     and, when the campaign requires evidence (``Campaign.evidence_required``),
     cites at least one event for each acute problem, added action and red flag.
@@ -127,24 +128,24 @@ def _payload_clean(
     for problem in reading.problems:
         add(problem.field, problem.message)
 
-    window = assignment.window
-    all_cited = {pk for ids in reading.cited.values() for pk in ids}
-    if all_cited:
-        known = set(
-            Event.objects.filter(
-                admission_id=window.stay.admission_id, pk__in=all_cited
-            ).values_list("pk", flat=True)
-        )
-        for field, ids in reading.cited.items():
-            foreign = [pk for pk in dict.fromkeys(ids) if pk not in known]
-            if foreign:
-                add(
-                    field,
-                    "Evidence must come from this patient's stay; "
-                    f"event{'s' if len(foreign) > 1 else ''} "
-                    f"{', '.join(map(str, foreign[:5]))} "
-                    f"{'do' if len(foreign) > 1 else 'does'} not belong to it.",
-                )
+    refused = evidence_refused(
+        window=assignment.window,
+        ids={pk for ids in reading.cited.values() for pk in ids},
+    )
+    for field, ids in reading.cited.items():
+        cited = [pk for pk in dict.fromkeys(ids) if pk in refused]
+        foreign = [pk for pk in cited if refused[pk] == NOT_OF_STAY]
+        hindsight = [pk for pk in cited if refused[pk] != NOT_OF_STAY]
+        if foreign:
+            add(
+                field,
+                "Evidence must come from this patient's stay; "
+                f"event{'s' if len(foreign) > 1 else ''} "
+                f"{', '.join(map(str, foreign[:5]))} "
+                f"{'do' if len(foreign) > 1 else 'does'} not belong to it.",
+            )
+        if hindsight:
+            add(field, hindsight_refusal(hindsight, refused))
 
     if complete and assignment.campaign.evidence_required:
         # The campaign's setting: each free-text item cites what it rests on. A

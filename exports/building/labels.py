@@ -1,6 +1,7 @@
 """The labels a release is made of: its rows (a campaign's Gold consensus or an
 Oracle run's labels, by stay then window) and each window's labels as released,
-with pseudonymous raters and no trace of records coded after discharge."""
+with pseudonymous raters and no trace of hindsight records (codes assigned after
+discharge, outcomes, discharge summaries: annotation.evidence)."""
 
 from __future__ import annotations
 
@@ -11,11 +12,12 @@ from typing import Any
 
 from django.conf import settings
 
+from annotation.evidence import hindsight_records
 from annotation.models import ConsensusLabel, ConsensusStatusSource
 from annotation.services.agreement import RECOMMENDING_RATINGS
 from exports.models import Release, ReleaseKind
 from oracle.models import OracleLabel, OracleLabelState
-from windows.models import Event, EventKind
+from windows.models import EventKind
 
 SET_TASKS = ("acute_problems", "recommended_actions", "red_flags")
 
@@ -123,28 +125,31 @@ def _oracle_labels(
 
 @dataclass(frozen=True)
 class CodedRecords:
-    """A stay's records coded after discharge: ids and names (``"ICD10PCS
-    5A1955Z"``). Labels made before such records were marked as coded may cite
-    them, or have rated them as actions: a release keeps neither."""
+    """A stay's hindsight records (annotation.evidence.hindsight_record_q:
+    codes assigned after discharge, outcomes, discharge summaries): their ids,
+    and the names of the coded ones (``"ICD10PCS 5A1955Z"``). Labels made
+    before such records were refused as evidence may cite them, or have rated
+    coded records as actions: a release keeps neither."""
 
     ids: frozenset[int] = frozenset()
     names: frozenset[str] = frozenset()
 
     @classmethod
     def of_admission(cls, admission_id: int) -> CodedRecords:
-        rows = Event.objects.filter(
-            admission_id=admission_id, kind=EventKind.CODED
-        ).values_list("id", "name")
+        rows = hindsight_records(admission_id=admission_id).values_list(
+            "id", "kind", "name"
+        )
         ids, names = set(), set()
-        for pk, name in rows:
+        for pk, kind, name in rows:
             ids.add(pk)
-            names.add(name)
+            if kind == EventKind.CODED:
+                names.add(name)
         return cls(frozenset(ids), frozenset(names))
 
 
 def labels_without_coded(labels: dict, coded: CodedRecords) -> dict:
-    """``labels`` with no trace of a coded record: evidence ids of coded records
-    dropped, and items that stand for one (a rating of a coded record as an
+    """``labels`` with no trace of a hindsight record: their evidence ids
+    dropped, and items that stand for a coded record (a rating of it as an
     action, named by its code) left out."""
     if not coded.ids:
         return labels
