@@ -52,7 +52,12 @@ class RequestHandler(ASGIHandler):
     arrives, a stalled one is answered 408 and closed."""
 
     def __init__(self, *, threads: int = 4):
-        super().__init__()
+        # The middleware chain loaded synchronously, as for WSGI (not
+        # ASGIHandler's async chain): the project's middleware and views are
+        # synchronous, and an async chain adapts them one by one, a hop between
+        # the loop and the thread at each (the sign-in page took 3.8 ms of CPU
+        # that way, 2.4 ms this way, 1.7 ms under gthread).
+        self.load_middleware(is_async=False)
         self.threads = threads
         self.body_seconds = _env_float("REALICU_REQUEST_BODY_SECONDS", 30.0)
         self.body_rate = _env_float("REALICU_REQUEST_BODY_RATE", 256 * 1024)
@@ -90,6 +95,10 @@ class RequestHandler(ASGIHandler):
         if isinstance(receive, ReceivedBody):
             return receive.body
         return await super().read_body(receive)
+
+    async def get_response_async(self, request):
+        # The whole chain and the view in one call on the request's thread.
+        return await sync_to_async(self.get_response)(request)
 
     async def run_get_response(self, request):
         response = await super().run_get_response(request)
