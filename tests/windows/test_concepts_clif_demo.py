@@ -223,22 +223,40 @@ def test_crrt_is_active_between_its_hourly_chartings(clif, demo):
     first = frame.index[frame["crrt_active"] == 1][0]
     last = frame.index[frame["crrt_active"] == 1][-1]
     span = frame.loc[first:last]
-    # From the first to the last running charting (mode, circuit flow or
-    # ultrafiltrate). Only charted modes counted before: 215 of 395 hours off.
-    assert len(span) == 404
+    # From the first running charting (mode, circuit flow or ultrafiltrate) to
+    # 6 h after the last. Only charted modes counted before: 215 of 395 hours
+    # off.
+    assert len(span) == 410
     off = span[span["crrt_active"] == 0]
-    # Off only in the three pauses (21, 21 and 44 h without a charting): the
-    # hours wholly inside them.
-    assert len(off) == 20 + 20 + 43
+    # Off only in the three pauses (21, 21 and 44 h without a charting), after
+    # the 6 h for which their last charting is carried: the hours wholly inside.
+    assert len(off) == 14 + 14 + 37
     for start, end in [
         ("2146-05-25 22:00", "2146-05-26 19:00"),
         ("2146-05-29 22:00", "2146-05-30 19:00"),
         ("2146-06-02 22:00", "2146-06-04 18:00"),
     ]:
-        inside = during(frame, pd.Timestamp(start) + pd.Timedelta(hours=1), end)
+        carried = during(frame, start, pd.Timestamp(start) + pd.Timedelta(hours=6))
+        assert (carried["crrt_active"] == 1).all()
+        inside = during(frame, pd.Timestamp(start) + pd.Timedelta(hours=7), end)
         assert (inside["crrt_active"] == 0).all()
     on = span[span["crrt_active"] == 1]
     assert (on["aki_stage"] == 3).all()
+
+
+def test_crrt_charted_at_12_and_22_runs_until_18_in_hospitalization_22987108(
+    clif, demo
+):
+    # CVVHDF charted hourly until 2146-06-23 12:00, next at 22:00. Before, the
+    # 12:00 charting was not carried at all (the next came more than 6 h
+    # later): CRRT off and the AKI stage empty from 12:00 to 22:00.
+    frame = stay_tracks(clif, demo, "22987108")
+    carried = during(frame, "2146-06-23 12:00", "2146-06-23 18:00")
+    assert len(carried) == 6
+    assert (carried["crrt_active"] == 1).all()
+    assert (carried["aki_stage"] == 3).all()
+    silent = during(frame, "2146-06-23 19:00", "2146-06-23 22:00")
+    assert (silent["crrt_active"] == 0).all()
 
 
 def test_a_norepinephrine_started_after_a_34_minute_stay_does_not_score_it(clif, demo):

@@ -142,13 +142,14 @@ def test_gu_irrigant_in_is_netted_out_of_urine():
 # --- CRRT and the combined stage (4d) --------------------------------------------
 
 
-def test_crrt_mode_charting_is_stage_3_smoothed_over_6_hours():
+def test_crrt_mode_charting_is_stage_3_carried_6_hours_and_smoothed_6_more():
     frame = tracks([creat(1.5, 1.0), event(5.5, "crrt_therapy", "crrt:cvvhdf")])
-    assert column(frame, "crrt_active", [5, 6, 7]) == [0, 1, 0]
+    # a last charting runs for CRRT_MAX_GAP (5.5 -> 11.5)
+    assert column(frame, "crrt_active", [5, 6, 12, 13]) == [0, 1, 1, 0]
     assert at(frame, 2, "aki_stage") == 0
-    assert at(frame, 6, "aki_stage") == 3
-    assert column(frame, "aki_stage_smoothed", [2, 6, 11]) == [0, 3, 3]
-    assert np.isnan(at(frame, 12, "aki_stage_smoothed"))
+    assert column(frame, "aki_stage", [6, 12]) == [3, 3]
+    assert column(frame, "aki_stage_smoothed", [2, 6, 17]) == [0, 3, 3]
+    assert np.isnan(at(frame, 18, "aki_stage_smoothed"))
 
 
 def test_crrt_from_mimic_mode_text_and_procedure_intervals():
@@ -159,9 +160,9 @@ def test_crrt_from_mimic_mode_text_and_procedure_intervals():
     assert at(interval, 4, "aki_stage") == 3
     # A circuit flow or volume shows the machine running; other readings do not.
     readings = tracks([event(3.5, "crrt_therapy", "blood_flow_rate", 200)])
-    assert column(readings, "crrt_active", [3, 4, 5]) == [0, 1, 0]
+    assert column(readings, "crrt_active", [3, 4, 10, 11]) == [0, 1, 1, 0]
     ultrafiltrate = tracks([event(3.5, "crrt_therapy", "ultrafiltration_out", 150)])
-    assert column(ultrafiltrate, "crrt_active", [3, 4, 5]) == [0, 1, 0]
+    assert column(ultrafiltrate, "crrt_active", [3, 4, 10, 11]) == [0, 1, 1, 0]
     pressure = tracks([event(3.5, "crrt_therapy", "crrt_access_pressure", -80)])
     assert pressure["crrt_active"].max() == 0
 
@@ -170,14 +171,15 @@ def crrt(hours, category="crrt:cvvhdf", value=None, text=""):
     return event(hours, "crrt_therapy", category, value, text=text)
 
 
-def test_crrt_is_carried_between_chartings_up_to_6_hours_apart():
-    frame = tracks([crrt(2.5), crrt(4.5), crrt(10.0), crrt(17.0)])
-    # 4.5 -> 10.0 (5.5 h) is carried; 10.0 -> 17.0 (7 h) is a pause.
-    assert column(frame, "crrt_active", list(range(2, 19))) == (
-        [0] + [1] * 8 + [0] * 6 + [1, 0]
+def test_crrt_is_carried_from_each_charting_for_6_hours_at_most():
+    frame = tracks([crrt(2.5), crrt(4.5), crrt(10.0), crrt(20.0)])
+    # 4.5 -> 10.0 (5.5 h) is carried; 10.0 -> 20.0 (10 h): on until 16.0, as
+    # after the last charting (20.0 -> 26.0), then off.
+    assert column(frame, "crrt_active", list(range(2, 28))) == (
+        [0] + [1] * 14 + [0] * 3 + [1] * 7 + [0]
     )
-    assert column(frame, "aki_stage", list(range(3, 11))) == [3] * 8
-    assert np.isnan(at(frame, 13, "aki_stage"))
+    assert column(frame, "aki_stage", list(range(3, 17))) == [3] * 14
+    assert np.isnan(at(frame, 18, "aki_stage"))
 
 
 def test_a_discontinued_circuit_or_a_blood_flow_of_0_stops_crrt():
@@ -186,12 +188,13 @@ def test_a_discontinued_circuit_or_a_blood_flow_of_0_stops_crrt():
         crrt(3.5, "blood_flow_rate", 0),
     ):
         frame = tracks([crrt(1.5), stop, crrt(6.5)])
-        assert column(frame, "crrt_active", [2, 3, 4, 5, 6, 7, 8]) == [
+        assert column(frame, "crrt_active", [2, 3, 4, 5, 6, 7, 13, 14]) == [
             1,
             1,
             1,
             0,
             0,
+            1,
             1,
             0,
         ]
@@ -199,7 +202,7 @@ def test_a_discontinued_circuit_or_a_blood_flow_of_0_stops_crrt():
 
 def test_an_active_circuit_charted_in_mimic_text_is_crrt():
     frame = tracks([crrt(1.5, "crrt_system_integrity", text="Active"), crrt(3.5)])
-    assert column(frame, "crrt_active", [1, 2, 3, 4, 5]) == [0, 1, 1, 1, 0]
+    assert column(frame, "crrt_active", [1, 2, 3, 4, 10, 11]) == [0, 1, 1, 1, 1, 0]
 
 
 def test_combined_stage_is_the_highest_criterion_in_the_hour():

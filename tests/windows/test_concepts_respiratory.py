@@ -50,13 +50,22 @@ def device(hours, category, **kwargs):
 )
 def test_device_categories_map_to_ventilation_status(category, status):
     frame = tracks([device(1.5, category), device(3.5, category)])
-    assert column(frame, "ventilation", [1, 2, 4, 5]) == [None, status, status, None]
+    # the last charting is carried for 14 h (3.5 -> 17.5)
+    assert column(frame, "ventilation", [1, 2, 4, 18, 19]) == [
+        None,
+        status,
+        status,
+        status,
+        None,
+    ]
 
 
 def test_a_status_carries_forward_while_chartings_are_less_than_14_hours_apart():
     frame = tracks([device(1.0, "IMV"), device(14.5, "IMV")])
-    assert column(frame, "ventilation", [0, 1, 8, 15, 16]) == [
+    assert column(frame, "ventilation", [0, 1, 8, 15, 28, 29, 30]) == [
         None,
+        "invasive",
+        "invasive",
         "invasive",
         "invasive",
         "invasive",
@@ -64,9 +73,18 @@ def test_a_status_carries_forward_while_chartings_are_less_than_14_hours_apart()
     ]
 
 
-def test_a_gap_of_14_hours_or_more_splits_and_single_chartings_are_dropped():
-    frame = tracks([device(1.0, "IMV"), device(15.0, "IMV")])
-    assert set(frame["ventilation"]) == {None}
+def test_a_charting_is_carried_for_14_hours_at_most():
+    # 1.0 -> 20.0 is a 19 h silence: ventilated until 15.0, then not known
+    frame = tracks([device(1.0, "IMV"), device(20.0, "IMV")])
+    assert column(frame, "ventilation", [1, 15, 16, 19, 20, 34, 35]) == [
+        "invasive",
+        "invasive",
+        None,
+        None,
+        "invasive",
+        "invasive",
+        None,
+    ]
 
 
 def test_a_new_status_ends_the_previous_episode_and_the_hour_shows_the_higher_one():
@@ -78,10 +96,11 @@ def test_a_new_status_ends_the_previous_episode_and_the_hour_shows_the_higher_on
             device(12.0, "Nasal Cannula"),
         ]
     )
-    assert column(frame, "ventilation", [1, 7, 8, 9, 12, 13]) == [
+    assert column(frame, "ventilation", [1, 7, 8, 9, 12, 26, 27]) == [
         "invasive",
         "invasive",
         "invasive",
+        "supplemental_o2",
         "supplemental_o2",
         "supplemental_o2",
         None,
@@ -95,7 +114,12 @@ def test_an_invasive_mode_without_a_device_is_invasive_ventilation():
             device(4.5, "SIMV"),  # MIMIC mode events carry no "mode:" prefix
         ]
     )
-    assert column(frame, "ventilation", [2, 5, 6]) == ["invasive", "invasive", None]
+    assert column(frame, "ventilation", [2, 5, 19, 20]) == [
+        "invasive",
+        "invasive",
+        "invasive",  # 4.5 carried for 14 h
+        None,
+    ]
 
 
 def test_a_trach_collar_with_a_ventilator_mode_is_invasive():
@@ -124,7 +148,7 @@ def test_pressure_support_chartings_continue_a_ventilator_status_but_not_start_o
             device(30.0, "IMV"),
         ]
     )
-    assert column(frame, "ventilation", [5, 15, 25, 30, 31]) == ["invasive"] * 4 + [
+    assert column(frame, "ventilation", [5, 15, 25, 30, 44, 45]) == ["invasive"] * 5 + [
         None
     ]
     alone = tracks(

@@ -44,11 +44,12 @@ SYSTEM_ACTIVE = {"active", "initiated", "reinitiated", "new filter"}
 SYSTEM_STOPPED = {"recirculating", "discontinued"}
 # Section 11a: the CRRT tables hold point chartings only, no durations. CRRT is
 # charted hourly for the fluid balance (in the CLIF demo 98 % of consecutive
-# CRRT chartings are at most 1 h apart), so a running charting is carried to
-# the next charting when that is at most 6 h later: a missed charting or a
-# filter change stays on CRRT, while a longer silence (the demo's pauses last
-# 21-44 h) is taken as the circuit being off. 6 h is also the window over which
-# section 4d smooths the KDIGO stage.
+# CRRT chartings are at most 1 h apart), so a running charting is carried until
+# the next charting or for 6 h, whichever comes first: a missed charting or a
+# filter change stays on CRRT, and a longer silence (the demo's pauses last
+# 21-44 h) is taken as the circuit being off 6 h after its last charting, not
+# at that charting (issue 30: 12:00 -> 22:00 in hid 22987108 ran on both
+# sides). 6 h is also the window over which section 4d smooths the KDIGO stage.
 CRRT_MAX_GAP = 6 * HOUR
 DAY = 24 * HOUR
 
@@ -218,15 +219,15 @@ def crrt_chartings(stay: Stay) -> pd.DataFrame:
 def crrt_periods(stay: Stay) -> pd.DataFrame:
     """Periods on CRRT, columns ``t`` (start) and ``end`` (ns since intime):
     each running charting lasts until the next charting (running or stopped),
-    the last one until ICU discharge, if that is at most CRRT_MAX_GAP later,
-    else only at its own time; plus the CRRT intervals (crrt_intervals). A stop
-    ends CRRT at the stop's time."""
+    the last one until ICU discharge, or for CRRT_MAX_GAP if that comes first;
+    plus the CRRT intervals (crrt_intervals). A stop ends CRRT at the stop's
+    time."""
     chartings = crrt_chartings(stay)
     t = chartings["t"].to_numpy(dtype=np.int64)
     # The last charting runs to ICU discharge as to a next charting.
     gap = np.r_[np.diff(t), stay.outtime_ns - t[-1:]]
     gap[gap <= 0] = np.iinfo(np.int64).max
-    end = np.where(gap <= CRRT_MAX_GAP, t + np.minimum(gap, CRRT_MAX_GAP), t)
+    end = t + np.minimum(gap, CRRT_MAX_GAP)
     running = chartings["running"].to_numpy(dtype=bool)
     points = pd.DataFrame({"t": t[running], "end": end[running]})
     return pd.concat([points, crrt_intervals(stay)], ignore_index=True)

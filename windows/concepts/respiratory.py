@@ -131,10 +131,13 @@ def status_per_time(stay: Stay) -> pd.Series:
 def ventilation_episodes(stay: Stay) -> pd.DataFrame:
     """Episodes of one status (section 6c): a new episode starts at the first
     classified row, at a change of status, or 14 h or more after the previous row
-    of the same status; each row lasts until the next classified row unless that
-    is 14 h or more later (then it ends at its own time), the last row until ICU
-    discharge on the same terms; episodes of a single time point are dropped.
-    Columns: status (code), start, end (ns since intime).
+    of the same status; each row lasts until the next classified row or for 14 h,
+    whichever comes first, the last row until ICU discharge on the same terms.
+    mimic-code ends a row followed by 14 h of silence at its own time (and
+    drops episodes of a single time point); here the last charting is carried
+    up to the bound, as CRRT is (windows.concepts.renal.crrt_periods): a
+    patient charted on a ventilator at 08:00 and next at 23:00 was ventilated
+    after 08:00. Columns: status (code), start, end (ns since intime).
     """
     codes = status_per_time(stay)
     if codes.empty:
@@ -149,9 +152,7 @@ def ventilation_episodes(stay: Stay) -> pd.DataFrame:
     gap_after = np.r_[
         np.diff(t), until_discharge if until_discharge > 0 else np.iinfo(np.int64).max
     ]
-    row_end = np.where(
-        gap_after < EPISODE_GAP, t + np.minimum(gap_after, EPISODE_GAP), t
-    )
+    row_end = t + np.minimum(gap_after, EPISODE_GAP)
     episode = np.cumsum(new)
     frame = pd.DataFrame({"episode": episode, "status": s, "t": t, "row_end": row_end})
     episodes = frame.groupby("episode").agg(
