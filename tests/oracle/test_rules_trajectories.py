@@ -180,6 +180,12 @@ def test_weaning_in_the_last_12_hours_before_death_is_not_improving():
     assert survivor == "improving" and earlier == "improving"
     assert dying == "stable"
     assert payload["status_evidence"]
+    # A death up to 5 h before the recorded end of the ICU stay: a window 16 h
+    # before that end may be 11 h before death, and is not improving either.
+    before_death, _ = label(
+        start_h=22.0, static={"hospital_outcome": "died", "stay_hours": 38.5}, **tracks
+    )
+    assert before_death == "stable"
 
 
 def test_a_lactate_rise_is_deteriorating_and_lactate_clearance_improving():
@@ -249,14 +255,27 @@ def test_low_dose_vasopressors_with_hypotension_are_circulatory_failure_not_shoc
     assert "shock" not in problem
 
 
-def test_shock_above_the_threshold_and_septic_with_infection():
-    _, plain = label(**{**NORMAL, "ned": 0.2, "norepinephrine": 0.2})
-    _, septic = label(**{**NORMAL, "ned": 0.2, "norepinephrine": 0.2, "sepsis3": 1.0})
+def test_shock_above_the_threshold_and_septic_with_infection_and_lactate_above_2():
+    shock = {**NORMAL, "ned": 0.2, "norepinephrine": 0.2}
+    _, plain = label(**shock)
+    _, septic = label(**{**shock, "sepsis3": 1.0, "lactate": 2.1})
 
     assert "shock on vasopressors (norepinephrine equivalent 0.2 mcg/kg/min)" in texts(
         plain, "acute_problems"
     )
     assert any(t.startswith("septic shock") for t in texts(septic, "acute_problems"))
+
+
+@pytest.mark.parametrize("lactate", [2.0, 1.2, None])
+def test_no_septic_shock_with_a_lactate_of_2_or_less_or_none(lactate):
+    # Sepsis-3: vasopressors for MAP >= 65 and lactate > 2 mmol/L.
+    tracks = {**NORMAL, "ned": 0.2, "norepinephrine": 0.2, "sepsis3": 1.0}
+    tracks["lactate"] = lactate
+    _, payload = label(**{k: v for k, v in tracks.items() if v is not None})
+
+    problems = texts(payload, "acute_problems")
+    assert not [t for t in problems if "septic shock" in t]
+    assert any(t.startswith("shock on vasopressors") for t in problems)
 
 
 def test_one_low_map_reading_gives_no_fluid_challenge():

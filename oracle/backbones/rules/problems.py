@@ -8,6 +8,7 @@ from oracle.backbones.rules.thresholds import (
     ANTIBIOTIC_LOOKBACK_HOURS,
     LACTATE_HIGH,
     PF_CUTOFF,
+    SEPTIC_SHOCK_LACTATE,
     SHOCK_NED_MIN,
 )
 from oracle.backbones.rules.window import _Window
@@ -76,8 +77,10 @@ def _problems(f: _Window, x: dict) -> list[dict]:
     - AKI: the worst KDIGO stage of the last AKI_RECOVERY_HOURS (CLINICAL_CONCEPTS.md
       4; ADQI 16), stage 3 while on CRRT (4d);
     - shock on vasopressors: norepinephrine equivalent above SHOCK_NED_MIN (SOFA
-      cardiovascular 4, 9b); septic when Sepsis-3 (10c), suspected infection
-      (10b) or a sepsis diagnosis group; below it, low-dose vasopressor support
+      cardiovascular 4, 9b); septic shock when, besides, lactate is above
+      SEPTIC_SHOCK_LACTATE (Sepsis-3: > 2 mmol/L) and there is an infection
+      (Sepsis-3, 10c; suspected infection, 10b; or a sepsis diagnosis group);
+      below it, low-dose vasopressor support
       is a problem only beside sustained hypotension or lactate >= 2 mmol/L;
     - hypotension: sustained (MAP_TARGET, hourly means), off vasopressors;
     - respiratory failure by ventilation status (6b) and P/F < 300 or FiO2 >= 0.5
@@ -103,7 +106,12 @@ def _problems(f: _Window, x: dict) -> list[dict]:
     ned = x["ned"] or 0.0
     lactate_high = x["lactate"] is not None and x["lactate"] >= LACTATE_HIGH
     if ned > SHOCK_NED_MIN:
-        kind = "septic shock" if x["infection"] else "shock"
+        septic = (
+            x["infection"]
+            and x["lactate"] is not None
+            and x["lactate"] > SEPTIC_SHOCK_LACTATE
+        )
+        kind = "septic shock" if septic else "shock"
         text = (
             f"{kind} on vasopressors "
             f"(norepinephrine equivalent {_fmt(ned, 2)} mcg/kg/min)"

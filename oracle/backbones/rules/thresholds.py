@@ -57,6 +57,10 @@ SOFA_STEP = 2
 # clearance (SSC 2021 guides resuscitation by falling lactate; 10-20 % clearance
 # goals, Jansen et al. 2010, Nguyen et al. 2004).
 LACTATE_HIGH = 2.0
+# Septic shock (Sepsis-3, Singer et al., JAMA 2016): sepsis with vasopressors
+# needed for a MAP >= 65 mmHg *and* serum lactate > 2 mmol/L; vasopressor
+# shock with an infection but a lactate <= 2 mmol/L, or none measured, is shock.
+SEPTIC_SHOCK_LACTATE = 2.0
 LACTATE_RISE = 1.0
 LACTATE_CLEARANCE = 0.2
 # Oxygenation: FiO2 changed by 0.2 or more, or P/F by a fifth or more across
@@ -74,10 +78,14 @@ AKI_RECOVERY_HOURS = 48.0
 # Antimicrobials count as given when one was given within the last 24 h (the
 # longest usual dosing interval).
 ANTIBIOTIC_LOOKBACK_HOURS = 24.0
-# The final hours of the ICU stay of a patient who died in hospital: never
+# The final 12 hours before death of a patient who died in hospital: never
 # "improving", and weaning of vasopressors or of ventilatory support there is
 # not read as improvement (it is, in the main, withdrawal of life-sustaining
 # treatment). The context gives the outcome and the stay's length, not the time
 # of death; in the CLIF demo 13 of the 22 in-hospital deaths happen during the
-# ICU stay, 1 to 5 h before its recorded end.
-DEATH_GUARD_HOURS = 12.0
+# ICU stay, 1 to 5 h before its recorded end, so the guard covers the last
+# 12 + DEATH_BEFORE_END_HOURS hours of the stay: counted from the stay's end
+# alone, windows 8.5 and 10.2 h before death (hids 22987108, 28661809) were
+# labelled improving.
+DEATH_BEFORE_END_HOURS = 5.0
+DEATH_GUARD_HOURS = 12.0 + DEATH_BEFORE_END_HOURS

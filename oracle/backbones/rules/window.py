@@ -141,8 +141,9 @@ class _Window:
         return sum(m < below for m in means) >= SUSTAINED_HOURS
 
     def final_hours_before_death(self) -> bool:
-        """The window lies in the last DEATH_GUARD_HOURS of the ICU stay of a
-        patient who died in hospital (the hindsight facts of the context)."""
+        """The window may lie in the last 12 h before death: in the last
+        DEATH_GUARD_HOURS of the ICU stay of a patient who died in hospital (the
+        hindsight facts of the context; thresholds.DEATH_GUARD_HOURS)."""
         stay_hours = _num(self.static.get("stay_hours"))
         if self.static.get("hospital_outcome") != Outcome.DIED or stay_hours is None:
             return False
