@@ -180,6 +180,10 @@ _DOWN_PHRASE = (
 # "Hold furosemide" up. The first thing named from the direction word on
 # decides the axis ("Wean sedation for an SBT" is about sedation), or in an
 # item without one, the first thing it names ("Avoid diuretics").
+# At most this many words from the direction word (itself included) up to what
+# it acts on: "give a 500 mL | crystalloid bolus" has 4, "start a low-dose |
+# furosemide infusion" 3.
+_OBJECT_REACH = 5
 _AXES: dict[str, tuple[tuple[str, int], ...]] = {
     "sedation": (
         (r"sedation (?:holidays?|vacations?|interruptions?|breaks?|holds?)", -1),
@@ -474,12 +478,15 @@ def _action(clause: str) -> tuple[bool, int, int]:
 
 def _axis(clause: str, start: int) -> tuple[str, int] | None:
     """The axis of the first thing named from ``start`` on (the longest name
-    where two start together), with its sign."""
+    where two start together), with its sign; only within ``_OBJECT_REACH``
+    words, so that "Start norepinephrine for MAP < 65 rather than giving fluid"
+    is not read as acting on the fluid balance."""
     found = []
     for axis, pattern, sign in _AXIS_PATTERNS:
         match = pattern.search(clause, start)
-        if match is not None:
-            found.append((match.start(), -len(match.group(0)), axis, sign))
+        if match is None or len(clause[start : match.start()].split()) > _OBJECT_REACH:
+            continue
+        found.append((match.start(), -len(match.group(0)), axis, sign))
     if not found:
         return None
     _, _, axis, sign = min(found)

@@ -9,7 +9,7 @@ import pytest
 
 from evaluation.matcher import DEFAULT_MODEL, SemanticMatcher
 from evaluation.metrics import window_harmful_fraction
-from evaluation.polarity import harmful_direction_conflict, opposed
+from evaluation.polarity import harmful_direction_conflict, opposed, polarity
 
 # Pairs of actions a clinician would read as going opposite ways.
 OPPOSITES = [
@@ -206,6 +206,20 @@ def test_paraphrases_match_with_the_shipped_model_at_its_tau(shipped):
     missed = {(a, b) for a, b in PARAPHRASES if not shipped.match(a, b)}
     assert missed - MODEL_MISSES == set(), "paraphrases now missed"
     assert MODEL_MISSES - missed == set(), "now matched: take them off MODEL_MISSES"
+
+
+def test_an_action_is_read_on_the_axis_of_what_it_acts_on():
+    assert polarity("Diurese").along("fluid balance") == -1
+    assert polarity("Start a low-dose furosemide infusion").along("fluid balance") == -1
+    assert polarity("Hold furosemide").along("fluid balance") == 1
+    assert polarity("Give a 500 mL crystalloid bolus").along("fluid balance") == 1
+    assert polarity("Start a sedation holiday").along("sedation") == -1
+    assert polarity("Wean sedation for an SBT").axis == ("sedation", 1)
+    # A noun phrase may be done or avoided: no direction unless read as done.
+    assert polarity("Fluid boluses").along("fluid balance") == 0
+    assert polarity("Fluid boluses").along("fluid balance", noun_as=1) == 1
+    # What an action acts on is near it, not anywhere in the sentence.
+    assert polarity("Start norepinephrine for MAP < 65 rather than fluid").axis is None
 
 
 def always(a: str, b: str) -> bool:
