@@ -48,7 +48,12 @@ observation. Per domain:
 
 Other domains keep the kind their importer gave: an intermittent dose given is an
 action, a procedure with a real time (intubation, a line) is an action, coded
-records (``EventKind.CODED``) and outcomes are never actions.
+records (``EventKind.CODED``) and outcomes are never actions. So do the timed
+procedures that land in a derived domain (MIMIC-IV ``procedureevents``
+intubation 224385, extubation 227194, tracheostomy 225448 and 226237, CRRT
+225802 and the other dialysis procedures of CLINICAL_CONCEPTS.md 11b, of
+``PROCEDURE_ACTIONS``) are actions: each is a decision at its start time, not
+a state charted again.
 
 For every action that changes a state, ``Event.previous_value`` keeps the state
 before it ("0.6" for "FiO2 0.6 -> 0.4", "IMV" for a device change), so
@@ -123,6 +128,26 @@ CRRT_SETTINGS = (
 # Source tables whose records are coded after discharge (billing codes with a
 # date only): EventKind.CODED, whatever an older import called them.
 CODED_SOURCE_TABLES = ("clif_patient_procedures",)
+# Timed procedures (MIMIC-IV procedureevents, CLINICAL_CONCEPTS.md 11b and 12b)
+# whose domain is derived here: actions, as their importer says. The
+# ventilation durations (225792, 225794) restate the device charting and a CRRT
+# filter change is circuit upkeep: those stay observations.
+PROCEDURE_TABLES = ("procedureevents",)
+PROCEDURE_ACTIONS = frozenset(
+    {
+        "intubation",
+        "extubation",
+        "unplanned_extubation_patient",
+        "unplanned_extubation_non_patient",
+        "tracheostomy",
+        "crrt",
+        "cvvhd",
+        "cvvhdf",
+        "scuf",
+        "hemodialysis",
+        "peritoneal_dialysis",
+    }
+)
 # CRRT charted again after this silence is a new start. The CLIF demo's
 # circuits are charted hourly; its silences on a running circuit (same mode and
 # prescription on both sides) last 7-10 h, its pauses 21 h to 10 days.
@@ -147,6 +172,7 @@ _FIELDS = (
     "order_id",
     "previous_value",
     "name",
+    "source_table",
 )
 _ACT, _OBS = EventKind.ACTION.value, EventKind.OBSERVATION.value
 
@@ -211,6 +237,15 @@ def derive_kinds(events: pd.DataFrame) -> pd.DataFrame:
             previous[position[idx]] = p
 
     domain = out["domain"].to_numpy(dtype=object)
+    if "source_table" in out:
+        procedure = (
+            out["source_table"].isin(PROCEDURE_TABLES)
+            & out["category"].str.strip().str.lower().isin(PROCEDURE_ACTIONS)
+        ).to_numpy()
+        # An action whatever an earlier derivation stored.
+        kinds[procedure] = _ACT
+        previous[procedure] = ""
+        domain = np.where(procedure, "", domain)
     for name, rule in (
         (Domain.MED_CONTINUOUS.value, _infusion_kinds),
         (Domain.RESPIRATORY.value, _respiratory_kinds),

@@ -287,6 +287,32 @@ def test_two_concurrent_orders_of_one_drug_are_two_infusions():
     ]
 
 
+def test_timed_mimic_procedures_in_derived_domains_are_actions():
+    rows = [
+        (0, Domain.RESPIRATORY, "intubation"),  # 224385
+        (0, Domain.RESPIRATORY, "IMV"),
+        (30, Domain.RESPIRATORY, "IMV"),
+        (600, Domain.RESPIRATORY, "extubation"),  # 227194
+        (700, Domain.RESPIRATORY, "tracheostomy"),  # 225448 / 226237
+        (800, Domain.CRRT, "crrt"),  # 225802
+        (900, Domain.RESPIRATORY, "invasive_ventilation"),  # a duration (225792)
+    ]
+    frame = _frame(
+        [
+            {
+                "minute": m,
+                "domain": d,
+                "category": c,
+                # derived as observations by an earlier release
+                "kind": OBS,
+                "source_table": "procedureevents" if c != "IMV" else "chartevents",
+            }
+            for m, d, c in rows
+        ]
+    )
+    assert [k for k, _ in _kinds(frame)] == [ACT, ACT, OBS, ACT, ACT, ACT, OBS]
+
+
 # --- CRRT, position, code status --------------------------------------------------
 
 
