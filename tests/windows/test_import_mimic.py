@@ -927,6 +927,37 @@ def test_a_blood_gas_takes_its_specimen_from_its_collection(tmp_path):
 
 
 @pytest.mark.django_db
+def test_unmapped_inputevents_are_observations(tmp_path):
+    tables = mimic_tables()
+    tables["icu/inputevents"].append(
+        {
+            "subject_id": 10001,
+            "hadm_id": A1,
+            "stay_id": 30001,
+            "starttime": "2151-03-01 15:00:00",
+            "endtime": "2151-03-01 15:01:00",
+            "itemid": 226452,
+            "amount": 240,
+            "amountuom": "ml",
+            "orderid": 9100,
+            "linkorderid": 9100,
+            "statusdescription": "FinishedRunning",
+        }
+    )
+    tables["icu/d_items"].append(
+        {"itemid": 226452, "label": "PO Intake", "linksto": "inputevents"}
+    )
+    mimic_import(directory=write_mimic(tmp_path / "mimic", tables))
+
+    intake = event("inputevents", name="PO Intake")
+    assert (intake.category, intake.kind) == ("", "observation")
+    # a mapped drug of the same file is still an action
+    assert event("inputevents", category="vasopressin", value_text="start").kind == (
+        "action"
+    )
+
+
+@pytest.mark.django_db
 def test_procedure_codes_are_coded_records_at_their_date(tmp_path):
     tables = mimic_tables()
     tables["hosp/procedures_icd"] = [

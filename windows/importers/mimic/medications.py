@@ -98,12 +98,16 @@ def _inputevents(labels: ItemLabels) -> Callable:
         start, end = col.time("starttime", required=True), col.time("endtime")
         _check_interval(start, end, file=file, rows=col.rows)
         weight = col.number("patientweight")
+        # An item the consortium's mapping does not know (226452 PO Intake,
+        # 226361 Pre-Admission Intake, 225943 Solution) is an intake recorded,
+        # not an order given: an observation. Mapped items take the mapping's
+        # kind (drugs, fluids and blood products are actions).
         m = _mapped(
             "inputevents",
             itemid,
             labels.chart,
             domain=Domain.INPUT.value,
-            kind=ACT,
+            kind=OBS,
             unmapped=labels.unmapped,
         )
         for (category, unit), conv in RATE_CONVERSIONS.items():
