@@ -40,7 +40,8 @@ def wait_for(predicate, what: str, timeout: float = 120.0):
 
 def start_worker(log_path: Path, beat: bool = False, **env_extra) -> subprocess.Popen:
     """A Celery worker process (solo pool) on the test database and broker;
-    with ``beat``, beat inside it (the reaper on its schedule, as ``serve``)."""
+    with ``beat``, housekeeping inside it (the reaper every
+    REALICU_JOB_REAP_SECONDS, as ``serve``'s worker runs it)."""
     db = connection.settings_dict
     env = dict(os.environ)
     env["DATABASE_URL"] = (
@@ -48,6 +49,8 @@ def start_worker(log_path: Path, beat: bool = False, **env_extra) -> subprocess.
     )
     env["CELERY_BROKER_URL"] = settings.CELERY_BROKER_URL
     env.update({k: str(v) for k, v in env_extra.items()})
+    if beat:
+        env["REALICU_WORKER_HOUSEKEEPING_THREAD"] = "1"
     log = open(log_path, "w")
     proc = subprocess.Popen(
         [
@@ -64,12 +67,7 @@ def start_worker(log_path: Path, beat: bool = False, **env_extra) -> subprocess.
             "--without-heartbeat",
             "--without-gossip",
             "--without-mingle",
-        ]
-        + (
-            ["--beat", "--schedule", str(log_path.with_suffix(".schedule"))]
-            if beat
-            else []
-        ),
+        ],
         cwd=ROOT,
         env=env,
         stdout=log,
@@ -219,7 +217,7 @@ def test_a_worker_killed_mid_run_then_resumed_leaves_one_label_per_window(
 def test_a_killed_worker_s_run_is_requeued_by_the_reaper_without_an_admin(
     admin_user, slow_llm, tmp_path, settings
 ):
-    """Issue 23: SIGKILL the worker mid-run; a new worker with beat (the reaper
+    """Issue 23: SIGKILL the worker mid-run; a new worker with housekeeping (the reaper
     every second, a heartbeat stale after 4 s) finishes the run with nobody
     pressing Resume, one label per window."""
     cohort, _, _ = make_cohort_with_stay(hours=48)
