@@ -38,7 +38,6 @@ ACTIONS = ("continue_monitoring", "escalate")
 
 # How far back a current-evidence finding looks for its latest value, on top
 # of what the track itself carries (labs: 12 h / 24 h, CRRT: 6 h).
-VENTILATION_LOOKBACK_HOURS = 14  # an episode carries its status up to 14 h (6c)
 GCS_LOOKBACK_HOURS = 6  # a previous GCS row is used only if < 6 h old (2)
 VASOACTIVE_DRUGS = (
     "norepinephrine",
@@ -288,20 +287,24 @@ def _crrt(tr: _Tracks):
 
 
 def _ventilation(tr: _Tracks) -> Evidence | None:
-    return tr.latest("ventilation", VENTILATION_LOOKBACK_HOURS)
+    """The ventilation status at the checkpoint's hour: the track carries each
+    charting up to 14 h itself (windows.concepts.respiratory,
+    CLINICAL_CONCEPTS.md 6c), so a second look-back here would carry it twice."""
+    return tr.now("ventilation")
 
 
 def _invasive_ventilation(tr: _Tracks):
-    """Invasive ventilation, current: the latest ventilation status charted in
-    the last 14 h is invasive (CLINICAL_CONCEPTS.md 6b, 6c); alert-level."""
+    """Invasive ventilation, current: the ventilation status at the checkpoint
+    (a charting carried up to 14 h) is invasive (CLINICAL_CONCEPTS.md 6b, 6c);
+    alert-level."""
     ev = _ventilation(tr)
     return (ev,) if ev is not None and ev.value == "invasive" else None
 
 
 def _noninvasive_support(tr: _Tracks):
-    """HFNC/NIV support escalation, current: the latest ventilation status in
-    the last 14 h is high-flow nasal cannula or non-invasive ventilation
-    (CLINICAL_CONCEPTS.md 6b, 6c)."""
+    """HFNC/NIV support escalation, current: the ventilation status at the
+    checkpoint (a charting carried up to 14 h) is high-flow nasal cannula or
+    non-invasive ventilation (CLINICAL_CONCEPTS.md 6b, 6c)."""
     ev = _ventilation(tr)
     return (ev,) if ev is not None and ev.value in ("hfnc", "niv") else None
 
