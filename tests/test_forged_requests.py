@@ -31,7 +31,7 @@ from oracle.models import ValidationJob
 from tests.annotation.conftest import make_gold_windows, make_role_user
 from tests.exports.helpers import make_oracle_run, oracle_payload
 from tests.factories import make_admission, make_stay
-from windows.models import ImportRun, Source
+from windows.models import BuildKind, BuildRun, ImportRun, Source
 from windows.windowing import windows_build
 
 pytestmark = pytest.mark.django_db
@@ -91,6 +91,8 @@ ADMIN_ONLY = {
     "windows:import_progress",
     "windows:import_resume",
     "windows:import_cancel",
+    "windows:build_resume",
+    "windows:build_cancel",
     "exports_api:oracle_run_list",
     "exports_api:oracle_run_detail",
     "exports:release_build_start",
@@ -245,6 +247,7 @@ def world(db):
         stratum="random",
     )
     import_run = ImportRun.objects.create(source=Source.CLIF, started_by=admin)
+    build_run = BuildRun.objects.create(kind=BuildKind.WINDOWS, started_by=admin)
     agent_run = AgentRun.objects.create(
         release=release, agent="local-window", created_by=admin
     )
@@ -278,6 +281,7 @@ def world(db):
             "job_id": job.pk,
             "backbone_id": run.backbone_id,
             "import_run_id": import_run.pk,
+            "build_run_id": build_run.pk,
             "stay_state_id": stay_state.pk,
             "label_id": run.labels.order_by("pk").first().pk,
             "stay_id": stay.pk,
