@@ -9,6 +9,12 @@ class AccountsConfig(AppConfig):
 
     def ready(self) -> None:
         from django.contrib.auth.signals import user_logged_in
+        from django.urls import register_converter
+
+        from accounts.ids import IdConverter
+
+        # Before any URLconf is read: every app's urls.py names its ids <id:...>.
+        register_converter(IdConverter, "id")
 
         from accounts.sessions import physician_role_remember, session_renewed_mark
 

@@ -17,6 +17,7 @@ from django.db.models import Count, F, Q
 from django.http import Http404
 from django.utils import timezone
 
+from accounts.ids import id_parse
 from accounts.roles import require_admin, user_is_admin, user_is_physician
 from annotation import blindness
 from annotation.models import (
@@ -255,10 +256,9 @@ def calibration_invitation_withdraw(
     """Withdraw a physician's invitation: the set disappears from their pages.
     Their judgments so far stay in the report."""
     require_admin(admin, "withdraw calibration invitations")
-    try:
-        pk = int(judge_id)
-    except (TypeError, ValueError):
-        raise ValidationError("No such judge invited to this set.") from None
+    pk = id_parse(judge_id)
+    if pk is None:
+        raise ValidationError("No such judge invited to this set.")
     deleted, _ = CalibrationInvitation.objects.filter(
         calibration_set=calibration_set, judge_id=pk
     ).delete()
@@ -366,10 +366,9 @@ def calibration_judge(
         raise PermissionDenied("Only the physicians invited to this set judge it.")
     if same not in (True, False):
         raise ValidationError("Judge the pair as the same item or different items.")
-    try:
-        pk = int(pair_id)
-    except (TypeError, ValueError):
-        raise ValidationError("No such pair in this calibration set.") from None
+    pk = id_parse(pair_id)
+    if pk is None:
+        raise ValidationError("No such pair in this calibration set.")
     pair = (
         blindness.calibration_pairs_visible_to(
             user=judge, calibration_set=calibration_set

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from django import forms
 
+from accounts.ids import MAX_INT32, IdChoiceField, IdMultipleChoiceField
 from annotation import selectors
 
 
-class CohortChoiceField(forms.ModelChoiceField):
+class CohortChoiceField(IdChoiceField):
     def label_from_instance(self, obj) -> str:
         windows, stays = obj.gold_windows, obj.gold_stays
         return (
@@ -26,7 +27,7 @@ class CampaignForm(forms.Form):
         empty_label="All sampled Gold windows",
         help_text="The sampled Gold windows of the cohort's stays.",
     )
-    physicians = forms.ModelMultipleChoiceField(
+    physicians = IdMultipleChoiceField(
         queryset=selectors.physicians_all(),
         required=False,
         widget=forms.CheckboxSelectMultiple,
@@ -34,17 +35,21 @@ class CampaignForm(forms.Form):
     annotators_per_window = forms.IntegerField(min_value=1, max_value=20, initial=2)
     window_count = forms.IntegerField(
         min_value=1,
+        max_value=MAX_INT32,
         required=False,
         help_text="Drawn from the chosen Gold windows, spread evenly over the "
         "stays. Empty: every window.",
     )
     stay_count = forms.IntegerField(
         min_value=1,
+        max_value=MAX_INT32,
         required=False,
         help_text="Stays drawn first; the windows come from them. Empty: every stay.",
     )
     seed = forms.IntegerField(
         required=False,
+        min_value=-MAX_INT32 - 1,
+        max_value=MAX_INT32,
         initial=0,
         help_text="The same windows, counts and seed draw the same windows.",
     )

@@ -22,13 +22,14 @@ from django.views.decorators.http import (
 )
 
 from accounts.access import admin_required, physician_required
+from accounts.ids import id_parse
 from accounts.web import error_text, render_page_or_partial, wants_partial
 from annotation import selectors, services
 from annotation.blindness import window_is_closed
 from annotation.forms import CampaignForm
 from annotation.models import ActionRating, AssignmentState, PatientStatus
 from evaluation.labelschema import STATUS_KEYS
-from realicu_web.jsonlimits import loads_bounded
+from realicu_web.jsonlimits import JsonLimitError, loads_bounded
 from windows import selectors as window_selectors
 from windows.actions import action_text_of
 from windows.models import Event
@@ -220,9 +221,10 @@ def annotate(request, assignment_id: int):
 def _posted_label(request) -> dict:
     """The payload, base version and seconds of work the page's script posts."""
     try:
-        # JsonLimitError is a ValueError: a payload nested thousands deep or with
-        # a giant integer is refused like any unreadable one, not a 500.
         payload = loads_bounded(request.POST.get("payload") or "")
+    except JsonLimitError as error:
+        # Nested thousands deep, an integer beyond 64 bits, a NUL: said, not a 500.
+        raise ValidationError(f"The label could not be read: {error}.") from None
     except ValueError:
         raise ValidationError(
             "The label could not be read; reload to continue."
@@ -475,9 +477,8 @@ def _campaign_window_url(request, campaign, window_id: int) -> str:
 
 
 def _physician_posted(request):
-    try:
-        pk = int(request.POST.get("physician") or "")
-    except ValueError:
+    pk = id_parse(request.POST.get("physician"))
+    if pk is None:
         return None
     return selectors.physicians_all().filter(pk=pk).first()
 
@@ -488,10 +489,9 @@ def campaign_assignment_add(request, campaign_id: int):
     campaign = selectors.campaign_get_for_admin(
         admin=request.user, campaign_id=campaign_id
     )
-    try:
-        window_id = int(request.POST.get("window") or "")
-    except ValueError:
-        raise Http404("No such window in this campaign.") from None
+    window_id = id_parse(request.POST.get("window"))
+    if window_id is None:
+        raise Http404("No such window in this campaign.")
     window = selectors.campaign_window_get(
         admin=request.user, campaign=campaign, window_id=window_id
     )

@@ -16,6 +16,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from accounts.access import admin_required, judge_required
+from accounts.ids import MAX_INT32, id_parse
 from accounts.roles import user_is_admin
 from accounts.web import error_text, render_page_or_partial
 from annotation import calibration as services
@@ -144,18 +145,18 @@ def calibration_reference(request):
     )
 
 
-def _int(value, default: int) -> int:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return default
+def _ids_posted(request, name: str) -> list[int]:
+    """The ids posted under ``name``; what is not an id in range is left out
+    (it names no row)."""
+    ids = (id_parse(value) for value in request.POST.getlist(name))
+    return [pk for pk in ids if pk is not None]
 
 
 def _physicians_posted(request) -> list:
     """The physicians named in the form's ``judges`` (unknown ids ignored)."""
-    ids = [_int(v, 0) for v in request.POST.getlist("judges")]
-    ids = [pk for pk in ids if 0 < pk < 2**31]
-    return list(selectors.physicians_all().filter(pk__in=ids))
+    return list(
+        selectors.physicians_all().filter(pk__in=_ids_posted(request, "judges"))
+    )
 
 
 @require_POST
@@ -165,8 +166,7 @@ def calibration_draw(request):
     when the process has not loaded it yet)."""
     from evaluation.matcher import matcher_for_settings
 
-    ids = [_int(v, 0) for v in request.POST.getlist("campaigns")]
-    campaigns = list(Campaign.objects.filter(pk__in=ids))
+    campaigns = list(Campaign.objects.filter(pk__in=_ids_posted(request, "campaigns")))
     judges = _physicians_posted(request)
     try:
         per_stratum = int(request.POST.get("per_stratum") or "")
@@ -177,6 +177,17 @@ def calibration_draw(request):
     if math.isnan(band):
         messages.error(request, "The band must be a number.")
         return redirect("annotation:calibration_list")
+    seed = (request.POST.get("seed") or "0").strip()
+    try:
+        seed = int(seed)
+    except ValueError:
+        seed = None
+    if seed is None or not -MAX_INT32 - 1 <= seed <= MAX_INT32:
+        messages.error(
+            request,
+            f"The seed must be a whole number from {-MAX_INT32 - 1} to {MAX_INT32}.",
+        )
+        return redirect("annotation:calibration_list")
     try:
         calibration_set = services.calibration_set_draw(
             admin=request.user,
@@ -185,7 +196,7 @@ def calibration_draw(request):
             matcher=matcher_for_settings(),
             per_stratum=per_stratum,
             band=band,
-            seed=_int(request.POST.get("seed"), 0),
+            seed=seed,
             judges=judges,
         )
     except (ValidationError, PermissionDenied, MatcherUnavailable) as error:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from accounts.ids import id_parse
 from evaluation.agreement import STATUS_ORDER
 
 # Patient status, in order from best to worst.
@@ -113,13 +114,16 @@ def _event_ids(value, *, where: str, fail) -> list[int]:
         return []
     ids = []
     for item in value:
-        try:
-            if isinstance(item, bool):
-                raise TypeError
-            ids.append(int(item))
-        except (TypeError, ValueError):
-            message = f"{where}: evidence must be events, not {item!r}."
-            fail("evidence_not_event", message)
+        # An event id in the database's range: 2**63 or 1.5e308 names no event
+        # (and SQLite cannot even compare it).
+        event_id = id_parse(item)
+        if event_id is None:
+            shown = repr(item) if len(repr(item)) <= 40 else repr(item)[:37] + "..."
+            fail(
+                "evidence_not_event", f"{where}: evidence must be events, not {shown}."
+            )
+        else:
+            ids.append(event_id)
     ids = list(dict.fromkeys(ids))
     if len(ids) > MAX_EVIDENCE_PER_ITEM:
         fail(
@@ -213,9 +217,8 @@ def label_read(payload: Mapping, *, complete: bool) -> LabelReading:
     cited["action_ratings"] = []
     for n, item in enumerate(items_of("action_ratings"), start=1):
         where = f"Rated action {n}"
-        try:
-            event_id = int(item.get("event_id"))
-        except (TypeError, ValueError):
+        event_id = id_parse(item.get("event_id"))
+        if event_id is None:
             fail("rating_no_event", f"{where} does not name a recorded action.")
             continue
         if event_id in rated:

@@ -9,38 +9,38 @@ app_name = "exports_api"
 urlpatterns = [
     path("releases/", api.ReleaseListApi.as_view(), name="release_list"),
     path(
-        "releases/<int:release_id>/",
+        "releases/<id:release_id>/",
         api.ReleaseDetailApi.as_view(),
         name="release_detail",
     ),
     path(
-        "releases/<int:release_id>/files/<path:file_path>",
+        "releases/<id:release_id>/files/<path:file_path>",
         api.ReleaseFileApi.as_view(),
         name="release_file",
     ),
     path(
-        "releases/<int:release_id>/windows/",
+        "releases/<id:release_id>/windows/",
         api.ReleaseWindowListApi.as_view(),
         name="release_windows",
     ),
     path(
-        "releases/<int:release_id>/submissions/",
+        "releases/<id:release_id>/submissions/",
         api.ReleaseSubmissionsApi.as_view(),
         name="release_submissions",
     ),
     path(
-        "submissions/<int:submission_id>/",
+        "submissions/<id:submission_id>/",
         api.SubmissionDetailApi.as_view(),
         name="submission_detail",
     ),
     path(
-        "submissions/<int:submission_id>/publish/",
+        "submissions/<id:submission_id>/publish/",
         api.SubmissionPublishApi.as_view(),
         name="submission_publish",
     ),
     path("oracle/runs/", api.OracleRunListApi.as_view(), name="oracle_run_list"),
     path(
-        "oracle/runs/<int:run_id>/",
+        "oracle/runs/<id:run_id>/",
         api.OracleRunDetailApi.as_view(),
         name="oracle_run_detail",
     ),

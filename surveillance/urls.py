@@ -7,5 +7,5 @@ from surveillance import views
 app_name = "surveillance"
 
 urlpatterns = [
-    path("stays/<int:stay_id>/", views.stay_checkpoints, name="stay_checkpoints"),
+    path("stays/<id:stay_id>/", views.stay_checkpoints, name="stay_checkpoints"),
 ]

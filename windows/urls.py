@@ -8,41 +8,41 @@ app_name = "windows"
 
 urlpatterns = [
     path("stays/", views.stay_list, name="stay_list"),
-    path("stays/<int:stay_id>/", views.stay_detail, name="stay_detail"),
+    path("stays/<id:stay_id>/", views.stay_detail, name="stay_detail"),
     path(
-        "stays/<int:stay_id>/windows/<int:index>/",
+        "stays/<id:stay_id>/windows/<id:index>/",
         views.window_detail,
         name="window_detail",
     ),
     path(
-        "stays/<int:stay_id>/tracks.json",
+        "stays/<id:stay_id>/tracks.json",
         views.stay_tracks_json,
         name="stay_tracks_json",
     ),
     path("imports/", views.import_list, name="import_list"),
     path("imports/start/", views.import_start, name="import_start"),
     path(
-        "imports/<int:import_run_id>/progress/",
+        "imports/<id:import_run_id>/progress/",
         views.import_progress,
         name="import_progress",
     ),
     path(
-        "imports/<int:import_run_id>/resume/",
+        "imports/<id:import_run_id>/resume/",
         views.import_resume,
         name="import_resume",
     ),
     path(
-        "imports/<int:import_run_id>/cancel/",
+        "imports/<id:import_run_id>/cancel/",
         views.import_cancel,
         name="import_cancel",
     ),
     path(
-        "imports/builds/<int:build_run_id>/resume/",
+        "imports/builds/<id:build_run_id>/resume/",
         views.build_resume,
         name="build_resume",
     ),
     path(
-        "imports/builds/<int:build_run_id>/cancel/",
+        "imports/builds/<id:build_run_id>/cancel/",
         views.build_cancel,
         name="build_cancel",
     ),
