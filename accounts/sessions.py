@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-import time
+from django.utils import timezone
 
 SESSION_RENEWED_AT = "_renewed_at"
 
 
 def session_renewed_mark(sender, request, user, **kwargs) -> None:
     """On sign-in: the session starts renewed (SessionIdleTimeoutMiddleware
-    renews it once a minute), so the first requests after it write nothing."""
+    renews it every REALICU_SESSION_RENEW_SECONDS), so the first requests after
+    it write nothing."""
     if getattr(request, "session", None) is not None:
-        request.session[SESSION_RENEWED_AT] = int(time.time())
+        request.session[SESSION_RENEWED_AT] = timezone.now().timestamp()
 
 
 # The base template shows physicians their queue link from this session key,

@@ -1,13 +1,16 @@
 """Security hardening (issue 14): sign-in lockout, password rules wherever a
 password is set, the production bootstrap without demo accounts, the session
-idle timeout, the Content-Security-Policy, and `check --deploy` clean with the
-production environment of docker-compose.yml."""
+idle timeout (at any setting, issue 31: a controlled clock at 1 minute), the
+Content-Security-Policy, and `check --deploy` clean with the production
+environment of docker-compose.yml and with the README's production variables
+at their defaults."""
 
 import os
 import re
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -177,9 +180,10 @@ def test_a_session_ends_after_the_idle_timeout(client, settings):
     user = make_user(password=PASSWORD)
     client.force_login(user)
     assert client.get("/").status_code == 302
-    assert (
-        settings.SESSION_COOKIE_AGE == 3600 and settings.SESSION_EXPIRE_AT_BROWSER_CLOSE
-    )
+    assert settings.REALICU_SESSION_IDLE_SECONDS == 3600
+    assert settings.REALICU_SESSION_RENEW_SECONDS == 60
+    assert settings.SESSION_COOKIE_AGE == 3660
+    assert settings.SESSION_EXPIRE_AT_BROWSER_CLOSE
     from django.contrib.sessions.models import Session
     from django.utils import timezone
 
@@ -196,6 +200,95 @@ def test_an_active_session_is_renewed_at_most_once_a_minute(client):
     first = Session.objects.get().expire_date
     client.get("/accounts/login/")
     assert Session.objects.get().expire_date == first  # within the minute
+
+
+class Clock:
+    """``timezone.now()`` for the session store and the idle-timeout
+    middleware, moved by hand."""
+
+    def __init__(self, monkeypatch):
+        self.start = datetime(2026, 3, 1, 8, 0, tzinfo=UTC)
+        self.seconds = 0.0
+        monkeypatch.setattr("django.utils.timezone.now", self.now)
+
+    def now(self) -> datetime:
+        return self.start + timedelta(seconds=self.seconds)
+
+
+@pytest.fixture
+def one_minute(settings, monkeypatch) -> Clock:
+    """REALICU_SESSION_IDLE_MINUTES=1, as settings/security.py derives it
+    (checked by test_the_session_settings_follow_the_idle_minutes)."""
+    settings.REALICU_SESSION_IDLE_SECONDS = 60
+    settings.REALICU_SESSION_RENEW_SECONDS = 1
+    settings.SESSION_COOKIE_AGE = 61
+    return Clock(monkeypatch)
+
+
+def _page_at(client, clock: Clock, seconds: float) -> bool:
+    """Whether the user is still signed in at ``seconds`` after sign-in."""
+    clock.seconds = seconds
+    response = client.get("/releases/token/")
+    assert response.status_code in (200, 302)
+    if response.status_code == 302:
+        assert "/accounts/login/" in response["Location"]
+    return response.status_code == 200
+
+
+def test_at_one_minute_an_active_user_is_never_signed_out(client, one_minute):
+    """Requests up to a minute apart, for five minutes: some a second or less
+    after the one before (the session is not written again then), each
+    followed by a gap of the full minute. Once-a-minute renewal with the idle
+    time as the expiry signed this user out at 75 s."""
+    from accounts.roles import Role
+
+    client.force_login(make_user(role=Role.RESEARCHER))
+    times = [30, 59.5, 60.4, 120.3, 180.2, 180.9, 240.85, 241.5, 301.5]
+    gaps = [b - a for a, b in zip([0, *times], times)]
+    assert max(gaps) <= 60
+    assert [_page_at(client, one_minute, t) for t in times] == [True] * len(times)
+
+
+def test_at_one_minute_an_idle_user_is_signed_out_after_the_minute(client, one_minute):
+    """Signed in at the minute after the last request, out one renewal
+    interval (1 s) after it at the latest."""
+    from accounts.roles import Role
+
+    user = make_user(role=Role.RESEARCHER)
+    client.force_login(user)
+    assert _page_at(client, one_minute, 59.99)
+    assert not _page_at(client, one_minute, 59.99 + 61.01)
+    client.force_login(user)  # at 121 s
+    assert _page_at(client, one_minute, 121.5)  # not renewed: within its second
+    assert _page_at(client, one_minute, 121.5 + 60)
+    assert not _page_at(client, one_minute, 121.5 + 60 + 61.01)
+
+
+@pytest.mark.parametrize(
+    "minutes, idle, renew, age", [("1", 60, 1, 61), ("60", 3600, 60, 3660)]
+)
+def test_the_session_settings_follow_the_idle_minutes(
+    tmp_path, minutes, idle, renew, age
+):
+    code = (
+        "from django.conf import settings as s; "
+        "print(s.REALICU_SESSION_IDLE_SECONDS, s.REALICU_SESSION_RENEW_SECONDS, "
+        "s.SESSION_COOKIE_AGE)"
+    )
+    env = {
+        **os.environ,
+        "REALICU_SESSION_IDLE_MINUTES": minutes,
+        "REALICU_VAR_DIR": str(tmp_path),
+    }
+    result = subprocess.run(
+        [sys.executable, "manage.py", "shell", "-v", "0", "-c", code],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.stdout.split() == [str(idle), str(renew), str(age)], result.stderr
 
 
 def test_pages_carry_the_content_security_policy(client):
@@ -251,18 +344,16 @@ def test_production_compose_runs_no_demo_bootstrap():
         assert "REALICU_ADMIN_PASSWORD" not in compose["services"][name]["environment"]
 
 
-def test_check_deploy_is_clean_with_the_production_environment(tmp_path):
+def _check_deploy(tmp_path, environment: dict[str, str]):
     env = {
         key: value
         for key, value in os.environ.items()
         if not key.startswith(("DJANGO_", "REALICU_", "DATABASE_", "CACHE_", "CELERY_"))
     }
-    env.update(_compose_environment())
+    env.update(environment)
     env["REALICU_VAR_DIR"] = str(tmp_path)  # /data is the container's volume
     env["REALICU_IMPORT_ROOTS"] = str(tmp_path / "imports")
-    assert env["DJANGO_SECURE_SSL_REDIRECT"] == "true"
-    started = time.monotonic()
-    result = subprocess.run(
+    return subprocess.run(
         [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
         cwd=ROOT,
         env=env,
@@ -270,6 +361,32 @@ def test_check_deploy_is_clean_with_the_production_environment(tmp_path):
         text=True,
         timeout=300,
     )
+
+
+def test_check_deploy_is_clean_with_the_readme_production_variables(tmp_path):
+    """The README's "Production" table: the variables it says to set behind
+    HTTPS, and nothing else, so every other one (HSTS preload and subdomains
+    included) at its default."""
+    result = _check_deploy(
+        tmp_path,
+        {
+            "DJANGO_SECRET_KEY": "k" * 10 + "production-like-secret-" + "x9Q" * 12,
+            "DJANGO_ALLOWED_HOSTS": "icu.example.org",
+            "DJANGO_SECURE_COOKIES": "true",
+            "DJANGO_BEHIND_TLS_PROXY": "true",
+            "DJANGO_SECURE_SSL_REDIRECT": "true",
+            "DJANGO_HSTS_SECONDS": "31536000",
+        },
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "System check identified no issues" in result.stdout, result.stdout
+
+
+def test_check_deploy_is_clean_with_the_production_environment(tmp_path):
+    environment = _compose_environment()
+    assert environment["DJANGO_SECURE_SSL_REDIRECT"] == "true"
+    started = time.monotonic()
+    result = _check_deploy(tmp_path, environment)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "System check identified no issues" in result.stdout, result.stdout
     assert time.monotonic() - started < 300
@@ -285,8 +402,32 @@ def test_bounded_json_counts_only_real_nesting_and_long_integers():
     assert loads_bounded('{"text": "' + "[" * 500 + '\\" {"}') == {
         "text": "[" * 500 + '" {'
     }
-    assert loads_bounded('{"id": ' + "9" * 19 + "}") == {"id": int("9" * 19)}
+    assert loads_bounded(f'{{"id": {2**63 - 1}}}') == {"id": 2**63 - 1}
+    assert loads_bounded(f"[{-(2**63)}, 1.5e308]") == [-(2**63), 1.5e308]
     with pytest.raises(JsonLimitError, match="nested deeper than 64 levels"):
         loads_bounded("[" * 65 + "]" * 65)
     with pytest.raises(JsonLimitError, match="an integer of 20 digits"):
         loads_bounded("-" + "9" * 20)
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("[" + "9" * 19 + "]", "the integer 9999999999999999999 is beyond the 64-bit"),
+        (f"[{2**63}]", "beyond the 64-bit range"),
+        (f"[{-(2**63) - 1}]", "beyond the 64-bit range"),
+        ("[1e400]", "the number 1e400 is beyond the range of a double"),
+        ("[-1e400]", "beyond the range of a double"),
+        ("[NaN]", "NaN is not a number JSON allows"),
+        ('{"x": Infinity}', "Infinity is not a number JSON allows"),
+        ('{"text": "a\\u0000b"}', "a NUL character"),
+        ('{"a\\u0000": 1}', "a NUL character"),
+        ('[["deep", ["\\u0000"]]]', "a NUL character"),
+    ],
+)
+def test_bounded_json_refuses_what_no_database_column_takes(text, message):
+    from realicu_web.jsonlimits import JsonLimitError, loads_bounded
+
+    with pytest.raises(JsonLimitError, match=message):
+        loads_bounded(text)
+    assert loads_bounded('["\\\\u0000"]') == ["\\u0000"]  # an escaped backslash
