@@ -1,9 +1,12 @@
 """Django admin views of releases and submissions: read-only, since a release
-never changes once built and scores come from the scoring job."""
+never changes once built and scores come from the scoring job; and of API
+tokens, by their prefix only (the key is kept nowhere), which an admin may
+revoke (delete)."""
 
 from django.contrib import admin
 
-from exports.models import Release, ReleaseFile, Submission
+from exports.models import ApiToken, Release, ReleaseFile, Submission
+from exports.tokens import token_expires_at
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -50,3 +53,30 @@ class SubmissionAdmin(ReadOnlyAdmin):
         "k",
     )
     list_filter = ("state", "public")
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    """The prefix, owner and dates; never the digest, which is useless without
+    SECRET_KEY but is no business of the page either. Tokens are made on the
+    API token page only, where their owner sees the key once."""
+
+    list_display = ("shown_prefix", "user", "created", "expires")
+    fields = ("shown_prefix", "user", "created", "expires")
+    readonly_fields = fields
+    search_fields = ("user__username", "prefix")
+    ordering = ("-created",)
+
+    @admin.display(description="token")
+    def shown_prefix(self, token: ApiToken) -> str:
+        return f"{token.prefix}…"
+
+    @admin.display(description="expires")
+    def expires(self, token: ApiToken):
+        return token_expires_at(token)
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
+from django.utils import timezone
 
 from annotation.models import Campaign
 from jobs.models import JobFields
@@ -239,3 +240,25 @@ def _row_progress(row: JobFields, *, finished: bool) -> dict:
         "label": row.progress_label,
         "percent": percent,
     }
+
+
+class ApiToken(models.Model):
+    """A researcher's or admin's key to the API (one per user), kept only as a
+    keyed hash (exports.tokens): ``prefix`` is the key's first characters, to
+    find it and to tell tokens apart on the admin site; ``digest`` its
+    HMAC-SHA256 under a key derived from SECRET_KEY. The key itself is shown
+    once, when made, and stored nowhere. Refused ``REALICU_API_TOKEN_DAYS``
+    after ``created``."""
+
+    user = models.OneToOneField(
+        USER_MODEL, on_delete=models.CASCADE, related_name="api_token"
+    )
+    prefix = models.CharField(max_length=8, db_index=True)
+    digest = models.CharField(max_length=64, unique=True)
+    created = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        verbose_name = "API token"
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.user})"

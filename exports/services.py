@@ -13,13 +13,13 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import Max
 from django.utils import timezone
-from rest_framework.authtoken.models import Token
 
 from accounts.roles import require_admin
 from annotation.models import Campaign, ConsensusLabel, WindowAgreement
 from evaluation.matcher import configured_model_name, matcher_for_settings
 from evaluation.metrics import DEFAULT_K
 from exports.models import (
+    ApiToken,
     Release,
     ReleaseKind,
     ReleaseState,
@@ -27,6 +27,7 @@ from exports.models import (
     SubmissionState,
 )
 from exports.roles import user_may_use_releases
+from exports.tokens import IssuedToken, token_store
 from jobs.outbox import outbox_send
 from jobs.progress import Progress
 from oracle.models import (
@@ -509,16 +510,15 @@ def submission_publish(*, user, submission: Submission, public: bool) -> Submiss
 # API tokens -----------------------------------------------------------------
 
 
-@transaction.atomic
-def token_create(*, user) -> Token:
-    """A new API token for the user, replacing any earlier one."""
+def token_create(*, user) -> IssuedToken:
+    """A new API token for the user, replacing any earlier one: its key is
+    on the returned value only (to show once); the database keeps its hash."""
     _require_release_user(user)
-    Token.objects.filter(user=user).delete()
-    return Token.objects.create(user=user)
+    return token_store(user=user)
 
 
 @transaction.atomic
 def token_revoke(*, user) -> int:
     _require_release_user(user)
-    deleted, _ = Token.objects.filter(user=user).delete()
+    deleted, _ = ApiToken.objects.filter(user=user).delete()
     return deleted

@@ -13,9 +13,9 @@ from django.http import FileResponse, Http404
 from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
-from rest_framework.authtoken.models import Token
 
 from accounts.access import admin_required
+from accounts.ids import IdChoiceField
 from accounts.roles import user_is_admin
 from accounts.web import render_page_or_partial
 from annotation.models import Campaign
@@ -23,13 +23,13 @@ from evaluation.matcher import tau_source_of
 from evaluation.metrics import DEFAULT_K
 from exports import selectors, services
 from exports.api import file_response
-from exports.authentication import token_expires_at
 from exports.building import ReleaseFileChanged, release_file_verify
-from exports.models import ReleaseKind, ReleaseState, SubmissionState
+from exports.models import ApiToken, ReleaseKind, ReleaseState, SubmissionState
 from exports.roles import release_user_required
 from exports.scoring import MAX_K
 from exports.selectors import LEADERBOARD_KEYS
 from exports.throttling import rate_limit_hit, scope_rate
+from exports.tokens import token_expires_at
 from jobs.reaper import job_check
 from oracle.models import OracleRun, ValidationReport
 from oracle.promotion_gate import promotion_gate
@@ -40,13 +40,13 @@ PLOT_NAMES = ("by_disease_group", "by_hours_since_admit")
 
 class ReleaseBuildForm(forms.Form):
     kind = forms.ChoiceField(choices=ReleaseKind.choices)
-    campaign = forms.ModelChoiceField(
+    campaign = IdChoiceField(
         queryset=Campaign.objects.all(), required=False, help_text="For RealICU-Gold."
     )
-    oracle_run = forms.ModelChoiceField(
+    oracle_run = IdChoiceField(
         queryset=OracleRun.objects.all(), required=False, help_text="For RealICU-Scale."
     )
-    cohort = forms.ModelChoiceField(
+    cohort = IdChoiceField(
         queryset=Cohort.objects.all(), required=False, help_text="For surveillance."
     )
     notes = forms.CharField(required=False, max_length=2000)
@@ -111,8 +111,8 @@ class PromoteForm(forms.Form):
     """Promote an Oracle run to RealICU-Scale with one of its validation
     reports; the service checks that the report is the run's."""
 
-    oracle_run = forms.ModelChoiceField(queryset=OracleRun.objects.all())
-    validation_report = forms.ModelChoiceField(
+    oracle_run = IdChoiceField(queryset=OracleRun.objects.all())
+    validation_report = IdChoiceField(
         queryset=ValidationReport.objects.all(), required=False
     )
     notes = forms.CharField(required=False, max_length=2000)
@@ -462,30 +462,37 @@ def leaderboard(request, release_id: int):
     return render(request, "exports/leaderboard.html", context)
 
 
-@require_GET
-@release_user_required
-def token_page(request):
-    token = Token.objects.filter(user=request.user).first()
+def _token_page(request, *, new_key: str | None = None):
+    token = ApiToken.objects.filter(user=request.user).first()
     expires_at = token_expires_at(token) if token else None
-    return render(
+    response = render(
         request,
         "exports/token.html",
         {
             "token": token,
-            "new_key": request.session.pop("exports_new_token", None),
+            "new_key": new_key,
             "expires_at": expires_at,
             "expired": expires_at is not None and expires_at <= timezone.now(),
         },
     )
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+@require_GET
+@release_user_required
+def token_page(request):
+    return _token_page(request)
 
 
 @require_POST
 @release_user_required
 def token_create(request):
-    token = services.token_create(user=request.user)
-    # Shown once, on the next page; the session holds it until then.
-    request.session["exports_new_token"] = token.key
-    return redirect("exports:token")
+    """The new key is shown in this response only: it is kept nowhere (not
+    in the session either), so it cannot be shown again; reloading the page
+    would make another token."""
+    issued = services.token_create(user=request.user)
+    return _token_page(request, new_key=issued.key)
 
 
 @require_POST

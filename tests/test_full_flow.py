@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import time
 from dataclasses import dataclass
 
@@ -21,7 +22,6 @@ import pytest
 from django.core.management import call_command
 from django.test import Client
 from django.urls import reverse
-from rest_framework.authtoken.models import Token
 
 from accounts.roles import Role
 from annotation.models import (
@@ -38,6 +38,7 @@ from exports.models import (
     Submission,
     SubmissionState,
 )
+from exports.tokens import token_store
 from oracle.models import OracleLabel, OracleRun, RunState, ValidationJob
 from tests.annotation.conftest import make_role_user
 from windows.cohort import cohort_build
@@ -657,7 +658,7 @@ def test_gold_campaign_to_scored_predictions_through_pages_api_and_worker(
     assert len(stays) == 4
     windows_build_many(stays=stays, seed=7, per_stay=2)
     assert Window.objects.filter(stay__in=stays, sampled_gold=True).count() == 8
-    physician_token = Token.objects.create(user=users["a"])
+    physician_token = token_store(user=users["a"])  # as if made before a role change
     flow = Flow(
         users=users,
         clients={who: client_for(user) for who, user in users.items()},
@@ -684,8 +685,9 @@ def test_gold_campaign_to_scored_predictions_through_pages_api_and_worker(
 
     # 5. The researcher's token and downloads.
     researcher = flow.clients["researcher"]
-    assert researcher.post(reverse("exports:token_create")).status_code == 302
-    key = Token.objects.get(user=users["researcher"]).key
+    made = researcher.post(reverse("exports:token_create"))
+    assert made.status_code == 200  # the key is in this response only
+    key = re.search(r'id="new-token"[^>]*>([0-9a-f]{40})<', made.content.decode())[1]
     api = Client(HTTP_AUTHORIZATION=f"Token {key}")
     records = researcher_downloads(flow, api, gold_release, scale, gold, n_candidates)
 

@@ -44,7 +44,8 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django.contrib.humanize",
     "rest_framework",
-    "rest_framework.authtoken",
+    # No rest_framework.authtoken: it stores keys as they are, and its admin
+    # listed them; API tokens are exports.models.ApiToken, kept hashed.
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "django_htmx",
@@ -300,7 +301,7 @@ REALICU_LLM_PROMPT_MARGIN_TOKENS = env.int(
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "rest_framework.authentication.SessionAuthentication",
-        "rest_framework.authentication.TokenAuthentication",
+        "exports.authentication.ReleaseTokenAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
@@ -329,6 +330,11 @@ SPECTACULAR_SETTINGS = {
     # Three models have a "state"; named here, the schema has no State8e3Enum
     # (drf_spectacular.W001, which `check --deploy --fail-level WARNING` fails on).
     "ENUM_NAME_OVERRIDES": {"OracleRunStateEnum": "oracle.models.RunState"},
+    # <id:...> in a URL (accounts.ids.IdConverter): an integer of the
+    # database's range, so generated clients and schemathesis send ids in range.
+    "PATH_CONVERTER_OVERRIDES": {
+        "id": {"type": "integer", "minimum": 0, "maximum": 2**63 - 1}
+    },
     # The docs page (/api/docs/) is Swagger UI served from drf-spectacular-sidecar's
     # static files: no CDN, so it works offline. No validator badge: it would
     # send the schema's address to an outside validator.

@@ -40,7 +40,6 @@ import pytest
 from django.core.cache import cache
 from django.test import Client
 from django.urls import reverse
-from rest_framework.authtoken.models import Token
 
 from accounts.roles import Role, roles_ensure
 from annotation.calibration import calibration_invite, calibration_set_draw
@@ -61,6 +60,7 @@ from annotation.services import (
     label_submit,
     window_consensus_refresh,
 )
+from exports.tokens import token_store
 from tests.factories import make_admission, make_stay
 from tests.test_forged_requests import site_routes
 
@@ -277,8 +277,8 @@ def _urls(world) -> list[str]:
 def _client(user) -> Client:
     client = Client()
     client.force_login(user)
-    token, _ = Token.objects.get_or_create(user=user)
-    client.defaults["HTTP_AUTHORIZATION"] = f"Token {token.key}"
+    key = token_store(user=user).key
+    client.defaults["HTTP_AUTHORIZATION"] = f"Token {key}"
     return client
 
 

@@ -44,7 +44,8 @@ def test_lists_releases_and_reads_one(api, release, tiny_stays):
 
 def test_http_errors_carry_the_apis_message(live_server, api, release, physician):
     from realicu_client import APIError, Client
-    from rest_framework.authtoken.models import Token
+
+    from exports.tokens import token_store
 
     with pytest.raises(APIError) as caught:
         Client(live_server.url, "0" * 40).releases()
@@ -52,7 +53,7 @@ def test_http_errors_carry_the_apis_message(live_server, api, release, physician
     assert caught.value.message == "Invalid token."
     assert "HTTP 401" in str(caught.value) and "Invalid token." in str(caught.value)
 
-    key = Token.objects.create(user=physician).key
+    key = token_store(user=physician).key
     with pytest.raises(APIError) as caught:
         Client(live_server.url + "/api/v1/", key).releases()
     assert caught.value.status == 403

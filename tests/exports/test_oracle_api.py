@@ -6,10 +6,10 @@ in a Scale release's manifest); the operations are in the OpenAPI schema."""
 import json
 
 import pytest
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from exports.services import token_create
+from exports.tokens import token_store
 from oracle.models import ValidationReport
 
 from .helpers import make_oracle_run
@@ -22,7 +22,7 @@ def _client(user) -> APIClient:
     key = (
         token_create(user=user).key
         if user is not None and not _is_physician(user)
-        else Token.objects.create(user=user).key
+        else token_store(user=user).key
     )
     client.credentials(HTTP_AUTHORIZATION=f"Token {key}")
     return client

@@ -3,13 +3,13 @@ line-numbered refusals, the leaderboard showing public submissions only."""
 
 import io
 import json
+import re
 
 import pytest
 from django.utils.html import escape
-from rest_framework.authtoken.models import Token
 
 from evaluation.matcher import tau_source_of
-from exports.models import Submission
+from exports.models import ApiToken, Submission
 from exports.services import submission_create, submission_publish, submission_score
 
 from .helpers import ExactMatcher
@@ -35,12 +35,15 @@ def test_researcher_sees_releases_and_the_nav_link(client, researcher, tiny_rele
 
 def test_token_is_created_shown_once_and_revoked(client, researcher):
     client.force_login(researcher)
-    client.post("/releases/token/create/")
-    token = Token.objects.get(user=researcher)
-    assert token.key in client.get("/releases/token/").content.decode()
-    assert token.key not in client.get("/releases/token/").content.decode()
+    made = client.post("/releases/token/create/")
+    assert made.status_code == 200 and made["Cache-Control"] == "no-store"
+    key = re.search(r'id="new-token"[^>]*>([0-9a-f]{40})<', made.content.decode())[1]
+    token = ApiToken.objects.get(user=researcher)
+    assert key.startswith(token.prefix) and key != token.digest
+    later = client.get("/releases/token/").content.decode()
+    assert key not in later and f"{token.prefix}…" in later
     client.post("/releases/token/revoke/")
-    assert not Token.objects.filter(user=researcher).exists()
+    assert not ApiToken.objects.filter(user=researcher).exists()
 
 
 def test_upload_form_lists_the_bad_lines_and_stores_nothing(
