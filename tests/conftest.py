@@ -73,6 +73,29 @@ def celery_worker_process(transactional_db, tmp_path):
 
 
 @pytest.fixture(autouse=True, scope="session")
+def _plain_static_files(tmp_path_factory):
+    """Pages name static files as written in the tests: the compressed manifest
+    storage of the running app (bootstrap collects it) would otherwise switch
+    to hashed names for the rest of the run as soon as a test calls bootstrap.
+    The embedded smoke test checks the manifest in its own server."""
+    from django.conf import settings
+    from django.test.utils import override_settings
+
+    storages = {
+        **settings.STORAGES,
+        "staticfiles": {
+            "BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"
+        },
+    }
+    override = override_settings(
+        STORAGES=storages, STATIC_ROOT=str(tmp_path_factory.mktemp("static"))
+    )
+    override.enable()
+    yield
+    override.disable()
+
+
+@pytest.fixture(autouse=True, scope="session")
 def _fresh_cache():
     """Live job progress lives in the cache; start every session without stale keys."""
     from django.core.cache import cache
