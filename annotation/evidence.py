@@ -11,7 +11,6 @@ from collections.abc import Iterable
 from django.db.models import BooleanField, ExpressionWrapper, Q, QuerySet
 
 from windows.models import Domain, Event, EventKind, Window
-from windows.selectors import WINDOW_LOOKBACK
 from windows.selectors_context import (
     BEDSIDE_NOTE_CATEGORIES,
     HINDSIGHT_KINDS,
@@ -71,6 +70,10 @@ def stay_span(window: Window) -> tuple:
     page offers them (windows.selectors.window_events): from the earlier of the
     stay's ICU admission and the window's look-back to its ICU discharge."""
     stay = window.stay
+    # windows.selectors imports the concept tracks (pandas): read here, so a
+    # release build (which imports this module) starts without pandas.
+    from windows.selectors import WINDOW_LOOKBACK
+
     return min(stay.intime, window.start - WINDOW_LOOKBACK), stay.outtime
 
 
