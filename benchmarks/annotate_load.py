@@ -6,7 +6,7 @@ database for lost or duplicated labels.
         python benchmarks/annotate_load.py
 
 DATABASE_URL names a database to connect to for creating and dropping the
-benchmark's own, realicu_loadbench. The script imports the CLIF demo, builds its
+benchmark's own, realicu_loadbench_<pid>. The script imports the CLIF demo, builds its
 windows and Gold draw, creates the physicians and one Gold campaign with the real
 services, starts gunicorn on 127.0.0.1 with the project's gunicorn.conf.py
 (workers and threads sized to the cores; --workers/--threads override), and runs one
@@ -39,8 +39,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from benchmarks.percentiles import percentile  # noqa: E402 - after the path
+
 ADMIN_URL = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/test")
-BENCH_DB = "realicu_loadbench"
+# Per run: a fixed name would be dropped under a concurrent run of the benchmark.
+BENCH_DB = f"realicu_loadbench_{os.getpid()}"
 HOST = "127.0.0.1"
 PASSWORD = "load bench pass 1"
 DRAFT_INTERVAL_S = 2.0
@@ -70,13 +73,6 @@ def _drop_database() -> None:
 
     with psycopg.connect(_admin_conninfo(), autocommit=True) as conn:
         conn.execute(f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
-
-
-def _percentile(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def _free_port() -> int:
@@ -700,7 +696,7 @@ def main() -> int:
         "--database",
         default=BENCH_DB,
         help="name of the benchmark's own database, dropped and "
-        f"made again (default {BENCH_DB})",
+        "made again (default realicu_loadbench_<pid>)",
     )
     args = parser.parse_args()
     if not re.fullmatch(r"[a-z_][a-z0-9_]{0,62}", args.database):
@@ -806,7 +802,7 @@ def main() -> int:
             print(
                 f"{what:<14} {len(times):>6} "
                 f"{statistics.median(times) if times else float('nan'):>8.1f} "
-                f"{_percentile(times, 0.95):>8.1f} "
+                f"{percentile(times, 0.95):>8.1f} "
                 f"{max(times, default=float('nan')):>8.1f}"
             )
         n_errors = sum(results.errors.values())
@@ -843,7 +839,7 @@ def main() -> int:
             f"acknowledged: {len(checks['stale_current'])}; revisions: "
             f"{checks['revisions']}"
         )
-        p95 = _percentile(results.draft_ms, 0.95)
+        p95 = percentile(results.draft_ms, 0.95)
         ok = (
             p95 <= 100
             and not checks["missing"]

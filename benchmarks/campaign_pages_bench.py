@@ -41,6 +41,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from benchmarks.percentiles import percentile  # noqa: E402 - after the path
+
 ADMIN_URL = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/test")
 TARGET_MS = 1000
 TARGET_BYTES = 500 * 1024
@@ -65,11 +67,6 @@ def _database(*, create: bool) -> None:
         conn.execute(f"DROP DATABASE IF EXISTS {bench} WITH (FORCE)")
         if create:
             conn.execute(f"CREATE DATABASE {bench}")
-
-
-def _percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def _measure(client, url: str, requests: int) -> dict:
@@ -227,10 +224,10 @@ def main() -> None:
         for who, what, r in rows:
             print(
                 f"{who:<12} {what:<30} {statistics.median(r['times']):>7.1f} "
-                f"{_percentile(r['times'], 0.95):>7.1f} {r['queries']:>7} "
+                f"{percentile(r['times'], 0.95):>7.1f} {r['queries']:>7} "
                 f"{r['bytes']:>9,} {r['gzip']:>7,}"
             )
-        worst_ms = max(_percentile(r["times"], 0.95) for _, _, r in rows)
+        worst_ms = max(percentile(r["times"], 0.95) for _, _, r in rows)
         worst_bytes = max(r["bytes"] for _, _, r in rows)
         print()
         print(

@@ -61,9 +61,10 @@ from annotate_load import (  # noqa: E402 - after the path
     FORM_VERSION,
     HX_HEADERS,
     _free_port,
-    _percentile,
     _processes,
 )
+
+from benchmarks.percentiles import percentile  # noqa: E402 - after the path
 
 HOST = "127.0.0.1"
 PASSWORD = "embedded bench pass 1"
@@ -104,7 +105,7 @@ def _ms(values: list[float]) -> str:
         return "no data"
     return (
         f"p50 {statistics.median(values):.1f} ms, "
-        f"p95 {_percentile(values, 0.95):.1f} ms (n={len(values)})"
+        f"p95 {percentile(values, 0.95):.1f} ms (n={len(values)})"
     )
 
 
@@ -540,8 +541,8 @@ def main() -> int:
         _line("open, page + tracks JSON", _ms(figures.open_ms))
         _line(
             "bytes per open, p95 (HTML + JSON, gzip)",
-            f"{_percentile(figures.page_bytes, 0.95) / 1024:.0f} + "
-            f"{_percentile(figures.tracks_bytes, 0.95) / 1024:.0f} KB",
+            f"{percentile(figures.page_bytes, 0.95) / 1024:.0f} + "
+            f"{percentile(figures.tracks_bytes, 0.95) / 1024:.0f} KB",
             "< 60 KB together",
         )
         cold = [ms for at, ms in figures.submit_ms if at - serve_started <= up_s + 15]

@@ -51,7 +51,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from annotate_load import _free_port, _percentile  # noqa: E402 - after the path
+from annotate_load import _free_port  # noqa: E402 - after the path
 from embedded_pipeline_bench import (  # noqa: E402
     HOST,
     PHYSICIANS,
@@ -61,6 +61,8 @@ from embedded_pipeline_bench import (  # noqa: E402
     _open,
     _payload,
 )
+
+from benchmarks.percentiles import percentile  # noqa: E402
 
 DRAFTS_PER_WINDOW = 3
 DRAFT_EVERY_S = 2.0
@@ -284,7 +286,7 @@ def _ms(values: list[float]) -> str:
     if not values:
         return "no data"
     return (
-        f"p50 {statistics.median(values):.1f} ms, p95 {_percentile(values, 0.95):.1f}"
+        f"p50 {statistics.median(values):.1f} ms, p95 {percentile(values, 0.95):.1f}"
         f" ms, max {max(values):.0f} ms (n={len(values)})"
     )
 

@@ -33,17 +33,20 @@ sys.path.insert(0, str(ROOT))
 PG_ADMIN_URL = os.environ.get(
     "DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres"
 )
-BENCH_DB = "realicu_notes_bench"
+# Per run: a fixed name would be dropped under a concurrent run of the benchmark.
+BENCH_DB = f"realicu_notes_bench_{os.getpid()}"
 
 
-def _database() -> str:
+def _database(*, create: bool) -> str:
+    """Create the benchmark's database (its URL), or drop it."""
     import psycopg
 
     with psycopg.connect(
         PG_ADMIN_URL.replace("postgres://", "postgresql://"), autocommit=True
     ) as conn:
         conn.execute(f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
-        conn.execute(f"CREATE DATABASE {BENCH_DB}")
+        if create:
+            conn.execute(f"CREATE DATABASE {BENCH_DB}")
     return PG_ADMIN_URL.rpartition("/")[0] + f"/{BENCH_DB}"
 
 
@@ -177,14 +180,17 @@ def main() -> None:
         f"({sizes['discharge'] / max(20, args.reports // 10):,.0f} characters on "
         "average, 20 imported)"
     )
-    env = dict(os.environ, DATABASE_URL=_database())
+    env = dict(os.environ, DATABASE_URL=_database(create=True))
     env["REALICU_VAR_DIR"] = tempfile.mkdtemp(prefix="realicu-bench-")
-    out = subprocess.run(
-        [sys.executable, __file__, "--part", "import", "--folder", str(folder)],
-        env=env,
-        capture_output=True,
-        text=True,
-    )
+    try:
+        out = subprocess.run(
+            [sys.executable, __file__, "--part", "import", "--folder", str(folder)],
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+    finally:
+        _database(create=False)
     if out.returncode:
         sys.exit(out.stderr[-3000:])
     r = json.loads(out.stdout.strip().splitlines()[-1])

@@ -25,6 +25,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from benchmarks.percentiles import percentile  # noqa: E402 - after the path
+
 ADMIN_URL = os.environ.get(
     "DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres"
 )
@@ -45,11 +47,6 @@ def _execute(sql: str) -> None:
     conninfo = _db_url("postgres").replace("postgres://", "postgresql://", 1)
     with psycopg.connect(conninfo, autocommit=True) as conn:
         conn.execute(sql)
-
-
-def _percentile(values: list[int], q: float) -> int:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def _kb(value: float) -> str:
@@ -161,12 +158,12 @@ def main() -> None:
             print(
                 f"{encoding:>8}: "
                 + "; ".join(
-                    f"{part} p50 {_kb(_percentile(v, 0.5))} p95 "
-                    f"{_kb(_percentile(v, 0.95))}"
+                    f"{part} p50 {_kb(percentile(v, 0.5))} p95 "
+                    f"{_kb(percentile(v, 0.95))}"
                     for part, v in figures.items()
                 )
             )
-        total = _percentile(sizes["gzip"]["total"], 0.95)
+        total = percentile(sizes["gzip"]["total"], 0.95)
         print(
             f"HTML + JSON with gzip, p95: {_kb(total)} "
             f"({'within' if total < 60 * 1024 else 'over'} the 60 KB target)"

@@ -32,6 +32,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from benchmarks.percentiles import percentile  # noqa: E402 - after the path
+
 ADMIN_URL = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/test")
 BENCH_DB = (ADMIN_URL.rpartition("/")[2].split("?")[0] or "postgres") + "_window_page"
 LONG_HOURS = 1800
@@ -61,11 +63,6 @@ def _drop_database() -> None:
 
     with psycopg.connect(_admin_conninfo(), autocommit=True) as conn:
         conn.execute(f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
-
-
-def _percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def _icu_events(stay):
@@ -325,11 +322,11 @@ def main() -> None:
         for label, hours, what, times, queries, size in rows:
             print(
                 f"{label:<18} {hours:>6.0f}  {what:<24} "
-                f"{statistics.median(times):>7.1f} {_percentile(times, 0.95):>7.1f} "
+                f"{statistics.median(times):>7.1f} {percentile(times, 0.95):>7.1f} "
                 f"{queries:>7} {size:>9,}"
             )
-        whole = max(_percentile(t, 0.95) for _, _, w, t, _, _ in rows if "whole" in w)
-        worst = max(_percentile(t, 0.95) for _, _, _, t, _, _ in rows)
+        whole = max(percentile(t, 0.95) for _, _, w, t, _, _ in rows if "whole" in w)
+        worst = max(percentile(t, 0.95) for _, _, _, t, _, _ in rows)
         by_request: dict[str, set[int]] = {}
         for _, _, what, _, queries, _ in rows:
             by_request.setdefault(what, set()).add(queries)
