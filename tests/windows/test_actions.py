@@ -3,13 +3,21 @@ each rule, then the real CLIF demo read against its source files."""
 
 from __future__ import annotations
 
+import gzip
 import io
+import json
+from pathlib import Path
 
 import pandas as pd
 import pytest
 from django.core.management import call_command
 
-from windows.actions import action_text_of, actions_derive, derive_kinds
+from windows.actions import (
+    DERIVED_DOMAINS,
+    action_text_of,
+    actions_derive,
+    derive_kinds,
+)
 from windows.importers.clif import clif_import
 from windows.models import Admission, Domain, Event, EventKind, Patient, Stay, Window
 from windows.selectors_context import bedside_events, window_actions
@@ -472,6 +480,29 @@ def demo(django_db_setup, django_db_blocker, clif_demo_dir):
         windows_build_many(stays=Stay.objects.order_by("pk"), seed=0)
         yield summary
         Patient.objects.all().delete()
+
+
+# Every derived-domain event of the demo as the row-by-row derivation before
+# issue 35 left it: (source_table, source_key, kind, previous_value), written by
+# an import of the demo with that code (windows/actions.py at d8cca22).
+DEMO_DERIVED = Path(__file__).parent / "data" / "clif_demo_actions.json.gz"
+
+
+@pytest.mark.django_db
+def test_every_demo_event_keeps_the_kind_and_previous_state_of_the_row_by_row_code(
+    demo,
+):
+    with gzip.open(DEMO_DERIVED, "rt") as stored:
+        expected = {tuple(row) for row in json.load(stored)}
+    derived = set(
+        Event.objects.filter(domain__in=DERIVED_DOMAINS)
+        .exclude(kind__in=(EventKind.OUTCOME, EventKind.CODED))
+        .values_list("source_table", "source_key", "kind", "previous_value")
+    )
+    assert len(expected) == 40902
+    assert sum(1 for row in expected if row[2] == ACT) == 8131
+    assert derived - expected == set()
+    assert expected - derived == set()
 
 
 def _previous_equal(frame: pd.DataFrame) -> pd.Series:
