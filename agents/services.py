@@ -21,7 +21,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 from collections.abc import Callable
 
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -497,6 +496,7 @@ def agent_run_finish(*, run: AgentRun, score_inline: bool = False) -> AgentRun:
     """When every stay is done: the predictions as a public baseline
     submission, queued for scoring (or scored now with ``score_inline``)."""
     from exports.models import SubmissionState
+    from exports.services import submission_file_put
 
     with transaction.atomic():
         run = AgentRun.objects.select_for_update().get(pk=run.pk)
@@ -554,7 +554,7 @@ def agent_run_finish(*, run: AgentRun, score_inline: bool = False) -> AgentRun:
         relative = f"{run.release.name}/{submission.pk}.jsonl"
         temporary = folder / f".agent-{submission.pk}.jsonl"
         temporary.write_bytes(content)
-        os.replace(temporary, folder / f"{submission.pk}.jsonl")
+        submission_file_put(relative=relative, source=temporary)
         submission.file_path = relative
         submission.save(update_fields=["file_path"])
         run.submission = submission

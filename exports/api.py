@@ -9,8 +9,14 @@ import json
 import math
 import re
 
-from django.http import FileResponse, HttpResponse, StreamingHttpResponse
-from django.utils.http import parse_etags, quote_etag
+from django.conf import settings
+from django.http import (
+    FileResponse,
+    HttpResponse,
+    HttpResponseRedirect,
+    StreamingHttpResponse,
+)
+from django.utils.http import content_disposition_header, parse_etags, quote_etag
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
     OpenApiParameter,
@@ -37,6 +43,7 @@ from exports.roles import user_may_use_releases
 from exports.scoring import MAX_K
 from exports.throttling import AtomicScopedRateThrottle
 from oracle.models import RunState
+from realicu_web.storage import StoredFile
 from windows.models import DiseaseGroup
 
 MAX_ID = 2**63 - 1
@@ -176,6 +183,9 @@ def _byte_range(header: str, size: int) -> tuple[int, int] | None | str:
 
 
 def _file_slice(path, first: int, length: int):
+    if isinstance(path, StoredFile):
+        yield from path.chunks(first, length)
+        return
     with open(path, "rb") as handle:
         handle.seek(first)
         left = length
@@ -190,9 +200,13 @@ def _file_slice(path, first: int, length: int):
 def file_response(request, entry, path):
     """A release file: 304 when If-None-Match names its ETag (the sha256), 206
     with Content-Range for a satisfiable single Range (unless If-Range names
-    another version), 416 for an unsatisfiable one, else the whole file."""
+    another version), 416 for an unsatisfiable one, else the whole file.
+    ``path`` is the local file or its object in the store (realicu_web.storage),
+    which goes out in blocks or, when settings say so, as a redirect to a
+    short-lived presigned address."""
     etag = quote_etag(entry.sha256)
-    size = path.stat().st_size
+    stored = isinstance(path, StoredFile)
+    size = path.size() if stored else path.stat().st_size
     content_type = (
         "application/json"
         if entry.path.endswith(".json")
@@ -236,12 +250,24 @@ def file_response(request, entry, path):
             response["ETag"] = etag
             response["Accept-Ranges"] = "bytes"
             return response
-    response = FileResponse(
-        open(path, "rb"),
-        as_attachment=not entry.path.endswith((".md", ".png", ".svg", ".json")),
-        filename=path.name,
-        content_type=content_type,
-    )
+    attachment = not entry.path.endswith((".md", ".png", ".svg", ".json"))
+    if stored and settings.REALICU_OBJECT_STORAGE_REDIRECT:
+        response = HttpResponseRedirect(path.url())
+        response["ETag"] = etag
+        return response
+    if stored:
+        response = StreamingHttpResponse(path.chunks(), content_type=content_type)
+        response["Content-Length"] = str(size)
+        response["Content-Disposition"] = content_disposition_header(
+            attachment, path.name
+        )
+    else:
+        response = FileResponse(
+            open(path, "rb"),
+            as_attachment=attachment,
+            filename=path.name,
+            content_type=content_type,
+        )
     response["ETag"] = etag
     response["Accept-Ranges"] = "bytes"
     return response

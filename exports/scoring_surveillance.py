@@ -200,12 +200,11 @@ def release_checkpoints(release: Release) -> list[dict]:
 def surveillance_submission_scores(submission, job_progress) -> dict:
     """A stored, valid submission's scores against its surveillance release;
     ``exports.services.submission_score`` runs it under the job's lease."""
-    from exports.services import _submissions_dir
+    from exports.services import submission_file_local
 
     job_progress.start(2, "reading")
-    predictions = surveillance_predictions_read(
-        _submissions_dir() / submission.file_path
-    )
+    with submission_file_local(submission) as path:
+        predictions = surveillance_predictions_read(path)
     job_progress.advance(1, "scoring")
     scores = surveillance_scores(
         gold=release_checkpoints(submission.release), predictions=predictions

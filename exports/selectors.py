@@ -10,7 +10,7 @@ from django.db.models import Prefetch, QuerySet
 
 from accounts.roles import user_is_admin
 from annotation.models import Campaign
-from exports.building import release_folder
+from exports.building.manifest import release_file_source
 from exports.models import (
     Release,
     ReleaseFile,
@@ -23,6 +23,7 @@ from exports.models import (
 from exports.roles import user_may_use_releases
 from oracle.models import OracleRun, RunState, ValidationReport
 from oracle.selectors import validation_report_latest
+from realicu_web.storage import StoredFile
 
 
 def release_list(*, user) -> QuerySet[Release]:
@@ -47,8 +48,9 @@ def release_files(*, release: Release) -> QuerySet[ReleaseFile]:
 
 def release_file_get(
     *, user, release_id: int, path: str
-) -> tuple[ReleaseFile, Path] | None:
-    """A file of a ready release the user may see, by its path in the release;
+) -> tuple[ReleaseFile, Path | StoredFile] | None:
+    """A file of a ready release the user may see, by its path in the release,
+    with where it is read from (its local file, or its object in the store);
     only paths the release lists are served, so nothing outside its folder."""
     release = release_get(user=user, release_id=release_id)
     if release is None or release.state != ReleaseState.READY:
@@ -56,10 +58,10 @@ def release_file_get(
     entry = ReleaseFile.objects.filter(release=release, path=path).first()
     if entry is None:
         return None
-    absolute = release_folder(release) / entry.path
-    if not absolute.is_file():
+    source = release_file_source(release, entry.path)
+    if source is None:
         return None
-    return entry, absolute
+    return entry, source
 
 
 def release_windows(

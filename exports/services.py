@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import logging
 import os
+import tempfile
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from django.conf import settings
@@ -40,6 +43,7 @@ from oracle.models import (
 )
 from oracle.promotion_gate import gate_failure_text, promotion_gate
 from oracle.selectors import validation_report_latest
+from realicu_web.storage import StoredFile, object_store, store_put
 from windows.models import Cohort
 
 logger = logging.getLogger(__name__)
@@ -217,7 +221,9 @@ def release_retry(*, user, release: Release) -> Release:
             f"{release} is {release.get_state_display().lower()}; only a failed or "
             "cancelled build can be retried."
         )
-    if (Path(settings.REALICU_RELEASES_DIR) / release.name).exists():
+    from exports.building.manifest import release_published_exists
+
+    if release_published_exists(release.name):
         raise ValidationError(
             f"The folder {release.name} already exists and a release's folder is "
             "never rewritten: rebuild as a new version instead."
@@ -376,8 +382,7 @@ def submission_create(
                 prediction_count=count,
             )
             relative = f"{release.name}/{submission.pk}.jsonl"
-            (folder / release.name).mkdir(exist_ok=True)
-            os.replace(temporary, folder / relative)
+            submission_file_put(relative=relative, source=temporary)
             submission.file_path = relative
             submission.save(update_fields=["file_path"])
             outbox_send(
@@ -396,6 +401,64 @@ def submission_folder(submission: Submission) -> Path:
 
 def submission_plots_dir(submission: Submission) -> Path:
     return submission_folder(submission) / f"{submission.pk}-plots"
+
+
+def _submission_key(relative: str) -> str:
+    return f"submissions/{relative}"
+
+
+def submission_file_put(*, relative: str, source: Path) -> None:
+    """Moves a checked prediction file from ``source`` to where submissions
+    live: ``relative`` under the submissions folder, or under ``submissions/``
+    in the object store (realicu_web.storage), where every worker reads it."""
+    store = object_store()
+    if store is None:
+        folder = _submissions_dir()
+        (folder / relative).parent.mkdir(parents=True, exist_ok=True)
+        os.replace(source, folder / relative)
+        return
+    # Not write-once: the key is the submission's id, which SQLite may give
+    # again after a rolled-back upload.
+    store_put(store, _submission_key(relative), source)
+    source.unlink(missing_ok=True)
+
+
+@contextmanager
+def submission_file_local(submission: Submission) -> Iterator[Path]:
+    """The submission's prediction file as a local path: its file in the
+    submissions folder, or a copy of its object in the store checked against
+    the sha256 recorded at upload (removed afterwards)."""
+    store = object_store()
+    if store is None:
+        yield _submissions_dir() / submission.file_path
+        return
+    stored = StoredFile(store, _submission_key(submission.file_path))
+    with tempfile.TemporaryDirectory(prefix="realicu-submission-") as folder:
+        local = Path(folder) / stored.name
+        stored.download(local)
+        from exports.building.manifest import file_sha256
+
+        if file_sha256(local) != submission.sha256:
+            raise ValidationError(
+                f"The stored file of submission {submission.pk} is not the file "
+                "uploaded: its checksum does not match the one recorded."
+            )
+        yield local
+
+
+def submission_plot_source(
+    submission: Submission, name: str
+) -> Path | StoredFile | None:
+    """Where the plot ``name`` of a scored submission is read from, or None."""
+    store = object_store()
+    if store is None:
+        path = submission_plots_dir(submission) / f"{name}.png"
+        return path if path.is_file() else None
+    stored = StoredFile(
+        store,
+        _submission_key(f"{submission.release.name}/{submission.pk}-plots/{name}.png"),
+    )
+    return stored if stored.exists() else None
 
 
 PLOTS = {
@@ -475,7 +538,8 @@ def _realicu_submission_scores(submission: Submission, job_progress, matcher) ->
     # framework's parsers, most of a release build's start-up (issue 20).
     from exports.scoring import breakdown_plot, predictions_read, scores_compute
 
-    predictions = list(predictions_read(_submissions_dir() / submission.file_path))
+    with submission_file_local(submission) as path:
+        predictions = list(predictions_read(path))
     scores = scores_compute(
         release=submission.release,
         predictions=predictions,
@@ -483,15 +547,25 @@ def _realicu_submission_scores(submission: Submission, job_progress, matcher) ->
         matcher=matcher,
         progress=job_progress,
     )
-    plots = submission_plots_dir(submission)
-    plots.mkdir(parents=True, exist_ok=True)
-    for name, title in PLOTS.items():
-        breakdown_plot(
-            breakdown=scores[name],
-            title=title,
-            path=plots / f"{name}.png",
-            k=submission.k,
-        )
+    store = object_store()
+    with tempfile.TemporaryDirectory(prefix="realicu-plots-") as scratch:
+        plots = submission_plots_dir(submission) if store is None else Path(scratch)
+        plots.mkdir(parents=True, exist_ok=True)
+        for name, title in PLOTS.items():
+            breakdown_plot(
+                breakdown=scores[name],
+                title=title,
+                path=plots / f"{name}.png",
+                k=submission.k,
+            )
+            if store is not None:
+                store_put(
+                    store,
+                    _submission_key(
+                        f"{submission.release.name}/{submission.pk}-plots/{name}.png"
+                    ),
+                    plots / f"{name}.png",
+                )
     return scores
 
 

@@ -5,11 +5,12 @@ leaderboard, your API token, and the API's documentation page."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 from django import forms
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.http import FileResponse, Http404
+from django.http import FileResponse, Http404, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
@@ -426,10 +427,12 @@ def submission_plot(request, submission_id: int, name: str):
     submission = _submission_or_404(request, submission_id)
     if name not in PLOT_NAMES or submission.state != SubmissionState.SCORED:
         raise Http404("No such plot.")
-    path = services.submission_plots_dir(submission) / f"{name}.png"
-    if not path.is_file():
+    source = services.submission_plot_source(submission, name)
+    if source is None:
         raise Http404("No such plot.")
-    return FileResponse(open(path, "rb"), content_type="image/png")
+    if isinstance(source, Path):
+        return FileResponse(open(source, "rb"), content_type="image/png")
+    return StreamingHttpResponse(source.chunks(), content_type="image/png")
 
 
 @require_POST

@@ -22,11 +22,14 @@ from exports.building.manifest import (
     _manifest,
     _remove_tree,
     file_sha256,
+    release_published_exists,
+    release_store_prefix,
 )
 from exports.building.records import release_files_write
 from exports.datacard import datacard_write
 from exports.models import Release, ReleaseKind, ReleaseState
 from jobs.progress import Progress
+from realicu_web.storage import object_store, store_put_new, store_remove_prefix
 
 logger = logging.getLogger(__name__)
 
@@ -84,17 +87,19 @@ def release_build(*, release: Release, progress=None) -> Release:
     final = root / release.name
     partial = root / f".{release.name}.partial"
     renamed = False
+    store = object_store()
     try:
         # Inside the try: a releases folder that cannot be written fails the
         # build with the reason, rather than leaving it building.
         root.mkdir(parents=True, exist_ok=True)
         # This worker holds the lease: a folder left by an earlier attempt is stale.
         _remove_tree(partial)
-        if final.exists():
+        if release_published_exists(release.name):
             from django.core.exceptions import ValidationError
 
             raise ValidationError(
-                f"The folder {release.name} already exists in the releases folder. "
+                f"The folder {release.name} already exists in the releases folder"
+                f"{' (object store)' if store is not None else ''}. "
                 "A release's folder is never rewritten: move it away if it is a "
                 "leftover, or rebuild as a new version."
             )
@@ -107,6 +112,11 @@ def release_build(*, release: Release, progress=None) -> Release:
                 release=release, folder=partial, rows=rows, progress=job_progress
             )
             rows.files(files)
+            if store is not None:
+                # Every file is in the store before the release is published;
+                # renamed: keys of this build to remove should it stop now.
+                renamed = True
+                _release_upload(store, release, partial, files, job_progress)
             job_progress.advance(1, "done")
         # Published in one short transaction: ready on the row (only while the
         # lease is still this build's: a cancel or a takeover undoes it) and
@@ -127,15 +137,22 @@ def release_build(*, release: Release, progress=None) -> Release:
                 progress_label="done",
             ):
                 raise JobLeaseLost(f"release {release.pk}: cancelled or taken over")
-            os.replace(partial, final)
-            renamed = True
-        _make_read_only(final)
+            if store is None:
+                os.replace(partial, final)
+                renamed = True
+        if store is None:
+            _make_read_only(final)
+        else:
+            # The worker's unfinished copy: the store holds the release now.
+            _remove_left(partial)
     except JobLeaseLost:
         # Whoever holds the row now (a cancel, another worker) owns its state;
         # a cancelled build's rows go (a new holder deletes them itself).
         _remove_left(partial)
-        if renamed:
+        if renamed and store is None:
             _remove_left(final)
+        elif renamed:
+            _remove_stored(store, release)
         _rows_discard_quietly(release)
         release.refresh_from_db()
         return release
@@ -147,7 +164,9 @@ def release_build(*, release: Release, progress=None) -> Release:
                 pk=release.pk, state=ReleaseState.READY
             ).exists()
         ):
-            left = _remove_left(final) or left
+            left = (
+                _remove_left(final) if store is None else _remove_stored(store, release)
+            ) or left
         if not Release.objects.filter(pk=release.pk, lease=lease).exists():
             # Cancelled meanwhile (the cancel removes the folder this build was
             # writing), or taken over: not this build's failure to record.
@@ -179,6 +198,29 @@ def _remove_left(path: Path) -> str:
         _remove_tree(path)
     except OSError as error:
         logger.error("release folder %s not removed: %s", path, error)
+        return error_text(error)
+    return ""
+
+
+def _release_upload(store, release, folder: Path, files, progress) -> None:
+    """Copies the built files to the release's write-once keys in the store,
+    checking the lease (through ``progress``) between files."""
+    prefix = release_store_prefix(release.name)
+    for number, entry in enumerate(files, start=1):
+        store_put_new(store, prefix + entry["path"], folder / entry["path"])
+        if number % 50 == 0:
+            progress.advance(0, f"stored {number} of {len(files)} files")
+
+
+def _remove_stored(store, release: Release) -> str:
+    """Removes the keys a stopped build wrote to the store; returns why that
+    failed (empty when it did not)."""
+    from jobs.reaper import error_text
+
+    try:
+        store_remove_prefix(store, release_store_prefix(release.name))
+    except Exception as error:
+        logger.error("release %s: its stored files not removed: %s", release.pk, error)
         return error_text(error)
     return ""
 

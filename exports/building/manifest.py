@@ -22,6 +22,7 @@ from evaluation.metrics import DEFAULT_K
 from exports.building.labels import rater_pseudonym
 from exports.building.stats import ReleaseStats
 from exports.models import Release, ReleaseFile, ReleaseKind
+from realicu_web.storage import StoredFile, object_store, store_keys
 from windows.windowing import window_settings
 
 logger = logging.getLogger(__name__)
@@ -201,14 +202,22 @@ def release_file_verify(*, entry: ReleaseFile, path: Path) -> None:
     write or chmod moves it), so a file served often is hashed once."""
     from django.core.cache import cache
 
-    status = path.stat()
-    signature = (
-        f"{status.st_size}:{status.st_ino}:{status.st_mtime_ns}:{status.st_ctime_ns}"
-    )
+    if isinstance(path, StoredFile):
+        # In the object store: hashed again whenever its size, ETag or
+        # modification time differs (any write of the key changes them).
+        size = path.size()
+        signature = path.signature()
+    else:
+        status = path.stat()
+        size = status.st_size
+        signature = (
+            f"{status.st_size}:{status.st_ino}:{status.st_mtime_ns}:"
+            f"{status.st_ctime_ns}"
+        )
     key = f"release-file-intact:{entry.pk}:{entry.sha256}"
     if cache.get(key) == signature:
         return
-    if status.st_size != entry.size_bytes or file_sha256(path) != entry.sha256:
+    if size != entry.size_bytes or _sha256_of(path) != entry.sha256:
         logger.error(
             "release file %s/%s was changed after the build: its sha256 is not the "
             "recorded %s; it is not served",
@@ -225,5 +234,35 @@ def release_file_verify(*, entry: ReleaseFile, path: Path) -> None:
     cache.set(key, signature, None)
 
 
+def _sha256_of(path) -> str:
+    return path.sha256() if isinstance(path, StoredFile) else file_sha256(path)
+
+
 def release_folder(release: Release) -> Path:
     return Path(settings.REALICU_RELEASES_DIR) / release.directory
+
+
+def release_store_prefix(name: str) -> str:
+    """Where a release's files live in the object store: ``releases/<name>/``."""
+    return f"releases/{name}/"
+
+
+def release_published_exists(name: str) -> bool:
+    """Whether a release named ``name`` already has files where releases are
+    published (its folder, or its keys in the object store): such files are
+    never rewritten."""
+    store = object_store()
+    if store is None:
+        return (Path(settings.REALICU_RELEASES_DIR) / name).exists()
+    return bool(store_keys(store, release_store_prefix(name)))
+
+
+def release_file_source(release: Release, path: str) -> Path | StoredFile | None:
+    """Where the file ``path`` of a published release is read from: its local
+    file, or its object in the store; None when it is not there."""
+    store = object_store()
+    if store is None:
+        absolute = release_folder(release) / path
+        return absolute if absolute.is_file() else None
+    stored = StoredFile(store, release_store_prefix(release.directory) + path)
+    return stored if stored.exists() else None

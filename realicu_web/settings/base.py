@@ -350,6 +350,41 @@ REALICU_RELEASES_DIR = Path(
 REALICU_SUBMISSIONS_DIR = Path(
     env.str("REALICU_SUBMISSIONS_DIR", default=str(VAR_DIR / "submissions"))
 )
+# Object storage (issue 36): with REALICU_S3_BUCKET set, release files (with
+# their manifest and data card), submissions and their plots live in that
+# bucket of an S3-compatible store (AWS S3, MinIO, Ceph RGW) through
+# django-storages' S3 backend, so web and workers on different machines share
+# them; the folders above then hold only a worker's unfinished build. Unset
+# (the embedded default), they stay in those local folders.
+REALICU_S3_BUCKET = env.str("REALICU_S3_BUCKET", default="")
+if REALICU_S3_BUCKET:
+    STORAGES["realicu"] = {
+        "BACKEND": "storages.backends.s3.S3Storage",
+        "OPTIONS": {
+            "bucket_name": REALICU_S3_BUCKET,
+            "endpoint_url": env.str("REALICU_S3_ENDPOINT_URL", default="") or None,
+            "region_name": env.str("REALICU_S3_REGION", default="") or None,
+            "access_key": env.str("REALICU_S3_ACCESS_KEY_ID", default="") or None,
+            "secret_key": env.str("REALICU_S3_SECRET_ACCESS_KEY", default="") or None,
+            "location": env.str("REALICU_S3_PREFIX", default=""),
+            # Write-once keys are enforced by realicu_web.storage.store_put_new;
+            # the backend must not rename a name that is taken.
+            "file_overwrite": True,
+            "default_acl": None,
+            "querystring_auth": True,
+            "signature_version": "s3v4",
+            "addressing_style": env.str("REALICU_S3_ADDRESSING", default="path"),
+        },
+    }
+# Downloads of a release file from the object store: after the sha256 check,
+# a redirect to a presigned address valid this many seconds (true), or the
+# file streamed through the web server (false, the default).
+REALICU_OBJECT_STORAGE_REDIRECT = env.bool(
+    "REALICU_OBJECT_STORAGE_REDIRECT", default=False
+)
+REALICU_OBJECT_STORAGE_URL_SECONDS = env.int(
+    "REALICU_OBJECT_STORAGE_URL_SECONDS", default=300
+)
 REALICU_SUBMISSION_MAX_BYTES = env.int(
     "REALICU_SUBMISSION_MAX_BYTES", default=200 * 1024 * 1024
 )

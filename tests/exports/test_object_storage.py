@@ -1,0 +1,345 @@
+"""Release files and submissions in an S3-compatible object store (issue 36),
+against a real S3 server on loopback (moto's server mode, started once for the
+session): a release is published only when every file is in the store, its
+keys are never rewritten, downloads are checked against the recorded sha256
+and streamed (or redirected to a presigned address), and two worker
+"machines" with separate local folders share the one store with the web."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+
+import pytest
+from rest_framework.test import APIClient
+
+from evaluation.metrics import DEFAULT_K
+from exports.models import Release, ReleaseFile, ReleaseState, Submission
+from exports.services import release_create, token_create
+
+pytestmark = pytest.mark.django_db
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory):
+    """moto's S3 server on a free loopback port, for the whole session."""
+    port = _free_port()
+    log_path = tmp_path_factory.mktemp("moto") / "moto.log"
+    log = open(log_path, "w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(
+                    "moto's S3 server did not start:\n" + log_path.read_text()
+                ) from None
+            time.sleep(0.2)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        log.close()
+
+
+@pytest.fixture
+def s3(s3_server, settings, monkeypatch):
+    """A new bucket, chosen by settings as the object store; the same settings
+    in the environment, for worker processes started by the test."""
+    import boto3
+
+    bucket = f"realicu-{uuid.uuid4().hex[:12]}"
+    env = {
+        "REALICU_S3_BUCKET": bucket,
+        "REALICU_S3_ENDPOINT_URL": s3_server,
+        "REALICU_S3_REGION": "us-east-1",
+        "REALICU_S3_ACCESS_KEY_ID": "testing",
+        "REALICU_S3_SECRET_ACCESS_KEY": "testing",
+    }
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    client = boto3.client(
+        "s3",
+        endpoint_url=s3_server,
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
+    client.create_bucket(Bucket=bucket)
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "realicu": {
+            "BACKEND": "storages.backends.s3.S3Storage",
+            "OPTIONS": {
+                "bucket_name": bucket,
+                "endpoint_url": s3_server,
+                "region_name": "us-east-1",
+                "access_key": "testing",
+                "secret_key": "testing",
+                "file_overwrite": True,
+                "default_acl": None,
+                "querystring_auth": True,
+                "signature_version": "s3v4",
+                "addressing_style": "path",
+            },
+        },
+    }
+
+    class Bucket:
+        name = bucket
+        environment = env
+
+        @staticmethod
+        def keys(prefix=""):
+            pages = client.get_paginator("list_objects_v2").paginate(
+                Bucket=bucket, Prefix=prefix
+            )
+            return sorted(o["Key"] for p in pages for o in p.get("Contents", []))
+
+        @staticmethod
+        def read(key) -> bytes:
+            return client.get_object(Bucket=bucket, Key=key)["Body"].read()
+
+        @staticmethod
+        def write(key, data: bytes) -> None:
+            client.put_object(Bucket=bucket, Key=key, Body=data)
+
+    return Bucket
+
+
+def _client(user) -> APIClient:
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {token_create(user=user).key}")
+    return client
+
+
+def _body(response) -> bytes:
+    return b"".join(response.streaming_content)
+
+
+def test_a_release_is_published_into_the_store_with_every_file_checked(
+    s3, tiny_release, researcher, release_dirs
+):
+    assert tiny_release.state == ReleaseState.READY, tiny_release.error
+    entries = {e.path: e for e in ReleaseFile.objects.filter(release=tiny_release)}
+    prefix = f"releases/{tiny_release.name}/"
+    assert s3.keys(prefix) == sorted(prefix + path for path in entries)
+    assert {"manifest.json", "DATACARD.md", "windows.jsonl"} <= set(entries)
+    for path, entry in entries.items():
+        data = s3.read(prefix + path)
+        assert hashlib.sha256(data).hexdigest() == entry.sha256, path
+    # Nothing is left in the worker's local folder: not the release, not its
+    # unfinished copy.
+    assert not release_dirs.exists() or not list(release_dirs.iterdir())
+
+    client = _client(researcher)
+    url = f"/api/v1/releases/{tiny_release.pk}/files/windows.jsonl"
+    whole = s3.read(prefix + "windows.jsonl")
+    response = client.get(url)
+    assert response.status_code == 200
+    assert response.streaming
+    assert _body(response) == whole
+    assert response["Content-Length"] == str(len(whole))
+    assert response["ETag"] == f'"{entries["windows.jsonl"].sha256}"'
+    part = client.get(url, HTTP_RANGE="bytes=10-19")
+    assert part.status_code == 206
+    assert part["Content-Range"] == f"bytes 10-19/{len(whole)}"
+    assert _body(part) == whole[10:20]
+    card = client.get(f"/api/v1/releases/{tiny_release.pk}/files/DATACARD.md")
+    assert _body(card) == s3.read(prefix + "DATACARD.md")
+
+
+def test_a_file_changed_in_the_store_is_not_served(s3, tiny_release, researcher):
+    client = _client(researcher)
+    url = f"/api/v1/releases/{tiny_release.pk}/files/windows.jsonl"
+    assert client.get(url).status_code == 200
+    key = f"releases/{tiny_release.name}/windows.jsonl"
+    s3.write(key, s3.read(key).replace(b"stable", b"stabld"))
+    response = client.get(url)
+    assert response.status_code == 409
+    assert "checksum" in response.json()["detail"]
+
+
+def test_a_download_can_redirect_to_a_presigned_address(
+    s3, tiny_release, researcher, settings
+):
+    settings.REALICU_OBJECT_STORAGE_REDIRECT = True
+    response = _client(researcher).get(
+        f"/api/v1/releases/{tiny_release.pk}/files/windows.jsonl"
+    )
+    assert response.status_code == 302
+    location = response["Location"]
+    assert "X-Amz-Signature=" in location and "X-Amz-Expires=300" in location
+    with urllib.request.urlopen(location) as fetched:
+        data = fetched.read()
+    entry = ReleaseFile.objects.get(release=tiny_release, path="windows.jsonl")
+    assert hashlib.sha256(data).hexdigest() == entry.sha256
+
+
+def test_a_release_whose_keys_exist_in_the_store_is_never_rewritten(
+    s3, admin_user, tiny_run
+):
+    from django.core.exceptions import ValidationError
+
+    from exports.building import release_build
+
+    release = release_create(user=admin_user, kind="scale", oracle_run=tiny_run)
+    planted = f"releases/{release.name}/windows.jsonl"
+    s3.write(planted, b"left by someone else\n")
+    with pytest.raises(ValidationError, match="already exists"):
+        release_build(release=release)
+    release.refresh_from_db()
+    assert release.state == ReleaseState.FAILED
+    assert "never rewritten" in release.error
+    assert s3.keys("releases/") == [planted]
+    assert s3.read(planted) == b"left by someone else\n"
+    assert not ReleaseFile.objects.filter(release=release).exists()
+
+
+def test_a_stopped_build_leaves_no_keys_in_the_store(
+    s3, admin_user, tiny_run, monkeypatch
+):
+    """A build whose lease is lost while its files go to the store removes
+    the keys it wrote; the release is not published."""
+    from exports.building import build, release_build
+    from jobs.leases import JobLeaseLost
+
+    real_put = build.store_put_new
+    calls = []
+
+    def put_then_lose_lease(store, key, source):
+        real_put(store, key, source)
+        calls.append(key)
+        if len(calls) == 2:
+            raise JobLeaseLost("taken over")
+
+    monkeypatch.setattr(build, "store_put_new", put_then_lose_lease)
+    release = release_create(user=admin_user, kind="scale", oracle_run=tiny_run)
+    release_build(release=release)
+    assert len(calls) == 2
+    assert s3.keys("releases/") == []
+    assert Release.objects.get(pk=release.pk).state != ReleaseState.READY
+
+
+def _wait(predicate, seconds=180):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.5)
+    return False
+
+
+@pytest.mark.worker
+@pytest.mark.django_db(transaction=True)
+def test_two_worker_machines_share_the_store_with_the_web(
+    s3, admin_user, researcher, tiny_run, tiny_stays, tmp_path, release_dirs, client
+):
+    """Worker A (its own var folder) builds a release that the web serves
+    from the store; a submission uploaded through the web is scored by
+    worker B (another var folder), whose plots the web serves."""
+    from tests.oracle.test_run_worker import start_worker, stop_worker
+
+    def machine(name):
+        var = tmp_path / name
+        return {
+            "REALICU_VAR_DIR": str(var),
+            "REALICU_RELEASES_DIR": str(var / "releases"),
+            "REALICU_SUBMISSIONS_DIR": str(var / "submissions"),
+            "HF_HUB_OFFLINE": "1",
+            **s3.environment,
+        }
+
+    a_env, b_env = machine("machine-a"), machine("machine-b")
+    worker_a = start_worker(tmp_path / "a.log", **a_env)
+    try:
+        release = release_create(user=admin_user, kind="scale", oracle_run=tiny_run)
+        assert _wait(
+            lambda: (
+                Release.objects.get(pk=release.pk).state
+                in (ReleaseState.READY, ReleaseState.FAILED)
+            )
+        )
+    finally:
+        stop_worker(worker_a)
+    release.refresh_from_db()
+    assert release.state == ReleaseState.READY, release.error
+    built_by = release.worker
+    # Published to the store, nothing left on machine A nor written by the web.
+    assert s3.keys(f"releases/{release.name}/manifest.json")
+    assert not list((tmp_path / "machine-a" / "releases").glob("*"))
+    assert not release_dirs.exists() or not list(release_dirs.iterdir())
+
+    api = _client(researcher)
+    served = api.get(f"/api/v1/releases/{release.pk}/files/manifest.json")
+    assert served.status_code == 200
+    manifest = json.loads(_body(served))
+    assert manifest["name"] == release.name
+
+    worker_b = start_worker(tmp_path / "b.log", **b_env)
+    try:
+        w = tiny_stays["windows"]
+        upload = io.BytesIO(
+            json.dumps(
+                {
+                    "window_id": w["A"][0].pk,
+                    "status": "deteriorating",
+                    "acute_problems": ["Septic shock"],
+                    "recommended_actions": ["Fluid bolus"],
+                }
+            ).encode()
+        )
+        upload.name = "p.jsonl"
+        client.force_login(researcher)
+        response = client.post(
+            f"/releases/{release.pk}/submit/",
+            {"file": upload, "model_name": "m", "k": DEFAULT_K},
+        )
+        assert response.status_code == 302, response.content[:500]
+        submission = Submission.objects.get(release=release)
+        assert _wait(
+            lambda: (
+                Submission.objects.get(pk=submission.pk).state in ("scored", "failed")
+            )
+        )
+    finally:
+        stop_worker(worker_b)
+    submission.refresh_from_db()
+    assert submission.state == "scored", submission.error
+    assert submission.scores["overall"]["status_accuracy"] == pytest.approx(1 / 4)
+    # The upload went to the store, not to the web's folder, and machine B
+    # read it from there: its own folder holds nothing.
+    key = f"submissions/{submission.file_path}"
+    assert hashlib.sha256(s3.read(key)).hexdigest() == submission.sha256
+    assert not list((tmp_path / "machine-b" / "submissions").rglob("*.jsonl"))
+    # Built and scored by the two worker processes, neither of them the web's.
+    pids = {built_by.rsplit(":", 1)[1], submission.worker.rsplit(":", 1)[1]}
+    assert pids == {str(worker_a.pid), str(worker_b.pid)}
+    assert str(os.getpid()) not in pids
+    plot = client.get(
+        f"/releases/submissions/{submission.pk}/plots/by_disease_group.png"
+    )
+    assert plot.status_code == 200
+    assert b"".join(plot.streaming_content).startswith(b"\x89PNG")
