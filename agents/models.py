@@ -12,6 +12,7 @@ are scored as a baseline submission (exports.Submission)."""
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
 
 from jobs.models import JobFields
@@ -54,6 +55,25 @@ class OnlineEndpoint(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.url})"
+
+    def clean_fields(self, exclude=None) -> None:
+        """The fields' own checks, then the address policy for endpoints, so
+        that every form that saves one checks its URL as endpoint_register
+        does."""
+        errors: dict = {}
+        try:
+            super().clean_fields(exclude=exclude)
+        except ValidationError as error:
+            errors = error.update_error_dict(errors)
+        if self.url and "url" not in errors and "url" not in (exclude or ()):
+            from oracle.backbones.endpoints import EndpointRefused, Purpose, url_check
+
+            try:
+                url_check(self.url, purpose=Purpose.ENDPOINT)
+            except EndpointRefused as error:
+                errors["url"] = [f"The endpoint's URL is refused: {error}"]
+        if errors:
+            raise ValidationError(errors)
 
 
 class AgentRun(JobFields):

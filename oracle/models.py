@@ -123,6 +123,31 @@ class Backbone(models.Model):
             return f"{self.name} (rules, no LLM)"
         return f"{self.name} ({self.model} at {self.base_url})"
 
+    def clean_fields(self, exclude=None) -> None:
+        """The fields' own checks, then where the base URL may point (the one
+        address policy, oracle.backbones.endpoints), so that every form that
+        saves a backbone (the admin site's among them) checks it as the Oracle
+        pages' service does. Not in ``clean``: a run's start calls ``clean``
+        and checks the URL itself, with its own sentence."""
+        errors: dict = {}
+        try:
+            super().clean_fields(exclude=exclude)
+        except ValidationError as error:
+            errors = error.update_error_dict(errors)
+        if (
+            self.base_url
+            and "base_url" not in errors
+            and "base_url" not in (exclude or ())
+        ):
+            from oracle.backbones.endpoints import EndpointRefused, Purpose, url_check
+
+            try:
+                url_check(self.base_url, purpose=Purpose.BACKBONE)
+            except EndpointRefused as error:
+                errors["base_url"] = [str(error)]
+        if errors:
+            raise ValidationError(errors)
+
     def clean(self) -> None:
         if self.kind == BackboneKind.OPENAI:
             missing = [

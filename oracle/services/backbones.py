@@ -124,6 +124,10 @@ def _backbone_validate(backbone: Backbone, *, app_host: str = "") -> None:
         backbone.full_clean(exclude=["created_by"])
     except ValidationError as error:
         for key, messages in error.message_dict.items():
+            if key == "base_url" and errors.get(key):
+                # The model checks the URL as above, without the request's
+                # Host: the sentence above says it already.
+                continue
             errors.setdefault(key, []).extend(messages)
     if errors:
         raise ValidationError(errors)
