@@ -13,7 +13,13 @@ over connection, headers and body (each read waits at most the time left, so a
 reply dripping a byte at a time ends at the deadline), and stops reading at
 ``max_bytes``, closing the connection: a longer reply is refused without being
 read. Replies are asked for without compression; a compressed one is
-decompressed within the same limit."""
+decompressed within the same limit.
+
+An online-evaluation endpoint's connection has at most
+ENDPOINT_CONNECT_SECONDS, and one that fails is reported at that time whether
+the port refused it at once (closed) or never answered (filtered): neither the
+error's text for the researcher (agents.remote) nor its timing tells them
+apart."""
 
 from __future__ import annotations
 
@@ -30,6 +36,10 @@ import httpcore
 import httpx
 
 from oracle.backbones.endpoints import AddressRefused, Purpose, host_addresses
+
+# An online-evaluation endpoint's connection must be open within this (or the
+# request's time left, if shorter); a failed one is reported only then.
+ENDPOINT_CONNECT_SECONDS = 5.0
 
 # The end of the request in progress (time.monotonic()), read by every socket
 # operation of the connection it uses.
@@ -124,6 +134,36 @@ def _checked(host: str, port: int, purpose: Purpose, app_host: str) -> list[str]
     return [str(address) for address in addresses]
 
 
+def _connect_end(purpose: Purpose, timeout: float | None) -> float | None:
+    """When a connection must be open by (time.monotonic()), or None for no
+    bound of its own. An endpoint's connection has at most
+    ENDPOINT_CONNECT_SECONDS, and a failed one is reported only then (see
+    ``_connect_failed``)."""
+    timeout = _clip(timeout, httpcore.ConnectTimeout)
+    if purpose == Purpose.ENDPOINT:
+        timeout = min(timeout or ENDPOINT_CONNECT_SECONDS, ENDPOINT_CONNECT_SECONDS)
+    return None if timeout is None else time.monotonic() + timeout
+
+
+def _connect_left(end: float | None) -> float | None:
+    if end is None:
+        return None
+    left = end - time.monotonic()
+    if left <= 0:
+        raise httpcore.ConnectTimeout("the connection's time passed")
+    return left
+
+
+def _connect_failed_wait(purpose: Purpose, end: float | None) -> float:
+    """Seconds to wait before an endpoint's failed connection is reported: a
+    closed port refuses at once where a filtered one answers nothing until
+    the connection's time is up, so both are reported at that time (a
+    researcher learns nothing of an address's ports from a run's pace)."""
+    if purpose != Purpose.ENDPOINT or end is None:
+        return 0.0
+    return max(0.0, end - time.monotonic())
+
+
 class _Backend(httpcore.NetworkBackend):
     """Opens a connection to a checked address of the host, never to the
     host name itself."""
@@ -135,13 +175,14 @@ class _Backend(httpcore.NetworkBackend):
     def connect_tcp(
         self, host, port, timeout=None, local_address=None, socket_options=None
     ):
+        end = _connect_end(self.purpose, timeout)
         last: Exception | None = None
         for address in _checked(host, port, self.purpose, self.app_host):
             try:
                 stream = self._inner.connect_tcp(
                     address,
                     port,
-                    timeout=_clip(timeout, httpcore.ConnectTimeout),
+                    timeout=_connect_left(end),
                     local_address=local_address,
                     socket_options=socket_options,
                 )
@@ -149,6 +190,7 @@ class _Backend(httpcore.NetworkBackend):
                 last = error
                 continue
             return _Stream(stream)
+        time.sleep(_connect_failed_wait(self.purpose, end))
         raise last  # type: ignore[misc]
 
     def connect_unix_socket(self, path, timeout=None, socket_options=None):
@@ -166,6 +208,7 @@ class _AsyncBackend(httpcore.AsyncNetworkBackend):
     async def connect_tcp(
         self, host, port, timeout=None, local_address=None, socket_options=None
     ):
+        end = _connect_end(self.purpose, timeout)
         addresses = await anyio.to_thread.run_sync(
             _checked, host, port, self.purpose, self.app_host
         )
@@ -175,7 +218,7 @@ class _AsyncBackend(httpcore.AsyncNetworkBackend):
                 stream = await self._inner.connect_tcp(
                     address,
                     port,
-                    timeout=_clip(timeout, httpcore.ConnectTimeout),
+                    timeout=_connect_left(end),
                     local_address=local_address,
                     socket_options=socket_options,
                 )
@@ -183,6 +226,7 @@ class _AsyncBackend(httpcore.AsyncNetworkBackend):
                 last = error
                 continue
             return _AsyncStream(stream)
+        await anyio.sleep(_connect_failed_wait(self.purpose, end))
         raise last  # type: ignore[misc]
 
     async def connect_unix_socket(self, path, timeout=None, socket_options=None):

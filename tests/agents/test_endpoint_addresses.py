@@ -328,6 +328,52 @@ def test_every_failure_to_reach_an_endpoint_reads_the_same(endpoint):
     assert "5,000,000" in details["too long"]
 
 
+class _Filtered:
+    """A port that answers no connection, as behind a firewall that drops
+    them: a listener whose one-place queue is full, so the kernel drops the
+    SYNs of later connections."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(0)
+        self.port = self.sock.getsockname()[1]
+        self.queued = socket.create_connection(("127.0.0.1", self.port), timeout=2)
+
+    def stop(self):
+        self.queued.close()
+        self.sock.close()
+
+
+@pytest.mark.django_db
+def test_a_closed_and_a_filtered_port_end_alike_in_text_and_time(monkeypatch):
+    """A closed port refuses at once, a filtered one never answers: both are
+    reported when the connection's time is up (1 s here), in the same
+    sentence, so a run's pace does not tell them apart."""
+    monkeypatch.setattr(http, "ENDPOINT_CONNECT_SECONDS", 1.0)
+    filtered = _Filtered()
+    urls = {
+        "closed": f"http://127.0.0.1:{_closed_port()}/predict",
+        "filtered": f"http://127.0.0.1:{filtered.port}/predict",
+    }
+    took, said = {}, {}
+    try:
+        for what, url in urls.items():
+            agent = RemoteAgent(url=url, timeout_seconds=30.0, max_retries=0)
+            started = time.monotonic()
+            with pytest.raises(AgentError) as error:
+                agent.predict(a_window(), {})
+            took[what] = time.monotonic() - started
+            said[what] = str(error.value)
+            agent.close()
+    finally:
+        filtered.stop()
+    assert said == {"closed": UNREACHABLE, "filtered": UNREACHABLE}
+    # Not sooner than the connection's second (the closed port's refusal came
+    # at once), and not the request's 30 s: the connection has its own bound.
+    assert all(0.95 <= seconds < 25 for seconds in took.values()), took
+
+
 @pytest.mark.django_db(transaction=True)
 def test_the_researcher_reads_one_sentence_the_admin_reads_what_happened(
     researcher, admin_user, tiny_release, endpoint
