@@ -110,17 +110,28 @@ def predictor_messages(
     ]
 
 
-def _items(value) -> list[str]:
-    """A reply's list as strings: plain strings, or items with a ``text``."""
+def _items(value, name: str = "a list") -> list[str]:
+    """A reply's list as strings: plain strings, or items with a ``text``.
+    Each must be clinical text (oracle.schema.clinical_text_problem): an item
+    of punctuation or noise fails the reply, with the reason, so that a model
+    gets its repair turn and an endpoint's error says which item."""
+    from oracle.schema import clinical_text_problem
+
     if value is None:
         return []
     if not isinstance(value, list):
-        raise AgentError("a list in the reply is not a JSON array")
+        raise AgentError(f"{name} in the reply is not a JSON array")
     out = []
-    for item in value:
+    for n, item in enumerate(value, start=1):
         if isinstance(item, dict):
             item = item.get("text")
         if isinstance(item, str) and item.strip():
+            problem = clinical_text_problem(item)
+            if problem:
+                raise AgentError(
+                    f"item {n} of {name} ({item.strip()[:60]!r}) {problem}: each "
+                    "item must be a short clinical phrase"
+                )
             out.append(item.strip()[:MAX_ITEM_CHARS])
     return out[:MAX_ITEMS]
 
@@ -142,8 +153,8 @@ def prediction_normalise(data) -> dict:
     actions = data.get("recommended_actions", data.get("added_actions"))
     return {
         "status": status,
-        "acute_problems": _items(data.get("acute_problems")),
-        "recommended_actions": _items(actions),
+        "acute_problems": _items(data.get("acute_problems"), "acute_problems"),
+        "recommended_actions": _items(actions, "recommended_actions"),
     }
 
 

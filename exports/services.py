@@ -192,6 +192,24 @@ def release_create(
     raise ValidationError("Could not number the release; try again.")
 
 
+def gold_open_windows_warning(campaign: Campaign) -> str:
+    """The warning a Gold build of ``campaign`` gets while some of its windows
+    are still open (no consensus yet, or an open dispute): they are not in the
+    release. "" when every window is closed."""
+    from annotation.models import CampaignWindow
+
+    total = CampaignWindow.objects.filter(campaign=campaign).count()
+    closed = ConsensusLabel.objects.filter(campaign=campaign, dispute_count=0).count()
+    open_windows = max(0, total - closed)
+    if not open_windows:
+        return ""
+    return (
+        f"{open_windows} of {total} windows of campaign {campaign.name!r} are still "
+        "open (awaiting labels or with open disputes): they are not in this Gold "
+        "release. Build again once they are closed."
+    )
+
+
 def _release_build_send(release: Release) -> None:
     """The build's task, recorded in the transaction that queues the release
     and sent after it commits (jobs.outbox): a broker that cannot be reached

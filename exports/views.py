@@ -104,6 +104,10 @@ def release_build_start(request):
                 form.add_error(None, message)
         else:
             messages.success(request, f"{release} is queued for building.")
+            if release.campaign_id and release.kind == "gold":
+                warning = services.gold_open_windows_warning(release.campaign)
+                if warning:
+                    messages.warning(request, warning)
             return redirect("exports:release_list")
     return _release_list_page(request, form, status=400)
 
@@ -400,6 +404,8 @@ def submission_detail(request, submission_id: int):
         return render_page_or_partial(
             request, "surveillance/submission_detail.html", context, partial="scores"
         )
+    from exports.scoring_ppi import interval_rows
+
     context = {
         "submission": submission,
         "overall": scores.get("overall"),
@@ -408,6 +414,8 @@ def submission_detail(request, submission_id: int):
         "scored": submission.state == SubmissionState.SCORED,
         "mine": submission.submitted_by_id == request.user.pk,
         "metric_keys": LEADERBOARD_KEYS,
+        # Scale: the prediction-powered intervals against physicians (issue 33).
+        "intervals": interval_rows(scores.get("intervals"), submission.k),
         # Recorded when scored; scores from before it was recorded get today's.
         "tau_source": scores.get("tau_source")
         or (

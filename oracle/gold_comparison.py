@@ -17,6 +17,8 @@ from __future__ import annotations
 import math
 from types import SimpleNamespace
 
+from django.db.models import Exists, F, OuterRef
+
 from annotation.models import Campaign, ConsensusLabel, ConsensusTask
 from annotation.services.agreement import label_items, rated_event_names
 from annotation.services.consensus import SET_TASKS
@@ -87,7 +89,34 @@ def gold_windows(*, campaign: Campaign) -> tuple[list[WindowGold], dict]:
         "consensus": len(consensus),
         "dropped": dropped,
         "open_disputes": disputed,
+        "awaiting": windows_awaiting_labels(campaign=campaign),
     }
+
+
+# Windows awaiting labels named on a report; the count is always whole.
+AWAITING_NAMED = 50
+
+
+def windows_awaiting_labels(*, campaign: Campaign) -> dict:
+    """The campaign's windows with no consensus yet (their physicians' labels
+    are not all in): how many, and the first AWAITING_NAMED of them by stay
+    and window index, so that a report says which Gold it could not use."""
+    from annotation.models import CampaignWindow
+
+    has_consensus = ConsensusLabel.objects.filter(
+        campaign=campaign, window_id=OuterRef("window_id")
+    )
+    open_windows = (
+        CampaignWindow.objects.filter(campaign=campaign)
+        .filter(~Exists(has_consensus))
+        .order_by("window__stay_id", "window__index")
+    )
+    named = list(
+        open_windows.values(
+            "window_id", stay_id=F("window__stay_id"), index=F("window__index")
+        )[:AWAITING_NAMED]
+    )
+    return {"count": open_windows.count(), "windows": named}
 
 
 def oracle_windows(*, run: OracleRun, window_ids) -> tuple[list[WindowGold], int]:

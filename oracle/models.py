@@ -266,12 +266,30 @@ class OracleRun(JobFields):
     finished_at = models.DateTimeField(null=True, blank=True)
     cancel_requested_at = models.DateTimeField(null=True, blank=True)
     error = models.TextField(blank=True)
+    # The requests to the backbone as they happen (issue 32): sent, answered,
+    # timed out, failed otherwise (connection errors, 429, 5xx), and retried,
+    # summed over the run's chunks; the last problem met, with when. The run
+    # page shows them while the windows are still unlabelled.
+    requests_sent = models.PositiveIntegerField(default=0)
+    requests_answered = models.PositiveIntegerField(default=0)
+    requests_timed_out = models.PositiveIntegerField(default=0)
+    requests_errored = models.PositiveIntegerField(default=0)
+    requests_retried = models.PositiveIntegerField(default=0)
+    request_problem = models.CharField(max_length=255, blank=True)
+    request_problem_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]
 
     def __str__(self) -> str:
         return f"Oracle run {self.pk}: {self.name}"
+
+    @property
+    def requests_in_flight(self) -> int:
+        finished = (
+            self.requests_answered + self.requests_timed_out + self.requests_errored
+        )
+        return max(0, self.requests_sent - finished)
 
 
 class OracleLabelState(models.TextChoices):

@@ -89,13 +89,21 @@ def promotion_gate(*, report, thresholds: dict | None = None) -> dict:
                 "passed": figure is not None and figure >= threshold,
             }
         )
-    absent = _gold_status_classes_absent(report.report if report is not None else {})
-    if absent:
+    body = report.report if report is not None else {}
+    absent = _gold_status_classes_absent(body)
+    if body.get("n_windows") == 0:
+        # Nothing compared says nothing of which classes Gold holds.
+        rows[0]["note"] = "no window was compared: " + (
+            f"{body.get('n_missing')} Gold windows have no Oracle label"
+            if body.get("n_missing")
+            else "Gold has no usable window"
+        )
+    elif absent:
         # Macro-F1 averages the three classes always (evaluation.metrics): a
-        # class Gold lacks caps it, however right the Oracle is.
+        # class no compared window has caps it, however right the Oracle is.
         rows[0]["note"] = (
-            f"Gold has no {' or '.join(absent)} window, so status macro-F1 cannot "
-            f"exceed {(3 - len(absent)) / 3:.3f}"
+            f"no compared Gold window is {' or '.join(absent)}, so status macro-F1 "
+            f"cannot exceed {(3 - len(absent)) / 3:.3f}"
         )
     failures = [row for row in rows if not row["passed"]]
     return {

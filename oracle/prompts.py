@@ -471,11 +471,13 @@ def prompt_build(
     ]
     estimated = messages_tokens(messages)
     if estimated > budget:
-        raise PromptBudgetError(
+        error = PromptBudgetError(
             f"The prompt of window {context.window_id} needs about {estimated} tokens "
             f"even compressed; the budget is {budget}. Raise the template's budget "
             "or the backbone's context window, or lower its reply tokens."
         )
+        error.estimated = estimated
+        raise error
     return Prompt(
         messages=messages,
         event_ids=frozenset({e["id"] for e in shown} | recorded_ids),

@@ -35,6 +35,46 @@ CONSTRAINED_TEXT_CHARS = 120
 REPLY_CHARS_PER_TOKEN = 2.0
 
 
+# An item is clinical text: a phrase of words (issue 32: "..." and
+# "stall-dur%20fiz#DKC5kq8MzP" were accepted as labels). The schema's pattern
+# keeps a constrained decoder to a phrase that starts with a letter and uses
+# the characters clinical phrases use (its length bound included: a converter
+# to a grammar reads the pattern and not minLength/maxLength beside it);
+# ``clinical_text_problem`` is the check every reply passes, constrained or not.
+TEXT_CHARACTERS = r"A-Za-z0-9 .,;:'()/+%<>=&?!-"
+NOISE_CHARACTERS = set("#@{}|\\^~`*$_[]")
+_RANDOM_TOKEN = re.compile(r"^(?=\S*[a-z])(?=\S*[A-Z])(?=\S*\d)\S{8,}$")
+
+
+def text_pattern(max_chars: int) -> str:
+    return f"^[A-Za-z][{TEXT_CHARACTERS}]{{1,{max(1, max_chars - 1)}}}$"
+
+
+def clinical_text_problem(text: str) -> str:
+    """Why ``text`` is not a clinical phrase ("" when it is one): it needs a
+    word (two letters in a row), mostly letters, none of NOISE_CHARACTERS and
+    no random-looking token (upper and lower case and digits mixed in 8 or
+    more characters)."""
+    text = (text or "").strip()
+    if not re.search(r"[^\W\d_]{2}", text):
+        return "has no word (punctuation or digits only)"
+    noise = sorted({c for c in text if c in NOISE_CHARACTERS or not c.isprintable()})
+    if noise:
+        return (
+            "holds characters clinical text does not use ("
+            + " ".join(repr(c)[1:-1] for c in noise)
+            + ")"
+        )
+    visible = [c for c in text if not c.isspace()]
+    letters = sum(1 for c in visible if c.isalpha())
+    if letters * 2 < len(visible):
+        return "is mostly punctuation or digits, not words"
+    for token in text.split():
+        if _RANDOM_TOKEN.match(token):
+            return f"holds a random-looking string ({token[:40]})"
+    return ""
+
+
 def _bounded_schema(*, ids, recorded, items, evidence, text_chars) -> dict:
     cite = {"type": "integer", "enum": ids} if ids else {"type": "integer"}
     cited = {
@@ -51,7 +91,12 @@ def _bounded_schema(*, ids, recorded, items, evidence, text_chars) -> dict:
     text_item = {
         "type": "object",
         "properties": {
-            "text": {"type": "string", "minLength": 1, "maxLength": text_chars},
+            "text": {
+                "type": "string",
+                "minLength": 2,
+                "maxLength": text_chars,
+                "pattern": text_pattern(text_chars),
+            },
             "evidence": cited,
         },
         "required": ["text", "evidence"],
@@ -223,6 +268,14 @@ def payload_validate(
     recorded = list(dict.fromkeys(recorded_action_ids))
     recorded_set = set(recorded)
 
+    for field, noun in TEXT_LISTS.items():
+        for n, item in enumerate(clean[field], start=1):
+            problem = clinical_text_problem(item["text"])
+            if problem:
+                problems.append(
+                    f"{noun} {n} ({item['text'][:60]!r}) {problem}: write a short "
+                    "clinical phrase."
+                )
     if allowed:
         if not clean["status_evidence"]:
             problems.append("The status cites no evidence: cite at least one event id.")
@@ -302,6 +355,7 @@ def reply_parse(text: str, *, context, allowed_event_ids=None) -> tuple[str, dic
 
 __all__ = [
     "REPLY_SCHEMA",
+    "clinical_text_problem",
     "ReplyError",
     "payload_validate",
     "reply_parse",

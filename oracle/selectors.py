@@ -208,6 +208,16 @@ def oracle_run_progress(*, admin, run: OracleRun) -> dict:
         "failure_reasons": reasons.most_common(),
         "cancel_requested": run.cancel_requested_at is not None,
         "error": run.error,
+        "requests": {
+            "sent": run.requests_sent,
+            "answered": run.requests_answered,
+            "timed_out": run.requests_timed_out,
+            "errored": run.requests_errored,
+            "retried": run.requests_retried,
+            "in_flight": run.requests_in_flight if active else 0,
+            "problem": run.request_problem,
+            "problem_at": run.request_problem_at,
+        },
     }
 
 

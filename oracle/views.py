@@ -4,6 +4,8 @@ Oracle labels are never shown to physicians."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpResponse
@@ -18,7 +20,13 @@ from jobs.reaper import job_check
 from oracle import selectors, selectors_labels, services
 from oracle.forms import BackboneForm, RunForm, ValidateForm
 from oracle.models import BackboneKind
-from oracle.services.tokens import context_tokens, prompt_tokens_distribution
+from oracle.services.tokens import (
+    budget_text,
+    context_tokens,
+    estimate_error,
+    prompt_budget_parts,
+    prompt_tokens_distribution,
+)
 from windows.presentation import window_page_context
 
 CHART_STATUS = ("improving", "stable", "deteriorating")
@@ -145,9 +153,22 @@ def _run_context(request, run) -> dict:
     if snapshot.get("kind") == BackboneKind.OPENAI and not window:
         window = context_tokens(run.backbone)
     prompt_tokens = prompt_tokens_distribution(run.labels.all(), window=window)
+    budget = None
+    if snapshot.get("kind") == BackboneKind.OPENAI:
+        # The figures the run labels with (recorded on its snapshot by its
+        # first chunk), else the backbone's now: the README's formula.
+        live = run.backbone
+        in_use = SimpleNamespace(
+            context_tokens=snapshot.get("context_tokens") or live.context_tokens,
+            max_completion_tokens=snapshot.get("max_completion_tokens")
+            or live.max_completion_tokens,
+        )
+        budget = budget_text(prompt_budget_parts(in_use, template=run.prompt))
     return {
         "run": run,
         "prompt_tokens": prompt_tokens,
+        "prompt_budget": budget,
+        "estimate_error": estimate_error(run.labels.all()),
         "prompt_tokens_chart": _prompt_tokens_chart(prompt_tokens),
         "progress": selectors.oracle_run_progress(admin=request.user, run=run),
         "snapshot": run.backbone_snapshot or {},

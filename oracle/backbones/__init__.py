@@ -17,6 +17,8 @@ def backbone_for(backbone, *, template) -> Backbone:
     characters per token; the key is read from the environment variable the
     row names, when labelling starts, never from the database.
     """
+    from django.conf import settings
+
     from oracle.models import BackboneKind
 
     if backbone.kind == BackboneKind.RULES:
@@ -26,11 +28,13 @@ def backbone_for(backbone, *, template) -> Backbone:
     if backbone.kind == BackboneKind.OPENAI:
         from oracle.backbones.openai_compat import OpenAICompatBackbone
         from oracle.services.tokens import (
+            budget_text,
             calibrated_chars_per_token,
             completion_tokens,
-            prompt_budget,
+            prompt_budget_parts,
         )
 
+        parts = prompt_budget_parts(backbone, template=template)
         parameters = dict(backbone.parameters or {})
         json_mode = bool(parameters.pop("json_mode", False))
         reply_format = backbone.reply_format or ""
@@ -49,9 +53,14 @@ def backbone_for(backbone, *, template) -> Backbone:
             json_mode=json_mode,
             reply_format=reply_format or "none",
             max_completion_tokens=completion_tokens(backbone),
-            prompt_budget=prompt_budget(backbone, template=template),
+            prompt_budget=parts["budget"],
+            budget_formula=budget_text(parts),
             chars_per_token=calibrated_chars_per_token(backbone.calibration),
             tokenizer=backbone.tokenizer,
+            tokens_per_second=(backbone.calibration or {}).get("tokens_per_second"),
+            timeout_max_seconds=float(
+                getattr(settings, "REALICU_LLM_TIMEOUT_MAX_SECONDS", 1800)
+            ),
         )
     raise ValueError(f"Unknown backbone kind {backbone.kind!r}.")
 

@@ -131,6 +131,16 @@ class RateLimiter:
 
 
 @dataclass
+class RequestEvent:
+    """What happened to one request, as it happens, for the run page:
+    ``kind`` is "sent", "answered", "timed_out", "errored" or "retry";
+    ``detail`` says why for the last three."""
+
+    kind: str
+    detail: str = ""
+
+
+@dataclass
 class _Reply:
     content: str
     prompt_tokens: int | None
@@ -166,6 +176,28 @@ def retry_after_seconds(value: str | None) -> float | None:
     if when is None:
         return None
     return max(0.0, when.timestamp() - time.time())
+
+
+def reply_format_apply(
+    body: dict, form: str, schema: dict | None, name: str = "window_label"
+) -> dict:
+    """``body`` with the reply's JSON Schema in the server's dialect
+    (``form``, a backbone's reply format): OpenAI/vLLM/llama.cpp's
+    json_schema, llama-cpp-python's schema beside json_object, Ollama's
+    ``format``; a plain JSON object where no schema goes or none is given.
+    The Oracle and the agents send theirs the same way."""
+    if form == "json_schema" and schema is not None:
+        body["response_format"] = {
+            "type": "json_schema",
+            "json_schema": {"name": name, "schema": schema, "strict": False},
+        }
+    elif form == "llamacpp_python" and schema is not None:
+        body["response_format"] = {"type": "json_object", "schema": schema}
+    elif form == "ollama" and schema is not None:
+        body["format"] = schema
+    elif form and form != "none":
+        body["response_format"] = {"type": "json_object"}
+    return body
 
 
 class OpenAICompatBackbone:
@@ -215,6 +247,9 @@ class OpenAICompatBackbone:
         prompt_budget: int | None = None,
         chars_per_token: float = CHARS_PER_TOKEN,
         tokenizer: str = "",
+        budget_formula: str = "",
+        tokens_per_second: float | None = None,
+        timeout_max_seconds: float | None = None,
         backoff_base: float = 1.0,
         backoff_max: float = 60.0,
         retry_after_max: float = 300.0,
@@ -237,12 +272,22 @@ class OpenAICompatBackbone:
             int(max_completion_tokens) if max_completion_tokens else None
         )
         self.prompt_budget = int(prompt_budget) if prompt_budget else None
+        # The budget as the README's formula, for the messages that cite it.
+        self.budget_formula = budget_formula
         self.chars_per_token = float(chars_per_token or CHARS_PER_TOKEN)
         # Characters per token of this batch's prompts as the server counted
         # them: the estimate follows them from the next prompt on, instead of
         # waiting for the backbone's calibration at the end of the chunk.
         self.observed_ratios: list[float] = []
         self.tokenizer = tokenizer or ""
+        # Reply tokens per second on the wire, as measured (the backbone's
+        # calibration, then this batch's replies): the timeout adapts to it.
+        self.tokens_per_second = float(tokens_per_second or 0) or None
+        self.observed_speeds: list[float] = []
+        self.timeout_max_seconds = max(
+            self.timeout_seconds, float(timeout_max_seconds or 0)
+        )
+        self._report: Callable[[RequestEvent], None] = lambda event: None
         self.backoff_base = backoff_base
         self.backoff_max = backoff_max
         self.retry_after_max = retry_after_max
@@ -285,8 +330,11 @@ class OpenAICompatBackbone:
         *,
         on_result: Callable[[BackboneResult], None] | None = None,
         should_stop: Callable[[], bool] | None = None,
+        on_request: Callable[[RequestEvent], None] | None = None,
     ) -> list[BackboneResult]:
-        """Label ``contexts``; see base.Backbone. ``should_stop`` is polled in the
+        """Label ``contexts``; see base.Backbone. ``on_request`` hears of every
+        request as it is sent, answered, timed out, failed or retried (in the
+        calling thread, as ``on_result``). ``should_stop`` is polled in the
         calling thread before the first request, after each finished window and
         every half second; once it is True no new request starts, and windows
         not finished get no result (a run picks them up again). Raises
@@ -330,6 +378,10 @@ class OpenAICompatBackbone:
                     break
                 if isinstance(item, BaseException):
                     raise item
+                if isinstance(item, RequestEvent):
+                    if on_request is not None:
+                        on_request(item)
+                    continue
                 results.append(item)
                 if on_result is not None:
                     on_result(item)
@@ -348,6 +400,7 @@ class OpenAICompatBackbone:
             headers["Authorization"] = f"Bearer {key}"
         semaphore = asyncio.Semaphore(self.concurrency)
         limiter = RateLimiter(self.requests_per_minute)
+        self._report = out.put
         async with http.guarded_async_client(
             purpose=http.Purpose.BACKBONE,
             timeout_seconds=self.timeout_seconds,
@@ -382,23 +435,28 @@ class OpenAICompatBackbone:
         body = {"model": self.model, "messages": messages, **self.parameters}
         if self.max_completion_tokens:
             body["max_tokens"] = self.max_completion_tokens
-        form = self.reply_format
-        if form == "json_schema" and schema is not None:
-            body["response_format"] = {
-                "type": "json_schema",
-                "json_schema": {
-                    "name": "window_label",
-                    "schema": schema,
-                    "strict": False,
-                },
-            }
-        elif form == "llamacpp_python" and schema is not None:
-            body["response_format"] = {"type": "json_object", "schema": schema}
-        elif form == "ollama" and schema is not None:
-            body["format"] = schema
-        elif form != "none":
-            body["response_format"] = {"type": "json_object"}
-        return body
+        return reply_format_apply(body, self.reply_format, schema)
+
+    def speed(self) -> float | None:
+        """Reply tokens per second: the median of this batch's replies, else
+        the backbone's measured figure."""
+        if self.observed_speeds:
+            speeds = sorted(self.observed_speeds)
+            return speeds[len(speeds) // 2]
+        return self.tokens_per_second
+
+    def request_timeout(self, timeouts: int = 0) -> float:
+        """The deadline of a request: the backbone's timeout, or twice the time
+        a full reply (``max_tokens``) takes at the measured speed when that is
+        longer, doubled for each time this request already timed out; never
+        more than ``timeout_max_seconds``. A slow or busy server is waited for
+        instead of being asked again behind its own abandoned requests."""
+        timeout = self.timeout_seconds
+        speed = self.speed()
+        if speed:
+            timeout = max(timeout, 2 * (self.max_completion_tokens or 768) / speed)
+        timeout *= 2**timeouts
+        return round(min(timeout, self.timeout_max_seconds), 1)
 
     async def _complete(
         self,
@@ -415,6 +473,8 @@ class OpenAICompatBackbone:
         when the server says the prompt does not fit its context window."""
         payload = json.dumps(self._body(messages, schema))
         retry = 0
+        timeouts = 0
+        report = self._report
         while True:
             if stop.is_set():
                 raise _Stopped()
@@ -425,39 +485,59 @@ class OpenAICompatBackbone:
                     raise _Stopped()
                 await limiter.acquire()
                 usage.attempts += 1
+                deadline = self.request_timeout(timeouts)
+                report(RequestEvent("sent"))
                 sent = time.monotonic()
                 try:
+                    # A timeout leaves the stream unread: httpx closes the
+                    # connection, which is how a server learns the request
+                    # was abandoned.
                     reply = await http.arequest(
                         client,
                         "POST",
                         self.url,
                         content=payload,
-                        deadline_seconds=self.timeout_seconds,
+                        deadline_seconds=deadline,
                         max_bytes=MAX_REPLY_BYTES,
+                        timeout=httpx.Timeout(deadline),
                     )
                     status, text, headers = reply.status, reply.text, reply.headers
                     retry_after = retry_after_seconds(headers.get("retry-after"))
                     problem = None
                 except http.AddressRefused as error:
+                    report(RequestEvent("errored", "the address was refused"))
                     raise _RequestFailed(
                         f"The backbone's address was refused when connecting: {error}",
                         usage.attempts,
                     ) from None
                 except http.ReplyRefused as error:
+                    report(RequestEvent("errored", f"reply refused: {error}"))
                     raise _RequestFailed(
                         f"The endpoint's reply was refused: {error}.", usage.attempts
                     ) from None
                 except httpx.TimeoutException:
                     status, text = 0, ""
+                    timeouts += 1
                     problem = (
                         f"the request timed out: no complete reply within "
-                        f"{self.timeout_seconds:g} s"
+                        f"{deadline:g} s"
                     )
+                    report(RequestEvent("timed_out", problem))
                 except httpx.HTTPError as error:
                     status, text = 0, ""
                     problem = f"connection error ({type(error).__name__})"
+                    report(RequestEvent("errored", problem))
                 finally:
                     usage.request_seconds += time.monotonic() - sent
+            if problem is None:
+                if status == 429 or status >= 500:
+                    report(
+                        RequestEvent(
+                            "errored", response_described(status, headers, text)
+                        )
+                    )
+                else:
+                    report(RequestEvent("answered"))
             if problem is None and status == 200:
                 try:
                     data = json.loads(text)
@@ -485,6 +565,9 @@ class OpenAICompatBackbone:
                         if tokens_out is not None
                         else tokens_estimate(content)
                     )
+                    took = time.monotonic() - sent
+                    if tokens_out and took > 0:
+                        self.observed_speeds.append(tokens_out / took)
                     return _Reply(
                         content,
                         tokens_in,
@@ -511,6 +594,13 @@ class OpenAICompatBackbone:
                 )
             delay = self._backoff(retry, retry_after)
             retry += 1
+            report(
+                RequestEvent(
+                    "retry",
+                    f"retry {retry} of {self.max_retries} in {delay:.0f} s after "
+                    f"{problem}",
+                )
+            )
             await asyncio.sleep(delay)
 
     async def _count(self, client, messages) -> int | None:
@@ -580,7 +670,25 @@ class OpenAICompatBackbone:
             return self.chars_per_token
         return min(self.chars_per_token, 0.97 * min(self.observed_ratios))
 
-    async def _fitted(self, client, context, budget: int | None, semaphore):
+    def _over_budget(self, context, detail: str, reserve: int = 0) -> str:
+        """A window whose prompt does not fit, in the README's figures: the
+        budget as its formula (not an intermediate target of the compression)
+        and what a repair turn held back."""
+        budget = self.budget_formula or str(self.prompt_budget)
+        held = (
+            f", less {reserve} held back for the repair turn's reply and correction"
+            if reserve
+            else ""
+        )
+        return (
+            f"The prompt of window {context.window_id} does not fit its budget of "
+            f"{budget} tokens{held} even compressed: {detail} Raise the backbone's "
+            "context window or lower its reply tokens."
+        )
+
+    async def _fitted(
+        self, client, context, budget: int | None, semaphore, reserve: int = 0
+    ):
         """The prompt within ``budget``, by the estimate and then, where the
         server counts tokens, by its count: rebuilt at a budget scaled by how
         far the count was over, at most three times. Returns the prompt and its
@@ -592,9 +700,25 @@ class OpenAICompatBackbone:
 
         async def built(target):
             async with semaphore:
-                prompt = self._build(context, target)
+                try:
+                    prompt = self._build(
+                        context, None if target is None else max(1, target)
+                    )
+                except PromptBudgetError as error:
+                    estimated = getattr(error, "estimated", None)
+                    raise PromptBudgetError(
+                        self._over_budget(
+                            context,
+                            f"it needs about {estimated} tokens by the estimate."
+                            if estimated
+                            else str(error),
+                            reserve,
+                        )
+                    ) from None
                 return prompt, await self._count(client, prompt.messages)
 
+        if budget is not None:
+            budget = budget - reserve
         prompt, counted = await built(budget)
         target = budget
         for _ in range(3):
@@ -604,9 +728,9 @@ class OpenAICompatBackbone:
             prompt, counted = await built(target)
         if counted is not None and budget is not None and counted > budget:
             raise PromptBudgetError(
-                f"The prompt of window {context.window_id} is {counted} tokens by the "
-                f"server's count even compressed; the room for it is {budget}. Raise "
-                "the backbone's context window or lower its reply tokens."
+                self._over_budget(
+                    context, f"it is {counted} tokens by the server's count.", reserve
+                )
             )
         return prompt, counted
 
@@ -704,7 +828,18 @@ class OpenAICompatBackbone:
                 try:
                     prompt = self._build(context, target)
                 except PromptBudgetError as budget_error:
-                    return result(ok=False, error=str(budget_error))
+                    estimated = getattr(budget_error, "estimated", None)
+                    return result(
+                        ok=False,
+                        error=self._over_budget(
+                            context,
+                            f"the server refused it as too long, and compressed "
+                            f"to about {estimated} tokens it would still not fit "
+                            f"the {target} the server's error leaves."
+                            if estimated
+                            else str(budget_error),
+                        ),
+                    )
                 messages = list(prompt.messages) + repair
                 note = "compressed further after the server refused the prompt's length"
                 if turn == 0:
@@ -748,7 +883,7 @@ class OpenAICompatBackbone:
                 if budget is not None:
                     try:
                         prompt, _ = await self._fitted(
-                            client, context, budget - extra, semaphore
+                            client, context, budget, semaphore, reserve=extra
                         )
                     except PromptBudgetError:
                         pass

@@ -347,17 +347,25 @@ def _detected_apply(backbone: Backbone, found: dict, *, overwrite: bool) -> None
     }
 
 
+def server_asked(backbone: Backbone) -> bool:
+    """Whether the backbone's server was asked and answered: a check that
+    failed ("could not be asked") does not count, and is asked again."""
+    report = backbone.server_report or {}
+    return bool(report.get("detected_at")) and not report.get("error")
+
+
 def backbone_detect_if_new(*, backbone_id: int) -> None:
-    """Detect the server of a backbone never detected (a run's first chunk),
-    filling only what the admin left empty. Never raises: a server that
-    cannot be asked keeps the backbone as it is."""
+    """Detect the server of a backbone never detected, or whose last check
+    failed (each chunk of a run asks until one answers), filling only what
+    the admin left empty. Never raises: a server that cannot be asked keeps
+    the backbone as it is, with the reason on its report for the pages."""
     backbone = Backbone.objects.filter(pk=backbone_id, kind=BackboneKind.OPENAI).first()
-    if backbone is None or (backbone.server_report or {}).get("detected_at"):
+    if backbone is None or server_asked(backbone):
         return
     found = server_detect(backbone)
     with transaction.atomic():
         backbone = Backbone.objects.select_for_update().get(pk=backbone_id)
-        if (backbone.server_report or {}).get("detected_at"):
+        if server_asked(backbone):
             return
         _detected_apply(backbone, found, overwrite=False)
         backbone.save(

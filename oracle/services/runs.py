@@ -52,7 +52,11 @@ from oracle.models import (
     RunScope,
     RunState,
 )
-from oracle.services.tokens import calibration_record, context_learned
+from oracle.services.tokens import (
+    calibration_record,
+    context_learned,
+    speed_record,
+)
 from windows.models import Cohort, Window
 
 logger = logging.getLogger(__name__)
@@ -125,6 +129,7 @@ def oracle_run_requeue(run: OracleRun) -> None:
     queued again. After ``max_attempts`` losses without a chunk finishing in
     between, the reaper fails the run with the reason instead."""
     OracleWindowClaim.objects.filter(run_id=run.pk).delete()
+    _in_flight_forget(run.pk)
     if run.state == RunState.RUNNING:
         OracleRun.objects.filter(pk=run.pk).update(attempts=F("attempts") + 1)
     _enqueue_chunks(run.pk, run_lanes(run))
@@ -227,7 +232,18 @@ def oracle_run_cancel(*, admin, run: OracleRun) -> OracleRun:
     return run
 
 
+def _in_flight_forget(run_id: int) -> None:
+    """Requests of chunks that are gone (finished, or their workers died)
+    are no longer in flight: sent is set to what finished."""
+    OracleRun.objects.filter(pk=run_id).update(
+        requests_sent=F("requests_answered")
+        + F("requests_timed_out")
+        + F("requests_errored")
+    )
+
+
 def _restart(run: OracleRun) -> None:
+    _in_flight_forget(run.pk)
     run.state = RunState.QUEUED
     run.cancel_requested_at = None
     run.finished_at = None
@@ -478,6 +494,9 @@ class _ChunkKeeper:
         self.saved: set[int] = set()
         self.samples: list[tuple[int, int]] = []
         self.context_reported: int | None = None
+        # Request events not yet written to the run's row (flushed each poll).
+        self.request_counts: dict[str, int] = {}
+        self.request_problem = ""
         self.labelled = 0
         self.failed = 0
         now = time.monotonic()
@@ -548,6 +567,37 @@ class _ChunkKeeper:
             if threading.get_ident() != self.owner:
                 connection.close()
 
+    def request(self, event) -> None:
+        """A request event of the backbone (openai_compat.RequestEvent): counted
+        now, written to the run's row at the next poll, so that the page shows
+        attempts, timeouts and retries while no window is labelled yet."""
+        with self.lock:
+            self.request_counts[event.kind] = self.request_counts.get(event.kind, 0) + 1
+            if event.detail and event.kind != "answered":
+                self.request_problem = event.detail
+        self.tick()
+
+    def flush_requests(self) -> None:
+        with self.lock:
+            counts, self.request_counts = self.request_counts, {}
+            problem, self.request_problem = self.request_problem, ""
+        fields = {
+            f"requests_{name}": F(f"requests_{name}") + counts[kind]
+            for kind, name in (
+                ("sent", "sent"),
+                ("answered", "answered"),
+                ("timed_out", "timed_out"),
+                ("errored", "errored"),
+                ("retry", "retried"),
+            )
+            if counts.get(kind)
+        }
+        if problem:
+            fields["request_problem"] = problem[:255]
+            fields["request_problem_at"] = timezone.now()
+        if fields:
+            OracleRun.objects.filter(pk=self.run.pk).update(**fields)
+
     def should_stop(self) -> bool:
         self.tick()
         return self.stopped
@@ -572,6 +622,7 @@ class _ChunkKeeper:
                     run_id=self.run.pk, token=self.token
                 ).update(expires_at=timezone.now() + timedelta(seconds=self.lease))
             if poll:
+                self.flush_requests()
                 state = (
                     OracleRun.objects.filter(pk=self.run.pk)
                     .values("state", "cancel_requested_at")
@@ -633,6 +684,7 @@ def oracle_run_execute_chunk(
     if outcome != "claimed":
         return ChunkResult(outcome)
     keeper = _ChunkKeeper(run=run, token=token, window_ids=ids)
+    backbone = None
     try:
         windows = list(
             Window.objects.filter(pk__in=ids).select_related("stay").order_by("pk")
@@ -651,9 +703,10 @@ def oracle_run_execute_chunk(
 
                 backbone_detect_if_new(backbone_id=run.backbone_id)
             backbone = _backbone_for_run(run, run_lanes(run))
-            results = backbone.label_many(
-                contexts, on_result=keeper.save, should_stop=keeper.should_stop
-            )
+            hooks = {"on_result": keeper.save, "should_stop": keeper.should_stop}
+            if run.backbone.kind == BackboneKind.OPENAI:
+                hooks["on_request"] = keeper.request
+            results = backbone.label_many(contexts, **hooks)
             if not keeper.stopped:
                 # A backbone that returned results it did not report: save them
                 # too (saving twice is a no-op).
@@ -661,6 +714,10 @@ def oracle_run_execute_chunk(
                     keeper.save(result)
     finally:
         keeper.release()
+        keeper.flush_requests()
+        speeds = list(getattr(backbone, "observed_speeds", None) or [])
+        if speeds:
+            speed_record(backbone_id=run.backbone_id, speeds=speeds)
         if keeper.samples:
             calibration_record(backbone_id=run.backbone_id, samples=keeper.samples)
         if keeper.context_reported:

@@ -42,11 +42,62 @@ def prompt_budget(backbone, *, template=None) -> int:
     """The prompt tokens a request may use: the context window minus the reply
     budget minus REALICU_LLM_PROMPT_MARGIN_TOKENS. A template's budget can
     only lower it (to spend less), never raise it past the window."""
+    return prompt_budget_parts(backbone, template=template)["budget"]
+
+
+def prompt_budget_parts(backbone, *, template=None) -> dict:
+    """The budget and the figures it is made of (the README's formula), for a
+    page or an error message to show: ``window``, ``reply``, ``margin``, the
+    template's ``template_budget`` (0 when it sets none) and ``budget``."""
     margin = int(getattr(settings, "REALICU_LLM_PROMPT_MARGIN_TOKENS", 64))
-    room = context_tokens(backbone) - completion_tokens(backbone) - margin
-    if template is not None and template.token_budget:
-        room = min(room, int(template.token_budget))
-    return max(1, room)
+    window, reply = context_tokens(backbone), completion_tokens(backbone)
+    room = window - reply - margin
+    template_budget = int(getattr(template, "token_budget", 0) or 0)
+    if template_budget:
+        room = min(room, template_budget)
+    return {
+        "window": window,
+        "reply": reply,
+        "margin": margin,
+        "template_budget": template_budget,
+        "budget": max(1, room),
+    }
+
+
+def budget_text(parts: dict) -> str:
+    """The budget as its formula, e.g. "3264 (context window 4096 - reply 768
+    - margin 64)"."""
+    text = (
+        f"{parts['budget']} (context window {parts['window']} - reply "
+        f"{parts['reply']} - margin {parts['margin']}"
+    )
+    if parts.get("template_budget") and parts["template_budget"] == parts["budget"]:
+        text += f"; the template's budget {parts['template_budget']} is lower"
+    return text + ")"
+
+
+def estimate_error(labels) -> dict | None:
+    """How far the prompts' token estimates were from the server's counts, over
+    ``labels`` (an OracleLabel queryset) that have both: the median and the
+    worst relative error in percent (negative: the estimate was under), and
+    how many were under; None when no label has both."""
+    pairs = [
+        (estimate, real)
+        for estimate, real in labels.filter(
+            prompt_tokens__gt=0, prompt_estimate__gt=0
+        ).values_list("prompt_estimate", "prompt_tokens")
+    ]
+    if not pairs:
+        return None
+    errors = sorted(100.0 * (estimate - real) / real for estimate, real in pairs)
+    return {
+        "count": len(errors),
+        "median": round(statistics.median(errors), 1),
+        "median_abs": round(statistics.median(abs(e) for e in errors), 1),
+        "worst_under": round(min(errors[0], 0.0), 1),
+        "worst_over": round(max(errors[-1], 0.0), 1),
+        "under": sum(1 for e in errors if e < 0),
+    }
 
 
 def calibrated_chars_per_token(calibration: dict | None) -> float:
@@ -81,6 +132,30 @@ def calibration_record(*, backbone_id: int, samples: list[tuple[int, int]]) -> d
         backbone.calibration = calibration
         backbone.save(update_fields=["calibration"])
     return calibration
+
+
+SPEEDS_KEEP = 50
+
+
+def speed_record(*, backbone_id: int, speeds: list[float]) -> None:
+    """Add reply tokens per second measured on the wire to the backbone's
+    calibration; its ``tokens_per_second`` (their median) is where the next
+    run's timeout starts (oracle.backbones.openai_compat.request_timeout)."""
+    from oracle.models import Backbone
+
+    speeds = [round(float(v), 3) for v in speeds if v and v > 0]
+    if not speeds:
+        return
+    with transaction.atomic():
+        backbone = Backbone.objects.select_for_update().filter(pk=backbone_id).first()
+        if backbone is None:
+            return
+        calibration = dict(backbone.calibration or {})
+        kept = (list(calibration.get("speeds", [])) + speeds)[-SPEEDS_KEEP:]
+        calibration["speeds"] = kept
+        calibration["tokens_per_second"] = round(statistics.median(kept), 3)
+        backbone.calibration = calibration
+        backbone.save(update_fields=["calibration"])
 
 
 def context_learned(*, backbone_id: int, tokens: int) -> None:

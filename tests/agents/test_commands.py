@@ -83,3 +83,45 @@ def test_online_eval_inline(tiny_release, researcher):
             "--endpoint=http://169.254.169.254/x",
             f"--user={researcher.username}",
         )
+
+
+def test_online_eval_with_failed_windows_exits_non_zero_with_the_reasons(
+    tiny_release, researcher
+):
+    """Issue 32: a run whose windows failed is not a success for a script."""
+    endpoint = Endpoint()
+    endpoint.replies = [(200, {"status": "bogus"}, {})]
+    try:
+        with pytest.raises(CommandError, match=r"1 of 4 windows failed \(1 × "):
+            call_command(
+                "online_eval",
+                f"--release={tiny_release.pk}",
+                f"--endpoint={endpoint.url}",
+                "--inline",
+                "--retries=0",
+                f"--user={researcher.username}",
+                stdout=io.StringIO(),
+            )
+    finally:
+        endpoint.stop()
+    run = AgentRun.objects.get()
+    assert run.windows_failed == 1 and run.windows_done == 4
+    assert "bogus" in run.predictions.exclude(error="").get().error
+
+
+def test_agent_run_whose_every_window_failed_exits_non_zero(
+    fake_llm, fake_backbone, tiny_release, admin_user
+):
+    for _ in range(8):
+        fake_llm.push(content='{"status": "bad status"}')
+    with pytest.raises(CommandError, match="No window was predicted"):
+        call_command(
+            "agent_run",
+            "--agent=local-window",
+            f"--release={tiny_release.pk}",
+            f"--backbone={fake_backbone.pk}",
+            "--inline",
+            f"--user={admin_user.username}",
+            stdout=io.StringIO(),
+        )
+    assert AgentRun.objects.get().state == RunState.FAILED

@@ -42,7 +42,7 @@ class Counting(Agent):
         if ctx.window_id == self.crash_at:
             raise KeyError("a bug")
         count = memory.get("count", 0) + 1
-        return {"status": "stable", "acute_problems": [f"n{count}"]}, {
+        return {"status": "stable", "acute_problems": [f"note {count}"]}, {
             "count": count,
             "last_window": ctx.window_id,
         }
@@ -89,7 +89,10 @@ def test_memory_is_carried_and_an_interrupted_stay_resumes(run, tiny_stays):
     state.refresh_from_db()
     assert state.memory["count"] == 2 and state.windows_done == 2
     predictions = AgentPrediction.objects.filter(run=run).order_by("window_id")
-    assert [p.prediction["acute_problems"] for p in predictions] == [["n1"], ["n2"]]
+    assert [p.prediction["acute_problems"] for p in predictions] == [
+        ["note 1"],
+        ["note 2"],
+    ]
 
 
 def test_an_agents_bug_fails_its_window_only(run, tiny_stays):

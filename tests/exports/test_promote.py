@@ -223,8 +223,8 @@ def test_a_status_class_missing_from_gold_is_named_with_the_failed_threshold(
 
     assert response.status_code == 400
     assert (
-        "Patient status macro-F1 0.667 is below the threshold 0.937 (Gold has no "
-        "improving window, so status macro-F1 cannot exceed 0.667)"
+        "Patient status macro-F1 0.667 is below the threshold 0.937 (no compared "
+        "Gold window is improving, so status macro-F1 cannot exceed 0.667)"
     ) in html.unescape(response.content.decode())
     assert not Release.objects.exists()
 

@@ -175,7 +175,7 @@ def test_evidence_must_come_from_the_prompt_not_just_the_context(long_stay_conte
     hidden = sorted(context.allowed_event_ids - prompt.event_ids)[0]
     shown = sorted(prompt.event_ids - {action.pk})[0]
     reply = (
-        '{"status": "stable", "status_evidence": [%d], "acute_problems": [{"text": "x", '
+        '{"status": "stable", "status_evidence": [%d], "acute_problems": [{"text": "Shock", '
         '"evidence": [%d]}], "action_ratings": [{"event_id": %d, "rating": "acceptable", '
         '"evidence": []}], "added_actions": [], "red_flags": []}'
         % (shown, hidden, action.pk)

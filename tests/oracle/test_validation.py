@@ -117,7 +117,12 @@ def test_report_has_the_hand_computed_table_1_figures(
         admin=admin_user, run=run, campaign=campaign, matcher=matcher
     ).report
     assert report["n_gold_windows"] == 3
-    assert report["excluded"] == {"consensus": 4, "dropped": 0, "open_disputes": 1}
+    assert report["excluded"] == {
+        "consensus": 4,
+        "dropped": 0,
+        "open_disputes": 1,
+        "awaiting": {"count": 0, "windows": []},
+    }
     assert report["n_windows"] == 2 and report["n_missing"] == 1
     assert report["status_accuracy"] == pytest.approx(0.5)
     # deteriorating F1 1, stable F1 0 (missed), improving F1 0 (false alarm).
@@ -323,3 +328,49 @@ def test_validation_page_says_the_tau_its_source_and_the_one_to_one_figure(
     assert f"data-f1-one-to-one>{problems['one_to_one']['f1']:.3f}<" in one_to_one
     spec = html.split('class="data table1"')[1].split("</table>")[0]
     assert f"data-f1>{problems['f1']:.3f}<" in spec
+
+
+def test_report_names_the_windows_still_awaiting_labels_and_a_report_of_nothing_compared_blames_no_class(
+    admin_user, physicians, stay, matcher, client
+):
+    """Issue 32: three of five windows await the physicians' labels; the report
+    names them, and its status note says no window was compared instead of
+    claiming Gold lacks every class."""
+    from oracle.promotion_gate import gate_failure_text, promotion_gate
+
+    windows = make_gold_windows(stay=stay, count=5)
+    campaign = campaign_create(
+        admin=admin_user,
+        name="Gold open",
+        windows=windows,
+        physicians=physicians,
+        evidence_required=False,
+    )
+    for p in physicians:
+        submit(p, campaign, windows[0], "deteriorating")
+        submit(p, campaign, windows[1], "stable")
+    for window in windows[:2]:
+        window_consensus_refresh(campaign=campaign, window=window, matcher=matcher)
+    run = services.oracle_run_create(
+        admin=admin_user,
+        name="nothing labelled",
+        backbone=backbone_rules_default(),
+        campaign=campaign,
+        enqueue=False,
+    )
+    report = services.validation_report_create(
+        admin=admin_user, run=run, campaign=campaign, matcher=matcher
+    )
+    awaiting = report.report["excluded"]["awaiting"]
+    assert awaiting["count"] == 3
+    assert [w["window_id"] for w in awaiting["windows"]] == [w.pk for w in windows[2:]]
+    assert report.report["n_windows"] == 0 and report.report["n_missing"] == 2
+    note = gate_failure_text(promotion_gate(report=report)["rows"][0])
+    assert "no window was compared: 2 Gold windows have no Oracle label" in note
+    assert "Gold has no" not in note
+
+    client.force_login(admin_user)
+    page = client.get(reverse("oracle:run_validation", args=[run.pk])).content.decode()
+    assert "3 windows of the campaign still await" in page
+    for window in windows[2:]:
+        assert f'data-awaiting-window="{window.pk}"' in page

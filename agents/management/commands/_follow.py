@@ -86,3 +86,23 @@ def follow(command, run: AgentRun, *, inline: bool) -> None:
         )
     if run.state == RunState.FAILED:
         raise CommandError(run.error or "The run failed.")
+    if run.state == RunState.CANCELLED:
+        raise CommandError(f"Run {run.pk} was cancelled before it finished.")
+    if run.windows_failed:
+        # A run with failed windows is a failed run for a script or CI: the
+        # exit status says so, with the reasons.
+        raise CommandError(
+            f"Run {run.pk}: {run.windows_failed} of {run.windows_total} windows "
+            f"failed ({failure_reasons(run)})."
+        )
+
+
+def failure_reasons(run: AgentRun, shown: int = 5) -> str:
+    """The run's window errors by reason, most frequent first."""
+    from collections import Counter
+
+    counts = Counter(
+        (error.splitlines() or [""])[0][:200]
+        for error in run.predictions.exclude(error="").values_list("error", flat=True)
+    )
+    return "; ".join(f"{n} × {reason}" for reason, n in counts.most_common(shown))

@@ -17,7 +17,7 @@ from django.core.management.base import BaseCommand, CommandError
 from annotation.models import Campaign
 from exports.building import release_build, release_folder
 from exports.models import Release, ReleaseKind, ReleaseState
-from exports.services import release_create
+from exports.services import gold_open_windows_warning, release_create
 from jobs.progress import ConsoleProgress, Progress
 from oracle.models import OracleRun
 from windows.models import Cohort
@@ -103,6 +103,9 @@ class Command(BaseCommand):
                 release = release_create(
                     user=admin, kind=ReleaseKind.GOLD, campaign=found, notes=notes
                 )
+                warning = gold_open_windows_warning(found)
+                if warning:
+                    self.stderr.write(f"Warning: {warning}")
             else:
                 run = OracleRun.objects.filter(pk=oracle_run).first()
                 if run is None:

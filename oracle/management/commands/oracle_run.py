@@ -174,3 +174,15 @@ class Command(BaseCommand):
         )
         if run.error:
             raise CommandError(run.error)
+        # A run that ended with failed windows did not do what was asked: the
+        # exit status says so (scripts and CI read it), with the reasons.
+        if progress["failed"] and not progress["active"]:
+            reasons = "; ".join(
+                f"{count} × {reason}" for reason, count in progress["failure_reasons"]
+            )
+            raise CommandError(
+                f"Run {run.pk}: {progress['failed']} of {progress['total']} windows "
+                f"failed ({reasons}). Retry them from the run page."
+            )
+        if run.state == RunState.CANCELLED:
+            raise CommandError(f"Run {run.pk} was cancelled before it finished.")

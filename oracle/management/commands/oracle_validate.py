@@ -92,3 +92,13 @@ class Command(BaseCommand):
             self.stdout.write(
                 f"  {task.replace('_', ' ')} semantic F1 {_figure(figures[task]['f1'])}"
             )
+        awaiting = (figures.get("excluded") or {}).get("awaiting") or {}
+        if awaiting.get("count"):
+            named = ", ".join(
+                f"stay {w['stay_id']} window {w['index']}"
+                for w in awaiting.get("windows", [])
+            )
+            self.stdout.write(
+                f"  {awaiting['count']} window(s) still await the physicians' "
+                f"labels and are not in this report: {named}"
+            )
