@@ -83,6 +83,7 @@ bench: $(STAMP) services
 	$(PY) benchmarks/client_context_bench.py
 	DATABASE_URL=$(TEST_DATABASE_URL) $(PY) benchmarks/window_page_bench.py
 	DATABASE_URL=$(TEST_DATABASE_URL) $(PY) benchmarks/scoring_cold_bench.py
+	$(PY) benchmarks/ppi_coverage_bench.py
 	DATABASE_URL=$(TEST_DATABASE_URL) CELERY_BROKER_URL=$(TEST_BROKER_URL) \
 		$(PY) benchmarks/oracle_throughput.py
 	DATABASE_URL=$(TEST_DATABASE_URL) $(PY) benchmarks/scale_bench.py \
