@@ -264,12 +264,69 @@ def test_at_one_minute_an_idle_user_is_signed_out_after_the_minute(client, one_m
     assert not _page_at(client, one_minute, 121.5 + 60 + 61.01)
 
 
-@pytest.mark.parametrize(
-    "minutes, idle, renew, age", [("1", 60, 1, 61), ("60", 3600, 60, 3660)]
-)
-def test_the_session_settings_follow_the_idle_minutes(
-    tmp_path, minutes, idle, renew, age
+# REALICU_SESSION_IDLE_MINUTES -> (idle, renewal interval, SESSION_COOKIE_AGE),
+# in seconds, as settings/security.py derives them.
+IDLE_SETTINGS = {
+    "1": (60, 1, 61),
+    "2": (120, 2, 122),
+    "15": (900, 15, 915),
+    "60": (3600, 60, 3660),
+    "90": (5400, 60, 5460),
+    "1440": (86400, 60, 86460),
+}
+
+
+@pytest.mark.parametrize("minutes", IDLE_SETTINGS)
+def test_at_any_setting_an_active_user_stays_and_an_idle_one_leaves(
+    client, settings, monkeypatch, minutes
 ):
+    """The idle timeout at each setting: requests a little under one renewal
+    interval apart (the session is not written again then), each followed by
+    a gap of the full idle time, never sign the user out; after the last
+    request, the user is signed in at the idle time and out one interval
+    after it."""
+    from accounts.roles import Role
+
+    idle, renew, age = IDLE_SETTINGS[minutes]
+    settings.REALICU_SESSION_IDLE_SECONDS = idle
+    settings.REALICU_SESSION_RENEW_SECONDS = renew
+    settings.SESSION_COOKIE_AGE = age
+    clock = Clock(monkeypatch)
+    client.force_login(make_user(role=Role.RESEARCHER))
+    times, t = [], 0.0
+    for _ in range(4):
+        t += renew * 0.99
+        times.append(t)
+        t += idle
+        times.append(t)
+    assert [_page_at(client, clock, t) for t in times] == [True] * len(times)
+    last = times[-1] + idle
+    assert _page_at(client, clock, last)
+    assert not _page_at(client, clock, last + idle + renew + 0.01)
+
+
+@pytest.mark.parametrize("minutes", ["0", "-5"])
+def test_an_idle_time_under_a_minute_is_refused_at_start(tmp_path, minutes):
+    env = {
+        **os.environ,
+        "REALICU_SESSION_IDLE_MINUTES": minutes,
+        "REALICU_VAR_DIR": str(tmp_path),
+    }
+    result = subprocess.run(
+        [sys.executable, "manage.py", "check"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode != 0
+    assert "REALICU_SESSION_IDLE_MINUTES must be at least 1" in result.stderr
+
+
+@pytest.mark.parametrize("minutes", IDLE_SETTINGS)
+def test_the_session_settings_follow_the_idle_minutes(tmp_path, minutes):
+    idle, renew, age = IDLE_SETTINGS[minutes]
     code = (
         "from django.conf import settings as s; "
         "print(s.REALICU_SESSION_IDLE_SECONDS, s.REALICU_SESSION_RENEW_SECONDS, "

@@ -4,6 +4,8 @@ tokens, rate limits, the Content-Security-Policy (django-csp), and TLS behind a
 proxy (secure cookies, HSTS, redirect to HTTPS), which production turns on from
 the environment (docker-compose.yml; README "Threat model")."""
 
+from django.core.exceptions import ImproperlyConfigured
+
 from .base import INSTALLED_APPS, MIDDLEWARE, REST_FRAMEWORK, env
 
 INSTALLED_APPS = [*INSTALLED_APPS, "axes"]
@@ -50,6 +52,12 @@ AUTH_PASSWORD_VALIDATORS = [
 # after its last renewal: never less than the idle time after a request, at
 # most one interval more.
 REALICU_SESSION_IDLE_SECONDS = 60 * env.int("REALICU_SESSION_IDLE_MINUTES", default=60)
+if REALICU_SESSION_IDLE_SECONDS < 60:
+    # 0 or less would end every session as it starts: nobody could sign in.
+    raise ImproperlyConfigured(
+        "REALICU_SESSION_IDLE_MINUTES must be at least 1 (minutes without a "
+        f"request before a session ends); it is {REALICU_SESSION_IDLE_SECONDS // 60}."
+    )
 REALICU_SESSION_RENEW_SECONDS = max(1, min(60, REALICU_SESSION_IDLE_SECONDS // 60))
 SESSION_COOKIE_AGE = REALICU_SESSION_IDLE_SECONDS + REALICU_SESSION_RENEW_SECONDS
 SESSION_EXPIRE_AT_BROWSER_CLOSE = True
