@@ -407,7 +407,13 @@ class SubmissionOutputSerializer(serializers.Serializer):
     scored_at = serializers.DateTimeField(allow_null=True)
     scores = serializers.JSONField(
         help_text="Once scored: overall, by_disease_group and by_hours_since_admit, "
-        "each with the section-6 metrics and their counts."
+        "each with the section-6 metrics and their counts. On a Scale release "
+        "whose Oracle run was validated on physician windows, intervals: per "
+        "figure the estimate against physicians with its 95 % confidence "
+        "interval (lower, upper, se; prediction-powered inference, PPI++: the "
+        "score against the Oracle's labels corrected by the windows that also "
+        "have a physician consensus), the Oracle-only and Gold-only figures, "
+        "and the effective number of Gold windows (null otherwise)."
     )
     error = serializers.CharField()
 

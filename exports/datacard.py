@@ -102,6 +102,13 @@ may name another unit than the value's ("Temperature Fahrenheit" for a value in
 """
 
 
+def _score_intervals(release) -> str:
+    """Scale: what its scores' intervals mean and which windows correct them."""
+    from exports.scoring_ppi import rectifier_manifest, rectifier_markdown
+
+    return rectifier_markdown(rectifier_manifest(release))
+
+
 def datacard_write(*, release, stats, folder: Path) -> None:
     """Writes ``DATACARD.md`` and ``plots/*.svg`` (exports.svgplots) from the
     build's statistics."""
@@ -157,6 +164,7 @@ def datacard_write(*, release, stats, folder: Path) -> None:
         "pairs shipped with the code, swept from tau 0.1, below the paper's 0.3) "
         "until an admin adopts one from physicians' judgments.",
         "",
+        _score_intervals(release),
         "## Cohort",
         "",
         f"{n_stays} ICU stays, {stats.windows} windows, "

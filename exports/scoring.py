@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Iterator
+from itertools import chain
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +26,7 @@ from evaluation.metrics import (
 from evaluation.polarity import forbidden_action
 from exports.building import json_safe
 from exports.models import Release, ReleaseKind, ReleaseWindow
+from exports.scoring_ppi import rectifier_texts, release_rectifier, scale_intervals
 from realicu_web.jsonlimits import JsonLimitError, loads_bounded
 
 REQUIRED_FIELDS = ("window_id", "status", "acute_problems", "recommended_actions")
@@ -279,7 +281,12 @@ def scores_compute(
         progress.start(4, "embedding texts")
     base = matcher or release_matcher(release)
     embedded_before = getattr(base, "embedded_count", 0)
-    prepared = PreparedMatcher(base, _texts(gold, predictions, k))
+    # A Scale release's scores come with prediction-powered intervals, which
+    # also match the predictions against the physician consensus (issue 33).
+    rectifier = release_rectifier(release) if release.kind == ReleaseKind.SCALE else {}
+    prepared = PreparedMatcher(
+        base, chain(_texts(gold, predictions, k), rectifier_texts(rectifier))
+    )
     if progress is not None:
         progress.advance(1, "overall")
     overall = score_predictions(predictions, gold, prepared, k)
@@ -294,6 +301,17 @@ def scores_compute(
         prepared,
         lambda g: hours_bin(g.attributes["hours_since_admit"]),
         k,
+    )
+    intervals = (
+        scale_intervals(
+            oracle=gold,
+            rectifier=rectifier,
+            predictions=predictions,
+            match=prepared,
+            k=k,
+        )
+        if len(rectifier) >= 2
+        else None
     )
     if progress is not None:
         progress.advance(1, "done")
@@ -317,6 +335,8 @@ def scores_compute(
                 str(b): s.as_dict()
                 for b, s in sorted(by_hours.items(), key=lambda kv: _bin_order(kv[0]))
             },
+            # Scale only, with a rectifier set of two windows or more.
+            "intervals": intervals,
         }
     )
 

@@ -155,6 +155,8 @@ def leaderboard(*, user, release: Release) -> list[dict]:
                 "author": s.submitted_by.get_username(),
                 "k": s.k,
                 "baseline": s.baseline or None,
+                # Scale: each figure's 95 % interval against physicians (issue 33).
+                "intervals": (s.scores.get("intervals") or {}).get("figures") or {},
                 **{key: overall.get(key) for key in keys},
             }
         )

@@ -156,6 +156,12 @@ def _promotion(release: Release) -> dict | None:
     )
 
 
+def _rectifier(release: Release) -> dict | None:
+    from exports.scoring_ppi import rectifier_manifest
+
+    return rectifier_manifest(release)
+
+
 def _manifest(*, release: Release, stats: ReleaseStats, files: list[dict]) -> dict:
     return json_safe(
         {
@@ -183,6 +189,8 @@ def _manifest(*, release: Release, stats: ReleaseStats, files: list[dict]) -> di
             "agreement_report": _agreement_report(release),
             "validation_report": _validation_report(release),
             "promotion": _promotion(release),
+            # Scale: the windows that correct its scores' intervals (issue 33).
+            "rectifier": _rectifier(release),
             "files": files,
         }
     )
