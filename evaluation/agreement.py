@@ -144,14 +144,6 @@ def _item_counts(codes: np.ndarray, q: int) -> np.ndarray:
     return counts
 
 
-def rating_counts(
-    ratings: Any, categories: Sequence[Hashable] | None = None
-) -> tuple[np.ndarray, tuple[Hashable, ...]]:
-    """The items x categories count table that ``fleiss_kappa`` takes."""
-    codes, cats = encode_ratings(ratings, categories)
-    return _item_counts(codes, len(cats)), cats
-
-
 # ---------------------------------------------------------------------------
 # Status statistics
 # ---------------------------------------------------------------------------
@@ -232,7 +224,7 @@ def fleiss_kappa(counts: npt.ArrayLike) -> float:
     - kappa = (P_a - P_e) / (1 - P_e).
 
     Items with no rating are ignored. ``nan`` when P_e = 1 or no item is rated
-    twice. Build the table from ratings with ``rating_counts``.
+    twice.
     """
     table = np.asarray(counts, dtype=float)
     if table.ndim != 2:
@@ -739,24 +731,3 @@ def window_pairwise_f1(
         for x, y in combinations(present, 2)
     ]
     return float(np.mean(scores)) if scores else math.nan
-
-
-def mean_pairwise_semantic_f1(
-    windows: Sequence[Sequence[Sequence[str] | None]],
-    match: MatchFn | BatchMatcher,
-    *,
-    one_to_one: bool = False,
-) -> float:
-    """Set-task IRR: mean over windows of the window's mean pairwise F1.
-
-    Each window weighs the same whatever its number of raters (with two raters,
-    the mean over windows and pairs of spec section 4). Windows with fewer than
-    two raters are left out; ``nan`` if none is left. For a CI, bootstrap
-    ``window_pairwise_f1`` values with ``bootstrap_ci(np.nanmean, values)``.
-    """
-    values = np.array(
-        [window_pairwise_f1(w, match, one_to_one=one_to_one) for w in windows],
-        dtype=float,
-    )
-    values = values[~np.isnan(values)]
-    return float(values.mean()) if values.size else math.nan

@@ -295,10 +295,6 @@ class SemanticMatcher:
             self._normalizer = Normalizer(merged_abbreviations(extra))
         return self._normalizer
 
-    def reload_abbreviations(self) -> None:
-        """Read the admin's abbreviations again on the next call."""
-        self._normalizer = None
-
     def normalize(self, text: str) -> str:
         return self.normalizer(text)
 

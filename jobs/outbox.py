@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 from datetime import timedelta
 
-from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -67,22 +66,3 @@ def outbox_dispatch_due(*, older_than_seconds: float = 2.0, limit: int = 1000) -
             failed += 1
             break  # the broker is still away: try again on the next round
     return {"sent": sent, "failed": failed}
-
-
-def outbox_waiting() -> int:
-    return OutboxMessage.objects.count()
-
-
-def outbox_oldest_age_seconds() -> float | None:
-    oldest = (
-        OutboxMessage.objects.order_by("created_at")
-        .values_list("created_at", flat=True)
-        .first()
-    )
-    if oldest is None:
-        return None
-    return (timezone.now() - oldest).total_seconds()
-
-
-def reap_interval() -> float:
-    return float(getattr(settings, "REALICU_JOB_REAP_SECONDS", 30))

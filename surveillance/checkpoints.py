@@ -11,7 +11,6 @@ later event can change a checkpoint. Definitions cite
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -565,20 +564,3 @@ def stay_checkpoints(
         )
         points.append(checkpoint_evaluate(frame, t))
     return points
-
-
-def finding_counts(points: list[Checkpoint]) -> dict[str, int]:
-    """How many checkpoints hold each finding."""
-    counts = dict.fromkeys(FINDING_NAMES, 0)
-    for point in points:
-        for finding in point.findings:
-            counts[finding.name] += 1
-    return counts
-
-
-def is_number(value) -> bool:
-    return (
-        isinstance(value, (int, float))
-        and not isinstance(value, bool)
-        and (math.isfinite(value))
-    )

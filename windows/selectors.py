@@ -144,7 +144,7 @@ def stay_events(
     """The events of the stay's admission (its whole trajectory: before, during
     and after this ICU stay) in time order. Unknown kinds and domains are
     ignored; ``category`` is matched exactly when given. Coded records are not
-    events on the timeline (their date is a billing date): admission_coded_records
+    events on the timeline (their date is a billing date): stay_records_apart
     lists them apart."""
     qs = Event.objects.filter(admission_id=stay.admission_id).exclude(
         kind=EventKind.CODED
@@ -158,26 +158,15 @@ def stay_events(
     return qs.order_by("time", "id")
 
 
-def admission_coded_records(*, admission_id: int) -> list[Event]:
-    """The admission's records coded after discharge (ICD procedure codes with a
-    billing date, ...), by date then code; one query. Hindsight readers see
-    them apart from the timeline, marked as coded, never at the billing date's
-    place among the bedside events."""
-    return list(
-        Event.objects.filter(admission_id=admission_id, kind=EventKind.CODED).order_by(
-            "time", "category", "value_text", "id"
-        )
-    )
-
-
 @dataclass(frozen=True)
 class RecordsApart:
     """What a trajectory page lists apart from its event table, read in one
-    query: the admission's coded records (as admission_coded_records), its
-    discharge summaries (MIMIC-IV-Note: written at discharge, hindsight only,
-    never in a bedside context, windows.selectors_context), and the radiology
-    reports from the stay's ICU admission to its discharge (the overview's notes
-    lane), each by time."""
+    query: the admission's records coded after discharge (ICD procedure codes
+    with a billing date: hindsight only, never at the billing date's place among
+    the bedside events), its discharge summaries (MIMIC-IV-Note: written at
+    discharge, hindsight only, never in a bedside context,
+    windows.selectors_context), and the radiology reports from the stay's ICU
+    admission to its discharge (the overview's notes lane), each by time."""
 
     coded: list[Event]
     discharge_summaries: list[Event]
@@ -356,7 +345,7 @@ def _window_event_bounds(*, window: Window, scope: str) -> tuple:
 
 def _window_events_base(*, window: Window, scope: str) -> QuerySet[Event]:
     start, end = _window_event_bounds(window=window, scope=scope)
-    # Coded records are listed apart (admission_coded_records): their billing
+    # Coded records are listed apart (stay_records_apart): their billing
     # date is not a time at the bedside.
     qs = (
         Event.objects.filter(admission_id=window.stay.admission_id, time__gte=start)

@@ -10,7 +10,7 @@ stays bounded by the largest stay, not by the release:
   revealing events and records coded after discharge removed), from which the
   context of any window is the events with ``time`` before the window's ``end``;
   each event named by its concept (windows.vocabulary) beside its source label;
-- ``manifest.json``, ``DATACARD.md`` and ``plots/*.png``.
+- ``manifest.json``, ``DATACARD.md`` and ``plots/*.svg`` (exports.svgplots).
 
 Files go to a hidden folder that is renamed into place when complete and then
 made read-only; a release's folder is never written again.

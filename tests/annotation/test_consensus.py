@@ -56,7 +56,6 @@ def matcher(django_db_blocker):
     with django_db_blocker.unblock():
         m = matcher_for_settings(tau=0.5)
         m.load()
-        m.reload_abbreviations()
     return m
 
 

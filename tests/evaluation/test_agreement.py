@@ -14,10 +14,8 @@ from evaluation.agreement import (
     fleiss_kappa,
     krippendorff_alpha,
     match_sets,
-    mean_pairwise_semantic_f1,
     pairwise_semantic_f1,
     percent_agreement,
-    rating_counts,
     status_agreement,
     window_pairwise_f1,
 )
@@ -149,14 +147,6 @@ def test_fleiss_kappa_with_varying_raters_per_item_by_hand():
     # kappa = (2/3 - 17/32) / (15/32) = (13/96) / (15/32) = 13/45
     table = [[2, 0], [1, 1], [3, 0], [0, 1], [0, 0]]
     assert fleiss_kappa(table) == pytest.approx(13 / 45)
-
-
-def test_fleiss_kappa_from_ratings_with_missing_values():
-    ratings = [[I, I, None], [I, S, None], [I, I, I], [S, None, None]]
-    counts, cats = rating_counts(ratings)
-    assert cats == STATUS_ORDER
-    np.testing.assert_array_equal(counts, [[2, 0, 0], [1, 1, 0], [3, 0, 0], [0, 1, 0]])
-    assert fleiss_kappa(counts) == pytest.approx(13 / 45)
 
 
 def test_fleiss_kappa_degenerate_and_bad_tables():
@@ -357,9 +347,9 @@ def test_status_agreement_two_raters_uses_cohen_and_matches_point_statistics():
 def test_status_agreement_more_raters_uses_fleiss():
     report = status_agreement(STATUS_TABLE, n_boot=50, seed=0)
     assert report.kappa_name == "fleiss"
-    assert report.kappa.estimate == pytest.approx(
-        fleiss_kappa(rating_counts(STATUS_TABLE)[0])
-    )
+    # STATUS_TABLE counted per item: improving, stable, deteriorating.
+    counts = [[2, 1, 0], [0, 3, 0], [0, 0, 2], [1, 1, 1]]
+    assert report.kappa.estimate == pytest.approx(fleiss_kappa(counts))
     assert report.alpha_ordinal.estimate == pytest.approx(13 / 33)
 
 
@@ -457,14 +447,11 @@ def test_batch_matcher_is_used_when_offered():
     assert (matcher.matrix_calls, matcher.pair_calls) == (1, 0)
 
 
-def test_window_and_mean_pairwise_f1():
+def test_window_pairwise_f1_is_the_mean_over_rater_pairs():
     # Three raters: F1(r1,r2) = 1, F1(r1,r3) = 2/3 (P 1/2, R 1), F1(r2,r3) = 2/3
     # window mean = (1 + 2/3 + 2/3) / 3 = 7/9
     window = [["AKI"], ["acute kidney injury"], ["aki", "fever"], None]
     assert window_pairwise_f1(window, toy_match) == pytest.approx(7 / 9)
     assert math.isnan(window_pairwise_f1([["AKI"], None], toy_match))
-    # Second window: both raters report nothing -> 1. Third has one rater: left out.
-    windows = [window, [[], []], [["AKI"], None]]
-    assert mean_pairwise_semantic_f1(windows, toy_match) == pytest.approx(
-        (7 / 9 + 1) / 2
-    )
+    # Both raters report nothing: they agree.
+    assert window_pairwise_f1([[], []], toy_match) == 1.0

@@ -9,7 +9,6 @@ import pytest
 from surveillance.checkpoints import (
     FINDINGS,
     checkpoint_hours,
-    finding_counts,
     stay_checkpoints,
 )
 from windows.concepts.synthetic import event, events_frame
@@ -271,8 +270,10 @@ def test_an_event_at_or_after_a_checkpoint_changes_nothing_at_it():
     assert "aki_stage_3" in after[3].alerts
 
 
-def test_finding_counts_count_checkpoints():
+def test_an_inr_holds_its_findings_at_each_checkpoint_after_it():
     pts = points([event(1.5, "labs", "inr", 2.5)], hours=10)
-    counts = finding_counts(pts)
-    assert counts["severe_coagulopathy"] == 2 and counts["coagulopathy"] == 2
-    assert set(counts) == {spec.name for spec in FINDINGS}
+    holding = {
+        name: [p.hours_since_admit for p in pts if name in {f.name for f in p.findings}]
+        for name in ("severe_coagulopathy", "coagulopathy")
+    }
+    assert holding == {"severe_coagulopathy": [4, 8], "coagulopathy": [4, 8]}
