@@ -17,3 +17,13 @@ class AnnotationConfig(AppConfig):
                 failed="failed",
             )
         )
+        register(
+            JobKind(
+                name="calibration-draw",
+                model="annotation.CalibrationDraw",
+                task="annotation.tasks.calibration_draw_task",
+                queued="queued",
+                running="running",
+                failed="failed",
+            )
+        )

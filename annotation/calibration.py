@@ -7,6 +7,7 @@ items may be drawn and which pairs a judge is shown is blindness's
 
 from __future__ import annotations
 
+import logging
 import math
 import random
 
@@ -21,6 +22,7 @@ from accounts.ids import id_parse
 from accounts.roles import require_admin, user_is_admin, user_is_physician
 from annotation import blindness
 from annotation.models import (
+    CalibrationDraw,
     CalibrationInvitation,
     CalibrationJudgment,
     CalibrationPair,
@@ -28,11 +30,16 @@ from annotation.models import (
     CalibrationStratum,
     Campaign,
     ConsensusTask,
+    RecomputeState,
     TauAdoption,
 )
 from evaluation.calibration import best_row, majority, sweep_taus, tau_sweep
 from evaluation.matcher import SemanticMatcher
 from evaluation.models import MatcherModel
+from jobs.leases import is_live, job_claim, job_heartbeat, job_release
+from jobs.outbox import outbox_send
+
+logger = logging.getLogger(__name__)
 
 # The free-text fields whose items are paired, by the set task they belong to.
 # Rated recorded actions are event names, the same for every rater: left out.
@@ -105,27 +112,14 @@ def calibration_set_draw(
     ``judges`` are invited to judge the set. Items come from closed windows and
     from windows none of them still rates (``blindness.calibration_labels``):
     without judges, from closed windows only."""
-    require_admin(admin, "draw calibration pairs")
-    name = (name or "").strip()
-    campaigns = list(campaigns)
-    judges = _judges_resolve(judges)
-    if not name:
-        raise ValidationError("Give the calibration set a name.")
-    if CalibrationSet.objects.filter(name=name).exists():
-        raise ValidationError(f'A calibration set named "{name}" already exists.')
-    if not campaigns:
-        raise ValidationError("Choose at least one campaign to draw items from.")
-    if (
-        not isinstance(per_stratum, int)
-        or not 1 <= per_stratum <= MAX_PAIRS_PER_STRATUM
-    ):
-        raise ValidationError(
-            f"Pairs per stratum must be a whole number from 1 to "
-            f"{MAX_PAIRS_PER_STRATUM}."
-        )
-    if not 0 < band <= 0.5:
-        raise ValidationError("The band must be above 0 and at most 0.5.")
-
+    name, campaigns, judges = _draw_check(
+        admin=admin,
+        name=name,
+        campaigns=campaigns,
+        per_stratum=per_stratum,
+        band=band,
+        judges=judges,
+    )
     rng = random.Random(seed)
     tau = float(matcher.tau)
     candidates: dict[str, list[tuple]] = {s: [] for s in CalibrationStratum.values}
@@ -194,6 +188,174 @@ def calibration_set_draw(
             ]
         )
     return calibration_set
+
+
+def _draw_check(*, admin, name, campaigns, per_stratum, band, judges) -> tuple:
+    """The draw's name, campaigns and judges, or a ValidationError naming what
+    is wrong with the request (checked before anything is queued or drawn)."""
+    require_admin(admin, "draw calibration pairs")
+    name = (name or "").strip()
+    campaigns = list(campaigns)
+    judges = _judges_resolve(judges)
+    if not name:
+        raise ValidationError("Give the calibration set a name.")
+    if CalibrationSet.objects.filter(name=name).exists():
+        raise ValidationError(f'A calibration set named "{name}" already exists.')
+    if not campaigns:
+        raise ValidationError("Choose at least one campaign to draw items from.")
+    if (
+        not isinstance(per_stratum, int)
+        or not 1 <= per_stratum <= MAX_PAIRS_PER_STRATUM
+    ):
+        raise ValidationError(
+            f"Pairs per stratum must be a whole number from 1 to "
+            f"{MAX_PAIRS_PER_STRATUM}."
+        )
+    if not 0 < band <= 0.5:
+        raise ValidationError("The band must be above 0 and at most 0.5.")
+    return name, campaigns, judges
+
+
+# The draw as a job --------------------------------------------------------------
+
+DRAW_TASK = "annotation.tasks.calibration_draw_task"
+
+
+def calibration_draw_request(
+    *,
+    admin,
+    name: str,
+    campaigns,
+    per_stratum: int = 20,
+    band: float = DEFAULT_BAND,
+    seed: int = 0,
+    judges=(),
+) -> CalibrationDraw:
+    """Queue a draw (``calibration_set_draw``) for a worker: the draw embeds
+    the items with the matcher model, which the web processes never load. The
+    request is checked here, so a bad one is refused at once and nothing is
+    queued; a draw of the same name still queued or running is refused too."""
+    name, campaigns, judges = _draw_check(
+        admin=admin,
+        name=name,
+        campaigns=campaigns,
+        per_stratum=per_stratum,
+        band=band,
+        judges=judges,
+    )
+    now = timezone.now()
+    with transaction.atomic():
+        busy = (
+            CalibrationDraw.objects.select_for_update()
+            .filter(
+                name=name,
+                state__in=(RecomputeState.QUEUED, RecomputeState.RUNNING),
+            )
+            .first()
+        )
+        if busy is not None and is_live(busy, now):
+            raise ValidationError(
+                f'A calibration set named "{name}" is already being drawn.'
+            )
+        draw = CalibrationDraw.objects.create(
+            name=name,
+            per_stratum=per_stratum,
+            band=band,
+            seed=seed,
+            created_by=admin,
+            heartbeat_at=now,
+            progress_label="queued",
+        )
+        draw.campaigns.set(campaigns)
+        draw.judges.set(judges)
+        outbox_send(
+            task=DRAW_TASK, args=[draw.pk], key=f"job:calibration-draw:{draw.pk}"
+        )
+    return draw
+
+
+def calibration_draw_get(*, admin, draw_id) -> CalibrationDraw:
+    require_admin(admin, "see calibration draws")
+    pk = id_parse(draw_id)
+    draw = (
+        CalibrationDraw.objects.filter(pk=pk).select_related("created_by").first()
+        if pk is not None
+        else None
+    )
+    if draw is None:
+        raise Http404("No such calibration draw.")
+    return draw
+
+
+def calibration_draw_run(*, draw_id: int, matcher_factory=None) -> str:
+    """Run the draw ``draw_id`` in this worker: take it (or return when it is
+    finished or held by a live worker), load the matcher, draw, and finish it
+    done (with its set) or failed (with the reason). Idempotent: a rerun after
+    a crash that had already written the set takes that set as its result."""
+    from evaluation.matcher import MatcherUnavailable, matcher_for_settings
+    from jobs.leases import JobLeaseLost
+
+    lease = job_claim(
+        model=CalibrationDraw,
+        pk=draw_id,
+        claimable=(RecomputeState.QUEUED,),
+        running=RecomputeState.RUNNING,
+    )
+    if lease is None:
+        return "not taken"
+    draw = CalibrationDraw.objects.select_related("created_by").get(pk=draw_id)
+
+    def finish(state, label, **fields):
+        job_release(
+            model=CalibrationDraw,
+            pk=draw.pk,
+            lease=lease,
+            state=state,
+            finished_at=timezone.now(),
+            progress_label=label,
+            **fields,
+        )
+
+    done = CalibrationSet.objects.filter(
+        name=draw.name, created_by=draw.created_by, created_at__gte=draw.created_at
+    ).first()
+    if done is not None:
+        finish(RecomputeState.DONE, "done", calibration_set=done)
+        return "done"
+    try:
+        with job_heartbeat(model=CalibrationDraw, pk=draw.pk, lease=lease) as beat:
+            beat(0, 0, "loading the matcher model and embedding the items")
+            drawn = calibration_set_draw(
+                admin=draw.created_by,
+                name=draw.name,
+                campaigns=draw.campaigns.all(),
+                matcher=(matcher_factory or matcher_for_settings)(),
+                per_stratum=draw.per_stratum,
+                band=draw.band,
+                seed=draw.seed,
+                judges=draw.judges.all(),
+            )
+    except JobLeaseLost:
+        logger.warning("calibration draw %s: lease lost, stopping", draw_id)
+        return "lease lost"
+    except (ValidationError, PermissionDenied, MatcherUnavailable) as error:
+        text = "; ".join(getattr(error, "messages", None) or [str(error)])
+        finish(RecomputeState.FAILED, "failed", error=text[:2000])
+        return "failed"
+    except Exception as error:
+        logger.exception("calibration draw %s failed", draw_id)
+        finish(
+            RecomputeState.FAILED,
+            "failed",
+            error=f"{type(error).__name__}: {error}"[:2000],
+        )
+        return "failed"
+    finish(
+        RecomputeState.DONE,
+        f"done: {drawn.pairs.count()} pairs",
+        calibration_set=drawn,
+    )
+    return "done"
 
 
 # Invitations ------------------------------------------------------------------

@@ -552,6 +552,47 @@ class CalibrationSet(models.Model):
         return self.name
 
 
+class CalibrationDraw(JobFields):
+    """An admin's request to draw a calibration set. Drawing embeds the
+    campaigns' items with the matcher model, so a worker runs it (the web
+    processes never load the model: jobs.leases) and the list page polls its
+    progress; ``calibration_set`` is the set drawn once it is done."""
+
+    name = models.CharField(max_length=200)
+    campaigns = models.ManyToManyField(Campaign, related_name="+")
+    judges = models.ManyToManyField(USER_MODEL, related_name="+")
+    per_stratum = models.PositiveIntegerField()
+    band = models.FloatField()
+    seed = models.IntegerField(default=0)
+    state = models.CharField(
+        max_length=8, choices=RecomputeState.choices, default=RecomputeState.QUEUED
+    )
+    created_by = models.ForeignKey(
+        USER_MODEL, on_delete=models.PROTECT, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    calibration_set = models.ForeignKey(
+        CalibrationSet,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+    )
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"Draw {self.pk} of {self.name!r} ({self.state})"
+
+    @property
+    def active(self) -> bool:
+        return self.state in (RecomputeState.QUEUED, RecomputeState.RUNNING)
+
+
 class CalibrationPair(models.Model):
     """Two items of the same task, as written in labels. ``sources`` says where
     each text was first found: ``[{"label_id", "field", "index"}, {...}]``."""

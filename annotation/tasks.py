@@ -68,3 +68,14 @@ def agreement_recompute_task(recompute_id: int) -> str:
     from annotation.services.recompute import agreement_recompute_run
 
     return agreement_recompute_run(recompute_id=recompute_id)
+
+
+@shared_task(acks_late=True)
+def calibration_draw_task(draw_id: int) -> str:
+    """Draw the calibration set of ``draw_id`` (a CalibrationDraw row) in this
+    worker, where the matcher model lives. Idempotent: a redelivered message
+    finds the job finished or held, and a rerun after a crash takes the set
+    already written."""
+    from annotation.calibration import calibration_draw_run
+
+    return calibration_draw_run(draw_id=draw_id)

@@ -71,6 +71,11 @@ urlpatterns = [
         "calibration/draw/", views_calibration.calibration_draw, name="calibration_draw"
     ),
     path(
+        "calibration/draw/<id:draw_id>/",
+        views_calibration.calibration_draw_progress,
+        name="calibration_draw_progress",
+    ),
+    path(
         "calibration/reference/",
         views_calibration.calibration_reference,
         name="calibration_reference",

@@ -10,7 +10,7 @@ import math
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.http import Http404
+from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
@@ -21,7 +21,7 @@ from accounts.roles import user_is_admin
 from accounts.web import error_text, render_page_or_partial
 from annotation import calibration as services
 from annotation import selectors
-from annotation.models import Campaign, ConsensusTask
+from annotation.models import Campaign, ConsensusTask, RecomputeState
 from evaluation.matcher import (
     PACKAGED_MODELS,
     REFERENCE_TAUS,
@@ -34,6 +34,7 @@ from evaluation.reference_calibration import (
     REFERENCE_PAIRS_PATH,
     reference_report_for,
 )
+from jobs.reaper import job_check
 
 TASK_NAMES = dict(ConsensusTask.choices)
 
@@ -91,8 +92,9 @@ def calibration_reference(request):
     """The reference calibration of a shipped model (``?model=``, default the
     configured one): the sweep of the shipped clinical pairs with the share of
     unrelated pairs each tau matches, the adopted tau, and the tau in force
-    with where it comes from. Computed once per process (the first request
-    embeds the pairs); an htmx request gets the report alone, which the list
+    with where it comes from. Computed once per process from the embeddings a
+    worker cached (the web never loads the model: until then the page says
+    so); an htmx request gets the report alone, which the list
     page loads after it is shown. Admins only: the judges are shown no scores
     or judged pairs that could sway their own judgments."""
     models = _shipped_models()
@@ -101,7 +103,7 @@ def calibration_reference(request):
         raise Http404("No such shipped model.")
     error = ""
     try:
-        report = reference_report_for(model_name)
+        report = reference_report_for(model_name, embedded_only=True)
     except MatcherUnavailable as exc:
         report, error = None, str(exc)
     rows = []
@@ -162,10 +164,8 @@ def _physicians_posted(request) -> list:
 @require_POST
 @admin_required
 def calibration_draw(request):
-    """Draw a calibration set with the configured model (loaded in this request
-    when the process has not loaded it yet)."""
-    from evaluation.matcher import matcher_for_settings
-
+    """Queue a draw for a worker (the matcher model is never loaded in a web
+    process) and show its progress until the set is drawn."""
     campaigns = list(Campaign.objects.filter(pk__in=_ids_posted(request, "campaigns")))
     judges = _physicians_posted(request)
     try:
@@ -189,25 +189,44 @@ def calibration_draw(request):
         )
         return redirect("annotation:calibration_list")
     try:
-        calibration_set = services.calibration_set_draw(
+        draw = services.calibration_draw_request(
             admin=request.user,
             name=request.POST.get("name", ""),
             campaigns=campaigns,
-            matcher=matcher_for_settings(),
             per_stratum=per_stratum,
             band=band,
             seed=seed,
             judges=judges,
         )
-    except (ValidationError, PermissionDenied, MatcherUnavailable) as error:
+    except (ValidationError, PermissionDenied) as error:
         messages.error(request, error_text(error))
         return redirect("annotation:calibration_list")
-    messages.success(
+    return redirect("annotation:calibration_draw_progress", draw.pk)
+
+
+@require_GET
+@admin_required
+def calibration_draw_progress(request, draw_id: int):
+    """A draw's progress, polled by htmx until it ends; a finished draw leads
+    to its set's report."""
+    draw = services.calibration_draw_get(admin=request.user, draw_id=draw_id)
+    job_check(draw)
+    draw.refresh_from_db()
+    if draw.state == RecomputeState.DONE and draw.calibration_set_id:
+        url = reverse("annotation:calibration_report", args=[draw.calibration_set_id])
+        if request.htmx:
+            response = HttpResponse(status=204)
+            response["HX-Redirect"] = url
+            return response
+        return redirect(url)
+    response = render_page_or_partial(
         request,
-        f'Calibration set "{calibration_set.name}" drawn: '
-        f"{calibration_set.pairs.count()} pairs.",
+        "annotation/calibration_draw.html",
+        {"draw": draw},
+        partial="draw_progress",
     )
-    return redirect("annotation:calibration_report", calibration_set.pk)
+    response["Cache-Control"] = "no-store"
+    return response
 
 
 def _judge_context(request, calibration_set, *, error: str = "", last=None) -> dict:
@@ -391,6 +410,7 @@ def calibration_adopt(request, set_id: int):
 __all__ = [
     "calibration_adopt",
     "calibration_draw",
+    "calibration_draw_progress",
     "calibration_invitation_withdraw",
     "calibration_invite",
     "calibration_judge",

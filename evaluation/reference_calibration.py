@@ -246,20 +246,65 @@ def reference_report(matcher, taus: Sequence[float] | None = None) -> dict:
 _reports: dict[tuple[str, float], dict] = {}
 
 
-def reference_report_for(model_name: str | None = None) -> dict:
+def reference_report_for(
+    model_name: str | None = None, *, embedded_only: bool = False
+) -> dict:
     """The reference report of a model (default: the configured one), for a page:
     computed once per process and pairs file, with the tau in force for the
     model and where it comes from (``tau_in_force``, ``tau_source``), which
-    differ from the report's adopted tau once an admin adopts another."""
+    differ from the report's adopted tau once an admin adopts another.
+
+    ``embedded_only`` (the web processes, which never load the model): computed
+    only from the embedding cache, or MatcherUnavailable saying that the pairs
+    are not embedded yet (a worker embeds them for the configured model as it
+    starts: ``reference_pairs_embed``)."""
     from evaluation.matcher import SemanticMatcher, configured_model_name
 
     name = model_name or configured_model_name()
     key = (name, REFERENCE_PAIRS_PATH.stat().st_mtime)
     if key not in _reports:
-        _reports[key] = reference_report(SemanticMatcher(name, tau=0.5))
+        matcher = SemanticMatcher(name, tau=0.5)
+        if embedded_only:
+            _require_embedded(matcher)
+        _reports[key] = reference_report(matcher)
     current = SemanticMatcher(name)
     return {
         **_reports[key],
         "tau_in_force": current.tau,
         "tau_source": current.tau_source,
     }
+
+
+def _require_embedded(matcher) -> None:
+    from evaluation.matcher import MatcherUnavailable, text_hash
+    from evaluation.models import EmbeddingCache
+
+    pairs = load_reference_pairs()
+    hashes = {
+        text_hash(matcher.normalize(t)) for pair in pairs for t in (pair.a, pair.b)
+    }
+    cached = set(
+        EmbeddingCache.objects.filter(
+            model_name=matcher.model_name, text_hash__in=sorted(hashes)
+        ).values_list("text_hash", flat=True)
+    )
+    if len(cached) < len(hashes):
+        raise MatcherUnavailable(
+            f"The reference pairs are not embedded with {matcher.model_name} yet "
+            f"({len(cached)} of {len(hashes)} texts): a worker embeds them for the "
+            "configured model as it starts, and the web processes never load a "
+            "model. Reload this page once a worker runs."
+        )
+
+
+def reference_pairs_embed(model_name: str | None = None) -> str:
+    """Compute the reference report in this process (a worker, which holds the
+    model), so the pairs' embeddings are cached for the web processes' page.
+    Returns what happened, for the log."""
+    from evaluation.matcher import MatcherUnavailable
+
+    try:
+        report = reference_report_for(model_name)
+    except MatcherUnavailable as error:
+        return f"reference pairs not embedded: {error}"
+    return f"reference pairs embedded with {report['model_name']}"

@@ -60,8 +60,11 @@ def _model_warm_up() -> None:
 
     def load() -> None:
         from evaluation.matcher import model_warm_up
+        from evaluation.reference_calibration import reference_pairs_embed
 
         logger.info("worker %s: %s", os.getpid(), model_warm_up())
+        # The reference calibration page reads these embeddings from the cache.
+        logger.info("worker %s: %s", os.getpid(), reference_pairs_embed())
 
     threading.Thread(target=load, name="matcher-warm-up", daemon=True).start()
 

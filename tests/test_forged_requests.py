@@ -17,7 +17,7 @@ from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
 from accounts.roles import Role
 from agents.models import AgentRun, AgentStayState
-from annotation.models import CalibrationPair, CalibrationSet, Label
+from annotation.models import CalibrationDraw, CalibrationPair, CalibrationSet, Label
 from annotation.services import (
     MAX_ACTIVE_SECONDS_PER_SAVE,
     campaign_create,
@@ -66,6 +66,7 @@ ADMIN_ONLY = {
     "annotation:campaign_recompute",
     "annotation:campaign_recompute_progress",
     "annotation:calibration_draw",
+    "annotation:calibration_draw_progress",
     "annotation:calibration_report",
     "annotation:calibration_adopt",
     "annotation:calibration_invite",
@@ -245,6 +246,9 @@ def world(db):
         cosine=0.8,
         stratum="random",
     )
+    draw = CalibrationDraw.objects.create(
+        name="Draw", per_stratum=2, band=0.15, created_by=admin
+    )
     import_run = ImportRun.objects.create(source=Source.CLIF, started_by=admin)
     build_run = BuildRun.objects.create(kind=BuildKind.WINDOWS, started_by=admin)
     agent_run = AgentRun.objects.create(
@@ -272,6 +276,7 @@ def world(db):
             "campaign_id": campaign.pk,
             "window_id": gold[0].pk,
             "set_id": calibration.pk,
+            "draw_id": draw.pk,
             "release_id": release.pk,
             "file_path": release.files.order_by("path").first().path,
             "submission_id": submission.pk,

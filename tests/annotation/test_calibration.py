@@ -13,6 +13,8 @@ from django.utils.html import escape
 from accounts.roles import Role
 from annotation.blindness import calibration_pairs_visible_to
 from annotation.calibration import (
+    calibration_draw_request,
+    calibration_draw_run,
     calibration_invitation_withdraw,
     calibration_invite,
     calibration_judge,
@@ -21,6 +23,7 @@ from annotation.calibration import (
     tau_adopt,
 )
 from annotation.models import (
+    CalibrationDraw,
     CalibrationInvitation,
     CalibrationJudgment,
     CalibrationPair,
@@ -30,6 +33,7 @@ from annotation.models import (
 from evaluation.calibration import best_row, majority, sweep_taus, tau_sweep
 from evaluation.matcher import SemanticMatcher
 from evaluation.models import MatcherModel
+from jobs.models import OutboxMessage
 
 from .conftest import make_role_user
 from .test_consensus import gold, labelled, matcher, stay, submit, windows  # noqa: F401
@@ -536,7 +540,7 @@ def test_admin_sees_the_report_with_its_plot_and_adopts_a_tau(
     assert f"by <span data-author>{admin_user.username}</span>" in page
 
 
-def test_admin_draws_a_set_from_the_list_page(
+def test_admin_draws_a_set_from_the_list_page_through_a_worker_job(
     client, labelled, admin_user, matcher, judge
 ):
     client.force_login(admin_user)
@@ -551,18 +555,108 @@ def test_admin_draws_a_set_from_the_list_page(
             "judges": [judge.pk],
         },
     )
+    # The web request only queues the draw: no set yet, a job for a worker.
+    assert not CalibrationSet.objects.filter(name="From page").exists()
+    draw = CalibrationDraw.objects.get(name="From page")
+    assert draw.state == "queued"
+    assert list(draw.judges.values_list("pk", flat=True)) == [judge.pk]
+    assert OutboxMessage.objects.filter(
+        task="annotation.tasks.calibration_draw_task", args=[draw.pk]
+    ).exists()
+    progress = reverse("annotation:calibration_draw_progress", args=[draw.pk])
+    assert response["Location"] == progress
+    page = client.get(progress, **HTMX)
+    assert 'data-draw-state="queued"' in page.content.decode()
+    assert 'hx-trigger="every 1s"' in page.content.decode()
+
+    assert calibration_draw_run(draw_id=draw.pk, matcher_factory=lambda: matcher) == (
+        "done"
+    )
+
     drawn = CalibrationSet.objects.get(name="From page")
     assert list(drawn.invitations.values_list("judge", flat=True)) == [judge.pk]
-    assert response["Location"] == reverse(
-        "annotation:calibration_report", args=[drawn.pk]
+    report = reverse("annotation:calibration_report", args=[drawn.pk])
+    polled = client.get(progress, **HTMX)
+    assert polled["HX-Redirect"] == report
+    assert client.get(progress)["Location"] == report
+    # A redelivered message finds the job finished and draws nothing more.
+    assert calibration_draw_run(draw_id=draw.pk, matcher_factory=lambda: matcher) == (
+        "not taken"
     )
+    assert CalibrationSet.objects.filter(name="From page").count() == 1
+
     bad = client.post(
         reverse("annotation:calibration_draw"),
         {"name": "Bad", "campaigns": [labelled.pk], "per_stratum": "x", "band": "0.1"},
         follow=True,
     )
     assert "must be numbers" in bad.content.decode()
-    assert not CalibrationSet.objects.filter(name="Bad").exists()
+    taken = client.post(
+        reverse("annotation:calibration_draw"),
+        {
+            "name": "From page",
+            "campaigns": [labelled.pk],
+            "per_stratum": "2",
+            "band": "0.15",
+        },
+        follow=True,
+    )
+    assert "already exists" in taken.content.decode()
+    assert not CalibrationDraw.objects.filter(name="Bad").exists()
+    assert CalibrationDraw.objects.count() == 1
+
+
+def test_a_draw_with_nothing_to_pair_fails_with_the_reason_on_its_page(
+    client, gold, admin_user, matcher
+):
+    draw = calibration_draw_request(admin=admin_user, name="Empty", campaigns=[gold])
+
+    assert calibration_draw_run(draw_id=draw.pk, matcher_factory=lambda: matcher) == (
+        "failed"
+    )
+
+    draw.refresh_from_db()
+    assert draw.state == "failed" and "nothing to pair" in draw.error
+    assert not CalibrationSet.objects.exists()
+    client.force_login(admin_user)
+    page = client.get(
+        reverse("annotation:calibration_draw_progress", args=[draw.pk])
+    ).content.decode()
+    assert 'data-draw-state="failed"' in page and "nothing to pair" in page
+    assert "hx-trigger" not in page.split('id="draw-progress"')[1].split(">")[0]
+
+
+def test_a_rerun_after_a_crash_takes_the_set_already_drawn(
+    labelled, admin_user, matcher, judge
+):
+    draw = calibration_draw_request(
+        admin=admin_user,
+        name="Crash",
+        campaigns=[labelled],
+        per_stratum=2,
+        judges=[judge],
+    )
+    drawn = calibration_set_draw(
+        admin=admin_user,
+        name="Crash",
+        campaigns=[labelled],
+        matcher=matcher,
+        per_stratum=2,
+        judges=[judge],
+    )
+
+    def no_model():
+        raise AssertionError("the set is drawn: no model is needed")
+
+    assert calibration_draw_run(draw_id=draw.pk, matcher_factory=no_model) == "done"
+    draw.refresh_from_db()
+    assert draw.calibration_set == drawn and draw.state == "done"
+
+
+def test_only_admins_queue_draws(labelled, physicians):
+    with pytest.raises(PermissionDenied):
+        calibration_draw_request(admin=physicians[0], name="X", campaigns=[labelled])
+    assert not CalibrationDraw.objects.exists()
 
 
 @pytest.mark.parametrize("role", [Role.PHYSICIAN, Role.RESEARCHER])

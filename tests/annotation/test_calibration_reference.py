@@ -8,9 +8,14 @@ from django.urls import reverse
 from django.utils.html import escape
 
 from accounts.roles import Role
-from evaluation.matcher import configured_model_name
-from evaluation.models import MatcherModel
-from evaluation.reference_calibration import reference_report_for
+from evaluation import matcher as matcher_module
+from evaluation import reference_calibration
+from evaluation.matcher import MatcherUnavailable, configured_model_name
+from evaluation.models import EmbeddingCache, MatcherModel
+from evaluation.reference_calibration import (
+    reference_pairs_embed,
+    reference_report_for,
+)
 
 from .conftest import make_role_user
 
@@ -111,3 +116,36 @@ def test_an_unknown_model_is_404(client, admin_user):
     url = reverse("annotation:calibration_reference")
 
     assert client.get(url, {"model": "../etc/passwd"}).status_code == 404
+
+
+def test_the_web_reads_the_report_from_a_workers_embeddings_and_loads_no_model(
+    db, monkeypatch
+):
+    """Issue 35: the page computes the report from the cached embeddings
+    only; before a worker embedded the pairs it says so, and loads nothing."""
+    monkeypatch.setattr(reference_calibration, "_reports", {})
+    name = configured_model_name()
+    EmbeddingCache.objects.filter(model_name=name).delete()
+
+    def no_model(model_name):
+        raise AssertionError("a web process loads no model")
+
+    with monkeypatch.context() as web:
+        web.setattr(matcher_module, "load_model", no_model)
+        with pytest.raises(MatcherUnavailable, match="not embedded with"):
+            reference_report_for(embedded_only=True)
+    assert not EmbeddingCache.objects.filter(model_name=name).exists()
+
+    # A worker, with the model, embeds them as it starts.
+    assert reference_pairs_embed() == f"reference pairs embedded with {name}"
+    worker = reference_calibration._reports.copy()
+    monkeypatch.setattr(reference_calibration, "_reports", {})
+    monkeypatch.setattr(matcher_module, "load_model", no_model)
+
+    report = reference_report_for(embedded_only=True)
+
+    (computed,) = worker.values()
+    assert [(r["tau"], str(r["f1"])) for r in report["rows"]] == [
+        (r["tau"], str(r["f1"])) for r in computed["rows"]
+    ]
+    assert report["adopted"]["tau"] == computed["adopted"]["tau"]
