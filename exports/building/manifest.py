@@ -22,7 +22,7 @@ from evaluation.metrics import DEFAULT_K
 from exports.building.labels import rater_pseudonym
 from exports.building.stats import ReleaseStats
 from exports.models import Release, ReleaseFile, ReleaseKind
-from realicu_web.storage import StoredFile, object_store, store_keys
+from realicu_web.storage import StoredFile, object_store
 from windows.windowing import window_settings
 
 logger = logging.getLogger(__name__)
@@ -257,12 +257,12 @@ def release_store_prefix(name: str) -> str:
 
 def release_published_exists(name: str) -> bool:
     """Whether a release named ``name`` already has files where releases are
-    published (its folder, or its keys in the object store): such files are
-    never rewritten."""
+    published (its folder, or its manifest in the object store, copied after
+    every other file): such files are never rewritten."""
     store = object_store()
     if store is None:
         return (Path(settings.REALICU_RELEASES_DIR) / name).exists()
-    return bool(store_keys(store, release_store_prefix(name)))
+    return store.exists(release_store_prefix(name) + "manifest.json")
 
 
 def release_file_source(release: Release, path: str) -> Path | StoredFile | None:

@@ -206,7 +206,7 @@ def test_a_release_whose_keys_exist_in_the_store_is_never_rewritten(
     from exports.building import release_build
 
     release = release_create(user=admin_user, kind="scale", oracle_run=tiny_run)
-    planted = f"releases/{release.name}/windows.jsonl"
+    planted = f"releases/{release.name}/manifest.json"
     s3.write(planted, b"left by someone else\n")
     with pytest.raises(ValidationError, match="already exists"):
         release_build(release=release)
@@ -216,6 +216,25 @@ def test_a_release_whose_keys_exist_in_the_store_is_never_rewritten(
     assert s3.keys("releases/") == [planted]
     assert s3.read(planted) == b"left by someone else\n"
     assert not ReleaseFile.objects.filter(release=release).exists()
+
+
+def test_keys_of_a_copy_that_died_before_its_manifest_are_replaced(
+    s3, admin_user, tiny_run
+):
+    """A worker killed while copying leaves keys but no manifest (copied
+    last): the next attempt removes them and publishes the release."""
+    from exports.building import release_build
+
+    release = release_create(user=admin_user, kind="scale", oracle_run=tiny_run)
+    prefix = f"releases/{release.name}/"
+    s3.write(prefix + "windows.jsonl", b"half a copy\n")
+    s3.write(prefix + "stale/only-in-the-dead-copy.jsonl", b"x\n")
+    release = release_build(release=release)
+    assert release.state == ReleaseState.READY, release.error
+    entries = {e.path: e.sha256 for e in ReleaseFile.objects.filter(release=release)}
+    assert s3.keys(prefix) == sorted(prefix + path for path in entries)
+    data = s3.read(prefix + "windows.jsonl")
+    assert hashlib.sha256(data).hexdigest() == entries["windows.jsonl"]
 
 
 def test_a_stopped_build_leaves_no_keys_in_the_store(
