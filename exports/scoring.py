@@ -26,7 +26,12 @@ from evaluation.metrics import (
 from evaluation.polarity import forbidden_action
 from exports.building import json_safe
 from exports.models import Release, ReleaseKind, ReleaseWindow
-from exports.scoring_ppi import rectifier_texts, release_rectifier, scale_intervals
+from exports.scoring_ppi import (
+    rectifier_inclusion,
+    rectifier_texts,
+    release_rectifier,
+    scale_intervals,
+)
 from realicu_web.jsonlimits import JsonLimitError, loads_bounded
 
 REQUIRED_FIELDS = ("window_id", "status", "acute_problems", "recommended_actions")
@@ -309,6 +314,7 @@ def scores_compute(
             predictions=predictions,
             match=prepared,
             k=k,
+            inclusion=rectifier_inclusion(release),
         )
         if len(rectifier) >= 2
         else None

@@ -84,6 +84,22 @@ def release_rectifier(release: Release) -> dict[int, WindowGold]:
     return out
 
 
+def rectifier_inclusion(release: Release) -> dict[int, float] | None:
+    """Each Gold window's stored probability of its draw (an active draw,
+    ``oracle.models.GoldInclusion``), or ``None`` when its campaign stored
+    none (the Gold windows then count as a uniform draw)."""
+    if release.kind != ReleaseKind.SCALE or release.validation_report_id is None:
+        return None
+    from oracle.models import GoldInclusion
+
+    rows = dict(
+        GoldInclusion.objects.filter(
+            campaign_id=release.validation_report.campaign_id
+        ).values_list("window_id", "probability")
+    )
+    return rows or None
+
+
 def rectifier_texts(rectifier: dict[int, WindowGold]):
     """The texts the matcher meets on the rectifier set (scoring prepares them
     with the release's own)."""
@@ -228,22 +244,28 @@ def rectifier_manifest(release: Release) -> dict | None:
     """A Scale manifest's ``rectifier`` section: the Gold campaign, its windows
     in the release and each one's inclusion probability, so that a researcher
     can recompute a score's interval offline (with the Gold release's labels
-    of those windows and ``evaluation.ppi``). No Gold draw stores its
-    probabilities yet: the windows count as a uniform draw, each with
-    probability n / N."""
+    of those windows and ``evaluation.ppi``): the probabilities an active
+    draw stored, or else n / N each (the windows count as a uniform draw)."""
     if release.kind != ReleaseKind.SCALE or release.validation_report_id is None:
         return None
     ids = sorted(release_rectifier(release))
     n_windows = release.window_records.count()
-    probability = len(ids) / n_windows if n_windows else None
+    stored = rectifier_inclusion(release)
+    if stored is not None and not all(w in stored for w in ids):
+        stored = None  # as scale_intervals: a window outside the draw
+    uniform = len(ids) / n_windows if n_windows else None
     return {
         "gold_campaign_id": release.validation_report.campaign_id,
         "n_windows": len(ids),
-        "inclusion": "uniform",
+        "inclusion": "uniform" if stored is None else "stored draw probabilities",
         "method": "PPI++ (power-tuned prediction-powered inference), 95 %",
         "meaning": INTERVAL_MEANING,
         "windows": [
-            {"window_id": w, "inclusion_probability": probability} for w in ids
+            {
+                "window_id": w,
+                "inclusion_probability": uniform if stored is None else stored[w],
+            }
+            for w in ids
         ],
     }
 
@@ -257,5 +279,5 @@ def rectifier_markdown(section: dict | None) -> str:
         f"{section['meaning']} The rectifier set is the {section['n_windows']} "
         "windows of this release with a physician consensus in Gold campaign "
         f"{section['gold_campaign_id']}; the manifest's `rectifier` lists them "
-        "with each window's inclusion probability (a uniform draw: n / N).\n"
+        f"with each window's inclusion probability ({section['inclusion']}).\n"
     )

@@ -513,3 +513,34 @@ class PromotionOverride(models.Model):
 
     def __str__(self) -> str:
         return f"Override of run {self.run_id} for release {self.release_id}"
+
+
+class GoldInclusion(models.Model):
+    """A window of a Gold campaign drawn actively (issue 33): the Oracle's
+    uncertainty on it when it was drawn and its probability of being drawn.
+    Score intervals weight its physician labels by 1 / probability, so an
+    estimate stays unbiased however unequal the draw was."""
+
+    campaign = models.ForeignKey(
+        Campaign, on_delete=models.CASCADE, related_name="gold_inclusions"
+    )
+    window = models.ForeignKey(Window, on_delete=models.PROTECT, related_name="+")
+    uncertainty = models.FloatField()
+    probability = models.FloatField()
+    source = models.CharField(
+        max_length=200, help_text="Where the uncertainty came from."
+    )
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["campaign", "window"], name="gold_inclusion_uniq"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(probability__gt=0, probability__lte=1),
+                name="gold_inclusion_probability_range",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.window} in {self.campaign}: p={self.probability:.3f}"

@@ -206,3 +206,38 @@ def test_the_manifest_and_data_card_record_the_rectifier_set(
     ).read_text()
     assert "## Score intervals" in card
     assert "3 windows of this release with a physician consensus" in card
+
+
+def test_stored_draw_probabilities_weight_the_gold_windows(
+    researcher, rectified_release, tiny_stays
+):
+    from oracle.models import GoldInclusion
+
+    w = tiny_stays["windows"]
+    campaign = rectified_release.validation_report.campaign
+    probabilities = {w["A"][0]: 0.5, w["A"][1]: 1.0, w["B"][0]: 0.25}
+    GoldInclusion.objects.bulk_create(
+        GoldInclusion(
+            campaign=campaign,
+            window=window,
+            uncertainty=0.0,
+            probability=p,
+            source="test",
+        )
+        for window, p in probabilities.items()
+    )
+    scored = _scored(researcher, rectified_release, w)
+    intervals = scored.scores["intervals"]
+    assert intervals["inclusion"] == "stored draw probabilities"
+    labelled = np.array([True, True, True, False])
+    pi = np.array([0.5, 1.0, 0.25, np.nan])
+    f_hit = window_values([1.0, None, 1.0, 0.0])
+    y_hit = window_values([0.0, None, 1.0, None])
+    expected = json_safe(
+        score_interval(Design.of(f_hit, y_hit, labelled, pi), RATIO).as_dict()
+    )
+    assert intervals["figures"]["problems_hit_at_k"] == pytest.approx(
+        expected, nan_ok=True
+    )
+    # Weights 1 / pi: b0's hit counts four times, a0's miss twice.
+    assert expected["gold_only"] == pytest.approx(4 / 6)
