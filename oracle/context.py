@@ -24,8 +24,18 @@ from django.db.models import BooleanField, Case, Q, Value, When
 from annotation.critical import critical_action_q, default_critical_action_rules
 from oracle.backbones.base import WindowContext
 from windows.disease_groups import disease_group
-from windows.models import DiseaseGroup, Event, EventKind, Stay, StayTracks, Window
+from windows.models import (
+    DiseaseGroup,
+    Domain,
+    Event,
+    EventKind,
+    Outcome,
+    Stay,
+    StayTracks,
+    Window,
+)
 from windows.selectors_context import HINDSIGHT_KINDS, OUTCOME_REVEALING_CATEGORIES
+from windows.services import DEATH_GRACE, admission_died
 from windows.tracks import events_signatures, stay_tracks_build
 from windows.vocabulary import coded_code, event_label
 
@@ -210,6 +220,53 @@ def _static(stay: Stay, tracks: StayTracks) -> dict:
     }
 
 
+def _death_times(stays: list[Stay]) -> dict[int, object]:
+    """When each admission's patient died in hospital, by admission id, for the
+    stays that died (Stay.hospital_outcome): the admission's death outcome event
+    (windows.services.outcome_events_frame: MIMIC-IV's deathtime, CLIF's
+    death_dttm), else the patient's death time when it falls in the admission
+    (with windows.services.DEATH_GRACE), else the discharge time of an admission
+    whose disposition says expired. An admission without any is left out."""
+    died = {
+        s.admission_id: s.admission for s in stays if s.hospital_outcome == Outcome.DIED
+    }
+    if not died:
+        return {}
+    out: dict[int, object] = {}
+    for admission_id, time in (
+        Event.objects.filter(
+            admission_id__in=list(died),
+            kind=EventKind.OUTCOME,
+            domain=Domain.OUTCOME,
+            category="death",
+        )
+        .order_by("admission_id", "time")
+        .values_list("admission_id", "time")
+    ):
+        out.setdefault(admission_id, time)
+    for admission_id, admission in died.items():
+        if admission_id in out:
+            continue
+        death = admission.patient.death_time
+        if (
+            death is not None
+            and admission.discharge_time is not None
+            and admission.admit_time <= death <= admission.discharge_time + DEATH_GRACE
+        ):
+            out[admission_id] = death
+        elif admission.discharge_time is not None and admission_died(
+            admission=admission, death_time=None
+        ):
+            out[admission_id] = admission.discharge_time
+    return out
+
+
+def _hours_since(time, stay: Stay) -> float | None:
+    if time is None:
+        return None
+    return round((time - stay.intime).total_seconds() / 3600, 3)
+
+
 def _coded_records(
     admission_ids: set[int],
 ) -> tuple[dict[int, list[dict]], dict[int, list[dict]]]:
@@ -352,9 +409,13 @@ def window_contexts_build(
         for pk, t in tracks_by_stay.items()
     }
     coded, discharge = _coded_records({s.admission_id for s in stay_list})
+    deaths = _death_times(stay_list)
     statics = {
         pk: {
             **_static(stays[pk], tracks_by_stay[pk]),
+            # Hours from ICU admission to death (hindsight; the rules Oracle's
+            # death guard reads it), None when unknown or survived.
+            "death_h": _hours_since(deaths.get(stays[pk].admission_id), stays[pk]),
             "coded_after_discharge": coded.get(stays[pk].admission_id, []),
             "discharge_summaries": discharge.get(stays[pk].admission_id, []),
         }

@@ -1,13 +1,15 @@
 """Building the hindsight context of many windows: few queries, the events
 around each window, its recorded critical actions under a campaign's rules."""
 
+from datetime import timedelta
+
 import pytest
 
 from annotation.critical import default_critical_action_rules
 from oracle.context import window_contexts_build
-from tests.factories import make_event
+from tests.factories import make_admission, make_event, make_patient, make_stay
 from tests.oracle.helpers import at, drip, lab, stable_stay, windows_of
-from windows.models import Domain, EventKind
+from windows.models import Domain, EventKind, Outcome
 
 pytestmark = pytest.mark.django_db
 
@@ -206,3 +208,50 @@ def test_context_holds_reports_around_and_before_the_window_and_the_discharge_su
     assert all(e["category"] != "discharge_summary" for e in context.events)
     [summary] = context.static["discharge_summaries"]
     assert summary["text"] == "Brief Hospital Course: recovered."
+
+
+def test_the_context_gives_the_hours_from_icu_admission_to_death():
+    """The death outcome event first; else the discharge of an admission whose
+    disposition says expired; nothing for a survivor, whatever events say."""
+    by_event = make_stay(hours=24, hospital_outcome=Outcome.DIED)
+    make_event(
+        admission=by_event.admission,
+        time=at(by_event, 20.5),
+        kind=EventKind.OUTCOME,
+        domain=Domain.OUTCOME,
+        category="death",
+        name="Death",
+    )
+    admission = make_admission(discharge_disposition="Expired")
+    by_discharge = make_stay(
+        admission=admission,
+        hours=24,
+        hospital_outcome=Outcome.DIED,
+        intime=admission.discharge_time - timedelta(hours=30),
+    )
+    survivor = make_stay(hours=24)
+    make_event(
+        admission=survivor.admission,
+        time=at(survivor, 5),
+        kind=EventKind.OUTCOME,
+        domain=Domain.OUTCOME,
+        category="death",
+        name="Death",
+    )
+    windows = [windows_of(s)[0] for s in (by_event, by_discharge, survivor)]
+
+    deaths = [c.static["death_h"] for c in window_contexts_build(windows=windows)]
+
+    assert deaths == [20.5, 30.0, None]
+
+
+def test_a_patient_death_time_within_the_admission_is_the_time_of_death():
+    patient = make_patient()
+    admission = make_admission(patient=patient)
+    stay = make_stay(admission=admission, hours=24, hospital_outcome=Outcome.DIED)
+    patient.death_time = stay.intime + timedelta(hours=26.25)
+    patient.save()
+
+    [context] = window_contexts_build(windows=[windows_of(stay)[0]])
+
+    assert context.static["death_h"] == 26.25

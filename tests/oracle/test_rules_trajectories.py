@@ -188,6 +188,32 @@ def test_weaning_in_the_last_12_hours_before_death_is_not_improving():
     assert before_death == "stable"
 
 
+def test_the_death_guard_holds_exactly_in_the_last_12_hours_before_death():
+    """Issue 30, item 5: the rules Oracle is never "improving" in the last 12 h
+    before death, counted from the time of death the context gives (death_h);
+    the window 22-22.5 h weans vasopressors and ventilation."""
+    tracks = {
+        **NORMAL,
+        "ned": steps(0.3, 0.0, split=21, hours=30),
+        "norepinephrine": steps(0.3, 0.0, split=21, hours=30),
+        "ventilation": steps("invasive", "none", split=21, hours=30),
+        "map": 70.0,
+        "map_min": 66.0,
+        "sofa": 9.0,
+    }
+
+    def status(death_h: float) -> str:
+        died = {"hospital_outcome": "died", "stay_hours": 30, "death_h": death_h}
+        return label(start_h=22.0, static=died, **tracks)[0]
+
+    # The window ends at 22.5 h: death 11.9 h and 12.1 h after its end.
+    assert status(22.5 + 11.9) == "stable"
+    assert status(22.5 + 12.1) == "improving"
+    # A death on the ward 20 h after the window, though it lies in the last
+    # 12 + 5 h of the ICU stay (the guard without a time of death).
+    assert status(22.5 + 20.0) == "improving"
+
+
 def test_a_lactate_rise_is_deteriorating_and_lactate_clearance_improving():
     rising, _ = label(**{**NORMAL, "lactate": steps(1.5, 3.0)})
     clearing, _ = label(**{**NORMAL, "lactate": steps(5.0, 3.5)})

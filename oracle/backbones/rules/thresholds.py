@@ -81,11 +81,13 @@ ANTIBIOTIC_LOOKBACK_HOURS = 24.0
 # The final 12 hours before death of a patient who died in hospital: never
 # "improving", and weaning of vasopressors or of ventilatory support there is
 # not read as improvement (it is, in the main, withdrawal of life-sustaining
-# treatment). The context gives the outcome and the stay's length, not the time
-# of death; in the CLIF demo 13 of the 22 in-hospital deaths happen during the
-# ICU stay, 1 to 5 h before its recorded end, so the guard covers the last
-# 12 + DEATH_BEFORE_END_HOURS hours of the stay: counted from the stay's end
-# alone, windows 8.5 and 10.2 h before death (hids 22987108, 28661809) were
-# labelled improving.
+# treatment; CLINICAL_CONCEPTS.md, the rules Oracle). The Oracle's context gives
+# the time of death (static "death_h", oracle.context._death_times) where the
+# stay's data has one: the guard holds from DEATH_GUARD_HOURS before it.
+DEATH_GUARD_HOURS = 12.0
+# A death without a known time (only the outcome): in the CLIF demo 13 of the
+# 22 in-hospital deaths happen during the ICU stay, 1 to 5 h before its recorded
+# end, so the guard then covers the last 12 + DEATH_BEFORE_END_HOURS hours of
+# the stay: counted from the stay's end alone, windows 8.5 and 10.2 h before
+# death (hids 22987108, 28661809) were labelled improving.
 DEATH_BEFORE_END_HOURS = 5.0
-DEATH_GUARD_HOURS = 12.0 + DEATH_BEFORE_END_HOURS

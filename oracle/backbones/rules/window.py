@@ -9,6 +9,7 @@ import math
 from oracle.backbones.base import WindowContext
 from oracle.backbones.rules.thresholds import (
     BEFORE_HOURS,
+    DEATH_BEFORE_END_HOURS,
     DEATH_GUARD_HOURS,
     INOTROPES,
     MAP_TARGET,
@@ -141,13 +142,20 @@ class _Window:
         return sum(m < below for m in means) >= SUSTAINED_HOURS
 
     def final_hours_before_death(self) -> bool:
-        """The window may lie in the last 12 h before death: in the last
-        DEATH_GUARD_HOURS of the ICU stay of a patient who died in hospital (the
-        hindsight facts of the context; thresholds.DEATH_GUARD_HOURS)."""
-        stay_hours = _num(self.static.get("stay_hours"))
-        if self.static.get("hospital_outcome") != Outcome.DIED or stay_hours is None:
+        """The window lies in the last DEATH_GUARD_HOURS (12 h) before death: its
+        end is at most 12 h before the time of death (the hindsight fact
+        ``death_h`` of the context, hours from ICU admission). A patient who died
+        in hospital without a known time of death: the window may lie there, in
+        the last 12 + DEATH_BEFORE_END_HOURS hours of the ICU stay."""
+        if self.static.get("hospital_outcome") != Outcome.DIED:
             return False
-        return stay_hours - self.end_h <= DEATH_GUARD_HOURS
+        death_h = _num(self.static.get("death_h"))
+        if death_h is not None:
+            return death_h - self.end_h <= DEATH_GUARD_HOURS
+        stay_hours = _num(self.static.get("stay_hours"))
+        if stay_hours is None:
+            return False
+        return stay_hours - self.end_h <= DEATH_GUARD_HOURS + DEATH_BEFORE_END_HOURS
 
     def cite(self, *keys: str, limit: int = 2) -> list[int]:
         """Ids of the events behind ``keys`` (EVIDENCE), nearest the window first."""
