@@ -28,12 +28,33 @@ from agents.base import AgentError, ChatReply
 from oracle.backbones import http
 from oracle.backbones.endpoints import EndpointRefused, key_env_check, url_check
 from oracle.backbones.openai_compat import (
+    COUNT_REPLY_BYTES,
     MAX_REPLY_BYTES,
+    reply_format_apply,
     response_described,
     retry_after_seconds,
 )
+from oracle.prompts import TOKENS_PER_MESSAGE
 
 CHARS_PER_TOKEN = 3.0
+# The time a token count may take (a tokenizer answers in milliseconds; a
+# one-slot server answers it between two completions).
+COUNT_TIMEOUT_SECONDS = 30.0
+
+
+def prompt_fits(llm, messages: list[dict], *, reserve: int = 0) -> bool:
+    """Whether ``messages`` fit ``llm``'s prompt budget with ``reserve`` tokens
+    to spare: by the server's tokenizer where the backbone has one, else by
+    the calibrated estimate (ChatClient.fits); a client without ``fits``
+    estimates. True when there is no budget."""
+    budget = getattr(llm, "prompt_budget", None)
+    if llm is None or not budget:
+        return True
+    fits = getattr(llm, "fits", None)
+    if fits is not None:
+        return fits(messages, reserve=reserve)
+    text = "".join(m.get("content") or "" for m in messages)
+    return llm.estimate_tokens(text) + 16 + reserve <= budget
 
 
 class RateLimiter:
@@ -101,6 +122,9 @@ class ChatClient:
         prompt_budget: int | None = None,
         chars_per_token: float = CHARS_PER_TOKEN,
         json_mode: bool = True,
+        reply_format: str = "",
+        tokenizer: str = "",
+        budget_formula: str = "",
         limiter_key: str = "",
         backoff_base: float = 0.5,
         backoff_max: float = 30.0,
@@ -119,6 +143,20 @@ class ChatClient:
         self.prompt_budget = prompt_budget
         self.chars_per_token = float(chars_per_token or CHARS_PER_TOKEN)
         self.json_mode = json_mode
+        # The Oracle's machinery (oracle.backbones.openai_compat): the reply's
+        # schema in the server's dialect, prompts counted by its tokenizer,
+        # the estimate following the server's own counts.
+        self.reply_format = reply_format or ("json_object" if json_mode else "none")
+        self.tokenizer = tokenizer or ""
+        self.budget_formula = budget_formula or (
+            str(prompt_budget) if prompt_budget else ""
+        )
+        self.observed_ratios: list[float] = []
+        self._counts: dict[int, int | None] = {}
+        self.counts = 0
+        # (purpose, prompt tokens as the server counted them, budget) of every
+        # request answered, the last 500 (the benchmark's figures).
+        self.prompt_log: list[tuple[str, int, int | None]] = []
         self.limiter = RateLimiter(limiter_key or self.base_url, requests_per_minute)
         self.backoff_base = backoff_base
         self.backoff_max = backoff_max
@@ -134,12 +172,18 @@ class ChatClient:
     @classmethod
     def for_backbone(cls, backbone) -> ChatClient:
         from oracle.services.tokens import (
+            budget_text,
             calibrated_chars_per_token,
             completion_tokens,
-            prompt_budget,
+            prompt_budget_parts,
         )
 
         parameters = dict(backbone.parameters or {})
+        json_mode = bool(parameters.pop("json_mode", False))
+        reply_format = backbone.reply_format or ""
+        if json_mode and reply_format in ("", "none"):
+            reply_format = "json_object"
+        parts = prompt_budget_parts(backbone)
         return cls(
             base_url=backbone.base_url,
             model=backbone.model,
@@ -149,9 +193,12 @@ class ChatClient:
             max_retries=backbone.max_retries,
             requests_per_minute=backbone.requests_per_minute,
             max_completion_tokens=completion_tokens(backbone),
-            prompt_budget=prompt_budget(backbone),
+            prompt_budget=parts["budget"],
+            budget_formula=budget_text(parts),
             chars_per_token=calibrated_chars_per_token(backbone.calibration),
-            json_mode=(backbone.reply_format or "none") != "none",
+            json_mode=(reply_format or "none") != "none",
+            reply_format=reply_format or "none",
+            tokenizer=backbone.tokenizer,
             limiter_key=f"backbone:{backbone.pk}",
         )
 
@@ -161,8 +208,111 @@ class ChatClient:
             return self.base_url
         return f"{self.base_url}/chat/completions"
 
+    @property
+    def root_url(self) -> str:
+        root = self.base_url
+        for tail in ("/chat/completions", "/v1"):
+            if root.endswith(tail):
+                root = root[: -len(tail)]
+        return root
+
+    def ratio(self) -> float:
+        """Characters per token of the estimate: the backbone's calibration,
+        or less when a prompt of this client's showed fewer (3 % to spare),
+        as the Oracle's estimate does."""
+        if not self.observed_ratios:
+            return self.chars_per_token
+        return min(self.chars_per_token, 0.97 * min(self.observed_ratios))
+
     def estimate_tokens(self, text: str) -> int:
-        return math.ceil(len(text) / self.chars_per_token)
+        return math.ceil(len(text) / self.ratio())
+
+    def messages_estimate(self, messages: list[dict]) -> int:
+        return sum(
+            self.estimate_tokens(m.get("content") or "") + TOKENS_PER_MESSAGE
+            for m in messages
+        )
+
+    def count_tokens(self, messages: list[dict]) -> int | None:
+        """The prompt's tokens by the server's tokenizer (the backbone's
+        ``tokenizer``), or None when it has none or the count failed; 4 tokens
+        a message for the chat template's framing, as the Oracle counts."""
+        if not self.tokenizer:
+            return None
+        key = hash(json.dumps(messages, sort_keys=True))
+        if key in self._counts:
+            return self._counts[key]
+        client = self._open()
+        text = "\n".join(m.get("content") or "" for m in messages)
+        framing = 4 * len(messages)
+        if self.tokenizer == "vllm":
+            url, body = (
+                f"{self.root_url}/tokenize",
+                {"model": self.model, "messages": messages},
+            )
+        elif self.tokenizer == "llamacpp_python":
+            url, body = (
+                f"{self.root_url}/extras/tokenize/count",
+                {"input": text, "model": self.model},
+            )
+        elif self.tokenizer == "llamacpp":
+            url, body = f"{self.root_url}/tokenize", {"content": text}
+        else:
+            return None
+        count = None
+        try:
+            reply = http.request(
+                client,
+                "POST",
+                url,
+                json=body,
+                deadline_seconds=min(self.timeout_seconds, COUNT_TIMEOUT_SECONDS),
+                max_bytes=COUNT_REPLY_BYTES,
+            )
+            self.counts += 1
+            if reply.status == 200:
+                data = reply.json()
+                if self.tokenizer == "vllm":
+                    count = int(data["count"])
+                elif self.tokenizer == "llamacpp_python":
+                    count = int(data["count"]) + framing
+                else:
+                    count = len(data["tokens"]) + framing
+        except (
+            httpx.HTTPError,
+            http.AddressRefused,
+            http.ReplyRefused,
+            ValueError,
+            KeyError,
+            TypeError,
+        ):
+            count = None
+        self._counts[key] = count
+        return count
+
+    def prompt_tokens(self, messages: list[dict]) -> int:
+        """The prompt's tokens: the server's count where it has a tokenizer,
+        else the estimate."""
+        counted = self.count_tokens(messages)
+        return counted if counted is not None else self.messages_estimate(messages)
+
+    def fits(self, messages: list[dict], *, reserve: int = 0) -> bool:
+        """Whether the prompt fits the budget with ``reserve`` to spare. A
+        prompt the estimate puts far from the budget is not counted."""
+        if not self.prompt_budget:
+            return True
+        room = self.prompt_budget - reserve
+        estimate = self.messages_estimate(messages)
+        if self.tokenizer and estimate > 2 * room:
+            return False
+        return self.prompt_tokens(messages) <= room
+
+    def over_budget_text(self, tokens: int, how: str) -> str:
+        return (
+            f"The prompt is {tokens} tokens by {how}; it does not fit its budget "
+            f"of {self.budget_formula} tokens even compressed. Raise the backbone's "
+            "context window or lower its reply tokens."
+        )
 
     def _open(self) -> httpx.Client:
         if self._client is None:
@@ -203,14 +353,31 @@ class ChatClient:
         return text.replace(self._key, "[api key]") if self._key else text
 
     def chat(
-        self, messages: list[dict], *, json_reply: bool = True, purpose: str = ""
+        self,
+        messages: list[dict],
+        *,
+        json_reply: bool = True,
+        purpose: str = "",
+        schema: dict | None = None,
     ) -> ChatReply:
+        """One completion. A prompt over the budget is never sent: AgentError
+        with the budget's formula (the agents compress by their rule first).
+        With ``json_reply`` the reply's ``schema`` goes in the server's
+        dialect (a plain JSON object where it takes no schema)."""
         client = self._open()
+        if self.prompt_budget:
+            counted = self.count_tokens(messages)
+            tokens = (
+                counted if counted is not None else self.messages_estimate(messages)
+            )
+            if tokens > self.prompt_budget:
+                how = "the server's count" if counted is not None else "the estimate"
+                raise AgentError(self.over_budget_text(tokens, how))
         body = {"model": self.model, "messages": messages, **self.parameters}
         if self.max_completion_tokens:
             body["max_tokens"] = self.max_completion_tokens
         if json_reply and self.json_mode:
-            body["response_format"] = {"type": "json_object"}
+            reply_format_apply(body, self.reply_format, schema, name=purpose or "reply")
         payload = json.dumps(body)
         self.sent = [*self.sent[-49:], (purpose, messages)]
         retry = 0
@@ -269,6 +436,13 @@ class ChatClient:
                         if tokens_out is not None
                         else self.estimate_tokens(content)
                     )
+                    if usage.get("prompt_tokens"):
+                        chars = sum(len(m.get("content") or "") for m in messages)
+                        self.observed_ratios.append(chars / tokens_in)
+                        self.prompt_log = [
+                            *self.prompt_log[-499:],
+                            (purpose, tokens_in, self.prompt_budget),
+                        ]
                     self.tokens_in += tokens_in
                     self.tokens_out += tokens_out
                     return ChatReply(content, tokens_in, tokens_out)

@@ -13,6 +13,7 @@ strings (exports.scoring reads these keys).
 
 from __future__ import annotations
 
+import inspect
 import json
 import re
 
@@ -156,6 +157,82 @@ def prediction_normalise(data) -> dict:
         "acute_problems": _items(data.get("acute_problems"), "acute_problems"),
         "recommended_actions": _items(actions, "recommended_actions"),
     }
+
+
+# The reply's JSON Schema for constrained decoding: few and short enough
+# items that the longest reply fits a reply budget of a few hundred tokens
+# (2 x 5 items of 80 characters at about 2 characters a token), each item
+# clinical text (oracle.schema.text_pattern).
+SCHEMA_ITEMS = 5
+SCHEMA_ITEM_CHARS = 80
+# Tokens held back from the budget when an agent compresses its prompt, for
+# a repair turn's correction (the repair appends it to the prompt).
+REPAIR_RESERVE = 96
+
+
+def prediction_schema() -> dict:
+    from oracle.schema import text_pattern
+
+    item = {
+        "type": "string",
+        "minLength": 2,
+        "maxLength": SCHEMA_ITEM_CHARS,
+        "pattern": text_pattern(SCHEMA_ITEM_CHARS),
+    }
+    items = {"type": "array", "items": item, "maxItems": SCHEMA_ITEMS}
+    return {
+        "type": "object",
+        "properties": {
+            "status": {"type": "string", "enum": list(STATUS_VALUES)},
+            "acute_problems": items,
+            "recommended_actions": items,
+        },
+        "required": ["status", "acute_problems", "recommended_actions"],
+        "additionalProperties": False,
+    }
+
+
+def predict_validated(llm, messages: list[dict], *, purpose: str = "predict"):
+    """The prediction of ``llm``'s reply to ``messages``, as the Oracle gets
+    its labels (oracle.backbones.openai_compat): the reply's schema in the
+    server's dialect, and a reply that fails validation gets one repair turn
+    quoting the error; a second failure is AgentError with the Oracle's
+    wording. The repair turn carries the reply and the correction where the
+    budget has room for them, else the correction alone (the prompt was
+    compressed with REPAIR_RESERVE to spare for it)."""
+    from agents.llm import prompt_fits
+
+    schema = prediction_schema()
+
+    takes_schema = "schema" in inspect.signature(llm.chat).parameters
+
+    def ask(chat_messages):
+        if takes_schema:
+            return llm.chat(chat_messages, purpose=purpose, schema=schema).text
+        return llm.chat(chat_messages, purpose=purpose).text
+
+    text = ask(messages)
+    try:
+        return prediction_parse(text)
+    except AgentError as error:
+        first = str(error)
+    correction = {
+        "role": "user",
+        "content": f"Your reply could not be used: {first}. Reply again with only "
+        "the corrected JSON object.",
+    }
+    repair = [*messages, {"role": "assistant", "content": text}, correction]
+    if not prompt_fits(llm, repair):
+        last = dict(messages[-1])
+        last["content"] = f"{last.get('content') or ''}\n\n{correction['content']}"
+        repair = [*messages[:-1], last]
+    text = ask(repair)
+    try:
+        return prediction_parse(text)
+    except AgentError as error:
+        raise AgentError(
+            f"The reply failed validation twice (after one repair request): {error}"
+        ) from None
 
 
 _FENCE = re.compile(r"\{.*\}", re.DOTALL)

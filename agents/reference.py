@@ -26,7 +26,19 @@ only in the context they give it:
     stay by cosine similarity of their event text's embedding to the current
     window's, with the project's embedding model (evaluation.matcher,
     ``REALICU_MATCHER_MODEL``). Each earlier window is embedded once per
-    process (kept by window id); it is shown with its own events only.
+    process (kept by window id); it is shown with its own events only. Over
+    the budget, the least similar retrieved windows are dropped first, then
+    the window's own earliest events (rule 4 below).
+
+Every agent keeps its prompt within the backbone's budget, counted by the
+server's tokenizer where it has one and else estimated at the backbone's
+calibrated characters per token (agents.llm.prompt_fits), with
+``REPAIR_RESERVE`` tokens to spare for a repair turn; what does not fit is
+left out by the agent's rule, with a marker, so no prompt goes over (the
+client refuses to send one that would). Replies are constrained by the
+prediction's schema in the server's dialect and get one repair turn
+(agents.prompts.predict_validated). ``local-window`` cuts its window's
+earliest events (rule 4) when they alone do not fit.
 
 ``icu-evo`` lives in agents.icu_evo and is imported when asked for; when that
 module is missing the agent is listed as unavailable.
@@ -41,20 +53,20 @@ from datetime import datetime, timedelta
 import numpy as np
 
 from agents.base import Agent, AgentError, WindowContext
+from agents.llm import prompt_fits
 from agents.prompts import (
     NOTE_AGGREGATE_CHARS,
     PROMPT_VERSION,
+    REPAIR_RESERVE,
     event_line,
     events_text,
     note_text,
-    prediction_parse,
+    predict_validated,
     predictor_messages,
 )
 
 AGGREGATE_HOURS = 6
 RAG_K = 5
-# Prompt tokens assumed when the backbone gives no budget.
-DEFAULT_BUDGET = 3000
 
 
 class PredictorAgent(Agent):
@@ -71,8 +83,32 @@ class PredictorAgent(Agent):
     def predict(self, ctx: WindowContext, memory: dict) -> tuple[dict, dict]:
         if self.llm is None:
             raise AgentError(f"The {self.name} agent needs a backbone.")
-        reply = self.llm.chat(self.messages(ctx, memory), purpose="predict")
-        return prediction_parse(reply.text), memory
+        return predict_validated(self.llm, self.messages(ctx, memory)), memory
+
+    def _fits(self, ctx, sections) -> bool:
+        if self.llm is None:
+            return True
+        budget = self.options.get("prompt_budget")
+        messages = predictor_messages(ctx, sections)
+        if budget:
+            text = "".join(m["content"] for m in messages)
+            return self.llm.estimate_tokens(text) + 16 <= int(budget)
+        return prompt_fits(self.llm, messages, reserve=REPAIR_RESERVE)
+
+    def _window_cut(self, ctx, sections: list, window: list[dict]) -> list:
+        """Rule 4: ``sections`` with the window's earliest events left out,
+        a marker saying how many, until the prompt fits (the last section
+        holds the window's events)."""
+        lines = [event_line(e) for e in window]
+        cut = 0
+        while cut < len(lines):
+            cut = max(cut + 1, cut * 2)
+            shown = [f"[... {cut} earlier event(s) of this window left out]"]
+            shown += lines[cut:]
+            sections[-1] = ("Events of this window", "\n".join(shown))
+            if self._fits(ctx, sections):
+                return sections
+        return sections
 
 
 class LocalWindowAgent(PredictorAgent):
@@ -80,7 +116,11 @@ class LocalWindowAgent(PredictorAgent):
     description = "The current window's events only."
 
     def sections(self, ctx, memory):
-        return [("Events of this window", events_text(ctx.window_events()))]
+        window = ctx.window_events()
+        sections = [("Events of this window", events_text(window))]
+        if self._fits(ctx, sections):
+            return sections
+        return self._window_cut(ctx, sections, window)
 
 
 def _aggregate_lines(events: list[dict], origin: datetime) -> list[tuple[int, str]]:
@@ -129,14 +169,6 @@ class FullContextAgent(PredictorAgent):
         "then truncated to the backbone's budget."
     )
 
-    def _budget(self) -> int:
-        budget = getattr(self.llm, "prompt_budget", None) or DEFAULT_BUDGET
-        return int(self.options.get("prompt_budget") or budget)
-
-    def _fits(self, ctx, sections) -> bool:
-        text = "".join(m["content"] for m in predictor_messages(ctx, sections))
-        return self.llm.estimate_tokens(text) + 16 <= self._budget()
-
     def sections(self, ctx, memory):
         earlier = ctx.events_before(ctx.start)
         window = ctx.window_events()
@@ -178,16 +210,7 @@ class FullContextAgent(PredictorAgent):
                 break
             dropped += 1
         # 4. The window's earliest events dropped.
-        lines = [event_line(e) for e in window]
-        cut = 0
-        while cut < len(lines):
-            cut = max(cut + 1, cut * 2)
-            shown = [f"[... {cut} earlier event(s) of this window left out]"]
-            shown += lines[cut:]
-            sections[-1] = ("Events of this window", "\n".join(shown))
-            if self._fits(ctx, sections):
-                return sections
-        return sections
+        return self._window_cut(ctx, sections, window)
 
 
 def _cosine_top(query: np.ndarray, rows: np.ndarray, k: int) -> list[int]:
@@ -258,20 +281,32 @@ class RagAgent(PredictorAgent):
         return out
 
     def sections(self, ctx, memory):
-        sections = []
         by_id = {p.window_id: p for p in ctx.past_windows}
-        retrieved = self.retrieve(ctx)
-        # Shown in time order, each with its similarity.
-        for window_id, sim in sorted(retrieved, key=lambda r: by_id[r[0]].index):
-            past = by_id[window_id]
-            sections.append(
-                (
-                    f"Similar earlier window {past.index} (similarity {sim:.2f})",
-                    events_text(ctx.past_events(window_id)),
+        window = ctx.window_events()
+
+        def build(shown):
+            sections = []
+            # Shown in time order, each with its similarity.
+            for window_id, sim in sorted(shown, key=lambda r: by_id[r[0]].index):
+                past = by_id[window_id]
+                sections.append(
+                    (
+                        f"Similar earlier window {past.index} (similarity {sim:.2f})",
+                        events_text(ctx.past_events(window_id)),
+                    )
                 )
-            )
-        sections.append(("Events of this window", events_text(ctx.window_events())))
-        return sections
+            sections.append(("Events of this window", events_text(window)))
+            return sections
+
+        shown = self.retrieve(ctx)  # best first
+        sections = build(shown)
+        # Over the budget: the least similar windows go first, then rule 4.
+        while shown and not self._fits(ctx, sections):
+            shown = shown[:-1]
+            sections = build(shown)
+        if self._fits(ctx, sections):
+            return sections
+        return self._window_cut(ctx, sections, window)
 
 
 REFERENCE_AGENTS: dict[str, type[Agent]] = {

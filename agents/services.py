@@ -303,8 +303,14 @@ def agent_for_run(run: AgentRun) -> Agent:
     llm = None
     if cls.uses_llm and run.backbone_id:
         from agents.llm import ChatClient
+        from oracle.models import Backbone
+        from oracle.services.backbones import backbone_detect_if_new
 
-        llm = ChatClient.for_backbone(run.backbone)
+        # As an Oracle run does: the server is asked (again, if its last check
+        # failed) for its tokenizer, reply format and window before the client
+        # is built with them.
+        backbone_detect_if_new(backbone_id=run.backbone_id)
+        llm = ChatClient.for_backbone(Backbone.objects.get(pk=run.backbone_id))
     return cls(llm)
 
 

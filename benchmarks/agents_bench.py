@@ -11,10 +11,15 @@ ms; each run's predictions are scored as a baseline on the release's
 leaderboard (scores from a fake LLM are plumbing only).
 
 Printed per agent: windows, wall time from start to the last prediction,
-throughput (windows/min), LLM requests per window, prompt tokens per window
-(the prompts the server received, estimated at agents.llm's 3 characters a
-token, as the fake server's own usage figures are constant), failed windows,
-and the baseline's status accuracy and problems Hit@k.
+throughput (windows/min), LLM requests per window, prompt tokens per window,
+failed windows, and the baseline's status accuracy and problems Hit@k. Then
+(issue 32) per agent the real prompt tokens of every request (p50, p95, max)
+against the backbone's budget and how many were over it, counted as the
+fake server counts them: it tokenizes at SERVER_CHARS_PER_TOKEN (2.4, within
+the 2.06-2.54 SmolLM2 showed on these prompts) on llama-cpp-python's
+/extras/tokenize/count, which the backbone names as its tokenizer, and
+reports the same in ``usage``; the failures by reason; and the endpoint's
+bytes per window against the window's index in its stay.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/test \\
         python benchmarks/agents_bench.py [--windows 48] [--agents a,b]
@@ -48,6 +53,8 @@ ADMIN_URL = os.environ.get(
 WORKERS = 2
 LATENCY = 0.3
 CHARS_PER_TOKEN = 3.0
+SERVER_CHARS_PER_TOKEN = 2.4
+CONTEXT_TOKENS, REPLY_TOKENS = 2048, 512
 PROBLEMS = ["septic shock", "acute kidney injury", "hypoxemia", "delirium"]
 ACTIONS = ["titrate norepinephrine", "give fluid bolus", "check lactate"]
 
@@ -142,6 +149,7 @@ class TrivialEndpoint:
     def __init__(self) -> None:
         self.requests = 0
         self.bytes = 0
+        self.by_index: dict[int, list[int]] = {}
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -152,6 +160,11 @@ class TrivialEndpoint:
                 raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 outer.requests += 1
                 outer.bytes += len(raw)
+                try:
+                    index = int(json.loads(raw).get("window_index"))
+                except (ValueError, TypeError, AttributeError):
+                    index = -1
+                outer.by_index.setdefault(index, []).append(len(raw))
                 data = json.dumps(
                     {
                         "status": "stable",
@@ -205,6 +218,10 @@ def _workers(env: dict, log_dir: Path) -> list[subprocess.Popen]:
     return procs
 
 
+def _quantile(values: list[int], q: float) -> int:
+    return values[min(len(values) - 1, int(round(q * (len(values) - 1))))]
+
+
 def _wait(predicate, timeout: float) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -252,7 +269,26 @@ def _measure(run, fake, first_request: int, endpoint=None) -> dict:
         if isinstance(r.body, dict)
     ]
     overall = (run.submission.scores or {}).get("overall", {}) if run.submission else {}
+    counted = sorted(
+        int(
+            len("\n".join(m.get("content") or "" for m in r.body["messages"]))
+            / SERVER_CHARS_PER_TOKEN
+        )
+        + 4 * len(r.body["messages"])
+        for r in requests
+        if isinstance(r.body, dict) and r.body.get("messages")
+    )
+    reasons: dict[str, int] = {}
+    for error in (
+        AgentPrediction.objects.filter(run=run)
+        .exclude(error="")
+        .values_list("error", flat=True)
+    ):
+        reason = (error.splitlines() or [""])[0][:120]
+        reasons[reason] = reasons.get(reason, 0) + 1
     return {
+        "server_tokens": counted,
+        "reasons": reasons,
         "finished": finished,
         "state": run.state,
         "windows": run.windows_done,
@@ -320,6 +356,7 @@ def main() -> None:
             f" stays (set up in {time.monotonic() - t0:.0f} s)"
         )
         fake = FakeLLM(latency=LATENCY).start()
+        fake.prompt_chars_per_token = SERVER_CHARS_PER_TOKEN
         backbone = Backbone.objects.create(
             name="fake-300ms",
             kind=BackboneKind.OPENAI,
@@ -327,7 +364,16 @@ def main() -> None:
             model="fake",
             requests_per_minute=60_000,
             max_retries=1,
+            context_tokens=CONTEXT_TOKENS,
+            max_completion_tokens=REPLY_TOKENS,
+            tokenizer="llamacpp_python",
+            server_report={"detected_at": "set by the benchmark"},
         )
+        from oracle.services.tokens import budget_text, prompt_budget_parts
+
+        parts = prompt_budget_parts(backbone)
+        budget = parts["budget"]
+        print(f"prompt budget {budget_text(parts)}")
         procs = _workers(env, tmp)
         time.sleep(8)  # the workers start (and load their imports)
         rows = []
@@ -369,6 +415,26 @@ def main() -> None:
                 + f" · status acc {figures['status_accuracy']}"
                 + f" · problems Hit@k {figures['problems_hit_at_k']}"
             )
+            tokens = figures["server_tokens"]
+            if endpoint is None and tokens:
+                print(
+                    f"  real prompt tokens: p50 {_quantile(tokens, 0.5)}, p95 "
+                    f"{_quantile(tokens, 0.95)}, max {tokens[-1]} against a budget "
+                    f"of {budget}; over it: {sum(t > budget for t in tokens)} of "
+                    f"{len(tokens)} requests"
+                )
+            reasons = sorted(figures["reasons"].items(), key=lambda r: -r[1])
+            for reason, count in reasons:
+                print(f"  failed {count} × {reason}")
+            if endpoint is not None:
+                print("  endpoint bytes per window by its index in the stay:")
+                for index in sorted(endpoint.by_index)[:48]:
+                    sizes = endpoint.by_index[index]
+                    print(
+                        f"    window {index:3d}: mean "
+                        f"{statistics.mean(sizes) / 1024:8.1f} KiB over "
+                        f"{len(sizes)} stays"
+                    )
         fake.stop()
         from exports.selectors import leaderboard
 

@@ -71,10 +71,12 @@ from agents.icu_evo.prompts import (
     assessment_parse,
     insight_parse,
 )
+from agents.llm import prompt_fits
 from agents.prompts import (
     PROMPT_VERSION,
+    REPAIR_RESERVE,
     header_text,
-    prediction_parse,
+    predict_validated,
     predictor_messages,
 )
 
@@ -213,13 +215,18 @@ class IcuEvoAgent(Agent):
 
     def _fit(self, system: str, build, n: int) -> str:
         """``build(n)``, ``n`` (the raw lines shown) halved until the prompt
-        fits the backbone's budget, or 0."""
+        fits the backbone's budget (agents.llm.prompt_fits: the server's count
+        where it has a tokenizer), or 0."""
         budget = getattr(self.llm, "prompt_budget", None)
         while True:
             user = build(n)
             if not budget or n == 0:
                 return user
-            if self.llm.estimate_tokens(system + user) + 16 <= budget:
+            messages = [
+                {"role": "system", "content": system},
+                {"role": "user", "content": user},
+            ]
+            if prompt_fits(self.llm, messages):
                 return user
             n //= 2
 
@@ -344,8 +351,7 @@ class IcuEvoAgent(Agent):
             )
             if not budget or (working == 0 and critical == 0):
                 return messages
-            text = "".join(m["content"] for m in messages)
-            if self.llm.estimate_tokens(text) + 16 <= budget:
+            if prompt_fits(self.llm, messages, reserve=REPAIR_RESERVE):
                 return messages
             if working:
                 working //= 2
@@ -404,8 +410,7 @@ class IcuEvoAgent(Agent):
         if self.llm is None:
             raise AgentError("The icu-evo agent needs a backbone.")
         memory = self.update(ctx, memory)
-        reply = self.llm.chat(self.messages(ctx, memory), purpose="predict")
-        return prediction_parse(reply.text), memory
+        return predict_validated(self.llm, self.messages(ctx, memory)), memory
 
 
 __all__ = ["IcuEvoAgent", "UPDATE_WINDOWS"]

@@ -290,12 +290,38 @@ def test_a_run_records_predictions_tokens_cost_and_scores_a_baseline(
 def test_a_failed_reply_is_that_windows_error_and_the_run_goes_on(
     fake_llm, fake_backbone, tiny_release, admin_user
 ):
+    # The reply and its repair both fail (issue 32: the Oracle's repair turn
+    # and wording).
     fake_llm.push(content="no json here")
+    fake_llm.push(content='{"status": "bad status"}')
     run = run_inline("local-window", tiny_release, fake_backbone, admin_user)
     assert run.windows_failed == 1 and run.windows_done == 4
     (failed,) = AgentPrediction.objects.filter(run=run).exclude(error="")
-    assert "no JSON object" in failed.error
+    assert failed.error.startswith(
+        "The reply failed validation twice (after one repair request): the "
+        "reply's status 'bad status' is not one of"
+    )
+    repair = fake_llm.requests[1].body["messages"]
+    assert repair[-2] == {"role": "assistant", "content": "no json here"}
+    assert "the reply holds no JSON object" in repair[-1]["content"]
     assert run.submission.prediction_count == 3
+
+
+def test_a_junk_reply_is_repaired_under_the_schema_in_the_servers_dialect(
+    fake_llm, fake_backbone, tiny_release, admin_user
+):
+    fake_backbone.reply_format = "llamacpp_python"
+    fake_backbone.server_report = {"detected_at": "set by the test"}
+    fake_backbone.save(update_fields=["reply_format", "server_report"])
+    fake_llm.push(content='{"status": "stable", "acute_problems": ["..."]}')
+    run = run_inline("local-window", tiny_release, fake_backbone, admin_user)
+    assert run.windows_failed == 0 and run.windows_done == 4
+    assert len(fake_llm.requests) == 5  # four windows and one repair
+    schema = fake_llm.requests[0].body["response_format"]["schema"]
+    assert fake_llm.requests[0].body["response_format"]["type"] == "json_object"
+    item = schema["properties"]["acute_problems"]["items"]
+    assert item["pattern"].startswith("^[A-Za-z]")
+    assert "has no word" in fake_llm.requests[1].body["messages"][-1]["content"]
 
 
 def test_prediction_parse_reads_fenced_json_and_refuses_bad_status():

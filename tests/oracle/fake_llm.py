@@ -125,6 +125,10 @@ class FakeLLM:
 
     def __init__(self, *, latency: float = 0.0, host: str = "127.0.0.1", port: int = 0):
         self.latency = latency
+        # Set, the server counts prompts at this many characters a token: in
+        # ``usage`` and on llama-cpp-python's /extras/tokenize/count.
+        self.prompt_chars_per_token: float | None = None
+        self.counted = 0
         self.host, self.port = host, port
         self._script: deque[Scripted] = deque()
         self._lock = threading.Lock()
@@ -198,6 +202,16 @@ class FakeLLM:
             body = json.loads(raw or b"null")
         except ValueError:
             body = raw.decode("utf-8", "replace")
+        if (
+            handler.path.rstrip("/").endswith("/extras/tokenize/count")
+            and self.prompt_chars_per_token
+            and isinstance(body, dict)
+        ):
+            # llama-cpp-python's token count, at ``prompt_chars_per_token``.
+            self.counted += 1
+            count = int(len(str(body.get("input") or "")) / self.prompt_chars_per_token)
+            self._send(handler, 200, {}, {"count": count})
+            return
         if not handler.path.rstrip("/").endswith("/chat/completions"):
             # Not a chat completion (a backbone asking what server this is):
             # not recorded, and the script is kept for the completions.
@@ -221,15 +235,20 @@ class FakeLLM:
             if not handler.path.rstrip("/").endswith("/chat/completions"):
                 self._send(handler, 404, {}, {"error": {"message": "not found"}})
                 return
+            messages = body.get("messages", []) if isinstance(body, dict) else []
             if scripted is None:
                 time.sleep(self.latency)
-                messages = body.get("messages", []) if isinstance(body, dict) else []
-                self._send(handler, 200, {}, completion(valid_reply_for(messages)))
+                content = valid_reply_for(messages)
+                self._send(
+                    handler, 200, {}, completion(content, usage=self._usage(messages))
+                )
                 return
             if scripted.delay:
                 time.sleep(scripted.delay)
             if scripted.content is not None:
-                payload = completion(scripted.content, usage=scripted.usage)
+                payload = completion(
+                    scripted.content, usage=scripted.usage or self._usage(messages)
+                )
             elif scripted.body is not None:
                 payload = scripted.body
             else:
@@ -241,6 +260,20 @@ class FakeLLM:
             with self._lock:
                 self.in_flight -= 1
                 record.finished = time.monotonic()
+
+    def _usage(self, messages) -> dict | None:
+        """With ``prompt_chars_per_token`` set, usage counts the prompt at
+        that ratio (a client that learns its ratio from the server's counts
+        then learns a plausible one); else the fixed default."""
+        if not self.prompt_chars_per_token:
+            return None
+        chars = sum(len(str(m.get("content") or "")) for m in messages)
+        prompt = max(1, int(chars / self.prompt_chars_per_token))
+        return {
+            "prompt_tokens": prompt,
+            "completion_tokens": 20,
+            "total_tokens": prompt + 20,
+        }
 
     @staticmethod
     def _send(handler, status: int, headers: dict, payload) -> None:
