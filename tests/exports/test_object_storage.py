@@ -362,3 +362,70 @@ def test_two_worker_machines_share_the_store_with_the_web(
     )
     assert plot.status_code == 200
     assert b"".join(plot.streaming_content).startswith(b"\x89PNG")
+
+
+def _prediction_upload(tiny_stays) -> io.BytesIO:
+    w = tiny_stays["windows"]
+    return io.BytesIO(
+        json.dumps(
+            {
+                "window_id": w["A"][0].pk,
+                "status": "deteriorating",
+                "acute_problems": ["Septic shock"],
+                "recommended_actions": ["Fluid bolus"],
+            }
+        ).encode()
+        + b"\n"
+    )
+
+
+def test_a_submission_is_stored_and_scored_from_the_store(
+    s3, tiny_release, tiny_stays, researcher, release_dirs, settings
+):
+    from exports.services import submission_create, submission_score
+
+    from .helpers import ExactMatcher
+
+    submission = submission_create(
+        user=researcher,
+        release=tiny_release,
+        upload=_prediction_upload(tiny_stays),
+        model_name="m",
+    )
+    key = f"submissions/{submission.file_path}"
+    assert hashlib.sha256(s3.read(key)).hexdigest() == submission.sha256
+    local = settings.REALICU_SUBMISSIONS_DIR
+    assert not local.exists() or not list(local.rglob("*.jsonl"))
+    scored = submission_score(submission=submission, matcher=ExactMatcher())
+    assert scored.state == "scored", scored.error
+    assert scored.scores["overall"]["status_accuracy"] == pytest.approx(1 / 4)
+    plots = s3.keys(f"submissions/{tiny_release.name}/{submission.pk}-plots/")
+    assert [k.rsplit("/", 1)[1] for k in plots] == [
+        "by_disease_group.png",
+        "by_hours_since_admit.png",
+    ]
+
+
+def test_a_submission_changed_in_the_store_is_not_scored(
+    s3, tiny_release, tiny_stays, researcher
+):
+    from django.core.exceptions import ValidationError
+
+    from exports.services import submission_create, submission_score
+
+    from .helpers import ExactMatcher
+
+    submission = submission_create(
+        user=researcher,
+        release=tiny_release,
+        upload=_prediction_upload(tiny_stays),
+        model_name="m",
+    )
+    key = f"submissions/{submission.file_path}"
+    s3.write(key, s3.read(key).replace(b"deteriorating", b"stable"))
+    with pytest.raises(ValidationError, match="checksum"):
+        submission_score(submission=submission, matcher=ExactMatcher())
+    submission.refresh_from_db()
+    assert submission.state == "failed"
+    assert "not the file uploaded" in submission.error
+    assert submission.scores == {}
