@@ -34,6 +34,7 @@ from windows import selectors as window_selectors
 from windows.actions import action_text_of
 from windows.models import Event
 from windows.presentation import window_page_context
+from windows.vocabulary import event_label
 
 # Service errors a stale tab gets: shown as a conflict, not next to a field.
 CONFLICT_CODES = {"version_conflict", "version_missing", "submitted"}
@@ -82,13 +83,18 @@ def _evidence_labels(window, ids) -> dict[int, str]:
         return {}
     events = Event.objects.filter(
         admission_id=window.stay.admission_id, pk__in=ids
-    ).only("pk", "name", "time")
+    ).only("pk", "domain", "category", "name", "unit", "time")
     return {e.pk: _event_label(window, e) for e in events}
 
 
 def _event_label(window, event) -> str:
+    """The chip of a cited event: its concept (windows.vocabulary, the name the
+    window's event table shows and annotate.js puts on a new chip) and hour."""
     hours = window.stay.hours_since_admit(event.time)
-    return f"{event.name} · {hours:.1f} h"
+    name = event_label(
+        domain=event.domain, category=event.category, name=event.name, unit=event.unit
+    ).concept
+    return f"{name} · {hours:.1f} h"
 
 
 def _chips(ids, labels) -> list[dict]:
@@ -145,7 +151,16 @@ def _form_context(assignment, label) -> dict:
                 "chips": _chips(saved.get("evidence"), labels),
             }
         )
+    routine = [
+        {
+            "event": event,
+            "hours": window.stay.hours_since_admit(event.time),
+            "text": action_text_of(event),
+        }
+        for event in selectors.recorded_routine_actions(assignment=assignment)
+    ]
     return {
+        "routine_actions": routine,
         "status": payload.get("status", ""),
         "status_choices": [
             (value, name, STATUS_KEYS[value]) for value, name in PatientStatus.choices

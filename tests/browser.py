@@ -37,3 +37,31 @@ def chromium():
         finally:
             browser.close()
             connections.close_all()
+
+
+# The WCAG 2.0 and 2.1 A and AA rules of axe-core: what the issues ask of every
+# page (issue 35).
+AXE_TAGS = ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]
+
+
+def axe_violations(page) -> list[str]:
+    """axe-core's violations of the page as it stands, one line each: the rule
+    and the elements it names. axe-core is the copy axe-playwright-python
+    ships (requirements-dev.txt); it is evaluated in the page, so the page's
+    context must be opened with ``bypass_csp=True`` (the pages' CSP allows no
+    script but their own)."""
+    from axe_playwright_python.sync_playwright import Axe
+
+    results = Axe().run(
+        page,
+        options={
+            "runOnly": {"type": "tag", "values": AXE_TAGS},
+            "resultTypes": ["violations"],
+        },
+    )
+    return [
+        f"{violation['id']}: "
+        + ", ".join(" ".join(node["target"]) for node in violation["nodes"][:5])
+        + (f" (+{len(violation['nodes']) - 5})" if len(violation["nodes"]) > 5 else "")
+        for violation in results.response["violations"]
+    ]

@@ -514,6 +514,15 @@ def recorded_critical_actions(*, assignment: Assignment) -> QuerySet[Event]:
     )
 
 
+def recorded_routine_actions(*, assignment: Assignment) -> QuerySet[Event]:
+    """The window's recorded actions that the campaign's rules leave out of
+    rating (routine: insulin, electrolytes, prophylaxis, ...), by time: the page
+    lists them, so a physician sees why an action of the window is not rated."""
+    return window_actions(window=assignment.window).exclude(
+        critical_action_q(assignment.campaign.critical_action_categories)
+    )
+
+
 def term_suggestions(
     *,
     user,

@@ -80,7 +80,9 @@ def adjudication_workspace(*, admin, campaign: Campaign, window_id) -> dict:
             None,
         ),
         "next_window": _next_in_queue(queue, window),
-        "third_candidates": _third_candidates(campaign=campaign, window=window),
+        "third_candidates": _third_candidates(
+            campaign=campaign, window=window, admin=admin
+        ),
         "pending": _pending(campaign=campaign, window=window),
         "action_names": dict(AdjudicationAction.choices),
     }
@@ -315,16 +317,19 @@ def _next_in_queue(queue: list, window) -> object | None:
     return (later or others or [None])[0]
 
 
-def _third_candidates(*, campaign: Campaign, window) -> list:
+def _third_candidates(*, campaign: Campaign, window, admin) -> list:
     """The campaign's physicians not yet assigned the window, by username: who
-    can be asked for a third label."""
-    taken = Assignment.objects.filter(campaign=campaign, window=window).values_list(
-        "annotator_id", flat=True
+    can be asked for a third label. Never the adjudicator: a label of theirs
+    would be judged by themselves."""
+    taken = set(
+        Assignment.objects.filter(campaign=campaign, window=window).values_list(
+            "annotator_id", flat=True
+        )
     )
     return [
         member.user
         for member in CampaignPhysician.objects.filter(campaign=campaign)
-        .exclude(user_id__in=set(taken))
+        .exclude(user_id__in=taken | {admin.pk})
         .select_related("user")
         .order_by("user__username")
     ]

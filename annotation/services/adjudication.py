@@ -368,21 +368,28 @@ def _decision_record(
 def _third_rater_add(*, admin, campaign: Campaign, window: Window, physician) -> dict:
     """Assign the window to ``physician`` (default: the one the campaign can
     best spare); what the decision's context records of it."""
-    user = physician or _third_rater_choose(campaign=campaign, window=window)
+    if physician is not None and physician.pk == admin.pk:
+        raise ValidationError(
+            "You adjudicate this window: ask another physician for the third label."
+        )
+    user = physician or _third_rater_choose(
+        campaign=campaign, window=window, admin=admin
+    )
     added = assignment_add(
         admin=admin, window=window, campaign=campaign, physician=user
     )
     return {"assignment_id": added.pk, "physician_id": added.annotator_id}
 
 
-def _third_rater_choose(*, campaign: Campaign, window: Window):
-    """The campaign physician not yet on the window with the fewest active
-    assignments (ties by id), or a ValidationError."""
+def _third_rater_choose(*, campaign: Campaign, window: Window, admin):
+    """The campaign physician not yet on the window, other than the
+    adjudicator, with the fewest active assignments (ties by id), or a
+    ValidationError."""
     taken = set(
         Assignment.objects.filter(campaign=campaign, window=window).values_list(
             "annotator_id", flat=True
         )
-    )
+    ) | {admin.pk}
     members = list(
         CampaignPhysician.objects.filter(campaign=campaign)
         .exclude(user_id__in=taken)

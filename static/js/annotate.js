@@ -347,9 +347,13 @@
     highlightEvidence();
   }
 
+  // A chip's name: the event's concept and hour, as the server names the
+  // chips of a saved label (annotation.views._event_label), so a chip keeps its
+  // name after a reload.
   function eventLabel(row) {
     const cells = row.querySelectorAll("td");
-    const name = cells[4] ? cells[4].textContent.trim() : "Event " + row.dataset.eventId;
+    const name = row.dataset.eventName ||
+      (cells[4] ? cells[4].textContent.trim() : "Event " + row.dataset.eventId);
     const hours = cells[0] ? parseFloat(cells[0].textContent) : NaN;
     return isNaN(hours) ? name : name + " · " + hours.toFixed(1) + " h";
   }
@@ -820,7 +824,9 @@
     document.addEventListener("trajectory:cite", function (event) {
       const id = event.detail && event.detail.eventId;
       if (id === null || id === undefined) return;
-      citeEvent(String(id), event.detail.label);
+      // The event's row, when the table shows it, names it as a reload will.
+      const row = document.querySelector('tr[data-event-id="' + String(id) + '"]');
+      citeEvent(String(id), row ? eventLabel(row) : event.detail.label);
     });
   }
 

@@ -7,8 +7,14 @@ everyone but admins."""
 import pytest
 from django.urls import reverse
 
-from accounts.roles import Role
-from annotation.models import AdjudicationDecision, Assignment, ConsensusLabel, Label
+from accounts.roles import Role, roles_ensure
+from annotation.models import (
+    AdjudicationDecision,
+    Assignment,
+    CampaignPhysician,
+    ConsensusLabel,
+    Label,
+)
 from annotation.selectors import adjudication_queue
 
 from .conftest import make_role_user
@@ -233,6 +239,42 @@ def test_a_third_physician_must_be_of_the_campaign(admin_client, labelled, windo
     )
 
     assert "Choose a physician of this campaign" in response.content.decode()
+    assert Assignment.objects.count() == assignments
+    assert not AdjudicationDecision.objects.exists()
+
+
+def test_the_adjudicator_is_neither_offered_nor_chosen_as_the_third_physician(
+    admin_client, admin_user, labelled, windows
+):
+    # An admin who is also one of the campaign's physicians, free on window 3.
+    admin_user.groups.add(roles_ensure()[Role.PHYSICIAN])
+    CampaignPhysician.objects.create(campaign=labelled, user=admin_user)
+    urls = _urls(labelled, windows[3])
+    assignments = Assignment.objects.count()
+
+    page = admin_client.get(urls["window"]).content.decode()
+    third = page.split('data-window-action="third"')[1].split("</form>")[0]
+    named = admin_client.post(
+        urls["decide"],
+        {
+            "task": "window",
+            "action": "request_third_rater",
+            "reason": "tie",
+            "physician": admin_user.pk,
+        },
+        **HTMX,
+    )
+    chosen = admin_client.post(
+        urls["decide"],
+        {"task": "window", "action": "request_third_rater", "reason": "tie"},
+        **HTMX,
+    )
+
+    assert f'value="{admin_user.pk}"' not in third
+    assert "or is you (the adjudicator)" in third
+    assert "You adjudicate this window" in named.content.decode()
+    # The campaign's other physicians rate the window already: nobody to ask.
+    assert "already been assigned this window" in chosen.content.decode()
     assert Assignment.objects.count() == assignments
     assert not AdjudicationDecision.objects.exists()
 

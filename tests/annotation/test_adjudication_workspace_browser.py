@@ -7,9 +7,11 @@ saved as a screenshot for the issue's note."""
 
 import pytest
 
-from annotation.models import AdjudicationDecision, ConsensusLabel
+from accounts.roles import Role, roles_ensure
+from annotation.models import AdjudicationDecision, CampaignPhysician, ConsensusLabel
 from tests.browser import chromium
 
+from .conftest import make_role_user
 from .test_annotate_browser import PASSWORD
 from .workspace_data import cluster_of, hand_built_window
 
@@ -101,3 +103,41 @@ def test_admin_merges_two_problems_into_one_wording_by_keyboard(
         "Hyperlactatemia",
     ]
     assert errors == []
+
+
+def test_r_typed_in_the_merge_wording_is_a_letter_and_the_adjudicator_is_not_asked(
+    live_server, browser, built, admin_user
+):
+    """Issue 35: in the wording field, r is a letter of the wording (the merge
+    panel's r only works outside a field); "Ask a third physician" offers the
+    campaign's free physicians, never the adjudicator."""
+    from playwright.sync_api import expect
+
+    campaign, window = built
+    # The adjudicator is also one of the campaign's physicians, free on the
+    # window, as is a third physician.
+    admin_user.groups.add(roles_ensure()[Role.PHYSICIAN])
+    spare = make_role_user(Role.PHYSICIAN)
+    for user in (admin_user, spare):
+        CampaignPhysician.objects.create(campaign=campaign, user=user)
+    page = _sign_in(browser, live_server, admin_user)
+    page.goto(
+        f"{live_server.url}/annotate/campaigns/{campaign.pk}/adjudication/{window.pk}/"
+    )
+    page.wait_for_load_state("load")
+
+    page.keyboard.press("m")
+    panel = page.locator("[data-merge-panel][data-task=acute_problems]")
+    page.keyboard.press("2")
+    page.keyboard.press("3")
+    page.keyboard.press("e")  # edit the wording: the field has the focus
+    wording = panel.locator("[data-merge-text]")
+    page.keyboard.press("End")
+    page.keyboard.type(" raised")
+
+    assert wording.input_value() == "Hyperlactatemia raised"
+    expect(wording).to_be_focused()
+    assert panel.locator("[data-reason]").input_value() == ""
+    options = page.locator("[data-window-action=third] select[name=physician] option")
+    offered = [options.nth(i).get_attribute("value") for i in range(options.count())]
+    assert offered == ["", str(spare.pk)]

@@ -239,7 +239,10 @@ def test_a_point_on_a_plot_is_cited_by_click_and_by_keyboard(
     status_chips = page.locator("[data-status-item] [data-evidence-id]")
     status_chips.first.wait_for()
     assert status_chips.get_attribute("data-evidence-id") == str(c["heart_rate"].pk)
-    assert "HR" in status_chips.inner_text()
+    # Named as the event table names the heart rate, as a reload names it.
+    row = page.locator(f'#window-events tr[data-event-id="{c["heart_rate"].pk}"]')
+    status_chip_name = status_chips.inner_text()
+    assert status_chip_name.startswith(row.get_attribute("data-event-name") + " · ")
 
     # Pointer: a new acute problem in focus, a click on the lactate plot's point
     # cites the lactate result the value is carried from.
@@ -266,9 +269,13 @@ def test_a_point_on_a_plot_is_cited_by_click_and_by_keyboard(
     assert label.payload["acute_problems"] == [
         {"text": "Hyperlactataemia", "evidence": [c["lactate"].pk]}
     ]
+    problem_chip_name = problem_chips.inner_text()
     page.reload()
     page.wait_for_selector("[data-trajectory][data-ready=true]")
     assert page.locator("[data-status-item] [data-evidence-id]").count() == 1
+    # Each chip keeps its name after the reload (issue 35).
+    assert status_chips.inner_text() == status_chip_name
+    assert problem_chips.inner_text() == problem_chip_name
     assert errors == []
 
 

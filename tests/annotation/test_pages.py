@@ -3,6 +3,7 @@ script posts drafts and submits to."""
 
 import json
 import re
+from datetime import timedelta
 
 import pytest
 from django.urls import reverse
@@ -10,6 +11,8 @@ from django.urls import reverse
 from annotation.models import Assignment, AssignmentState, Label
 from annotation.services import label_save_draft, label_submit
 from tests.annotation.helpers import written_state
+from tests.factories import make_event
+from windows.models import Domain
 
 pytestmark = pytest.mark.django_db
 
@@ -103,6 +106,67 @@ def test_page_shows_the_trajectory_and_the_recorded_critical_actions(
     ]
     assert 'data-version="0"' in html
     assert 'data-submission-id="' in html
+    # The routine one is listed, not rated, with the reason (issue 35).
+    assert re.findall(r'data-routine-action-id="(\d+)"', html) == [
+        str(clinical["insulin"].pk)
+    ]
+    assert "Not rated: routine under this campaign's critical-action" in html
+
+
+def test_a_window_of_routine_actions_only_says_why_none_is_rated(
+    client, physician, assignment, clinical
+):
+    campaign = assignment.campaign
+    campaign.critical_action_categories = [
+        rule
+        for rule in campaign.critical_action_categories
+        if rule["key"] not in ("vasoactives_inotropes", "ventilation_oxygen")
+    ]
+    campaign.save(update_fields=["critical_action_categories"])
+
+    html = client.get(page_url(assignment)).content.decode()
+
+    assert 'data-action-id="' not in html
+    assert (
+        "No critical actions were recorded in this window: its recorded actions "
+        "are routine (below)." in html
+    )
+    assert sorted(re.findall(r'data-routine-action-id="(\d+)"', html)) == sorted(
+        str(clinical[name].pk) for name in ("norepinephrine", "intubation", "insulin")
+    )
+
+
+def test_an_evidence_chip_keeps_the_name_of_the_event_table_after_a_reload(
+    client, physician, assignment, stay
+):
+    """A chip is named by the event's concept, as the window's event table
+    names it (annotate.js reads the row's data-event-name), not by its source
+    label: "GCS total", never "gcs"."""
+    gcs = make_event(
+        admission=stay.admission,
+        time=stay.intime + timedelta(minutes=18),
+        domain=Domain.ASSESSMENTS,
+        category="gcs_total",
+        name="gcs",
+        value_num=14,
+        unit="",
+        source_table="patient_assessments",
+    )
+    payload = {
+        "status": "stable",
+        "acute_problems": [],
+        "action_ratings": [],
+        "red_flags": [],
+        "status_evidence": [gcs.pk],
+    }
+    assert post_label(client, assignment, "draft", payload, 0).status_code == 200
+
+    html = client.get(page_url(assignment)).content.decode()
+
+    row = re.search(rf'<tr [^>]*data-event-id="{gcs.pk}"[^>]*>', html).group(0)
+    assert 'data-event-name="GCS total"' in row
+    chip = re.search(rf'data-evidence-id="{gcs.pk}"[^>]*>([^<]*)<', html).group(1)
+    assert chip.strip() == "GCS total · 0.3 h"
 
 
 def test_event_table_pages_in_place_on_the_annotation_page(

@@ -1,0 +1,114 @@
+"""The pages a physician and an admin read, in the system Chromium (issue 35):
+axe-core finds no WCAG 2 A/AA violation on any of them, the campaign form's
+boxes sit beside their names, and a window's routine actions are listed with
+the reason they are not rated."""
+
+import pytest
+
+from tests.browser import axe_violations, chromium
+from windows.tracks import stay_tracks_get
+
+from .test_annotate_browser import PASSWORD
+from .workspace_data import hand_built_window
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture
+def built(admin_user, physicians, stay, clinical):
+    stay_tracks_get(stay=stay)
+    return hand_built_window(
+        admin=admin_user, physicians=physicians, stay=stay, clinical=clinical
+    )
+
+
+@pytest.fixture
+def browser(built):
+    with chromium() as browser:
+        yield browser
+
+
+def _sign_in(browser, live_server, user):
+    context = browser.new_context(
+        viewport={"width": 1440, "height": 1000}, bypass_csp=True
+    )
+    page = context.new_page()
+    page.goto(f"{live_server.url}/accounts/login/")
+    page.fill("input[name=username]", user.username)
+    page.fill("input[name=password]", PASSWORD)
+    page.click("button[type=submit]")
+    page.wait_for_url(lambda url: "/accounts/login/" not in url)
+    return page
+
+
+def _violations(page, url: str) -> list[str]:
+    page.goto(url)
+    page.wait_for_load_state("networkidle")
+    return [f"{url}: {line}" for line in axe_violations(page)]
+
+
+def test_no_page_of_a_physician_or_an_admin_has_an_accessibility_violation(
+    live_server, browser, built, admin_user, physicians, stay
+):
+    campaign, window = built
+    base = live_server.url
+    assignment = campaign.assignments.get(annotator=physicians[0])
+    found = []
+
+    physician = _sign_in(browser, live_server, physicians[0])
+    for path in ("/annotate/", f"/annotate/{assignment.pk}/"):
+        found += _violations(physician, base + path)
+
+    admin = _sign_in(browser, live_server, admin_user)
+    for path in (
+        "/annotate/campaigns/",
+        "/annotate/campaigns/new/",
+        f"/annotate/campaigns/{campaign.pk}/",
+        f"/annotate/campaigns/{campaign.pk}/adjudication/",
+        f"/annotate/campaigns/{campaign.pk}/adjudication/{window.pk}/",
+        f"/annotate/campaigns/{campaign.pk}/irr/",
+        "/annotate/calibration/",
+        "/stays/",
+        f"/stays/{stay.pk}/",
+        f"/stays/{stay.pk}/windows/{window.index}/",
+        "/releases/",
+    ):
+        found += _violations(admin, base + path)
+
+    assert found == []
+
+
+def test_the_campaign_forms_boxes_sit_beside_their_names(
+    live_server, browser, built, admin_user, physicians
+):
+    page = _sign_in(browser, live_server, admin_user)
+    page.goto(f"{live_server.url}/annotate/campaigns/new/")
+    ids = [f"id_physicians_{n}" for n in range(len(physicians))]
+    ids.append("id_evidence_required")
+
+    for box_id in ids:
+        box = page.locator(f"#{box_id}").bounding_box()
+        label = page.locator(f"label[for={box_id}]").bounding_box()
+        # On one line, the name just right of its box.
+        middle = box["y"] + box["height"] / 2
+        assert label["y"] <= middle <= label["y"] + label["height"], box_id
+        gap = label["x"] - (box["x"] + box["width"])
+        assert 0 <= gap <= 16, (box_id, gap)
+
+
+def test_a_windows_routine_action_is_listed_apart_with_why_it_is_not_rated(
+    live_server, browser, built, physicians, clinical
+):
+    campaign, _ = built
+    assignment = campaign.assignments.get(annotator=physicians[0])
+    page = _sign_in(browser, live_server, physicians[0])
+    page.goto(f"{live_server.url}/annotate/{assignment.pk}/")
+
+    routine = page.locator("[data-routine-actions]")
+    assert routine.is_visible()
+    assert "Not rated: routine" in routine.inner_text()
+    assert "Insulin" in routine.locator("li").first.inner_text()
+    rated = page.locator("[data-action-id]")
+    assert str(clinical["insulin"].pk) not in [
+        rated.nth(i).get_attribute("data-action-id") for i in range(rated.count())
+    ]
