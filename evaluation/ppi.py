@@ -579,3 +579,49 @@ def stay_weighted_values(stay_ids, values) -> np.ndarray:
         rows = counted & (stays == stay)
         out[rows] = v[rows] * v.size / (len(kept) * rows.sum())
     return out[:, None]
+
+
+def gold_budget(
+    design: Design,
+    functional: Functional = MEAN,
+    *,
+    target_width: float,
+    alpha: float = ALPHA,
+) -> dict:
+    """Gold windows for a PPI interval of ``target_width`` on one figure, from
+    the labels so far: a uniform draw's (the width shrinks as 1 / sqrt(n)),
+    and an active draw's over the design's strata (its uncertainty levels),
+    Neyman's allocation (pi in proportion to each stratum's residual spread)
+    needing (sum_s p_s sd_s)^2 / sum_s p_s sd_s^2 of the uniform draw's
+    windows; p_s and sd_s are Hajek estimates from the Gold windows. The
+    active figure is a bound: a uniform floor in the draw costs some of it."""
+    estimate = ppi_estimate(design, functional, alpha=alpha)
+    uniform = gold_windows_needed(estimate, target_width)
+    d = design
+    lam = np.broadcast_to(np.asarray(estimate.lam, dtype=float), (d.n_strata,))
+    grad = functional.grad(_ppi_theta(d, lam))
+    lw = _lam_per_window(d, lam)
+    residual = (d.y - lw[:, None] * d.f) @ grad
+    w = d.weights
+    shares, spreads = [], []
+    for s in range(d.n_strata):
+        rows = d.labelled & (d.strata == s)
+        if rows.sum() < 2:
+            continue
+        ws, rs = w[rows], residual[rows]
+        mean = (ws * rs).sum() / ws.sum()
+        shares.append(ws.sum())
+        spreads.append(math.sqrt((ws * (rs - mean) ** 2).sum() / ws.sum()))
+    p = np.array(shares) / sum(shares) if shares else np.array([])
+    sd = np.array(spreads)
+    within = (p * sd**2).sum()
+    factor = float((p * sd).sum() ** 2 / within) if within > 0 else 1.0
+    return {
+        "target_width": target_width,
+        "width_now": estimate.width,
+        "gold_now": d.n_gold,
+        "uniform": uniform,
+        "active": uniform * factor,
+        "more_uniform": max(0.0, uniform - d.n_gold),
+        "more_active": max(0.0, uniform * factor - d.n_gold),
+    }

@@ -16,6 +16,7 @@ from evaluation.ppi import (
     MEAN,
     RATIO,
     Design,
+    gold_budget,
     gold_only_estimate,
     gold_windows_needed,
     inclusion_probabilities,
@@ -225,3 +226,23 @@ def test_gold_windows_needed_scale_with_the_square_of_the_width():
     assert gold_windows_needed(estimate, estimate.width / 2) == pytest.approx(
         4 * labelled.sum()
     )
+
+
+def test_gold_budget_gives_the_uniform_and_the_neyman_active_draw():
+    rng = np.random.default_rng(11)
+    n_all = 4000
+    hard = np.arange(n_all) < 800
+    y = (rng.random(n_all) < 0.6).astype(float)
+    wrong = rng.random(n_all) < np.where(hard, 0.5, 0.02)
+    f = np.where(wrong, 1 - y, y)
+    labelled = rng.random(n_all) < 0.1
+    design = Design.of(f, y, labelled, strata=hard.astype(int))
+    estimate = ppi_estimate(design, MEAN)
+    budget = gold_budget(design, MEAN, target_width=estimate.width / 2)
+    assert budget["uniform"] == pytest.approx(4 * labelled.sum())
+    assert budget["more_uniform"] == pytest.approx(3 * labelled.sum())
+    # Neyman: the hard fifth holds most of the residual spread, so an active
+    # draw needs far fewer windows; never more than a uniform one.
+    assert budget["active"] < 0.8 * budget["uniform"]
+    flat = gold_budget(Design.of(f, y, labelled), MEAN, target_width=estimate.width / 2)
+    assert flat["active"] == pytest.approx(flat["uniform"])
