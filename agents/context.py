@@ -1,14 +1,16 @@
 """Leak-free window contexts for agents (agents.base.WindowContext), built by
-the runner and only by it: one query for a stay's bedside events
-(windows.selectors_context.bedside_filter, up to the last window's end, outcome
-and coded records removed), then per window the events strictly before its
-end, the window's own recorded actions left out (they are the answer of the
+the runner and only by it, with the one bedside cut (windows.selectors_context):
+one query for a stay's bedside events (``bedside_filter``, up to the last
+window's end, hindsight records removed), then per window the events strictly
+before its end without the window's own recorded decisions
+(``WindowDecisions``: its actions and their companion rows, the answer of the
 Recommended Actions task, spec section 1). An agent, or an online endpoint,
 never gets anything else.
 
-The static facts are those known at ICU admission, as a release's contexts
-hold them (age, sex, care unit, admission type, disease group); never the
-stay's outcome, its discharge, or codes billed after it.
+The static facts are those known at ICU admission: age, sex, care unit and
+admission type. Never the stay's outcome, its discharge, or anything derived
+from codes billed after it (the disease group comes from the first-ranked
+ICD code: it stays out, spec section 1).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from collections.abc import Iterable, Iterator
 
 from agents.base import PastWindow, WindowContext
 from windows.models import Event, EventKind, Stay, Window
-from windows.selectors_context import bedside_filter
+from windows.selectors_context import WindowDecisions, bedside_filter
 from windows.vocabulary import event_label
 
 EVENT_FIELDS = (
@@ -31,6 +33,7 @@ EVENT_FIELDS = (
     "value_num",
     "unit",
     "value_text",
+    "order_id",
 )
 
 
@@ -42,24 +45,26 @@ def stay_static(stay: Stay) -> dict:
         "sex": patient.sex,
         "care_unit": stay.care_unit,
         "admission_type": admission.admission_type,
-        "disease_group": stay.disease_group,
     }
 
 
-def stay_events(stay: Stay, end) -> tuple[list[dict], list]:
-    """The stay's bedside events before ``end`` as dicts, and their times."""
+def stay_events(stay: Stay, end) -> tuple[list[dict], list, WindowDecisions]:
+    """The stay's bedside events before ``end`` as dicts, their times, and
+    the rows that make up its recorded decisions."""
     condition = bedside_filter(
         admission_id=stay.admission_id, start=stay.intime, end=end
     )
     labels: dict[tuple, str] = {}
     events, times = [], []
+    decisions = WindowDecisions()
     rows = (
         Event.objects.filter(condition)
         .order_by("time", "id")
         .values_list(*EVENT_FIELDS)
         .iterator(chunk_size=5000)
     )
-    for event_id, time, kind, domain, category, name, num, unit, text in rows:
+    action = EventKind.ACTION.value
+    for event_id, time, kind, domain, category, name, num, unit, text, order in rows:
         key = (domain, category, name)
         concept = labels.get(key)
         if concept is None:
@@ -82,13 +87,17 @@ def stay_events(stay: Stay, end) -> tuple[list[dict], list]:
             }
         )
         times.append(time)
-    return events, times
+        decisions.add(
+            time=time, event_id=event_id, is_action=kind == action, order_id=order
+        )
+    return events, times, decisions
 
 
 def stay_contexts(stay: Stay, window_ids: Iterable[int]) -> Iterator[WindowContext]:
     """The contexts of the stay's windows ``window_ids``, in time order. Each
-    holds the events strictly before its window's end; its past windows are
-    the stay's windows that end at or before its start."""
+    holds the events strictly before its window's end, without the window's
+    own recorded decisions; its past windows are the stay's windows that end
+    at or before its start."""
     wanted = set(window_ids)
     all_windows = list(
         Window.objects.filter(stay=stay)
@@ -98,16 +107,16 @@ def stay_contexts(stay: Stay, window_ids: Iterable[int]) -> Iterator[WindowConte
     targets = [w for w in all_windows if w.pk in wanted]
     if not targets:
         return
-    events, times = stay_events(stay, max(w.end for w in targets))
+    events, times, decisions = stay_events(stay, max(w.end for w in targets))
     static = stay_static(stay)
     for window in targets:
         lo = bisect.bisect_left(times, window.start)
         hi = bisect.bisect_left(times, window.end)
-        # The window's own recorded actions are left out (spec section 1: they
-        # are the answer of the Recommended Actions task); earlier actions stay.
-        own = [i for i in range(lo, hi) if events[i]["kind"] != EventKind.ACTION.value]
-        window_events = tuple(events[:lo]) + tuple(events[i] for i in own)
-        window_times = tuple(times[:lo]) + tuple(times[i] for i in own)
+        actions, companions = decisions.of_window(window.start, window.end)
+        answer = set(actions) | set(companions)
+        kept = [i for i in range(lo, hi) if events[i]["event_id"] not in answer]
+        window_events = tuple(events[:lo]) + tuple(events[i] for i in kept)
+        window_times = tuple(times[:lo]) + tuple(times[i] for i in kept)
         past = tuple(
             PastWindow(window_id=w.pk, index=w.index, start=w.start, end=w.end)
             for w in all_windows

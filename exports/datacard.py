@@ -60,11 +60,15 @@ is the JSON string `labels_json` and the item texts are also list columns) is:
   "window_index": int,         # 0 = the window at ICU admission
   "start", "end": ISO 8601,    # the window is [start, end)
   "start_hours", "end_hours": float,   # hours since ICU admission
-  "disease_group": str,        # ICD chapter of the admission diagnosis, sepsis apart:
-                               # coded after discharge, for score breakdowns only,
-                               # never model input
   "context_file": "context/<stay_id>.jsonl",
   "window_action_event_ids": [int],    # the window's own recorded actions
+  "window_companion_event_ids": [int], # the other rows of those decisions: the
+                                       # same order at the same time (a drug's
+                                       # carrier or diluent line)
+  "hindsight": {               # known only after discharge: for score breakdowns,
+    "disease_group": str       # never model input. ICD chapter of the first-ranked
+  },                           # diagnosis, sepsis apart (parquet:
+                               # hindsight_disease_group)
   "labels": {
     "status": {"value": "improving"|"stable"|"deteriorating"|null,
                "evidence": [event ids], "provenance": {...}},
@@ -90,7 +94,9 @@ ICD diagnoses (the admission diagnosis among them) and DRGs. Hindsight labellers
 saw coded records, marked as such; labels never cite them.
 Interval end times are left out, since an infusion's end lies in the future.
 For the Recommended Actions task, also drop the events listed in
-`window_action_event_ids`: they are the answer.
+`window_action_event_ids` and `window_companion_event_ids`: the window's own
+decisions, with every row of the same order at the same time, are the answer.
+`hindsight` and `labels` are never model input.
 
 Each context line: `{"event_id", "time", "hours_since_admit", "kind"
 ("observation" | "action"), "domain", "category", "name", "concept",

@@ -474,7 +474,7 @@ def oracle_and_releases_through_pages(flow: Flow, cohort, campaign, stays):
 
 def contexts_check(api: Client, files: str, records: list[dict]) -> None:
     """Each window's bedside context rebuilt as the README shows (the stay's
-    events before the window's end, without the window's own actions) is
+    events before the window's end, without the window's own decisions) is
     exactly what the platform itself calls the bedside context, and no context
     file holds an outcome-revealing event."""
     contexts: dict[int, list[dict]] = {}
@@ -484,7 +484,9 @@ def contexts_check(api: Client, files: str, records: list[dict]) -> None:
             lines = download(api, files + record["context_file"]).decode()
             contexts[record["stay_id"]] = [json.loads(x) for x in lines.splitlines()]
         events = contexts[record["stay_id"]]
-        own = set(record["window_action_event_ids"])
+        own = set(record["window_action_event_ids"]) | set(
+            record["window_companion_event_ids"]
+        )
         end = record["end"]
         context = [e for e in events if e["time"] < end and e["event_id"] not in own]
         assert context, "the window has a bedside context"

@@ -27,8 +27,10 @@ with tempfile.TemporaryDirectory() as folder:
     batches = ParquetBatches(os.path.join(folder, "w.parquet"))
     batches.add({"window_id": 1, "stay_id": 1, "patient_id": "P", "window_index": 0,
                  "_start": start, "_end": start, "start_hours": 0.0, "end_hours": 0.5,
-                 "disease_group": "sepsis", "context_file": "context/1.jsonl",
-                 "window_action_event_ids": [], "labels": labels})
+                 "hindsight": {"disease_group": "sepsis"},
+                 "context_file": "context/1.jsonl",
+                 "window_action_event_ids": [], "window_companion_event_ids": [],
+                 "labels": labels})
     batches.close()
 print(sorted(m for m in ("pandas", "matplotlib", "torch") if m in sys.modules))
 """

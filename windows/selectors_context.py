@@ -1,9 +1,31 @@
-"""Bedside-context reads: what a model under test may see at a window (spec
-section 1), and the window's own recorded actions."""
+"""The one bedside cut (spec section 1): what a model under test may see at a
+window, and which rows of the window are its answer. Every context builder
+calls it: releases (exports.building.context), agent and endpoint contexts
+(agents.context, agents.base.WindowContext), surveillance contexts
+(surveillance.selectors). The researchers' client (client/realicu_client/
+context.py) keeps a standalone copy of the per-window part, tested against this
+one on a built release.
+
+The cut has two halves:
+
+- ``bedside_filter``: the stay's admission's events strictly before the
+  window's end, without hindsight records (outcomes, records coded after
+  discharge, notes not readable at the bedside);
+- ``WindowDecisions``: the window's own recorded decisions, left out of its
+  context as the answer of the Recommended Actions task. A decision is a row
+  set, not a row: the actions recorded in ``[start, end)`` and every other row
+  of the same medication order at the same time (a drug's carrier or diluent,
+  e.g. the NaCl 0.9 % line started with an insulin infusion, which shares its
+  order id and time to the microsecond on the CLIF demo), so that no companion
+  row gives the answer away.
+"""
 
 from __future__ import annotations
 
-from django.db.models import Q, QuerySet, Subquery
+import bisect
+from collections.abc import Hashable
+
+from django.db.models import Exists, OuterRef, Q, QuerySet, Subquery
 
 from windows.models import Domain, Event, EventKind, Stay, Window
 
@@ -41,7 +63,18 @@ def bedside_filter(
         & ~(Q(domain=Domain.NOTES) & ~Q(category__in=BEDSIDE_NOTE_CATEGORIES))
     )
     if exclude_window_actions:
-        condition &= ~Q(kind=EventKind.ACTION, time__gte=start, time__lt=end)
+        # The window's own decisions (WindowDecisions): its actions, and the
+        # rows of the same order at the same time as one of them.
+        same_decision = Event.objects.filter(
+            admission_id=OuterRef("admission_id"),
+            order_id=OuterRef("order_id"),
+            time=OuterRef("time"),
+            kind=EventKind.ACTION,
+        ).exclude(order_id="")
+        condition &= ~(
+            Q(time__gte=start, time__lt=end)
+            & (Q(kind=EventKind.ACTION) | Exists(same_decision))
+        )
     return condition
 
 
@@ -59,8 +92,8 @@ def bedside_events(
 
     The end is exclusive, as a window is ``[start, end)``: an event stamped at the
     end belongs to what follows. With ``exclude_window_actions`` the window's own
-    recorded actions are removed too: they are the answer of the Recommended
-    Actions task.
+    recorded decisions are removed too (``WindowDecisions``): they are the
+    answer of the Recommended Actions task.
     """
     condition = bedside_filter(
         admission_id=_admission_of(window),
@@ -85,8 +118,55 @@ def window_actions(*, window: Window) -> QuerySet[Event]:
     )
 
 
+def decision_key(order_id: str | None, time: Hashable) -> tuple | None:
+    """What ties the rows of one recorded decision together: the same order at
+    the same time. None for a row without an order id: such a row is a
+    decision of its own."""
+    return (order_id, time) if order_id else None
+
+
+class WindowDecisions:
+    """A stay's rows that can belong to a window's own decisions (its actions,
+    and rows with an order id), fed in time order; per window, the ids of its
+    own recorded actions and of their companion rows.
+
+    Times may be datetimes or any ordered value (microseconds since ICU
+    admission in the release writer), as long as windows use the same."""
+
+    def __init__(self) -> None:
+        self._times: list = []
+        self._rows: list[tuple[int, bool, tuple | None]] = []
+
+    def add(self, *, time, event_id: int, is_action: bool, order_id: str | None):
+        """One row; rows that are neither an action nor of an order are
+        ignored (they cannot belong to a decision of another row)."""
+        key = decision_key(order_id, time)
+        if not is_action and key is None:
+            return
+        self._times.append(time)
+        self._rows.append((event_id, is_action, key))
+
+    def of_window(self, start, end) -> tuple[list[int], list[int]]:
+        """``(action_ids, companion_ids)`` of the window ``[start, end)``: the
+        actions recorded in it, in time order, and the other rows of their
+        decisions (same order, same time)."""
+        lo = bisect.bisect_left(self._times, start)
+        hi = bisect.bisect_left(self._times, end)
+        rows = self._rows[lo:hi]
+        actions = [event_id for event_id, is_action, _ in rows if is_action]
+        keys = {key for _, is_action, key in rows if is_action and key is not None}
+        companions = [
+            event_id
+            for event_id, is_action, key in rows
+            if not is_action and key is not None and key in keys
+        ]
+        return actions, companions
+
+
 __all__ = [
     "BEDSIDE_NOTE_CATEGORIES",
+    "WindowDecisions",
+    "decision_key",
     "HINDSIGHT_KINDS",
     "OUTCOME_REVEALING_CATEGORIES",
     "bedside_events",

@@ -4,8 +4,13 @@ This module is the one place where the leak-free rule is applied: the context
 of a window is its stay's events (``context/<stay_id>.jsonl``) whose ``time`` is
 strictly before the window's ``end`` (a window is ``[start, end)``; an event
 stamped at the end belongs to what follows), and, unless asked otherwise, not
-the window's own recorded actions (``window_action_event_ids``), which are the
-answer of the Recommended Actions task. The server writes the files with the
+the window's own recorded decisions (``window_action_event_ids`` and
+``window_companion_event_ids``: its actions and the other rows of the same
+orders at the same times), which are the answer of the Recommended Actions
+task. A window record's ``labels`` and ``hindsight`` are never model input.
+This is a standalone copy of the server's cut (windows.selectors_context), so
+that the client needs no Django; the server's tests compare the two on a built
+release. The server writes the files with the
 same rule's other half already applied: no outcome-revealing event and nothing
 coded after discharge (the release's DATACARD.md, "Bedside context of a
 window")."""
@@ -64,6 +69,25 @@ class Window:
         """The reference labels: what is scored, never model input."""
         return self.record.get("labels", {})
 
+    def model_input(self) -> dict:
+        """What a model under test may be given for this window: where it
+        lies in its stay and its bedside context. Never the labels, the
+        window's own decisions, or ``hindsight`` (what is known only after
+        discharge, such as the ICD-derived disease group)."""
+        return {
+            key: self.record[key]
+            for key in (
+                "window_id",
+                "stay_id",
+                "window_index",
+                "start",
+                "end",
+                "start_hours",
+                "end_hours",
+            )
+            if key in self.record
+        } | {"context": list(self.context)}
+
 
 class StayContext:
     """One stay's context events, sorted by time once, so that each window's
@@ -79,9 +103,11 @@ class StayContext:
 
     def for_window(self, record: dict, *, include_window_actions: bool = False):
         """The bedside context of the window ``record``: events with
-        ``time < end``, without the window's own actions unless asked."""
+        ``time < end``, without the window's own decisions unless asked."""
         before_end = bisect_left(self._times, parse_time(record["end"]))
-        own = set(record.get("window_action_event_ids") or ())
+        own = set(record.get("window_action_event_ids") or ()) | set(
+            record.get("window_companion_event_ids") or ()
+        )
         if include_window_actions or not own:
             return self._events[:before_end]
         # The window's own actions lie in [start, end): only that stretch is

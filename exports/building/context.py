@@ -1,12 +1,13 @@
 """The per-stay context writer: a stay's bedside events streamed into
 ``context/<stay_id>.jsonl``, each named by its concept, and the stay's window
-records with their labels and the ids of each window's own recorded actions."""
+records with their labels and the ids of each window's own recorded decisions
+(windows.selectors_context.WindowDecisions: its actions, and their companion
+rows), which a reader leaves out of the window's context."""
 
 from __future__ import annotations
 
 import json
 import math
-from bisect import bisect_right
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -26,7 +27,7 @@ from exports.building.stats import ReleaseStats
 from exports.models import Release, ReleaseKind
 from windows.actions import action_text_of
 from windows.models import Event, EventKind, Stay
-from windows.selectors_context import bedside_filter
+from windows.selectors_context import WindowDecisions, bedside_filter
 from windows.vocabulary import event_label
 
 # Events read from the database per round trip.
@@ -43,6 +44,7 @@ EVENT_FIELDS = (
     "unit",
     "value_text",
     "source_table",
+    "order_id",
 )
 
 
@@ -63,9 +65,9 @@ _MICROSECOND = timedelta(microseconds=1)
 
 def _stay_events(stay: Stay, end) -> Iterator[tuple]:
     """The stay's bedside events (id, microseconds since ICU admission, then
-    ``EVENT_FIELDS[2:]``) in time order, streamed. The offset is computed by
-    the database (exact: interval to numeric) so that no timestamp has to be
-    parsed per event."""
+    ``EVENT_FIELDS[2:]``, the order id last) in time order, streamed. The
+    offset is computed by the database (exact: interval to numeric) so that no
+    timestamp has to be parsed per event."""
     condition = bedside_filter(
         admission_id=stay.admission_id, start=stay.intime, end=end
     )
@@ -173,10 +175,8 @@ def _write_stay(
     the same ``hours_since_admit`` as ``_hours`` gives."""
     windows = [row.window for row in rows]
     intime = stay.intime
-    starts = [(w.start - intime) // _MICROSECOND for w in windows]
-    ends = [(w.end - intime) // _MICROSECOND for w in windows]
     last_end = max(w.end for w in windows)
-    actions_of: list[list[int]] = [[] for _ in windows]
+    decisions = WindowDecisions()
     action_names: dict[int, str] = {}
     count = 0
     action = EventKind.ACTION
@@ -194,6 +194,7 @@ def _write_stay(
             unit,
             text,
             table,
+            order,
         ) in _stay_events(stay, last_end):
             buffer.append(
                 line(
@@ -216,14 +217,17 @@ def _write_stay(
             count += 1
             if kind == action:
                 action_names[event_id] = name
-                # Windows have one length, so their ends are sorted like their
-                # starts: walk back from the last window starting at or before
-                # the event while it is still open.
-                i = bisect_right(starts, offset) - 1
-                while i >= 0 and offset < ends[i]:
-                    actions_of[i].append(event_id)
-                    i -= 1
+            decisions.add(
+                time=offset, event_id=event_id, is_action=kind == action, order_id=order
+            )
         out.write("".join(buffer))
+    # The windows' own decisions, on the same microsecond clock as the events.
+    own = [
+        decisions.of_window(
+            (w.start - intime) // _MICROSECOND, (w.end - intime) // _MICROSECOND
+        )
+        for w in windows
+    ]
     stats.context_events += count
     stats.stays[stay.pk] = {
         "length_hours": stay.length_hours,
@@ -240,7 +244,7 @@ def _write_stay(
             for event in Event.objects.filter(pk__in=list(action_names))
         }
     records = []
-    for row, window, action_ids in zip(rows, windows, actions_of):
+    for row, window, (action_ids, companion_ids) in zip(rows, windows, own):
         if release.kind == ReleaseKind.GOLD:
             labels = _gold_labels(row, release)
         else:
@@ -256,10 +260,13 @@ def _write_stay(
                 "end": window.end.isoformat(),
                 "start_hours": round(window.hours_since_admit, 4),
                 "end_hours": _hours(stay, window.end),
-                "disease_group": stay.disease_group,
                 "context_file": f"context/{stay.pk}.jsonl",
                 "window_action_event_ids": action_ids,
+                "window_companion_event_ids": companion_ids,
                 "labels": labels,
+                # Known only in hindsight (from the ICD codes billed after
+                # discharge): for stratifying scores, never a model's input.
+                "hindsight": {"disease_group": stay.disease_group},
                 "_start": window.start,
                 "_end": window.end,
             }

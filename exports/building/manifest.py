@@ -28,7 +28,7 @@ from windows.windowing import window_settings
 logger = logging.getLogger(__name__)
 
 # 1.1: context lines name each event by its ``concept``; no coded records.
-SCHEMA_VERSION = "1.1"
+SCHEMA_VERSION = "1.2"
 
 
 def json_safe(value: Any) -> Any:
@@ -182,8 +182,10 @@ def _manifest(*, release: Release, stats: ReleaseStats, files: list[dict]) -> di
                 "context": (
                     "events of the stay's hospital admission with time < the "
                     "window's end; outcome-revealing events and records coded "
-                    "after discharge removed; drop "
-                    "window_action_event_ids for Recommended Actions"
+                    "after discharge removed; drop window_action_event_ids "
+                    "and window_companion_event_ids (the window's own "
+                    "decisions) for Recommended Actions; labels and hindsight "
+                    "are never model input"
                 ),
             },
             "agreement_report": _agreement_report(release),

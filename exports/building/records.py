@@ -31,9 +31,10 @@ PARQUET_SCHEMA = pa.schema(
         ("end", pa.timestamp("us", tz="UTC")),
         ("start_hours", pa.float64()),
         ("end_hours", pa.float64()),
-        ("disease_group", pa.string()),
+        ("hindsight_disease_group", pa.string()),
         ("context_file", pa.string()),
         ("window_action_event_ids", pa.list_(pa.int64())),
+        ("window_companion_event_ids", pa.list_(pa.int64())),
         ("status", pa.string()),
         ("acute_problems", pa.list_(pa.string())),
         ("recommended_actions", pa.list_(pa.string())),
@@ -69,9 +70,12 @@ class ParquetBatches:
                     "end": record["_end"].isoformat(),
                     "start_hours": record["start_hours"],
                     "end_hours": record["end_hours"],
-                    "disease_group": record["disease_group"],
+                    "hindsight_disease_group": record["hindsight"]["disease_group"],
                     "context_file": record["context_file"],
                     "window_action_event_ids": record["window_action_event_ids"],
+                    "window_companion_event_ids": record[
+                        "window_companion_event_ids"
+                    ],
                     "status": labels["status"]["value"],
                     **{task: [i["text"] for i in labels[task]] for task in SET_TASKS},
                     "labels_json": _dumps(labels),
@@ -169,7 +173,7 @@ def release_files_write(
                             (
                                 record["window_id"],
                                 stay_id,
-                                record["disease_group"],
+                                record["hindsight"]["disease_group"],
                                 record["start_hours"],
                                 text,
                             )

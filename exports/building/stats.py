@@ -35,7 +35,7 @@ class ReleaseStats:
             for entry in labels[task]:
                 self.provenance[f"{task}:{entry['provenance']['source']}"] += 1
         self.hours_bins[hours_bin(record["start_hours"])] += 1
-        self.disease_group_windows[record["disease_group"]] += 1
+        self.disease_group_windows[record["hindsight"]["disease_group"]] += 1
 
     def as_dict(self) -> dict:
         return {

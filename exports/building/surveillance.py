@@ -95,7 +95,7 @@ def _write_context(stay, folder: Path, end, lines: _EventLines) -> int:
     count = 0
     with open(folder / "context" / f"{stay.pk}.jsonl", "w", encoding="utf-8") as out:
         buffer = []
-        for event_id, offset, *rest in _stay_events(stay, end):
+        for event_id, offset, *rest, _order in _stay_events(stay, end):
             buffer.append(
                 lines.line(
                     event_id,
@@ -207,9 +207,10 @@ def surveillance_release_write(
                     "patient_id": stay.admission.patient.pseudo_id,
                     "hours_since_admit": point.hours_since_admit,
                     "time": when.isoformat(),
-                    "disease_group": stay.disease_group,
                     "context_file": f"context/{stay.pk}.jsonl",
                     "labels": point.as_dict(),
+                    # Hindsight (ICD-derived): for stratifying, never an input.
+                    "hindsight": {"disease_group": stay.disease_group},
                 }
                 text = json.dumps(record, ensure_ascii=False, allow_nan=False)
                 out.write(text)

@@ -14,13 +14,20 @@ from collections import defaultdict
 
 import pytest
 from django.db.models import Min
+from realicu_client import iterate_windows
 
+from agents.context import stay_contexts
 from exports.building import release_build
 from exports.models import ReleaseKind
 from exports.services import release_create
+from tests.bedside_reference import (
+    BEDSIDE_STATIC_KEYS,
+    BedsideReference,
+    add_events_at_window_ends,
+)
 from windows.importers.clif import clif_import
 from windows.models import Admission, Domain, Event, EventKind, Stay, Window
-from windows.selectors_context import OUTCOME_REVEALING_CATEGORIES, window_actions
+from windows.selectors_context import OUTCOME_REVEALING_CATEGORIES
 from windows.windowing import windows_build_many
 
 from .helpers import make_oracle_run, oracle_payload
@@ -153,52 +160,92 @@ def _assert_notes_safe(folder) -> None:
     assert reports > 0
 
 
-def _assert_no_leaks(release, folder):
+def _assert_no_leaks(release, folder, reference: BedsideReference):
+    """Every window of the release, read as a researcher reads it (the client's
+    standalone cut over the downloaded files), against the independent
+    reference: the same events, so none at or after the window's end, no row
+    of the window's own decisions, no hindsight record; the listed own
+    decisions are the reference's; no hindsight field outside ``hindsight``."""
     records = [json.loads(line) for line in open(folder / "windows.jsonl")]
     assert len(records) == release.window_count > 0
     windows = {
-        w.pk: w for w in Window.objects.filter(pk__in=[r["window_id"] for r in records])
+        w.pk: w
+        for w in Window.objects.filter(
+            pk__in=[r["window_id"] for r in records]
+        ).select_related("stay")
     }
-    by_stay = defaultdict(list)
-    for record in records:
-        by_stay[record["stay_id"]].append(record)
-    checked = 0
-    for stay_id, stay_records in by_stay.items():
-        context = [
-            json.loads(line) for line in open(folder / "context" / f"{stay_id}.jsonl")
-        ]
-        ids = [row["event_id"] for row in context]
-        assert len(ids) == len(set(ids))
-        events = {
-            e.pk: e
-            for e in Event.objects.filter(pk__in=ids).only("time", "kind", "category")
-        }
-        assert len(events) == len(ids)
-        last_end = max(windows[r["window_id"]].end for r in stay_records)
-        for e in events.values():
-            # A report (or any event) is in a stay's file only if stored before
-            # the end of its last window in the release; each window reads the
-            # file up to its own end (exports' client and agents: time < end).
+    events = {
+        e.pk: e
+        for e in Event.objects.filter(
+            admission_id__in={w.stay.admission_id for w in windows.values()}
+        ).only("time", "kind", "category")
+    }
+    checked = own_rows_seen = companions_listed = 0
+    for window in iterate_windows(folder):
+        record = window.record
+        db_window = windows[record["window_id"]]
+        admission_id = db_window.stay.admission_id
+        seen = [row["event_id"] for row in window.context]
+        expected = reference.expected(
+            admission_id=admission_id, start=db_window.start, end=db_window.end
+        )
+        own = reference.own_decisions(
+            admission_id=admission_id, start=db_window.start, end=db_window.end
+        )
+        own_rows_seen += len(own & set(seen))
+        assert seen == expected, record["window_id"]
+        assert all(events[i].time < db_window.end for i in seen)
+        listed = set(record["window_action_event_ids"]) | set(
+            record["window_companion_event_ids"]
+        )
+        assert listed == own, record["window_id"]
+        companions_listed += len(record["window_companion_event_ids"])
+        assert "disease_group" not in record
+        assert set(record["hindsight"]) == {"disease_group"}
+        assert "hindsight" not in window.model_input()
+        assert "labels" not in window.model_input()
+        checked += 1
+    assert checked == len(records)
+    assert own_rows_seen == 0
+    # The stay files hold nothing past the stay's last window in the release,
+    # and no hindsight record.
+    for path in sorted((folder / "context").glob("*.jsonl")):
+        stay_id = int(path.stem)
+        last_end = max(
+            w.end for w in windows.values() if w.stay_id == stay_id
+        )
+        for line in open(path, encoding="utf-8"):
+            e = events[json.loads(line)["event_id"]]
             assert e.time < last_end
             assert e.kind not in (EventKind.OUTCOME, EventKind.CODED)
             assert e.category not in OUTCOME_REVEALING_CATEGORIES
-        for record in stay_records:
-            window = windows[record["window_id"]]
-            visible = [
-                row for row in context if events[row["event_id"]].time < window.end
-            ]
-            assert all(events[row["event_id"]].time < window.end for row in visible)
-            checked += 1
-        # The listed own actions are exactly the window's recorded actions.
-        sample = windows[stay_records[len(stay_records) // 2]["window_id"]]
-        record = next(r for r in stay_records if r["window_id"] == sample.pk)
-        assert record["window_action_event_ids"] == list(
-            window_actions(window=sample).values_list("id", flat=True)
-        )
-    assert checked == len(records)
     _assert_no_coded_record(folder, records)
     if Event.objects.filter(domain=Domain.NOTES).exists():
         _assert_notes_safe(folder)
+    return companions_listed
+
+
+def _assert_agent_contexts_clean(windows, reference: BedsideReference) -> int:
+    """Every window's agent context and endpoint payload (agents.context, the
+    runner's only source) against the reference; returns the windows checked."""
+    by_stay = defaultdict(list)
+    for w in windows:
+        by_stay[w.stay].append(w)
+    checked = 0
+    for stay, stay_windows in by_stay.items():
+        bounds = {w.pk: w for w in stay_windows}
+        for ctx in stay_contexts(stay, bounds):
+            window = bounds[ctx.window_id]
+            expected = reference.expected(
+                admission_id=stay.admission_id, start=window.start, end=window.end
+            )
+            assert [e["event_id"] for e in ctx.events] == expected, window.pk
+            payload = ctx.payload()
+            assert set(payload["static"]) <= BEDSIDE_STATIC_KEYS, payload["static"]
+            assert [e["event_id"] for e in payload["events"]] == expected
+            assert "disease_group" not in json.dumps(payload)
+            checked += 1
+    return checked
 
 
 def _windows_reaching_coded_records(windows) -> int:
@@ -226,7 +273,11 @@ def test_scale_release_of_the_whole_demo_leaks_nothing(
     from windows.models import Stay
 
     windows_build_many(stays=Stay.objects.order_by("pk"), seed=0)
-    windows = list(Window.objects.select_related("stay"))
+    windows = list(Window.objects.select_related("stay").order_by("start"))
+    by_stay = defaultdict(list)
+    for w in windows:
+        by_stay[w.stay].append(w)
+    assert add_events_at_window_ends(by_stay) > 100
     # As imported before coded records were marked, most windows' contexts
     # reached one (issue 11: 94 % of Scale windows).
     assert _windows_reaching_coded_records(windows) > 0.8 * len(windows)
@@ -255,7 +306,12 @@ def test_scale_release_of_the_whole_demo_leaks_nothing(
     release = release_build(
         release=release_create(user=admin_user, kind=ReleaseKind.SCALE, oracle_run=run)
     )
-    _assert_no_leaks(release, release_dirs / release.directory)
+    reference = BedsideReference()
+    # The demo's real carriers (issue 30: 172 Scale windows kept one) are
+    # listed with their drug's start, and no context holds one.
+    assert _assert_no_leaks(release, release_dirs / release.directory, reference) > 100
+    # The same windows as agents and online endpoints get them.
+    assert _assert_agent_contexts_clean(windows, reference) == len(windows)
 
 
 def test_gold_release_with_real_consensus_leaks_nothing_and_hides_physicians(
@@ -283,6 +339,10 @@ def test_gold_release_with_real_consensus_leaks_nothing_and_hides_physicians(
     gold = list(
         Window.objects.filter(sampled_gold=True).order_by("stay_id", "index")[:6]
     )
+    by_stay = defaultdict(list)
+    for w in Window.objects.select_related("stay").order_by("start"):
+        by_stay[w.stay].append(w)
+    assert add_events_at_window_ends(by_stay) > 0
     physicians = [make_role_user(Role.PHYSICIAN) for _ in range(2)]
     # The status cites evidence below; the problem's text is what is checked.
     campaign = campaign_create(
@@ -335,7 +395,7 @@ def test_gold_release_with_real_consensus_leaks_nothing_and_hides_physicians(
         )
     )
     folder = release_dirs / release.directory
-    _assert_no_leaks(release, folder)
+    _assert_no_leaks(release, folder, BedsideReference())
     record = json.loads(open(folder / "windows.jsonl").readline())
     assert (
         record["labels"]["status"]["evidence"] == status_evidence[record["window_id"]]

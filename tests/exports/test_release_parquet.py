@@ -26,9 +26,10 @@ def _record(n: int, *, status, start: datetime) -> dict:
         "_end": start + timedelta(minutes=30),
         "start_hours": 0.1 + 0.2 * n,
         "end_hours": 1 / 3 + n,
-        "disease_group": "sepsis",
         "context_file": "context/7.jsonl",
         "window_action_event_ids": [3, 2**40] if n else [],
+        "window_companion_event_ids": [4] if n else [],
+        "hindsight": {"disease_group": "sepsis"},
         "labels": labels,
     }
 
@@ -58,6 +59,7 @@ def test_parquet_rows_are_the_python_values_converted_by_arrow(tmp_path):
         [
             {
                 **{k: v for k, v in r.items() if not k.startswith("_")},
+                "hindsight_disease_group": r["hindsight"]["disease_group"],
                 "start": r["_start"],
                 "end": r["_end"],
                 "status": r["labels"]["status"]["value"],
