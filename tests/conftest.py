@@ -10,6 +10,30 @@ def clif_demo_dir():
     return clif_demo_directory()
 
 
+@pytest.fixture(scope="session")
+def embedded_bootstrap(tmp_path_factory):
+    """`manage.py bootstrap` run once for the session, as `make run` runs it: the
+    embedded tests each serve a copy (a bootstrap of the demo costs minutes)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from tests.embedded import EmbeddedBootstrap, embedded_env
+
+    root = Path(__file__).resolve().parent.parent
+    folder = tmp_path_factory.mktemp("embedded-bootstrap")
+    boot = subprocess.run(
+        [sys.executable, str(root / "manage.py"), "bootstrap"],
+        env=embedded_env(folder),
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert boot.returncode == 0, boot.stderr[-3000:]
+    return EmbeddedBootstrap(folder, boot.stdout)
+
+
 @pytest.fixture
 def celery_worker_process(transactional_db, tmp_path):
     """A real Celery worker process on the test database and the test broker (Redis
@@ -55,13 +79,13 @@ def celery_worker_process(transactional_db, tmp_path):
         stderr=subprocess.STDOUT,
     )
     deadline = time.monotonic() + 60
-    while " ready." not in log_path.read_text():
-        if proc.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(
-                "the Celery worker did not start:\n" + log_path.read_text()
-            )
-        time.sleep(0.2)
     try:
+        while " ready." not in log_path.read_text():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(
+                    "the Celery worker did not start:\n" + log_path.read_text()
+                )
+            time.sleep(0.2)
         yield proc
     finally:
         proc.terminate()

@@ -17,8 +17,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.embedded import EMBEDDED_PASSWORD as PASSWORD
+from tests.embedded import embedded_env
+
 ROOT = Path(__file__).resolve().parent.parent
-PASSWORD = "smoke-test-Password-1"
 
 
 def _free_port() -> int:
@@ -52,38 +54,13 @@ class Browser:
 
 
 @pytest.fixture(scope="module")
-def embedded_server(tmp_path_factory):
-    var = tmp_path_factory.mktemp("embedded-var")
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k
-        not in (
-            "DATABASE_URL",
-            "CELERY_BROKER_URL",
-            "CACHE_URL",
-            "DJANGO_SETTINGS_MODULE",
-        )
-    }
-    env.update(
-        REALICU_VAR_DIR=str(var),
-        REALICU_ADMIN_PASSWORD=PASSWORD,
-        REALICU_PHYSICIAN_PASSWORD=PASSWORD,
-        REALICU_RESEARCHER_PASSWORD=PASSWORD,
-        # The supervisor restarts a worker whose loop is silent this long; the
-        # kill tests below wait for it.
-        REALICU_WORKER_HANG_SECONDS="20",
-    )
+def embedded_server(tmp_path_factory, embedded_bootstrap):
+    var = embedded_bootstrap.copy(tmp_path_factory, "embedded-var")
+    env = embedded_env(var)
+    # The supervisor restarts a worker whose loop is silent this long; the kill
+    # tests below wait for it.
+    env["REALICU_WORKER_HANG_SECONDS"] = "20"
     manage = [sys.executable, str(ROOT / "manage.py")]
-    boot = subprocess.run(
-        [*manage, "bootstrap"],
-        env=env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert boot.returncode == 0, boot.stderr[-3000:]
     port = _free_port()
     log = open(var / "serve.log", "w")
     proc = subprocess.Popen(
@@ -101,7 +78,12 @@ def embedded_server(tmp_path_factory):
         except OSError:
             time.sleep(0.5)
     try:
-        yield {"base": base, "bootstrap": boot.stdout, "var": var, "pid": proc.pid}
+        yield {
+            "base": base,
+            "bootstrap": embedded_bootstrap.stdout,
+            "var": var,
+            "pid": proc.pid,
+        }
     finally:
         proc.terminate()
         try:

@@ -29,8 +29,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.embedded import EMBEDDED_PASSWORD as PASSWORD
+from tests.embedded import embedded_env
+
 ROOT = Path(__file__).resolve().parent.parent
-PASSWORD = "concurrency-test-Password-1"
 # A request of the physician must answer within this long (issue 29: 1 s); a
 # slower machine may name its own bound.
 ANSWER_SECONDS = float(os.environ.get("REALICU_TEST_ANSWER_SECONDS", "1.0"))
@@ -116,39 +118,23 @@ class Browser:
 
 
 @pytest.fixture(scope="module")
-def embedded(tmp_path_factory):
-    """``manage.py bootstrap`` (the CLIF demo, its cohort of 94 stays, the demo
-    accounts) and a Gold campaign for physician1, then ``manage.py serve``:
-    one web worker and one Celery worker, SQLite, the filesystem broker."""
-    var = tmp_path_factory.mktemp("concurrency-var")
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k
-        not in (
-            "DATABASE_URL",
-            "CELERY_BROKER_URL",
-            "CACHE_URL",
-            "DJANGO_SETTINGS_MODULE",
-        )
-    }
-    env.update(
-        REALICU_VAR_DIR=str(var),
-        REALICU_ADMIN_PASSWORD=PASSWORD,
-        REALICU_PHYSICIAN_PASSWORD=PASSWORD,
-        REALICU_RESEARCHER_PASSWORD=PASSWORD,
-    )
+def embedded(tmp_path_factory, embedded_bootstrap):
+    """A copy of the session's ``manage.py bootstrap`` (the CLIF demo, its cohort
+    of 94 stays, the demo accounts) and a Gold campaign for physician1, then
+    ``manage.py serve``: one web worker and one Celery worker, SQLite, the
+    filesystem broker."""
+    var = embedded_bootstrap.copy(tmp_path_factory, "concurrency-var")
+    env = embedded_env(var)
     manage = [sys.executable, str(ROOT / "manage.py")]
-    for command in (["bootstrap"], ["shell", "-c", CAMPAIGN_SCRIPT]):
-        done = subprocess.run(
-            [*manage, *command],
-            env=env,
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-        assert done.returncode == 0, done.stderr[-3000:]
+    done = subprocess.run(
+        [*manage, "shell", "-c", CAMPAIGN_SCRIPT],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
     assignment = int(re.search(r"ASSIGNMENT (\d+)", done.stdout).group(1))
     cohort = int(re.search(r"COHORT (\d+)", done.stdout).group(1))
     port = _free_port()
