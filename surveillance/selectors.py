@@ -3,14 +3,18 @@ tracks take them, and its checkpoints computed from them."""
 
 from __future__ import annotations
 
+import hashlib
 from datetime import timedelta
+from pathlib import Path
 
 import pandas as pd
+from django.core.cache import cache
 
+from surveillance import checkpoints
 from surveillance.checkpoints import Checkpoint, checkpoint_hours, stay_checkpoints
 from windows.models import Stay
 from windows.selectors_context import bedside_filter
-from windows.tracks import events_frame
+from windows.tracks import events_frame, events_signature
 
 
 def surveillance_end(stay: Stay):
@@ -32,9 +36,31 @@ def stay_events_frame(*, stay: Stay, end) -> pd.DataFrame:
     )
 
 
+# The rules' code: a change of it is a change of every stay's checkpoints.
+_RULES = hashlib.sha256(Path(checkpoints.__file__).read_bytes()).hexdigest()[:16]
+# Long enough for a day's review; a changed trajectory changes the key anyway.
+CHECKPOINTS_CACHE_SECONDS = 24 * 3600
+
+
 def stay_checkpoints_get(*, stay: Stay) -> list[Checkpoint]:
-    """The stay's checkpoints, each from the bedside events before it."""
-    events = stay_events_frame(stay=stay, end=surveillance_end(stay))
-    return stay_checkpoints(
-        events, intime=pd.Timestamp(stay.intime), outtime=pd.Timestamp(stay.outtime)
+    """The stay's checkpoints, each from the bedside events before it.
+
+    Computing them replays the concept tracks 13 times (2-4 s for a demo
+    stay): they are kept in the cache under the stay's events signature
+    (windows.tracks: the concepts' version and the admission's events
+    version) and the rules' code, so a page reads them back until the
+    trajectory or a definition changes."""
+    key = (
+        f"surveillance:checkpoints:{stay.pk}:{stay.intime.timestamp():.0f}:"
+        f"{stay.outtime.timestamp():.0f}:{events_signature(stay=stay)}:{_RULES}"
     )
+    points = cache.get(key)
+    if points is None:
+        events = stay_events_frame(stay=stay, end=surveillance_end(stay))
+        points = stay_checkpoints(
+            events,
+            intime=pd.Timestamp(stay.intime),
+            outtime=pd.Timestamp(stay.outtime),
+        )
+        cache.set(key, points, CHECKPOINTS_CACHE_SECONDS)
+    return points

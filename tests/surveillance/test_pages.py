@@ -59,3 +59,49 @@ def test_the_page_is_for_admins_only(stay):
         == 403
     )
     assert _client(Role.ADMIN).get("/surveillance/stays/999999/").status_code == 404
+
+
+def test_checkpoints_are_read_back_until_the_trajectory_changes(stay, monkeypatch):
+    """Issue 35: the page reads the stay's checkpoints from the cache (13
+    replays of the tracks take seconds); an event written since (the
+    admission's events version) computes them again."""
+    from django.core.cache import cache
+
+    from surveillance import selectors
+    from windows.services import admission_events_touch
+
+    cache.clear()
+    client = _client(Role.ADMIN)
+    url = f"/surveillance/stays/{stay.pk}/"
+    first = client.get(url).content.decode()
+    computed = selectors.stay_checkpoints
+
+    def not_again(*args, **kwargs):
+        raise AssertionError("computed again for an unchanged trajectory")
+
+    monkeypatch.setattr(selectors, "stay_checkpoints", not_again)
+    assert client.get(url).content.decode().count("<strong>escalate</strong>") == 1
+    assert first.count("<strong>escalate</strong>") == 1
+
+    # A second INR at 2.5 h: the alert now comes at checkpoint 4 too.
+    make_event(
+        admission=stay.admission,
+        time=stay.intime + timedelta(hours=2.5),
+        domain=Domain.LABS,
+        category="inr",
+        name="INR",
+        value_num=2.5,
+        unit="",
+        source_table="labs",
+    )
+    admission_events_touch(admission_ids=[stay.admission_id])
+    calls = []
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return computed(*args, **kwargs)
+
+    monkeypatch.setattr(selectors, "stay_checkpoints", counted)
+    again = client.get(url).content.decode()
+    assert calls == [1]
+    assert again.count("<strong>escalate</strong>") == 2
