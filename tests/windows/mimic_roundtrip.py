@@ -4,7 +4,10 @@ imported by both importers and compared (tests/windows/test_mimic_clif_roundtrip
 
 The demo is the MIMIC-IV demo converted by the consortium's pipeline; the
 consortium's mapping tables (``../shared/clif-mimic-mappings``) say which itemid,
-label, source unit and multiplier each CLIF category came from. Where a CLIF
+label, source unit and multiplier each CLIF category came from; the facts read
+from them are kept in tests/windows/clif_mimic_facts.py, so the round trip runs
+wherever the repository does (``python -m tests.windows.mimic_roundtrip``
+writes that file again from the tables). Where a CLIF
 category has several source items, the one whose label is the CLIF ``*_name`` is
 used, else the first. Times are written as the CLIF demo's UTC times without an
 offset (MIMIC-IV's are naive; the importer reads them as UTC).
@@ -111,11 +114,6 @@ CODE_STATUS_ITEM = (223758, "Code Status")
 DUPLICATED_MEDICATIONS = {("Dextrose 5%", "dextrose")}
 
 
-def _csv(name: str) -> list[dict]:
-    with open(MAPPINGS / name, newline="", encoding="utf-8") as fh:
-        return list(csv.DictReader(fh))
-
-
 def _first_unit(instances: str) -> str:
     """The most frequent source unit of labs.csv's ``uom_instances``:
     ``{'K/uL': 123}`` or ``K/uL: 847472; : 1``."""
@@ -135,38 +133,58 @@ def _text_col(values) -> pd.Series:
     return s.astype("object").where(s.notna(), None)
 
 
+def inversion_facts_from_tables(mappings: Path = MAPPINGS) -> dict:
+    """CLIF name/category -> MIMIC-IV item, as read from the consortium's tables
+    (tests/windows/clif_mimic_facts.py holds the result, checked against the
+    tables by the round-trip test wherever they are)."""
+
+    def rows(name: str) -> list[dict]:
+        with open(mappings / name, newline="", encoding="utf-8") as fh:
+            return list(csv.DictReader(fh))
+
+    vitals = {}
+    for r in rows("vitals.csv"):
+        if r["vital_category"] in ("NO MAPPING", "MAPPED ELSEWHERE", ""):
+            continue
+        unit = r["unitname"] if r["unitname"] not in ("NaN", "None") else ""
+        vitals[r["label = vital_name"]] = (int(r["itemid"]), unit)
+    labs = {}
+    for r in rows("labs.csv"):
+        if not r["itemid"].isdigit() or "NO MAPPING" in r["decision"]:
+            continue
+        key = (r["label"], r["lab_category"])
+        if key in labs:
+            continue
+        multiplier = float(r["conversion_multiplier"] or 1.0)
+        chart = r["fluid"] == "chartevents"
+        unit = r["uom_instances"] if chart else _first_unit(r["uom_instances"])
+        unit = "" if unit in ("None", "NaN") else unit
+        labs[key] = (int(r["itemid"]), unit, multiplier, chart, r["fluid"])
+    meds = {}
+    for r in rows("med_category.csv"):
+        if r["linksto"] != "inputevents" or not r["itemid"].isdigit():
+            continue
+        meds.setdefault(r["label"], int(r["itemid"]))
+    modes: dict[str, list[int]] = {}
+    for r in rows("mode_category.csv"):
+        if r["itemid"].isdigit():
+            modes.setdefault(r["mode_name"], []).append(int(r["itemid"]))
+    return {"vitals": vitals, "labs": labs, "meds": meds, "modes": modes}
+
+
 class Inversion:
-    """The consortium's tables read once: CLIF name/category -> MIMIC-IV item."""
+    """The consortium's mapping facts (tests/windows/clif_mimic_facts.py, so the
+    round trip runs wherever the repository is): CLIF name/category -> MIMIC-IV
+    item."""
 
     def __init__(self) -> None:
-        self.vitals = {}
-        for r in _csv("vitals.csv"):
-            if r["vital_category"] in ("NO MAPPING", "MAPPED ELSEWHERE", ""):
-                continue
-            unit = r["unitname"] if r["unitname"] not in ("NaN", "None") else ""
-            self.vitals[r["label = vital_name"]] = (int(r["itemid"]), unit)
+        from tests.windows import clif_mimic_facts as facts
+
+        self.vitals = dict(facts.VITALS)
         self.vitals["Admission Weight (lbs.)"] = (226531, "lbs")
-        self.labs = {}
-        for r in _csv("labs.csv"):
-            if not r["itemid"].isdigit() or "NO MAPPING" in r["decision"]:
-                continue
-            key = (r["label"], r["lab_category"])
-            if key in self.labs:
-                continue
-            multiplier = float(r["conversion_multiplier"] or 1.0)
-            chart = r["fluid"] == "chartevents"
-            unit = r["uom_instances"] if chart else _first_unit(r["uom_instances"])
-            unit = "" if unit in ("None", "NaN") else unit
-            self.labs[key] = (int(r["itemid"]), unit, multiplier, chart, r["fluid"])
-        self.meds = {}
-        for r in _csv("med_category.csv"):
-            if r["linksto"] != "inputevents" or not r["itemid"].isdigit():
-                continue
-            self.meds.setdefault(r["label"], int(r["itemid"]))
-        self.modes: dict[str, list[int]] = {}
-        for r in _csv("mode_category.csv"):
-            if r["itemid"].isdigit():
-                self.modes.setdefault(r["mode_name"], []).append(int(r["itemid"]))
+        self.labs = dict(facts.LABS)
+        self.meds = dict(facts.MEDS)
+        self.modes = {name: list(items) for name, items in facts.MODES.items()}
 
     def mode_item(self, name: str, brand: str) -> int:
         items = self.modes.get(name, [223849])
@@ -824,3 +842,24 @@ DEVICE_CATEGORIES_OF_DEMO = [
     "Room Air",
     "Other",
 ]
+
+
+def write_facts(path: Path, mappings: Path = MAPPINGS) -> None:
+    """Write the facts module (tests/windows/clif_mimic_facts.py) from the tables."""
+    facts = inversion_facts_from_tables(mappings)
+    lines = [
+        '"""The CLIF consortium\'s MIMIC-IV -> CLIF mapping facts that the round trip',
+        "inverts (tests/windows/mimic_roundtrip.py), read from its mapping tables",
+        "(release 1.2.0, MIT licence, copyright 2025 CLIF Consortium;",
+        "../shared/clif-mimic-mappings) by ``python -m tests.windows.mimic_roundtrip``",
+        "(then ``ruff format``). Generated: edit the tables' reading, not this file.",
+        'The round-trip test checks it against the tables wherever they are."""',
+        "",
+    ]
+    for name in ("vitals", "labs", "meds", "modes"):
+        lines.append(f"{name.upper()} = {facts[name]!r}")
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    write_facts(Path(__file__).with_name("clif_mimic_facts.py"))

@@ -11,22 +11,27 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tests.windows import mimic_roundtrip
-
-pytest.importorskip("clifpy")
-if not mimic_roundtrip.MAPPINGS.is_dir():
-    pytest.skip(
-        f"the consortium's mapping tables are not at {mimic_roundtrip.MAPPINGS}",
-        allow_module_level=True,
-    )
-
-from windows.concepts import CONCEPT_COLUMNS, EVENT_COLUMNS, compute_stay_tracks  # noqa: E402
-from windows.importers.clif import clif_import  # noqa: E402
-from windows.importers.mimic import mimic_import  # noqa: E402
-from windows.models import Admission, Event, Patient, Source, Stay, Window  # noqa: E402
-from windows.windowing import windows_build, windows_sample_gold  # noqa: E402
+from tests.windows import clif_mimic_facts, mimic_roundtrip
+from windows.concepts import CONCEPT_COLUMNS, EVENT_COLUMNS, compute_stay_tracks
+from windows.importers.clif import clif_import
+from windows.importers.mimic import mimic_import
+from windows.models import Admission, Event, Patient, Source, Stay, Window
+from windows.windowing import windows_build, windows_sample_gold
 
 pytestmark = pytest.mark.django_db
+
+
+def test_the_kept_mapping_facts_are_the_consortium_tables():
+    """The round trip inverts tests/windows/clif_mimic_facts.py, so it runs where
+    ../shared is absent; where the tables are, the facts must be theirs."""
+    if not mimic_roundtrip.MAPPINGS.is_dir():
+        pytest.skip(f"no consortium tables at {mimic_roundtrip.MAPPINGS} to compare")
+    tables = mimic_roundtrip.inversion_facts_from_tables()
+    assert clif_mimic_facts.VITALS == tables["vitals"]
+    assert clif_mimic_facts.LABS == tables["labs"]
+    assert clif_mimic_facts.MEDS == tables["meds"]
+    assert clif_mimic_facts.MODES == tables["modes"]
+
 
 # What the MIMIC-IV folder cannot give back, as (reason, side, rule): rows of
 # that side matching the rule are left out of the event comparison.
@@ -386,8 +391,15 @@ def test_hourly_tracks_agree(roundtrip):
 def test_mimic_import_summary_names_what_was_not_imported(roundtrip):
     """Admissions without an ICU stay and transfers' discharge rows are not
     imported, and the summary says so; every itemid of the generated folder is
-    mapped, so none is reported unknown."""
-    notes = "\n".join(roundtrip.mimic_summary.notes)
+    mapped, so none is reported unknown. The summary's events are those stored
+    (issue 30: it counted the Temperature Site rows merged into their
+    temperatures)."""
+    summary = roundtrip.mimic_summary
+    notes = "\n".join(summary.notes)
     assert "177 admissions without an ICU stay" in notes
-    assert "hosp/transfers: 133 discharge rows not imported" in notes
+    assert summary.dropped["hosp/transfers"] == {
+        "discharge rows (the admissions' hospital-discharge outcome events say it)": 133
+    }
     assert "unknown itemid" not in notes
+    # The events as stored right after the import (a test above deletes some).
+    assert summary.total_events == len(roundtrip.events[Source.MIMIC])
