@@ -3,6 +3,7 @@ label runs the agreement task (through the outbox) and the consensus appears;
 the dashboard's recompute runs for the whole campaign as a job row and reports
 its progress there."""
 
+import re
 import time
 
 import pytest
@@ -68,7 +69,7 @@ def test_the_worker_loads_the_embedding_model_as_it_starts(
 
 
 def test_last_label_of_a_window_runs_the_agreement_task_and_builds_the_consensus(
-    celery_worker_process, gold, physicians, windows
+    celery_worker_process, gold, physicians, windows, tmp_path
 ):
     a, b = physicians
     window = windows[3]
@@ -80,7 +81,6 @@ def test_last_label_of_a_window_runs_the_agreement_task_and_builds_the_consensus
         problems=["Hypokalemia"],
         flags=["Avoid fluid overload"],
     )
-    time.sleep(1)
     assert not WindowAgreement.objects.filter(campaign=gold, window=window).exists()
 
     submit(
@@ -96,6 +96,11 @@ def test_last_label_of_a_window_runs_the_agreement_task_and_builds_the_consensus
         lambda: ConsensusLabel.objects.filter(campaign=gold, window=window).first(),
         "the consensus of the window",
     )
+    # The first label sent no task: the worker received the window's agreement
+    # task once, for the last label (a task sent earlier would be received first).
+    log = (tmp_path / "worker.log").read_text()
+    received = re.findall(r"window_agreement_task\[[\w-]+\] received", log)
+    assert len(received) == 1, log
     assert consensus.status == ""
     assert [d["task"] for d in consensus.open_disputes].count("status") == 1
     flags = consensus.items["red_flags"]

@@ -4,9 +4,11 @@ new requests; a worker killed mid-run (SIGKILL), a new worker, a resume, and
 every window with exactly one label."""
 
 import os
+import re
 import subprocess
 import sys
 import time
+from collections import Counter
 from datetime import timedelta
 from pathlib import Path
 
@@ -74,14 +76,27 @@ def start_worker(log_path: Path, beat: bool = False, **env_extra) -> subprocess.
         stderr=subprocess.STDOUT,
     )
     proc.log = log
-    wait_for(
-        lambda: " ready." in log_path.read_text() or proc.poll() is not None,
-        "the worker to start",
-        60,
-    )
-    if proc.poll() is not None:
-        raise RuntimeError("the worker did not start:\n" + log_path.read_text())
+    try:
+        wait_for(
+            lambda: " ready." in log_path.read_text() or proc.poll() is not None,
+            "the worker to start",
+            60,
+        )
+        if proc.poll() is not None:
+            raise RuntimeError("the worker did not start:\n" + log_path.read_text())
+    except BaseException:
+        stop_worker(proc)  # a worker that is slow to start is not left running
+        raise
     return proc
+
+
+def tasks_ended(log_path: Path) -> bool:
+    """Every task the worker has received has ended (succeeded, raised, retried,
+    ...), as its log says."""
+    text = log_path.read_text()
+    received = Counter(re.findall(r"Task [\w.]+\[([\w-]+)\] received", text))
+    ended = Counter(re.findall(r"Task [\w.]+\[([\w-]+)\] (?!received)", text))
+    return bool(received) and all(ended[id_] >= n for id_, n in received.items())
 
 
 def stop_worker(proc: subprocess.Popen) -> None:
@@ -159,7 +174,8 @@ def test_a_worker_runs_a_run_to_the_end_within_its_limits(
 def test_cancel_stops_new_requests(admin_user, slow_llm, tmp_path):
     cohort, _, _ = make_cohort_with_stay(hours=48)
     backbone = llm_backbone(admin_user, slow_llm, concurrency=2)
-    worker = start_worker(tmp_path / "w.log", REALICU_ORACLE_CHUNK_SIZE=50)
+    log = tmp_path / "w.log"
+    worker = start_worker(log, REALICU_ORACLE_CHUNK_SIZE=50)
     try:
         run = services.oracle_run_create(
             admin=admin_user, name="to cancel", backbone=backbone, cohort=cohort
@@ -171,7 +187,9 @@ def test_cancel_stops_new_requests(admin_user, slow_llm, tmp_path):
         wait_for(lambda: not run.claims.exists(), "the chunk to stop")
         sent = len(slow_llm.requests)
         labels = OracleLabel.objects.filter(run=run).count()
-        time.sleep(1.5)
+        # Every chunk the worker took (the cancelled one, and any queued behind
+        # it) has ended: none of them sent a request after the cancel.
+        wait_for(lambda: tasks_ended(log), "the worker's chunks to end")
         assert len(slow_llm.requests) == sent
         assert OracleLabel.objects.filter(run=run).count() == labels < run.total_windows
         run.refresh_from_db()
