@@ -777,7 +777,81 @@ def test_summary_counts_the_rows_of_unknown_itemids_and_admissions_left_out(mimi
         "their label without a CLIF category: 229999 Skin Care Site (1 rows)"
     ) in notes
     assert "hosp/admissions: 1 admissions without an ICU stay not imported" in notes
-    assert "hosp/transfers: 1 discharge rows not imported" in notes
+    assert summary.dropped["hosp/transfers"] == {
+        "discharge rows (the admissions' hospital-discharge outcome events say it)": 1
+    }
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "reader, batch_stays", [("arrow", None), ("pandas", None), ("arrow", 1)]
+)
+def test_summary_counts_every_row_left_out_or_merged_and_the_events_stored(
+    tmp_path, monkeypatch, reader, batch_stays
+):
+    """Issue 30, item 6: a row that is no event of its own is counted by
+    reason; an exact duplicate row is imported once; the summary's events are
+    those stored. Batches of one stay route the rows (mimic.routing) first."""
+    tables = mimic_tables()
+    heart_rate = chart(A1, 220045, "2151-03-01 13:00:00", "88", 88, "bpm")
+    tables["icu/chartevents"] += [
+        dict(heart_rate),  # an exact duplicate of the first row
+        chart(A1, 224642, "2151-03-01 13:00:00", "Oral"),  # onto the 100.4 °F
+        chart(A1, 224642, "2151-03-01 15:00:00", "Axillary"),  # no temperature
+    ]
+    tables["icu/d_items"].append(
+        {"itemid": 224642, "label": "Temperature Site", "param_type": "Text"}
+    )
+    creatinine = tables["hosp/labevents"][0]
+    tables["hosp/labevents"] += [
+        dict(creatinine),  # an exact duplicate, labevent_id included
+        {  # no hadm_id, a patient without any admission
+            "labevent_id": 6,
+            "subject_id": 10003,
+            "itemid": 50912,
+            "charttime": "2170-01-01 06:00:00",
+            "value": "0.8",
+            "valuenum": 0.8,
+            "valueuom": "mg/dL",
+        },
+    ]
+    if reader == "pandas":
+        monkeypatch.setattr(ChartEventsStep, "_run", EventStep.run)
+
+    summary = mimic_import(
+        directory=write_mimic(tmp_path / "m", tables), batch_stays=batch_stays
+    )
+
+    not_imported = (
+        "rows of admissions not imported (without an ICU stay, outside the cohort, "
+        "or imported before)"
+    )
+    duplicate = (
+        "exact duplicates of an earlier row (equal in every column read), imported once"
+    )
+    assert summary.dropped["icu/chartevents"] == {
+        not_imported: 1,  # the admission without an ICU stay
+        duplicate: 1,
+        "Temperature Site rows (224642) merged into the temperature charted at "
+        "their time (its site)": 1,
+        "Temperature Site rows (224642) without a temperature at their time": 1,
+    }
+    assert summary.dropped["hosp/labevents"] == {
+        not_imported: 1,
+        duplicate: 1,
+        "rows without hadm_id of patients not imported": 1,
+        "rows without hadm_id whose time falls in no admission of their patient "
+        "imported": 1,  # labevent 3, years before admission A1
+    }
+    assert summary.events == event_counts() == IMPORTED_ROWS
+    assert summary.total_events == Event.objects.count()
+    assert (
+        Event.objects.filter(category="heart_rate", admission__source_id=A1).count()
+        == 1
+    )
+    assert Event.objects.filter(source_table="labevents", source_key="1").count() == 1
+    assert "source rows not imported as events of their own: 9" in str(summary)
+    assert summary.as_dict()["dropped"] == summary.dropped
 
 
 # Text items CLIF keeps in their own tables: categorized and named by their text.
@@ -1381,7 +1455,7 @@ def test_prescriptions_stand_in_for_emar(tmp_path):
     assert any("medications from hosp/prescriptions" in note for note in summary.notes)
     # An order without a starttime cannot be placed in time.
     assert event_counts()["prescriptions"] == 1
-    assert "hosp/prescriptions: 1 rows without a time not imported" in summary.notes
+    assert summary.dropped["hosp/prescriptions"]["rows without a time"] == 1
 
 
 # --- errors: the message names file, row and column, and nothing is written ---------------

@@ -591,9 +591,19 @@ class ImportSummary:
     events: dict[str, int] = field(default_factory=dict)
     actions: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    # Source rows that are no event of their own, by file and reason (left out,
+    # merged into another event, or a duplicate imported once): file -> reason
+    # -> rows.
+    dropped: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def add_events(self, table: str, n: int) -> None:
         self.events[table] = self.events.get(table, 0) + n
+
+    def add_dropped(self, file: str, reason: str, n: int) -> None:
+        """Count ``n`` rows of ``file`` that are no event of their own."""
+        if n:
+            reasons = self.dropped.setdefault(file, {})
+            reasons[reason] = reasons.get(reason, 0) + n
 
     def add_actions(self, counts: dict[str, int]) -> None:
         """Actions per domain, as ``windows.actions`` derived them."""
@@ -615,6 +625,7 @@ class ImportSummary:
             "total_events": self.total_events,
             "actions": dict(self.actions),
             "notes": list(self.notes),
+            "dropped": {f: dict(r) for f, r in self.dropped.items()},
         }
 
     def __str__(self) -> str:
@@ -637,5 +648,11 @@ class ImportSummary:
             )
             for domain, n in sorted(self.actions.items()):
                 lines.append(f"    {domain:<38} {n:>10}")
+        if self.dropped:
+            total = sum(n for r in self.dropped.values() for n in r.values())
+            lines.append(f"  source rows not imported as events of their own: {total}")
+            for file, reasons in sorted(self.dropped.items()):
+                for reason, n in sorted(reasons.items()):
+                    lines.append(f"    {file}: {n} {reason}")
         lines.extend(f"  note: {note}" for note in self.notes)
         return "\n".join(lines)

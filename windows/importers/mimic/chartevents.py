@@ -21,15 +21,21 @@ from windows.importers.base import (
     ImportSummary,
 )
 from windows.importers.mimic.events import (
+    DUPLICATE,
     OBS,
     EventStep,
     _events,
     _in_index_order,
     _pandas_chunk,
+    row_keys,
 )
 from windows.importers.mimic.items import ItemLabels, _mapped, _unit
 from windows.importers.mimic.labs import _gas
-from windows.importers.mimic.patients_admissions_stays import Batch
+from windows.importers.mimic.patients_admissions_stays import (
+    NO_HADM,
+    NOT_IMPORTED,
+    Batch,
+)
 from windows.importers.mimic.reading import _Columns, _row_keys
 from windows.importers.mimic_mapping import (
     FRACTION_ITEMS,
@@ -147,6 +153,7 @@ class ChartEventsStep(EventStep):
         super().__init__(*args, **kwargs)
         self.labels = labels
         self.lone_sites = 0  # temperature sites without a temperature beside them
+        self.merged_sites = 0  # temperature sites put onto their temperature
 
     def run(
         self,
@@ -157,9 +164,11 @@ class ChartEventsStep(EventStep):
     ) -> None:
         self._run(batch, writer, progress, summary)
         writer.flush()
-        self.lone_sites += _attach_temperature_sites(
-            [int(a) for a in batch.admission_ids]
-        )
+        lone, merged = _attach_temperature_sites([int(a) for a in batch.admission_ids])
+        self.lone_sites += lone
+        self.merged_sites += merged
+        # The summary counts the events stored: the site rows are not.
+        summary.add_events(self.name, -(lone + merged))
 
     def _run(
         self,
@@ -204,7 +213,14 @@ class ChartEventsStep(EventStep):
             return None
         pos = batch.admission_ids.index.get_indexer(hadm)
         sel = np.flatnonzero(pos >= 0)
+        # Counted once the block is taken here (the pandas path counts its own).
+        left_out = {
+            NO_HADM: int((hadm == -1).sum()),
+            NOT_IMPORTED: int(((pos < 0) & (hadm != -1)).sum()),
+        }
         if not len(sel):
+            for reason, n in left_out.items():
+                self.tally.add(reason, n)
             return EVENT_ARROW_SCHEMA.empty_table()
         if "_row" in block.schema.names:  # rows routed from the file
             rows = block.column("_row").to_numpy()[sel]
@@ -217,6 +233,14 @@ class ChartEventsStep(EventStep):
         us = _arrow_us(block.column("charttime"))
         if itemid is None or valuenum is None or us is None:
             return None
+        keys = row_keys([block.column(c) for c in self.columns])
+        first = self.duplicates.first(batch, keys, commit=False)
+        keys = keys[first]
+        left_out[DUPLICATE] = int((~first).sum())
+        if left_out[DUPLICATE]:
+            keep = np.flatnonzero(first)
+            block, rows, sel = block.take(pa.array(keep)), rows[keep], sel[keep]
+            itemid, valuenum, us = itemid[keep], valuenum[keep], us[keep]
         codes, items = pd.factorize(itemid)
         m = _mapped(
             "chartevents",
@@ -318,15 +342,19 @@ class ChartEventsStep(EventStep):
             ),
             "order_id": _dictionary_text([""], np.zeros(n, dtype="int64")),
         }
+        self.duplicates.commit(keys)
+        for reason, n in left_out.items():
+            self.tally.add(reason, n)
         return pa.table(
             [columns[f.name] for f in EVENT_ARROW_SCHEMA], schema=EVENT_ARROW_SCHEMA
         )
 
 
-def _attach_temperature_sites(admission_ids: list[int]) -> int:
+def _attach_temperature_sites(admission_ids: list[int]) -> tuple[int, int]:
     """The Temperature Site item's text onto the temperature charted at the same
     time (CLIF's meas_site_name, kept in value_text of vitals), then the site
-    rows removed; returns how many sites had no temperature beside them."""
+    rows removed; returns how many sites had no temperature beside them, and
+    how many had one (merged into it)."""
     sites = Event.objects.filter(
         admission_id__in=admission_ids,
         source_table="chartevents",
@@ -354,8 +382,8 @@ def _attach_temperature_sites(admission_ids: list[int]) -> int:
         source_table="chartevents",
     )
     lone = sites.exclude(Exists(placed)).count()
-    sites.delete()
-    return lone
+    removed, _ = sites.delete()
+    return lone, removed - lone
 
 
 def _chartevents(labels: ItemLabels) -> Callable:

@@ -8,6 +8,7 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from jobs.progress import Progress
 from windows.importers.base import EventWriter, ImportSummary, SourceTable
@@ -18,6 +19,97 @@ from windows.models import EventKind
 OBS = EventKind.OBSERVATION.value
 ACT = EventKind.ACTION.value
 CODED = EventKind.CODED.value
+
+
+# Why a source row is no event of its own (ImportSummary.dropped).
+UNTIMED = "rows without a time"
+DUPLICATE = (
+    "exact duplicates of an earlier row (equal in every column read), imported once"
+)
+
+
+class RowTally:
+    """The rows of one event file that are no event of their own, by reason,
+    over every batch. A row without hadm_id placed by its time goes to each
+    batch holding an admission of its patient (mimic.routing): it is outside
+    every admission only if no batch placed it, so those rows are counted by
+    their row numbers."""
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+        self._seen: list[np.ndarray] = []
+        self._placed: list[np.ndarray] = []
+
+    def add(self, reason: str, n: int) -> None:
+        if n:
+            self.counts[reason] = self.counts.get(reason, 0) + int(n)
+
+    def orphans(self, seen: np.ndarray, placed: np.ndarray) -> None:
+        """Rows without hadm_id of the batch's patients (file row numbers), and
+        those of them placed in an admission."""
+        self._seen.append(np.asarray(seen, dtype="int64"))
+        self._placed.append(np.asarray(placed, dtype="int64"))
+
+    def outside(self) -> int:
+        if not self._seen:
+            return 0
+        return len(
+            np.setdiff1d(np.concatenate(self._seen), np.concatenate(self._placed))
+        )
+
+
+_HASH_KEYS = ("0123456789123456", "realicu-rows-128")
+_NULL = np.array([np.iinfo("uint64").max, 0x9E3779B97F4A7C15], dtype="uint64")
+
+
+def row_keys(columns: list) -> np.ndarray:
+    """A 128-bit key of each row over ``columns`` (pandas Series or Arrow arrays
+    of one length), from the text of each value, so that a CSV block read by
+    Arrow and the same block read by pandas give the same keys. Each column's
+    distinct values are hashed once (pandas' hash_array, under two keys)."""
+    n = len(columns[0])
+    out = np.zeros((n, 2), dtype="uint64")
+    for values in columns:
+        array = values if isinstance(values, pa.Array) else None
+        if isinstance(values, pa.ChunkedArray):
+            array = values.combine_chunks()
+        if array is None:
+            array = pa.array(values, from_pandas=True)
+        if not pa.types.is_string(array.type):
+            array = pc.cast(array, pa.string())
+        encoded = pc.dictionary_encode(array)
+        words = np.asarray(encoded.dictionary.to_pylist(), dtype=object)
+        codes = pc.fill_null(encoded.indices, -1).to_numpy(zero_copy_only=False)
+        for k, key in enumerate(_HASH_KEYS):
+            hashes = np.append(
+                pd.util.hash_array(words, hash_key=key, categorize=False), _NULL[k]
+            )
+            out[:, k] = out[:, k] * np.uint64(1_000_003) ^ hashes[codes]
+    return np.ascontiguousarray(out).view("V16").ravel()
+
+
+class Duplicates:
+    """The rows of one batch seen so far, by their keys (``row_keys``): exact
+    duplicates share their hadm_id, so they fall in one batch."""
+
+    def __init__(self) -> None:
+        self.batch = None
+        self.seen = np.empty(0, dtype="V16")
+
+    def first(self, batch, keys: np.ndarray, *, commit: bool = True) -> np.ndarray:
+        """Which rows are the first of their kind in the batch so far; with
+        ``commit``, they are then seen (else ``commit(keys[first])`` does it)."""
+        if batch is not self.batch:
+            self.batch, self.seen = batch, np.empty(0, dtype="V16")
+        first = np.zeros(len(keys), dtype=bool)
+        first[np.unique(keys, return_index=True)[1]] = True
+        first &= ~np.isin(keys, self.seen)
+        if commit:
+            self.commit(keys[first])
+        return first
+
+    def commit(self, keys: np.ndarray) -> None:
+        self.seen = np.union1d(self.seen, keys)
 
 
 def _in_index_order(events: pd.DataFrame) -> pd.DataFrame:
@@ -58,6 +150,8 @@ class EventStep:
         self.spec, self.table, self.columns = spec, table, columns
         self.transform, self.assign_by = transform, assign_by
         self.untimed = 0  # rows without a time, which cannot be placed
+        self.tally = RowTally()
+        self.duplicates = Duplicates()
 
     @property
     def name(self) -> str:
@@ -116,16 +210,32 @@ class EventStep:
     ) -> pd.DataFrame | None:
         """The events of one chunk's rows of the batch, None if it has none."""
         selected = batch.select(
-            chunk, first_row, self.table.display, assign_by=self.assign_by
+            chunk,
+            first_row,
+            self.table.display,
+            assign_by=self.assign_by,
+            tally=self.tally,
         )
         if not len(selected):
             return None
+        selected = self.first_rows(selected, batch)
         events = self.transform(selected, self.table.display)
         untimed = events["time"].isna().to_numpy()
         if untimed.any():
             self.untimed += int(untimed.sum())
             events = events[~untimed]
         return events
+
+    def first_rows(self, selected: pd.DataFrame, batch: Batch) -> pd.DataFrame:
+        """The selected rows without exact duplicates of an earlier row of the
+        batch (counted: DUPLICATE)."""
+        first = self.duplicates.first(
+            batch, row_keys([selected[c] for c in self.columns])
+        )
+        if first.all():
+            return selected
+        self.tally.add(DUPLICATE, int((~first).sum()))
+        return selected[first].reset_index(drop=True)
 
     def run(
         self,

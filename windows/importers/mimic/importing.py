@@ -21,7 +21,7 @@ from windows.importers.base import (
     SourceDataError,
 )
 from windows.importers.mimic.chartevents import ChartEventsStep, _chartevents
-from windows.importers.mimic.events import EventStep
+from windows.importers.mimic.events import UNTIMED, EventStep
 from windows.importers.mimic.items import ItemLabels
 from windows.importers.mimic.labs import LabEventsStep, _labevents, _microbiologyevents
 from windows.importers.mimic.medications import (
@@ -33,6 +33,7 @@ from windows.importers.mimic.medications import (
 )
 from windows.importers.mimic.notes import note_steps
 from windows.importers.mimic.patients_admissions_stays import (
+    NO_HADM_OUTSIDE,
     _read_cohort,
     _read_diagnoses,
     _write_cohort,
@@ -334,20 +335,29 @@ def _import_batches(batches, steps, router, cohort, diagnoses, summary, progress
 
 
 def _notes(steps, labels, summary) -> None:
+    """Every source row that is no event of its own, by file and reason
+    (ImportSummary.dropped), and the unknown items."""
     for step in steps:
-        if step.untimed:
-            summary.notes.append(
-                f"{step.spec.display}: {step.untimed} rows without a time not imported"
-            )
-        if getattr(step, "discharges", 0):
-            summary.notes.append(
-                f"{step.spec.display}: {step.discharges} discharge rows not imported "
-                f"(the admissions' hospital-discharge outcome events say it)"
-            )
-        if getattr(step, "lone_sites", 0):
-            summary.notes.append(
-                f"{step.spec.display}: {step.lone_sites} Temperature Site rows "
-                f"({TEMPERATURE_SITE_ITEM}) without a temperature at their time, "
-                f"not imported"
-            )
+        file = step.spec.display
+        for reason, n in step.tally.counts.items():
+            summary.add_dropped(file, reason, n)
+        summary.add_dropped(file, NO_HADM_OUTSIDE, step.tally.outside())
+        summary.add_dropped(file, UNTIMED, step.untimed)
+        summary.add_dropped(
+            file,
+            "discharge rows (the admissions' hospital-discharge outcome events say it)",
+            getattr(step, "discharges", 0),
+        )
+        summary.add_dropped(
+            file,
+            f"Temperature Site rows ({TEMPERATURE_SITE_ITEM}) without a temperature "
+            "at their time",
+            getattr(step, "lone_sites", 0),
+        )
+        summary.add_dropped(
+            file,
+            f"Temperature Site rows ({TEMPERATURE_SITE_ITEM}) merged into the "
+            "temperature charted at their time (its site)",
+            getattr(step, "merged_sites", 0),
+        )
     summary.notes.extend(labels.unmapped.notes())

@@ -44,6 +44,17 @@ from windows.services import (
     stay_diagnosis_fields,
 )
 
+# Why a source row is left out by Batch.select (ImportSummary.dropped).
+NOT_IMPORTED = (
+    "rows of admissions not imported (without an ICU stay, outside the cohort, "
+    "or imported before)"
+)
+NO_HADM = "rows without hadm_id"
+NO_HADM_PATIENT = "rows without hadm_id of patients not imported"
+NO_HADM_OUTSIDE = (
+    "rows without hadm_id whose time falls in no admission of their patient imported"
+)
+
 
 @dataclass
 class PatientsAdmissionsStays:
@@ -285,11 +296,13 @@ class Batch:
         file: str,
         *,
         assign_by: tuple[str, ...] = (),
+        tally=None,
     ) -> pd.DataFrame:
         """The rows of the batch's admissions, with ``_row`` (file row number) and
         ``admission_id``. With ``assign_by``, rows without hadm_id go to the
         subject's admission whose [admittime, dischtime] holds their time: the
-        first of those time columns that has a value."""
+        first of those time columns that has a value. ``tally`` (a
+        mimic.events.RowTally) counts the rows left out, by reason."""
         if "_row" in chunk:  # rows routed from the file (mimic.routing)
             rows = chunk["_row"].to_numpy().astype("int64")
         else:
@@ -303,10 +316,12 @@ class Batch:
         out["admission_id"] = (
             hadm[keep].astype("int64").map(self.admission_ids).to_numpy()
         )
-        if not assign_by:
-            return out
         orphan = hadm.isna().to_numpy()
-        if not orphan.any():
+        if tally is not None:
+            tally.add(NOT_IMPORTED, int((~keep & ~orphan).sum()))
+            if not assign_by:
+                tally.add(NO_HADM, int(orphan.sum()))
+        if not assign_by or not orphan.any():
             return out
         subject = _numbers(
             chunk["subject_id"][orphan],
@@ -315,6 +330,8 @@ class Batch:
             rows=rows[orphan],
         )
         mine = subject.isin(self.subject_ids).to_numpy()
+        if tally is not None:
+            tally.add(NO_HADM_PATIENT, int((~mine).sum()))
         if not mine.any():
             return out
         candidates = chunk.loc[orphan].loc[mine].reset_index(drop=True)
@@ -341,6 +358,8 @@ class Batch:
         ]
         match = match.drop_duplicates("_pos")
         picked = candidates.iloc[match["_pos"].to_numpy()].reset_index(drop=True)
+        if tally is not None:
+            tally.orphans(candidates["_row"].to_numpy(), picked["_row"].to_numpy())
         picked["admission_id"] = match["admission_id"].to_numpy()
         return pd.concat([out, picked], ignore_index=True)
 

@@ -18,6 +18,11 @@ import pyarrow.parquet as pq
 from jobs.progress import Progress
 from windows.importers.base import SourceDataError
 from windows.importers.mimic.events import EventStep
+from windows.importers.mimic.patients_admissions_stays import (
+    NO_HADM,
+    NO_HADM_PATIENT,
+    NOT_IMPORTED,
+)
 from windows.importers.mimic.reading import MimicTable, _numbers
 
 ROW = "_row"
@@ -193,11 +198,16 @@ class Router:
         where = np.flatnonzero(pos >= 0)
         batch = self.batch_of[pos[where]]
         orphan = np.flatnonzero(np.isnan(hadm))
+        # The rows no batch takes, counted as Batch.select counts them.
+        step.tally.add(NOT_IMPORTED, len(hadm) - len(where) - len(orphan))
+        if not step.assign_by:
+            step.tally.add(NO_HADM, len(orphan))
         if step.assign_by and len(orphan):
             subject = _ids(
                 block.take(pa.array(orphan)), "subject_id", rows[orphan], file
             )
             known = _lookup(self.subjects, subject) >= 0
+            step.tally.add(NO_HADM_PATIENT, int((~known).sum()))
             extra_rows, extra_batches = [], []
             for row, s in zip(orphan[known], subject[known].astype("int64")):
                 for number in self.subject_batches[int(s)]:
