@@ -52,7 +52,8 @@ def text_pattern(max_chars: int) -> str:
 
 def clinical_text_problem(text: str) -> str:
     """Why ``text`` is not a clinical phrase ("" when it is one): it needs a
-    word (two letters in a row), mostly letters, none of NOISE_CHARACTERS and
+    word (two letters in a row), letters for a third of its characters at
+    least ("fever (38.3 °C)" is one), none of NOISE_CHARACTERS and
     no random-looking token (upper and lower case and digits mixed in 8 or
     more characters)."""
     text = (text or "").strip()
@@ -67,7 +68,7 @@ def clinical_text_problem(text: str) -> str:
         )
     visible = [c for c in text if not c.isspace()]
     letters = sum(1 for c in visible if c.isalpha())
-    if letters * 2 < len(visible):
+    if letters * 3 < len(visible):
         return "is mostly punctuation or digits, not words"
     for token in text.split():
         if _RANDOM_TOKEN.match(token):
