@@ -352,8 +352,9 @@
   // name after a reload.
   function eventLabel(row) {
     const cells = row.querySelectorAll("td");
-    const name = row.dataset.eventName ||
-      (cells[4] ? cells[4].textContent.trim() : "Event " + row.dataset.eventId);
+    const cell = row.querySelector("[data-event-name]");
+    const name = cell ? cell.dataset.eventName :
+      cells[4] ? cells[4].textContent.trim() : "Event " + row.dataset.eventId;
     const hours = cells[0] ? parseFloat(cells[0].textContent) : NaN;
     return isNaN(hours) ? name : name + " · " + hours.toFixed(1) + " h";
   }

@@ -240,9 +240,11 @@ def test_a_point_on_a_plot_is_cited_by_click_and_by_keyboard(
     status_chips.first.wait_for()
     assert status_chips.get_attribute("data-evidence-id") == str(c["heart_rate"].pk)
     # Named as the event table names the heart rate, as a reload names it.
-    row = page.locator(f'#window-events tr[data-event-id="{c["heart_rate"].pk}"]')
+    name = page.locator(
+        f'#window-events tr[data-event-id="{c["heart_rate"].pk}"] [data-event-name]'
+    ).get_attribute("data-event-name")
     status_chip_name = status_chips.inner_text()
-    assert status_chip_name.startswith(row.get_attribute("data-event-name") + " · ")
+    assert status_chip_name.startswith(name + " · ")
 
     # Pointer: a new acute problem in focus, a click on the lactate plot's point
     # cites the lactate result the value is carried from.
