@@ -1,6 +1,15 @@
-"""Shared fixtures. Tests run on PostgreSQL (DATABASE_URL, set by `make test`)."""
+"""Shared fixtures. Tests run on PostgreSQL (DATABASE_URL, set by `make test`).
+The researchers' client (``client/``, pip-installed by researchers) is put on
+the path here, so that any test may read a release as a researcher does."""
+
+import sys
+from pathlib import Path
 
 import pytest
+
+CLIENT_DIR = Path(__file__).resolve().parents[1] / "client"
+if str(CLIENT_DIR) not in sys.path:
+    sys.path.insert(0, str(CLIENT_DIR))
 
 
 @pytest.fixture(scope="session")

@@ -175,7 +175,9 @@ def test_release_read_by_the_client(edge_stay, settings, tmp_path):
     admin = make_user(role=Role.ADMIN)
     run = make_oracle_run(
         admin=admin,
-        labels={w: ("stable", oracle_payload(problems=["Hyperglycaemia"])) for w in windows},
+        labels={
+            w: ("stable", oracle_payload(problems=["Hyperglycaemia"])) for w in windows
+        },
     )
     release = release_build(
         release=release_create(user=admin, kind=ReleaseKind.SCALE, oracle_run=run)

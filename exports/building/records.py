@@ -73,9 +73,7 @@ class ParquetBatches:
                     "hindsight_disease_group": record["hindsight"]["disease_group"],
                     "context_file": record["context_file"],
                     "window_action_event_ids": record["window_action_event_ids"],
-                    "window_companion_event_ids": record[
-                        "window_companion_event_ids"
-                    ],
+                    "window_companion_event_ids": record["window_companion_event_ids"],
                     "status": labels["status"]["value"],
                     **{task: [i["text"] for i in labels[task]] for task in SET_TASKS},
                     "labels_json": _dumps(labels),

@@ -211,9 +211,7 @@ def _assert_no_leaks(release, folder, reference: BedsideReference):
     # and no hindsight record.
     for path in sorted((folder / "context").glob("*.jsonl")):
         stay_id = int(path.stem)
-        last_end = max(
-            w.end for w in windows.values() if w.stay_id == stay_id
-        )
+        last_end = max(w.end for w in windows.values() if w.stay_id == stay_id)
         for line in open(path, encoding="utf-8"):
             e = events[json.loads(line)["event_id"]]
             assert e.time < last_end
