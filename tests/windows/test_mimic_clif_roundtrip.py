@@ -397,8 +397,17 @@ def test_mimic_import_summary_names_what_was_not_imported(roundtrip):
     summary = roundtrip.mimic_summary
     notes = "\n".join(summary.notes)
     assert "177 admissions without an ICU stay" in notes
-    assert summary.dropped["hosp/transfers"] == {
-        "discharge rows (the admissions' hospital-discharge outcome events say it)": 133
+    dropped = summary.dropped
+    assert (
+        dropped["hosp/transfers"][
+            "discharge rows (the admissions' hospital-discharge outcome events say it)"
+        ]
+        == 133
+    )
+    # Every Temperature Site row has its temperature: all merged, none stored.
+    assert dropped["icu/chartevents"] == {
+        "Temperature Site rows (224642) merged into the temperature charted at "
+        "their time (its site)": 3844
     }
     assert "unknown itemid" not in notes
     # The events as stored right after the import (a test above deletes some).
