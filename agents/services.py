@@ -45,6 +45,7 @@ from agents.reference import agent_class
 from exports.models import Release, ReleaseWindow, Submission
 from jobs.leases import JobLeaseLost, job_claim, job_heartbeat, job_release
 from jobs.outbox import outbox_send
+from oracle.egress import egress_guard
 
 logger = logging.getLogger(__name__)
 
@@ -114,6 +115,12 @@ def agent_run_start(
                 "need a language model."
             )
         _backbone_usable(backbone)
+    egress_guard(
+        actor=user,
+        purpose="agent_run",
+        data=release,
+        backbone=backbone if cls.uses_llm else None,
+    )
     return _create_run(
         user=user,
         release=release,
@@ -185,6 +192,7 @@ def endpoint_register(
     if not url.startswith(("http://", "https://")):
         raise ValidationError("The endpoint's URL must start with http:// or https://.")
     _endpoint_url_usable(url)
+    egress_guard(actor=user, purpose="endpoint_register", data=release, url=url)
     try:
         timeout_seconds = float(timeout_seconds)
         max_retries = int(max_retries)
@@ -220,6 +228,14 @@ def online_eval_start(
         raise PermissionDenied("Only the researcher who registered it can run it.")
     _release_ready(endpoint.release)
     _endpoint_url_usable(endpoint.url)
+    egress_guard(
+        actor=user,
+        purpose="online_eval",
+        data=endpoint.release,
+        url=endpoint.url,
+        endpoint=endpoint,
+        owner=endpoint.created_by,
+    )
     return _create_run(
         user=user,
         release=endpoint.release,

@@ -34,6 +34,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from accounts.roles import user_is_admin
+from datause import services as datause_services
+from datause.selectors import CredentialRequired
 from evaluation.metrics import DEFAULT_K
 from exports import selectors, services
 from exports.authentication import ReleaseTokenAuthentication
@@ -48,6 +50,12 @@ from windows.models import DiseaseGroup
 
 MAX_ID = 2**63 - 1
 CHUNK = 64 * 1024
+# A release built from credentialed data, for an account without the credential.
+CREDENTIAL_403 = OpenApiResponse(
+    description="The release is built from credentialed (or site-restricted) "
+    "data, and your account records no approved, unexpired credential for "
+    "its sources (the Data use page)."
+)
 
 
 class MayUseReleases(BasePermission):
@@ -126,6 +134,7 @@ class ReleaseDetailApi(ReleaseApi):
         summary="One release with its manifest and files",
         responses={
             200: ReleaseOutputSerializer,
+            403: CREDENTIAL_403,
             404: OpenApiResponse(description="No such release."),
         },
     )
@@ -302,6 +311,7 @@ class ReleaseFileApi(ReleaseApi):
             (200, "application/octet-stream"): OpenApiTypes.BINARY,
             (206, "application/octet-stream"): OpenApiTypes.BINARY,
             304: OpenApiResponse(description="Not modified (ETag matched)."),
+            403: CREDENTIAL_403,
             404: OpenApiResponse(description="No such release or file."),
             409: OpenApiResponse(
                 description="The file was changed after the release was built "
@@ -311,9 +321,18 @@ class ReleaseFileApi(ReleaseApi):
         },
     )
     def get(self, request, release_id: int, file_path: str):
-        found = selectors.release_file_get(
-            user=request.user, release_id=release_id, path=file_path
-        )
+        try:
+            found = selectors.release_file_get(
+                user=request.user, release_id=release_id, path=file_path
+            )
+        except CredentialRequired as refusal:
+            datause_services.download_refused_record(
+                user=request.user,
+                release=refusal.release,
+                path=file_path,
+                reason=str(refusal),
+            )
+            raise
         if found is None:
             raise NotFound("No such file in this release.")
         entry, path = found
@@ -321,7 +340,12 @@ class ReleaseFileApi(ReleaseApi):
             release_file_verify(entry=entry, path=path)
         except ReleaseFileChanged as error:
             return Response({"detail": str(error)}, status=status.HTTP_409_CONFLICT)
-        return file_response(request, entry, path)
+        response = file_response(request, entry, path)
+        if response.status_code != 304:
+            datause_services.download_record(
+                user=request.user, release=entry.release, path=entry.path
+            )
+        return response
 
 
 # Window records -------------------------------------------------------------
@@ -370,6 +394,7 @@ class ReleaseWindowListApi(ReleaseApi):
         ],
         responses={
             200: WindowRecordSerializer(many=True),
+            403: CREDENTIAL_403,
             404: OpenApiResponse(description="No such release."),
         },
     )
@@ -450,6 +475,7 @@ class ReleaseSubmissionsApi(ReleaseApi):
         summary="Your submissions for a release",
         responses={
             200: SubmissionOutputSerializer(many=True),
+            403: CREDENTIAL_403,
             404: OpenApiResponse(description="No such release."),
         },
     )
@@ -469,6 +495,7 @@ class ReleaseSubmissionsApi(ReleaseApi):
         responses={
             201: SubmissionOutputSerializer,
             400: ErrorSerializer,
+            403: CREDENTIAL_403,
             404: OpenApiResponse(description="No such release."),
             409: ErrorSerializer,
         },

@@ -8,6 +8,7 @@ from collections import Counter
 from pathlib import Path
 
 from evaluation.matcher import tau_source_of
+from exports.data_use import data_use_markdown, release_data_use_section
 from exports.svgplots import bars_svg, grouped_bars_svg, histogram_svg
 from windows.models import DiseaseGroup, Outcome
 
@@ -170,6 +171,9 @@ def datacard_write(*, release, stats, folder: Path) -> None:
         "pairs shipped with the code, swept from tau 0.1, below the paper's 0.3) "
         "until an admin adopts one from physicians' judgments.",
         "",
+        data_use_markdown(
+            release_data_use_section(release, stay_ids=list(stats.stays))
+        ),
         _score_intervals(release),
         "## Cohort",
         "",

@@ -10,6 +10,7 @@ from django.db.models import Prefetch, QuerySet
 
 from accounts.roles import user_is_admin
 from annotation.models import Campaign
+from datause.selectors import release_access_check, releases_refused
 from exports.building.manifest import release_file_source
 from exports.models import (
     Release,
@@ -26,7 +27,7 @@ from oracle.selectors import validation_report_latest
 from realicu_web.storage import StoredFile
 
 
-def release_list(*, user) -> QuerySet[Release]:
+def _releases_visible(*, user) -> QuerySet[Release]:
     if not user_may_use_releases(user):
         return Release.objects.none()
     qs = Release.objects.select_related("campaign", "oracle_run", "created_by")
@@ -35,8 +36,23 @@ def release_list(*, user) -> QuerySet[Release]:
     return qs.order_by("-created_at", "-id")
 
 
+def release_list(*, user) -> QuerySet[Release]:
+    """The releases the user may list: for a researcher, the ready ones, less
+    those built from credentialed data they hold no credential for
+    (datause.selectors.releases_refused)."""
+    qs = _releases_visible(user=user)
+    refused = releases_refused(user=user, releases=qs)
+    return qs.exclude(pk__in=refused) if refused else qs
+
+
 def release_get(*, user, release_id: int) -> Release | None:
-    return release_list(user=user).filter(pk=release_id).first()
+    """A release the user may see, or None (a 404); one they may see but
+    not receive for want of a credential raises datause's
+    CredentialRequired (a 403 that says which credential)."""
+    release = _releases_visible(user=user).filter(pk=release_id).first()
+    if release is not None:
+        release_access_check(user=user, release=release)
+    return release
 
 
 def release_files(*, release: Release) -> QuerySet[ReleaseFile]:

@@ -20,6 +20,8 @@ from accounts.ids import IdChoiceField
 from accounts.roles import user_is_admin
 from accounts.web import render_page_or_partial
 from annotation.models import Campaign
+from datause import services as datause_services
+from datause.selectors import CredentialRequired
 from evaluation.matcher import tau_source_of
 from evaluation.metrics import DEFAULT_K
 from exports import selectors, services
@@ -308,9 +310,18 @@ def release_cancel(request, release_id: int):
 @require_GET
 @release_user_required
 def release_file(request, release_id: int, file_path: str):
-    found = selectors.release_file_get(
-        user=request.user, release_id=release_id, path=file_path
-    )
+    try:
+        found = selectors.release_file_get(
+            user=request.user, release_id=release_id, path=file_path
+        )
+    except CredentialRequired as refusal:
+        datause_services.download_refused_record(
+            user=request.user,
+            release=refusal.release,
+            path=file_path,
+            reason=str(refusal),
+        )
+        raise
     if found is None:
         raise Http404("No such file in this release.")
     try:
@@ -322,7 +333,12 @@ def release_file(request, release_id: int, file_path: str):
             {"release": found[0].release, "message": str(error)},
             status=409,
         )
-    return file_response(request, *found)
+    response = file_response(request, *found)
+    if response.status_code != 304:
+        datause_services.download_record(
+            user=request.user, release=found[0].release, path=found[0].path
+        )
+    return response
 
 
 @require_POST

@@ -21,6 +21,7 @@ urlpatterns = [
     path("oracle/", include("oracle.urls")),
     path("releases/", include("exports.urls")),
     path("agents/", include("agents.urls")),
+    path("data-use/", include("datause.urls")),
     path("surveillance/", include("surveillance.urls")),
     path("api/v1/", include("exports.api_urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api_schema"),

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import traceback
 from dataclasses import dataclass
+from datetime import timedelta
 
 import pytest
 from django.apps import apps
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
+from django.utils import timezone
 
 from accounts.roles import Role
 from agents.models import AgentRun, AgentStayState
@@ -23,6 +25,7 @@ from annotation.services import (
     campaign_create,
     label_save_draft,
 )
+from datause import services as datause_services
 from exports.building import release_build
 from exports.models import ApiToken, ReleaseKind, Submission
 from exports.services import release_create
@@ -31,6 +34,7 @@ from oracle.models import ValidationJob
 from tests.annotation.conftest import make_gold_windows, make_role_user
 from tests.exports.helpers import make_oracle_run, oracle_payload
 from tests.factories import make_admission, make_stay
+from windows.datasources import MIMIC_IV, data_source_get
 from windows.models import BuildKind, BuildRun, ImportRun, Source
 from windows.windowing import windows_build
 
@@ -46,6 +50,7 @@ APPS = (
     "evaluation",
     "agents",
     "surveillance",
+    "datause",
     "auth",
 )
 
@@ -102,6 +107,9 @@ ADMIN_ONLY = {
     "exports:release_cancel",
     "agents:run_start",
     "surveillance:stay_checkpoints",
+    "datause:audit",
+    "datause:credential_approve",
+    "datause:attestation_approve",
 }
 # Agent runs and online evaluations: admins and researchers, never physicians
 # (an agent's predictions are model labels: blindness).
@@ -112,6 +120,11 @@ NOT_FOR_PHYSICIANS = {
     "agents:run_cancel",
     "agents:run_resume",
     "agents:stay_memory",
+    "datause:data_use",
+    "datause:credential_record",
+    "datause:credential_revoke",
+    "datause:attestation_record",
+    "datause:attestation_revoke",
 }
 # Pages of labelled data that a researcher (or anyone but a physician / admin)
 # may not use either.
@@ -250,6 +263,26 @@ def world(db):
         name="Draw", per_stratum=2, band=0.15, created_by=admin
     )
     import_run = ImportRun.objects.create(source=Source.CLIF, started_by=admin)
+    credential = datause_services.credential_record(
+        actor=researcher,
+        user=researcher,
+        source=data_source_get(MIMIC_IV),
+        physionet_username="researcher",
+        agreement_version="PhysioNet Credentialed Health Data Use Agreement 1.5.0",
+        signed_on=timezone.localdate(),
+        expires_on=timezone.localdate() + timedelta(days=30),
+    )
+    attestation = datause_services.attestation_record(
+        actor=researcher,
+        address="https://agent.example.org/predict",
+        source=data_source_get(MIMIC_IV),
+        purpose="endpoint",
+        service="A lab's server",
+        zero_retention=True,
+        no_training=True,
+        no_human_review=True,
+        evidence_url="https://lab.example.org/policy",
+    )
     build_run = BuildRun.objects.create(kind=BuildKind.WINDOWS, started_by=admin)
     agent_run = AgentRun.objects.create(
         release=release, agent="local-window", created_by=admin
@@ -290,6 +323,8 @@ def world(db):
             "label_id": run.labels.order_by("pk").first().pk,
             "stay_id": stay.pk,
             "index": 0,
+            "credential_id": credential.pk,
+            "attestation_id": attestation.pk,
         },
         "others": {
             "assignment_id": theirs.pk,

@@ -42,6 +42,7 @@ from exports.tokens import token_store
 from oracle.models import OracleLabel, OracleRun, RunState, ValidationJob
 from tests.annotation.conftest import make_role_user
 from windows.cohort import cohort_build
+from windows.datasources import CLIF_DEMO
 from windows.importers.clif import clif_import
 from windows.models import Event, EventKind, Stay, Window
 from windows.selectors_context import OUTCOME_REVEALING_CATEGORIES, bedside_events
@@ -648,7 +649,9 @@ def test_gold_campaign_to_scored_predictions_through_pages_api_and_worker(
     worker_env, demo_slice, tmp_path, celery_worker_process
 ):
     # The demo slice, a cohort of its four stays, their windows, 2 Gold each.
-    assert clif_import(directory=demo_slice).stays == 4
+    # A slice of the open CLIF demo: its releases stay open (a folder is
+    # otherwise taken as the site's own data).
+    assert clif_import(directory=demo_slice, data_source=CLIF_DEMO).stays == 4
     users = {
         "admin": make_role_user(Role.ADMIN),
         "a": make_role_user(Role.PHYSICIAN),

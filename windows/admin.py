@@ -6,7 +6,7 @@ select their relations in the same query, and counts are not shown per row.
 
 from django.contrib import admin
 
-from windows.models import Admission, Event, ImportRun, Patient, Stay
+from windows.models import Admission, DataSource, Event, ImportRun, Patient, Stay
 
 
 class StayInline(admin.TabularInline):
@@ -131,3 +131,13 @@ class ImportRunAdmin(admin.ModelAdmin):
     raw_id_fields = ("started_by",)
     list_select_related = ("started_by",)
     readonly_fields = ("created_at", "started_at", "finished_at")
+
+
+@admin.register(DataSource)
+class DataSourceAdmin(admin.ModelAdmin):
+    """The sources of clinical data and their data-use terms
+    (windows.datasources): the importers link every stay to its sources."""
+
+    list_display = ("key", "name", "terms", "agreement")
+    list_filter = ("terms",)
+    search_fields = ("key", "name", "agreement")

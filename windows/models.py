@@ -16,6 +16,48 @@ class Source(models.TextChoices):
     MIMIC = "mimic", "MIMIC-IV"
 
 
+class DataUseTerms(models.TextChoices):
+    """Under what terms a source's data may be used, least strict first: a
+    set of data from several sources takes the strictest of theirs
+    (windows.datasources.terms_strictest)."""
+
+    OPEN = "open", "Open"
+    CREDENTIALED = "credentialed", "Credentialed (PhysioNet)"
+    RESTRICTED = "restricted", "Restricted to this site"
+
+
+class DataSource(models.Model):
+    """A source of clinical data and its data-use terms: the CLIF demo (open),
+    MIMIC-IV and MIMIC-IV-Note (PhysioNet credentialed), a site's own data
+    (restricted to this site). Each import records the sources it read
+    (ImportRun.data_sources) and links its stays to them (Stay.data_sources);
+    the catalogue is windows.datasources."""
+
+    key = models.SlugField(max_length=40, unique=True)
+    name = models.CharField(max_length=120)
+    terms = models.CharField(max_length=12, choices=DataUseTerms.choices)
+    agreement = models.CharField(
+        max_length=200,
+        blank=True,
+        help_text="The licence or data use agreement and its version.",
+    )
+    agreement_url = models.URLField(max_length=300, blank=True)
+    citations = models.JSONField(
+        default=list, blank=True, help_text="What a user of the data must cite."
+    )
+    description = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["key"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.get_terms_display().lower()})"
+
+    @property
+    def needs_credential(self) -> bool:
+        return self.terms != DataUseTerms.OPEN
+
+
 class Patient(models.Model):
     source = models.CharField(max_length=8, choices=Source.choices)
     source_id = models.CharField(max_length=64)
@@ -125,6 +167,13 @@ class Stay(models.Model):
     diagnosis_version = models.PositiveSmallIntegerField(null=True, blank=True)
     disease_group = models.CharField(
         max_length=20, choices=DiseaseGroup.choices, default=DiseaseGroup.UNKNOWN
+    )
+    data_sources = models.ManyToManyField(
+        DataSource,
+        blank=True,
+        related_name="stays",
+        help_text="The sources its data came from, as its import recorded them "
+        "(none: its source's catalogue entry, windows.datasources).",
     )
 
     class Meta:
@@ -275,6 +324,13 @@ class ImportRun(JobFields):
     finished_at = models.DateTimeField(null=True, blank=True)
     summary = models.JSONField(default=dict, blank=True)
     error = models.TextField(blank=True)
+    data_sources = models.ManyToManyField(
+        DataSource,
+        blank=True,
+        related_name="import_runs",
+        help_text="The sources the import read, with their data-use terms: "
+        "linked to every stay it imports.",
+    )
 
     class Meta:
         ordering = ["-created_at"]

@@ -205,10 +205,22 @@ def _import_outbox_key(pk: int) -> str:
     return f"job:{IMPORT_JOB}:{pk}"
 
 
-def import_run_create(*, source: str, path: str = "", user=None) -> ImportRun:
+def import_run_create(
+    *, source: str, path: str = "", user=None, data_source: str = ""
+) -> ImportRun:
     """Queue an import in the worker. ``path`` must lie under an allowed import root.
     The task goes through the outbox in the transaction that creates the row, so
-    a broker that cannot be reached delays the import without losing it."""
+    a broker that cannot be reached delays the import without losing it.
+
+    The run records the data source it reads, with its data-use terms
+    (windows.datasources): MIMIC-IV is MIMIC-IV (and MIMIC-IV-Note, added when
+    the import finds note/); a CLIF folder is ``data_source``, by default the
+    open CLIF demo for the demo and the site's own data for a folder."""
+    from windows.datasources import (
+        MIMIC_IV,
+        clif_default_data_source,
+        data_source_get,
+    )
     from windows.importers.paths import resolve_import_path
 
     if source not in Source.values:
@@ -216,8 +228,19 @@ def import_run_create(*, source: str, path: str = "", user=None) -> ImportRun:
             f"Unknown source {source!r}; choose one of {', '.join(Source.values)}."
         )
     resolved = resolve_import_path(source=source, path=path)
+    if source == Source.MIMIC:
+        if data_source and data_source != MIMIC_IV:
+            raise ValidationError(
+                "A MIMIC-IV import reads MIMIC-IV (and MIMIC-IV-Note): its data "
+                "source is not a choice."
+            )
+        data_source = MIMIC_IV
+    elif not data_source:
+        data_source = clif_default_data_source(resolved)
+    chosen = data_source_get(data_source)
     with transaction.atomic():
         run = ImportRun.objects.create(source=source, path=resolved, started_by=user)
+        run.data_sources.set([chosen])
         outbox_send(task=IMPORT_TASK, args=[run.pk], key=_import_outbox_key(run.pk))
     return run
 
@@ -268,7 +291,12 @@ def import_run_execute(*, import_run: ImportRun) -> ImportRun:
                 from windows.importers.clif import clif_import
 
                 folder = Path(import_run.path) if import_run.path else None
-                summary = clif_import(directory=folder, progress=progress)
+                chosen = import_run.data_sources.values_list("key", flat=True)
+                summary = clif_import(
+                    directory=folder,
+                    progress=progress,
+                    data_source=chosen.first(),
+                )
             else:
                 from windows.importers.mimic import mimic_import
 
@@ -317,6 +345,10 @@ def import_run_execute(*, import_run: ImportRun) -> ImportRun:
         progress_label="done",
         **finished,
     )
+    if summary.data_sources:
+        from windows.datasources import data_source_get
+
+        import_run.data_sources.add(*(data_source_get(k) for k in summary.data_sources))
     import_run.refresh_from_db()
     return import_run
 

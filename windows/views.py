@@ -23,6 +23,7 @@ from windows import selectors, services
 from windows.builds import build_run_cancel, build_run_resume
 from windows.models import (
     BuildRun,
+    DataSource,
     DiseaseGroup,
     Domain,
     EventKind,
@@ -258,12 +259,27 @@ class ImportStartForm(forms.Form):
         label="Folder on the server",
         help_text="Not used for the CLIF demo; CLIF with no folder imports the demo.",
     )
+    data_source = forms.ModelChoiceField(
+        queryset=DataSource.objects.all(),
+        to_field_name="key",
+        required=False,
+        label="Data-use terms of a CLIF folder",
+        empty_label="This site's own data (restricted to this site)",
+        help_text="Whose data the CLIF folder holds: its stays, and everything "
+        "built from them, take that source's terms. MIMIC-IV is always "
+        "credentialed; the CLIF demo is open.",
+    )
 
     def service_arguments(self) -> dict:
         source = self.cleaned_data["source"]
         if source == self.CLIF_DEMO:
             return {"source": Source.CLIF, "path": ""}
-        return {"source": source, "path": self.cleaned_data["path"]}
+        chosen = self.cleaned_data.get("data_source")
+        return {
+            "source": source,
+            "path": self.cleaned_data["path"],
+            "data_source": chosen.key if chosen and source == Source.CLIF else "",
+        }
 
 
 def _import_runs_checked(runs) -> None:

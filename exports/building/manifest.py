@@ -21,6 +21,7 @@ from annotation.selectors.irr import campaign_irr
 from evaluation.metrics import DEFAULT_K
 from exports.building.labels import rater_pseudonym
 from exports.building.stats import ReleaseStats
+from exports.data_use import release_data_use_section
 from exports.models import Release, ReleaseFile, ReleaseKind
 from realicu_web.storage import StoredFile, object_store
 from windows.windowing import window_settings
@@ -173,6 +174,7 @@ def _manifest(*, release: Release, stats: ReleaseStats, files: list[dict]) -> di
             "built_at": timezone.now().isoformat(),
             "test_only": True,
             "source": _source_section(release),
+            "data_use": release_data_use_section(release, stay_ids=list(stats.stays)),
             "counts": stats.as_dict(),
             "settings": {
                 "windows": window_settings(),

@@ -18,6 +18,7 @@ from django.utils import timezone
 from exports.building.batches import ReleaseRows
 from exports.building.context import _EventLines, _stay_events
 from exports.building.manifest import SCHEMA_VERSION, _files_under, file_sha256
+from exports.data_use import data_use_markdown, release_data_use_section
 from exports.models import Release
 from surveillance.checkpoints import (
     ACTIONS,
@@ -131,6 +132,7 @@ def _datacard(release: Release, stats: SurveillanceStats) -> str:
         f"- Global action: {counts['global_action']}",
         f"- Priority: {counts['priority']}",
         "",
+        data_use_markdown(release_data_use_section(release)),
         "## Finding frequencies",
         "",
         "| finding | family | level | temporal | checkpoints | % | stays |",
@@ -250,6 +252,7 @@ def surveillance_release_write(
             "cohort_id": release.cohort_id,
             "cohort_name": release.cohort.name,
         },
+        "data_use": release_data_use_section(release),
         "counts": stats.as_dict(),
         "settings": {
             "checkpoint_step_hours": CHECKPOINT_STEP_HOURS,

