@@ -258,6 +258,9 @@ def _values(world) -> dict[str, list]:
         "backbone_id": [1],
         "import_run_id": [1],
         "build_run_id": [1],
+        "draw_id": [1],
+        "credential_id": [1],
+        "attestation_id": [1],
         "stay_id": [world["stay"].pk],
         "index": [w.index for w in world["windows"]],
     }
