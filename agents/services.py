@@ -264,10 +264,23 @@ def agent_run_resume(*, user, run: AgentRun) -> AgentRun:
     """A cancelled or failed run goes on from where its stays stopped."""
     if run.created_by_id != user.pk and not user_is_admin(user):
         raise PermissionDenied("Only who started the run, or an admin, can resume it.")
+    # The address policy and the data-use egress guard are asked again: an
+    # attestation or credential revoked since the run started stops it here.
     if run.endpoint_id:
         _endpoint_url_usable(run.endpoint.url)
+        egress_guard(
+            actor=user,
+            purpose="online_eval",
+            data=run.release,
+            url=run.endpoint.url,
+            endpoint=run.endpoint,
+            owner=run.endpoint.created_by,
+        )
     elif run.backbone_id and run.backbone.kind == "openai":
         _backbone_usable(run.backbone)
+        egress_guard(
+            actor=user, purpose="agent_run", data=run.release, backbone=run.backbone
+        )
     with transaction.atomic():
         updated = AgentRun.objects.filter(
             pk=run.pk, state__in=(RunState.CANCELLED, RunState.FAILED)

@@ -259,12 +259,26 @@ def _restart(run: OracleRun) -> None:
 def oracle_run_resume(*, admin, run: OracleRun, enqueue: bool = True) -> OracleRun:
     """Queue the run again for the windows that have no label yet. A running
     run may be resumed too (its workers died): the lanes bound the chunks at
-    work, so the limits still hold. The endpoint is checked (a name lookup)
-    before the transaction."""
+    work, so the limits still hold. The endpoint and the egress guard are
+    checked (a name lookup) before the transaction."""
     require_admin(admin, "resume an Oracle run")
-    _backbone_endpoint_check(Backbone.objects.get(pk=run.backbone_id))
+    _run_egress_check(admin=admin, run=run)
     with transaction.atomic():
         return _oracle_run_resume(run=run, enqueue=enqueue)
+
+
+def _run_egress_check(*, admin, run: OracleRun) -> None:
+    """The endpoint's address policy and the data-use egress guard, asked
+    again whenever a run's windows are sent anew (resume, retry): an
+    attestation revoked since the run started stops it here."""
+    backbone = Backbone.objects.get(pk=run.backbone_id)
+    _backbone_endpoint_check(backbone)
+    egress_guard(
+        actor=admin,
+        purpose="oracle_run",
+        data=run.campaign or run.cohort or run,
+        backbone=backbone,
+    )
 
 
 def _oracle_run_resume(*, run: OracleRun, enqueue: bool) -> OracleRun:
@@ -293,7 +307,7 @@ def oracle_run_retry_failed(*, admin, run: OracleRun, enqueue: bool = True) -> i
     Returns how many were forgotten. The endpoint is checked (a name lookup)
     before the transaction."""
     require_admin(admin, "retry an Oracle run's failures")
-    _backbone_endpoint_check(Backbone.objects.get(pk=run.backbone_id))
+    _run_egress_check(admin=admin, run=run)
     with transaction.atomic():
         return _oracle_run_retry_failed(run=run, enqueue=enqueue)
 

@@ -147,6 +147,53 @@ def test_a_revoked_attestation_refuses_the_next_run(dns, admin_user, public_back
     assert OracleRun.objects.count() == 1
 
 
+def test_a_revoked_attestation_stops_a_resume_and_a_retry(
+    dns, admin_user, public_backbone
+):
+    """Windows sent anew (resume, retry) are a new egress: the guard is asked
+    again, and an attestation revoked since the run started stops them."""
+    cohort = mimic_cohort()
+    attestation = _attest(admin_user)
+    run = oracle.oracle_run_create(
+        admin=admin_user,
+        name="a",
+        backbone=public_backbone,
+        cohort=cohort,
+        enqueue=False,
+    )
+    oracle.oracle_run_cancel(admin=admin_user, run=run)
+    services.attestation_revoke(actor=admin_user, attestation=attestation)
+    state = OracleRun.objects.get(pk=run.pk).state
+    for again in (oracle.oracle_run_resume, oracle.oracle_run_retry_failed):
+        with pytest.raises(ValidationError) as refused:
+            again(admin=admin_user, run=run, enqueue=False)
+        assert "attestation" in " ".join(refused.value.messages)
+        assert OracleRun.objects.get(pk=run.pk).state == state
+    assert (
+        EgressDecision.objects.filter(allowed=False, cohort_id=cohort.pk).count() == 2
+    )
+
+
+def test_a_revoked_attestation_stops_an_agent_runs_resume(
+    dns, admin_user, mimic_release, public_backbone
+):
+    attestation = _attest(admin_user)
+    run = agents.agent_run_start(
+        user=admin_user,
+        release=mimic_release,
+        agent="local-window",
+        backbone=public_backbone,
+        enqueue=False,
+    )
+    agents.agent_run_cancel(user=admin_user, run=run)
+    services.attestation_revoke(actor=admin_user, attestation=attestation)
+    with pytest.raises(ValidationError) as refused:
+        agents.agent_run_resume(user=admin_user, run=run)
+    assert "third party" in " ".join(refused.value.messages)
+    run.refresh_from_db()
+    assert run.state == "cancelled"
+
+
 def test_an_on_site_backbone_needs_no_attestation(dns, admin_user, private_backbone):
     run = oracle.oracle_run_create(
         admin=admin_user,
