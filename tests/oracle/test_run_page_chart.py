@@ -136,7 +136,9 @@ def test_the_run_page_keeps_each_figure_under_its_name_at_every_width(
             page.locator("[data-chart-canvas] canvas").wait_for()
             names = _boxes(page, "#run-progress .facts dt")
             figures = _boxes(page, "#run-progress .facts dd")
-            assert len(names) == len(figures) == 8
+            # The eight progress figures, and the request counters and the
+            # estimate error (issue 32) while they have something to say.
+            assert len(names) == len(figures) >= 8
             for name, figure in zip(names, figures):
                 assert abs(name["left"] - figure["left"]) < 1, (width, name, figure)
                 assert figure["top"] >= name["bottom"] - 1, (width, name, figure)
