@@ -299,6 +299,9 @@ class Event(models.Model):
 class ImportStatus(models.TextChoices):
     QUEUED = "queued", "Queued"
     RUNNING = "running", "Running"
+    # A fanned-out MIMIC-IV import whose batches are jobs of their own
+    # (windows.import_batches): no worker holds the run itself.
+    BATCHES = "batches", "Batches running"
     DONE = "done", "Done"
     FAILED = "failed", "Failed"
     CANCELLED = "cancelled", "Cancelled"
@@ -360,7 +363,11 @@ class ImportRun(JobFields):
 
     @property
     def is_open(self) -> bool:
-        return self.status in (ImportStatus.QUEUED, ImportStatus.RUNNING)
+        return self.status in (
+            ImportStatus.QUEUED,
+            ImportStatus.RUNNING,
+            ImportStatus.BATCHES,
+        )
 
     @property
     def worker_alive(self) -> bool:
@@ -383,6 +390,35 @@ class ImportRun(JobFields):
         return self.status in (ImportStatus.FAILED, ImportStatus.CANCELLED) or (
             self.status == ImportStatus.RUNNING and not self.worker_alive
         )
+
+
+class ImportBatch(JobFields):
+    """One batch of a fanned-out MIMIC-IV import (windows.import_batches): the
+    admissions of a few patients, whose spilled event rows wait in the store
+    under ``spill_prefix``. A job row: one worker at a time holds it under a
+    lease, the reaper re-queues it when its worker goes silent. Its rows and
+    its ``done`` state commit in one transaction, so a batch is imported once.
+    ``result`` holds its share of the run's summary."""
+
+    run = models.ForeignKey(ImportRun, on_delete=models.CASCADE, related_name="batches")
+    index = models.PositiveIntegerField()
+    hadm_ids = models.JSONField(default=list)
+    spill_prefix = models.CharField(max_length=255)
+    state = models.CharField(max_length=8, default="queued")
+    result = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["run", "index"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "index"], name="import_batch_uniq")
+        ]
+
+    def __str__(self) -> str:
+        return f"Batch {self.index} of import {self.run_id} ({self.state})"
 
 
 # Cohort has a field named ``settings``, which hides django.conf.settings in its body.
