@@ -260,6 +260,10 @@ REALICU_IMPORT_ROOTS = env.list(
 # Stays imported per batch: a CLIF import runs all its batches in one
 # transaction; a MIMIC-IV import commits each batch (README "Importing data").
 REALICU_IMPORT_BATCH_STAYS = env.int("REALICU_IMPORT_BATCH_STAYS", default=200)
+# A MIMIC-IV import started from the page fans its batches out on the workers:
+# auto (on with PostgreSQL, off with SQLite's one writer), on, off
+# (windows.import_batches).
+REALICU_IMPORT_FANOUT = env.str("REALICU_IMPORT_FANOUT", default="auto")
 # Oracle runs: chunk tasks of a run at work at once (each gets this share of the
 # backbone's concurrency and requests per minute; match it to the worker
 # processes), windows per chunk, and how long a chunk's claim on its windows
