@@ -302,6 +302,12 @@ REALICU_LLM_DEFAULT_COMPLETION_TOKENS = env.int(
 REALICU_LLM_PROMPT_MARGIN_TOKENS = env.int(
     "REALICU_LLM_PROMPT_MARGIN_TOKENS", default=64
 )
+# The longest an Oracle request may wait for its reply: its timeout grows past
+# the backbone's with the server's measured speed and each time it timed out
+# (oracle.backbones.completion.request_timeout), never past this.
+REALICU_LLM_TIMEOUT_MAX_SECONDS = env.float(
+    "REALICU_LLM_TIMEOUT_MAX_SECONDS", default=1800.0
+)
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
