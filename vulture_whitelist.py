@@ -60,3 +60,231 @@ _.pairs_total  # calibration_list.html
 # Read with getattr(result, f"{field}_one_to_one") (oracle.gold_comparison).
 actions_one_to_one
 red_flags_one_to_one
+
+# exports, datause, client, surveillance, jobs, accounts, realicu_web, windows
+# and benchmarks (issue 37):
+# Django app config
+AccountsConfig  # accounts/apps.py
+DataUseConfig  # datause/apps.py
+verbose_name  # datause/apps.py
+ExportsConfig  # exports/apps.py
+JobsConfig  # jobs/apps.py
+SurveillanceConfig  # surveillance/apps.py
+default_auto_field  # surveillance/apps.py
+WindowsConfig  # windows/apps.py
+# template tag or filter
+may_see_clinical_data  # accounts/templatetags/roles.py
+ago  # accounts/templatetags/timing.py
+data_use_terms  # datause/templatetags/datause.py
+egress_provenance  # datause/templatetags/datause.py
+may_use_releases  # exports/templatetags/exports_tags.py
+# Django setting of a benchmark
+_.PASSWORD_HASHERS  # benchmarks/agreement_bench.py
+# the researchers' client API
+_.redirect_request  # client/realicu_client/api.py
+newurl  # client/realicu_client/api.py
+req  # client/realicu_client/api.py
+_.wait_for_scores  # client/realicu_client/api.py
+_.publish  # client/realicu_client/api.py
+_.model_input  # client/realicu_client/context.py
+iterate_checkpoints  # client/realicu_client/surveillance.py
+prediction  # client/realicu_client/surveillance.py
+# Django admin
+_.has_add_permission  # datause/admin.py
+_.has_change_permission  # datause/admin.py
+_.has_delete_permission  # datause/admin.py
+CredentialAdmin  # datause/admin.py
+AttestationAdmin  # datause/admin.py
+EgressDecisionAdmin  # datause/admin.py
+AuditEventAdmin  # datause/admin.py
+date_hierarchy  # datause/admin.py
+can_delete  # exports/admin.py
+ReleaseAdmin  # exports/admin.py
+inlines  # exports/admin.py
+SubmissionAdmin  # exports/admin.py
+ApiTokenAdmin  # exports/admin.py
+_.shown_prefix  # exports/admin.py
+show_change_link  # windows/admin.py
+PatientAdmin  # windows/admin.py
+AdmissionAdmin  # windows/admin.py
+StayAdmin  # windows/admin.py
+_.length_hours_display  # windows/admin.py
+EventAdmin  # windows/admin.py
+show_full_result_count  # windows/admin.py
+ImportRunAdmin  # windows/admin.py
+DataSourceAdmin  # windows/admin.py
+# Django model field or option
+recorded_by  # datause/models.py
+recorded_at  # datause/models.py
+revoked_by  # datause/models.py
+_.state_label  # datause/models.py
+attested_by  # datause/models.py
+ENDPOINT_REGISTER  # datause/models.py
+_.published_files  # exports/models.py
+last_error  # jobs/models.py
+beat_at  # jobs/models.py
+description  # windows/models.py
+sex  # windows/models.py
+admission_type  # windows/models.py
+age_at_admission  # windows/models.py
+SURVIVED  # windows/models.py
+source_ids  # windows/models.py
+diagnosis_code  # windows/models.py
+diagnosis_version  # windows/models.py
+end_time  # windows/models.py
+started_by  # windows/models.py
+event_count  # windows/models.py
+# Django URLconf
+app_name  # datause/urls.py
+urlpatterns  # datause/urls.py
+# Django REST framework hook or serializer field
+_.has_permission  # exports/api.py
+authentication_classes  # exports/api.py
+permission_classes  # exports/api.py
+throttle_classes  # exports/api.py
+throttle_scope  # exports/api.py
+page_size  # exports/api.py
+page_size_query_param  # exports/api.py
+max_page_size  # exports/api.py
+renderer_classes  # exports/api.py
+_.validate  # exports/api.py
+prediction_count  # exports/api.py
+scored_at  # exports/api.py
+parser_classes  # exports/api.py
+_.throttle_scope  # exports/api.py
+gold_campaign_id  # exports/api.py
+gold_campaign_name  # exports/api.py
+latest_validation_report  # exports/api.py
+_.get_backbone_kind  # exports/api.py
+_.get_latest_validation_report  # exports/api.py
+validation_reports  # exports/api.py
+api_exception_handler  # exports/api_errors.py
+_.authenticate_credentials  # exports/authentication.py
+media_type  # exports/downloads.py
+charset  # exports/downloads.py
+accepted_media_type  # exports/downloads.py
+renderer_context  # exports/downloads.py
+_.allow_request  # exports/throttling.py
+BoundedJSONParser  # realicu_web/jsonlimits.py
+# Django management command
+requires_system_checks  # exports/management/commands/build_release.py
+# Celery task, sent by name
+release_build_task  # exports/tasks.py
+submission_score_task  # exports/tasks.py
+import_run_execute_task  # windows/tasks.py
+build_batch_execute_task  # windows/tasks.py
+import_batch_execute_task  # windows/tasks.py
+# kombu transport method
+_._put  # realicu_web/broker.py
+_._restore  # realicu_web/broker.py
+# Celery signal handler or bootstep
+_filesystem_broker_folders  # realicu_web/celery.py
+_remember_worker_main_process  # realicu_web/celery.py
+_warm_up_pool_child  # realicu_web/celery.py
+_warm_up_single_process_pool  # realicu_web/celery.py
+_side_threads_start  # realicu_web/celery.py
+_side_threads_stop  # realicu_web/celery.py
+requires  # realicu_web/celery.py
+# named in settings, called by Django
+_.get_response_async  # realicu_web/handler.py
+ForgedSessionCookieMiddleware  # realicu_web/middleware.py
+RequestHygieneMiddleware  # realicu_web/middleware.py
+SessionIdleTimeoutMiddleware  # realicu_web/middleware.py
+StaticFilesStorage  # realicu_web/staticstorage.py
+manifest_strict  # realicu_web/staticstorage.py
+# Django setting
+ALLOWED_HOSTS
+CSRF_TRUSTED_ORIGINS
+ROOT_URLCONF
+WSGI_APPLICATION
+TEMPLATES
+DEFAULT_AUTO_FIELD
+LOGIN_URL
+LOGIN_REDIRECT_URL
+LOGOUT_REDIRECT_URL
+LANGUAGE_CODE
+TIME_ZONE
+USE_I18N
+USE_TZ
+STATIC_URL
+STATICFILES_DIRS
+WHITENOISE_USE_FINDERS
+WHITENOISE_AUTOREFRESH
+CACHES
+CELERY_BROKER_TRANSPORT
+CELERY_BROKER_CONNECTION_TIMEOUT
+CELERY_TASK_PUBLISH_RETRY_POLICY
+CELERY_TASK_IGNORE_RESULT
+CELERY_TASK_ACKS_LATE
+CELERY_TASK_REJECT_ON_WORKER_LOST
+CELERY_WORKER_PREFETCH_MULTIPLIER
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS
+CELERY_WORKER_ENABLE_PREFETCH_COUNT_REDUCTION
+CELERY_TASK_SERIALIZER
+CELERY_ACCEPT_CONTENT
+REALICU_AGREEMENT_CATCH_UP
+REALICU_IMPORT_ROOTS
+REALICU_IMPORT_BATCH_STAYS
+REALICU_ORACLE_CLAIM_LEASE_SECONDS
+REALICU_LLM_KEY_ENV_PREFIXES
+REALICU_LLM_KEY_ENV_NAMES
+REALICU_LLM_BLOCKED_HOSTS
+REALICU_APP_ADDRESSES
+REALICU_LLM_DEFAULT_CONTEXT_TOKENS
+REALICU_LLM_DEFAULT_COMPLETION_TOKENS
+REALICU_LLM_PROMPT_MARGIN_TOKENS
+REALICU_LLM_TIMEOUT_MAX_SECONDS
+SPECTACULAR_SETTINGS
+LOGGING
+AUTHENTICATION_BACKENDS
+AXES_FAILURE_LIMIT
+AXES_COOLOFF_TIME
+AXES_LOCKOUT_PARAMETERS
+SILENCED_SYSTEM_CHECKS
+AXES_RESET_ON_SUCCESS
+AXES_LOCKOUT_TEMPLATE
+AXES_VERBOSE
+AUTH_PASSWORD_VALIDATORS
+SESSION_COOKIE_AGE
+SESSION_EXPIRE_AT_BROWSER_CLOSE
+SESSION_COOKIE_HTTPONLY
+SESSION_COOKIE_SAMESITE
+REALICU_ENDPOINT_ALLOWED_NETWORKS
+REALICU_APP_SERVICE_NAMES
+SECURE_PROXY_SSL_HEADER
+CSRF_COOKIE_SECURE
+SECURE_SSL_REDIRECT
+SECURE_HSTS_SECONDS
+SECURE_HSTS_INCLUDE_SUBDOMAINS
+SECURE_HSTS_PRELOAD
+SECURE_CONTENT_TYPE_NOSNIFF
+SECURE_REFERRER_POLICY
+X_FRAME_OPTIONS
+CONTENT_SECURITY_POLICY
+# uvicorn worker class named in gunicorn.conf.py
+Worker  # realicu_web/webserver.py
+CONFIG_KWARGS  # realicu_web/webserver.py
+_.limit_concurrency  # realicu_web/webserver.py
+# used by apps vulture is not given here (annotation, oracle, windows/importers)
+physician_required  # accounts/access.py, annotation views
+judge_required  # accounts/access.py, annotation/views_calibration.py
+MAX_INT32  # accounts/ids.py, annotation/views_calibration.py
+IdMultipleChoiceField  # accounts/ids.py, annotation/forms.py
+attestations_active  # datause/selectors.py, oracle/egress.py
+egress_decision_record  # datause/services.py, oracle/egress.py
+stays_link  # windows/datasources.py, windows/importers
+# Django path converter protocol
+regex  # accounts/ids.py
+_.to_url  # accounts/ids.py
+# model fields set by a service
+_.revoked_by  # datause/services.py
+# dataclass fields and dict keys read by templates, manifests or by name
+definition  # surveillance/checkpoints.py
+antibiotic_time  # windows/concepts/sepsis.py
+culture_time  # windows/concepts/sepsis.py
+billed  # windows/presentation.py
+css  # windows/presentation.py
+kind_label  # windows/presentation.py
+note_head  # windows/presentation.py
+note_rest  # windows/presentation.py
+code_status  # windows/selectors.py
