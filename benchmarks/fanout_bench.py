@@ -33,56 +33,20 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-ADMIN_URL = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/test")
 
-
-def _names() -> tuple[str, str]:
-    base, _, name = ADMIN_URL.rpartition("/")
-    name = name.split("?", 1)[0] or "postgres"
-    bench = f"{name}_fanout_bench"
-    return bench, f"{base}/{bench}"
-
-
-def _database(*, create: bool) -> None:
-    import psycopg
-
-    bench, _ = _names()
-    conninfo = ADMIN_URL.replace("postgres://", "postgresql://", 1)
-    with psycopg.connect(conninfo, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {bench} WITH (FORCE)")
-        if create:
-            conn.execute(f"CREATE DATABASE {bench}")
+from benchmarks._database import (  # noqa: E402 - after the path
+    database_create,
+    database_drop,
+    database_name,
+)
+from benchmarks._worker import worker_start, workers_stop  # noqa: E402 - after the path
 
 
 def _workers_start(n: int, env: dict, logdir: Path) -> list[subprocess.Popen]:
-    procs = []
-    for i in range(n):
-        log = logdir / f"worker{i}.log"
-        procs.append(
-            subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "celery",
-                    "-A",
-                    "realicu_web",
-                    "worker",
-                    "--pool",
-                    "solo",
-                    "-n",
-                    f"fanout{i}@%h",
-                    "--loglevel",
-                    "WARNING",
-                    "--without-heartbeat",
-                    "--without-gossip",
-                    "--without-mingle",
-                ],
-                cwd=ROOT,
-                env=env,
-                stdout=open(log, "w"),
-                stderr=subprocess.STDOUT,
-            )
-        )
+    procs = [
+        worker_start(f"fanout{i}", env, logdir / f"worker{i}.log", loglevel="WARNING")
+        for i in range(n)
+    ]
     # Ready when each has connected: a ping answered by all of them.
     from realicu_web.celery import app
 
@@ -92,16 +56,6 @@ def _workers_start(n: int, env: dict, logdir: Path) -> list[subprocess.Popen]:
         if len(replies) >= n:
             return procs
     raise RuntimeError("the workers did not start; see " + str(logdir))
-
-
-def _workers_stop(procs: list[subprocess.Popen]) -> None:
-    for proc in procs:
-        proc.terminate()
-    for proc in procs:
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
 
 
 def _snapshot() -> list[tuple]:
@@ -139,8 +93,8 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep the database")
     args = parser.parse_args()
 
-    bench, bench_url = _names()
-    _database(create=True)
+    bench = database_name("fanout_bench")
+    bench_url = database_create(bench)
     os.environ["DATABASE_URL"] = bench_url
     os.environ.setdefault(
         "REALICU_VAR_DIR", tempfile.mkdtemp(prefix="realicu-fanoutbench-")
@@ -186,7 +140,7 @@ def main() -> None:
                     BuildKind.TRACKS, stays, {"force": True}, args.batch_stays
                 )
             finally:
-                _workers_stop(procs)
+                workers_stop(procs, timeout=30)
             rows.append(
                 (f"{count} worker{'s' * (count > 1)}", windows_s, tracks_s, same)
             )
@@ -214,7 +168,7 @@ def main() -> None:
 
         connections.close_all()
         if not args.keep:
-            _database(create=False)
+            database_drop(bench)
 
 
 if __name__ == "__main__":

@@ -31,7 +31,6 @@ import argparse
 import math
 import os
 import re
-import subprocess
 import sys
 import tempfile
 import time
@@ -39,6 +38,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from benchmarks._worker import worker_start, workers_stop  # noqa: E402 - after the path
+
 ADMIN_URL = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/test")
 BENCH_DB = (
     ADMIN_URL.rpartition("/")[2].split("?")[0] or "postgres"
@@ -93,33 +95,6 @@ def cohort_build(n_windows: int):
         print(f"\rbuilding stays {n + 1}/{stays}", end="", flush=True)
     print()
     return cohort
-
-
-def start_worker(index: int, env: dict, log_dir: Path) -> subprocess.Popen:
-    log = open(log_dir / f"oracle-worker-{index}.log", "w")
-    return subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "realicu_web",
-            "worker",
-            "--pool",
-            "solo",
-            "--loglevel",
-            "INFO",
-            "-n",
-            f"oracle-bench-{index}@%h",
-            "--without-heartbeat",
-            "--without-gossip",
-            "--without-mingle",
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
 
 
 # Celery's own line for each task that returned: its run time on the worker.
@@ -179,7 +154,10 @@ def run_once(
         {"REALICU_ORACLE_LANES": str(lanes), "REALICU_ORACLE_CHUNK_SIZE": str(chunk)}
     )
     log_dir = Path(tempfile.mkdtemp(prefix="realicu-oracle-bench-"))
-    workers = [start_worker(i, env, log_dir) for i in range(args.workers)]
+    workers = [
+        worker_start(f"oracle-bench-{i}", env, log_dir / f"oracle-worker-{i}.log")
+        for i in range(args.workers)
+    ]
     try:
         time.sleep(4)  # the workers connect to the broker
         started = time.monotonic()
@@ -208,13 +186,7 @@ def run_once(
         print()
         rss = [peak_rss_mb(w.pid) for w in workers]
     finally:
-        for w in workers:
-            w.terminate()
-        for w in workers:
-            try:
-                w.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                w.kill()
+        workers_stop(workers, timeout=30)
         fake.stop()
 
     latencies = sorted(

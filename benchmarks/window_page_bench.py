@@ -32,37 +32,16 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from benchmarks._database import (  # noqa: E402 - after the path
+    database_create,
+    database_drop,
+    database_name,
+)
 from benchmarks.percentiles import percentile  # noqa: E402 - after the path
 
-ADMIN_URL = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/test")
-BENCH_DB = (ADMIN_URL.rpartition("/")[2].split("?")[0] or "postgres") + "_window_page"
+BENCH_DB = database_name("window_page")
 LONG_HOURS = 1800
 MIN_HOURS_FOR_BUSIEST = 24  # a stay of minutes says little about a rate per hour
-
-
-def _admin_conninfo() -> str:
-    base = ADMIN_URL.rpartition("/")[0]
-    return f"{base}/postgres".replace("postgres://", "postgresql://", 1)
-
-
-def _bench_url() -> str:
-    base, _, _ = ADMIN_URL.rpartition("/")
-    return f"{base}/{BENCH_DB}"
-
-
-def _create_database() -> None:
-    import psycopg
-
-    with psycopg.connect(_admin_conninfo(), autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
-        conn.execute(f"CREATE DATABASE {BENCH_DB}")
-
-
-def _drop_database() -> None:
-    import psycopg
-
-    with psycopg.connect(_admin_conninfo(), autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
 
 
 def _icu_events(stay):
@@ -228,8 +207,7 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep the database")
     args = parser.parse_args()
 
-    _create_database()
-    os.environ["DATABASE_URL"] = _bench_url()
+    os.environ["DATABASE_URL"] = database_create(BENCH_DB)
     os.environ["REALICU_VAR_DIR"] = tempfile.mkdtemp(prefix="realicu-winbench-")
     os.environ["CACHE_URL"] = "locmemcache://"
     os.environ["CELERY_BROKER_URL"] = "filesystem://"
@@ -344,7 +322,7 @@ def main() -> None:
     finally:
         connections.close_all()
         if not args.keep:
-            _drop_database()
+            database_drop(BENCH_DB)
 
 
 if __name__ == "__main__":
