@@ -36,10 +36,8 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
-import os
 import re
 import shutil
-import signal
 import sqlite3
 import statistics
 import subprocess
@@ -55,44 +53,30 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from annotate_load import (  # noqa: E402 - after the path
+from benchmarks._embedded import (  # noqa: E402 - after the path
+    MANAGE,
+    MB,
+    PASSWORD,
+    bootstrap,
+    embedded_env,
+    serve_memory,
+    serve_start,
+    serve_stop,
+)
+from benchmarks._physicians import (  # noqa: E402
     ACTION_ID,
     CSRF_INPUT,
     FORM_VERSION,
     HX_HEADERS,
-    _free_port,
-    _processes,
 )
-
 from benchmarks.percentiles import percentile  # noqa: E402 - after the path
 
-HOST = "127.0.0.1"
-PASSWORD = "embedded bench pass 1"
 PHYSICIANS = ("physician1", "physician2", "physician3")
 SUBMIT_WINDOWS = 160
 DRAFT_WINDOWS = 10
 STATUSES = ("improving", "stable", "deteriorating")
 TIMEOUT_S = 60
-MB = 2**20
 TRACKS_URL = re.compile(r'data-tracks-url="([^"]+)"')
-
-
-def _embedded_env(var: Path) -> dict:
-    """The environment of ``make run``: nothing configured but the var folder
-    and the demo passwords."""
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in ("DATABASE_URL", "CELERY_BROKER_URL", "CACHE_URL", "DJANGO_DEBUG")
-    }
-    env.update(
-        REALICU_VAR_DIR=str(var),
-        DJANGO_SETTINGS_MODULE="realicu_web.settings",
-        REALICU_ADMIN_PASSWORD=PASSWORD,
-        REALICU_PHYSICIAN_PASSWORD=PASSWORD,
-        REALICU_RESEARCHER_PASSWORD=PASSWORD,
-    )
-    return env
 
 
 def _line(what: str, value: str, target: str = "") -> None:
@@ -378,43 +362,8 @@ def _model_loaded_at(log: Path) -> float | None:
 # Memory -------------------------------------------------------------------------
 
 
-def _tree(root: int) -> dict[int, str]:
-    procs = _processes()
-    tree, frontier = {root}, [root]
-    while frontier:
-        pid = frontier.pop()
-        children = [p for p, (ppid, _, _) in procs.items() if ppid == pid]
-        tree.update(children)
-        frontier += children
-    return {pid: procs[pid][1] for pid in tree if pid in procs}
-
-
-def _memory(pid: int) -> tuple[int, int]:
-    """(RSS, PSS) in bytes."""
-    rss = pss = 0
-    try:
-        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-            if line.startswith("Rss:"):
-                rss = int(line.split()[1]) * 1024
-            elif line.startswith("Pss:"):
-                pss = int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return rss, pss
-
-
 def _memory_report(serve_pid: int) -> None:
-    groups = {"web": [0, 0, 0], "worker": [0, 0, 0], "supervisor": [0, 0, 0]}
-    for pid, command in _tree(serve_pid).items():
-        # serve's pid is its supervisor, whose arguments name both commands.
-        if pid == serve_pid:
-            group = "supervisor"
-        else:
-            group = "web" if "gunicorn" in command else "worker"
-        rss, pss = _memory(pid)
-        groups[group][0] += rss
-        groups[group][1] += pss
-        groups[group][2] += 1
+    groups = serve_memory(serve_pid)
     for name, (rss, pss, n) in groups.items():
         _line(
             f"RSS {name}",
@@ -451,52 +400,28 @@ def main() -> int:
     args = parser.parse_args()
 
     var = Path(tempfile.mkdtemp(prefix="realicu-embedded-bench-"))
-    env = _embedded_env(var)
-    os.environ.update(env)
-    for key in ("DATABASE_URL", "CELERY_BROKER_URL", "CACHE_URL"):
-        os.environ.pop(key, None)
-    manage = [sys.executable, str(ROOT / "manage.py")]
+    env = embedded_env(var)
+    manage = MANAGE
     serve = None
     log = None
     try:
-        started = time.perf_counter()
-        boot = subprocess.run(
-            [*manage, "bootstrap"], env=env, cwd=ROOT, capture_output=True, text=True
-        )
-        if boot.returncode != 0:
-            raise SystemExit(f"bootstrap failed:\n{boot.stderr[-3000:]}")
-        print(f"bootstrap (demo import) in {time.perf_counter() - started:.0f} s")
+        print(f"bootstrap (demo import) in {bootstrap(env):.0f} s")
         data = _campaign_create()
         _line(
             "campaign creation",
             f"{data['created_s']:.2f} s for {data['windows']} windows x 2 raters",
         )
 
-        port = _free_port()
-        base = f"http://{HOST}:{port}"
         log = open(var / "serve.log", "wb")  # noqa: SIM115 - closed below
         serve_started = time.perf_counter()
         serve_wall = time.time()
-        serve = subprocess.Popen(
-            [*manage, "serve", "--bind", f"{HOST}:{port}"]
-            + (["--web-workers", str(args.web_workers)] if args.web_workers else [])
-            + (["--web-threads", str(args.web_threads)] if args.web_threads else []),
-            env=env,
-            cwd=ROOT,
-            stdout=log,
-            stderr=subprocess.STDOUT,
+        serve, base = serve_start(
+            env,
+            log,
+            var / "serve.log",
+            *(["--web-workers", str(args.web_workers)] if args.web_workers else []),
+            *(["--web-threads", str(args.web_threads)] if args.web_threads else []),
         )
-        import requests
-
-        while True:
-            if serve.poll() is not None:
-                raise SystemExit(f"serve stopped; see {var / 'serve.log'}")
-            try:
-                if requests.get(f"{base}/accounts/login/", timeout=2).ok:
-                    break
-            except requests.RequestException:
-                pass
-            time.sleep(0.2)
         up_s = time.perf_counter() - serve_started
         sessions = {name: _login(base, name) for name in PHYSICIANS}
         print(f"serve answered {up_s:.1f} s after its start; physicians signed in")
@@ -629,12 +554,8 @@ def main() -> int:
         _memory_report(serve.pid)
         return 0 if not figures.errors else 1
     finally:
-        if serve is not None and serve.poll() is None:
-            serve.send_signal(signal.SIGTERM)
-            try:
-                serve.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                serve.kill()
+        if serve is not None:
+            serve_stop(serve, timeout=30)
         if log is not None:
             log.close()
         if args.keep:

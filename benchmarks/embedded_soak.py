@@ -51,17 +51,20 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from annotate_load import _free_port  # noqa: E402 - after the path
-from embedded_pipeline_bench import (  # noqa: E402
-    HOST,
+from embedded_pipeline_bench import (  # noqa: E402 - after the path
     PHYSICIANS,
     Figures,
-    _embedded_env,
     _login,
     _open,
     _payload,
 )
 
+from benchmarks._embedded import (  # noqa: E402 - after the path
+    bootstrap,
+    embedded_env,
+    serve_start,
+    serve_stop,
+)
 from benchmarks.percentiles import percentile  # noqa: E402
 
 DRAFTS_PER_WINDOW = 3
@@ -340,42 +343,13 @@ def main() -> int:
 
     var = args.var or Path(tempfile.mkdtemp(prefix="realicu-soak-"))
     var.mkdir(parents=True, exist_ok=True)
-    env = _embedded_env(var)
-    os.environ.update(env)
-    for key in ("DATABASE_URL", "CELERY_BROKER_URL", "CACHE_URL"):
-        os.environ.pop(key, None)
-    manage = [sys.executable, str(ROOT / "manage.py")]
-    started = time.perf_counter()
-    boot = subprocess.run(
-        [*manage, "bootstrap"], env=env, cwd=ROOT, capture_output=True, text=True
-    )
-    if boot.returncode != 0:
-        raise SystemExit(f"bootstrap failed:\n{boot.stderr[-3000:]}")
-    print(f"bootstrap in {time.perf_counter() - started:.0f} s ({var})")
+    env = embedded_env(var)
+    print(f"bootstrap in {bootstrap(env):.0f} s ({var})")
     data = _campaign(args.windows)
 
-    port = _free_port()
-    base = f"http://{HOST}:{port}"
     log_path = var / "serve.log"
     log = open(log_path, "ab")  # noqa: SIM115 - closed below
-    serve = subprocess.Popen(
-        [*manage, "serve", "--bind", f"{HOST}:{port}"],
-        env=env,
-        cwd=ROOT,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    import requests
-
-    while True:
-        if serve.poll() is not None:
-            raise SystemExit(f"serve stopped; see {log_path}")
-        try:
-            if requests.get(f"{base}/accounts/login/", timeout=2).ok:
-                break
-        except requests.RequestException:
-            pass
-        time.sleep(0.2)
+    serve, base = serve_start(env, log, log_path)
 
     soak = Soak()
     wall0, cpu0, own0 = time.perf_counter(), _tree_cpu(serve.pid), os.times()
@@ -425,11 +399,7 @@ def main() -> int:
         for f in ("user", "system", "children_user", "children_system")
     )
     load = os.getloadavg()
-    serve.terminate()
-    try:
-        serve.wait(timeout=60)
-    except subprocess.TimeoutExpired:
-        serve.kill()
+    serve_stop(serve)
     log.close()
 
     text = log_path.read_text(errors="replace")

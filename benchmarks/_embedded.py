@@ -1,0 +1,131 @@
+"""The embedded default as the benchmarks run it (``make run``'s setup): a var
+folder bootstrapped with the CLIF demo, and ``manage.py serve`` (gunicorn and
+the Celery worker under one supervisor) as a subprocess, with the memory of
+its process tree."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from benchmarks._server import free_port, processes
+
+ROOT = Path(__file__).resolve().parent.parent
+HOST = "127.0.0.1"
+PASSWORD = "embedded bench pass 1"
+MANAGE = [sys.executable, str(ROOT / "manage.py")]
+MB = 2**20
+
+
+def embedded_env(var: Path) -> dict:
+    """The environment of ``make run``: nothing configured but the var folder
+    and the demo passwords. This process takes it too (its own reads of the
+    database go to the same SQLite file)."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("DATABASE_URL", "CELERY_BROKER_URL", "CACHE_URL", "DJANGO_DEBUG")
+    }
+    env.update(
+        REALICU_VAR_DIR=str(var),
+        DJANGO_SETTINGS_MODULE="realicu_web.settings",
+        REALICU_ADMIN_PASSWORD=PASSWORD,
+        REALICU_PHYSICIAN_PASSWORD=PASSWORD,
+        REALICU_RESEARCHER_PASSWORD=PASSWORD,
+    )
+    os.environ.update(env)
+    for key in ("DATABASE_URL", "CELERY_BROKER_URL", "CACHE_URL"):
+        os.environ.pop(key, None)
+    return env
+
+
+def bootstrap(env: dict) -> float:
+    """``manage.py bootstrap`` (the demo import, as ``make run`` does); its
+    seconds. A failure stops the benchmark with the command's error."""
+    started = time.perf_counter()
+    boot = subprocess.run(
+        [*MANAGE, "bootstrap"], env=env, cwd=ROOT, capture_output=True, text=True
+    )
+    if boot.returncode != 0:
+        raise SystemExit(f"bootstrap failed:\n{boot.stderr[-3000:]}")
+    return time.perf_counter() - started
+
+
+def serve_start(env: dict, log, log_path: Path, *extra: str):
+    """``manage.py serve`` on a free loopback port, its output to ``log``,
+    once its login page answers: (the process, its base URL)."""
+    import requests
+
+    base = f"http://{HOST}:{free_port()}"
+    serve = subprocess.Popen(
+        [*MANAGE, "serve", "--bind", base.removeprefix("http://"), *extra],
+        env=env,
+        cwd=ROOT,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    while True:
+        if serve.poll() is not None:
+            raise SystemExit(f"serve stopped; see {log_path}")
+        try:
+            if requests.get(f"{base}/accounts/login/", timeout=2).ok:
+                return serve, base
+        except requests.RequestException:
+            pass
+        time.sleep(0.2)
+
+
+def serve_stop(serve: subprocess.Popen, timeout: float = 60) -> None:
+    """SIGTERM to serve's supervisor (it stops web and worker), then wait."""
+    if serve.poll() is None:
+        serve.send_signal(signal.SIGTERM)
+        try:
+            serve.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            serve.kill()
+
+
+def _tree(root: int) -> dict[int, str]:
+    procs = processes()
+    tree, frontier = {root}, [root]
+    while frontier:
+        pid = frontier.pop()
+        children = [p for p, (ppid, _, _) in procs.items() if ppid == pid]
+        tree.update(children)
+        frontier += children
+    return {pid: procs[pid][1] for pid in tree if pid in procs}
+
+
+def _memory(pid: int) -> tuple[int, int]:
+    """(RSS, PSS) in bytes."""
+    rss = pss = 0
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Rss:"):
+                rss = int(line.split()[1]) * 1024
+            elif line.startswith("Pss:"):
+                pss = int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return rss, pss
+
+
+def serve_memory(serve_pid: int) -> dict[str, list[int]]:
+    """RSS, PSS (bytes) and the number of processes of serve's web, worker and
+    supervisor."""
+    groups = {"web": [0, 0, 0], "worker": [0, 0, 0], "supervisor": [0, 0, 0]}
+    for pid, command in _tree(serve_pid).items():
+        # serve's pid is its supervisor, whose arguments name both commands.
+        if pid == serve_pid:
+            group = "supervisor"
+        else:
+            group = "web" if "gunicorn" in command else "worker"
+        rss, pss = _memory(pid)
+        groups[group][0] += rss
+        groups[group][1] += pss
+        groups[group][2] += 1
+    return groups
