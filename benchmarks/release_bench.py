@@ -37,6 +37,18 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from benchmarks._database import (  # noqa: E402 - after the path
+    database_create,
+    database_drop,
+    database_url,
+)
+from benchmarks._parts import (  # noqa: E402
+    part_environment,
+    part_run,
+    peak_mb,
+    setup_django,
+)
+
 ADMIN_URL = os.environ.get(
     "DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres"
 )
@@ -100,60 +112,8 @@ FLAGS = [
 MODIFIERS = ["", "worsening ", "persistent ", "new ", "severe ", "suspected "]
 
 
-def _db_url(name: str) -> str:
-    base, _, _ = ADMIN_URL.rpartition("/")
-    return f"{base}/{name}"
-
-
-def _recreate(name: str) -> None:
-    import psycopg
-
-    with psycopg.connect(_maintenance_conninfo(), autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-        conn.execute(f"CREATE DATABASE {name}")
-
-
-def _maintenance_conninfo() -> str:
-    """The server's maintenance database, there whether or not DATABASE_URL's
-    own database exists yet."""
-    return _db_url("postgres").replace("postgres://", "postgresql://", 1)
-
-
 def _default_db() -> str:
     return ADMIN_URL.rpartition("/")[2].split("?")[0] + "_release_bench"
-
-
-def _drop(name: str) -> None:
-    import psycopg
-
-    with psycopg.connect(_maintenance_conninfo(), autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-
-
-def _environment(db: str, tmp: Path) -> dict:
-    """The parts' environment: the benchmark's database, and every folder the
-    platform writes (releases, submissions, broker, caches) under ``tmp``."""
-    env = dict(os.environ)
-    env["DATABASE_URL"] = _db_url(db)
-    env["REALICU_VAR_DIR"] = str(tmp / "var")
-    env["REALICU_RELEASES_DIR"] = str(tmp / "releases")
-    env["REALICU_SUBMISSIONS_DIR"] = str(tmp / "submissions")
-    env["CACHE_URL"] = "locmemcache://"
-    env["CELERY_BROKER_URL"] = "filesystem://"
-    env["HF_HUB_OFFLINE"] = "1"
-    return env
-
-
-def _peak_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def _setup_django():
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "realicu_web.settings")
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    import django
-
-    django.setup()
 
 
 def _texts(rng: random.Random, pool: list[str], n: int) -> list[str]:
@@ -162,7 +122,7 @@ def _texts(rng: random.Random, pool: list[str], n: int) -> list[str]:
 
 def part_data() -> dict:
     """Stays, windows, events and a completed, validated Oracle run."""
-    _setup_django()
+    setup_django()
     from datetime import UTC, datetime, timedelta
 
     from django.contrib.auth import get_user_model
@@ -322,7 +282,7 @@ def part_data() -> dict:
 
 
 def part_build(run_id: str) -> dict:
-    _setup_django()
+    setup_django()
     from django.contrib.auth import get_user_model
 
     from exports.building import release_build
@@ -344,7 +304,7 @@ def part_build(run_id: str) -> dict:
         "context_events": release.manifest["counts"]["context_events"],
         "megabytes": size / 1e6,
         "seconds": seconds,
-        "peak_mb": _peak_mb(),
+        "peak_mb": peak_mb(),
     }
 
 
@@ -357,7 +317,7 @@ GOLD_COMMANDS = 5
 def part_gold_data() -> dict:
     """The CLIF demo with its windows, a Gold campaign of its first 160 Gold
     windows for three physicians, their submitted labels and the consensus."""
-    _setup_django()
+    setup_django()
     from django.contrib.auth import get_user_model
     from django.core.management import call_command
 
@@ -435,7 +395,7 @@ def part_gold_build(campaign_id: str) -> dict:
     """Builds of the campaign's Gold release in one fresh process, each its
     wall and CPU time (this process's; the database's aside): the first pays
     for what a process loads once, the others do not."""
-    _setup_django()
+    setup_django()
     from django.contrib.auth import get_user_model
 
     from annotation.models import Campaign
@@ -538,7 +498,7 @@ def scale(env: dict, tmp: Path) -> None:
 
 
 def part_predictions(release_id: str, path: str) -> dict:
-    _setup_django()
+    setup_django()
     from exports.models import ReleaseWindow
 
     rng = random.Random(11)
@@ -566,7 +526,7 @@ def part_predictions(release_id: str, path: str) -> dict:
 
 
 def part_score(release_id: str, path: str) -> dict:
-    _setup_django()
+    setup_django()
     from exports.models import Release
     from exports.scoring import (
         predictions_check,
@@ -595,21 +555,12 @@ def part_score(release_id: str, path: str) -> dict:
         "texts_embedded": scores["texts_embedded"],
         "problems_hit_at_5": scores["overall"]["problems_hit_at_k"],
         "actions_hrr_at_5": scores["overall"]["actions_hrr_at_k"],
-        "peak_mb": _peak_mb(),
+        "peak_mb": peak_mb(),
     }
 
 
 def _run(part: str, env: dict, *args: str) -> dict:
-    out = subprocess.run(
-        [sys.executable, __file__, "--part", part, *args],
-        env=env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-    )
-    if out.returncode:
-        raise SystemExit(f"part {part} failed:\n{out.stderr[-3000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return part_run(__file__, part, env, *args)
 
 
 def main() -> None:
@@ -634,13 +585,13 @@ def main() -> None:
     try:
         for part in ("gold", "scale"):
             if options.only in (None, part):
-                _recreate(options.db)
+                database_create(options.db)
                 with tempfile.TemporaryDirectory() as tmp:
-                    env = _environment(options.db, Path(tmp))
+                    env = part_environment(database_url(options.db), Path(tmp))
                     gold(env) if part == "gold" else scale(env, Path(tmp))
     finally:
         if not options.keep:
-            _drop(options.db)
+            database_drop(options.db)
 
 
 if __name__ == "__main__":

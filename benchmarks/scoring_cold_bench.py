@@ -37,7 +37,6 @@ import itertools
 import json
 import os
 import random
-import subprocess
 import sys
 import tempfile
 import time
@@ -49,6 +48,18 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import release_bench  # noqa: E402
+
+from benchmarks._database import (  # noqa: E402
+    database_create,
+    database_drop,
+    database_url,
+)
+from benchmarks._parts import (  # noqa: E402
+    part_environment,
+    part_run,
+    peak_mb,
+    setup_django,
+)
 
 ADMIN_URL = release_bench.ADMIN_URL
 TARGET_TEXTS = 20_000
@@ -182,7 +193,7 @@ def text_pool(size: int, seed: int = 5) -> tuple[list[str], list[str]]:
 
 
 def part_predictions(release_id: str, path: str, size: str) -> dict:
-    release_bench._setup_django()
+    setup_django()
     from exports.models import ReleaseWindow
 
     problems, actions = text_pool(int(size))
@@ -218,7 +229,7 @@ def part_predictions(release_id: str, path: str, size: str) -> dict:
 
 
 def part_score(release_id: str, path: str) -> dict:
-    release_bench._setup_django()
+    setup_django()
     from exports.models import Release
     from exports.scoring import (
         predictions_check,
@@ -267,21 +278,12 @@ def part_score(release_id: str, path: str) -> dict:
         "model": base.model_name,
         "problems_hit_at_5": scores["overall"]["problems_hit_at_k"],
         "actions_hrr_at_5": scores["overall"]["actions_hrr_at_k"],
-        "peak_mb": release_bench._peak_mb(),
+        "peak_mb": peak_mb(),
     }
 
 
 def _run(part: str, env: dict, *args: str) -> dict:
-    out = subprocess.run(
-        [sys.executable, __file__, "--part", part, *args],
-        env=env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-    )
-    if out.returncode:
-        raise SystemExit(f"part {part} failed:\n{out.stderr[-3000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return part_run(__file__, part, env, *args)
 
 
 def part_data(stays: str) -> dict:
@@ -321,10 +323,10 @@ def main() -> None:
             f"--texts {options.texts:,}: raise --stays."
         )
     db = (ADMIN_URL.rpartition("/")[2].split("?")[0] or "postgres") + "_scoring_cold"
-    release_bench._recreate(db)
+    database_create(db)
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            env = release_bench._environment(db, Path(tmp))
+            env = part_environment(database_url(db), Path(tmp))
             data = _run("data", env, str(options.stays))
             build = _run("build", env, str(data["run_id"]))
             print(
@@ -371,7 +373,7 @@ def main() -> None:
         print(f"load average at the end: {os.getloadavg()[0]:.1f}")
     finally:
         if not options.keep:
-            release_bench._drop(db)
+            database_drop(db)
 
 
 if __name__ == "__main__":

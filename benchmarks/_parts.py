@@ -1,0 +1,55 @@
+"""A benchmark's parts, each run in a fresh process of the script (its own
+start-up, its own peak memory), their figures printed back as JSON."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def part_run(script: str, part: str, env: dict, *args: str) -> dict:
+    """Run ``script --part part args`` with ``env``; the JSON it printed last.
+    A failed part stops the benchmark with its error."""
+    out = subprocess.run(
+        [sys.executable, script, "--part", part, *args],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    if out.returncode:
+        raise SystemExit(f"part {part} failed:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def part_environment(database_url: str, tmp: Path) -> dict:
+    """The parts' environment: the benchmark's database, and every folder the
+    platform writes (releases, submissions, broker, caches) under ``tmp``."""
+    env = dict(os.environ)
+    env["DATABASE_URL"] = database_url
+    env["REALICU_VAR_DIR"] = str(tmp / "var")
+    env["REALICU_RELEASES_DIR"] = str(tmp / "releases")
+    env["REALICU_SUBMISSIONS_DIR"] = str(tmp / "submissions")
+    env["CACHE_URL"] = "locmemcache://"
+    env["CELERY_BROKER_URL"] = "filesystem://"
+    env["HF_HUB_OFFLINE"] = "1"
+    return env
+
+
+def peak_mb() -> float:
+    """This process's peak memory (RSS high-water mark), in MB."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def setup_django() -> None:
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "realicu_web.settings")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    import django
+
+    django.setup()
