@@ -9,6 +9,7 @@ relations, never imported."""
 from __future__ import annotations
 
 from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
@@ -24,7 +25,6 @@ from datause.models import (
 from windows.datasources import (
     STRICTNESS,
     DataUse,
-    data_source_get,
     data_sources_ensure,
     data_use_of_stays,
     terms_strictest,
@@ -319,5 +319,35 @@ def egress_decision_list(*, user) -> QuerySet[EgressDecision]:
     )
 
 
-def source_get(key: str) -> DataSource:
-    return data_source_get(key)
+def audit_page(
+    *, user, kind: str = "", actor: str = "", release_id=None, page=None
+) -> dict:
+    """What the audit page shows: a page of the log so filtered, and the
+    egress guard's last 50 decisions."""
+    events = audit_list(user=user, kind=kind, actor=actor, release_id=release_id)
+    return {
+        "page": Paginator(events, AUDIT_PAGE).get_page(page),
+        "decisions": egress_decision_list(user=user)[:50],
+    }
+
+
+# What the data-use page lists of a user's own, or of everyone's for an admin.
+DATA_USE_PAGE_ROWS = 200
+
+
+def data_use_page(*, user) -> dict:
+    """What the data-use page shows ``user``: the sources and their terms,
+    the credentials and attestations they may see, those waiting for an
+    admin, and the sources their valid credentials cover."""
+    credentials = list(credential_list(user=user)[:DATA_USE_PAGE_ROWS])
+    attestations = list(attestation_list(user=user)[:DATA_USE_PAGE_ROWS])
+    return {
+        "sources": DataSource.objects.order_by("key"),
+        "credentials": credentials,
+        "attestations": attestations,
+        "valid_sources": set(
+            credentials_valid(user=user).values_list("source__key", flat=True)
+        ),
+        "pending_credentials": [c for c in credentials if c.state == "requested"],
+        "pending_attestations": [a for a in attestations if a.state == "requested"],
+    }

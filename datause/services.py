@@ -126,6 +126,61 @@ def _guarded_source(source) -> DataSource:
     return source
 
 
+def _recorded_audit(
+    *, actor, approved: bool, kinds: tuple, what: str, particulars: str, detail
+) -> None:
+    """The audit lines of a credential or an attestation just recorded: who
+    recorded it and, when an admin did, that it is approved as recorded."""
+    recorded_kind, approved_kind = kinds
+    audit_record(
+        kind=recorded_kind,
+        actor=actor,
+        message=f"{_name(actor)} recorded {what}{particulars}.",
+        detail=detail,
+    )
+    if approved:
+        audit_record(
+            kind=approved_kind,
+            actor=actor,
+            message=f"{_name(actor)} approved {what} as they recorded it.",
+            detail=detail,
+        )
+
+
+def _locked(model, row, noun: str, *related: str):
+    """``row`` again, locked for the rest of the transaction."""
+    locked = (
+        model.objects.select_for_update()
+        .select_related(*related)
+        .filter(pk=row.pk)
+        .first()
+    )
+    if locked is None:
+        raise ValidationError(f"That {noun} no longer exists.")
+    return locked
+
+
+def _approve(row, noun: str, admin) -> None:
+    """Approve a locked credential or attestation (approved_by/_at), unless
+    it is revoked or approved already."""
+    if row.revoked_at is not None:
+        raise ValidationError(f"The {noun} was revoked; it cannot be approved.")
+    if row.approved_at is not None:
+        raise ValidationError(f"The {noun} is already approved.")
+    row.approved_by = admin
+    row.approved_at = timezone.now()
+    row.save(update_fields=["approved_by", "approved_at"])
+
+
+def _revoke(row, noun: str, actor) -> None:
+    """Revoke a locked credential or attestation (revoked_by/_at)."""
+    if row.revoked_at is not None:
+        raise ValidationError(f"The {noun} is already revoked.")
+    row.revoked_by = actor
+    row.revoked_at = timezone.now()
+    row.save(update_fields=["revoked_by", "revoked_at"])
+
+
 def credential_record(
     *,
     actor,
@@ -189,23 +244,15 @@ def credential_record(
             approved_by=actor if admin else None,
             approved_at=now if admin else None,
         )
-        detail = _credential_detail(credential)
-        audit_record(
-            kind=AuditKind.CREDENTIAL_RECORDED,
+        _recorded_audit(
             actor=actor,
-            message=f"{_name(actor)} recorded {_name(user)}'s credential for "
-            f"{source.name} (PhysioNet {username or '-'}, {agreement}, signed "
-            f"{signed.isoformat()}, expires {expires.isoformat()}).",
-            detail=detail,
+            approved=admin,
+            kinds=(AuditKind.CREDENTIAL_RECORDED, AuditKind.CREDENTIAL_APPROVED),
+            what=f"{_name(user)}'s credential for {source.name}",
+            particulars=f" (PhysioNet {username or '-'}, {agreement}, signed "
+            f"{signed.isoformat()}, expires {expires.isoformat()})",
+            detail=_credential_detail(credential),
         )
-        if admin:
-            audit_record(
-                kind=AuditKind.CREDENTIAL_APPROVED,
-                actor=actor,
-                message=f"{_name(actor)} approved {_name(user)}'s credential for "
-                f"{source.name} as they recorded it.",
-                detail=detail,
-            )
     return credential
 
 
@@ -221,34 +268,18 @@ def _credential_detail(credential: Credential) -> dict:
     }
 
 
-def _credential_locked(credential: Credential) -> Credential:
-    locked = (
-        Credential.objects.select_for_update()
-        .select_related("user", "source")
-        .filter(pk=credential.pk)
-        .first()
-    )
-    if locked is None:
-        raise ValidationError("That credential no longer exists.")
-    return locked
-
-
 def credential_approve(*, admin, credential: Credential) -> Credential:
     """An admin approves a credential a researcher recorded."""
     require_admin(admin, "approve a credential")
     with transaction.atomic():
-        credential = _credential_locked(credential)
-        if credential.revoked_at is not None:
-            raise ValidationError("The credential was revoked; it cannot be approved.")
-        if credential.approved_at is not None:
-            raise ValidationError("The credential is already approved.")
-        if credential.expires_on < timezone.localdate():
+        credential = _locked(Credential, credential, "credential", "user", "source")
+        # Revoked or approved already say so first (_approve).
+        pending = credential.revoked_at is None and credential.approved_at is None
+        if pending and credential.expires_on < timezone.localdate():
             raise ValidationError(
                 "The credential has expired; ask for the renewed one."
             )
-        credential.approved_by = admin
-        credential.approved_at = timezone.now()
-        credential.save(update_fields=["approved_by", "approved_at"])
+        _approve(credential, "credential", admin)
         audit_record(
             kind=AuditKind.CREDENTIAL_APPROVED,
             actor=admin,
@@ -264,12 +295,8 @@ def credential_revoke(*, actor, credential: Credential) -> Credential:
     if not (user_is_admin(actor) or credential.user_id == actor.pk):
         raise PermissionDenied("Only an admin or its holder can revoke a credential.")
     with transaction.atomic():
-        credential = _credential_locked(credential)
-        if credential.revoked_at is not None:
-            raise ValidationError("The credential is already revoked.")
-        credential.revoked_by = actor
-        credential.revoked_at = timezone.now()
-        credential.save(update_fields=["revoked_by", "revoked_at"])
+        credential = _locked(Credential, credential, "credential", "user", "source")
+        _revoke(credential, "credential", actor)
         audit_record(
             kind=AuditKind.CREDENTIAL_REVOKED,
             actor=actor,
@@ -391,50 +418,24 @@ def attestation_record(
             approved_by=actor if admin else None,
             approved_at=now if admin else None,
         )
-        detail = attestation.snapshot()
-        audit_record(
-            kind=AuditKind.ATTESTATION_RECORDED,
+        _recorded_audit(
             actor=actor,
-            message=f"{_name(actor)} attested {service} at {host} for {source.name}: "
-            "zero retention, no training, no human review (evidence: "
-            f"{evidence}).",
-            detail=detail,
+            approved=admin,
+            kinds=(AuditKind.ATTESTATION_RECORDED, AuditKind.ATTESTATION_APPROVED),
+            what=f"the attestation of {service} at {host} for {source.name}",
+            particulars=": zero retention, no training, no human review "
+            f"(evidence: {evidence})",
+            detail=attestation.snapshot(),
         )
-        if admin:
-            audit_record(
-                kind=AuditKind.ATTESTATION_APPROVED,
-                actor=actor,
-                message=f"{_name(actor)} approved the attestation of {service} at "
-                f"{host} for {source.name} as they recorded it.",
-                detail=detail,
-            )
     return attestation
-
-
-def _attestation_locked(attestation: Attestation) -> Attestation:
-    locked = (
-        Attestation.objects.select_for_update()
-        .select_related("source")
-        .filter(pk=attestation.pk)
-        .first()
-    )
-    if locked is None:
-        raise ValidationError("That attestation no longer exists.")
-    return locked
 
 
 def attestation_approve(*, admin, attestation: Attestation) -> Attestation:
     """An admin approves a researcher's attestation of their endpoint."""
     require_admin(admin, "approve an attestation")
     with transaction.atomic():
-        attestation = _attestation_locked(attestation)
-        if attestation.revoked_at is not None:
-            raise ValidationError("The attestation was revoked; it cannot be approved.")
-        if attestation.approved_at is not None:
-            raise ValidationError("The attestation is already approved.")
-        attestation.approved_by = admin
-        attestation.approved_at = timezone.now()
-        attestation.save(update_fields=["approved_by", "approved_at"])
+        attestation = _locked(Attestation, attestation, "attestation", "source")
+        _approve(attestation, "attestation", admin)
         audit_record(
             kind=AuditKind.ATTESTATION_APPROVED,
             actor=admin,
@@ -454,12 +455,8 @@ def attestation_revoke(*, actor, attestation: Attestation) -> Attestation:
             "Only an admin or who recorded it can revoke an attestation."
         )
     with transaction.atomic():
-        attestation = _attestation_locked(attestation)
-        if attestation.revoked_at is not None:
-            raise ValidationError("The attestation is already revoked.")
-        attestation.revoked_by = actor
-        attestation.revoked_at = timezone.now()
-        attestation.save(update_fields=["revoked_by", "revoked_at"])
+        attestation = _locked(Attestation, attestation, "attestation", "source")
+        _revoke(attestation, "attestation", actor)
         audit_record(
             kind=AuditKind.ATTESTATION_REVOKED,
             actor=actor,

@@ -8,7 +8,6 @@ from django import forms
 from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.core.paginator import Paginator
 from django.http import Http404
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
@@ -88,18 +87,10 @@ class AttestationForm(forms.Form):
 
 
 def _page(request, *, credential_form=None, attestation_form=None, status=200):
-    user = request.user
-    is_admin = user_is_admin(user)
-    credentials = list(selectors.credential_list(user=user)[:200])
-    attestations = list(selectors.attestation_list(user=user)[:200])
+    is_admin = user_is_admin(request.user)
     context = {
+        **selectors.data_use_page(user=request.user),
         "is_admin": is_admin,
-        "sources": DataSource.objects.order_by("key"),
-        "credentials": credentials,
-        "attestations": attestations,
-        "valid_sources": set(
-            selectors.credentials_valid(user=user).values_list("source__key", flat=True)
-        ),
         "credential_form": credential_form or CredentialForm(),
         "attestation_form": attestation_form
         or AttestationForm(
@@ -109,8 +100,6 @@ def _page(request, *, credential_form=None, attestation_form=None, status=200):
                 else AttestationPurpose.ENDPOINT
             }
         ),
-        "pending_credentials": [c for c in credentials if c.state == "requested"],
-        "pending_attestations": [a for a in attestations if a.state == "requested"],
     }
     return render(request, "datause/data_use.html", context, status=status)
 
@@ -132,67 +121,65 @@ def _account(request, username: str):
     return found
 
 
-@require_POST
-@data_use_user_required
-def credential_record(request):
-    form = CredentialForm(request.POST)
+def _record(request, form, record, what: str, form_name: str):
+    """Record what a valid ``form`` holds with ``record(cleaned_data)``; an
+    invalid form or a refused record shows the page again with the reason."""
     if form.is_valid():
-        data = form.cleaned_data
         try:
-            services.credential_record(
-                actor=request.user,
-                user=_account(request, data["username"].strip()),
-                source=data["source"],
-                physionet_username=data["physionet_username"],
-                agreement_version=data["agreement_version"],
-                signed_on=data["signed_on"],
-                expires_on=data["expires_on"],
-                note=data["note"],
-            )
+            record(form.cleaned_data)
         except (ValidationError, PermissionDenied) as error:
             form.add_error(None, error_text(error))
         else:
             messages.success(
                 request,
-                "Credential recorded"
+                f"{what} recorded"
                 + ("." if user_is_admin(request.user) else ": an admin approves it."),
             )
             return redirect("datause:data_use")
-    return _page(request, credential_form=form, status=400)
+    return _page(request, status=400, **{form_name: form})
+
+
+@require_POST
+@data_use_user_required
+def credential_record(request):
+    def record(data):
+        services.credential_record(
+            actor=request.user,
+            user=_account(request, data["username"].strip()),
+            source=data["source"],
+            physionet_username=data["physionet_username"],
+            agreement_version=data["agreement_version"],
+            signed_on=data["signed_on"],
+            expires_on=data["expires_on"],
+            note=data["note"],
+        )
+
+    form = CredentialForm(request.POST)
+    return _record(request, form, record, "Credential", "credential_form")
 
 
 @require_POST
 @data_use_user_required
 def attestation_record(request):
-    form = AttestationForm(request.POST)
-    if form.is_valid():
-        data = form.cleaned_data
+    def record(data):
         purpose = data["purpose"]
         if not user_is_admin(request.user):
             purpose = AttestationPurpose.ENDPOINT
-        try:
-            services.attestation_record(
-                actor=request.user,
-                address=data["address"],
-                source=data["source"],
-                purpose=purpose,
-                service=data["service"],
-                zero_retention=data["zero_retention"],
-                no_training=data["no_training"],
-                no_human_review=data["no_human_review"],
-                evidence_url=data["evidence_url"],
-                expires_on=data["expires_on"],
-            )
-        except (ValidationError, PermissionDenied) as error:
-            form.add_error(None, error_text(error))
-        else:
-            messages.success(
-                request,
-                "Attestation recorded"
-                + ("." if user_is_admin(request.user) else ": an admin approves it."),
-            )
-            return redirect("datause:data_use")
-    return _page(request, attestation_form=form, status=400)
+        services.attestation_record(
+            actor=request.user,
+            address=data["address"],
+            source=data["source"],
+            purpose=purpose,
+            service=data["service"],
+            zero_retention=data["zero_retention"],
+            no_training=data["no_training"],
+            no_human_review=data["no_human_review"],
+            evidence_url=data["evidence_url"],
+            expires_on=data["expires_on"],
+        )
+
+    form = AttestationForm(request.POST)
+    return _record(request, form, record, "Attestation", "attestation_form")
 
 
 def _act(request, action, done: str):
@@ -273,9 +260,6 @@ def attestation_revoke(request, attestation_id: int):
     )
 
 
-AUDIT_PER_PAGE = 100
-
-
 def _id_param(value: str) -> int | None:
     value = (value or "").strip()
     if value.isascii() and value.isdigit() and len(value) <= 18:
@@ -291,17 +275,17 @@ def audit(request):
         kind = ""
     actor = (request.GET.get("actor") or "").strip()[:150]
     release_id = _id_param(request.GET.get("release", ""))
-    events = selectors.audit_list(
-        user=request.user, kind=kind, actor=actor, release_id=release_id
-    )
-    page = Paginator(events, AUDIT_PER_PAGE).get_page(request.GET.get("page"))
-    decisions = selectors.egress_decision_list(user=request.user)[:50]
     context = {
-        "page": page,
+        **selectors.audit_page(
+            user=request.user,
+            kind=kind,
+            actor=actor,
+            release_id=release_id,
+            page=request.GET.get("page"),
+        ),
         "kinds": AuditKind.choices,
         "kind": kind,
         "actor": actor,
         "release": release_id or "",
-        "decisions": decisions,
     }
     return render(request, "datause/audit.html", context)
