@@ -1,9 +1,13 @@
 """Inter-rater reliability for the annotation protocol (REALICU_SPEC section 4).
 
 Status agreement (percent agreement, Cohen's and Fleiss' kappa, Krippendorff's
-alpha), percentile bootstrap confidence intervals over windows, and the semantic
-set matching behind the set tasks' pairwise F1 (section 5). Pure functions: the
-matcher is passed in, so the same code serves any embedding model or a toy one.
+alpha) and percentile bootstrap confidence intervals over windows, as pure
+functions; the semantic set matching behind the set tasks' pairwise F1 is
+``evaluation.setmatch``. Cohen's kappa is scikit-learn's and Fleiss' kappa
+statsmodels' where they apply; what is computed here is what they do not
+offer: Fleiss' kappa with varying raters per window, Krippendorff's alpha on
+the coincidence matrix, and the bootstrap that drops undefined replicates and
+computes a block of resamples at once.
 
 Conventions shared by every statistic here:
 
@@ -20,8 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
-from itertools import combinations
-from typing import Any, Literal, NamedTuple, Protocol
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -30,20 +33,6 @@ import numpy.typing as npt
 STATUS_ORDER: tuple[str, ...] = ("improving", "stable", "deteriorating")
 
 Level = Literal["nominal", "ordinal", "interval"]
-MatchFn = Callable[[str, str], bool]
-
-
-class BatchMatcher(Protocol):
-    """A matcher that can also score two lists at once.
-
-    ``match_matrix`` uses ``matcher.matrix(a, b)`` (a boolean array of shape
-    ``(len(a), len(b))``) when the matcher has it, so an embedding matcher can
-    compare a whole window in one matrix product instead of one call per pair.
-    """
-
-    def __call__(self, a: str, b: str) -> bool: ...
-
-    def matrix(self, a: Sequence[str], b: Sequence[str]) -> npt.ArrayLike: ...
 
 
 class ConfidenceInterval(NamedTuple):
@@ -176,7 +165,8 @@ def cohens_kappa(
     r2: Sequence[Any],
     categories: Sequence[Hashable] | None = None,
 ) -> float:
-    """Cohen's (1960) kappa for two raters on a nominal scale.
+    """Cohen's (1960) kappa for two raters on a nominal scale, by scikit-learn's
+    ``cohen_kappa_score``.
 
     kappa = (p_o - p_e) / (1 - p_e), with p_o the share of items rated alike and
     p_e = sum_c p_1c p_2c from each rater's own marginal distribution. Items that
@@ -195,28 +185,35 @@ def cohens_kappa(
 
 
 def _cohens_kappa_codes(codes: np.ndarray, q: int) -> float:
+    """scikit-learn's ``cohen_kappa_score`` on the items both raters rated; the
+    undefined cases (no such item, p_e = 1) are ``nan`` here, never a
+    division by zero."""
     both = (codes[:, 0] >= 0) & (codes[:, 1] >= 0)
     a = codes[both, 0]
     b = codes[both, 1]
     n = a.size
     if n == 0:
         return math.nan
-    p_o = float(np.mean(a == b))
     p1 = np.bincount(a, minlength=q) / n
     p2 = np.bincount(b, minlength=q) / n
-    p_e = float(p1 @ p2)
-    if math.isclose(p_e, 1.0):
+    if math.isclose(float(p1 @ p2), 1.0):
         return math.nan
-    return (p_o - p_e) / (1.0 - p_e)
+    # Imported here: every process imports this module (evaluation.labelschema
+    # reads STATUS_ORDER), and scikit-learn takes a second to import.
+    from sklearn.metrics import cohen_kappa_score
+
+    return float(cohen_kappa_score(a, b, labels=np.arange(q)))
 
 
 def fleiss_kappa(counts: npt.ArrayLike) -> float:
     """Fleiss' (1971) kappa from an items x categories table of rating counts.
 
-    Rows may have different totals: this is the generalization for incomplete
-    designs in Gwet (2014, Handbook of Inter-Rater Reliability, 4th ed.; the
-    irrCAC ``fleiss.kappa.raw``), which is exactly Fleiss (1971) when every item
-    has the same number m of ratings:
+    When every rated item has the same number m >= 2 of ratings this is
+    statsmodels' ``fleiss_kappa``. Rows may have different totals, which
+    statsmodels refuses: that case is computed here, as the generalization for
+    incomplete designs in Gwet (2014, Handbook of Inter-Rater Reliability, 4th
+    ed.; the irrCAC ``fleiss.kappa.raw``), which is exactly Fleiss (1971) when
+    every item has the same number of ratings:
 
     - P_i = sum_c n_ic (n_ic - 1) / (m_i (m_i - 1)); P_a = mean of P_i over items
       with m_i >= 2 (an item rated once says nothing about agreement);
@@ -236,11 +233,16 @@ def fleiss_kappa(counts: npt.ArrayLike) -> float:
     pairable = m >= 2
     if not pairable.any():
         return math.nan
-    p_a = _percent_agreement_counts(table)
     pi = (table[rated] / m[rated, None]).mean(axis=0)
     p_e = float(pi @ pi)
     if math.isclose(p_e, 1.0):
         return math.nan
+    if np.all(m[rated] == m[rated][0]) and m[rated][0] >= 2:
+        # Imported here, as scikit-learn above: statsmodels brings scipy.stats.
+        from statsmodels.stats.inter_rater import fleiss_kappa as complete_design
+
+        return float(complete_design(table[rated], method="fleiss"))
+    p_a = _percent_agreement_counts(table)
     return (p_a - p_e) / (1.0 - p_e)
 
 
@@ -336,6 +338,10 @@ def krippendorff_alpha(
 # windows x categories) to a few MB for a campaign of a thousand windows.
 BOOTSTRAP_BLOCK = 100
 
+# The statistics of a block of resamples at once, as arrays: scikit-learn and
+# statsmodels score one table per call, which for a thousand resamples of a
+# campaign would take seconds instead of milliseconds.
+
 
 def _percent_agreement_batch(counts: np.ndarray) -> np.ndarray:
     """``_percent_agreement_counts`` of each resample in ``counts`` (resamples x
@@ -426,7 +432,9 @@ def bootstrap_ci(
     replicates (Efron and Tibshirani 1993, ch. 13). Replicates where the
     statistic is undefined (``nan``, e.g. kappa on a resample with one category)
     are left out; if every one is, the bounds are ``nan``. The same ``seed`` gives
-    the same interval.
+    the same interval. Our own rather than ``scipy.stats.bootstrap``, which
+    neither leaves undefined replicates out nor takes a statistic of a block of
+    resamples at once.
 
     ``batch``, when given, computes the statistic of many resamples at once: it
     receives rows of resampled indices into ``items`` (an index array), a block
@@ -547,187 +555,3 @@ def status_agreement(
         kappa_name="cohen" if two_raters else "fleiss",
         alpha_ordinal=results["alpha"],
     )
-
-
-# ---------------------------------------------------------------------------
-# Semantic set matching (spec section 5)
-# ---------------------------------------------------------------------------
-
-
-def match_matrix(
-    a: Sequence[str], b: Sequence[str], match: MatchFn | BatchMatcher
-) -> np.ndarray:
-    """Boolean len(a) x len(b) matrix of match(a_i, b_j).
-
-    Uses ``match.matrix(a, b)`` when the matcher offers it (see ``BatchMatcher``).
-    """
-    if len(a) == 0 or len(b) == 0:
-        return np.zeros((len(a), len(b)), dtype=bool)
-    batch = getattr(match, "matrix", None)
-    if callable(batch):
-        result = np.asarray(batch(list(a), list(b)), dtype=bool)
-        if result.shape != (len(a), len(b)):
-            raise ValueError(
-                f"matcher.matrix returned shape {result.shape}, "
-                f"expected {(len(a), len(b))}"
-            )
-        return result
-    return np.array([[bool(match(x, y)) for y in b] for x in a], dtype=bool)
-
-
-def _max_matching(edges: np.ndarray, priority: np.ndarray) -> list[tuple[int, int]]:
-    """Maximum-cardinality one-to-one matching on a boolean bipartite graph.
-
-    Starts from a greedy matching in descending ``priority`` (ties by row, then
-    column), then grows it with augmenting paths (Kuhn's algorithm) until no path
-    is left, which makes it maximum (Berge's theorem). Augmenting never unmatches
-    a matched item, so the greedy preference survives wherever it can.
-    """
-    n_a, n_b = edges.shape
-    match_of_a = [-1] * n_a
-    match_of_b = [-1] * n_b
-    rows, cols = np.nonzero(edges)
-    order = np.lexsort((cols, rows, -priority[rows, cols]))
-    for k in order:
-        i, j = int(rows[k]), int(cols[k])
-        if match_of_a[i] < 0 and match_of_b[j] < 0:
-            match_of_a[i] = j
-            match_of_b[j] = i
-
-    neighbours = [
-        sorted(np.flatnonzero(edges[i]).tolist(), key=lambda j, i=i: -priority[i, j])
-        for i in range(n_a)
-    ]
-
-    def augment(i: int, seen: set[int]) -> bool:
-        for j in neighbours[i]:
-            if j in seen:
-                continue
-            seen.add(j)
-            if match_of_b[j] < 0 or augment(match_of_b[j], seen):
-                match_of_a[i] = j
-                match_of_b[j] = i
-                return True
-        return False
-
-    for i in range(n_a):
-        if match_of_a[i] < 0 and neighbours[i]:
-            augment(i, set())
-    return sorted((i, j) for i, j in enumerate(match_of_a) if j >= 0)
-
-
-def match_sets(
-    a: Sequence[str],
-    b: Sequence[str],
-    match: MatchFn | BatchMatcher | None = None,
-    *,
-    similarity: npt.ArrayLike | None = None,
-    tau: float | None = None,
-) -> list[tuple[int, int]]:
-    """Index pairs (i, j) of a maximum one-to-one matching between a and b.
-
-    Either ``match`` (a function ``match(x, y) -> bool``) or a precomputed
-    ``similarity`` matrix (len(a) x len(b)) with its threshold ``tau`` (a boolean
-    matrix needs none): items match when similarity >= tau, as in spec section 5.
-    The number of pairs is always the maximum possible. Which pairs: with a
-    similarity matrix, the most similar pairs are taken first (greedy by
-    descending similarity); with a match function, by list order. Augmenting
-    paths then add whatever the greedy pass missed. Indices, not strings, so
-    duplicate texts stay distinguishable.
-    """
-    if similarity is not None:
-        sim = np.asarray(similarity)
-        if sim.shape != (len(a), len(b)):
-            raise ValueError(
-                f"similarity has shape {sim.shape}, expected {(len(a), len(b))}"
-            )
-        if sim.dtype == bool:
-            edges = sim
-            priority = np.zeros(sim.shape)
-        else:
-            if tau is None:
-                raise ValueError("a similarity matrix needs its threshold tau")
-            edges = sim >= tau
-            priority = sim.astype(float)
-    elif match is not None:
-        edges = match_matrix(a, b, match)
-        priority = np.zeros(edges.shape)
-    else:
-        raise ValueError("give either a match function or a similarity matrix")
-    return _max_matching(edges, priority)
-
-
-class SetF1(NamedTuple):
-    precision: float
-    recall: float
-    f1: float
-
-
-def _set_f1(n_pred: int, n_gold: int, matched_pred: int, matched_gold: int) -> SetF1:
-    if n_pred == 0 and n_gold == 0:
-        return SetF1(1.0, 1.0, 1.0)
-    if n_pred == 0 or n_gold == 0:
-        return SetF1(0.0, 0.0, 0.0)
-    precision = matched_pred / n_pred
-    recall = matched_gold / n_gold
-    f1 = (
-        0.0
-        if precision + recall == 0
-        else 2 * precision * recall / (precision + recall)
-    )
-    return SetF1(precision, recall, f1)
-
-
-def semantic_f1_from_matrix(edges: np.ndarray, *, one_to_one: bool = False) -> SetF1:
-    """Set F1 from a boolean predicted x gold match matrix (see
-    ``pairwise_semantic_f1``)."""
-    n_pred, n_gold = edges.shape
-    if one_to_one:
-        k = len(_max_matching(edges, np.zeros(edges.shape)))
-        return _set_f1(n_pred, n_gold, k, k)
-    return _set_f1(
-        n_pred, n_gold, int(edges.any(axis=1).sum()), int(edges.any(axis=0).sum())
-    )
-
-
-def pairwise_semantic_f1(
-    a: Sequence[str],
-    b: Sequence[str],
-    match: MatchFn | BatchMatcher,
-    *,
-    one_to_one: bool = False,
-) -> SetF1:
-    """Semantic precision, recall and F1 of set ``a`` (predicted) against ``b`` (gold).
-
-    precision = matched items of a / |a|, recall = matched items of b / |b|
-    (spec sections 4 and 6), F1 their harmonic mean. By default, as the spec
-    defines it, an item counts as matched if it matches any item of the other
-    set (many-to-many: "AKI" against {"AKI", "AKI stage 3"} has recall 1). With
-    ``one_to_one=True`` the matched items are those of a maximum one-to-one
-    matching (``match_sets``), so one vague item cannot stand for several
-    specific ones: a stricter figure, to be labelled so wherever it is shown.
-    Both sets empty: P = R = F1 = 1 (the raters agree there is nothing);
-    exactly one empty: P = R = F1 = 0. Swapping a and b swaps P and R
-    and leaves F1 unchanged, so it serves rater pairs as well as model vs gold.
-    """
-    return semantic_f1_from_matrix(match_matrix(a, b, match), one_to_one=one_to_one)
-
-
-def window_pairwise_f1(
-    sets: Sequence[Sequence[str] | None],
-    match: MatchFn | BatchMatcher,
-    *,
-    one_to_one: bool = False,
-) -> float:
-    """Mean pairwise semantic F1 of one window's raters (spec section 4).
-
-    ``sets`` holds one item list per rater; ``None`` marks a rater who did not
-    label the window (an empty list is a rater who saw nothing to report). ``nan``
-    when fewer than two raters labelled it.
-    """
-    present = [s for s in sets if s is not None]
-    scores = [
-        pairwise_semantic_f1(x, y, match, one_to_one=one_to_one).f1
-        for x, y in combinations(present, 2)
-    ]
-    return float(np.mean(scores)) if scores else math.nan

@@ -402,7 +402,7 @@ class SemanticMatcher:
 
     def matrix(self, a: Sequence[str], b: Sequence[str]) -> np.ndarray:
         """Boolean len(a) x len(b) matrix of matches, for
-        ``evaluation.agreement.match_matrix``."""
+        ``evaluation.setmatch.match_matrix``."""
         return self.similarity(a, b) >= self.tau
 
     def match(self, a: str, b: str) -> bool:

@@ -4,7 +4,7 @@ Status accuracy and macro-F1; Hit@k and Recall@k for the ranked problem and
 action lists; HRR@k of actions against red flags; the set-level semantic F1 that
 validates the Oracle against Gold; and breakdowns by any window key (disease
 group, hours since admission). The matcher is passed in (``match(a, b) -> bool``,
-optionally with a batch ``matrix`` method, see ``evaluation.agreement``), so the
+optionally with a batch ``matrix`` method, see ``evaluation.setmatch``), so the
 same code scores physicians, the Oracle and researchers' models.
 """
 
@@ -19,20 +19,22 @@ from typing import Any
 
 import numpy as np
 
-from evaluation.agreement import (
-    STATUS_ORDER,
+from evaluation.agreement import STATUS_ORDER
+from evaluation.polarity import forbidden_action, harmful_direction_conflict
+from evaluation.setmatch import (
     BatchMatcher,
     MatchFn,
     SetF1,
     match_matrix,
     semantic_f1_from_matrix,
 )
-from evaluation.polarity import forbidden_action, harmful_direction_conflict
 
 DEFAULT_K = 5
 STATUS_LABELS: tuple[str, ...] = STATUS_ORDER
 
 Matcher = MatchFn | BatchMatcher
+# A missing prediction, to scikit-learn: a label outside the three scored.
+_NO_PREDICTION = "(none)"
 
 
 # ---------------------------------------------------------------------------
@@ -165,26 +167,37 @@ def status_per_class(
 ) -> dict[str, ClassScore]:
     """Precision, recall, F1 and gold support for each of the three status classes.
 
-    Every class of ``STATUS_LABELS`` is scored, whether or not it occurs (spec
-    section 6: macro-F1 over the three classes): F1 = 2 tp / (2 tp + fp + fn),
-    0 for a class absent from both gold and prediction, as for any class with no
-    true positive. A precision or recall with a zero denominator is 0. A missing
+    scikit-learn's ``precision_recall_fscore_support`` over ``STATUS_LABELS``:
+    every class is scored, whether or not it occurs (spec section 6: macro-F1
+    over the three classes), F1 = 2 tp / (2 tp + fp + fn), and a zero
+    denominator gives 0 (``zero_division=0``), so a class absent from both gold
+    and prediction scores 0, as does any class with no true positive. A missing
     prediction is a false negative for the gold class and a false positive for
-    none.
+    none (it is a label outside ``STATUS_LABELS``, which scikit-learn leaves out
+    of the classes scored).
     """
     pairs = _status_pairs(gold, predicted)
-    scores = {}
-    for label in STATUS_LABELS:
-        tp = sum(g == label and p == label for g, p in pairs)
-        fp = sum(g != label and p == label for g, p in pairs)
-        fn = sum(g == label and p != label for g, p in pairs)
-        scores[label] = ClassScore(
-            precision=tp / (tp + fp) if tp + fp else 0.0,
-            recall=tp / (tp + fn) if tp + fn else 0.0,
-            f1=2 * tp / (2 * tp + fp + fn) if tp else 0.0,
-            support=tp + fn,
+    if not pairs:
+        return {label: ClassScore(0.0, 0.0, 0.0, 0) for label in STATUS_LABELS}
+    # Imported here: web processes import this module to score submissions,
+    # and scikit-learn takes a second to import.
+    from sklearn.metrics import precision_recall_fscore_support
+
+    precision, recall, f1, support = precision_recall_fscore_support(
+        [g for g, _ in pairs],
+        [p if p is not None else _NO_PREDICTION for _, p in pairs],
+        labels=list(STATUS_LABELS),
+        zero_division=0,
+    )
+    return {
+        label: ClassScore(
+            precision=float(precision[i]),
+            recall=float(recall[i]),
+            f1=float(f1[i]),
+            support=int(support[i]),
         )
-    return scores
+        for i, label in enumerate(STATUS_LABELS)
+    }
 
 
 def status_macro_f1(

@@ -34,7 +34,7 @@ from annotation.services.consensus import (
     consensus_build,
     consensus_fields,
 )
-from evaluation.agreement import match_matrix, match_sets, pairwise_semantic_f1
+from evaluation.setmatch import match_matrix, match_sets, pairwise_semantic_f1
 from jobs.outbox import outbox_send
 from windows.actions import action_text_of
 from windows.models import Event, Window

@@ -13,12 +13,10 @@ from evaluation.agreement import (
     encode_ratings,
     fleiss_kappa,
     krippendorff_alpha,
-    match_sets,
-    pairwise_semantic_f1,
     percent_agreement,
     status_agreement,
-    window_pairwise_f1,
 )
+from evaluation.setmatch import match_sets, pairwise_semantic_f1
 
 I, S, D = STATUS_ORDER  # improving, stable, deteriorating
 
@@ -445,13 +443,3 @@ def test_batch_matcher_is_used_when_offered():
     result = pairwise_semantic_f1(["AKI", "fever"], ["acute kidney injury"], matcher)
     assert result.f1 == pytest.approx(2 / 3)
     assert (matcher.matrix_calls, matcher.pair_calls) == (1, 0)
-
-
-def test_window_pairwise_f1_is_the_mean_over_rater_pairs():
-    # Three raters: F1(r1,r2) = 1, F1(r1,r3) = 2/3 (P 1/2, R 1), F1(r2,r3) = 2/3
-    # window mean = (1 + 2/3 + 2/3) / 3 = 7/9
-    window = [["AKI"], ["acute kidney injury"], ["aki", "fever"], None]
-    assert window_pairwise_f1(window, toy_match) == pytest.approx(7 / 9)
-    assert math.isnan(window_pairwise_f1([["AKI"], None], toy_match))
-    # Both raters report nothing: they agree.
-    assert window_pairwise_f1([[], []], toy_match) == 1.0

