@@ -153,6 +153,29 @@ def inside(folder: Path, relative: str) -> Path:
     return path
 
 
+def stays_in_release(
+    folder: Path, index: str, time_key: str, stay_ids: Iterable[int] | None
+) -> Iterator[tuple[StayContext, list[dict]]]:
+    """The records of a release folder's ``index`` (``windows.jsonl``,
+    ``checkpoints.jsonl``), stay by stay in the index's order, each stay's
+    records in time order (``time_key``) with its context read once;
+    ``stay_ids`` keeps those stays only."""
+    wanted = None if stay_ids is None else set(stay_ids)
+    by_stay: dict[int, list[dict]] = {}
+    for record in read_jsonl(inside(folder, index)):
+        if wanted is None or record["stay_id"] in wanted:
+            by_stay.setdefault(record["stay_id"], []).append(record)
+    for records in by_stay.values():
+        records.sort(key=lambda record: parse_time(record[time_key]))
+        files = {record["context_file"] for record in records}
+        if len(files) != 1:
+            raise RealICUError(
+                f"Stay {records[0]['stay_id']} names several context files: "
+                f"{sorted(files)}."
+            )
+        yield StayContext(read_jsonl(inside(folder, files.pop()))), records
+
+
 def iterate_windows(
     folder: str | Path,
     *,
@@ -163,21 +186,9 @@ def iterate_windows(
     stay by stay (in the order of ``windows.jsonl``) and in time order within
     a stay. Each stay's context file is read once; ``stay_ids`` keeps those
     stays only."""
-    folder = Path(folder)
-    wanted = None if stay_ids is None else set(stay_ids)
-    by_stay: dict[int, list[dict]] = {}
-    for record in read_jsonl(inside(folder, "windows.jsonl")):
-        if wanted is None or record["stay_id"] in wanted:
-            by_stay.setdefault(record["stay_id"], []).append(record)
-    for records in by_stay.values():
-        records.sort(key=lambda record: parse_time(record["start"]))
-        files = {record["context_file"] for record in records}
-        if len(files) != 1:
-            raise RealICUError(
-                f"Stay {records[0]['stay_id']} names several context files: "
-                f"{sorted(files)}."
-            )
-        stay = StayContext(read_jsonl(inside(folder, files.pop())))
+    for stay, records in stays_in_release(
+        Path(folder), "windows.jsonl", "start", stay_ids
+    ):
         for record in records:
             yield Window(
                 record=record,

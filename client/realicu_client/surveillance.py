@@ -22,8 +22,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from realicu_client.context import StayContext, inside, parse_time, read_jsonl
-from realicu_client.errors import RealICUError
+from realicu_client.context import stays_in_release
 
 
 @dataclass(frozen=True)
@@ -49,21 +48,9 @@ def iterate_checkpoints(
 ) -> Iterator[Checkpoint]:
     """Every checkpoint of a downloaded surveillance release folder with its
     context, stay by stay and in time order; each context file read once."""
-    folder = Path(folder)
-    wanted = None if stay_ids is None else set(stay_ids)
-    by_stay: dict[int, list[dict]] = {}
-    for record in read_jsonl(inside(folder, "checkpoints.jsonl")):
-        if wanted is None or record["stay_id"] in wanted:
-            by_stay.setdefault(record["stay_id"], []).append(record)
-    for records in by_stay.values():
-        records.sort(key=lambda record: parse_time(record["time"]))
-        files = {record["context_file"] for record in records}
-        if len(files) != 1:
-            raise RealICUError(
-                f"Stay {records[0]['stay_id']} names several context files: "
-                f"{sorted(files)}."
-            )
-        stay = StayContext(read_jsonl(inside(folder, files.pop())))
+    for stay, records in stays_in_release(
+        Path(folder), "checkpoints.jsonl", "time", stay_ids
+    ):
         for record in records:
             yield Checkpoint(
                 record=record,
