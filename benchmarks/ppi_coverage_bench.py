@@ -51,9 +51,8 @@ from evaluation.ppi import (  # noqa: E402
     oracle_only_estimate,
     poisson_draw,
     ppi_estimate,
-    status_cells,
-    status_hits,
 )
+from evaluation.ppi_vectors import status_cells, status_hits  # noqa: E402
 
 STRIDE_HOURS = 2
 WINDOW_MINUTES = 30

@@ -27,6 +27,8 @@ from evaluation.ppi import (
     RATIO,
     Design,
     score_interval,
+)
+from evaluation.ppi_vectors import (
     status_cells,
     status_code,
     status_hits,

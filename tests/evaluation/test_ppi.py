@@ -24,6 +24,8 @@ from evaluation.ppi import (
     ppi_estimate,
     ppi_mean_ci,
     score_interval,
+)
+from evaluation.ppi_vectors import (
     status_cells,
     status_code,
     status_hits,

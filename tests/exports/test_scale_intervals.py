@@ -29,9 +29,8 @@ from evaluation.ppi import (
     RATIO,
     Design,
     score_interval,
-    status_cells,
-    window_values,
 )
+from evaluation.ppi_vectors import status_cells, window_values
 from exports.building import json_safe
 from exports.services import submission_create, submission_score, token_create
 
