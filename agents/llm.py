@@ -26,14 +26,21 @@ import httpx
 
 from agents.base import AgentError, ChatReply
 from oracle.backbones import http
-from oracle.backbones.endpoints import EndpointRefused, key_env_check, url_check
-from oracle.backbones.openai_compat import (
+from oracle.backbones.completion import (
+    COUNT_FAILURES,
     COUNT_REPLY_BYTES,
     MAX_REPLY_BYTES,
+)
+from oracle.backbones.dialects import (
+    chat_url,
     reply_format_apply,
     response_described,
     retry_after_seconds,
+    root_url,
+    token_count_read,
+    token_count_request,
 )
+from oracle.backbones.endpoints import EndpointRefused, key_env_check, url_check
 from oracle.prompts import TOKENS_PER_MESSAGE
 
 CHARS_PER_TOKEN = 3.0
@@ -168,6 +175,7 @@ class ChatClient:
         self.sent: list[tuple[str, list[dict]]] = []
         self._client: httpx.Client | None = None
         self._key: str | None = None
+        self.aborted = False
 
     @classmethod
     def for_backbone(cls, backbone) -> ChatClient:
@@ -204,17 +212,11 @@ class ChatClient:
 
     @property
     def url(self) -> str:
-        if self.base_url.endswith("/chat/completions"):
-            return self.base_url
-        return f"{self.base_url}/chat/completions"
+        return chat_url(self.base_url)
 
     @property
     def root_url(self) -> str:
-        root = self.base_url
-        for tail in ("/chat/completions", "/v1"):
-            if root.endswith(tail):
-                root = root[: -len(tail)]
-        return root
+        return root_url(self.base_url)
 
     def ratio(self) -> float:
         """Characters per token of the estimate: the backbone's calibration,
@@ -242,50 +244,26 @@ class ChatClient:
         key = hash(json.dumps(messages, sort_keys=True))
         if key in self._counts:
             return self._counts[key]
-        client = self._open()
-        text = "\n".join(m.get("content") or "" for m in messages)
-        framing = 4 * len(messages)
-        if self.tokenizer == "vllm":
-            url, body = (
-                f"{self.root_url}/tokenize",
-                {"model": self.model, "messages": messages},
-            )
-        elif self.tokenizer == "llamacpp_python":
-            url, body = (
-                f"{self.root_url}/extras/tokenize/count",
-                {"input": text, "model": self.model},
-            )
-        elif self.tokenizer == "llamacpp":
-            url, body = f"{self.root_url}/tokenize", {"content": text}
-        else:
+        asked = token_count_request(
+            self.tokenizer, root=self.root_url, model=self.model, messages=messages
+        )
+        if asked is None:
             return None
+        client = self._open()
         count = None
         try:
             reply = http.request(
                 client,
                 "POST",
-                url,
-                json=body,
+                asked[0],
+                json=asked[1],
                 deadline_seconds=min(self.timeout_seconds, COUNT_TIMEOUT_SECONDS),
                 max_bytes=COUNT_REPLY_BYTES,
             )
             self.counts += 1
             if reply.status == 200:
-                data = reply.json()
-                if self.tokenizer == "vllm":
-                    count = int(data["count"])
-                elif self.tokenizer == "llamacpp_python":
-                    count = int(data["count"]) + framing
-                else:
-                    count = len(data["tokens"]) + framing
-        except (
-            httpx.HTTPError,
-            http.AddressRefused,
-            http.ReplyRefused,
-            ValueError,
-            KeyError,
-            TypeError,
-        ):
+                count = token_count_read(self.tokenizer, reply.json(), messages)
+        except COUNT_FAILURES:
             count = None
         self._counts[key] = count
         return count
@@ -349,6 +327,14 @@ class ChatClient:
             self._client.close()
             self._client = None
 
+    def abort(self) -> None:
+        """From another thread, when the run was cancelled: the request in
+        flight ends at once with its connection closed (a llama.cpp server
+        stops generating for it), and none follows."""
+        self.aborted = True
+        if self._client is not None:
+            http.abort(self._client)
+
     def _scrub(self, text: str) -> str:
         return text.replace(self._key, "[api key]") if self._key else text
 
@@ -383,6 +369,8 @@ class ChatClient:
         retry = 0
         while True:
             self.limiter.acquire()
+            if self.aborted:
+                raise AgentError("The run was cancelled.")
             self.requests += 1
             retry_after = None
             status, text, headers = 0, "", {}
@@ -452,6 +440,8 @@ class ChatClient:
                     raise AgentError(
                         self._scrub(f"The backbone refused the request ({problem}).")
                     )
+            if self.aborted:
+                raise AgentError("The run was cancelled.")
             if retry >= self.max_retries:
                 raise AgentError(
                     self._scrub(f"Gave up after {retry + 1} attempts: {problem}.")

@@ -15,6 +15,12 @@ reply dripping a byte at a time ends at the deadline), and stops reading at
 read. Replies are asked for without compression; a compressed one is
 decompressed within the same limit.
 
+A request abandoned before its reply is read (its deadline passed, its task
+cancelled, or ``abort`` called from another thread because its run was
+cancelled) has its connection closed, not kept for the next request: that is
+how a server learns to stop working on it (llama.cpp's server stops
+generating when the connection closes).
+
 An online-evaluation endpoint's connection has at most
 ENDPOINT_CONNECT_SECONDS, and one that fails is reported at that time whether
 the port refused it at once (closed) or never answered (filtered): neither the
@@ -26,8 +32,11 @@ from __future__ import annotations
 import contextvars
 import functools
 import json
+import socket
 import ssl
+import threading
 import time
+import weakref
 import zlib
 from dataclasses import dataclass
 
@@ -80,8 +89,10 @@ def _clip(timeout: float | None, expired: type[Exception]) -> float | None:
 
 
 class _Stream(httpcore.NetworkStream):
-    def __init__(self, inner: httpcore.NetworkStream):
+    def __init__(self, inner: httpcore.NetworkStream, registry: _Streams):
         self._inner = inner
+        self._registry = registry
+        registry.add(self)
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
         return self._inner.read(max_bytes, _clip(timeout, httpcore.ReadTimeout))
@@ -90,13 +101,26 @@ class _Stream(httpcore.NetworkStream):
         self._inner.write(buffer, _clip(timeout, httpcore.WriteTimeout))
 
     def close(self) -> None:
+        self._registry.discard(self)
         self._inner.close()
 
+    def abort(self) -> None:
+        """Shut the socket down from another thread: a read blocked on it
+        returns at once, and the server sees the connection closed."""
+        sock = self._inner.get_extra_info("socket")
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass  # already closed
+
     def start_tls(self, ssl_context, server_hostname=None, timeout=None):
+        self._registry.discard(self)
         return _Stream(
             self._inner.start_tls(
                 ssl_context, server_hostname, _clip(timeout, httpcore.ConnectTimeout)
-            )
+            ),
+            self._registry,
         )
 
     def get_extra_info(self, info: str):
@@ -164,6 +188,29 @@ def _connect_failed_wait(purpose: Purpose, end: float | None) -> float:
     return max(0.0, end - time.monotonic())
 
 
+class _Streams:
+    """The open connections of a client's pool, to abort them from another
+    thread."""
+
+    def __init__(self) -> None:
+        self._streams: weakref.WeakSet = weakref.WeakSet()
+        self._lock = threading.Lock()
+
+    def add(self, stream: _Stream) -> None:
+        with self._lock:
+            self._streams.add(stream)
+
+    def discard(self, stream: _Stream) -> None:
+        with self._lock:
+            self._streams.discard(stream)
+
+    def abort(self) -> None:
+        with self._lock:
+            streams = list(self._streams)
+        for stream in streams:
+            stream.abort()
+
+
 class _Backend(httpcore.NetworkBackend):
     """Opens a connection to a checked address of the host, never to the
     host name itself."""
@@ -171,6 +218,7 @@ class _Backend(httpcore.NetworkBackend):
     def __init__(self, purpose: Purpose, app_host: str = ""):
         self.purpose, self.app_host = purpose, app_host
         self._inner = httpcore.SyncBackend()
+        self.streams = _Streams()
 
     def connect_tcp(
         self, host, port, timeout=None, local_address=None, socket_options=None
@@ -189,7 +237,7 @@ class _Backend(httpcore.NetworkBackend):
             except (httpcore.ConnectError, httpcore.ConnectTimeout) as error:
                 last = error
                 continue
-            return _Stream(stream)
+            return _Stream(stream, self.streams)
         time.sleep(_connect_failed_wait(self.purpose, end))
         raise last  # type: ignore[misc]
 
@@ -251,13 +299,18 @@ class GuardedTransport(httpx.HTTPTransport):
     ) -> None:
         context = _ssl_context()
         super().__init__(verify=context, limits=limits, trust_env=False)
+        self._backend = _Backend(purpose, app_host)
         self._pool = httpcore.ConnectionPool(
             ssl_context=context,
             max_connections=limits.max_connections,
             max_keepalive_connections=limits.max_keepalive_connections,
             keepalive_expiry=limits.keepalive_expiry,
-            network_backend=_Backend(purpose, app_host),
+            network_backend=self._backend,
         )
+
+    def abort(self) -> None:
+        """Close every connection of the pool now, from any thread."""
+        self._backend.streams.abort()
 
 
 class AsyncGuardedTransport(httpx.AsyncHTTPTransport):
@@ -382,6 +435,15 @@ def request(
         _deadline.reset(token)
 
 
+def abort(client: httpx.Client) -> None:
+    """Close the connections of ``client`` (a ``guarded_client``) from
+    another thread: a request in flight on it ends at once with a connection
+    error, and its server sees the connection closed."""
+    transport = getattr(client, "_transport", None)
+    if isinstance(transport, GuardedTransport):
+        transport.abort()
+
+
 async def arequest(
     client: httpx.AsyncClient,
     method: str,
@@ -410,6 +472,7 @@ __all__ = [
     "Purpose",
     "Reply",
     "ReplyRefused",
+    "abort",
     "arequest",
     "guarded_async_client",
     "guarded_client",

@@ -11,39 +11,57 @@ the Django ORM (which refuses to run inside an event loop).
 from __future__ import annotations
 
 import asyncio
-import email.utils
-import json
 import os
 import queue
-import random
-import re
 import threading
-import time
 from collections.abc import Callable
-from dataclasses import dataclass
-
-import httpx
 
 from oracle.backbones import http
 from oracle.backbones.base import BackboneResult, WindowContext
+from oracle.backbones.completion import (
+    COUNT_REPLY_BYTES,
+    MAX_REPLY_BYTES,
+    CompletionRequests,
+    RateLimiter,
+    RequestEvent,
+    _Overflow,
+    _RequestFailed,
+    _Stopped,
+    _Usage,
+)
+from oracle.backbones.dialects import (
+    chat_url,
+    reply_format_apply,
+    response_described,
+    retry_after_seconds,
+    root_url,
+)
 from oracle.backbones.endpoints import EndpointRefused, key_env_check, url_check
+from oracle.backbones.fitting import PromptFitting
 from oracle.prompts import (
     CHARS_PER_TOKEN,
     PromptBudgetError,
     messages_chars,
     messages_tokens,
-    prompt_build,
     tokens_estimate,
 )
 from oracle.schema import ReplyError, reply_parse, reply_schema_for
 
 # Keys of ``parameters`` that the backbone itself sets.
 _RESERVED = {"model", "messages", "stream", "n"}
-RAW_EXCERPT_CHARS = 2000
-# A reply longer than this is refused unread (a chat completion of a window's
-# label is a few kilobytes; a token count less).
-MAX_REPLY_BYTES = 4_000_000
-COUNT_REPLY_BYTES = 1_000_000
+# How often the event loop looks whether the run asked to stop.
+STOP_POLL_SECONDS = 0.1
+
+
+async def _abandon_when_stopped(stop: threading.Event, tasks) -> None:
+    """Once the run asks to stop, cancel its windows' tasks: a request in
+    flight is abandoned and its connection closed (httpx closes a response
+    not read to its end), so the server stops generating for it; a window
+    cancelled gets no result and is labelled again when the run resumes."""
+    while not stop.is_set():
+        await asyncio.sleep(STOP_POLL_SECONDS)
+    for task in tasks:
+        task.cancel()
 
 
 class BackboneConfigError(ValueError):
@@ -51,156 +69,7 @@ class BackboneConfigError(ValueError):
     environment variable is not set)."""
 
 
-# How servers say a prompt did not fit (OpenAI, vLLM, llama-cpp-python, llama.cpp
-# server, TGI), and the figures some of them give.
-_OVERFLOW = re.compile(
-    r"context[ _](length|window|size)|maximum context|too many (input )?tokens"
-    r"|exceeds? the (available )?context|prompt is too long",
-    re.IGNORECASE,
-)
-_CONTEXT_SIZE = re.compile(
-    r"maximum context length is (\d+)|context window of (\d+)|\"n_ctx\"\s*:\s*(\d+)",
-    re.IGNORECASE,
-)
-_PROMPT_SIZE = re.compile(
-    r"\((\d+) in the messages|has (\d+) input tokens|requested tokens \((\d+)\)"
-    r"|\"n_prompt_tokens\"\s*:\s*(\d+)",
-    re.IGNORECASE,
-)
-
-
-def _first_int(pattern: re.Pattern, text: str) -> int | None:
-    match = pattern.search(text or "")
-    if not match:
-        return None
-    return next(int(g) for g in match.groups() if g)
-
-
-def response_described(status: int, headers, text: str) -> str:
-    """A response as the run page may show it: status and content type, and
-    whether it said the prompt was too long (the platform's own words). Never
-    anything of the body: a URL that is not an LLM server may return anything
-    (issue 14)."""
-    content_type = (headers.get("content-type") or "no content type").split(";")[0]
-    described = f"HTTP {status} ({content_type.strip()})"
-    if _OVERFLOW.search(text or ""):
-        described += ", the prompt does not fit the model's context window"
-    return described
-
-
-class _Overflow(Exception):
-    """The server refused the prompt as longer than its context window;
-    ``prompt_tokens`` and ``context_tokens`` when the error said them."""
-
-    def __init__(self, message, attempts, prompt_tokens=None, context_tokens=None):
-        super().__init__(message)
-        self.attempts = attempts
-        self.prompt_tokens = prompt_tokens
-        self.context_tokens = context_tokens
-
-
-class _Stopped(Exception):
-    """The run asked to stop before this window's next request."""
-
-
-class _RequestFailed(Exception):
-    """A request failed for good (retries spent, or an error not worth retrying)."""
-
-    def __init__(self, message: str, attempts: int):
-        super().__init__(message)
-        self.attempts = attempts
-
-
-class RateLimiter:
-    """Requests-per-minute limit as a token bucket of capacity 1 refilled at
-    rpm / 60 per second: request starts are at least 60 / rpm seconds apart, so
-    no 60-second span ever holds more than ``rpm`` starts."""
-
-    def __init__(self, requests_per_minute: int):
-        self.interval = 60.0 / max(1, int(requests_per_minute))
-        self._next = 0.0
-        self._lock = asyncio.Lock()
-
-    async def acquire(self) -> None:
-        async with self._lock:
-            now = time.monotonic()
-            wait = self._next - now
-            self._next = max(now, self._next) + self.interval
-        if wait > 0:
-            await asyncio.sleep(wait)
-
-
-@dataclass
-class RequestEvent:
-    """What happened to one request, as it happens, for the run page:
-    ``kind`` is "sent", "answered", "timed_out", "errored" or "retry";
-    ``detail`` says why for the last three."""
-
-    kind: str
-    detail: str = ""
-
-
-@dataclass
-class _Reply:
-    content: str
-    prompt_tokens: int | None
-    completion_tokens: int | None
-    finish_reason: str
-
-
-@dataclass
-class _Usage:
-    attempts: int = 0
-    tokens_in: int = 0
-    tokens_out: int = 0
-    # Time on the wire: from sending each request to its reply (or its error),
-    # summed over retries and the repair turn. Waiting for a concurrency slot,
-    # for the rate limiter and for a backoff is not in it.
-    request_seconds: float = 0.0
-
-
-def retry_after_seconds(value: str | None) -> float | None:
-    """Retry-After as seconds: delta-seconds or an HTTP date; None if absent or
-    unreadable."""
-    if not value:
-        return None
-    value = value.strip()
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when is None:
-        return None
-    return max(0.0, when.timestamp() - time.time())
-
-
-def reply_format_apply(
-    body: dict, form: str, schema: dict | None, name: str = "window_label"
-) -> dict:
-    """``body`` with the reply's JSON Schema in the server's dialect
-    (``form``, a backbone's reply format): OpenAI/vLLM/llama.cpp's
-    json_schema, llama-cpp-python's schema beside json_object, Ollama's
-    ``format``; a plain JSON object where no schema goes or none is given.
-    The Oracle and the agents send theirs the same way."""
-    if form == "json_schema" and schema is not None:
-        body["response_format"] = {
-            "type": "json_schema",
-            "json_schema": {"name": name, "schema": schema, "strict": False},
-        }
-    elif form == "llamacpp_python" and schema is not None:
-        body["response_format"] = {"type": "json_object", "schema": schema}
-    elif form == "ollama" and schema is not None:
-        body["format"] = schema
-    elif form and form != "none":
-        body["response_format"] = {"type": "json_object"}
-    return body
-
-
-class OpenAICompatBackbone:
+class OpenAICompatBackbone(PromptFitting, CompletionRequests):
     """``label_many`` over an OpenAI-compatible ``/chat/completions`` endpoint.
 
     Per window: the prompt (oracle.prompts) is built within ``prompt_budget``
@@ -294,18 +163,12 @@ class OpenAICompatBackbone:
 
     @property
     def url(self) -> str:
-        if self.base_url.endswith("/chat/completions"):
-            return self.base_url
-        return f"{self.base_url}/chat/completions"
+        return chat_url(self.base_url)
 
     @property
     def root_url(self) -> str:
         """The server's root: the base URL without /chat/completions and /v1."""
-        root = self.base_url
-        for tail in ("/chat/completions", "/v1"):
-            if root.endswith(tail):
-                root = root[: -len(tail)]
-        return root
+        return root_url(self.base_url)
 
     # --- the sync interface -----------------------------------------------------
 
@@ -336,8 +199,10 @@ class OpenAICompatBackbone:
         request as it is sent, answered, timed out, failed or retried (in the
         calling thread, as ``on_result``). ``should_stop`` is polled in the
         calling thread before the first request, after each finished window and
-        every half second; once it is True no new request starts, and windows
-        not finished get no result (a run picks them up again). Raises
+        every half second; once it is True no new request starts, requests in
+        flight are abandoned (their connections closed, so the server stops
+        generating), and windows not finished get no result (a run picks them
+        up again). Raises
         BackboneConfigError before sending anything if the key is missing or
         not allowed, or the URL is refused."""
         try:
@@ -417,322 +282,17 @@ class OpenAICompatBackbone:
                     return
                 out.put(result)
 
-            await asyncio.gather(*(one(c) for c in contexts))
-
-    def _scrub(self, text: str, key: str) -> str:
-        if key and text:
-            text = text.replace(key, "[api key]")
-        return text
-
-    def _backoff(self, retry: int, retry_after: float | None) -> float:
-        if retry_after is not None:
-            return min(retry_after, self.retry_after_max)
-        ceiling = min(self.backoff_max, self.backoff_base * (2**retry))
-        return random.uniform(ceiling / 2, ceiling)
-
-    def _body(self, messages, schema: dict | None) -> dict:
-        """The request body, with the reply's schema in the server's dialect."""
-        body = {"model": self.model, "messages": messages, **self.parameters}
-        if self.max_completion_tokens:
-            body["max_tokens"] = self.max_completion_tokens
-        return reply_format_apply(body, self.reply_format, schema)
-
-    def speed(self) -> float | None:
-        """Reply tokens per second: the median of this batch's replies, else
-        the backbone's measured figure."""
-        if self.observed_speeds:
-            speeds = sorted(self.observed_speeds)
-            return speeds[len(speeds) // 2]
-        return self.tokens_per_second
-
-    def request_timeout(self, timeouts: int = 0) -> float:
-        """The deadline of a request: the backbone's timeout, or twice the time
-        a full reply (``max_tokens``) takes at the measured speed when that is
-        longer, doubled for each time this request already timed out; never
-        more than ``timeout_max_seconds``. A slow or busy server is waited for
-        instead of being asked again behind its own abandoned requests."""
-        timeout = self.timeout_seconds
-        speed = self.speed()
-        if speed:
-            timeout = max(timeout, 2 * (self.max_completion_tokens or 768) / speed)
-        timeout *= 2**timeouts
-        return round(min(timeout, self.timeout_max_seconds), 1)
-
-    async def _complete(
-        self,
-        client,
-        messages,
-        key,
-        semaphore,
-        limiter,
-        stop,
-        usage: _Usage,
-        schema: dict | None = None,
-    ) -> _Reply:
-        """One chat completion, retrying transient failures. Raises _Overflow
-        when the server says the prompt does not fit its context window."""
-        payload = json.dumps(self._body(messages, schema))
-        retry = 0
-        timeouts = 0
-        report = self._report
-        while True:
-            if stop.is_set():
-                raise _Stopped()
-            retry_after = None
-            headers: dict = {}
-            async with semaphore:
-                if stop.is_set():
-                    raise _Stopped()
-                await limiter.acquire()
-                usage.attempts += 1
-                deadline = self.request_timeout(timeouts)
-                report(RequestEvent("sent"))
-                sent = time.monotonic()
-                try:
-                    # A timeout leaves the stream unread: httpx closes the
-                    # connection, which is how a server learns the request
-                    # was abandoned.
-                    reply = await http.arequest(
-                        client,
-                        "POST",
-                        self.url,
-                        content=payload,
-                        deadline_seconds=deadline,
-                        max_bytes=MAX_REPLY_BYTES,
-                        timeout=httpx.Timeout(deadline),
-                    )
-                    status, text, headers = reply.status, reply.text, reply.headers
-                    retry_after = retry_after_seconds(headers.get("retry-after"))
-                    problem = None
-                except http.AddressRefused as error:
-                    report(RequestEvent("errored", "the address was refused"))
-                    raise _RequestFailed(
-                        f"The backbone's address was refused when connecting: {error}",
-                        usage.attempts,
-                    ) from None
-                except http.ReplyRefused as error:
-                    report(RequestEvent("errored", f"reply refused: {error}"))
-                    raise _RequestFailed(
-                        f"The endpoint's reply was refused: {error}.", usage.attempts
-                    ) from None
-                except httpx.TimeoutException:
-                    status, text = 0, ""
-                    timeouts += 1
-                    problem = (
-                        f"the request timed out: no complete reply within "
-                        f"{deadline:g} s"
-                    )
-                    report(RequestEvent("timed_out", problem))
-                except httpx.HTTPError as error:
-                    status, text = 0, ""
-                    problem = f"connection error ({type(error).__name__})"
-                    report(RequestEvent("errored", problem))
-                finally:
-                    usage.request_seconds += time.monotonic() - sent
-            if problem is None:
-                if status == 429 or status >= 500:
-                    report(
-                        RequestEvent(
-                            "errored", response_described(status, headers, text)
-                        )
-                    )
-                else:
-                    report(RequestEvent("answered"))
-            if problem is None and status == 200:
-                try:
-                    data = json.loads(text)
-                    choice = data["choices"][0]
-                    content = choice["message"]["content"] or ""
-                except (ValueError, KeyError, IndexError, TypeError):
-                    problem = (
-                        "the endpoint's reply was not a chat completion ("
-                        + response_described(status, headers, "")
-                        + ")"
-                    )
-                else:
-                    reported = data.get("usage") or {}
-                    tokens_in = reported.get("prompt_tokens")
-                    tokens_out = reported.get("completion_tokens")
-                    tokens_in = int(tokens_in) if tokens_in is not None else None
-                    tokens_out = int(tokens_out) if tokens_out is not None else None
-                    usage.tokens_in += (
-                        tokens_in
-                        if tokens_in is not None
-                        else messages_tokens(messages)
-                    )
-                    usage.tokens_out += (
-                        tokens_out
-                        if tokens_out is not None
-                        else tokens_estimate(content)
-                    )
-                    took = time.monotonic() - sent
-                    if tokens_out and took > 0:
-                        self.observed_speeds.append(tokens_out / took)
-                    return _Reply(
-                        content,
-                        tokens_in,
-                        tokens_out,
-                        str(choice.get("finish_reason") or ""),
-                    )
-            if problem is None:
-                problem = response_described(status, headers, text)
-                if status in (400, 413, 422) and _OVERFLOW.search(text or ""):
-                    raise _Overflow(
-                        f"The endpoint refused the prompt ({problem}).",
-                        usage.attempts,
-                        prompt_tokens=_first_int(_PROMPT_SIZE, text),
-                        context_tokens=_first_int(_CONTEXT_SIZE, text),
-                    )
-                if not (status == 429 or status >= 500):
-                    raise _RequestFailed(
-                        f"The endpoint refused the request ({problem}).", usage.attempts
-                    )
-            if retry >= self.max_retries:
-                raise _RequestFailed(
-                    f"Gave up after {usage.attempts} attempts: {problem}.",
-                    usage.attempts,
-                )
-            delay = self._backoff(retry, retry_after)
-            retry += 1
-            report(
-                RequestEvent(
-                    "retry",
-                    f"retry {retry} of {self.max_retries} in {delay:.0f} s after "
-                    f"{problem}",
-                )
-            )
-            await asyncio.sleep(delay)
-
-    async def _count(self, client, messages) -> int | None:
-        """The prompt's tokens by the server's tokenizer (``tokenizer``), or None
-        when it has none or the count failed (the estimate stands then). Raw
-        tokenizers count the contents; the chat template's framing is what the
-        budget's margin is for."""
-        if not self.tokenizer:
-            return None
-        try:
-            if self.tokenizer == "vllm":
-                reply = await self._count_request(
-                    client,
-                    f"{self.root_url}/tokenize",
-                    {"model": self.model, "messages": messages},
-                )
-                return int(reply.json()["count"]) if reply.status == 200 else None
-            text = "\n".join(m.get("content") or "" for m in messages)
-            framing = 4 * len(messages)
-            if self.tokenizer == "llamacpp_python":
-                reply = await self._count_request(
-                    client,
-                    f"{self.root_url}/extras/tokenize/count",
-                    {"input": text, "model": self.model},
-                )
-                if reply.status == 200:
-                    return int(reply.json()["count"]) + framing
-            elif self.tokenizer == "llamacpp":
-                reply = await self._count_request(
-                    client, f"{self.root_url}/tokenize", {"content": text}
-                )
-                if reply.status == 200:
-                    return len(reply.json()["tokens"]) + framing
-        except (
-            httpx.HTTPError,
-            http.AddressRefused,
-            http.ReplyRefused,
-            ValueError,
-            KeyError,
-            TypeError,
-        ):
-            return None
-        return None
-
-    async def _count_request(self, client, url: str, body: dict) -> http.Reply:
-        return await http.arequest(
-            client,
-            "POST",
-            url,
-            json=body,
-            deadline_seconds=self.timeout_seconds,
-            max_bytes=COUNT_REPLY_BYTES,
-        )
-
-    def _build(self, context, budget: int | None):
-        return prompt_build(
-            context=context,
-            template=self.template,
-            budget=budget,
-            chars_per_token=self.ratio(),
-        )
-
-    def ratio(self) -> float:
-        """The estimate's characters per token: the backbone's calibration, or
-        less if a prompt of this batch showed fewer (with 3 % to spare)."""
-        if not self.observed_ratios:
-            return self.chars_per_token
-        return min(self.chars_per_token, 0.97 * min(self.observed_ratios))
-
-    def _over_budget(self, context, detail: str, reserve: int = 0) -> str:
-        """A window whose prompt does not fit, in the README's figures: the
-        budget as its formula (not an intermediate target of the compression)
-        and what a repair turn held back."""
-        budget = self.budget_formula or str(self.prompt_budget)
-        held = (
-            f", less {reserve} held back for the repair turn's reply and correction"
-            if reserve
-            else ""
-        )
-        return (
-            f"The prompt of window {context.window_id} does not fit its budget of "
-            f"{budget} tokens{held} even compressed: {detail} Raise the backbone's "
-            "context window or lower its reply tokens."
-        )
-
-    async def _fitted(
-        self, client, context, budget: int | None, semaphore, reserve: int = 0
-    ):
-        """The prompt within ``budget``, by the estimate and then, where the
-        server counts tokens, by its count: rebuilt at a budget scaled by how
-        far the count was over, at most three times. Returns the prompt and its
-        count (None without a tokenizer). Building and counting take one of
-        the requests in flight: the prompt is built when the request can go,
-        with the ratios the batch has seen by then, and a server that serves
-        one request at a time does not keep counts waiting behind completions
-        until they time out."""
-
-        async def built(target):
-            async with semaphore:
-                try:
-                    prompt = self._build(
-                        context, None if target is None else max(1, target)
-                    )
-                except PromptBudgetError as error:
-                    estimated = getattr(error, "estimated", None)
-                    raise PromptBudgetError(
-                        self._over_budget(
-                            context,
-                            f"it needs about {estimated} tokens by the estimate."
-                            if estimated
-                            else str(error),
-                            reserve,
-                        )
-                    ) from None
-                return prompt, await self._count(client, prompt.messages)
-
-        if budget is not None:
-            budget = budget - reserve
-        prompt, counted = await built(budget)
-        target = budget
-        for _ in range(3):
-            if counted is None or budget is None or counted <= budget:
-                break
-            target = int(target * budget / counted * 0.97) - 8
-            prompt, counted = await built(target)
-        if counted is not None and budget is not None and counted > budget:
-            raise PromptBudgetError(
-                self._over_budget(
-                    context, f"it is {counted} tokens by the server's count.", reserve
-                )
-            )
-        return prompt, counted
+            tasks = [asyncio.ensure_future(one(c)) for c in contexts]
+            watcher = asyncio.ensure_future(_abandon_when_stopped(stop, tasks))
+            try:
+                outcomes = await asyncio.gather(*tasks, return_exceptions=True)
+            finally:
+                watcher.cancel()
+            for outcome in outcomes:
+                if isinstance(outcome, BaseException) and not isinstance(
+                    outcome, asyncio.CancelledError
+                ):
+                    raise outcome
 
     async def _label_one(self, client, context, key, semaphore, limiter, stop):
         usage = _Usage()
@@ -923,3 +483,18 @@ class OpenAICompatBackbone:
             f"--- reply {n} ---\n{self._scrub(raw, key)}"
             for n, raw in enumerate(raws, 1)
         )
+
+
+# Names other modules import from here (the machinery's home before it was
+# split into dialects, completion and fitting).
+__all__ = [
+    "COUNT_REPLY_BYTES",
+    "MAX_REPLY_BYTES",
+    "BackboneConfigError",
+    "OpenAICompatBackbone",
+    "RateLimiter",
+    "RequestEvent",
+    "reply_format_apply",
+    "response_described",
+    "retry_after_seconds",
+]
