@@ -98,36 +98,73 @@ def line_id_check(
     return []
 
 
-def _check_line(
-    number: int, raw: bytes, known: set[int], seen: dict[int, int], release_name: str
+def line_start(
+    number: int,
+    raw: bytes,
+    *,
+    required: tuple[str, ...],
+    field: str,
+    noun: str,
+    known: set[int],
+    seen: dict[int, int],
+    release_name: str,
 ) -> tuple[list[str], dict | None]:
+    """A prediction line's object (None: it is none) and the messages on its
+    required fields and its id (line_id_check)."""
     errors, record = line_object(number, raw)
     if record is None:
         return errors, None
-    missing = [f for f in REQUIRED_FIELDS if f not in record]
+    missing = [f for f in required if f not in record]
     if missing:
         errors.append(f"line {number}: missing field(s) {', '.join(missing)}")
     errors += line_id_check(
         record,
         number=number,
+        field=field,
+        noun=noun,
+        known=known,
+        seen=seen,
+        release_name=release_name,
+    )
+    return errors, record
+
+
+def choice_check(record: dict, number: int, field: str, values) -> list[str]:
+    """The message on a line's ``field`` that is none of ``values``."""
+    if field in record and record[field] not in values:
+        return [
+            f"line {number}: {field} {record[field]!r} is not one of "
+            f"{', '.join(values)}"
+        ]
+    return []
+
+
+def strings_check(record: dict, number: int, field: str) -> list[str]:
+    """The message on a line's ``field`` that is not a list of strings."""
+    value = record.get(field, [])
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        return [f"line {number}: {field} must be a list of strings"]
+    return []
+
+
+def _check_line(
+    number: int, raw: bytes, known: set[int], seen: dict[int, int], release_name: str
+) -> tuple[list[str], dict | None]:
+    errors, record = line_start(
+        number,
+        raw,
+        required=REQUIRED_FIELDS,
         field="window_id",
         noun="window",
         known=known,
         seen=seen,
         release_name=release_name,
     )
-    if "status" in record and record["status"] not in STATUS_VALUES:
-        errors.append(
-            f"line {number}: status {record['status']!r} is not one of "
-            f"{', '.join(STATUS_VALUES)}"
-        )
+    if record is None:
+        return errors, None
+    errors += choice_check(record, number, "status", STATUS_VALUES)
     for name in LIST_FIELDS:
-        if name in record:
-            value = record[name]
-            if not isinstance(value, list) or not all(
-                isinstance(v, str) for v in value
-            ):
-                errors.append(f"line {number}: {name} must be a list of strings")
+        errors += strings_check(record, number, name)
     return errors, (None if errors else record)
 
 

@@ -26,7 +26,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from exports.models import Release, ReleaseWindow
-from exports.scoring import line_id_check, line_object, lines_check
+from exports.scoring import choice_check, line_start, lines_check, strings_check
 from surveillance.checkpoints import (
     ACTIONS,
     ALERT_NAMES,
@@ -52,39 +52,26 @@ LEADERBOARD_KEYS = (
 
 
 def _check_line(number: int, raw: bytes, known: set[int], seen: dict, name: str):
-    errors, record = line_object(number, raw)
-    if record is None:
-        return errors, None
-    missing = [f for f in REQUIRED_FIELDS if f not in record]
-    if missing:
-        errors.append(f"line {number}: missing field(s) {', '.join(missing)}")
-    errors += line_id_check(
-        record,
-        number=number,
+    errors, record = line_start(
+        number,
+        raw,
+        required=REQUIRED_FIELDS,
         field="checkpoint_id",
         noun="checkpoint",
         known=known,
         seen=seen,
         release_name=name,
     )
-    if "global_action" in record and record["global_action"] not in ACTIONS:
-        errors.append(
-            f"line {number}: global_action {record['global_action']!r} is not one "
-            f"of {', '.join(ACTIONS)}"
-        )
-    if "priority" in record and record["priority"] not in PRIORITIES:
-        errors.append(
-            f"line {number}: priority {record['priority']!r} is not one of "
-            f"{', '.join(PRIORITIES)}"
-        )
+    if record is None:
+        return errors, None
+    errors += choice_check(record, number, "global_action", ACTIONS)
+    errors += choice_check(record, number, "priority", PRIORITIES)
     for field, allowed in SET_FIELDS.items():
-        if field not in record:
+        not_strings = strings_check(record, number, field)
+        if field not in record or not_strings:
+            errors += not_strings
             continue
-        value = record[field]
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            errors.append(f"line {number}: {field} must be a list of strings")
-            continue
-        unknown = sorted({v for v in value if v not in allowed})
+        unknown = sorted({v for v in record[field] if v not in allowed})
         if unknown:
             errors.append(
                 f"line {number}: {field} has unknown finding(s) "
