@@ -103,7 +103,6 @@ class ReleaseRows:
         self.lease = lease
         self.size = size or ROWS_PER_COMMIT
         self.pending: list[tuple] = []
-        self.committed = 0
 
     def _held(self) -> bool:
         return (
@@ -139,7 +138,6 @@ class ReleaseRows:
         with transaction.atomic():
             self._check()
             _release_windows_store(self.release, batch)
-        self.committed += len(batch)
 
     def files(self, files: list[dict]) -> None:
         """The release's files (path, bytes, sha256, as the manifest lists

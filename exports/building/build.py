@@ -6,7 +6,6 @@ and no rows behind."""
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from pathlib import Path
@@ -17,11 +16,11 @@ from django.utils import timezone
 
 from exports.building.batches import ReleaseRows, release_rows_discard
 from exports.building.manifest import (
-    _files_under,
     _make_read_only,
     _manifest,
     _remove_tree,
-    file_sha256,
+    folder_files,
+    manifest_write,
     release_published_exists,
     release_store_prefix,
 )
@@ -296,25 +295,7 @@ def _release_write(
         )
     datacard_write(release=release, stats=stats, folder=folder)
     progress.advance(1, "checksums")
-    files = [
-        {
-            "path": p.relative_to(folder).as_posix(),
-            "bytes": p.stat().st_size,
-            "sha256": file_sha256(p),
-        }
-        for p in _files_under(folder)
-    ]
+    files = folder_files(folder)
     manifest = _manifest(release=release, stats=stats, files=files)
-    manifest_path = folder / "manifest.json"
-    manifest_path.write_text(
-        json.dumps(manifest, indent=2, ensure_ascii=False, allow_nan=False),
-        encoding="utf-8",
-    )
-    files.append(
-        {
-            "path": "manifest.json",
-            "bytes": manifest_path.stat().st_size,
-            "sha256": file_sha256(manifest_path),
-        }
-    )
+    manifest_write(folder, manifest, files)
     return stats, manifest, files

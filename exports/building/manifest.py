@@ -6,6 +6,7 @@ its recorded sha256 before it is served."""
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import math
 import os
@@ -51,6 +52,31 @@ def file_sha256(path: Path) -> str:
 
 def _files_under(folder: Path) -> list[Path]:
     return sorted(p for p in folder.rglob("*") if p.is_file())
+
+
+def _file_entry(folder: Path, path: Path) -> dict:
+    return {
+        "path": path.relative_to(folder).as_posix(),
+        "bytes": path.stat().st_size,
+        "sha256": file_sha256(path),
+    }
+
+
+def folder_files(folder: Path) -> list[dict]:
+    """Every file of a release folder with its size and checksum: the
+    manifest's ``files``."""
+    return [_file_entry(folder, p) for p in _files_under(folder)]
+
+
+def manifest_write(folder: Path, manifest: dict, files: list[dict]) -> None:
+    """Writes ``manifest.json`` into the release folder and adds it to
+    ``files`` (the manifest cannot list its own checksum)."""
+    path = folder / "manifest.json"
+    path.write_text(
+        json.dumps(manifest, indent=2, ensure_ascii=False, allow_nan=False),
+        encoding="utf-8",
+    )
+    files.append(_file_entry(folder, path))
 
 
 def _remove_tree(path: Path) -> None:

@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from exports.building.batches import ReleaseRows
 from exports.building.context import _EventLines, _stay_events
-from exports.building.manifest import SCHEMA_VERSION, _files_under, file_sha256
+from exports.building.manifest import SCHEMA_VERSION, folder_files, manifest_write
 from exports.data_use import data_use_markdown, release_data_use_section
 from exports.models import Release
 from surveillance.checkpoints import (
@@ -231,14 +231,7 @@ def surveillance_release_write(
     rows_out.flush()
     (folder / "DATACARD.md").write_text(_datacard(release, stats), encoding="utf-8")
     progress.advance(1, "checksums")
-    files = [
-        {
-            "path": p.relative_to(folder).as_posix(),
-            "bytes": p.stat().st_size,
-            "sha256": file_sha256(p),
-        }
-        for p in _files_under(folder)
-    ]
+    files = folder_files(folder)
     manifest = {
         "name": release.name,
         "kind": release.kind,
@@ -271,16 +264,5 @@ def surveillance_release_write(
         "findings": _definitions(),
         "files": files,
     }
-    path = folder / "manifest.json"
-    path.write_text(
-        json.dumps(manifest, indent=2, ensure_ascii=False, allow_nan=False),
-        encoding="utf-8",
-    )
-    files.append(
-        {
-            "path": "manifest.json",
-            "bytes": path.stat().st_size,
-            "sha256": file_sha256(path),
-        }
-    )
+    manifest_write(folder, manifest, files)
     return stats, manifest, files
