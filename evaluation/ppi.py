@@ -434,35 +434,6 @@ def score_interval(
 
 
 # ---------------------------------------------------------------------------
-# The reference form: PPI++ for a mean with separate labelled and unlabelled
-# windows, as ppi-python computes it
-# ---------------------------------------------------------------------------
-
-
-def ppi_mean_ci(
-    y, yhat, yhat_unlabeled, *, alpha: float = ALPHA, lam: float | None = None
-) -> Estimate:
-    """PPI++ for a scalar mean from ``n`` labelled windows (``y`` the truth,
-    ``yhat`` the Oracle's) and ``N`` unlabelled ones (``yhat_unlabeled``):
-    ``lam * mean(yhat_unlabeled) + mean(y - lam * yhat)``, with standard
-    error sqrt(lam^2 var(yhat_unlabeled)/N + var(y - lam yhat)/n) and the
-    tuned ``lam`` of PPI++ (Angelopoulos, Duchi, Zrnic 2023, eq. 6)."""
-    y = np.asarray(y, dtype=float)
-    yhat = np.asarray(yhat, dtype=float)
-    yu = np.asarray(yhat_unlabeled, dtype=float)
-    n, big_n = y.size, yu.size
-    if n < 2 or big_n < 2 or yhat.size != n:
-        raise ValueError("need at least two labelled and two unlabelled windows")
-    if lam is None:
-        cov = 2 * ((y - y.mean()) * (yhat - yhat.mean())).sum() / n
-        var = np.var(np.concatenate([yhat, yu]), ddof=1)
-        lam = float(np.clip(cov / (2 * (1 + n / big_n) * var), 0, 1)) if var else 0.0
-    theta = lam * yu.mean() + (y - lam * yhat).mean()
-    se = math.sqrt((lam * yu).std() ** 2 / big_n + (y - lam * yhat).std() ** 2 / n)
-    return _estimate(theta, se, alpha=alpha, n_gold=n, n_windows=n + big_n, lam=lam)
-
-
-# ---------------------------------------------------------------------------
 # Drawing Gold windows
 # ---------------------------------------------------------------------------
 
@@ -508,59 +479,3 @@ def poisson_draw(pi, rng: np.random.Generator) -> np.ndarray:
     """A Poisson (independent Bernoulli) draw: window i with probability pi[i]."""
     pi = np.asarray(pi, dtype=float)
     return rng.random(pi.size) < pi
-
-
-def gold_windows_needed(estimate: Estimate, target_width: float) -> float:
-    """Gold windows for an interval of ``target_width``, from an estimate on
-    ``n_gold`` windows: the width shrinks as 1 / sqrt(n)."""
-    if not (target_width > 0):
-        raise ValueError(f"the target width must be positive, not {target_width!r}")
-    if not math.isfinite(estimate.width) or estimate.n_gold == 0:
-        return math.nan
-    return estimate.n_gold * (estimate.width / target_width) ** 2
-
-
-def gold_budget(
-    design: Design,
-    functional: Functional = MEAN,
-    *,
-    target_width: float,
-    alpha: float = ALPHA,
-) -> dict:
-    """Gold windows for a PPI interval of ``target_width`` on one figure, from
-    the labels so far: a uniform draw's (the width shrinks as 1 / sqrt(n)),
-    and an active draw's over the design's strata (its uncertainty levels),
-    Neyman's allocation (pi in proportion to each stratum's residual spread)
-    needing (sum_s p_s sd_s)^2 / sum_s p_s sd_s^2 of the uniform draw's
-    windows; p_s and sd_s are Hajek estimates from the Gold windows. The
-    active figure is a bound: a uniform floor in the draw costs some of it."""
-    estimate = ppi_estimate(design, functional, alpha=alpha)
-    uniform = gold_windows_needed(estimate, target_width)
-    d = design
-    lam = np.broadcast_to(np.asarray(estimate.lam, dtype=float), (d.n_strata,))
-    grad = functional.grad(_ppi_theta(d, lam))
-    lw = _lam_per_window(d, lam)
-    residual = (d.y - lw[:, None] * d.f) @ grad
-    w = d.weights
-    shares, spreads = [], []
-    for s in range(d.n_strata):
-        rows = d.labelled & (d.strata == s)
-        if rows.sum() < 2:
-            continue
-        ws, rs = w[rows], residual[rows]
-        mean = (ws * rs).sum() / ws.sum()
-        shares.append(ws.sum())
-        spreads.append(math.sqrt((ws * (rs - mean) ** 2).sum() / ws.sum()))
-    p = np.array(shares) / sum(shares) if shares else np.array([])
-    sd = np.array(spreads)
-    within = (p * sd**2).sum()
-    factor = float((p * sd).sum() ** 2 / within) if within > 0 else 1.0
-    return {
-        "target_width": target_width,
-        "width_now": estimate.width,
-        "gold_now": d.n_gold,
-        "uniform": uniform,
-        "active": uniform * factor,
-        "more_uniform": max(0.0, uniform - d.n_gold),
-        "more_active": max(0.0, uniform * factor - d.n_gold),
-    }

@@ -16,13 +16,10 @@ from evaluation.ppi import (
     MEAN,
     RATIO,
     Design,
-    gold_budget,
     gold_only_estimate,
-    gold_windows_needed,
     inclusion_probabilities,
     oracle_only_estimate,
     ppi_estimate,
-    ppi_mean_ci,
     score_interval,
 )
 from evaluation.ppi_vectors import (
@@ -44,19 +41,6 @@ def fixed_data(seed=7, n_all=4000, n_gold=250):
     labelled = np.zeros(n_all, dtype=bool)
     labelled[rng.choice(n_all, n_gold, replace=False)] = True
     return y, f, labelled
-
-
-@pytest.mark.parametrize("lam", [None, 1.0, 0.4])
-def test_ppi_mean_ci_equals_ppi_python_on_fixed_data(lam):
-    y, f, labelled = fixed_data()
-    ours = ppi_mean_ci(y[labelled], f[labelled], f[~labelled], alpha=0.05, lam=lam)
-    lower, upper = reference_ci(
-        y[labelled], f[labelled], f[~labelled], alpha=0.05, lam=lam
-    )
-    assert ours.lower == pytest.approx(float(np.squeeze(lower)), abs=1e-12)
-    assert ours.upper == pytest.approx(float(np.squeeze(upper)), abs=1e-12)
-    point = reference_point(y[labelled], f[labelled], f[~labelled], lam=lam)
-    assert ours.estimate == pytest.approx(float(np.squeeze(point)), abs=1e-12)
 
 
 def test_equal_weights_give_ppi_pythons_point_estimate_and_nearly_its_width():
@@ -217,34 +201,3 @@ def test_bad_designs_are_refused_with_the_reason():
         Design.of([1.0, 0.0], [1.0], [True, False])
     with pytest.raises(ValueError, match="inclusion probability"):
         Design.of([1.0, 0.0], [1.0, 0.0], [True, False], pi=[0.0, 0.5])
-    y, f, labelled = fixed_data()
-    with pytest.raises(ValueError, match="target width"):
-        gold_windows_needed(ppi_estimate(Design.of(f, y, labelled)), 0)
-
-
-def test_gold_windows_needed_scale_with_the_square_of_the_width():
-    y, f, labelled = fixed_data()
-    estimate = ppi_estimate(Design.of(f, y, labelled), MEAN)
-    assert gold_windows_needed(estimate, estimate.width / 2) == pytest.approx(
-        4 * labelled.sum()
-    )
-
-
-def test_gold_budget_gives_the_uniform_and_the_neyman_active_draw():
-    rng = np.random.default_rng(11)
-    n_all = 4000
-    hard = np.arange(n_all) < 800
-    y = (rng.random(n_all) < 0.6).astype(float)
-    wrong = rng.random(n_all) < np.where(hard, 0.5, 0.02)
-    f = np.where(wrong, 1 - y, y)
-    labelled = rng.random(n_all) < 0.1
-    design = Design.of(f, y, labelled, strata=hard.astype(int))
-    estimate = ppi_estimate(design, MEAN)
-    budget = gold_budget(design, MEAN, target_width=estimate.width / 2)
-    assert budget["uniform"] == pytest.approx(4 * labelled.sum())
-    assert budget["more_uniform"] == pytest.approx(3 * labelled.sum())
-    # Neyman: the hard fifth holds most of the residual spread, so an active
-    # draw needs far fewer windows; never more than a uniform one.
-    assert budget["active"] < 0.8 * budget["uniform"]
-    flat = gold_budget(Design.of(f, y, labelled), MEAN, target_width=estimate.width / 2)
-    assert flat["active"] == pytest.approx(flat["uniform"])
