@@ -4,19 +4,11 @@ long synthetic stay. Pure pandas, no database."""
 import pandas as pd
 import pytest
 
+from tests.windows.concept_tracks import T0, tracks_for
 from windows.concepts import CONCEPT_COLUMNS, compute_stay_tracks
 from windows.concepts.synthetic import event, events_frame, synthetic_stay
 
-T0 = pd.Timestamp("2150-01-01 00:00", tz="UTC")
-
-
-def tracks(rows, hours=10.5, **kwargs):
-    return compute_stay_tracks(
-        events_frame(T0, rows),
-        intime=T0,
-        outtime=T0 + pd.Timedelta(hours=hours),
-        **kwargs,
-    )
+tracks = tracks_for(10.5)
 
 
 def test_columns_are_hour_hour_end_and_the_documented_concepts():

@@ -5,21 +5,12 @@ and a state running at discharge is the last row's state. Pure pandas."""
 import numpy as np
 import pandas as pd
 
-from windows.concepts import compute_stay_tracks
-from windows.concepts.synthetic import event, events_frame
+from tests.windows.concept_tracks import at, tracks_for
+from windows.concepts.synthetic import event
 
-T0 = pd.Timestamp("2150-01-01 00:00", tz="UTC")
+tracks = tracks_for(48)
+
 MED = "medication_admin_continuous"
-
-
-def tracks(rows, hours):
-    return compute_stay_tracks(
-        events_frame(T0, rows), intime=T0, outtime=T0 + pd.Timedelta(hours=hours)
-    )
-
-
-def at(frame, hour, name):
-    return frame.set_index("hour").at[hour, name]
 
 
 def test_an_infusion_started_after_discharge_does_not_score_the_last_hour():

@@ -2,30 +2,12 @@
 and 11). Pure pandas, no database."""
 
 import numpy as np
-import pandas as pd
 import pytest
 
-from windows.concepts import compute_stay_tracks
-from windows.concepts.synthetic import event, events_frame
+from tests.windows.concept_tracks import at, column, tracks_for
+from windows.concepts.synthetic import event
 
-T0 = pd.Timestamp("2150-01-01 00:00", tz="UTC")
-
-
-def tracks(rows, hours=48, **kwargs):
-    return compute_stay_tracks(
-        events_frame(T0, rows),
-        intime=T0,
-        outtime=T0 + pd.Timedelta(hours=hours),
-        **kwargs,
-    )
-
-
-def at(frame, hour, name):
-    return frame.set_index("hour").at[hour, name]
-
-
-def column(frame, name, hours):
-    return frame.set_index("hour").loc[hours, name].tolist()
+tracks = tracks_for(48)
 
 
 def creat(hours, value):

@@ -5,29 +5,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from tests.windows.concept_tracks import T0, at, column, tracks_for
 from windows.concepts import compute_stay_tracks
 from windows.concepts.respiratory import clean_fio2
 from windows.concepts.synthetic import event, events_frame
 
-T0 = pd.Timestamp("2150-01-01 00:00", tz="UTC")
+tracks = tracks_for(48)
+
 RESP = "respiratory_support"
-
-
-def tracks(rows, hours=48, **kwargs):
-    return compute_stay_tracks(
-        events_frame(T0, rows),
-        intime=T0,
-        outtime=T0 + pd.Timedelta(hours=hours),
-        **kwargs,
-    )
-
-
-def at(frame, hour, name):
-    return frame.set_index("hour").at[hour, name]
-
-
-def column(frame, name, hours):
-    return frame.set_index("hour").loc[hours, name].tolist()
 
 
 def device(hours, category, **kwargs):

@@ -3,27 +3,10 @@ section 10). Pure pandas, no database."""
 
 import pandas as pd
 
-from windows.concepts import compute_stay_tracks
-from windows.concepts.synthetic import event, events_frame
+from tests.windows.concept_tracks import T0, at, column, tracks_for
+from windows.concepts.synthetic import event
 
-T0 = pd.Timestamp("2150-01-01 00:00", tz="UTC")
-
-
-def tracks(rows, hours=72, **kwargs):
-    return compute_stay_tracks(
-        events_frame(T0, rows),
-        intime=T0,
-        outtime=T0 + pd.Timedelta(hours=hours),
-        **kwargs,
-    )
-
-
-def at(frame, hour, name):
-    return frame.set_index("hour").at[hour, name]
-
-
-def column(frame, name, hours):
-    return frame.set_index("hour").loc[hours, name].tolist()
+tracks = tracks_for(72)
 
 
 def antibiotic(hours, category="vancomycin", kind="action", text="given"):

@@ -2,27 +2,15 @@
 section 9; Vincent 1996). Pure pandas, no database."""
 
 import numpy as np
-import pandas as pd
 import pytest
 
-from windows.concepts import compute_stay_tracks, sofa
-from windows.concepts.synthetic import event, events_frame
+from tests.windows.concept_tracks import at, tracks_for
+from windows.concepts import sofa
+from windows.concepts.synthetic import event
 
-T0 = pd.Timestamp("2150-01-01 00:00", tz="UTC")
+tracks = tracks_for(48)
+
 NAN = np.nan
-
-
-def tracks(rows, hours=48, **kwargs):
-    return compute_stay_tracks(
-        events_frame(T0, rows),
-        intime=T0,
-        outtime=T0 + pd.Timedelta(hours=hours),
-        **kwargs,
-    )
-
-
-def at(frame, hour, name):
-    return frame.set_index("hour").at[hour, name]
 
 
 def score(function, *values):

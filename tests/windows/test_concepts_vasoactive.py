@@ -2,27 +2,14 @@
 (CLINICAL_CONCEPTS.md sections 0 and 5). Pure pandas, no database."""
 
 import numpy as np
-import pandas as pd
 import pytest
 
-from windows.concepts import compute_stay_tracks
-from windows.concepts.synthetic import event, events_frame
+from tests.windows.concept_tracks import at, column, tracks_for
+from windows.concepts.synthetic import event
 
-T0 = pd.Timestamp("2150-01-01 00:00", tz="UTC")
+tracks = tracks_for(12)
+
 MED = "medication_admin_continuous"
-
-
-def tracks(rows, hours=12, **kwargs):
-    return compute_stay_tracks(
-        events_frame(T0, rows),
-        intime=T0,
-        outtime=T0 + pd.Timedelta(hours=hours),
-        **kwargs,
-    )
-
-
-def column(frame, name, hours):
-    return frame.set_index("hour").loc[hours, name].tolist()
 
 
 def clif(hours, drug, dose, action, unit="mcg/kg/min"):
@@ -179,10 +166,6 @@ def test_concurrent_interval_records_of_one_drug_take_the_highest_rate():
         ]
     )
     assert column(frame, "norepinephrine", [2, 3, 4, 5]) == [0.05, 0.2, 0.2, 0.05]
-
-
-def at(frame, hour, name):
-    return frame.set_index("hour").at[hour, name]
 
 
 def order(hours, drug, dose, action, order_id, unit="mcg/kg/min"):

@@ -5,13 +5,13 @@ rule under test can decide the stage: moving any factor (1.5x, 2x, 3x of the
 most 3.7 or with 1.5x, the 48-h and 7-day windows) or the RRT stage changes
 a stage below."""
 
-import pandas as pd
 import pytest
 
-from windows.concepts import compute_stay_tracks
-from windows.concepts.synthetic import event, events_frame
+from tests.windows.concept_tracks import tracks_for
+from windows.concepts.synthetic import event
 
-T0 = pd.Timestamp("2150-01-01 00:00", tz="UTC")
+tracks = tracks_for(48)
+
 # The measurement under test, in the hour ending at 11 h.
 NOW = 10.5
 HOUR = 11
@@ -22,12 +22,6 @@ OLD = NOW - 100
 
 def creat(hours, value):
     return event(hours, "labs", "creatinine", value)
-
-
-def tracks(rows, hours=48):
-    return compute_stay_tracks(
-        events_frame(T0, rows), intime=T0, outtime=T0 + pd.Timedelta(hours=hours)
-    )
 
 
 def creatinine_stage(earlier, value):

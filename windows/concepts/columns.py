@@ -20,6 +20,14 @@ def _c(label, unit, group, value, rule, source) -> ConceptColumn:
     return ConceptColumn(label, unit, group, value, rule, source)
 
 
+def _vasoactive(label: str, unit: str = "mcg/kg/min") -> ConceptColumn:
+    return _c(label, unit, "vasoactive", "number", "active at hour end", "5")
+
+
+def _sofa(organ: str) -> ConceptColumn:
+    return _c(f"SOFA {organ}", "", "sofa", "stage", "24 h worst", "9")
+
+
 CONCEPT_COLUMNS: dict[str, ConceptColumn] = {
     # Vitals: hourly mean of valid chartings, no carry-forward.
     "hr": _c("Heart rate", "bpm", "vitals", "number", "mean in hour", "1"),
@@ -98,32 +106,13 @@ CONCEPT_COLUMNS: dict[str, ConceptColumn] = {
         "6b, 6c",
     ),
     # Vasoactive agents: rate active at the hour end; 0 = none recorded.
-    "norepinephrine": _c(
-        "Norepinephrine",
-        "mcg/kg/min",
-        "vasoactive",
-        "number",
-        "active at hour end",
-        "5",
-    ),
-    "epinephrine": _c(
-        "Epinephrine", "mcg/kg/min", "vasoactive", "number", "active at hour end", "5"
-    ),
-    "dopamine": _c(
-        "Dopamine", "mcg/kg/min", "vasoactive", "number", "active at hour end", "5"
-    ),
-    "dobutamine": _c(
-        "Dobutamine", "mcg/kg/min", "vasoactive", "number", "active at hour end", "5"
-    ),
-    "phenylephrine": _c(
-        "Phenylephrine", "mcg/kg/min", "vasoactive", "number", "active at hour end", "5"
-    ),
-    "vasopressin": _c(
-        "Vasopressin", "units/h", "vasoactive", "number", "active at hour end", "5"
-    ),
-    "milrinone": _c(
-        "Milrinone", "mcg/kg/min", "vasoactive", "number", "active at hour end", "5"
-    ),
+    "norepinephrine": _vasoactive("Norepinephrine"),
+    "epinephrine": _vasoactive("Epinephrine"),
+    "dopamine": _vasoactive("Dopamine"),
+    "dobutamine": _vasoactive("Dobutamine"),
+    "phenylephrine": _vasoactive("Phenylephrine"),
+    "vasopressin": _vasoactive("Vasopressin", "units/h"),
+    "milrinone": _vasoactive("Milrinone"),
     "ned": _c(
         "Norepinephrine equivalent",
         "mcg/kg/min",
@@ -164,14 +153,12 @@ CONCEPT_COLUMNS: dict[str, ConceptColumn] = {
         "KDIGO stage (6 h max)", "", "renal", "stage", "max over (H-6h, H]", "4d"
     ),
     # SOFA: 24-h worst of each component (missing = 0) and their sum.
-    "sofa_respiration": _c("SOFA respiration", "", "sofa", "stage", "24 h worst", "9"),
-    "sofa_coagulation": _c("SOFA coagulation", "", "sofa", "stage", "24 h worst", "9"),
-    "sofa_liver": _c("SOFA liver", "", "sofa", "stage", "24 h worst", "9"),
-    "sofa_cardiovascular": _c(
-        "SOFA cardiovascular", "", "sofa", "stage", "24 h worst", "9"
-    ),
-    "sofa_cns": _c("SOFA CNS", "", "sofa", "stage", "24 h worst", "9"),
-    "sofa_renal": _c("SOFA renal", "", "sofa", "stage", "24 h worst", "9"),
+    "sofa_respiration": _sofa("respiration"),
+    "sofa_coagulation": _sofa("coagulation"),
+    "sofa_liver": _sofa("liver"),
+    "sofa_cardiovascular": _sofa("cardiovascular"),
+    "sofa_cns": _sofa("CNS"),
+    "sofa_renal": _sofa("renal"),
     "sofa": _c(
         "SOFA total", "", "sofa", "number", "sum of 24 h worst components", "9c"
     ),

@@ -9,7 +9,6 @@ import pandas as pd
 from windows.concepts.grid import Stay
 from windows.concepts.labs import lab_hourly
 
-COMPONENTS = ("respiration", "coagulation", "liver", "cardiovascular", "cns", "renal")
 WINDOW_HOURS = 24
 
 
