@@ -504,7 +504,6 @@ FINDINGS: tuple[FindingSpec, ...] = (
         ),
     ),  # fmt: skip
 )
-FINDING_NAMES = tuple(spec.name for spec in FINDINGS)
 SUSPECTED_NAMES = tuple(s.name for s in FINDINGS if s.level == "suspected")
 ALERT_NAMES = tuple(s.name for s in FINDINGS if s.level == "alert")
 

@@ -53,10 +53,6 @@ class DataSource(models.Model):
     def __str__(self) -> str:
         return f"{self.name} ({self.get_terms_display().lower()})"
 
-    @property
-    def needs_credential(self) -> bool:
-        return self.terms != DataUseTerms.OPEN
-
 
 class Patient(models.Model):
     source = models.CharField(max_length=8, choices=Source.choices)
