@@ -48,18 +48,43 @@ POTENTIALLY_HARMFUL
 # Columns written for the record, read by the admin site and the exports.
 judged_at
 invited_at
+invited_by
 adopted_at
 added_at
+added_by
+_.added_by  # evaluation.admin sets it on save
+adjudicated_at
+assigned_by
+_.assigned_by
 closed_at
 built_at
+deactivated_at
+_.deactivated_at
+previous_tau
+reassigned_from
+tau_at_draw
 # Celery tasks sent by name through the outbox (jobs.outbox.outbox_send).
+window_agreement_task
 agreement_recompute_task
 calibration_draw_task
 # Read by templates.
 _.pairs_total  # calibration_list.html
 # Read with getattr(result, f"{field}_one_to_one") (oracle.gold_comparison).
+problems_one_to_one
 actions_one_to_one
 red_flags_one_to_one
+# Dataclass fields read as a whole, through dataclasses.asdict: the benchmark
+# scores (evaluation.metrics.BenchmarkScores.as_dict).
+n_missing_predictions
+n_status_windows
+n_problem_windows
+problems_hit_at_k
+problems_recall_at_k
+n_action_windows
+actions_hit_at_k
+actions_recall_at_k
+n_hrr_stays
+actions_hrr_at_k
 
 # exports, datause, client, surveillance, jobs, accounts, realicu_web, windows
 # and benchmarks (issue 37):

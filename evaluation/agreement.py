@@ -483,7 +483,6 @@ class StatusAgreement:
     (generalized to varying raters per window); ``kappa_name`` says which.
     """
 
-    n_items: int
     n_raters: int
     percent_agreement: ConfidenceInterval
     kappa: ConfidenceInterval
@@ -548,7 +547,6 @@ def status_agreement(
         )
     }
     return StatusAgreement(
-        n_items=int(codes.shape[0]),
         n_raters=int(codes.shape[1]),
         percent_agreement=results["pa"],
         kappa=results["kappa"],
