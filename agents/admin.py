@@ -10,7 +10,14 @@ from agents.models import OnlineEndpoint
 
 @admin.register(OnlineEndpoint)
 class OnlineEndpointAdmin(admin.ModelAdmin):
-    list_display = ("name", "url", "release", "created_by", "created_at")
+    list_display = (
+        "name",
+        "url",
+        "context_mode",
+        "release",
+        "created_by",
+        "created_at",
+    )
     list_select_related = ("release", "created_by")
 
     def has_add_permission(self, request):

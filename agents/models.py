@@ -32,10 +32,19 @@ class RunState(models.TextChoices):
 OPEN_RUN_STATES = (RunState.QUEUED, RunState.RUNNING, RunState.SCORING)
 
 
+class ContextMode(models.TextChoices):
+    """How a stay's bedside history reaches an endpoint (agents.sessions)."""
+
+    STREAMED = "streamed", "Streamed: the history once, then each window's new events"
+    FULL = "full", "Whole: the whole history with every window"
+
+
 class OnlineEndpoint(models.Model):
     """A researcher's agent behind an HTTP endpoint, registered for a release.
     Its URL must be on a public address, unless the operator allowed its
-    network (oracle.backbones.endpoints)."""
+    network (oracle.backbones.endpoints). ``context_mode`` says whether a
+    stay's history is sent once per session then only what is new
+    (streamed), or whole with every window (agents.sessions)."""
 
     release = models.ForeignKey(
         "exports.Release", on_delete=models.CASCADE, related_name="agent_endpoints"
@@ -45,6 +54,9 @@ class OnlineEndpoint(models.Model):
     timeout_seconds = models.FloatField(default=30.0)
     max_retries = models.PositiveSmallIntegerField(default=3)
     requests_per_minute = models.PositiveIntegerField(default=600)
+    context_mode = models.CharField(
+        max_length=10, choices=ContextMode.choices, default=ContextMode.STREAMED
+    )
     created_by = models.ForeignKey(
         USER_MODEL, on_delete=models.PROTECT, related_name="agent_endpoints"
     )

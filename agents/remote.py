@@ -1,13 +1,17 @@
 """A researcher's agent behind an HTTP endpoint (online evaluation).
 
-Per window the runner POSTs the window's context as JSON
-(agents.base.WindowContext.payload: the bedside events strictly before the
-window's end, the stay's static facts, the earlier windows' ids and times) and
-reads the reply in the release prediction line's shape (``status``,
-``acute_problems``, ``recommended_actions``). Nothing else is sent, whatever the
-endpoint asks for: its reply is only read for those three fields, redirects
-are not followed, and the payload is built from the context alone, so the
-endpoint never receives an event at or after the window's end.
+Per window the runner POSTs the window's context as JSON in a session of the
+stay (agents.sessions, protocol realicu-online-v2: the first payload of a
+session holds the stay's bedside history up to its window, each later one
+in streamed mode only what is new since the previous window; in full mode
+every payload is the window's whole context: agents.base.WindowContext.payload,
+the bedside events strictly before the window's end, the stay's static facts,
+the earlier windows' ids and times) and reads the reply in the release
+prediction line's shape (``status``, ``acute_problems``,
+``recommended_actions``). Nothing else is sent, whatever the endpoint asks for:
+its reply is only read for those three fields, redirects are not followed, and
+the payload is built from the context alone, so the endpoint never receives
+an event at or after the window's end.
 
 The URL is restricted by the address policy for endpoints
 (oracle.backbones.endpoints: a public address, unless the operator allowed its
@@ -16,7 +20,9 @@ connected (oracle.backbones.http). A request and its reply must be done
 within the endpoint's ``timeout_seconds`` in total, and a reply longer than
 MAX_REPLY_BYTES is refused unread (the connection closed at the limit). 429,
 5xx, timeouts and connection errors are retried up to ``max_retries`` times
-with backoff; requests keep to ``requests_per_minute``.
+with backoff; requests keep to ``requests_per_minute``. A request abandoned
+(timed out, or its run cancelled: ``abort``) has its connection closed, which
+is how a server learns to stop working on it.
 
 Whatever went wrong before a reply with HTTP 200 and a JSON body was read
 (refused, reset, timed out, an error status, too long, not JSON) is recorded
@@ -24,7 +30,8 @@ as one and the same sentence, UNREACHABLE: the researcher learns nothing that
 would tell a closed port from a filtered one or from a server answering with an
 error. What happened is kept for admins (AgentError.detail). A JSON reply that
 is not a prediction is that window's error, with a message saying what is
-wrong.
+wrong. HTTP 409 is the endpoint's word for a session it cannot follow
+(agents.sessions.GAP_STATUS): the window is sent again in a new session.
 """
 
 from __future__ import annotations
@@ -37,19 +44,24 @@ import httpx
 
 from agents.base import Agent, AgentError, WindowContext
 from agents.llm import RateLimiter
+from agents.models import ContextMode
 from agents.prompts import prediction_normalise
+from agents.sessions import GAP_STATUS, PROTOCOL_VERSION, StaySession
 from oracle.backbones import http
+from oracle.backbones.dialects import response_described, retry_after_seconds
 from oracle.backbones.endpoints import EndpointRefused, Purpose, url_check
-from oracle.backbones.openai_compat import response_described, retry_after_seconds
 
 # Replies longer than this are refused unread.
 MAX_REPLY_BYTES = 1_000_000
-PROTOCOL_VERSION = "realicu-online-v1"
 UNREACHABLE = (
     "The endpoint gave no usable reply: it could not be reached, or it did not "
     f"answer with HTTP 200 and a JSON body of at most {MAX_REPLY_BYTES:,} bytes "
     "within its timeout."
 )
+
+
+class _Gap(Exception):
+    """The endpoint answered GAP_STATUS: it cannot follow the session."""
 
 
 class RemoteAgent(Agent):
@@ -66,15 +78,23 @@ class RemoteAgent(Agent):
         max_retries: int = 3,
         requests_per_minute: int = 600,
         backoff_base: float = 0.5,
+        context_mode: str = ContextMode.STREAMED,
         **options,
     ) -> None:
         super().__init__(None, **options)
+        if context_mode not in ContextMode.values:
+            raise ValueError(f"Unknown context mode {context_mode!r}.")
+        self.context_mode = context_mode
+        # The open session of each stay (agents.sessions); a new agent (a
+        # stay started or resumed by a worker) opens new ones.
+        self.sessions: dict[int, StaySession] = {}
         self.url = url
         self.timeout_seconds = float(timeout_seconds)
         self.max_retries = max(0, int(max_retries))
         self.limiter = RateLimiter(f"endpoint:{url}", requests_per_minute)
         self.backoff_base = backoff_base
         self.requests = 0
+        self.aborted = False
         self._client: httpx.Client | None = None
 
     def _open(self) -> httpx.Client:
@@ -99,12 +119,67 @@ class RemoteAgent(Agent):
             self._client.close()
             self._client = None
 
+    def abort(self) -> None:
+        """From another thread, when the run was cancelled: the request in
+        flight ends at once with its connection closed, and none follows."""
+        self.aborted = True
+        if self._client is not None:
+            http.abort(self._client)
+
+    def _session(self, ctx: WindowContext, *, new: bool = False) -> dict:
+        """The window's payload in the stay's open session, or in a new one
+        when there is none, ``new`` is asked, or the open one cannot go on."""
+        session = None if new else self.sessions.get(ctx.stay_id)
+        payload = session.payload(ctx) if session is not None else None
+        if payload is None:
+            session = StaySession(stay_id=ctx.stay_id, mode=self.context_mode)
+            self.sessions[ctx.stay_id] = session
+            payload = session.payload(ctx)
+        return payload
+
     def predict(self, ctx: WindowContext, memory: dict) -> tuple[dict, dict]:
         client = self._open()
-        body = json.dumps(ctx.payload(), ensure_ascii=False).encode("utf-8")
+        payload = self._session(ctx)
+        try:
+            try:
+                data = self._post(client, payload)
+            except _Gap:
+                if payload["sequence"] == 0:
+                    raise AgentError(
+                        UNREACHABLE,
+                        detail=f"HTTP {GAP_STATUS} to the first payload of a session",
+                    ) from None
+                # The endpoint lost the session: the window again, in a new
+                # one with the whole history (once).
+                payload = self._session(ctx, new=True)
+                try:
+                    data = self._post(client, payload)
+                except _Gap:
+                    raise AgentError(
+                        UNREACHABLE,
+                        detail=f"HTTP {GAP_STATUS} to the first payload of a session",
+                    ) from None
+        except AgentError:
+            # Whether the endpoint holds this window's events is not known:
+            # the stay's next window opens a new session with its history.
+            self.sessions.pop(ctx.stay_id, None)
+            raise
+        try:
+            return prediction_normalise(data), memory
+        except AgentError as error:
+            raise AgentError(
+                f"The endpoint's reply is not a prediction: {error}."
+            ) from None
+
+    def _post(self, client: httpx.Client, payload: dict):
+        """The payload POSTed, with retries; the reply's JSON. AgentError
+        (UNREACHABLE) when no usable reply came, _Gap on GAP_STATUS."""
+        body = json.dumps(payload, ensure_ascii=False).encode("utf-8")
         retry = 0
         while True:
             self.limiter.acquire()
+            if self.aborted:
+                raise AgentError(UNREACHABLE, detail="the run was cancelled")
             self.requests += 1
             retry_after = None
             try:
@@ -132,19 +207,17 @@ class RemoteAgent(Agent):
                 problem = response_described(reply.status, reply.headers, "")
                 if reply.status == 200:
                     try:
-                        data = reply.json()
+                        return reply.json()
                     except ValueError:
                         raise AgentError(
                             UNREACHABLE, detail=f"{problem}: the body is not JSON"
                         ) from None
-                    try:
-                        return prediction_normalise(data), memory
-                    except AgentError as error:
-                        raise AgentError(
-                            f"The endpoint's reply is not a prediction: {error}."
-                        ) from None
+                if reply.status == GAP_STATUS:
+                    raise _Gap()
                 if not (reply.status == 429 or reply.status >= 500):
                     raise AgentError(UNREACHABLE, detail=problem)
+            if self.aborted:
+                raise AgentError(UNREACHABLE, detail="the run was cancelled")
             if retry >= self.max_retries:
                 raise AgentError(
                     UNREACHABLE,

@@ -18,7 +18,6 @@ backbone), scored by exports.services.submission_score as any other.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 from collections.abc import Callable
@@ -31,18 +30,20 @@ from django.utils import timezone
 from accounts.roles import user_is_admin, user_is_researcher
 from agents.base import Agent, AgentError
 from agents.context import stay_contexts
+from agents.finishing import agent_run_finish, agent_run_settle
 from agents.models import (
     OPEN_RUN_STATES,
     AgentPrediction,
     AgentRun,
     AgentStayState,
+    ContextMode,
     OnlineEndpoint,
     RunState,
     StayState,
 )
 from agents.prompts import prediction_normalise
 from agents.reference import agent_class
-from exports.models import Release, ReleaseWindow, Submission
+from exports.models import Release, ReleaseWindow
 from jobs.leases import JobLeaseLost, job_claim, job_heartbeat, job_release
 from jobs.outbox import outbox_send
 from oracle.egress import egress_guard
@@ -175,11 +176,13 @@ def endpoint_register(
     timeout_seconds: float = 30.0,
     max_retries: int = 3,
     requests_per_minute: int = 600,
+    context_mode: str = ContextMode.STREAMED,
 ) -> OnlineEndpoint:
     """A researcher (or admin) registers their agent's URL for a release. The
     URL must be on a public address, unless the operator allowed its network
     (REALICU_ENDPOINT_ALLOWED_NETWORKS; oracle.backbones.endpoints), and at
-    most 500 characters."""
+    most 500 characters. ``context_mode``: a stay's history streamed (once,
+    then what is new) or whole with every window (agents.sessions)."""
     from exports.roles import user_may_use_releases
 
     if not (user_is_researcher(user) or user_is_admin(user)) or not (
@@ -192,6 +195,12 @@ def endpoint_register(
     if not url.startswith(("http://", "https://")):
         raise ValidationError("The endpoint's URL must start with http:// or https://.")
     _endpoint_url_usable(url)
+    if context_mode not in ContextMode.values:
+        raise ValidationError(
+            "Choose how contexts are sent: "
+            + " or ".join(f"{value!r}" for value in ContextMode.values)
+            + "."
+        )
     egress_guard(actor=user, purpose="endpoint_register", data=release, url=url)
     try:
         timeout_seconds = float(timeout_seconds)
@@ -214,6 +223,7 @@ def endpoint_register(
         timeout_seconds=float(timeout_seconds),
         max_retries=int(max_retries),
         requests_per_minute=int(requests_per_minute),
+        context_mode=context_mode,
         created_by=user,
     )
 
@@ -327,6 +337,7 @@ def agent_for_run(run: AgentRun) -> Agent:
             timeout_seconds=endpoint.timeout_seconds,
             max_retries=endpoint.max_retries,
             requests_per_minute=endpoint.requests_per_minute,
+            context_mode=endpoint.context_mode,
         )
     cls = agent_class(run.agent)
     llm = None
@@ -361,16 +372,29 @@ def _cost(run: AgentRun, tokens_in: int, tokens_out: int) -> float:
 
 
 class _StayBeat(job_heartbeat):
-    """The stay's heartbeat, which also keeps its run's heartbeat fresh."""
+    """The stay's heartbeat, which also keeps its run's heartbeat fresh. When
+    the stay is lost (its run cancelled, or taken over) it calls
+    ``on_lost``: the agent's request in flight is abandoned."""
 
-    def __init__(self, *, run_id: int, **kwargs):
+    def __init__(self, *, run_id: int, on_lost: Callable[[], None], **kwargs):
         super().__init__(**kwargs)
         self.run_id = run_id
+        self.on_lost = on_lost
 
     def beat(self) -> None:
         super().beat()
         if not self.lost:
             AgentRun.objects.filter(pk=self.run_id).update(heartbeat_at=timezone.now())
+        else:
+            self.on_lost()
+
+
+def _abort(agent: Agent) -> None:
+    """Close the connection of the agent's request in flight (an endpoint's,
+    or its language model's), from the heartbeat's thread."""
+    abort = getattr(agent, "abort", None) or getattr(agent.llm, "abort", None)
+    if abort is not None:
+        abort()
 
 
 # The per-stay job -----------------------------------------------------------
@@ -417,7 +441,11 @@ def agent_stay_work(
     memory = state.memory or {}
     try:
         with _StayBeat(
-            run_id=run.pk, model=AgentStayState, pk=state.pk, lease=lease
+            run_id=run.pk,
+            on_lost=lambda: _abort(agent),
+            model=AgentStayState,
+            pk=state.pk,
+            lease=lease,
         ) as beat:
             for ctx in stay_contexts(state.stay, window_ids):
                 if ctx.window_id in done:
@@ -495,116 +523,15 @@ def agent_stay_work(
     return "done"
 
 
-# The end of a run -----------------------------------------------------------
-
-
-def agent_run_settle(*, run: AgentRun) -> AgentRun:
-    """A running run none of whose stays is queued or running any more, some
-    of them failed (their workers kept dying, or an error): failed, with the
-    stays' reasons, so that it can be resumed from its page."""
-    stays = AgentStayState.objects.filter(run=run)
-    if (
-        run.state != RunState.RUNNING
-        or stays.filter(state__in=(StayState.QUEUED, StayState.RUNNING)).exists()
-    ):
-        return run
-    failed = list(stays.filter(state=StayState.FAILED).values_list("stay_id", "error"))
-    if not failed:
-        return agent_run_finish(run=run)
-    reasons = "; ".join(f"stay {stay}: {error}" for stay, error in failed[:5])
-    AgentRun.objects.filter(pk=run.pk, state=RunState.RUNNING).update(
-        state=RunState.FAILED,
-        finished_at=timezone.now(),
-        error=f"{len(failed)} stay(s) failed ({reasons}). Resume to retry them.",
-    )
-    run.refresh_from_db()
-    return run
-
-
-def _submissions_dir():
-    from exports.services import _submissions_dir as folder
-
-    return folder()
-
-
-def agent_run_finish(*, run: AgentRun, score_inline: bool = False) -> AgentRun:
-    """When every stay is done: the predictions as a public baseline
-    submission, queued for scoring (or scored now with ``score_inline``)."""
-    from exports.models import SubmissionState
-    from exports.services import submission_file_put
-
-    with transaction.atomic():
-        run = AgentRun.objects.select_for_update().get(pk=run.pk)
-        if run.state != RunState.RUNNING or run.submission_id:
-            return run
-        if (
-            AgentStayState.objects.filter(run=run)
-            .exclude(state=StayState.DONE)
-            .exists()
-        ):
-            return run
-        predictions = list(
-            AgentPrediction.objects.filter(run=run, error="").order_by(
-                "stay_id", "window_id"
-            )
-        )
-        if not predictions:
-            run.state = RunState.FAILED
-            run.error = "No window was predicted; see the windows' errors."
-            run.finished_at = timezone.now()
-            run.save(update_fields=["state", "error", "finished_at"])
-            return run
-        lines = [
-            json.dumps(
-                {"window_id": p.window_id, "stay_id": p.stay_id, **p.prediction},
-                ensure_ascii=False,
-            )
-            for p in predictions
-        ]
-        content = ("\n".join(lines) + "\n").encode("utf-8")
-        backbone = run.backbone
-        model_name = f"{run.label} · {run.prompt_version}"
-        if backbone is not None:
-            model_name += f" · {backbone.name}"
-        submission = Submission.objects.create(
-            release=run.release,
-            submitted_by=run.created_by,
-            model_name=model_name[:100],
-            public=True,
-            file_path="",
-            sha256=hashlib.sha256(content).hexdigest(),
-            prediction_count=len(predictions),
-            baseline={
-                "run_id": run.pk,
-                "agent": run.label,
-                "prompt_version": run.prompt_version,
-                "backbone": backbone.name if backbone else "",
-                "model": backbone.model if backbone else "",
-                "endpoint": run.endpoint.url if run.endpoint_id else "",
-                "plumbing_only": run.plumbing_only,
-            },
-        )
-        folder = _submissions_dir() / run.release.name
-        folder.mkdir(parents=True, exist_ok=True)
-        relative = f"{run.release.name}/{submission.pk}.jsonl"
-        temporary = folder / f".agent-{submission.pk}.jsonl"
-        temporary.write_bytes(content)
-        submission_file_put(relative=relative, source=temporary)
-        submission.file_path = relative
-        submission.save(update_fields=["file_path"])
-        run.submission = submission
-        run.state = RunState.DONE
-        run.finished_at = timezone.now()
-        run.progress_label = "scoring the predictions"
-        run.save(update_fields=["submission", "state", "finished_at", "progress_label"])
-        if not score_inline:
-            outbox_send(
-                task="exports.tasks.submission_score_task",
-                args=[submission.pk],
-                key=f"job:submission:{submission.pk}",
-            )
-    if score_inline and submission.state == SubmissionState.QUEUED:
-        from exports.services import submission_score
-
-        submission_score(submission=submission)
-    return run
+__all__ = [
+    "agent_for_run",
+    "agent_run_cancel",
+    "agent_run_finish",
+    "agent_run_inline",
+    "agent_run_resume",
+    "agent_run_settle",
+    "agent_run_start",
+    "agent_stay_work",
+    "endpoint_register",
+    "online_eval_start",
+]

@@ -18,6 +18,7 @@ from accounts.access import role_required
 from accounts.roles import user_is_admin
 from accounts.web import error_text, render_page_or_partial
 from agents import selectors, services
+from agents.models import ContextMode
 from agents.reference import agents_available
 from exports.roles import user_may_use_releases
 from jobs.reaper import job_check
@@ -47,6 +48,7 @@ def _run_list_page(request, *, status: int = 200):
         if is_admin
         else [],
         "endpoints": selectors.endpoint_list(user=request.user)[:50],
+        "context_modes": ContextMode.choices,
         "is_admin": is_admin,
     }
     return render(request, "agents/run_list.html", context, status=status)
@@ -121,6 +123,7 @@ def endpoint_start(request):
             release=release,
             name=request.POST.get("name", ""),
             url=request.POST.get("url", ""),
+            context_mode=request.POST.get("context_mode") or "streamed",
         )
         run = services.online_eval_start(user=request.user, endpoint=endpoint)
     except (ValidationError, PermissionDenied) as error:

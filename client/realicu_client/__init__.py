@@ -9,6 +9,9 @@
     submission = api.submit(release["id"], "predictions.jsonl", model_name="mine")
     scores = api.wait_for_scores(submission["id"])
 
+An online-evaluation endpoint rebuilds each window's context from streamed
+payloads with ``Sessions`` (realicu_client.endpoint).
+
 No Django import and no dependency beyond the standard library."""
 
 from realicu_client.api import Client
@@ -19,6 +22,7 @@ from realicu_client.context import (
     iterate_windows,
     parse_time,
 )
+from realicu_client.endpoint import SessionGap, Sessions
 from realicu_client.errors import (
     APIError,
     ChecksumMismatch,
@@ -36,6 +40,8 @@ __all__ = [
     "RealICUError",
     "ScoringFailed",
     "ScoringTimeout",
+    "SessionGap",
+    "Sessions",
     "StayContext",
     "Window",
     "bedside_context",

@@ -2,8 +2,9 @@
 context before the window's end. A cheating endpoint that asks for more (extra
 fields in its reply, a redirect with query parameters, requests of its own to
 the platform's API) obtains no event at or after any window's end: asserted
-over every payload it received. Malformed replies are that window's error;
-retries, URL restrictions and roles as for backbones."""
+over every payload it received, and over every window's context it rebuilt
+from the streamed payloads (realicu_client.Sessions). Malformed replies are
+that window's error; retries, URL restrictions and roles as for backbones."""
 
 import json
 import threading
@@ -13,6 +14,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import httpx
 import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
+from realicu_client import SessionGap, Sessions
 
 from accounts.roles import Role
 from agents.models import AgentPrediction, OnlineEndpoint, RunState
@@ -21,6 +23,12 @@ from agents.services import agent_run_inline, endpoint_register, online_eval_sta
 from tests.annotation.conftest import make_role_user
 
 PAYLOAD_KEYS = {
+    "protocol",
+    "session_id",
+    "sequence",
+    "context_mode",
+    "events_total",
+    "past_windows_total",
     "stay_id",
     "window_id",
     "window_index",
@@ -34,12 +42,16 @@ PAYLOAD_KEYS = {
 
 
 class Endpoint:
-    """An agent on loopback. ``replies`` (a list) scripts (status, body,
-    headers) per request; then a valid prediction with extra fields asking
-    for more. With ``api``, each request also tries the platform's API."""
+    """An agent on loopback that follows the protocol's sessions
+    (realicu_client.Sessions: each request's ``context`` is the window's
+    context it rebuilt, None for a gap, answered 409). ``replies`` (a list)
+    scripts (status, body, headers) per request; then a valid prediction with
+    extra fields asking for more. With ``api``, each request also tries the
+    platform's API."""
 
     def __init__(self, *, api: str = "", release_id: int = 0):
         self.received: list[dict] = []
+        self.sessions = Sessions()
         self.replies: list = []
         self.api, self.release_id = api, release_id
         self.api_answers: list[tuple[str, int, str]] = []
@@ -59,10 +71,17 @@ class Endpoint:
                     }
                 )
                 body = outer.received[-1]["body"]
+                try:
+                    context = outer.sessions.receive(body)
+                except SessionGap:
+                    context = None
+                outer.received[-1]["context"] = context
                 if outer.api:
                     outer.cheat(body)
                 if outer.replies:
                     status, reply, headers = outer.replies.pop(0)
+                elif context is None:
+                    status, reply, headers = 409, {"error": "session gap"}, {}
                 else:
                     status, headers = 200, {}
                     reply = {
@@ -119,20 +138,29 @@ def _assert_leak_free(received: list[dict], tiny_stays):
     for request in received:
         body = request["body"]
         assert set(body) == PAYLOAD_KEYS
+        assert body["protocol"] == request["headers"]["X-RealICU-Protocol"]
         assert "?" not in request["path"]
         assert not {"authorization", "cookie"} & {k.lower() for k in request["headers"]}
-        end = datetime.fromisoformat(body["end"])
-        for event in body["events"]:
-            assert datetime.fromisoformat(event["time"]) < end, (event, body["end"])
-            assert event["event_id"] not in never
-            assert event["kind"] not in ("outcome", "coded")
-        for past in body["past_windows"]:
-            assert datetime.fromisoformat(past["end"]) <= datetime.fromisoformat(
-                body["start"]
-            )
-        # Known at ICU admission only: the ICD-derived disease group is
-        # hindsight and never reaches an endpoint.
-        assert set(body["static"]) == {"age", "sex", "care_unit", "admission_type"}
+        _assert_window_clean(body, never)
+        if request["context"] is not None:
+            _assert_window_clean(request["context"], never)
+
+
+def _assert_window_clean(body: dict, never: set) -> None:
+    """A payload, or a window's context rebuilt from its session, holds no
+    event at or after the window's end and nothing of hindsight."""
+    end = datetime.fromisoformat(body["end"])
+    for event in body["events"]:
+        assert datetime.fromisoformat(event["time"]) < end, (event, body["end"])
+        assert event["event_id"] not in never
+        assert event["kind"] not in ("outcome", "coded")
+    for past in body["past_windows"]:
+        assert datetime.fromisoformat(past["end"]) <= datetime.fromisoformat(
+            body["start"]
+        )
+    # Known at ICU admission only: the ICD-derived disease group is
+    # hindsight and never reaches an endpoint.
+    assert set(body["static"]) == {"age", "sex", "care_unit", "admission_type"}
 
 
 @pytest.mark.django_db(transaction=True)
@@ -160,7 +188,7 @@ def test_a_cheating_endpoint_gets_no_future_event(
     _assert_leak_free(cheater.received, tiny_stays)
     # Window A1 [2 h, 2.5 h) got what came before it, not the event at its end.
     events = tiny_stays["events"]
-    a1 = [r["body"] for r in cheater.received if r["body"]["window_index"] == 1]
+    a1 = [r["context"] for r in cheater.received if r["body"]["window_index"] == 1]
     ids = {e["event_id"] for e in a1[0]["events"]}
     assert events["between"].pk in ids and events["before_icu"].pk in ids
     assert events["at_end"].pk not in ids and events["after"].pk not in ids

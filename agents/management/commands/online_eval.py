@@ -23,6 +23,13 @@ class Command(BaseCommand):
         parser.add_argument("--timeout", type=float, default=30.0)
         parser.add_argument("--retries", type=int, default=3)
         parser.add_argument("--per-minute", type=int, default=600)
+        parser.add_argument(
+            "--context",
+            choices=("streamed", "full"),
+            default="streamed",
+            help="A stay's history once then each window's new events "
+            "(streamed, the default), or whole with every window (full).",
+        )
         parser.add_argument("--inline", action="store_true")
         parser.add_argument(
             "--user",
@@ -44,6 +51,7 @@ class Command(BaseCommand):
                 timeout_seconds=options["timeout"],
                 max_retries=options["retries"],
                 requests_per_minute=options["per_minute"],
+                context_mode=options["context"],
             )
             run = online_eval_start(user=who, endpoint=registered, enqueue=not inline)
         except (ValidationError, PermissionDenied) as error:
