@@ -20,13 +20,23 @@ import re
 from agents.base import AgentError, WindowContext
 from evaluation.labelschema import STATUS_VALUES
 
-PROMPT_VERSION = "predictor-v1"
+PROMPT_VERSION = "predictor-v2"
 
 # At most this many items a list are kept from a reply (the leaderboard's k is
 # at most exports.scoring.MAX_K).
 MAX_ITEMS = 20
 MAX_ITEM_CHARS = 300
 
+# The reply's JSON Schema for constrained decoding: few and short enough
+# items that the longest reply fits a reply budget of a few hundred tokens
+# (2 x 5 items of 80 characters at about 2 characters a token), each item
+# clinical text (oracle.schema.text_pattern).
+SCHEMA_ITEMS = 5
+SCHEMA_ITEM_CHARS = 80
+
+# The prompt asks for what the schema allows (SCHEMA_ITEMS items a list, each
+# a short phrase): a constrained decoder cuts a longer list, and an
+# unconstrained reply is kept to MAX_ITEMS.
 SYSTEM = (
     "You are an ICU co-pilot at the bedside. You see one 30-minute window of an "
     "ICU stay and what was charted before its end, never what follows. Judge the "
@@ -36,7 +46,7 @@ SYSTEM = (
     ' "acute_problems": ["the active acute problems, most important first"],\n'
     ' "recommended_actions": ["the actions you would take now, most important '
     'first"]}\n'
-    "Keep each item short (a few words), at most 10 items a list."
+    f"Keep each item short (a few words), at most {SCHEMA_ITEMS} items a list."
 )
 
 
@@ -159,12 +169,6 @@ def prediction_normalise(data) -> dict:
     }
 
 
-# The reply's JSON Schema for constrained decoding: few and short enough
-# items that the longest reply fits a reply budget of a few hundred tokens
-# (2 x 5 items of 80 characters at about 2 characters a token), each item
-# clinical text (oracle.schema.text_pattern).
-SCHEMA_ITEMS = 5
-SCHEMA_ITEM_CHARS = 80
 # Tokens held back from the budget when an agent compresses its prompt, for
 # a repair turn's correction (the repair appends it to the prompt).
 REPAIR_RESERVE = 96

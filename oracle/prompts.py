@@ -22,7 +22,9 @@ from dataclasses import dataclass, field
 from oracle.context import SUMMARY_COLUMNS, summary_coarsen
 from oracle.models import PromptTemplate
 
-DEFAULT_VERSION = "hindsight-v1"
+# v2: the example reply's item is a phrase, not "..." (small models copied it,
+# and "..." is no clinical text: oracle.schema.clinical_text_problem).
+DEFAULT_VERSION = "hindsight-v2"
 DEFAULT_TOKEN_BUDGET = 12000
 CHARS_PER_TOKEN = 4
 TOKENS_PER_MESSAGE = 4
@@ -43,11 +45,11 @@ DEFAULT_INSTRUCTIONS = """Label the window with the four tasks below. Every item
 4. red_flags: high-risk actions to avoid now, judged on their own (not derived from your ratings), each {"text", "evidence"}.
 
 Each text is one short clinical phrase of at most 300 characters. Lists may be empty. Reply with JSON only, of this shape:
-{"status": "stable", "status_evidence": [1], "acute_problems": [{"text": "...", "evidence": [1]}], "action_ratings": [{"event_id": 2, "rating": "acceptable", "evidence": [1]}], "added_actions": [], "red_flags": []}"""
+{"status": "stable", "status_evidence": [1], "acute_problems": [{"text": "the problem in a few words", "evidence": [1]}], "action_ratings": [{"event_id": 2, "rating": "acceptable", "evidence": [1]}], "added_actions": [], "red_flags": []}"""
 
 
 def prompt_default_get_or_create() -> PromptTemplate:
-    """The default versioned hindsight prompt, "hindsight-v1" (created once; an
+    """The default versioned hindsight prompt, DEFAULT_VERSION (created once; an
     existing row of that version is returned unchanged, as a used version is
     frozen)."""
     template, _ = PromptTemplate.objects.get_or_create(

@@ -30,7 +30,7 @@ def test_agent_run_inline(fake_llm, fake_backbone, tiny_release, admin_user):
     run = AgentRun.objects.get()
     assert run.state == RunState.DONE and run.windows_done == 4
     text = out.getvalue()
-    assert f"Agent run {run.pk} (local-window, predictor-v1, fake-llm)" in text
+    assert f"Agent run {run.pk} (local-window, predictor-v2, fake-llm)" in text
     assert "4/4 windows (0 failed), tokens in 4,000" in text
     assert "Baseline submission" in text and "Scored" in text
     assert len(fake_llm.requests) == 4

@@ -324,7 +324,7 @@ def test_memory_stays_bounded_over_a_long_stay(agent, evo_llm):
     assert len(memory["working"]) <= mem.WORKING_EVENTS
     assert len(memory["summaries"]) <= 8
     assert len(json.dumps(memory)) < 40_000
-    assert IcuEvoAgent.prompt_version == "predictor-v1+assessment-v1+insight-v1"
+    assert IcuEvoAgent.prompt_version == "predictor-v2+assessment-v1+insight-v1"
 
 
 # --- the memory partial ---------------------------------------------------------

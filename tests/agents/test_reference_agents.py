@@ -347,3 +347,13 @@ def test_icu_evo_is_listed_and_a_run_needs_an_llm_backbone(admin_user, tiny_rele
             enqueue=False,
         )
     assert not AgentRun.objects.exists()
+
+
+def test_the_prompt_asks_for_no_more_items_than_the_schema_allows():
+    from agents.prompts import SYSTEM, prediction_schema
+
+    properties = prediction_schema()["properties"]
+    for name in ("acute_problems", "recommended_actions"):
+        allowed = properties[name]["maxItems"]
+        assert f"at most {allowed} items a list" in SYSTEM
+    assert "..." not in SYSTEM

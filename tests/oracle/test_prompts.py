@@ -34,8 +34,10 @@ def test_the_default_template_exists_once():
 
     assert (
         template.pk == again.pk
-        and template.version == DEFAULT_VERSION == "hindsight-v1"
+        and template.version == DEFAULT_VERSION == "hindsight-v2"
     )
+    # The example reply shows the shape, with no "..." a model could copy.
+    assert '"..."' not in template.instructions
     assert template.token_budget == 12000
     assert "JSON" in template.system and "Event ids" not in template.system
     assert "evidence" in template.instructions
