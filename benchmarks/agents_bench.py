@@ -19,10 +19,16 @@ fake server counts them: it tokenizes at SERVER_CHARS_PER_TOKEN (2.4, within
 the 2.06-2.54 SmolLM2 showed on these prompts) on llama-cpp-python's
 /extras/tokenize/count, which the backbone names as its tokenizer, and
 reports the same in ``usage``; the failures by reason; and the endpoint's
-bytes per window against the window's index in its stay.
+bytes per window against the window's index in its stay, streamed
+(``endpoint``, agents.sessions) and whole every window (``endpoint-full``).
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/test \\
         python benchmarks/agents_bench.py [--windows 48] [--agents a,b]
+
+With ``--payload-bytes N`` it only imports the demo, builds the windows of its
+N longest stays and prints, for both modes, an endpoint's payload bytes per
+window against the window's index in its stay (every window of the stay, as
+a Scale release has them) and the bytes of each stay: no release, no workers.
 
 DATABASE_URL names the server (its database need not exist): the benchmark
 creates and drops its own there (``<name>_agents_bench``); the releases, the
@@ -186,6 +192,58 @@ class TrivialEndpoint:
         return f"http://127.0.0.1:{self.server.server_address[1]}/predict"
 
 
+def _payload_bytes(n_stays: int) -> None:
+    """Payload bytes per window by its index in the stay, streamed and whole,
+    over every window of the demo's ``n_stays`` longest stays."""
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+    from agents.context import stay_contexts
+    from agents.sessions import StaySession
+    from windows.importers.clif import clif_import
+    from windows.models import Stay, Window
+    from windows.windowing import windows_build
+
+    clif_import()
+    stays = sorted(Stay.objects.all(), key=lambda s: (-s.length_hours, s.pk))
+    by_index: dict[str, dict[int, list[int]]] = {"streamed": {}, "full": {}}
+    for stay in stays[:n_stays]:
+        windows_build(stay=stay)
+        ids = list(Window.objects.filter(stay=stay).values_list("pk", flat=True))
+        sessions = {mode: StaySession(stay_id=stay.pk, mode=mode) for mode in by_index}
+        totals = dict.fromkeys(by_index, 0)
+        for ctx in stay_contexts(stay, ids):
+            for mode, session in sessions.items():
+                body = json.dumps(session.payload(ctx), ensure_ascii=False)
+                size = len(body.encode("utf-8"))
+                totals[mode] += size
+                by_index[mode].setdefault(ctx.window_index, []).append(size)
+        print(
+            f"stay {stay.pk}: {len(ids)} windows, {stay.length_hours:.0f} h: "
+            f"streamed {totals['streamed'] / 2**20:.2f} MiB, whole every window "
+            f"{totals['full'] / 2**20:.2f} MiB "
+            f"({totals['full'] / max(1, totals['streamed']):.0f} times)"
+        )
+    _print_by_index(by_index)
+
+
+def _print_by_index(by_index: dict[str, dict[int, list[int]]]) -> None:
+    """Mean payload KiB per window index, the modes side by side."""
+    modes = list(by_index)
+    indexes = sorted({i for sizes in by_index.values() for i in sizes})
+    print("  window index: mean payload KiB (" + " | ".join(modes) + ")")
+    step = max(1, len(indexes) // 24)
+    for index in indexes[::step]:
+        cells = []
+        for mode in modes:
+            sizes = by_index[mode].get(index)
+            cells.append(
+                f"{statistics.mean(sizes) / 1024:9.1f}" if sizes else f"{'-':>9s}"
+            )
+        count = max(len(by_index[m].get(index, ())) for m in modes)
+        print(f"    {index:4d}: " + " | ".join(cells) + f"   ({count} stays)")
+
+
 def _workers(env: dict, log_dir: Path) -> list[subprocess.Popen]:
     procs = []
     for n in range(WORKERS):
@@ -307,7 +365,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--windows", type=int, default=48)
     parser.add_argument(
-        "--agents", default="full-context,local-window,rag,icu-evo,endpoint"
+        "--agents",
+        default="full-context,local-window,rag,icu-evo,endpoint,endpoint-full",
+    )
+    parser.add_argument(
+        "--payload-bytes",
+        type=int,
+        default=0,
+        metavar="N",
+        help="only the payload bytes per window of the demo's N longest stays",
     )
     parser.add_argument("--db", default="")
     parser.add_argument("--keep", action="store_true", help="keep the database")
@@ -348,6 +414,9 @@ def main() -> None:
         from oracle.models import Backbone, BackboneKind
         from tests.oracle.fake_llm import FakeLLM
 
+        if args.payload_bytes:
+            _payload_bytes(args.payload_bytes)
+            return
         t0 = time.monotonic()
         admin, release = _setup(args.windows)
         print(
@@ -377,15 +446,17 @@ def main() -> None:
         procs = _workers(env, tmp)
         time.sleep(8)  # the workers start (and load their imports)
         rows = []
+        by_index: dict[str, dict[int, list[int]]] = {}
         for name in args.agents.split(","):
             endpoint = None
-            if name == "endpoint":
+            if name in ("endpoint", "endpoint-full"):
                 endpoint = TrivialEndpoint()
                 registered = endpoint_register(
                     user=admin,
                     release=release,
-                    name="trivial endpoint",
+                    name=f"trivial {name}",
                     url=endpoint.url,
+                    context_mode="full" if name == "endpoint-full" else "streamed",
                 )
                 first = len(fake.requests)
                 run = online_eval_start(user=admin, endpoint=registered)
@@ -427,14 +498,10 @@ def main() -> None:
             for reason, count in reasons:
                 print(f"  failed {count} × {reason}")
             if endpoint is not None:
-                print("  endpoint bytes per window by its index in the stay:")
-                for index in sorted(endpoint.by_index)[:48]:
-                    sizes = endpoint.by_index[index]
-                    print(
-                        f"    window {index:3d}: mean "
-                        f"{statistics.mean(sizes) / 1024:8.1f} KiB over "
-                        f"{len(sizes)} stays"
-                    )
+                by_index[name] = endpoint.by_index
+        if by_index:
+            print("endpoint bytes per window by its index in the stay:")
+            _print_by_index(by_index)
         fake.stop()
         from exports.selectors import leaderboard
 
