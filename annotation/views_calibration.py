@@ -17,9 +17,9 @@ from django.views.decorators.http import require_GET, require_POST
 
 from accounts.access import admin_required, judge_required
 from accounts.ids import MAX_INT32, id_parse
-from accounts.roles import user_is_admin
 from accounts.web import error_text, render_page_or_partial
 from annotation import calibration as services
+from annotation import calibration_judging as judging
 from annotation import selectors
 from annotation.models import Campaign, ConsensusTask, RecomputeState
 from evaluation.matcher import (
@@ -42,20 +42,12 @@ TASK_NAMES = dict(ConsensusTask.choices)
 @require_GET
 @judge_required
 def calibration_list(request):
-    sets = services.calibration_sets_for(user=request.user)
-    is_admin = user_is_admin(request.user)
+    context = judging.calibration_list_page(user=request.user)
     model_name = configured_model_name()
     return render(
         request,
         "annotation/calibration_list.html",
-        {
-            "sets": sets,
-            "is_admin": is_admin,
-            "campaigns": Campaign.objects.order_by("name") if is_admin else [],
-            "physicians": list(selectors.physicians_all()) if is_admin else [],
-            "model_name": model_name,
-            "in_force": _in_force(model_name),
-        },
+        {**context, "model_name": model_name, "in_force": _in_force(model_name)},
     )
 
 
@@ -230,7 +222,7 @@ def calibration_draw_progress(request, draw_id: int):
 
 
 def _judge_context(request, calibration_set, *, error: str = "", last=None) -> dict:
-    state = services.calibration_next_pair(
+    state = judging.calibration_next_pair(
         user=request.user, calibration_set=calibration_set
     )
     pair = state["pair"]
@@ -248,7 +240,7 @@ def _judge_context(request, calibration_set, *, error: str = "", last=None) -> d
 @require_GET
 @judge_required
 def calibration_judge(request, set_id: int):
-    calibration_set = services.calibration_set_get(user=request.user, set_id=set_id)
+    calibration_set = judging.calibration_set_get(user=request.user, set_id=set_id)
     response = render_page_or_partial(
         request,
         "annotation/calibration_judge.html",
@@ -262,11 +254,11 @@ def calibration_judge(request, set_id: int):
 @require_POST
 @judge_required
 def calibration_judge_post(request, set_id: int):
-    calibration_set = services.calibration_set_get(user=request.user, set_id=set_id)
+    calibration_set = judging.calibration_set_get(user=request.user, set_id=set_id)
     same = {"same": True, "different": False}.get(request.POST.get("judgment", ""))
     error, last = "", None
     try:
-        last = services.calibration_judge(
+        last = judging.calibration_judge(
             judge=request.user,
             calibration_set=calibration_set,
             pair_id=request.POST.get("pair"),
@@ -285,12 +277,8 @@ def calibration_judge_post(request, set_id: int):
 @require_GET
 @admin_required
 def calibration_report(request, set_id: int):
-    calibration_set = services.calibration_set_get(
-        user=request.user, set_id=set_id, admin_only=True
-    )
-    report = services.calibration_report(
-        admin=request.user, calibration_set=calibration_set
-    )
+    page = judging.calibration_report_page(admin=request.user, set_id=set_id)
+    report = page["report"]
     rows = report["rows"]
     markers = []
     if report["current_tau"] is not None:
@@ -327,12 +315,8 @@ def calibration_report(request, set_id: int):
             **report,
             "plot": plot,
             "task_names": TASK_NAMES,
-            "invitations": services.calibration_invitations(
-                admin=request.user, calibration_set=calibration_set
-            ),
-            "physicians_to_invite": services.physicians_to_invite(
-                admin=request.user, calibration_set=calibration_set
-            ),
+            "invitations": page["invitations"],
+            "physicians_to_invite": page["physicians_to_invite"],
         },
     )
 
@@ -341,14 +325,15 @@ def calibration_report(request, set_id: int):
 @admin_required
 def calibration_invite(request, set_id: int):
     """Invite physicians to judge the set."""
-    calibration_set = services.calibration_set_get(
-        user=request.user, set_id=set_id, admin_only=True
+    target = judging.calibration_invite_target(
+        admin=request.user, set_id=set_id, judge_ids=_ids_posted(request, "judges")
     )
+    calibration_set = target["calibration_set"]
     try:
         invited = services.calibration_invite(
             admin=request.user,
             calibration_set=calibration_set,
-            judges=_physicians_posted(request),
+            judges=target["judges"],
         )
     except (ValidationError, PermissionDenied) as error:
         messages.error(request, error_text(error))
@@ -365,7 +350,7 @@ def calibration_invite(request, set_id: int):
 @admin_required
 def calibration_invitation_withdraw(request, set_id: int):
     """Withdraw a physician's invitation to judge the set."""
-    calibration_set = services.calibration_set_get(
+    calibration_set = judging.calibration_set_get(
         user=request.user, set_id=set_id, admin_only=True
     )
     try:
@@ -386,11 +371,11 @@ def calibration_invitation_withdraw(request, set_id: int):
 @require_POST
 @admin_required
 def calibration_adopt(request, set_id: int):
-    calibration_set = services.calibration_set_get(
+    calibration_set = judging.calibration_set_get(
         user=request.user, set_id=set_id, admin_only=True
     )
     try:
-        adoption = services.tau_adopt(
+        adoption = judging.tau_adopt(
             admin=request.user,
             calibration_set=calibration_set,
             tau=request.POST.get("tau"),

@@ -17,9 +17,11 @@ from annotation.calibration import (
     calibration_draw_run,
     calibration_invitation_withdraw,
     calibration_invite,
+    calibration_set_draw,
+)
+from annotation.calibration_judging import (
     calibration_judge,
     calibration_report,
-    calibration_set_draw,
     tau_adopt,
 )
 from annotation.models import (
