@@ -7,6 +7,7 @@ progress with forms to add a rater to a window or reassign an abandoned one."""
 from __future__ import annotations
 
 import uuid
+from operator import itemgetter
 
 from django.contrib import messages
 from django.core.exceptions import NON_FIELD_ERRORS, PermissionDenied, ValidationError
@@ -28,9 +29,9 @@ from annotation import selectors, services
 from annotation.blindness import window_is_closed
 from annotation.forms import CampaignForm
 from annotation.models import ActionRating, AssignmentState, PatientStatus
+from annotation.selectors import campaign_pages, labelling
 from evaluation.labelschema import STATUS_KEYS
 from realicu_web.jsonlimits import JsonLimitError, loads_bounded
-from windows import selectors as window_selectors
 from windows.actions import action_text_of
 from windows.models import Event
 from windows.presentation import window_page_context
@@ -51,9 +52,7 @@ LISTS = (
 def queue(request):
     """The physician's queue: progress counted in the database, and one page of
     assignments, the windows still to label first."""
-    page = selectors.physician_queue_page(
-        user=request.user, page=request.GET.get("page")
-    )
+    context = selectors.queue_page(user=request.user, page=request.GET.get("page"))
     rows = [
         {
             "assignment": assignment,
@@ -63,14 +62,9 @@ def queue(request):
                 assignment.window.end
             ),
         }
-        for assignment in page
+        for assignment in context["page"]
     ]
-    context = {
-        "queue": selectors.physician_queue_progress(user=request.user),
-        "page": page,
-        "rows": rows,
-        "next_assignment": selectors.physician_queue_next(user=request.user),
-    }
+    context["rows"] = rows
     return render_page_or_partial(
         request, "annotation/queue.html", context, partial="queue_table"
     )
@@ -105,12 +99,14 @@ def _chips(ids, labels) -> list[dict]:
     ]
 
 
-def _form_context(assignment, label) -> dict:
+def _form_context(page: dict) -> dict:
     """The four task forms filled from the saved label (empty before the first
-    save), so a reload shows the draft."""
+    save), so a reload shows the draft; ``page`` is the labelling page's data
+    (``selectors.labelling_page``)."""
+    label = page["label"]
     payload = label.as_payload() if label is not None else {}
-    window = assignment.window
-    actions = list(selectors.recorded_critical_actions(assignment=assignment))
+    window = page["window"]
+    actions = page["critical_actions"]
     ratings = {
         r.get("event_id"): r
         for r in payload.get("action_ratings") or []
@@ -157,7 +153,7 @@ def _form_context(assignment, label) -> dict:
             "hours": window.stay.hours_since_admit(event.time),
             "text": action_text_of(event),
         }
-        for event in selectors.recorded_routine_actions(assignment=assignment)
+        for event in page["routine_actions"]
     ]
     return {
         "routine_actions": routine,
@@ -177,26 +173,20 @@ def _form_context(assignment, label) -> dict:
 @require_GET
 @physician_required
 def annotate(request, assignment_id: int):
-    assignment = selectors.assignment_get_for_annotator(
-        annotator=request.user, assignment_id=assignment_id
+    partial = wants_partial(request)
+    page = selectors.labelling_page(
+        user=request.user, assignment_id=assignment_id, full=not partial
     )
     # The annotated window (last index, dosing weight) the trajectory partials read.
-    window = window_selectors.window_get(
-        user=request.user,
-        stay_id=assignment.window.stay_id,
-        index=assignment.window.index,
-    )
-    if window is None:
-        raise Http404("No such window.")
-    if wants_partial(request):
+    window = page["window"]
+    if partial:
         # The embedded event table pages and filters in place.
         context = window_page_context(request, window, full=False)
         return render_page_or_partial(
             request, "windows/window_detail.html", context, partial="event_table"
         )
-    assignment.window = window
-    label = selectors.label_of(assignment)
-    physician_queue = selectors.physician_queue(user=request.user, details=False)
+    assignment, label = page["assignment"], page["label"]
+    physician_queue = page["queue"]
     position = next(
         (
             i
@@ -206,7 +196,7 @@ def annotate(request, assignment_id: int):
         None,
     )
     context = window_page_context(request, window, full=True)
-    context.update(_form_context(assignment, label))
+    context.update(_form_context(page))
     context.update(
         {
             "assignment": assignment,
@@ -346,7 +336,7 @@ def suggest(request, assignment_id: int):
         annotator=request.user, assignment_id=assignment_id
     )
     field = request.GET.get("field", "")
-    terms = selectors.term_suggestions(
+    terms = labelling.term_suggestions(
         user=request.user,
         campaign=assignment.campaign,
         field=field,
@@ -384,12 +374,10 @@ def campaign_new(request):
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         try:
-            campaign = services.campaign_create(
+            campaign = services.campaign_create_from_cohort(
                 admin=request.user,
+                cohort=data["cohort"],
                 name=data["name"],
-                windows=selectors.gold_windows_of(cohort=data["cohort"]).values_list(
-                    "pk", flat=True
-                ),
                 physicians=data["physicians"],
                 annotators_per_window=data["annotators_per_window"],
                 window_count=data["window_count"],
@@ -417,19 +405,15 @@ def campaign_new(request):
 def campaign_detail(request, campaign_id: int):
     """The campaign's progress (counted in the database) and one page of its
     windows, each with forms to add a physician or reassign an assignment."""
-    campaign = selectors.campaign_get_for_admin(
-        admin=request.user, campaign_id=campaign_id
-    )
-    show = request.GET.get("show", "all")
-    if show not in selectors.CAMPAIGN_WINDOW_FILTERS:
-        show = "all"
-    page = selectors.campaign_windows_page(
+    partial = wants_partial(request)
+    data = campaign_pages.campaign_page(
         admin=request.user,
-        campaign=campaign,
+        campaign_id=campaign_id,
         page=request.GET.get("page"),
-        show=show,
+        show=request.GET.get("show", "all"),
+        progress=not partial,
     )
-    physicians = list(selectors.physicians_all())
+    campaign, page, physicians = data["campaign"], data["page"], data["physicians"]
     windows = []
     for campaign_window in page:
         assignments = campaign_window.window.campaign_assignments
@@ -454,17 +438,17 @@ def campaign_detail(request, campaign_id: int):
         "campaign": campaign,
         "page": page,
         "windows": windows,
-        "show": show,
+        "show": data["show"],
         "filters": selectors.CAMPAIGN_WINDOW_FILTERS.items(),
     }
-    if wants_partial(request):
+    if partial:
         return render_page_or_partial(
             request,
             "annotation/campaign_detail.html",
             context,
             partial="campaign_windows",
         )
-    progress = selectors.campaign_progress(admin=request.user, campaign=campaign)
+    progress = data["progress"]
     totals = progress["totals"]
     context.update(
         {
@@ -479,11 +463,8 @@ def campaign_detail(request, campaign_id: int):
     )
 
 
-def _campaign_window_url(request, campaign, window_id: int) -> str:
+def _campaign_window_url(campaign, window_id: int, page: int) -> str:
     """The campaign page at the page of all windows that shows the window."""
-    page = selectors.campaign_window_page_number(
-        admin=request.user, campaign=campaign, window_id=window_id
-    )
     return (
         reverse("annotation:campaign_detail", args=[campaign.pk])
         + (f"?page={page}" if page > 1 else "")
@@ -491,26 +472,19 @@ def _campaign_window_url(request, campaign, window_id: int) -> str:
     )
 
 
-def _physician_posted(request):
-    pk = id_parse(request.POST.get("physician"))
-    if pk is None:
-        return None
-    return selectors.physicians_all().filter(pk=pk).first()
-
-
 @require_POST
 @admin_required
 def campaign_assignment_add(request, campaign_id: int):
-    campaign = selectors.campaign_get_for_admin(
-        admin=request.user, campaign_id=campaign_id
-    )
     window_id = id_parse(request.POST.get("window"))
     if window_id is None:
         raise Http404("No such window in this campaign.")
-    window = selectors.campaign_window_get(
-        admin=request.user, campaign=campaign, window_id=window_id
+    target = campaign_pages.assignment_add_page(
+        admin=request.user,
+        campaign_id=campaign_id,
+        window_id=window_id,
+        physician_id=id_parse(request.POST.get("physician")),
     )
-    physician = _physician_posted(request)
+    campaign, window, physician = itemgetter("campaign", "window", "physician")(target)
     if physician is None:
         messages.error(request, "Choose a physician to add to the window.")
     else:
@@ -525,19 +499,20 @@ def campaign_assignment_add(request, campaign_id: int):
             messages.error(request, error_text(error))
         else:
             messages.success(request, f"{physician.get_username()} added to {window}.")
-    return redirect(_campaign_window_url(request, campaign, window.pk))
+    return redirect(_campaign_window_url(campaign, window.pk, target["page_number"]))
 
 
 @require_POST
 @admin_required
 def campaign_assignment_reassign(request, campaign_id: int, assignment_id: int):
-    campaign = selectors.campaign_get_for_admin(
-        admin=request.user, campaign_id=campaign_id
+    target = campaign_pages.assignment_reassign_page(
+        admin=request.user,
+        campaign_id=campaign_id,
+        assignment_id=assignment_id,
+        physician_id=id_parse(request.POST.get("physician")),
     )
-    assignment = selectors.campaign_assignment_get(
-        admin=request.user, campaign=campaign, assignment_id=assignment_id
-    )
-    physician = _physician_posted(request)
+    campaign, assignment = target["campaign"], target["assignment"]
+    physician = target["physician"]
     if physician is None:
         messages.error(request, "Choose the physician to take the window over.")
     else:
@@ -554,7 +529,9 @@ def campaign_assignment_reassign(request, campaign_id: int, assignment_id: int):
                 f"{assignment.annotator.get_username()} to "
                 f"{physician.get_username()}.",
             )
-    return redirect(_campaign_window_url(request, campaign, assignment.window_id))
+    return redirect(
+        _campaign_window_url(campaign, assignment.window_id, target["page_number"])
+    )
 
 
 __all__ = [

@@ -6,23 +6,29 @@ per-physician figures and the campaign-wide recompute."""
 
 from __future__ import annotations
 
+from operator import itemgetter
+
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from accounts.access import admin_required
+from accounts.ids import id_parse
 from accounts.web import error_text, render_page_or_partial
 from annotation import selectors, services
-from annotation.models import AdjudicationAction, CampaignPhysician
+from annotation.models import AdjudicationAction
+from annotation.selectors import disputes
 from annotation.selectors.adjudication import TASK_NAMES, adjudication_workspace
-from annotation.selectors.irr import irr_dashboard_get
+from annotation.selectors.agreement import (
+    irr_recompute_progress,
+    recompute_progress_page,
+)
+from annotation.selectors.irr import irr_dashboard_page
 from annotation.services import adjudication as adjudication_services
 from annotation.services import recompute as recompute_services
 from evaluation.matcher import MatcherUnavailable
-from jobs.reaper import job_check
 
 
 def _campaign(request, campaign_id):
@@ -35,10 +41,9 @@ def _campaign(request, campaign_id):
 @require_GET
 @admin_required
 def adjudication_queue(request, campaign_id: int):
-    campaign = _campaign(request, campaign_id)
-    queue = selectors.adjudication_queue(admin=request.user, campaign=campaign)
+    page = disputes.adjudication_queue_page(admin=request.user, campaign_id=campaign_id)
     rows = []
-    for consensus in queue:
+    for consensus in page["queue"]:
         kinds = {}
         for dispute in consensus.open_disputes:
             name = TASK_NAMES.get(dispute["task"], dispute["task"])
@@ -50,12 +55,10 @@ def adjudication_queue(request, campaign_id: int):
         request,
         "annotation/adjudication_queue.html",
         {
-            "campaign": campaign,
+            "campaign": page["campaign"],
             "rows": rows,
             "count": len(rows),
-            "withheld": selectors.adjudication_withheld_count(
-                admin=request.user, campaign=campaign
-            ),
+            "withheld": page["withheld"],
         },
     )
 
@@ -106,31 +109,21 @@ def _posted_decision(request) -> dict:
 @require_POST
 @admin_required
 def adjudication_decide(request, campaign_id: int, window_id: int):
-    campaign = _campaign(request, campaign_id)
-    window = selectors.adjudication_window_get(
-        admin=request.user, campaign=campaign, window_id=window_id
-    )
     posted = _posted_decision(request)
-    physician = None
-    if posted["action"] == AdjudicationAction.REQUEST_THIRD_RATER and request.POST.get(
-        "physician"
-    ):
-        physician = (
-            CampaignPhysician.objects.filter(
-                campaign=campaign, user_id=_int_or_none(request.POST.get("physician"))
-            )
-            .select_related("user")
-            .first()
+    third_rater = posted["action"] == AdjudicationAction.REQUEST_THIRD_RATER and bool(
+        request.POST.get("physician")
+    )
+    target = disputes.adjudication_target(
+        admin=request.user,
+        campaign_id=campaign_id,
+        window_id=window_id,
+        physician_id=id_parse(request.POST.get("physician")) if third_rater else None,
+    )
+    campaign, window, physician = itemgetter("campaign", "window", "physician")(target)
+    if third_rater and physician is None:
+        return _decision_failed(
+            request, campaign, window, "Choose a physician of this campaign.", posted
         )
-        if physician is None:
-            return _decision_failed(
-                request,
-                campaign,
-                window,
-                "Choose a physician of this campaign.",
-                posted,
-            )
-        physician = physician.user
     try:
         decision = services.adjudication_decide(
             admin=request.user,
@@ -154,10 +147,10 @@ def adjudication_decide(request, campaign_id: int, window_id: int):
 @admin_required
 def adjudication_merge(request, campaign_id: int, window_id: int):
     """Merge the chosen items of one task into one wording, with a reason."""
-    campaign = _campaign(request, campaign_id)
-    window = selectors.adjudication_window_get(
-        admin=request.user, campaign=campaign, window_id=window_id
+    target = disputes.adjudication_target(
+        admin=request.user, campaign_id=campaign_id, window_id=window_id
     )
+    campaign, window = target["campaign"], target["window"]
     post = request.POST
     posted = {
         "task": post.get("task", ""),
@@ -182,13 +175,6 @@ def adjudication_merge(request, campaign_id: int, window_id: int):
     return redirect("annotation:adjudication_window", campaign.pk, window.pk)
 
 
-def _int_or_none(value):
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return None
-
-
 def _decision_failed(request, campaign, window, message: str, posted: dict):
     """The workspace again with the message beside the form, the typed text kept:
     status 200 for htmx, which swaps only successful responses by default, and
@@ -210,10 +196,10 @@ def adjudication_recompute_window(request, campaign_id: int, window_id: int):
     window takes well under a second once the model is loaded)."""
     from evaluation.matcher import matcher_for_settings
 
-    campaign = _campaign(request, campaign_id)
-    window = selectors.adjudication_window_get(
-        admin=request.user, campaign=campaign, window_id=window_id
+    target = disputes.adjudication_target(
+        admin=request.user, campaign_id=campaign_id, window_id=window_id
     )
+    campaign, window = target["campaign"], target["window"]
     try:
         services.window_consensus_refresh(
             campaign=campaign, window=window, matcher=matcher_for_settings()
@@ -228,33 +214,10 @@ def adjudication_recompute_window(request, campaign_id: int, window_id: int):
 # IRR dashboard ----------------------------------------------------------------
 
 
-def _progress(request, campaign) -> dict:
-    """The recompute area of the dashboard: the campaign's latest recompute job
-    (checked by the reaper first, so it never shows "running" without a live
-    worker) and the complete windows still without current agreement."""
-    job = selectors.agreement_recompute_latest(admin=request.user, campaign=campaign)
-    if job is not None and job.active:
-        job_check(job)
-    return {
-        "job": job,
-        "running": bool(job and job.active),
-        "heartbeat_age": (
-            round((timezone.now() - job.heartbeat_at).total_seconds())
-            if job is not None and job.heartbeat_at
-            else None
-        ),
-        "backlog": selectors.campaign_agreement_backlog(
-            admin=request.user, campaign=campaign
-        ),
-    }
-
-
 @require_GET
 @admin_required
 def irr_dashboard(request, campaign_id: int):
-    campaign = _campaign(request, campaign_id)
-    context = irr_dashboard_get(admin=request.user, campaign=campaign)
-    context["progress"] = _progress(request, campaign)
+    context = irr_dashboard_page(admin=request.user, campaign_id=campaign_id)
     return render(request, "annotation/irr_dashboard.html", context)
 
 
@@ -277,7 +240,9 @@ def campaign_recompute(request, campaign_id: int):
             "annotation/partials/_recompute.html",
             {
                 "campaign": campaign,
-                "progress": _progress(request, campaign),
+                "progress": irr_recompute_progress(
+                    admin=request.user, campaign=campaign
+                ),
                 "refusal": refusal,
             },
         )
@@ -293,13 +258,11 @@ def campaign_recompute(request, campaign_id: int):
 @require_GET
 @admin_required
 def campaign_recompute_progress(request, campaign_id: int):
-    campaign = _campaign(request, campaign_id)
-    response = render(
+    return render(
         request,
         "annotation/partials/_recompute.html",
-        {"campaign": campaign, "progress": _progress(request, campaign)},
+        recompute_progress_page(admin=request.user, campaign_id=campaign_id),
     )
-    return response
 
 
 __all__ = [

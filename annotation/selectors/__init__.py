@@ -12,7 +12,6 @@ from itertools import combinations
 from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Page, Paginator
-from django.db import connection
 from django.db.models import (
     Case,
     Count,
@@ -30,9 +29,8 @@ from django.db.models import (
 from django.db.models.functions import Coalesce
 from django.http import Http404
 
-from accounts.roles import Role, user_is_admin, user_is_physician
+from accounts.roles import Role, user_is_admin
 from annotation import blindness
-from annotation.critical import critical_action_q
 from annotation.models import (
     Assignment,
     AssignmentState,
@@ -41,11 +39,12 @@ from annotation.models import (
     CampaignWindow,
     Label,
 )
-from windows.models import Cohort, Event, Window
-from windows.selectors_context import window_actions
-
-SUGGESTION_FIELDS = blindness.TEXT_FIELDS
-
+from annotation.selectors.labelling import (
+    recorded_critical_actions,
+    recorded_routine_actions,
+)
+from windows.models import Cohort, Window
+from windows.selectors import window_get
 
 # Queue ------------------------------------------------------------------------
 
@@ -191,6 +190,17 @@ def physician_queue_next(*, user) -> Assignment | None:
     )
 
 
+def queue_page(*, user, page) -> dict:
+    """What the physician's queue page shows: the progress (counted in the
+    database), one page of assignments (``physician_queue_page``) and the next
+    one to label."""
+    return {
+        "queue": physician_queue_progress(user=user),
+        "page": physician_queue_page(user=user, page=page),
+        "next_assignment": physician_queue_next(user=user),
+    }
+
+
 def assignment_get_for_annotator(*, annotator, assignment_id) -> Assignment:
     """The annotator's active assignment with its window and label; Http404 for
     any other id, existing or not, so ids cannot be probed."""
@@ -215,6 +225,34 @@ def label_of(assignment: Assignment) -> Label | None:
         return assignment.label
     except Label.DoesNotExist:
         return None
+
+
+def labelling_page(*, user, assignment_id, full: bool = True) -> dict:
+    """What the labelling page shows of one of the physician's assignments: the
+    assignment, its window as the trajectory reads it (``window_get``: with the
+    stay's last index and dosing weight) and, unless ``full`` is false (the
+    event table's partial), the saved label, the physician's queue, and the
+    window's recorded actions to rate and those the campaign leaves out.
+    Http404 for an assignment that is not the user's."""
+    assignment = assignment_get_for_annotator(
+        annotator=user, assignment_id=assignment_id
+    )
+    window = window_get(
+        user=user, stay_id=assignment.window.stay_id, index=assignment.window.index
+    )
+    if window is None:
+        raise Http404("No such window.")
+    if not full:
+        return {"assignment": assignment, "window": window}
+    assignment.window = window
+    return {
+        "assignment": assignment,
+        "window": window,
+        "label": label_of(assignment),
+        "queue": physician_queue(user=user, details=False),
+        "critical_actions": list(recorded_critical_actions(assignment=assignment)),
+        "routine_actions": list(recorded_routine_actions(assignment=assignment)),
+    }
 
 
 # Admin's view -----------------------------------------------------------------
@@ -501,284 +539,3 @@ def gold_windows_of(*, cohort: Cohort | None = None) -> QuerySet[Window]:
     if cohort is not None:
         windows = windows.filter(stay__cohort_stays__cohort=cohort)
     return windows.order_by("stay_id", "index")
-
-
-# The annotation form's data ---------------------------------------------------
-
-
-def recorded_critical_actions(*, assignment: Assignment) -> QuerySet[Event]:
-    """The window's recorded actions that the campaign counts as critical, by
-    time: the actions the physician rates. Routine ones are left out."""
-    return window_actions(window=assignment.window).filter(
-        critical_action_q(assignment.campaign.critical_action_categories)
-    )
-
-
-def recorded_routine_actions(*, assignment: Assignment) -> QuerySet[Event]:
-    """The window's recorded actions that the campaign's rules leave out of
-    rating (routine: insulin, electrolytes, prophylaxis, ...), by time: the page
-    lists them, so a physician sees why an action of the window is not rated."""
-    return window_actions(window=assignment.window).exclude(
-        critical_action_q(assignment.campaign.critical_action_categories)
-    )
-
-
-def term_suggestions(
-    *,
-    user,
-    campaign: Campaign,
-    field: str,
-    prefix: str,
-    limit: int = 10,
-) -> list[tuple[str, int]]:
-    """Free-text items already used in ``field`` in the campaign, as
-    ``(text, uses)``, most used first, matching ``prefix`` at the start of a word.
-
-    Only texts and their counts over the campaign are returned, never whose or
-    on which window. Which labels may be read is blindness's
-    (``annotation.blindness.suggestion_labels``): the user's own, others'
-    submitted ones, and nothing of anyone who co-rates a window the user still
-    has open, in any campaign. Only the campaign's physicians and admins get
-    suggestions.
-    """
-    if field not in SUGGESTION_FIELDS:
-        return []
-    if not (
-        user_is_admin(user)
-        or (
-            user_is_physician(user)
-            and CampaignPhysician.objects.filter(campaign=campaign, user=user).exists()
-        )
-    ):
-        return []
-    prefix = (prefix or "").strip().lower()
-    if not prefix:
-        return []
-    limit = max(1, min(int(limit), 50))
-    labels = blindness.suggestion_labels(user=user, campaign=campaign)
-    if connection.vendor == "postgresql":
-        return _suggestions_postgresql(
-            labels=labels, field=field, prefix=prefix, limit=limit
-        )
-    return _suggestions_python(labels=labels, field=field, prefix=prefix, limit=limit)
-
-
-def _word_prefix_match(text: str, prefix: str) -> bool:
-    lowered = text.lower()
-    return lowered.startswith(prefix) or f" {prefix}" in lowered
-
-
-def _suggestions_python(
-    *, labels: QuerySet[Label], field: str, prefix: str, limit: int
-) -> list[tuple[str, int]]:
-    """The portable version (SQLite, the embedded default)."""
-    uses: Counter = Counter()
-    spellings: dict[str, Counter] = {}
-    for payload in labels.values_list("payload", flat=True):
-        for item in (payload or {}).get(field) or []:
-            text = (item.get("text") or "").strip() if isinstance(item, dict) else ""
-            if not text or not _word_prefix_match(text, prefix):
-                continue
-            key = " ".join(text.lower().split())
-            uses[key] += 1
-            spellings.setdefault(key, Counter())[text] += 1
-    ranked = sorted(uses.items(), key=lambda kv: (-kv[1], kv[0]))[:limit]
-    return [(spellings[key].most_common(1)[0][0], n) for key, n in ranked]
-
-
-def _suggestions_postgresql(
-    *, labels: QuerySet[Label], field: str, prefix: str, limit: int
-) -> list[tuple[str, int]]:
-    """Unnests the items in the database: one query whatever the campaign's size.
-    Texts are grouped case- and space-insensitively and shown in their most used
-    spelling."""
-    ids_sql, ids_params = labels.values("id").query.sql_with_params()
-    like = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-    sql = f"""
-        SELECT mode() WITHIN GROUP (ORDER BY t.text) AS text, count(*) AS uses
-        FROM annotation_label l
-        CROSS JOIN LATERAL (
-            SELECT btrim(item->>'text') AS text
-            FROM jsonb_array_elements(
-                CASE WHEN jsonb_typeof(l.payload->%s) = 'array'
-                     THEN l.payload->%s ELSE '[]'::jsonb END
-            ) AS item
-            WHERE jsonb_typeof(item) = 'object'
-        ) t
-        WHERE l.id IN ({ids_sql})
-          AND t.text <> ''
-          AND (lower(t.text) LIKE %s OR lower(t.text) LIKE %s)
-        GROUP BY regexp_replace(lower(t.text), '\\s+', ' ', 'g')
-        ORDER BY uses DESC, 1
-        LIMIT %s
-    """
-    params = [field, field, *ids_params, f"{like}%", f"% {like}%", limit]
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return [(text, uses) for text, uses in cursor.fetchall()]
-
-
-# Consensus and adjudication ---------------------------------------------------
-
-
-def _disputed(campaign: Campaign):
-    from annotation.models import ConsensusLabel
-
-    return ConsensusLabel.objects.filter(
-        campaign=campaign, dropped=False, dispute_count__gt=0
-    )
-
-
-def adjudication_queue(*, admin, campaign: Campaign) -> list:
-    """The campaign's windows with open disputes that the admin may adjudicate,
-    each with its consensus (whose ``open_disputes`` list exactly what needs a
-    decision), in window order. Windows withheld from an admin who also rates
-    (annotation.blindness) are left out: ``adjudication_withheld_count``."""
-    if not user_is_admin(admin):
-        raise PermissionDenied("Only an admin can see the adjudication queue.")
-    return list(
-        _disputed(campaign)
-        .exclude(
-            window_id__in=blindness.adjudication_withheld_window_ids(
-                user=admin, campaign_id=campaign.pk
-            )
-        )
-        .select_related("window", "window__stay", "agreement")
-        .order_by("window__stay_id", "window__index")
-    )
-
-
-def adjudication_withheld_count(*, admin, campaign: Campaign) -> int:
-    """How many of the campaign's windows with open disputes are withheld from
-    the admin (annotation.blindness): another admin adjudicates them. Which
-    ones, and their disputes, are not said."""
-    if not user_is_admin(admin):
-        raise PermissionDenied("Only an admin can see the adjudication queue.")
-    return (
-        _disputed(campaign)
-        .filter(
-            window_id__in=blindness.adjudication_withheld_window_ids(
-                user=admin, campaign_id=campaign.pk
-            )
-        )
-        .count()
-    )
-
-
-def adjudication_window_get(*, admin, campaign: Campaign, window_id) -> Window:
-    """A window of the campaign that the admin may adjudicate: Http404 for
-    another id or a non-admin, PermissionDenied (saying why) for a window
-    withheld from an admin who also rates (annotation.blindness)."""
-    window = campaign_window_get(admin=admin, campaign=campaign, window_id=window_id)
-    blindness.adjudication_require_not_withheld(
-        user=admin, campaign_id=campaign.pk, window_id=window.pk
-    )
-    return window
-
-
-def window_adjudication_get(*, admin, campaign: Campaign, window_id) -> dict:
-    """Everything the adjudication page shows for one window: each physician's
-    label, the agreement (items grouped by meaning), the consensus with its open
-    disputes, and the decisions so far. PermissionDenied for a window withheld
-    from the admin (annotation.blindness)."""
-    from annotation.models import AdjudicationDecision, ConsensusLabel, WindowAgreement
-
-    if not user_is_admin(admin):
-        raise PermissionDenied("Only an admin can adjudicate.")
-    campaign_window = (
-        CampaignWindow.objects.filter(campaign=campaign, window_id=window_id)
-        .select_related("window", "window__stay")
-        .first()
-    )
-    if campaign_window is None:
-        raise Http404("No such window in this campaign.")
-    window = campaign_window.window
-    blindness.adjudication_require_not_withheld(
-        user=admin, campaign_id=campaign.pk, window_id=window.pk
-    )
-    return {
-        "campaign_window": campaign_window,
-        "window": window,
-        "labels": list(
-            Label.objects.filter(
-                assignment__campaign=campaign, assignment__window=window
-            )
-            .select_related("assignment", "assignment__annotator")
-            .order_by("pk")
-        ),
-        "agreement": WindowAgreement.objects.filter(
-            campaign=campaign, window=window
-        ).first(),
-        "consensus": ConsensusLabel.objects.filter(
-            campaign=campaign, window=window
-        ).first(),
-        "decisions": list(
-            AdjudicationDecision.objects.filter(campaign=campaign, window=window)
-            .select_related("author")
-            .order_by("created_at", "pk")
-        ),
-    }
-
-
-def campaign_agreement_backlog(*, admin, campaign: Campaign) -> dict:
-    """Complete windows (every active assignment submitted, two at least) whose
-    agreement is missing or was computed from other labels than the current
-    ones (WindowAgreement.labels names each label's id and version), and how
-    many of them have their agreement task waiting in the outbox (the reaper
-    sends it once the broker is reachable): ``{"complete", "missing",
-    "waiting", "window_ids"}``."""
-    from annotation.models import WindowAgreement
-    from jobs.models import OutboxMessage
-
-    if not user_is_admin(admin):
-        raise PermissionDenied("Only an admin can see a campaign's agreement.")
-    current: dict[int, set] = {}
-    incomplete: set[int] = set()
-    for window_id, state, label_id, version in Assignment.objects.filter(
-        campaign=campaign, active=True
-    ).values_list("window_id", "state", "label__id", "label__version"):
-        if state != AssignmentState.SUBMITTED or label_id is None:
-            incomplete.add(window_id)
-        current.setdefault(window_id, set()).add((label_id, version))
-    complete = {
-        window_id: labels
-        for window_id, labels in current.items()
-        if window_id not in incomplete and len(labels) >= 2
-    }
-    computed = {
-        window_id: {(entry.get("label_id"), entry.get("version")) for entry in labels}
-        for window_id, labels in WindowAgreement.objects.filter(
-            campaign=campaign, window_id__in=list(complete)
-        ).values_list("window_id", "labels")
-    }
-    missing = sorted(
-        window_id
-        for window_id, labels in complete.items()
-        if computed.get(window_id) != labels
-    )
-    keys = {f"agreement:{campaign.pk}:{window_id}" for window_id in missing}
-    waiting = (
-        OutboxMessage.objects.filter(key__in=keys).values("key").distinct().count()
-        if keys
-        else 0
-    )
-    return {
-        "complete": len(complete),
-        "missing": len(missing),
-        "waiting": waiting,
-        "window_ids": missing,
-    }
-
-
-def agreement_recompute_latest(*, admin, campaign: Campaign):
-    """The campaign's most recent agreement recompute (a job row), or None."""
-    from annotation.models import AgreementRecompute
-
-    if not user_is_admin(admin):
-        raise PermissionDenied("Only an admin can see a campaign's recomputes.")
-    return (
-        AgreementRecompute.objects.filter(campaign=campaign)
-        .select_related("created_by")
-        .order_by("-created_at", "-pk")
-        .first()
-    )

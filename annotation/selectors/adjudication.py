@@ -17,7 +17,7 @@ from annotation.models import (
     ConsensusTask,
     PatientStatus,
 )
-from annotation.selectors import adjudication_queue, window_adjudication_get
+from annotation.selectors.disputes import adjudication_queue, window_adjudication_get
 from annotation.services.consensus import SET_TASKS
 from evaluation.labelschema import RATING_VALUES, STATUS_KEYS
 from windows.actions import action_text_of

@@ -23,7 +23,9 @@ from annotation.models import (
     PatientStatus,
     WindowAgreement,
 )
-from annotation.selectors import adjudication_queue
+from annotation.selectors import campaign_get_for_admin
+from annotation.selectors.agreement import irr_recompute_progress
+from annotation.selectors.disputes import adjudication_queue
 from annotation.services.consensus import SET_TASKS, majority_status
 from evaluation.agreement import bootstrap_ci, cohens_kappa, status_agreement
 from evaluation.matcher import SemanticMatcher, configured_model_name, tau_source_of
@@ -364,3 +366,14 @@ def _ci_chart(items: list[dict]) -> dict:
 
 
 __all__ = ["campaign_irr", "irr_dashboard_get", "physician_stats"]
+
+
+def irr_dashboard_page(*, admin, campaign_id) -> dict:
+    """The IRR dashboard of a campaign (``irr_dashboard_get``) with its
+    recompute area (``irr_recompute_progress``). Http404 for another id or a
+    non-admin."""
+    campaign = campaign_get_for_admin(admin=admin, campaign_id=campaign_id)
+    return {
+        **irr_dashboard_get(admin=admin, campaign=campaign),
+        "progress": irr_recompute_progress(admin=admin, campaign=campaign),
+    }

@@ -15,6 +15,7 @@ from annotation.services.campaigns import (
     assignment_add,
     assignment_reassign,
     campaign_create,
+    campaign_create_from_cohort,
     campaign_critical_categories_set,
     campaign_window_adjudication_start,
 )
@@ -33,6 +34,7 @@ __all__ = [
     "assignment_reassign",
     "campaign_agreement_refresh",
     "campaign_create",
+    "campaign_create_from_cohort",
     "campaign_critical_categories_set",
     "campaign_window_adjudication_start",
     "consensus_build",

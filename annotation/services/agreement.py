@@ -28,6 +28,7 @@ from annotation.models import (
     Label,
     WindowAgreement,
 )
+from annotation.selectors.agreement import windows_due_agreement
 from annotation.services.consensus import (
     CONSENSUS_FIELDS,
     SET_TASKS,
@@ -348,37 +349,6 @@ def window_consensus_refresh(
 AGREEMENT_CATCH_UP = 200
 
 
-def windows_due_agreement(*, campaign: Campaign) -> list[int]:
-    """Ids of the campaign's complete windows (every active assignment
-    submitted, two at least) whose agreement is missing or was computed from
-    other label versions than the current ones, in two light queries (label
-    ids and versions, no payload)."""
-    current: dict[int, set] = {}
-    incomplete: set[int] = set()
-    for window_id, state, label_id, version in Assignment.objects.filter(
-        campaign=campaign, active=True
-    ).values_list("window_id", "state", "label__id", "label__version"):
-        if state != AssignmentState.SUBMITTED or label_id is None:
-            incomplete.add(window_id)
-        current.setdefault(window_id, set()).add((label_id, version))
-    complete = {
-        window_id: labels
-        for window_id, labels in current.items()
-        if window_id not in incomplete and len(labels) >= 2
-    }
-    computed = {
-        window_id: {(entry.get("label_id"), entry.get("version")) for entry in labels}
-        for window_id, labels in WindowAgreement.objects.filter(
-            campaign=campaign, window_id__in=list(complete)
-        ).values_list("window_id", "labels")
-    }
-    return sorted(
-        window_id
-        for window_id, labels in complete.items()
-        if computed.get(window_id) != labels
-    )
-
-
 def campaign_agreement_catch_up(
     *, campaign: Campaign, matcher, limit: int = AGREEMENT_CATCH_UP
 ) -> int:
@@ -626,5 +596,4 @@ __all__ = [
     "window_agreement_compute",
     "window_consensus_refresh",
     "window_derived_reset",
-    "windows_due_agreement",
 ]

@@ -24,6 +24,7 @@ from annotation.models import (
     CampaignPhysician,
     CampaignWindow,
 )
+from annotation.selectors import gold_windows_of
 from windows.models import Window
 
 
@@ -207,6 +208,17 @@ def campaign_create(
         for i in raters
     )
     return campaign
+
+
+def campaign_create_from_cohort(*, admin, cohort, **fields) -> Campaign:
+    """``campaign_create`` over the sampled Gold windows of the cohort's stays,
+    or every sampled Gold window when ``cohort`` is None: the new-campaign
+    form's choice."""
+    return campaign_create(
+        admin=admin,
+        windows=gold_windows_of(cohort=cohort).values_list("pk", flat=True),
+        **fields,
+    )
 
 
 @transaction.atomic

@@ -21,7 +21,7 @@ from annotation.models import (
     LabelRevision,
     RevisionKind,
 )
-from annotation.selectors import recorded_critical_actions
+from annotation.selectors.labelling import recorded_critical_actions
 from annotation.services.agreement import on_label_reopened, on_label_submitted
 from evaluation.labelschema import TEXT_LISTS, label_read
 

@@ -15,7 +15,7 @@ from annotation.models import (
     ConsensusLabel,
     Label,
 )
-from annotation.selectors import adjudication_queue
+from annotation.selectors.disputes import adjudication_queue
 
 from .conftest import make_role_user
 from .helpers import written_state

@@ -18,7 +18,7 @@ from annotation.blindness import (
     co_rater_labels_visible,
 )
 from annotation.models import AdjudicationDecision, ConsensusLabel
-from annotation.selectors import adjudication_queue
+from annotation.selectors.disputes import adjudication_queue
 from annotation.services import (
     adjudication_decide,
     assignment_add,

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from annotation.models import Assignment, ConsensusLabel, WindowAgreement
+from annotation.selectors.agreement import windows_due_agreement
 from annotation.services import campaign_create, label_reopen, label_submit
-from annotation.services.agreement import windows_due_agreement
 from annotation.tasks import window_agreement_task
 
 from .conftest import make_gold_windows

@@ -19,12 +19,9 @@ from annotation.models import (
     ConsensusLabel,
     WindowAgreement,
 )
-from annotation.selectors import (
-    adjudication_queue,
-    recorded_critical_actions,
-    window_adjudication_get,
-)
+from annotation.selectors.disputes import adjudication_queue, window_adjudication_get
 from annotation.selectors.irr import campaign_irr, physician_stats
+from annotation.selectors.labelling import recorded_critical_actions
 from annotation.services import (
     adjudication_decide,
     campaign_create,

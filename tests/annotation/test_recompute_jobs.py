@@ -26,7 +26,7 @@ from annotation.models import (
     RecomputeState,
     WindowAgreement,
 )
-from annotation.selectors import campaign_agreement_backlog
+from annotation.selectors.agreement import campaign_agreement_backlog
 from annotation.services.recompute import agreement_recompute_start
 from jobs.models import OutboxMessage
 from jobs.reaper import jobs_reap

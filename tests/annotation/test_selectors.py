@@ -10,7 +10,7 @@ from annotation.critical import (
     default_critical_action_rules,
 )
 from annotation.models import CampaignWindow, Label
-from annotation.selectors import (
+from annotation.selectors.labelling import (
     _suggestions_python,
     recorded_critical_actions,
     term_suggestions,
