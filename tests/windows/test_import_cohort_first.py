@@ -295,7 +295,7 @@ def test_statistics_of_the_event_table_are_kept_while_batches_grow_it(
 ):
     """A growing event table is analyzed between batches (log2 times), so each
     batch's queries are planned on its size, not as an empty table's."""
-    from windows.importers.base import EventStatistics
+    from windows.importers.writing import EventStatistics
 
     seen: list[tuple[int, int, bool]] = []
     original = EventStatistics.committed
@@ -325,7 +325,7 @@ def test_statistics_of_the_event_table_are_kept_while_batches_grow_it(
 
 @pytest.mark.django_db
 def test_event_statistics_analyze_when_the_table_doubled():
-    from windows.importers.base import EventStatistics
+    from windows.importers.writing import EventStatistics
 
     statistics = EventStatistics()
     statistics.held, statistics.MIN_ROWS = 1_000, 10

@@ -19,7 +19,6 @@ from windows.datasources import (
     stays_link,
 )
 from windows.importers.base import (
-    EventWriter,
     ImportSummary,
     SourceDataError,
     SourceTable,
@@ -40,6 +39,7 @@ from windows.importers.clif.tables import (
     clif_demo_directory,
 )
 from windows.importers.clif.transforms import _TRANSFORMS, _code_status_events
+from windows.importers.writing import EventWriter
 from windows.models import Admission, Domain, EventKind, Patient, Source, Stay
 from windows.services import (
     admission_died,

@@ -253,27 +253,7 @@ def _read_hospitalizations(table: SourceTable, patients: pd.DataFrame) -> pd.Dat
     frame = table.read_all(cols + extra)
     for col in ("patient_id", "hospitalization_id"):
         frame[col] = _text(frame[col])
-    frame["admission_dttm"] = parse_times(
-        frame["admission_dttm"],
-        file=table.display,
-        column="admission_dttm",
-        first_row=1,
-    )
-    frame["discharge_dttm"] = parse_times(
-        frame["discharge_dttm"],
-        file=table.display,
-        column="discharge_dttm",
-        first_row=1,
-        required=False,
-    )
-    check_order(
-        frame["admission_dttm"],
-        frame["discharge_dttm"],
-        file=table.display,
-        first_row=1,
-        start_col="admission_dttm",
-        end_col="discharge_dttm",
-    )
+    _parse_interval(frame, table, "admission_dttm", "discharge_dttm")
     frame["age_at_admission"] = parse_whole_numbers(
         frame["age_at_admission"],
         file=table.display,
@@ -302,6 +282,25 @@ def _read_hospitalizations(table: SourceTable, patients: pd.DataFrame) -> pd.Dat
     return frame.set_index("hospitalization_id", drop=False)
 
 
+def _parse_interval(frame: pd.DataFrame, table: SourceTable, start: str, end: str):
+    """Parse a whole table's ``start`` (required) and ``end`` (optional) times in
+    place; an end before its start raises naming the row."""
+    frame[start] = parse_times(
+        frame[start], file=table.display, column=start, first_row=1
+    )
+    frame[end] = parse_times(
+        frame[end], file=table.display, column=end, first_row=1, required=False
+    )
+    check_order(
+        frame[start],
+        frame[end],
+        file=table.display,
+        first_row=1,
+        start_col=start,
+        end_col=end,
+    )
+
+
 def _read_adt(
     table: SourceTable, hosps: pd.DataFrame
 ) -> tuple[pd.DataFrame, dict[str, list[dict]]]:
@@ -317,24 +316,7 @@ def _read_adt(
     frame = table.read_all(cols)
     frame["hospitalization_id"] = _text(frame["hospitalization_id"])
     frame["row"] = np.arange(1, len(frame) + 1)
-    frame["in_dttm"] = parse_times(
-        frame["in_dttm"], file=table.display, column="in_dttm", first_row=1
-    )
-    frame["out_dttm"] = parse_times(
-        frame["out_dttm"],
-        file=table.display,
-        column="out_dttm",
-        first_row=1,
-        required=False,
-    )
-    check_order(
-        frame["in_dttm"],
-        frame["out_dttm"],
-        file=table.display,
-        first_row=1,
-        start_col="in_dttm",
-        end_col="out_dttm",
-    )
+    _parse_interval(frame, table, "in_dttm", "out_dttm")
     reject_first(
         ~frame["hospitalization_id"].isin(hosps.index),
         lambda pos: (

@@ -14,12 +14,7 @@ from django.db import connection
 from django.db.models import Exists, OuterRef, Subquery
 
 from jobs.progress import Progress
-from windows.importers.base import (
-    EVENT_ARROW_SCHEMA,
-    TEXT_LIMITS,
-    EventWriter,
-    ImportSummary,
-)
+from windows.importers.base import ImportSummary
 from windows.importers.mimic.events import (
     DUPLICATE,
     OBS,
@@ -43,6 +38,7 @@ from windows.importers.mimic_mapping import (
     items_frame,
     value_categories,
 )
+from windows.importers.writing import EVENT_ARROW_SCHEMA, TEXT_LIMITS, EventWriter
 from windows.models import Domain, Event
 
 DEVICE_ITEM = 226732
@@ -361,8 +357,18 @@ def _attach_temperature_sites(admission_ids: list[int]) -> tuple[int, int]:
         domain=Domain.VITALS.value,
         category="temp_site",
     )
+    # Keyed by the outer row's admission and time alone (not also by the
+    # batch's admissions): PostgreSQL then finds a temperature's site by the
+    # (admission, time) index instead of scanning the batch's events for each
+    # temperature (0.8 s against 0.04 s for 24 temperatures of 19 admissions).
     site_of = (
-        sites.filter(admission_id=OuterRef("admission_id"), time=OuterRef("time"))
+        Event.objects.filter(
+            admission_id=OuterRef("admission_id"),
+            time=OuterRef("time"),
+            source_table="chartevents",
+            domain=Domain.VITALS.value,
+            category="temp_site",
+        )
         .exclude(value_text="")
         .values("value_text")[:1]
     )

@@ -11,9 +11,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from jobs.progress import Progress
-from windows.importers.base import EventWriter, ImportSummary, SourceTable
+from windows.importers.base import ImportSummary, SourceTable
 from windows.importers.mimic.patients_admissions_stays import Batch
 from windows.importers.mimic.reading import CHUNK_ROWS, TableSpec
+from windows.importers.writing import EventWriter
 from windows.models import EventKind
 
 OBS = EventKind.OBSERVATION.value
@@ -246,6 +247,37 @@ class EventStep:
     ) -> None:
         for events in self.frames(batch, progress):
             summary.add_events(self.name, writer.write(_in_index_order(events)))
+
+
+class DetailStep(EventStep):
+    """An event file whose events take more from a detail file keyed by their
+    ``source_key`` (emar's doses in emar_detail, radiology's exam names in
+    radiology_detail), when that file is there: the batch's events are
+    gathered, completed by ``with_detail``, then written."""
+
+    def __init__(
+        self, *args, detail: SourceTable | None = None, detail_columns=(), **kwargs
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        self.detail, self.detail_columns = detail, list(detail_columns)
+
+    def run(
+        self,
+        batch: Batch,
+        writer: EventWriter,
+        progress: Progress,
+        summary: ImportSummary,
+    ) -> None:
+        parts = list(self.frames(batch, progress))
+        if not parts:
+            return
+        events = pd.concat(parts, ignore_index=True)
+        if self.detail is not None:
+            events = self.with_detail(events)
+        summary.add_events(self.name, writer.write(_in_index_order(events)))
+
+    def with_detail(self, events: pd.DataFrame) -> pd.DataFrame:
+        raise NotImplementedError
 
 
 def _pandas_chunk(block: pa.RecordBatch) -> pd.DataFrame:

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -15,12 +17,7 @@ from django.db import connection, transaction
 from jobs.progress import Progress
 from windows.actions import actions_derive
 from windows.datasources import MIMIC_IV, MIMIC_IV_NOTE, stays_link
-from windows.importers.base import (
-    EventStatistics,
-    EventWriter,
-    ImportSummary,
-    SourceDataError,
-)
+from windows.importers.base import ImportSummary, SourceDataError
 from windows.importers.mimic.chartevents import ChartEventsStep, _chartevents
 from windows.importers.mimic.events import UNTIMED, EventStep
 from windows.importers.mimic.items import ItemLabels
@@ -73,6 +70,7 @@ from windows.importers.mimic.selection import (
     read_stay_ids,
 )
 from windows.importers.mimic_mapping import TEMPERATURE_SITE_ITEM
+from windows.importers.writing import EventStatistics, EventWriter
 from windows.models import Admission, Source, Stay
 
 
@@ -151,20 +149,56 @@ def _event_steps(
 # --- the import --------------------------------------------------------------------
 
 
-def _batches(stays: pd.DataFrame, hadm_ids: list[int], size: int) -> list[list[int]]:
+def _batches(
+    stays: pd.DataFrame,
+    hadm_ids: list[int],
+    size: int,
+    subjects: pd.Series | None = None,
+) -> list[list[int]]:
     """Admissions in order, grouped so that each batch holds about ``size`` stays
-    (an admission's stays are never split)."""
+    (an admission's stays are never split; with ``subjects``, hadm_id ->
+    subject_id, nor a patient's admissions, which then follow each other)."""
     counts = stays["hadm_id"].value_counts()
     batches, current, n = [], [], 0
-    for hadm in hadm_ids:
+    for i, hadm in enumerate(hadm_ids):
         current.append(hadm)
         n += int(counts.get(hadm, 0))
-        if n >= size:
+        same_patient = (
+            subjects is not None
+            and i + 1 < len(hadm_ids)
+            and subjects.loc[hadm_ids[i + 1]] == subjects.loc[hadm]
+        )
+        if n >= size and not same_patient:
             batches.append(current)
             current, n = [], 0
     if current:
         batches.append(current)
     return batches
+
+
+@dataclass
+class Prepared:
+    """What an import knows before it writes anything: the folder read and
+    checked, the admissions to import in batches, their diagnoses."""
+
+    summary: ImportSummary
+    folder: MimicFolder
+    cohort: object  # patients_admissions_stays.PatientsAdmissionsStays
+    labels: ItemLabels
+    steps: list[EventStep]
+    batches: list[list[int]]
+    diagnoses: dict
+    imported: int  # admissions to import
+    wanted: set | None
+    all_admissions: int
+
+    def finish_notes(self) -> None:
+        """The cohort-first note on what was imported, last in the summary."""
+        if self.wanted is not None:
+            self.summary.notes.append(
+                f"cohort first: {self.imported} of {self.all_admissions} admissions "
+                f"in {ADMISSIONS.display} imported with their events"
+            )
 
 
 def mimic_import(
@@ -192,6 +226,43 @@ def mimic_import(
     With more than one batch, each event file is still read once: its rows are
     routed to their batch first (windows.importers.mimic.routing).
     """
+    progress = progress or Progress()
+    plan = mimic_prepare(
+        directory=directory,
+        batch_stays=batch_stays,
+        cohort_size=cohort_size,
+        seed=seed,
+        stays_file=stays_file,
+    )
+    batches, steps = plan.batches, plan.steps
+    progress.start(
+        len(batches) * (len(steps) + 1), "MIMIC-IV: patients, admissions, stays"
+    )
+    with tempfile.TemporaryDirectory(prefix="realicu-mimic-") as spill:
+        router = None
+        if len(batches) > 1:
+            router = _route(Path(spill), steps, batches, plan.cohort, progress)
+        _import_batches(
+            batches, steps, router, plan.cohort, plan.diagnoses, plan.summary, progress
+        )
+    _notes(steps, plan.labels, plan.summary)
+    plan.finish_notes()
+    return plan.summary
+
+
+def mimic_prepare(
+    *,
+    directory: Path,
+    batch_stays: int | None = None,
+    cohort_size: int | None = None,
+    seed: int = 0,
+    stays_file: Path | None = None,
+    by_patient: bool = False,
+) -> Prepared:
+    """Read and check the folder (mimic_import), choose the admissions to import
+    and cut them into batches; nothing is written. With ``by_patient`` every
+    admission of a patient falls in one batch, so that batches share no
+    patient and may run at once (windows.importers.mimic.fanout)."""
     if batch_stays is None:
         batch_stays = settings.REALICU_IMPORT_BATCH_STAYS
     if batch_stays < 1:
@@ -200,7 +271,6 @@ def mimic_import(
         raise ValidationError("Give a cohort size or a stays file, not both.")
     if cohort_size is not None and cohort_size < 1:
         raise ValidationError(f"Cohort size must be at least 1, not {cohort_size}.")
-    progress = progress or Progress()
     summary = ImportSummary(source="MIMIC-IV")
     folder = MimicFolder(directory)
     wanted = read_stay_ids(stays_file) if stays_file is not None else None
@@ -245,26 +315,31 @@ def mimic_import(
         )
     new = new.sort_values(["admittime"], kind="stable")
     cohort.first_admit = new.groupby("subject_id")["admittime"].min()
-    batches = _batches(cohort.stays, [int(h) for h in new.index], batch_stays)
+    order = [int(h) for h in new.index]
+    if by_patient:  # each patient's admissions together, at its first's place
+        first = new.groupby("subject_id", sort=False).ngroup()
+        order = [int(h) for h in new.index[np.argsort(first.to_numpy(), kind="stable")]]
+    batches = _batches(
+        cohort.stays,
+        order,
+        batch_stays,
+        subjects=new["subject_id"] if by_patient else None,
+    )
     diagnoses = (
         _read_diagnoses(folder, new.index.to_numpy(), summary) if len(new) else {}
     )
-
-    progress.start(
-        len(batches) * (len(steps) + 1), "MIMIC-IV: patients, admissions, stays"
+    return Prepared(
+        summary=summary,
+        folder=folder,
+        cohort=cohort,
+        labels=labels,
+        steps=steps,
+        batches=batches,
+        diagnoses=diagnoses,
+        imported=len(new),
+        wanted=wanted,
+        all_admissions=all_admissions,
     )
-    with tempfile.TemporaryDirectory(prefix="realicu-mimic-") as spill:
-        router = None
-        if len(batches) > 1:
-            router = _route(Path(spill), steps, batches, cohort, progress)
-        _import_batches(batches, steps, router, cohort, diagnoses, summary, progress)
-    _notes(steps, labels, summary)
-    if wanted is not None:
-        summary.notes.append(
-            f"cohort first: {len(new)} of {all_admissions} admissions in "
-            f"{ADMISSIONS.display} imported with their events"
-        )
-    return summary
 
 
 def _route(spill: Path, steps, batches, cohort, progress) -> Router:

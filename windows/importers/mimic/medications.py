@@ -8,11 +8,15 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
-from jobs.progress import Progress
-from windows.importers.base import EventWriter, ImportSummary, SourceTable
-from windows.importers.mimic.events import ACT, OBS, EventStep, _events, _in_index_order
+from windows.importers.mimic.events import (
+    ACT,
+    OBS,
+    DetailStep,
+    EventStep,
+    _events,
+    _in_index_order,
+)
 from windows.importers.mimic.items import ItemLabels, _mapped
-from windows.importers.mimic.patients_admissions_stays import Batch
 from windows.importers.mimic.reading import (
     CHUNK_ROWS,
     _check_interval,
@@ -32,31 +36,10 @@ _EMAR_ACTION = (
 )
 
 
-class EmarStep(EventStep):
+class EmarStep(DetailStep):
     """emar, with the dose given from emar_detail when that file is there."""
 
-    def __init__(
-        self, *args, detail: SourceTable | None = None, detail_columns=(), **kwargs
-    ) -> None:
-        super().__init__(*args, **kwargs)
-        self.detail, self.detail_columns = detail, list(detail_columns)
-
-    def run(
-        self,
-        batch: Batch,
-        writer: EventWriter,
-        progress: Progress,
-        summary: ImportSummary,
-    ) -> None:
-        parts = list(self.frames(batch, progress))
-        if not parts:
-            return
-        events = pd.concat(parts, ignore_index=True)
-        if self.detail is not None:
-            events = self._with_doses(events)
-        summary.add_events(self.name, writer.write(_in_index_order(events)))
-
-    def _with_doses(self, events: pd.DataFrame) -> pd.DataFrame:
+    def with_detail(self, events: pd.DataFrame) -> pd.DataFrame:
         """The dose given (and route) of each administration, from the first
         emar_detail row of its emar_id that has one."""
         wanted = set(events["source_key"])

@@ -28,10 +28,8 @@ import re
 import numpy as np
 import pandas as pd
 
-from jobs.progress import Progress
-from windows.importers.base import EventWriter, ImportSummary, SourceTable
-from windows.importers.mimic.events import EventStep, _events, _in_index_order
-from windows.importers.mimic.patients_admissions_stays import Batch
+from windows.importers.base import ImportSummary
+from windows.importers.mimic.events import DetailStep, EventStep, _events
 from windows.importers.mimic.reading import CHUNK_ROWS, TableSpec, _Columns, _keys
 from windows.models import Domain, EventKind
 
@@ -204,34 +202,13 @@ class DischargeStep(EventStep):
     chunk_rows = DISCHARGE_CHUNK_ROWS
 
 
-class RadiologyStep(EventStep):
+class RadiologyStep(DetailStep):
     """radiology, each report named by its exam (radiology_detail's exam_name)
     when that file is there."""
 
     chunk_rows = REPORT_CHUNK_ROWS
 
-    def __init__(
-        self, *args, detail: SourceTable | None = None, detail_columns=(), **kwargs
-    ) -> None:
-        super().__init__(*args, **kwargs)
-        self.detail, self.detail_columns = detail, list(detail_columns)
-
-    def run(
-        self,
-        batch: Batch,
-        writer: EventWriter,
-        progress: Progress,
-        summary: ImportSummary,
-    ) -> None:
-        parts = list(self.frames(batch, progress))
-        if not parts:
-            return
-        events = pd.concat(parts, ignore_index=True)
-        if self.detail is not None:
-            events = self._with_exam_names(events)
-        summary.add_events(self.name, writer.write(_in_index_order(events)))
-
-    def _with_exam_names(self, events: pd.DataFrame) -> pd.DataFrame:
+    def with_detail(self, events: pd.DataFrame) -> pd.DataFrame:
         """The exam name of each report: its first exam_name row (by
         field_ordinal where the file has it), read in chunks."""
         wanted = set(events["source_key"])

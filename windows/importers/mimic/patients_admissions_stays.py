@@ -10,7 +10,6 @@ import numpy as np
 import pandas as pd
 
 from windows.importers.base import (
-    EventWriter,
     ImportSummary,
     SourceDataError,
     reject_first,
@@ -35,6 +34,7 @@ from windows.importers.mimic_mapping import (
     DISCHARGE_MISSING,
     SEX_CATEGORIES,
 )
+from windows.importers.writing import EventWriter
 from windows.models import Admission, Outcome, Patient, Source, Stay
 from windows.services import (
     DEATH_GRACE,

@@ -29,31 +29,49 @@ class TransfersStep(EventStep):
         return events
 
 
+def _charted_items(f: pd.DataFrame, file: str, table: str, labels, domain):
+    """The rows' columns and their items' CLIF mapping (observations of
+    ``domain`` when the mapping does not know the item)."""
+    col = _Columns(f, file, f["_row"].to_numpy())
+    m = _mapped(
+        table,
+        col.id("itemid"),
+        labels.chart,
+        domain=domain.value,
+        kind=OBS,
+        unmapped=labels.unmapped,
+    )
+    return col, m
+
+
+def _charted_events(f, table: str, col, m, **values) -> pd.DataFrame:
+    """One event per row at its charttime, named and placed by its item's
+    mapping, keyed by its row."""
+    return _events(
+        f,
+        table,
+        time=col.time("charttime", required=True),
+        kind=m["kind"],
+        domain=m["domain"],
+        category=m["category"],
+        name=m["name"],
+        source_key=_row_keys(col.rows),
+        **values,
+    )
+
+
 def _outputevents(labels: ItemLabels) -> Callable:
     def transform(f: pd.DataFrame, file: str) -> pd.DataFrame:
         """Urine output items (CLINICAL_CONCEPTS.md section 3) in CLIF output
         categories, mL."""
-        col = _Columns(f, file, f["_row"].to_numpy())
-        itemid = col.id("itemid")
-        m = _mapped(
-            "outputevents",
-            itemid,
-            labels.chart,
-            domain=Domain.OUTPUT.value,
-            kind=OBS,
-            unmapped=labels.unmapped,
-        )
-        return _events(
+        col, m = _charted_items(f, file, "outputevents", labels, Domain.OUTPUT)
+        return _charted_events(
             f,
             "outputevents",
-            time=col.time("charttime", required=True),
-            kind=m["kind"],
-            domain=m["domain"],
-            category=m["category"],
-            name=m["name"],
+            col,
+            m,
             value_num=col.number("value") * m["factor"] + m["offset"],
             unit=_unit(m, col.text("valueuom")),
-            source_key=_row_keys(col.rows),
         )
 
     return transform
@@ -95,26 +113,9 @@ def _procedureevents(labels: ItemLabels) -> Callable:
 def _datetimeevents(labels: ItemLabels) -> Callable:
     def transform(f: pd.DataFrame, file: str) -> pd.DataFrame:
         """A charted date (line insertion, last dialysis) as text at charttime."""
-        col = _Columns(f, file, f["_row"].to_numpy())
-        itemid = col.id("itemid")
-        m = _mapped(
-            "datetimeevents",
-            itemid,
-            labels.chart,
-            domain=Domain.OTHER.value,
-            kind=OBS,
-            unmapped=labels.unmapped,
-        )
-        return _events(
-            f,
-            "datetimeevents",
-            time=col.time("charttime", required=True),
-            kind=m["kind"],
-            domain=m["domain"],
-            category=m["category"],
-            name=m["name"],
-            value_text=col.text("value"),
-            source_key=_row_keys(col.rows),
+        col, m = _charted_items(f, file, "datetimeevents", labels, Domain.OTHER)
+        return _charted_events(
+            f, "datetimeevents", col, m, value_text=col.text("value")
         )
 
     return transform
