@@ -34,3 +34,16 @@ class WindowsConfig(AppConfig):
                 failed=BuildState.FAILED,
             )
         )
+        # A batch of a fanned-out MIMIC-IV import whose worker went silent is
+        # queued again: its rows and its done state commit together, so it is
+        # imported once (windows.import_batches).
+        register(
+            JobKind(
+                name="import-batch",
+                model="windows.ImportBatch",
+                task="windows.tasks.import_batch_execute_task",
+                queued=BuildState.QUEUED,
+                running=BuildState.RUNNING,
+                failed=BuildState.FAILED,
+            )
+        )

@@ -267,6 +267,7 @@ def import_run_execute(*, import_run: ImportRun) -> ImportRun:
     from pathlib import Path
 
     from jobs.progress import Progress
+    from windows.import_batches import import_fanout_enabled, import_run_fan_out
 
     pk = import_run.pk
     lease = job_claim(
@@ -297,6 +298,13 @@ def import_run_execute(*, import_run: ImportRun) -> ImportRun:
                     progress=progress,
                     data_source=chosen.first(),
                 )
+            elif import_fanout_enabled():
+                # Its batches are jobs of their own; the last one ends the run.
+                import_run_fan_out(
+                    import_run=import_run, lease=lease, progress=progress
+                )
+                import_run.refresh_from_db()
+                return import_run
             else:
                 from windows.importers.mimic import mimic_import
 
@@ -413,13 +421,17 @@ def import_run_cancel(*, admin, import_run: ImportRun) -> ImportRun:
                 f"Import {run.pk} is {run.get_status_display().lower()}: only a queued "
                 "or running import can be cancelled."
             )
+        reason = f"Cancelled by {admin.get_username()}."
         ImportRun.objects.filter(pk=run.pk).update(
             status=ImportStatus.CANCELLED,
             lease="",
             finished_at=timezone.now(),
-            error=f"Cancelled by {admin.get_username()}.",
+            error=reason,
             progress_label="cancelled",
         )
+        from windows.import_batches import import_batches_cancel
+
+        import_batches_cancel(run=run, reason=reason)
     import_run.refresh_from_db()
     return import_run
 

@@ -30,3 +30,11 @@ def build_batch_execute_task(batch_id: int) -> None:
     from windows.builds import build_batch_execute
 
     build_batch_execute(batch_id=batch_id)
+
+
+@shared_task(acks_late=True)
+def import_batch_execute_task(batch_id: int) -> None:
+    """One batch of a fanned-out MIMIC-IV import (windows.import_batches)."""
+    from windows.import_batches import import_batch_execute
+
+    import_batch_execute(batch_id=batch_id)
