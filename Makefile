@@ -12,6 +12,10 @@ TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/test
 TEST_BROKER_URL ?= redis://127.0.0.1:6379/15
 # The tests clear their cache at start: keep it apart from the running app's.
 TEST_CACHE_URL ?= filecache://$(CURDIR)/var/test-cache
+# Two processes (pytest-xdist), a test file to one of them: much of the suite
+# waits on workers, servers and browsers, so two share the two cores well.
+# Each has its own database, broker database and cache (tests/parallel.py).
+PYTEST_ARGS ?= -n 2 --dist loadfile --durations=25
 
 .PHONY: run test services lint bench clean
 

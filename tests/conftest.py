@@ -44,9 +44,12 @@ def embedded_bootstrap(tmp_path_factory):
 
 
 @pytest.fixture
-def celery_worker_process(transactional_db, tmp_path):
+def celery_worker_process(transactional_db, tmp_path, request):
     """A real Celery worker process on the test database and the test broker (Redis
-    under `make test`), started for one test and stopped after it."""
+    under `make test`), started for one test and stopped after it. It loads the
+    embedding model when a task first needs it, not as it starts (seconds of a
+    core per worker, a dozen workers a run), unless the test is marked
+    ``warm_up``."""
     import os
     import subprocess
     import sys
@@ -63,6 +66,8 @@ def celery_worker_process(transactional_db, tmp_path):
     )
     env["CELERY_BROKER_URL"] = settings.CELERY_BROKER_URL
     env["REALICU_IMPORT_ROOTS"] = ",".join(settings.REALICU_IMPORT_ROOTS)
+    warm_up = request.node.get_closest_marker("warm_up") is not None
+    env["REALICU_MATCHER_WARM_UP"] = "true" if warm_up else "false"
     root = Path(__file__).resolve().parent.parent
     log_path = tmp_path / "worker.log"
     log = open(log_path, "w")

@@ -46,6 +46,7 @@ def wait_for(condition, what: str):
     raise AssertionError(f"{what} did not happen within {WAIT_SECONDS} s")
 
 
+@pytest.mark.warm_up
 def test_the_worker_loads_the_embedding_model_as_it_starts(
     celery_worker_process, tmp_path
 ):
