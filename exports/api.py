@@ -5,18 +5,8 @@ the Oracle runs with their validation against Gold (spec section 7)."""
 
 from __future__ import annotations
 
-import json
 import math
-import re
 
-from django.conf import settings
-from django.http import (
-    FileResponse,
-    HttpResponse,
-    HttpResponseRedirect,
-    StreamingHttpResponse,
-)
-from django.utils.http import content_disposition_header, parse_etags, quote_etag
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import (
     OpenApiParameter,
@@ -29,27 +19,24 @@ from rest_framework.exceptions import NotFound
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.permissions import BasePermission, IsAuthenticated
-from rest_framework.renderers import BaseRenderer, JSONRenderer
+from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from accounts.roles import user_is_admin
-from datause import services as datause_services
-from datause.selectors import CredentialRequired
 from evaluation.metrics import DEFAULT_K
 from exports import selectors, services
 from exports.authentication import ReleaseTokenAuthentication
-from exports.building import ReleaseFileChanged, release_file_verify
+from exports.building import ReleaseFileChanged
+from exports.downloads import AnyFileRenderer, release_file_serve
 from exports.models import ReleaseKind, ReleaseState, SubmissionState
 from exports.roles import user_may_use_releases
 from exports.scoring import MAX_K
 from exports.throttling import AtomicScopedRateThrottle
 from oracle.models import RunState
-from realicu_web.storage import StoredFile
 from windows.models import DiseaseGroup
 
 MAX_ID = 2**63 - 1
-CHUNK = 64 * 1024
 # A release built from credentialed data, for an account without the credential.
 CREDENTIAL_403 = OpenApiResponse(
     description="The release is built from credentialed (or site-restricted) "
@@ -73,6 +60,13 @@ class ReleaseApi(APIView):
     permission_classes = [IsAuthenticated, MayUseReleases]
     throttle_classes = [AtomicScopedRateThrottle]
     throttle_scope = "releases"
+
+    def paginated(self, rows, serializer_class) -> Response:
+        """A page of ``rows`` (the view's ``pagination_class``) in
+        ``serializer_class``, with the links to the next and previous."""
+        paginator = self.pagination_class()
+        page = paginator.paginate_queryset(rows, self.request, view=self)
+        return paginator.get_paginated_response(serializer_class(page, many=True).data)
 
     def release_or_404(self, release_id: int):
         release = selectors.release_get(user=self.request.user, release_id=release_id)
@@ -121,11 +115,7 @@ class ReleaseListApi(ReleaseApi):
     )
     def get(self, request):
         releases = selectors.release_list(user=request.user).prefetch_related("files")
-        paginator = self.pagination_class()
-        page = paginator.paginate_queryset(releases, request, view=self)
-        return paginator.get_paginated_response(
-            ReleaseOutputSerializer(page, many=True).data
-        )
+        return self.paginated(releases, ReleaseOutputSerializer)
 
 
 class ReleaseDetailApi(ReleaseApi):
@@ -143,143 +133,6 @@ class ReleaseDetailApi(ReleaseApi):
 
 
 # Files ----------------------------------------------------------------------
-
-
-class AnyFileRenderer(BaseRenderer):
-    """Lets a download be asked for with any Accept header; error bodies are
-    still JSON."""
-
-    media_type = "*/*"
-    format = "file"
-    charset = None
-
-    def render(self, data, accepted_media_type=None, renderer_context=None):
-        if isinstance(data, (bytes, bytearray)):
-            return data
-        return json.dumps(data).encode()
-
-
-_RANGE = re.compile(r"^bytes=(\d*)-(\d*)$", re.ASCII)
-_BEYOND_ANY_FILE = 10**18
-
-
-def _byte_range(header: str, size: int) -> tuple[int, int] | None | str:
-    """(first, last) byte of a single ``Range`` (RFC 9110 section 14.1.2),
-    ``None`` to ignore the header (syntax not understood, several ranges), or
-    ``"unsatisfiable"``."""
-    match = _RANGE.match(header.strip())
-    if not match:
-        return None
-    # A position longer than any file's size reads as "beyond the end": int()
-    # of thousands of digits is slow, and past 4,300 a ValueError (a 500).
-    first, last = (
-        (str(_BEYOND_ANY_FILE) if len(part) > 18 else part) for part in match.groups()
-    )
-    if not first and not last:
-        return None
-    if not first:  # the last N bytes
-        suffix = int(last)
-        if suffix == 0:
-            return "unsatisfiable"
-        return max(0, size - suffix), size - 1
-    first_byte = int(first)
-    last_byte = int(last) if last else size - 1
-    if last and last_byte < first_byte:
-        return None
-    if first_byte >= size:
-        return "unsatisfiable"
-    return first_byte, min(last_byte, size - 1)
-
-
-def _file_slice(path, first: int, length: int):
-    if isinstance(path, StoredFile):
-        yield from path.chunks(first, length)
-        return
-    with open(path, "rb") as handle:
-        handle.seek(first)
-        left = length
-        while left > 0:
-            block = handle.read(min(CHUNK, left))
-            if not block:
-                break
-            left -= len(block)
-            yield block
-
-
-def file_response(request, entry, path):
-    """A release file: 304 when If-None-Match names its ETag (the sha256), 206
-    with Content-Range for a satisfiable single Range (unless If-Range names
-    another version), 416 for an unsatisfiable one, else the whole file.
-    ``path`` is the local file or its object in the store (realicu_web.storage),
-    which goes out in blocks or, when settings say so, as a redirect to a
-    short-lived presigned address."""
-    etag = quote_etag(entry.sha256)
-    stored = isinstance(path, StoredFile)
-    size = path.size() if stored else path.stat().st_size
-    content_type = (
-        "application/json"
-        if entry.path.endswith(".json")
-        else "application/x-ndjson"
-        if entry.path.endswith(".jsonl")
-        else "text/markdown; charset=utf-8"
-        if entry.path.endswith(".md")
-        else "image/png"
-        if entry.path.endswith(".png")
-        else "image/svg+xml"
-        if entry.path.endswith(".svg")
-        else "application/octet-stream"
-    )
-    if_none_match = request.headers.get("If-None-Match")
-    if if_none_match and (
-        if_none_match.strip() == "*" or etag in parse_etags(if_none_match)
-    ):
-        response = HttpResponse(status=304)
-        response["ETag"] = etag
-        return response
-    wanted = request.headers.get("Range")
-    if_range = request.headers.get("If-Range")
-    if wanted and if_range and if_range.strip() != etag:
-        wanted = None
-    if wanted:
-        span = _byte_range(wanted, size)
-        if span == "unsatisfiable":
-            response = HttpResponse(status=416)
-            response["Content-Range"] = f"bytes */{size}"
-            response["ETag"] = etag
-            response["Accept-Ranges"] = "bytes"
-            return response
-        if span is not None:
-            first, last = span
-            length = last - first + 1
-            response = StreamingHttpResponse(
-                _file_slice(path, first, length), status=206, content_type=content_type
-            )
-            response["Content-Range"] = f"bytes {first}-{last}/{size}"
-            response["Content-Length"] = str(length)
-            response["ETag"] = etag
-            response["Accept-Ranges"] = "bytes"
-            return response
-    attachment = not entry.path.endswith((".md", ".png", ".svg", ".json"))
-    if stored and settings.REALICU_OBJECT_STORAGE_REDIRECT:
-        response = HttpResponseRedirect(path.url())
-        response["ETag"] = etag
-        return response
-    if stored:
-        response = StreamingHttpResponse(path.chunks(), content_type=content_type)
-        response["Content-Length"] = str(size)
-        response["Content-Disposition"] = content_disposition_header(
-            attachment, path.name
-        )
-    else:
-        response = FileResponse(
-            open(path, "rb"),
-            as_attachment=attachment,
-            filename=path.name,
-            content_type=content_type,
-        )
-    response["ETag"] = etag
-    response["Accept-Ranges"] = "bytes"
-    return response
 
 
 class ReleaseFileApi(ReleaseApi):
@@ -322,29 +175,13 @@ class ReleaseFileApi(ReleaseApi):
     )
     def get(self, request, release_id: int, file_path: str):
         try:
-            found = selectors.release_file_get(
-                user=request.user, release_id=release_id, path=file_path
+            response = release_file_serve(
+                request, release_id=release_id, file_path=file_path
             )
-        except CredentialRequired as refusal:
-            datause_services.download_refused_record(
-                user=request.user,
-                release=refusal.release,
-                path=file_path,
-                reason=str(refusal),
-            )
-            raise
-        if found is None:
-            raise NotFound("No such file in this release.")
-        entry, path = found
-        try:
-            release_file_verify(entry=entry, path=path)
         except ReleaseFileChanged as error:
             return Response({"detail": str(error)}, status=status.HTTP_409_CONFLICT)
-        response = file_response(request, entry, path)
-        if response.status_code != 304:
-            datause_services.download_record(
-                user=request.user, release=entry.release, path=entry.path
-            )
+        if response is None:
+            raise NotFound("No such file in this release.")
         return response
 
 
@@ -409,11 +246,7 @@ class ReleaseWindowListApi(ReleaseApi):
             hours_min=filters.validated_data.get("hours_min"),
             hours_max=filters.validated_data.get("hours_max"),
         )
-        paginator = self.pagination_class()
-        page = paginator.paginate_queryset(records, request, view=self)
-        return paginator.get_paginated_response(
-            WindowRecordSerializer(page, many=True).data
-        )
+        return self.paginated(records, WindowRecordSerializer)
 
 
 # Submissions ----------------------------------------------------------------
@@ -482,11 +315,7 @@ class ReleaseSubmissionsApi(ReleaseApi):
     def get(self, request, release_id: int):
         release = self.release_or_404(release_id)
         submissions = selectors.submission_list(user=request.user, release=release)
-        paginator = self.pagination_class()
-        page = paginator.paginate_queryset(submissions, request, view=self)
-        return paginator.get_paginated_response(
-            SubmissionOutputSerializer(page, many=True).data
-        )
+        return self.paginated(submissions, SubmissionOutputSerializer)
 
     @extend_schema(
         operation_id="releases_submissions_create",
@@ -655,11 +484,7 @@ class OracleRunListApi(OracleAdminApi):
     )
     def get(self, request):
         runs = selectors.oracle_runs_with_reports(user=request.user)
-        paginator = self.pagination_class()
-        page = paginator.paginate_queryset(runs, request, view=self)
-        return paginator.get_paginated_response(
-            OracleRunOutputSerializer(page, many=True).data
-        )
+        return self.paginated(runs, OracleRunOutputSerializer)
 
 
 class OracleRunDetailApi(OracleAdminApi):

@@ -187,7 +187,7 @@ def release_checkpoints(release: Release) -> list[dict]:
 def surveillance_submission_scores(submission, job_progress) -> dict:
     """A stored, valid submission's scores against its surveillance release;
     ``exports.services.submission_score`` runs it under the job's lease."""
-    from exports.services import submission_file_local
+    from exports.submission_files import submission_file_local
 
     job_progress.start(2, "reading")
     with submission_file_local(submission) as path:

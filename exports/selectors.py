@@ -139,6 +139,56 @@ def submission_get(*, user, submission_id: int) -> Submission | None:
     return None
 
 
+def _metric_rows(breakdown: dict) -> list[dict]:
+    return [{"group": group, **values} for group, values in breakdown.items()]
+
+
+def submission_page(*, user, submission_id: int) -> dict | None:
+    """What a submission's page shows (None: not the user's to see): its
+    scores as the release's kind scores them, and the table that shows them.
+    The reaper's check for the job runs first, as on every job's page."""
+    from jobs.reaper import job_check
+
+    submission = submission_get(user=user, submission_id=submission_id)
+    if submission is None:
+        return None
+    job_check(submission)
+    scores = submission.scores or {}
+    context = {
+        "submission": submission,
+        "overall": scores.get("overall"),
+        "scored": submission.state == SubmissionState.SCORED,
+        "mine": submission.submitted_by_id == user.pk,
+    }
+    if submission.release.kind == ReleaseKind.SURVEILLANCE:
+        by_hours = scores.get("action_accuracy_by_hours_since_admit", {})
+        return {
+            **context,
+            "scores_table": "surveillance/partials/_scores.html",
+            "by_hours": sorted(by_hours.items(), key=lambda kv: float(kv[0])),
+        }
+    from evaluation.matcher import tau_source_of
+    from exports.scoring_ppi import interval_rows
+
+    return {
+        **context,
+        "scores_table": "exports/partials/_scores.html",
+        "show_k": True,
+        "by_group": _metric_rows(scores.get("by_disease_group", {})),
+        "by_hours": _metric_rows(scores.get("by_hours_since_admit", {})),
+        "metric_keys": LEADERBOARD_KEYS,
+        # Scale: the prediction-powered intervals against physicians (issue 33).
+        "intervals": interval_rows(scores.get("intervals"), submission.k),
+        # Recorded when scored; scores from before it was recorded get today's.
+        "tau_source": scores.get("tau_source")
+        or (
+            tau_source_of(scores["matcher_model"], scores["tau"])
+            if scores.get("matcher_model") and scores.get("tau") is not None
+            else ""
+        ),
+    }
+
+
 LEADERBOARD_KEYS = (
     "status_accuracy",
     "status_macro_f1",
@@ -184,6 +234,56 @@ def leaderboard_plumbing_only(rows: list[dict]) -> bool:
     """Whether a baseline on the board was predicted by a fake or test LLM
     (agents.models.backbone_is_fake): its scores test the plumbing only."""
     return any((r["baseline"] or {}).get("plumbing_only") for r in rows)
+
+
+def leaderboard_page(*, user, release: Release) -> dict:
+    """What a release's leaderboard shows: its rows, and whether a baseline on
+    it tests the plumbing only."""
+    rows = leaderboard(user=user, release=release)
+    return {
+        "release": release,
+        "rows": rows,
+        "plumbing_only": leaderboard_plumbing_only(rows),
+    }
+
+
+def release_list_page(*, user) -> dict:
+    """The releases the user may see, and what an admin may build one from."""
+    return {
+        "releases": release_list(user=user),
+        **release_build_choices(user=user),
+    }
+
+
+def release_page(*, user, release: Release) -> dict:
+    """What a release's page shows: its state (a build whose worker is gone
+    queued again, or failed, first: jobs.reaper), its files once ready, the
+    user's submissions, and where its matcher's tau came from."""
+    from django.utils import timezone
+
+    from evaluation.matcher import tau_source_of
+    from jobs.reaper import job_check
+
+    job_check(release)
+    ready = release.state == ReleaseState.READY
+    return {
+        "release": release,
+        "ready": ready,
+        "is_admin": user_is_admin(user),
+        "heartbeat_age": (
+            round((timezone.now() - release.heartbeat_at).total_seconds())
+            if release.heartbeat_at
+            else None
+        ),
+        "files": release_files(release=release) if ready else [],
+        "submissions": submission_list(user=user, release=release),
+        # A surveillance release has no matcher (its labels come from rules).
+        "tau_source": (
+            tau_source_of(release.matcher_model, release.tau)
+            if release.matcher_model
+            else ""
+        ),
+    }
 
 
 def release_build_choices(*, user) -> dict:

@@ -4,11 +4,8 @@ scoring predictions (researchers), publishing a submission, API tokens."""
 from __future__ import annotations
 
 import logging
-import os
 import tempfile
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 from django.conf import settings
@@ -30,6 +27,13 @@ from exports.models import (
     SubmissionState,
 )
 from exports.roles import user_may_use_releases
+from exports.submission_files import (
+    _submissions_dir,
+    submission_file_local,
+    submission_file_put,
+    submission_plot_put,
+    submission_plots_dir,
+)
 from exports.tokens import IssuedToken, token_store
 from jobs.outbox import outbox_send
 from jobs.progress import Progress
@@ -43,7 +47,7 @@ from oracle.models import (
 )
 from oracle.promotion_gate import gate_failure_text, promotion_gate
 from oracle.selectors import validation_report_latest
-from realicu_web.storage import StoredFile, object_store, store_put
+from realicu_web.storage import object_store
 from windows.models import Cohort
 
 logger = logging.getLogger(__name__)
@@ -319,12 +323,6 @@ def release_rebuild(*, user, release: Release) -> Release:
 # Submissions ----------------------------------------------------------------
 
 
-def _submissions_dir() -> Path:
-    path = Path(settings.REALICU_SUBMISSIONS_DIR)
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
 def _upload_lines(upload, sink, digest, max_bytes: int):
     """Lines of an uploaded file, copied to ``sink`` and hashed on the way."""
     size = 0
@@ -411,72 +409,6 @@ def submission_create(
         return submission
     finally:
         temporary.unlink(missing_ok=True)
-
-
-def submission_folder(submission: Submission) -> Path:
-    return _submissions_dir() / submission.release.name
-
-
-def submission_plots_dir(submission: Submission) -> Path:
-    return submission_folder(submission) / f"{submission.pk}-plots"
-
-
-def _submission_key(relative: str) -> str:
-    return f"submissions/{relative}"
-
-
-def submission_file_put(*, relative: str, source: Path) -> None:
-    """Moves a checked prediction file from ``source`` to where submissions
-    live: ``relative`` under the submissions folder, or under ``submissions/``
-    in the object store (realicu_web.storage), where every worker reads it."""
-    store = object_store()
-    if store is None:
-        folder = _submissions_dir()
-        (folder / relative).parent.mkdir(parents=True, exist_ok=True)
-        os.replace(source, folder / relative)
-        return
-    # Not write-once: the key is the submission's id, which SQLite may give
-    # again after a rolled-back upload.
-    store_put(store, _submission_key(relative), source)
-    source.unlink(missing_ok=True)
-
-
-@contextmanager
-def submission_file_local(submission: Submission) -> Iterator[Path]:
-    """The submission's prediction file as a local path: its file in the
-    submissions folder, or a copy of its object in the store checked against
-    the sha256 recorded at upload (removed afterwards)."""
-    store = object_store()
-    if store is None:
-        yield _submissions_dir() / submission.file_path
-        return
-    stored = StoredFile(store, _submission_key(submission.file_path))
-    with tempfile.TemporaryDirectory(prefix="realicu-submission-") as folder:
-        local = Path(folder) / stored.name
-        stored.download(local)
-        from exports.building.manifest import file_sha256
-
-        if file_sha256(local) != submission.sha256:
-            raise ValidationError(
-                f"The stored file of submission {submission.pk} is not the file "
-                "uploaded: its checksum does not match the one recorded."
-            )
-        yield local
-
-
-def submission_plot_source(
-    submission: Submission, name: str
-) -> Path | StoredFile | None:
-    """Where the plot ``name`` of a scored submission is read from, or None."""
-    store = object_store()
-    if store is None:
-        path = submission_plots_dir(submission) / f"{name}.png"
-        return path if path.is_file() else None
-    stored = StoredFile(
-        store,
-        _submission_key(f"{submission.release.name}/{submission.pk}-plots/{name}.png"),
-    )
-    return stored if stored.exists() else None
 
 
 PLOTS = {
@@ -577,13 +509,7 @@ def _realicu_submission_scores(submission: Submission, job_progress, matcher) ->
                 k=submission.k,
             )
             if store is not None:
-                store_put(
-                    store,
-                    _submission_key(
-                        f"{submission.release.name}/{submission.pk}-plots/{name}.png"
-                    ),
-                    plots / f"{name}.png",
-                )
+                submission_plot_put(submission, name, plots / f"{name}.png")
     return scores
 
 

@@ -20,17 +20,14 @@ from accounts.ids import IdChoiceField
 from accounts.roles import user_is_admin
 from accounts.web import render_page_or_partial
 from annotation.models import Campaign
-from datause import services as datause_services
-from datause.selectors import CredentialRequired
-from evaluation.matcher import tau_source_of
 from evaluation.metrics import DEFAULT_K
 from exports import selectors, services
-from exports.api import file_response
-from exports.building import ReleaseFileChanged, release_file_verify
+from exports.building import ReleaseFileChanged
+from exports.downloads import release_file_serve
 from exports.models import ApiToken, ReleaseKind, ReleaseState, SubmissionState
 from exports.roles import release_user_required
 from exports.scoring import MAX_K
-from exports.selectors import LEADERBOARD_KEYS
+from exports.submission_files import submission_plot_source
 from exports.throttling import rate_limit_hit, scope_rate
 from exports.tokens import token_expires_at
 from jobs.reaper import job_check
@@ -66,10 +63,9 @@ def _release_list_page(
     request, form: ReleaseBuildForm | None = None, status: int = 200
 ):
     context = {
-        "releases": selectors.release_list(user=request.user),
+        **selectors.release_list_page(user=request.user),
         "is_admin": user_is_admin(request.user),
         "form": form or ReleaseBuildForm(),
-        **selectors.release_build_choices(user=request.user),
     }
     return render_page_or_partial(
         request,
@@ -224,29 +220,10 @@ def _release_or_404(request, release_id: int):
 
 
 def _release_detail_page(request, release, form=None, errors=(), status=200):
-    # A build whose worker is gone is queued again (or failed) before the page
-    # says "Building".
-    job_check(release)
-    ready = release.state == ReleaseState.READY
     context = {
-        "release": release,
-        "ready": ready,
-        "is_admin": user_is_admin(request.user),
-        "heartbeat_age": (
-            round((timezone.now() - release.heartbeat_at).total_seconds())
-            if release.heartbeat_at
-            else None
-        ),
-        "files": selectors.release_files(release=release) if ready else [],
-        "submissions": selectors.submission_list(user=request.user, release=release),
+        **selectors.release_page(user=request.user, release=release),
         "form": form or SubmissionForm(initial={"k": DEFAULT_K}),
         "errors": list(errors),
-        # A surveillance release has no matcher (its labels come from rules).
-        "tau_source": (
-            tau_source_of(release.matcher_model, release.tau)
-            if release.matcher_model
-            else ""
-        ),
     }
     return render_page_or_partial(
         request,
@@ -311,33 +288,18 @@ def release_cancel(request, release_id: int):
 @release_user_required
 def release_file(request, release_id: int, file_path: str):
     try:
-        found = selectors.release_file_get(
-            user=request.user, release_id=release_id, path=file_path
+        response = release_file_serve(
+            request, release_id=release_id, file_path=file_path
         )
-    except CredentialRequired as refusal:
-        datause_services.download_refused_record(
-            user=request.user,
-            release=refusal.release,
-            path=file_path,
-            reason=str(refusal),
-        )
-        raise
-    if found is None:
-        raise Http404("No such file in this release.")
-    try:
-        release_file_verify(entry=found[0], path=found[1])
     except ReleaseFileChanged as error:
         return render(
             request,
             "exports/release_file_changed.html",
-            {"release": found[0].release, "message": str(error)},
+            {"release": error.release, "message": str(error)},
             status=409,
         )
-    response = file_response(request, *found)
-    if response.status_code != 304:
-        datause_services.download_record(
-            user=request.user, release=found[0].release, path=found[0].path
-        )
+    if response is None:
+        raise Http404("No such file in this release.")
     return response
 
 
@@ -398,48 +360,12 @@ def _submission_or_404(request, submission_id: int):
     return submission
 
 
-def _metric_rows(breakdown: dict) -> list[dict]:
-    return [{"group": group, **values} for group, values in breakdown.items()]
-
-
 @require_GET
 @release_user_required
 def submission_detail(request, submission_id: int):
-    submission = _submission_or_404(request, submission_id)
-    job_check(submission)
-    scores = submission.scores or {}
-    if submission.release.kind == ReleaseKind.SURVEILLANCE:
-        by_hours = scores.get("action_accuracy_by_hours_since_admit", {})
-        context = {
-            "submission": submission,
-            "overall": scores.get("overall"),
-            "by_hours": sorted(by_hours.items(), key=lambda kv: float(kv[0])),
-            "scored": submission.state == SubmissionState.SCORED,
-            "mine": submission.submitted_by_id == request.user.pk,
-        }
-        return render_page_or_partial(
-            request, "surveillance/submission_detail.html", context, partial="scores"
-        )
-    from exports.scoring_ppi import interval_rows
-
-    context = {
-        "submission": submission,
-        "overall": scores.get("overall"),
-        "by_group": _metric_rows(scores.get("by_disease_group", {})),
-        "by_hours": _metric_rows(scores.get("by_hours_since_admit", {})),
-        "scored": submission.state == SubmissionState.SCORED,
-        "mine": submission.submitted_by_id == request.user.pk,
-        "metric_keys": LEADERBOARD_KEYS,
-        # Scale: the prediction-powered intervals against physicians (issue 33).
-        "intervals": interval_rows(scores.get("intervals"), submission.k),
-        # Recorded when scored; scores from before it was recorded get today's.
-        "tau_source": scores.get("tau_source")
-        or (
-            tau_source_of(scores["matcher_model"], scores["tau"])
-            if scores.get("matcher_model") and scores.get("tau") is not None
-            else ""
-        ),
-    }
+    context = selectors.submission_page(user=request.user, submission_id=submission_id)
+    if context is None:
+        raise Http404("No such submission.")
     return render_page_or_partial(
         request, "exports/submission_detail.html", context, partial="scores"
     )
@@ -451,7 +377,7 @@ def submission_plot(request, submission_id: int, name: str):
     submission = _submission_or_404(request, submission_id)
     if name not in PLOT_NAMES or submission.state != SubmissionState.SCORED:
         raise Http404("No such plot.")
-    source = services.submission_plot_source(submission, name)
+    source = submission_plot_source(submission, name)
     if source is None:
         raise Http404("No such plot.")
     if isinstance(source, Path):
@@ -478,12 +404,7 @@ def submission_publish(request, submission_id: int):
 @release_user_required
 def leaderboard(request, release_id: int):
     release = _release_or_404(request, release_id)
-    rows = selectors.leaderboard(user=request.user, release=release)
-    context = {
-        "release": release,
-        "rows": rows,
-        "plumbing_only": selectors.leaderboard_plumbing_only(rows),
-    }
+    context = selectors.leaderboard_page(user=request.user, release=release)
     if release.kind == ReleaseKind.SURVEILLANCE:
         return render(request, "surveillance/leaderboard.html", context)
     return render(request, "exports/leaderboard.html", context)

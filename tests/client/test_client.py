@@ -104,7 +104,7 @@ def test_a_corrupted_download_raises_and_leaves_no_file(
 ):
     from realicu_client import ChecksumMismatch
 
-    import exports.api as server
+    import exports.downloads as server
 
     def corrupting(request, entry, path):
         body = path.read_bytes()

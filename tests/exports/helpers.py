@@ -4,6 +4,9 @@ matches equal texts only, for metric values computed by hand."""
 
 from __future__ import annotations
 
+import io
+import json
+
 import numpy as np
 
 from annotation.models import Campaign
@@ -105,3 +108,22 @@ class ExactMatcher:
         for n, t in enumerate(texts):
             out[n, self.vocabulary[t.lower()]] = 1.0
         return out
+
+
+def prediction_upload(tiny_stays) -> io.BytesIO:
+    """A one-line prediction file for the first window of tiny stay A, as an
+    upload named p.jsonl."""
+    w = tiny_stays["windows"]
+    upload = io.BytesIO(
+        json.dumps(
+            {
+                "window_id": w["A"][0].pk,
+                "status": "deteriorating",
+                "acute_problems": ["Septic shock"],
+                "recommended_actions": ["Fluid bolus"],
+            }
+        ).encode()
+        + b"\n"
+    )
+    upload.name = "p.jsonl"
+    return upload

@@ -8,7 +8,6 @@ and streamed (or redirected to a presigned address), and two worker
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import os
 import socket
@@ -24,6 +23,7 @@ from rest_framework.test import APIClient
 from evaluation.metrics import DEFAULT_K
 from exports.models import Release, ReleaseFile, ReleaseState, Submission
 from exports.services import release_create, token_create
+from tests.exports.helpers import prediction_upload
 
 pytestmark = pytest.mark.django_db
 
@@ -319,18 +319,7 @@ def test_two_worker_machines_share_the_store_with_the_web(
 
     worker_b = start_worker(tmp_path / "b.log", **b_env)
     try:
-        w = tiny_stays["windows"]
-        upload = io.BytesIO(
-            json.dumps(
-                {
-                    "window_id": w["A"][0].pk,
-                    "status": "deteriorating",
-                    "acute_problems": ["Septic shock"],
-                    "recommended_actions": ["Fluid bolus"],
-                }
-            ).encode()
-        )
-        upload.name = "p.jsonl"
+        upload = prediction_upload(tiny_stays)
         client.force_login(researcher)
         response = client.post(
             f"/releases/{release.pk}/submit/",
@@ -364,21 +353,6 @@ def test_two_worker_machines_share_the_store_with_the_web(
     assert b"".join(plot.streaming_content).startswith(b"\x89PNG")
 
 
-def _prediction_upload(tiny_stays) -> io.BytesIO:
-    w = tiny_stays["windows"]
-    return io.BytesIO(
-        json.dumps(
-            {
-                "window_id": w["A"][0].pk,
-                "status": "deteriorating",
-                "acute_problems": ["Septic shock"],
-                "recommended_actions": ["Fluid bolus"],
-            }
-        ).encode()
-        + b"\n"
-    )
-
-
 def test_a_submission_is_stored_and_scored_from_the_store(
     s3, tiny_release, tiny_stays, researcher, release_dirs, settings
 ):
@@ -389,7 +363,7 @@ def test_a_submission_is_stored_and_scored_from_the_store(
     submission = submission_create(
         user=researcher,
         release=tiny_release,
-        upload=_prediction_upload(tiny_stays),
+        upload=prediction_upload(tiny_stays),
         model_name="m",
     )
     key = f"submissions/{submission.file_path}"
@@ -418,7 +392,7 @@ def test_a_submission_changed_in_the_store_is_not_scored(
     submission = submission_create(
         user=researcher,
         release=tiny_release,
-        upload=_prediction_upload(tiny_stays),
+        upload=prediction_upload(tiny_stays),
         model_name="m",
     )
     key = f"submissions/{submission.file_path}"

@@ -1,8 +1,6 @@
 """The queue: a release built by the Celery task, and a submission uploaded
 through the API scored by a real worker with the release's real matcher."""
 
-import io
-import json
 import time
 
 import pytest
@@ -10,6 +8,7 @@ from rest_framework.test import APIClient
 
 from exports.models import Release, ReleaseState, Submission, SubmissionState
 from exports.services import release_create, token_create
+from tests.exports.helpers import prediction_upload
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
@@ -47,18 +46,7 @@ def test_release_is_built_and_predictions_scored_by_the_worker(
 
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Token {token_create(user=researcher).key}")
-    w = tiny_stays["windows"]
-    upload = io.BytesIO(
-        json.dumps(
-            {
-                "window_id": w["A"][0].pk,
-                "status": "deteriorating",
-                "acute_problems": ["Septic shock"],
-                "recommended_actions": ["Fluid bolus"],
-            }
-        ).encode()
-    )
-    upload.name = "p.jsonl"
+    upload = prediction_upload(tiny_stays)
     created = client.post(
         f"/api/v1/releases/{release.pk}/submissions/",
         {"file": upload, "model_name": "m"},
