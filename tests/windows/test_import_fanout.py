@@ -257,3 +257,25 @@ def test_a_malformed_batch_file_fails_the_import_naming_it(tmp_path, settings):
     assert sorted(Admission.objects.values_list("source_id", flat=True)) == [
         str(h) for h in first.hadm_ids
     ]
+
+
+@pytest.mark.django_db
+def test_a_cancelled_fanned_out_import_ends_its_batches_and_writes_nothing(
+    tmp_path, settings, admin_user
+):
+    from windows.services import import_run_cancel
+
+    settings.VAR_DIR = tmp_path / "var"
+    settings.REALICU_IMPORT_BATCH_STAYS = 1
+    run, batches = _planned(write_mimic(tmp_path / "m", mimic_tables()))
+    run.refresh_from_db()
+    assert run.status == ImportStatus.BATCHES and run.is_open
+    import_run_cancel(admin=admin_user, import_run=run)
+    assert run.status == ImportStatus.CANCELLED
+    assert set(run.batches.values_list("state", "lease")) == {("failed", "")}
+    # A batch's message arriving after the cancel finds nothing to take.
+    for batch in batches:
+        import_batch_execute(batch_id=batch.pk)
+    assert Stay.objects.count() == 0 and Patient.objects.count() == 0
+    run.refresh_from_db()
+    assert run.status == ImportStatus.CANCELLED
