@@ -200,11 +200,13 @@ def import_run_finish(*, run_id: int) -> ImportRun | None:
             return run
         rows = list(run.batches.values_list("state", "result", "error", "index"))
         done = sum(state == BuildState.DONE for state, *_ in rows)
+        counted = (run.progress_done, run.progress_total)
         run.progress_done, run.progress_total = done, len(rows)
         run.progress_label = f"{done} of {len(rows)} batches done"
         fields = ["progress_done", "progress_total", "progress_label"]
         if any(state in OPEN for state, *_ in rows):
-            run.save(update_fields=fields)
+            if counted != (done, len(rows)):  # a page polling writes nothing
+                run.save(update_fields=fields)
             return run
         results = [result for state, result, *_ in rows if state == BuildState.DONE]
         run.summary = summary_merge(run.summary, results)
