@@ -326,3 +326,56 @@ def window_page_context(request, window: Window, *, full: bool) -> dict:
             }
         )
     return context
+
+
+STAY_EVENTS_PER_PAGE = 100
+
+
+def stay_page_context(request, stay: Stay, *, full: bool) -> dict:
+    """The context of a stay's page: its events filtered by the query string's
+    kind, domain and category (each ignored unless the stay has it), a page of
+    them; ``full`` adds what only the whole page shows (coded records, the
+    notes lane, the admission's other stays, the window marks)."""
+    categories_by_domain = selectors.stay_event_categories(stay=stay)
+    kind = choice(
+        request.GET.get("kind"), [k for k in EventKind.values if k != EventKind.CODED]
+    )
+    domain = choice(request.GET.get("domain"), categories_by_domain)
+    present = {c for categories in categories_by_domain.values() for c in categories}
+    category = choice(request.GET.get("category"), present)
+    events = selectors.stay_events(
+        stay=stay, kind=kind, domain=domain, category=category
+    )
+    page = Paginator(events, STAY_EVENTS_PER_PAGE).get_page(request.GET.get("page"))
+    domain_labels = dict(Domain.choices)
+    context = {
+        "stay": stay,
+        "page": page,
+        "rows": event_rows(stay, page.object_list),
+        "kind": kind,
+        "domain": domain,
+        "category": category,
+        # Coded records are listed apart, not filtered into the timeline.
+        "kinds": [c for c in EventKind.choices if c[0] != EventKind.CODED],
+        "domains": [(d, domain_labels.get(d, d)) for d in categories_by_domain],
+        "categories": [
+            (domain_labels.get(d, d), categories)
+            for d, categories in categories_by_domain.items()
+            if categories
+        ],
+        "filtered": bool(kind or domain or category),
+    }
+    if full:
+        # Coded records and the notes lane's radiology reports: one query.
+        apart = selectors.stay_records_apart(stay=stay)
+        context["coded"] = coded_rows(apart.coded)
+        context["note_marks"] = note_marks(stay, apart.reports)
+        context["other_stays"] = selectors.stay_admission_stays(stay=stay)
+        windows = window_marks(selectors.stay_windows(stay=stay))
+        context["windows"] = windows
+        if windows:
+            first = windows[0].window
+            context["window_minutes"] = round(
+                (first.end - first.start).total_seconds() / 60
+            )
+    return context

@@ -25,23 +25,17 @@ from windows.models import (
     BuildRun,
     DataSource,
     DiseaseGroup,
-    Domain,
-    EventKind,
     Outcome,
     Source,
 )
 from windows.presentation import (
     choice,
-    coded_rows,
-    event_rows,
-    note_marks,
-    window_marks,
+    stay_page_context,
     window_page_context,
 )
 from windows.tracks import stay_track_sources
 
 STAYS_PER_PAGE = 50
-EVENTS_PER_PAGE = 100
 IMPORT_RUNS_PER_PAGE = 25
 
 
@@ -93,48 +87,7 @@ def stay_detail(request, stay_id: int):
     stay = selectors.stay_get(user=request.user, stay_id=stay_id)
     if stay is None:
         raise Http404("No such ICU stay.")
-    categories_by_domain = selectors.stay_event_categories(stay=stay)
-    kind = choice(
-        request.GET.get("kind"), [k for k in EventKind.values if k != EventKind.CODED]
-    )
-    domain = choice(request.GET.get("domain"), categories_by_domain)
-    present = {c for categories in categories_by_domain.values() for c in categories}
-    category = choice(request.GET.get("category"), present)
-    events = selectors.stay_events(
-        stay=stay, kind=kind, domain=domain, category=category
-    )
-    page = Paginator(events, EVENTS_PER_PAGE).get_page(request.GET.get("page"))
-    domain_labels = dict(Domain.choices)
-    context = {
-        "stay": stay,
-        "page": page,
-        "rows": event_rows(stay, page.object_list),
-        "kind": kind,
-        "domain": domain,
-        "category": category,
-        # Coded records are listed apart, not filtered into the timeline.
-        "kinds": [c for c in EventKind.choices if c[0] != EventKind.CODED],
-        "domains": [(d, domain_labels.get(d, d)) for d in categories_by_domain],
-        "categories": [
-            (domain_labels.get(d, d), categories)
-            for d, categories in categories_by_domain.items()
-            if categories
-        ],
-        "filtered": bool(kind or domain or category),
-    }
-    if not wants_partial(request):
-        # Coded records and the notes lane's radiology reports: one query.
-        apart = selectors.stay_records_apart(stay=stay)
-        context["coded"] = coded_rows(apart.coded)
-        context["note_marks"] = note_marks(stay, apart.reports)
-        context["other_stays"] = selectors.stay_admission_stays(stay=stay)
-        windows = window_marks(selectors.stay_windows(stay=stay))
-        context["windows"] = windows
-        if windows:
-            first = windows[0].window
-            context["window_minutes"] = round(
-                (first.end - first.start).total_seconds() / 60
-            )
+    context = stay_page_context(request, stay, full=not wants_partial(request))
     return _render(request, "windows/stay_detail.html", context, partial="event_table")
 
 
@@ -287,12 +240,10 @@ def _import_runs_checked(runs) -> None:
     whose worker went silent is re-queued (or failed) before the page says
     "Running"."""
     from jobs.reaper import job_check
-    from windows.import_batches import import_run_batches_check
 
     for run in runs:
         if run.is_open:
             job_check(run)
-            import_run_batches_check(run)
 
 
 def _import_list_page(request, form: ImportStartForm, *, status: int = 200):
