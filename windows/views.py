@@ -240,10 +240,12 @@ def _import_runs_checked(runs) -> None:
     whose worker went silent is re-queued (or failed) before the page says
     "Running"."""
     from jobs.reaper import job_check
+    from windows.import_batches import import_run_batches_check
 
     for run in runs:
         if run.is_open:
             job_check(run)
+            import_run_batches_check(run)
 
 
 def _import_list_page(request, form: ImportStartForm, *, status: int = 200):
