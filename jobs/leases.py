@@ -27,7 +27,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from jobs.liveness import consumer_alive
+from jobs.liveness import consumer_alive, consumer_loop_thread
 
 logger = logging.getLogger(__name__)
 
@@ -117,6 +117,7 @@ class job_heartbeat:
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
+        self._owner: int | None = None
 
     # The sink ----------------------------------------------------------------
     def __call__(self, done: int, total: int, label: str = "") -> None:
@@ -132,8 +133,10 @@ class job_heartbeat:
         """One heartbeat (and progress) write; run by the thread, callable by hand.
         Nothing is written while this process's consumer loop is stale
         (jobs.liveness): a worker that no longer takes messages is not alive,
-        whatever its threads still do, and its job goes to the reaper."""
-        if not consumer_alive():
+        whatever its threads still do, and its job goes to the reaper. A job
+        run inside the loop's own thread (the solo pool) is what holds the
+        loop: its heartbeat goes on, as a pool child's does."""
+        if self._owner != consumer_loop_thread() and not consumer_alive():
             logger.warning(
                 "heartbeat of %s %s withheld: this worker's consumer loop has stopped",
                 self.model.__name__,
@@ -176,6 +179,7 @@ class job_heartbeat:
             connection.close()
 
     def __enter__(self) -> job_heartbeat:
+        self._owner = threading.get_ident()
         self._thread = threading.Thread(
             target=self._run,
             name=f"heartbeat-{self.model.__name__}-{self.pk}",

@@ -30,6 +30,7 @@ import time
 logger = logging.getLogger(__name__)
 
 _last_beat: float | None = None
+_loop_thread: int | None = None
 _last_touch = 0.0
 _touch_lock = threading.Lock()
 
@@ -41,9 +42,10 @@ LOOP_STALE_SECONDS = 30.0
 
 def consumer_beat() -> None:
     """Called by the consumer loop on every pass."""
-    global _last_beat, _last_touch
+    global _last_beat, _last_touch, _loop_thread
     now = time.time()
     _last_beat = now
+    _loop_thread = threading.get_ident()
     path = os.environ.get("REALICU_WORKER_LIVENESS_FILE")
     if path and now - _last_touch >= 1.0:
         with _touch_lock:
@@ -73,8 +75,16 @@ def consumer_alive(*, stale_seconds: float = LOOP_STALE_SECONDS) -> bool:
     return time.time() - _last_beat <= stale_seconds
 
 
+def consumer_loop_thread() -> int | None:
+    """The thread that runs this process's consumer loop (None: it has none).
+    A solo pool runs each task in that very thread, so the loop does not pass
+    while one of its jobs works: the job, not a hang, holds it."""
+    return _loop_thread
+
+
 def consumer_forget() -> None:
     """This process has no consumer loop (a pool child; tests)."""
-    global _last_beat, _last_touch
+    global _last_beat, _last_touch, _loop_thread
     _last_beat = None
+    _loop_thread = None
     _last_touch = 0.0

@@ -67,6 +67,32 @@ def test_the_heartbeat_is_written_while_the_loop_passes_and_withheld_once_it_sto
     assert run.heartbeat_at == old
 
 
+def test_a_job_run_inside_the_loops_own_thread_keeps_its_heartbeat(monkeypatch):
+    """The solo pool runs a task in the consumer loop's own thread, so the loop
+    does not pass while the job works: a release build over 30 s on a solo
+    worker had its heartbeat withheld and lost its lease to the reaper, which
+    then removed the folder the build was still writing. A job entered in any
+    other thread (a threads-pool task) is still judged by the loop."""
+    run, lease = _running_run()
+    old = timezone.now() - timedelta(minutes=5)
+    ImportRun.objects.filter(pk=run.pk).update(heartbeat_at=old)
+
+    liveness.consumer_beat()  # this thread runs the loop, then the job
+    monkeypatch.setattr(liveness, "_last_beat", time.time() - 40)
+    assert not liveness.consumer_alive()
+    with job_heartbeat(model=ImportRun, pk=run.pk, lease=lease, interval=3600) as b:
+        b.beat()
+    run.refresh_from_db()
+    assert run.heartbeat_at > old
+
+    ImportRun.objects.filter(pk=run.pk).update(heartbeat_at=old)
+    monkeypatch.setattr(liveness, "_loop_thread", threading.get_ident() + 1)
+    with job_heartbeat(model=ImportRun, pk=run.pk, lease=lease, interval=3600) as b:
+        b.beat()
+    run.refresh_from_db()
+    assert run.heartbeat_at == old
+
+
 def test_the_liveness_file_is_touched_by_the_loop(tmp_path, monkeypatch):
     path = tmp_path / "worker.alive"
     monkeypatch.setenv("REALICU_WORKER_LIVENESS_FILE", str(path))
