@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from exports import views
+from exports import views, views_budget
 
 app_name = "exports"
 
@@ -34,6 +34,11 @@ urlpatterns = [
         "submissions/<id:submission_id>/plots/<str:name>.png",
         views.submission_plot,
         name="submission_plot",
+    ),
+    path(
+        "submissions/<id:submission_id>/budget/",
+        views_budget.submission_budget,
+        name="submission_budget",
     ),
     path(
         "submissions/<id:submission_id>/publish/",

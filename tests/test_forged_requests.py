@@ -92,6 +92,7 @@ ADMIN_ONLY = {
     "oracle:backbone_list",
     "oracle:backbone_new",
     "oracle:backbone_edit",
+    "exports:submission_budget",
     "windows:import_list",
     "windows:import_start",
     "windows:import_progress",

@@ -1,0 +1,80 @@
+"""The Gold budget of a Scale submission's score intervals (issue 33): for a
+target width on one figure, how many more physician windows a uniform and an
+active draw would need, from the intervals stored with its scores and the
+Oracle's uncertainty on the Gold windows (``evaluation.ppi_budget``)."""
+
+from __future__ import annotations
+
+from evaluation.ppi_budget import active_factor, gold_budget
+from exports.models import Release, ReleaseKind
+from exports.scoring_ppi import INTERVAL_METRICS, INTERVAL_TITLES, release_rectifier
+from exports.selectors import submission_get
+
+BUDGET_MEANING = (
+    "Physician (Gold) windows a 95 % interval of the chosen width would need, "
+    "in all and more than now: under a uniform draw of the release's windows, "
+    "and under an active draw that favours windows where the Oracle is "
+    "uncertain (its stored uncertainty; a uniform floor of 70 % of the "
+    "budget). The variances are those estimated from the physician labels so "
+    "far, the release's windows stay as they are, and the active figure "
+    "assumes the Oracle errs in proportion to its uncertainty: a plan, not a "
+    "promise."
+)
+
+
+def figure_choices(k: int) -> list[tuple[str, str]]:
+    return [(m, INTERVAL_TITLES[m].replace("@k", f"@{k}")) for m in INTERVAL_METRICS]
+
+
+def release_uncertainty(release: Release) -> tuple[list[float], list[float]]:
+    """The Oracle's stored uncertainty on the release's Gold windows (an
+    active draw's, ``oracle.models.GoldInclusion``) with their Hajek weights
+    (1 / probability)."""
+    if release.kind != ReleaseKind.SCALE or release.validation_report_id is None:
+        return [], []
+    from oracle.models import GoldInclusion
+
+    gold = set(release_rectifier(release))
+    rows = [
+        (u, 1.0 / p)
+        for w, u, p in GoldInclusion.objects.filter(
+            campaign_id=release.validation_report.campaign_id, window_id__in=gold
+        ).values_list("window_id", "uncertainty", "probability")
+    ]
+    return [u for u, _ in rows], [w for _, w in rows]
+
+
+def submission_budget_page(
+    *, user, submission_id: int, figure: str | None, target_width: float | None
+) -> dict | None:
+    """What the budget page shows (None: not the user's to see): the
+    submission's figures with their intervals now and, for ``figure`` and
+    ``target_width`` when given, the Gold windows needed."""
+    submission = submission_get(user=user, submission_id=submission_id)
+    if submission is None:
+        return None
+    intervals = (submission.scores or {}).get("intervals") or {}
+    figures = intervals.get("figures", {})
+    context = {
+        "submission": submission,
+        "meaning": BUDGET_MEANING,
+        "has_intervals": bool(figures),
+        "budget": None,
+    }
+    if not figures or figure not in figures or target_width is None:
+        return context
+    uncertainty, weights = release_uncertainty(submission.release)
+    active = active_factor(uncertainty, weights) if uncertainty else None
+    # The Gold windows count at the worth of the draw the interval assumed.
+    drawn = intervals.get("inclusion") == "stored draw probabilities"
+    budget = gold_budget(
+        figures[figure],
+        target_width=target_width,
+        active=active,
+        current=active if drawn and active else 1.0,
+    )
+    return {
+        **context,
+        "budget": budget,
+        "figure_title": dict(figure_choices(submission.k))[figure],
+    }

@@ -1,0 +1,52 @@
+"""The Gold budget page of a Scale submission (admins): how many more
+physician windows a target interval width would need (issue 33)."""
+
+from __future__ import annotations
+
+import math
+
+from django import forms
+from django.http import Http404
+from django.shortcuts import render
+from django.views.decorators.http import require_GET
+
+from accounts.access import admin_required
+from exports.scoring_budget import figure_choices, submission_budget_page
+
+
+def _open_unit(width: float) -> None:
+    if not (math.isfinite(width) and 0 < width < 1):
+        raise forms.ValidationError(
+            "The target width must be a number above 0 and below 1."
+        )
+
+
+class BudgetForm(forms.Form):
+    figure = forms.ChoiceField()
+    width = forms.FloatField(
+        validators=[_open_unit], help_text="Of the 95 % interval: above 0, below 1."
+    )
+
+    def __init__(self, *args, k: int, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["figure"].choices = figure_choices(k)
+
+
+@require_GET
+@admin_required
+def submission_budget(request, submission_id: int):
+    base = submission_budget_page(
+        user=request.user, submission_id=submission_id, figure=None, target_width=None
+    )
+    if base is None:
+        raise Http404("No such submission.")
+    form = BudgetForm(request.GET or None, k=base["submission"].k)
+    context = base
+    if form.is_bound and form.is_valid():
+        context = submission_budget_page(
+            user=request.user,
+            submission_id=submission_id,
+            figure=form.cleaned_data["figure"],
+            target_width=form.cleaned_data["width"],
+        )
+    return render(request, "exports/submission_budget.html", {**context, "form": form})

@@ -1,0 +1,131 @@
+"""The admins' Gold budget page of a Scale submission (issue 33): for a figure
+and a target width, the interval now (the one the score page and the API
+show) and the physician windows a uniform and an active draw would need."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from rest_framework.test import APIClient
+
+from evaluation.ppi_budget import active_factor, gold_budget
+from exports.services import token_create
+
+from .test_scale_intervals import _scored, rectified_release  # noqa: F401
+
+pytestmark = pytest.mark.django_db
+
+FIGURE = "status_macro_f1"
+
+
+@pytest.fixture
+def scored(researcher, rectified_release, tiny_stays):  # noqa: F811
+    submission = _scored(researcher, rectified_release, tiny_stays["windows"])
+    submission.public = True
+    submission.save(update_fields=["public"])
+    return submission
+
+
+def _url(submission, **params):
+    query = "&".join(f"{k}={v}" for k, v in params.items())
+    return f"/releases/submissions/{submission.pk}/budget/?{query}"
+
+
+def _cell(page: str, attribute: str) -> str:
+    return page.split(f'{attribute}="')[1].split('"')[0]
+
+
+def test_the_admin_sees_the_interval_now_and_the_windows_needed(
+    client, admin_user, researcher, scored
+):
+    stored = scored.scores["intervals"]["figures"][FIGURE]
+    width_now = stored["upper"] - stored["lower"]
+    assert math.isfinite(width_now)
+    client.force_login(admin_user)
+    page = client.get(_url(scored, figure=FIGURE, width=width_now / 2))
+    assert page.status_code == 200
+    html = page.content.decode()
+    # The width now is the score page's and the API's interval.
+    assert float(_cell(html, "data-width-now")) == pytest.approx(width_now)
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Token {token_create(user=researcher).key}")
+    served = api.get(f"/api/v1/submissions/{scored.pk}/").json()["scores"]
+    figure = served["intervals"]["figures"][FIGURE]
+    assert float(_cell(html, "data-width-now")) == pytest.approx(
+        figure["upper"] - figure["lower"]
+    )
+    # Half the width takes four times the Gold term's windows.
+    expected = gold_budget(stored, target_width=width_now / 2)
+    assert int(_cell(html, "data-more-uniform")) == expected["more_uniform"]
+    assert expected["more_uniform"] >= 3 * stored["n_gold"] - 1
+    assert "no stored uncertainty" in html
+    assert "a plan, not a promise" in html
+
+
+def test_the_active_figure_reads_the_stored_uncertainty(
+    client,
+    admin_user,
+    scored,
+    rectified_release,
+    tiny_stays,  # noqa: F811
+):
+    from oracle.models import GoldInclusion
+
+    w = tiny_stays["windows"]
+    campaign = rectified_release.validation_report.campaign
+    draw = {w["A"][0]: (0.9, 0.5), w["A"][1]: (0.0, 0.5), w["B"][0]: (0.0, 0.5)}
+    GoldInclusion.objects.bulk_create(
+        GoldInclusion(
+            campaign=campaign, window=window, uncertainty=u, probability=p, source="t"
+        )
+        for window, (u, p) in draw.items()
+    )
+    stored = scored.scores["intervals"]["figures"][FIGURE]
+    target = (stored["upper"] - stored["lower"]) / 2
+    client.force_login(admin_user)
+    html = client.get(_url(scored, figure=FIGURE, width=target)).content.decode()
+    factor = active_factor([0.9, 0.0, 0.0], [2.0, 2.0, 2.0])
+    assert factor < 1
+    # The scores counted the Gold windows as a uniform draw (stored before
+    # the draw's rows), so they count at their uniform worth.
+    expected = gold_budget(stored, target_width=target, active=factor)
+    assert int(_cell(html, "data-more-active")) == expected["more_active"]
+    assert expected["more_active"] < expected["more_uniform"]
+
+
+@pytest.mark.parametrize("width", ["abc", "0", "1", "0.9999999999999999999", "-0.2", "nan", "inf", "1e400", ""])
+def test_a_bad_width_is_a_message_not_an_error(client, admin_user, scored, width):
+    client.force_login(admin_user)
+    page = client.get(_url(scored, figure=FIGURE, width=width))
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert "data-width-now" not in html
+    assert "errorlist" in html
+
+
+def test_a_forged_figure_is_a_message(client, admin_user, scored):
+    client.force_login(admin_user)
+    page = client.get(_url(scored, figure="oracle_secret", width="0.1"))
+    assert page.status_code == 200
+    assert "data-width-now" not in page.content.decode()
+    assert "Select a valid choice" in page.content.decode()
+
+
+def test_other_roles_are_refused(client, physician, researcher, scored):
+    for user in (physician, researcher):
+        client.force_login(user)
+        assert client.get(_url(scored, figure=FIGURE, width="0.1")).status_code == 403
+
+
+def test_a_submission_the_admin_may_not_see_is_a_404(client, admin_user, scored):
+    scored.public = False
+    scored.save(update_fields=["public"])
+    client.force_login(admin_user)
+    assert client.get(_url(scored, figure=FIGURE, width="0.1")).status_code == 404
+
+
+def test_the_score_page_links_admins_to_the_budget(client, admin_user, scored):
+    client.force_login(admin_user)
+    page = client.get(f"/releases/submissions/{scored.pk}/").content.decode()
+    assert f"/releases/submissions/{scored.pk}/budget/" in page
