@@ -6,7 +6,7 @@ Oracle's uncertainty on the Gold windows (``evaluation.ppi_budget``)."""
 from __future__ import annotations
 
 from evaluation.ppi_budget import active_factor, gold_budget
-from exports.models import Release, ReleaseKind
+from exports.models import Release, ReleaseKind, ReleaseWindow
 from exports.scoring_ppi import INTERVAL_METRICS, INTERVAL_TITLES, release_rectifier
 from exports.selectors import submission_get
 
@@ -22,8 +22,12 @@ BUDGET_MEANING = (
 )
 
 
-def figure_choices(k: int) -> list[tuple[str, str]]:
-    return [(m, INTERVAL_TITLES[m].replace("@k", f"@{k}")) for m in INTERVAL_METRICS]
+def figure_choices(k: int | None) -> list[tuple[str, str]]:
+    """The figures a budget can be planned for, named with ``k`` (if known)."""
+    return [
+        (m, INTERVAL_TITLES[m].replace("@k", f"@{k}" if k else "@k"))
+        for m in INTERVAL_METRICS
+    ]
 
 
 def release_uncertainty(release: Release) -> tuple[list[float], list[float]]:
@@ -44,6 +48,61 @@ def release_uncertainty(release: Release) -> tuple[list[float], list[float]]:
     return [u for u, _ in rows], [w for _, w in rows]
 
 
+# How many of the windows where the physicians and the Oracle disagree most the
+# page lists, each a candidate for a third rater.
+DISAGREEMENTS_SHOWN = 10
+
+
+def _set_distance(a: list[str], b: list[str]) -> float:
+    a, b = {t.strip().casefold() for t in a}, {t.strip().casefold() for t in b}
+    return 1 - len(a & b) / len(a | b) if a | b else 0.0
+
+
+def rectifier_disagreements(*, admin, release: Release) -> list[dict]:
+    """The release's Gold windows where the Oracle's label and the physician
+    consensus disagree most (the mean of a status mismatch and the three set
+    tasks' Jaccard distances, texts as written up to case, as the active draw
+    reads two Oracle runs' disagreement), each with the page of its campaign
+    where a physician can be added to it (a third rater)."""
+    from annotation.selectors import campaign_window_page_number
+
+    rectifier = release_rectifier(release)
+    if not rectifier:
+        return []
+    records = ReleaseWindow.objects.filter(
+        release=release, window_id__in=rectifier
+    ).values_list("window_id", "record")
+    rows = []
+    for window_id, record in records:
+        labels, truth = record["labels"], rectifier[window_id]
+        parts = [
+            float(labels["status"]["value"] != truth.status),
+            _set_distance(
+                [i["text"] for i in labels["acute_problems"]], truth.problems
+            ),
+            _set_distance(
+                [i["text"] for i in labels["recommended_actions"]], truth.actions
+            ),
+            _set_distance([i["text"] for i in labels["red_flags"]], truth.red_flags),
+        ]
+        rows.append(
+            {
+                "window_id": window_id,
+                "stay_id": truth.stay_id,
+                "disagreement": sum(parts) / len(parts),
+                "oracle_status": labels["status"]["value"],
+                "consensus_status": truth.status,
+            }
+        )
+    rows.sort(key=lambda r: (-r["disagreement"], r["window_id"]))
+    campaign = release.validation_report.campaign
+    for row in rows[:DISAGREEMENTS_SHOWN]:
+        row["page"] = campaign_window_page_number(
+            admin=admin, campaign=campaign, window_id=row["window_id"]
+        )
+    return rows[:DISAGREEMENTS_SHOWN]
+
+
 def submission_budget_page(
     *, user, submission_id: int, figure: str | None, target_width: float | None
 ) -> dict | None:
@@ -60,6 +119,12 @@ def submission_budget_page(
         "meaning": BUDGET_MEANING,
         "has_intervals": bool(figures),
         "budget": None,
+        "disagreements": rectifier_disagreements(admin=user, release=submission.release)
+        if figures
+        else [],
+        "gold_campaign_id": submission.release.validation_report.campaign_id
+        if figures
+        else None,
     }
     if not figures or figure not in figures or target_width is None:
         return context

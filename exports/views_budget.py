@@ -22,31 +22,25 @@ def _open_unit(width: float) -> None:
 
 
 class BudgetForm(forms.Form):
-    figure = forms.ChoiceField()
+    figure = forms.ChoiceField(choices=figure_choices(None))
     width = forms.FloatField(
         validators=[_open_unit], help_text="Of the 95 % interval: above 0, below 1."
     )
-
-    def __init__(self, *args, k: int, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.fields["figure"].choices = figure_choices(k)
 
 
 @require_GET
 @admin_required
 def submission_budget(request, submission_id: int):
-    base = submission_budget_page(
-        user=request.user, submission_id=submission_id, figure=None, target_width=None
+    form = BudgetForm(request.GET or None)
+    valid = form.is_bound and form.is_valid()
+    context = submission_budget_page(
+        user=request.user,
+        submission_id=submission_id,
+        figure=form.cleaned_data["figure"] if valid else None,
+        target_width=form.cleaned_data["width"] if valid else None,
     )
-    if base is None:
+    if context is None:
         raise Http404("No such submission.")
-    form = BudgetForm(request.GET or None, k=base["submission"].k)
-    context = base
-    if form.is_bound and form.is_valid():
-        context = submission_budget_page(
-            user=request.user,
-            submission_id=submission_id,
-            figure=form.cleaned_data["figure"],
-            target_width=form.cleaned_data["width"],
-        )
+    # The figures' names say the submission's k.
+    form.fields["figure"].choices = figure_choices(context["submission"].k)
     return render(request, "exports/submission_budget.html", {**context, "form": form})

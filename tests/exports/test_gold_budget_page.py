@@ -94,7 +94,10 @@ def test_the_active_figure_reads_the_stored_uncertainty(
     assert expected["more_active"] < expected["more_uniform"]
 
 
-@pytest.mark.parametrize("width", ["abc", "0", "1", "0.9999999999999999999", "-0.2", "nan", "inf", "1e400", ""])
+@pytest.mark.parametrize(
+    "width",
+    ["abc", "0", "1", "0.9999999999999999999", "-0.2", "nan", "inf", "1e400", ""],
+)
 def test_a_bad_width_is_a_message_not_an_error(client, admin_user, scored, width):
     client.force_login(admin_user)
     page = client.get(_url(scored, figure=FIGURE, width=width))
@@ -129,3 +132,21 @@ def test_the_score_page_links_admins_to_the_budget(client, admin_user, scored):
     client.force_login(admin_user)
     page = client.get(f"/releases/submissions/{scored.pk}/").content.decode()
     assert f"/releases/submissions/{scored.pk}/budget/" in page
+
+
+def test_the_windows_where_physicians_and_oracle_disagree_most_come_first(
+    client, admin_user, scored, tiny_stays
+):
+    w = tiny_stays["windows"]
+    client.force_login(admin_user)
+    html = client.get(_url(scored)).content.decode()
+    table = html.split("data-disagreements>")[1].split("</table>")[0]
+    order = [int(part.split('"')[0]) for part in table.split('data-window-id="')[1:]]
+    # a0: status (1), problems {Septic shock, AKI} against {AKI} (1/2), its
+    # actions and red flag against none (1, 1): 0.875; b0: the same status
+    # and problem, its action and red flag against none: 0.5; a1 agrees: 0.
+    assert order == [w["A"][0].pk, w["B"][0].pk, w["A"][1].pk]
+    values = [float(v.split('"')[0]) for v in table.split('data-disagreement="')[1:]]
+    assert values == pytest.approx([0.875, 0.5, 0.0])
+    campaign = scored.release.validation_report.campaign_id
+    assert f'href="/annotate/campaigns/{campaign}/#window-{w["A"][0].pk}"' in table
