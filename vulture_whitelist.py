@@ -313,3 +313,39 @@ kind_label  # windows/presentation.py
 note_head  # windows/presentation.py
 note_rest  # windows/presentation.py
 code_status  # windows/selectors.py
+# agents, oracle, gunicorn, benchmarks and the importers (issue 37)
+OnlineEndpointAdmin  # agents/admin.py
+AgentsConfig  # agents/apps.py
+FULL  # agents/models.py: a context mode's choice, stored as its value
+stays_done  # agents/models.py: shown on the run page
+error_detail  # agents/models.py: shown to admins on the run page
+agent_stay_task  # agents/tasks.py: Celery task, sent by name
+oracle_validation_task  # oracle/tasks.py: Celery task, sent by name
+_.log_message  # benchmarks/agents_bench.py: BaseHTTPRequestHandler hook
+_.do_POST  # benchmarks/agents_bench.py: BaseHTTPRequestHandler hook
+_.prompt_chars_per_token  # benchmarks/agents_bench.py: read by agents.llm
+wsgi_app  # gunicorn.conf.py: gunicorn setting
+worker_class  # gunicorn.conf.py
+keepalive  # gunicorn.conf.py
+graceful_timeout  # gunicorn.conf.py
+PromptTemplateAdmin  # oracle/admin.py
+BackboneAdmin  # oracle/admin.py
+OracleRunAdmin  # oracle/admin.py
+OracleLabelAdmin  # oracle/admin.py
+ValidationReportAdmin  # oracle/admin.py
+ValidationJobAdmin  # oracle/admin.py
+OracleConfig  # oracle/apps.py
+_.connect_unix_socket  # oracle/backbones/http.py: httpcore network backend hook
+_.clean_base_url  # oracle/forms.py: Django form hook
+_.clean_parameters  # oracle/forms.py: Django form hook
+OLLAMA  # oracle/models.py: a schema dialect's choice, stored as its value
+NONE  # oracle/models.py: a schema dialect's choice, stored as its value
+acute_problems_f1  # oracle/models.py: report columns read by the promotion gate
+recommended_actions_f1  # oracle/models.py
+red_flags_f1  # oracle/models.py
+rating_label  # oracle/selectors_labels.py: read by templates/oracle/run_label.html
+_.analyzed  # windows/importers/writing.py: its ANALYZE count, checked by test_import_cohort_first
+# The evaluation library's public entry to the alpha the IRR dashboard computes
+# batched (evaluation.agreement): its tests check the formula against
+# Krippendorff (2011) and the krippendorff package.
+krippendorff_alpha  # evaluation/agreement.py

@@ -82,30 +82,6 @@ def parse_time(value) -> datetime:
     return value if isinstance(value, datetime) else datetime.fromisoformat(value)
 
 
-def paa(values: list[float], segments: int) -> list[float]:
-    """Classic PAA of a regularly sampled series: ``segments`` means of
-    consecutive runs of ``len(values) / segments`` samples; when the length is
-    not a multiple, a sample on a boundary counts in both segments by the
-    fraction of it that falls in each."""
-    n = len(values)
-    if n == 0 or segments <= 0:
-        return []
-    if segments >= n:
-        return [float(v) for v in values]
-    width = n / segments
-    out = []
-    for s in range(segments):
-        lo, hi = s * width, (s + 1) * width
-        total = weight = 0.0
-        for j in range(int(lo), min(n, int(hi) + 1)):
-            overlap = min(hi, j + 1) - max(lo, j)
-            if overlap > 0:
-                total += values[j] * overlap
-                weight += overlap
-        out.append(total / weight)
-    return out
-
-
 def paa_by_time(
     points: list[tuple[datetime, float]],
     *,

@@ -281,14 +281,6 @@ _resolved_cache: dict[str, tuple[float, list[IPAddress]]] = {}
 _interfaces_cache: list = [0.0, frozenset()]
 
 
-def cache_clear() -> None:
-    """Forget the cached addresses of the platform's own names and of this
-    machine's interfaces (tests that change them)."""
-    with _cache_lock:
-        _resolved_cache.clear()
-        _interfaces_cache[:] = [0.0, frozenset()]
-
-
 def _resolve_cached(host: str) -> list[IPAddress]:
     literal = host_literal(host)
     if literal is not None:

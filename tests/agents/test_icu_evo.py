@@ -73,15 +73,6 @@ def map_series(hours: int = 40) -> list[dict]:
 # --- PAA ------------------------------------------------------------------------
 
 
-def test_paa_classic_by_hand():
-    assert mem.paa([1, 2, 3, 4, 5, 6, 7, 8], 4) == [1.5, 3.5, 5.5, 7.5]
-    # 5 samples into 2 segments of 2.5: the middle sample half in each.
-    # (1 + 2 + 0.5 * 3) / 2.5 = 1.8 and (0.5 * 3 + 4 + 5) / 2.5 = 4.2
-    assert mem.paa([1, 2, 3, 4, 5], 2) == pytest.approx([1.8, 4.2])
-    assert mem.paa([7.0], 3) == [7.0]
-    assert mem.paa([], 3) == []
-
-
 def test_paa_by_time_by_hand():
     start = ADMIT
     end = ADMIT + timedelta(hours=24)

@@ -176,14 +176,23 @@ class FakeDNS:
         return [ipaddress.ip_address(a) for a in current]
 
 
+def _forget_cached_addresses() -> None:
+    """The platform caches its own names' addresses and this machine's
+    interfaces (oracle.backbones.endpoints); a test that fakes them starts and
+    ends without that cache."""
+    with endpoints._cache_lock:
+        endpoints._resolved_cache.clear()
+        endpoints._interfaces_cache[:] = [0.0, frozenset()]
+
+
 @pytest.fixture
 def fake_dns(monkeypatch, settings):
     dns = FakeDNS()
     monkeypatch.setattr(endpoints, "resolve", dns)
     settings.REALICU_APP_ADDRESSES = [APP_ADDRESS]
-    endpoints.cache_clear()
+    _forget_cached_addresses()
     yield dns
-    endpoints.cache_clear()
+    _forget_cached_addresses()
 
 
 @pytest.fixture

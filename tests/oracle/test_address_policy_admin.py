@@ -105,6 +105,7 @@ def _endpoint_post(url: str, release, user, name: str = "admin-made") -> dict:
         "timeout_seconds": "30",
         "max_retries": "3",
         "requests_per_minute": "600",
+        "context_mode": "streamed",
         "created_by": user.pk,
     }
 

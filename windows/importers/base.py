@@ -294,11 +294,6 @@ def check_order(
         )
 
 
-def batched(items: list, size: int) -> Iterator[list]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
-
-
 @dataclass
 class ImportSummary:
     """What an import did; printed at the end of a command and kept on the run."""

@@ -167,7 +167,7 @@ class EventWriter:
     def __enter__(self) -> EventWriter:
         return self
 
-    def __exit__(self, exc_type, exc, tb) -> None:
+    def __exit__(self, exc_type, _exc, _tb) -> None:
         if exc_type is None:
             self.close()
         else:
