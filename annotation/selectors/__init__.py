@@ -44,7 +44,6 @@ from annotation.selectors.labelling import (
     recorded_routine_actions,
 )
 from windows.models import Cohort, Window
-from windows.selectors import window_get
 
 # Queue ------------------------------------------------------------------------
 
@@ -237,6 +236,10 @@ def labelling_page(*, user, assignment_id, full: bool = True) -> dict:
     assignment = assignment_get_for_annotator(
         annotator=user, assignment_id=assignment_id
     )
+    # Imported here: windows.selectors loads the concept tracks (pandas), which
+    # a release build, importing annotation's services, does not need.
+    from windows.selectors import window_get
+
     window = window_get(
         user=user, stay_id=assignment.window.stay_id, index=assignment.window.index
     )
