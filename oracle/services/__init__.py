@@ -1,6 +1,6 @@
 """Writes of the Oracle (spec section 7): backbones (``backbones``), Oracle runs
-and their chunked execution on workers (``runs``), and validation against Gold
-consensus (``validating``). Callers import the services from here."""
+(``runs``) and their chunked execution on workers (``chunks``), and validation
+against Gold consensus (``validating``). Callers import the services from here."""
 
 from oracle.services.backbones import (
     BACKBONE_FIELDS,
@@ -8,20 +8,22 @@ from oracle.services.backbones import (
     backbone_create,
     backbone_update,
 )
+from oracle.services.chunks import (
+    ChunkOutcome,
+    ChunkResult,
+    oracle_run_execute_chunk,
+    oracle_run_execute_inline,
+)
 from oracle.services.runs import (
     CHUNK_TASK,
     FINISHED_STATES,
     MAX_NAME,
     POLL_SECONDS,
     WAIT_SECONDS,
-    ChunkOutcome,
-    ChunkResult,
     chunk_size_default,
     lease_seconds,
     oracle_run_cancel,
     oracle_run_create,
-    oracle_run_execute_chunk,
-    oracle_run_execute_inline,
     oracle_run_fail,
     oracle_run_requeue,
     oracle_run_resume,
