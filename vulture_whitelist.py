@@ -344,7 +344,7 @@ acute_problems_f1  # oracle/models.py: report columns read by the promotion gate
 recommended_actions_f1  # oracle/models.py
 red_flags_f1  # oracle/models.py
 rating_label  # oracle/selectors_labels.py: read by templates/oracle/run_label.html
-_.analyzed  # windows/importers/writing.py: its ANALYZE count, checked by test_import_cohort_first
+_.analyzed  # windows/importers/writing.py: its ANALYZE count (a test reads it)
 # The evaluation library's public entry to the alpha the IRR dashboard computes
 # batched (evaluation.agreement): its tests check the formula against
 # Krippendorff (2011) and the krippendorff package.
