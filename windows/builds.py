@@ -166,21 +166,37 @@ def _batch_work(*, run: BuildRun, stay_ids: list[int], progress: Progress) -> di
     return result
 
 
-def build_batch_execute(*, batch_id: int) -> BuildBatch | None:
-    """Run one queued batch under a lease with a heartbeat that writes its
-    progress onto the row. A batch that is done, failed, or held by a live
-    worker is left alone (a duplicate delivery writes nothing). Ends the run
-    when this was its last open batch."""
-    batch = BuildBatch.objects.select_related("run").filter(pk=batch_id).first()
+def failure_text(failure: Exception) -> str:
+    """A failed batch's error for its row and page: a ValidationError's
+    messages, else the exception's class and text."""
+    if hasattr(failure, "messages"):
+        return "; ".join(failure.messages)
+    return f"{type(failure).__name__}: {failure}"
+
+
+def batch_claim(model, batch_id: int):
+    """(batch, lease) of a queued batch row (BuildBatch, ImportBatch) with its
+    run; lease None when the batch is done, failed or held by a live worker (a
+    duplicate delivery then writes nothing); (None, None) when it is gone."""
+    batch = model.objects.select_related("run").filter(pk=batch_id).first()
     if batch is None:
-        return None
+        return None, None
     lease = job_claim(
-        model=BuildBatch,
+        model=model,
         pk=batch.pk,
         claimable=(BuildState.QUEUED,),
         running=BuildState.RUNNING,
         extra={"error": "", "finished_at": None},
     )
+    return batch, lease
+
+
+def build_batch_execute(*, batch_id: int) -> BuildBatch | None:
+    """Run one queued batch under a lease with a heartbeat that writes its
+    progress onto the row. A batch that is done, failed, or held by a live
+    worker is left alone (a duplicate delivery writes nothing). Ends the run
+    when this was its last open batch."""
+    batch, lease = batch_claim(BuildBatch, batch_id)
     if lease is None:
         return batch
     BuildRun.objects.filter(pk=batch.run_id, state=BuildState.QUEUED).update(
@@ -206,11 +222,7 @@ def build_batch_execute(*, batch_id: int) -> BuildBatch | None:
         "progress_total": len(batch.stay_ids),
     }
     if failure is not None:
-        message = (
-            "; ".join(failure.messages)
-            if hasattr(failure, "messages")
-            else f"{type(failure).__name__}: {failure}"
-        )
+        message = failure_text(failure)
         job_release(
             model=BuildBatch,
             pk=batch.pk,

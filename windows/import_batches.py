@@ -25,9 +25,10 @@ from django.core.exceptions import ValidationError
 from django.db import connection, transaction
 from django.utils import timezone
 
-from jobs.leases import JobLeaseLost, job_claim, job_heartbeat, job_release
+from jobs.leases import JobLeaseLost, job_heartbeat, job_release
 from jobs.outbox import outbox_send
 from jobs.progress import Progress
+from windows.builds import batch_claim, failure_text
 from windows.models import BuildState, ImportBatch, ImportRun, ImportStatus
 
 logger = logging.getLogger(__name__)
@@ -103,28 +104,13 @@ def import_run_fan_out(
     return batches
 
 
-def _message(failure: Exception) -> str:
-    if hasattr(failure, "messages"):
-        return "; ".join(failure.messages)
-    return f"{type(failure).__name__}: {failure}"
-
-
 def import_batch_execute(*, batch_id: int) -> ImportBatch | None:
     """Import one batch under a lease (module doc); ends the run when this was
     its last open batch."""
     from windows.importers.mimic.fanout import mimic_batch_import
     from windows.services import admission_events_touch, events_high_water
 
-    batch = ImportBatch.objects.select_related("run").filter(pk=batch_id).first()
-    if batch is None:
-        return None
-    lease = job_claim(
-        model=ImportBatch,
-        pk=batch.pk,
-        claimable=(BuildState.QUEUED,),
-        running=BuildState.RUNNING,
-        extra={"error": "", "finished_at": None},
-    )
+    batch, lease = batch_claim(ImportBatch, batch_id)
     if lease is None:
         return batch
     run = batch.run
@@ -170,7 +156,7 @@ def import_batch_execute(*, batch_id: int) -> ImportBatch | None:
     # The stored tracks of the admissions this batch added are out of date.
     admission_events_touch(since_event_id=high_water)
     if failure is not None:
-        message = _message(failure)
+        message = failure_text(failure)
         job_release(
             model=ImportBatch,
             pk=batch.pk,
