@@ -419,4 +419,7 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    from benchmarks._cpu import report_at_exit  # wall, CPU and load at the end
+
+    report_at_exit()
     sys.exit(main())

@@ -22,6 +22,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "client"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from realicu_client import iterate_windows  # noqa: E402
 
@@ -107,4 +108,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    from benchmarks._cpu import report_at_exit  # wall, CPU and load at the end
+
+    report_at_exit()
     main()

@@ -161,4 +161,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    from benchmarks._cpu import report_at_exit  # wall, CPU and load at the end
+
+    report_at_exit()
     main()

@@ -1,0 +1,106 @@
+"""Wall time beside CPU time and the load average, for every benchmark's
+figures (issue 35): on a shared machine the wall time also holds what other
+processes took, the CPU time is the work done, and the load average says how
+shared the machine was.
+
+    from benchmarks._cpu import clock, since, report_at_exit
+
+    started = clock()
+    ...                      # the measured step
+    print(f"step: {since(started)}")
+
+``report_at_exit()`` (one line at a script's start) prints the whole run's
+figures when the script ends, for a benchmark that prints no others.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import resource
+import sys
+import time
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Clock:
+    wall: float  # time.perf_counter()
+    cpu: float  # user + system seconds of this process and its waited children
+
+
+def cpu_seconds() -> float:
+    """User + system CPU seconds of this process and of every child it has
+    waited for (a subprocess.run, a stopped server), so far."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def clock() -> Clock:
+    return Clock(wall=time.perf_counter(), cpu=cpu_seconds())
+
+
+def load() -> str:
+    """The load average (1, 5, 15 minutes), as printed beside a figure."""
+    one, five, fifteen = os.getloadavg()
+    return f"load average {one:.2f}, {five:.2f}, {fifteen:.2f}"
+
+
+def since(started: Clock) -> str:
+    """``wall W s, CPU C s (...), load average ...`` since ``started``."""
+    now = clock()
+    return (
+        f"wall {now.wall - started.wall:.2f} s, CPU {now.cpu - started.cpu:.2f} s "
+        f"(this process and its children), {load()}"
+    )
+
+
+def report_at_exit(label: str | None = None) -> None:
+    """Prints the run's wall time, CPU time and load average when the script
+    ends. Not for a script's ``--part`` runs (their last line is JSON read
+    back by the parent, whose CPU time already holds theirs) nor ``--help``."""
+    if {"--part", "-h", "--help"} & set(sys.argv[1:]):
+        return
+    started = clock()
+    name = label or os.path.basename(sys.argv[0])
+
+    def report() -> None:
+        print(f"{name}, the whole run: {since(started)}", flush=True)
+
+    atexit.register(report)
+
+
+_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def tree_cpu(root: int) -> float:
+    """CPU seconds (user + system) so far of the process ``root`` and all its
+    descendants, read from /proc: the live ones' own time plus what the
+    children they have waited for used (a restarted process's time stays in
+    its parent's). 0.0 where /proc is not there."""
+    stats: dict[int, tuple[int, float]] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return 0.0
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as handle:
+                text = handle.read()
+        except OSError:
+            continue
+        fields = text[text.rindex(")") + 2 :].split()
+        # After the name: state, ppid, ..., utime (14th field), stime, cutime,
+        # cstime.
+        cpu = sum(float(v) for v in fields[11:15]) / _TICK
+        stats[int(entry)] = (int(fields[1]), cpu)
+    tree, frontier = {root}, [root]
+    while frontier:
+        pid = frontier.pop()
+        children = [p for p, (ppid, _) in stats.items() if ppid == pid]
+        tree.update(children)
+        frontier += children
+    return sum(stats[pid][1] for pid in tree if pid in stats)
