@@ -12,7 +12,10 @@ and, as soon as its login page answers (the worker still loading its model),
 the three physicians open and submit all 320 assignments of the 160 windows as
 fast as they can, one thread each. Then draft saves, back to back, by 1 and by
 10 clients, a Gold release by ``manage.py build_release``, and the memory of
-the process tree. Each figure is printed on its own line with its target.
+the process tree. Each figure is printed on its own line with its target, and
+each step with its wall time, its CPU time (serve's processes, the clients;
+the build command and its children) and the load average (issue 35): on a
+shared machine the wall time holds other processes' work too.
 
 Measured by the clients on loopback: an open is the annotation page plus its
 tracks JSON, fetched one after the other with ``Accept-Encoding: gzip``; bytes
@@ -37,6 +40,7 @@ import argparse
 import gzip
 import json
 import re
+import resource
 import shutil
 import sqlite3
 import statistics
@@ -53,7 +57,15 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from benchmarks._embedded import (  # noqa: E402 - after the path
+from benchmarks._cpu import (  # noqa: E402 - after the path
+    clock,
+    cpu_seconds,
+    load,
+    report_at_exit,
+    since,
+    tree_cpu,
+)
+from benchmarks._embedded import (  # noqa: E402
     MANAGE,
     MB,
     PASSWORD,
@@ -91,6 +103,26 @@ def _ms(values: list[float]) -> str:
         f"p50 {statistics.median(values):.1f} ms, "
         f"p95 {percentile(values, 0.95):.1f} ms (n={len(values)})"
     )
+
+
+class _Step:
+    """A step's wall time and CPU time: serve's processes (supervisor, web,
+    worker: /proc) and this process (the clients' threads), with the load
+    average at its end."""
+
+    def __init__(self, serve_pid: int) -> None:
+        self.serve_pid = serve_pid
+        self.started = clock()
+        self.serve_cpu = tree_cpu(serve_pid)
+
+    def line(self) -> str:
+        wall = time.perf_counter() - self.started.wall
+        serve = tree_cpu(self.serve_pid) - self.serve_cpu
+        clients = cpu_seconds() - self.started.cpu
+        return (
+            f"wall {wall:.1f} s; CPU serve's processes {serve:.1f} s, clients "
+            f"{clients:.1f} s; {load()}"
+        )
 
 
 # Data -------------------------------------------------------------------------
@@ -153,6 +185,7 @@ def _campaign_create() -> dict:
 class Figures:
     lock: threading.Lock = field(default_factory=threading.Lock)
     open_ms: list[float] = field(default_factory=list)
+    page_ms: list[float] = field(default_factory=list)
     page_bytes: list[int] = field(default_factory=list)
     tracks_bytes: list[int] = field(default_factory=list)
     submit_ms: list[tuple[float, float]] = field(default_factory=list)  # (at, ms)
@@ -218,6 +251,7 @@ def _open(session, base: str, assignment_id: int, figures: Figures) -> dict:
         tracks_ms, tracks_bytes, _ = _fetch(session, base + unescape(tracks.group(1)))
     with figures.lock:
         figures.open_ms.append(page_ms + tracks_ms)
+        figures.page_ms.append(page_ms)
         figures.page_bytes.append(page_bytes)
         figures.tracks_bytes.append(tracks_bytes)
     return {
@@ -376,6 +410,13 @@ def _memory_report(serve_pid: int) -> None:
         f"{web_worker / MB:.0f} MB; with serve's supervisor {total / MB:.0f} MB",
         "<= 1024 MB",
     )
+    pss = sum(group[1] for group in groups.values())
+    count = sum(group[2] for group in groups.values())
+    _line(
+        "PSS of all serve's processes after the run",
+        f"{pss / MB:.0f} MB in {count} processes (RSS {total / MB:.0f} MB); {load()}",
+        "<= 500 MB (issue 35; Label Studio 464-485 MB)",
+    )
 
 
 # Main ---------------------------------------------------------------------------
@@ -398,6 +439,7 @@ def main() -> int:
         help="threads of each web process (default: serve's)",
     )
     args = parser.parse_args()
+    report_at_exit()
 
     var = Path(tempfile.mkdtemp(prefix="realicu-embedded-bench-"))
     env = embedded_env(var)
@@ -405,11 +447,14 @@ def main() -> int:
     serve = None
     log = None
     try:
-        print(f"bootstrap (demo import) in {bootstrap(env):.0f} s")
+        started = clock()
+        print(f"bootstrap (demo import) in {bootstrap(env):.0f} s: {since(started)}")
+        started = clock()
         data = _campaign_create()
         _line(
             "campaign creation",
-            f"{data['created_s']:.2f} s for {data['windows']} windows x 2 raters",
+            f"{data['created_s']:.2f} s for {data['windows']} windows x 2 raters; "
+            f"the step: {since(started)}",
         )
 
         log = open(var / "serve.log", "wb")  # noqa: SIM115 - closed below
@@ -424,7 +469,10 @@ def main() -> int:
         )
         up_s = time.perf_counter() - serve_started
         sessions = {name: _login(base, name) for name in PHYSICIANS}
-        print(f"serve answered {up_s:.1f} s after its start; physicians signed in")
+        print(
+            f"serve answered {up_s:.1f} s after its start; physicians signed in; "
+            f"serve's processes used {tree_cpu(serve.pid):.1f} s CPU so far; {load()}"
+        )
 
         # Submits from a cold worker start, consensus watched meanwhile.
         figures = Figures()
@@ -437,6 +485,7 @@ def main() -> int:
         )
         watcher.start()
         phase_started = time.perf_counter()
+        step = _Step(serve.pid)
         threads = [
             threading.Thread(
                 target=_physician_submits,
@@ -455,6 +504,7 @@ def main() -> int:
             time.sleep(0.1)
         stop.set()
         watcher.join()
+        submit_step = step.line()
 
         submits = [ms for _, ms in figures.submit_ms]
         print(
@@ -463,7 +513,9 @@ def main() -> int:
         )
         for error in figures.errors[:5]:
             print(f"  {error}")
+        print(f"  the submit phase, consensus included: {submit_step}")
         _line("open, page + tracks JSON", _ms(figures.open_ms))
+        _line("open, page HTML alone", _ms(figures.page_ms))
         _line(
             "bytes per open, p95 (HTML + JSON, gzip)",
             f"{percentile(figures.page_bytes, 0.95) / 1024:.0f} + "
@@ -505,19 +557,27 @@ def main() -> int:
             for name in PHYSICIANS
             for assignment in data["work"][name]["draft"]
         ]
-        single, _ = _drafts(
+        step = _Step(serve.pid)
+        single, count = _drafts(
             base, [(sessions[drafts[0][0]], *drafts[0][1])], args.draft_seconds
         )
-        _line("draft save, 1 client", _ms(single))
+        _line(
+            "draft save, 1 client",
+            f"{_ms(single)}; {count / args.draft_seconds:.0f} saves per s; "
+            f"{step.line()}",
+        )
         ten = [(_login(base, name), *assignment) for name, assignment in drafts[:10]]
+        step = _Step(serve.pid)
         many, count = _drafts(base, ten, args.draft_seconds)
         _line(
             f"draft save, {len(ten)} clients",
-            f"{_ms(many)}; {count / args.draft_seconds:.0f} saves per s",
+            f"{_ms(many)}; {count / args.draft_seconds:.0f} saves per s; {step.line()}",
             "p95 <= 100 ms",
         )
 
         # A Gold release of the campaign, by the command.
+        step = _Step(serve.pid)
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         started = time.perf_counter()
         build = subprocess.run(
             [
@@ -534,13 +594,18 @@ def main() -> int:
             text=True,
         )
         command_s = time.perf_counter() - started
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        command_cpu = (after.ru_utime - before.ru_utime) + (
+            after.ru_stime - before.ru_stime
+        )
+        build_step = step.line()
         if build.returncode != 0:
             print(f"build_release failed: {build.stderr.strip()[-500:]}")
         built = (
             sqlite3.connect(f"file:{var / 'realicu.sqlite3'}?mode=ro", uri=True)
             .execute(
-                "SELECT (julianday(finished_at) - julianday(started_at)) * 86400 "
-                "FROM exports_release ORDER BY id DESC LIMIT 1"
+                "SELECT (julianday(finished_at) - julianday(started_at)) * 86400, "
+                "window_count FROM exports_release ORDER BY id DESC LIMIT 1"
             )
             .fetchone()
         )
@@ -550,6 +615,14 @@ def main() -> int:
             "< 0.5 s",
         )
         _line("build_release command", f"{command_s:.2f} s", "< 2 s")
+        windows_built = built[1] if built and built[1] else 0
+        _line(
+            "build_release CPU, the command and its children",
+            f"{command_cpu:.2f} s, "
+            f"{1000 * command_cpu / max(windows_built, 1):.2f} ms per window "
+            f"({windows_built} windows); the step: {build_step}",
+            "<= 2 ms per window (Label Studio's export: 2.2-2.5 ms)",
+        )
 
         _memory_report(serve.pid)
         return 0 if not figures.errors else 1
