@@ -30,6 +30,25 @@ N longest stays and prints, for both modes, an endpoint's payload bytes per
 window against the window's index in its stay (every window of the stay, as
 a Scale release has them) and the bytes of each stay: no release, no workers.
 
+With ``--llm smollm2`` (issue 32's done-when) the models are real: no
+workers, no endpoints; llama-cpp-python's server with SmolLM2-135M-Instruct
+starts at its default settings (``--n-ctx`` 2048, tests/oracle/llm_server.py)
+behind a loopback proxy (benchmarks._llm_bench.LLMProxy) that reads the
+server's ``usage``; the backbone is made as an admin would (base URL and
+model; the rest detected). Each of full-context, local-window, rag, icu-evo
+and the Oracle runs inline over the release's windows, and prints windows
+done and failed, the real prompt tokens (p50, p95, max) against the budget,
+prompts over it, overflows, schema failures, seconds per window, wall and CPU
+time (the server's included) with the load average, and the final state and
+failure reasons as the run's page shows them. With ``--slow 10`` the proxy
+makes the server ten times slower (one request at a time, each reply held
+back nine times the server's own time); the backbone's timeout and
+REALICU_LLM_TIMEOUT_MAX_SECONDS are ``--timeout-cap`` (30 s) and it retries
+once, so every run ends in bounded time:
+
+    DATABASE_URL=... python benchmarks/agents_bench.py --llm smollm2 \
+        --windows 10 [--slow 10]
+
 DATABASE_URL names the server (its database need not exist): the benchmark
 creates and drops its own there (``<name>_agents_bench``); the releases, the
 broker's folder and the caches go to a temporary folder removed at the end.
@@ -361,6 +380,143 @@ def _measure(run, fake, first_request: int, endpoint=None) -> dict:
     }
 
 
+REAL_AGENTS = "full-context,local-window,rag,icu-evo,oracle"
+
+
+def _real_model(args, admin, release) -> None:
+    """Issue 32's done-when on a real model: each reference agent and the
+    Oracle over the release's windows on llama-cpp-python's server with
+    SmolLM2 (default settings), through a proxy that reads the server's
+    usage and, with ``--slow``, makes it that many times slower."""
+    from agents.models import AgentPrediction
+    from agents.reference import icu_evo_class
+    from agents.services import agent_run_inline, agent_run_start
+    from benchmarks._llm_bench import (
+        LLMProxy,
+        cpu_seconds,
+        failure_kind,
+        load_text,
+        oracle_report,
+        quantile,
+        run_page_lines,
+    )
+    from oracle import services as oracle_services
+    from oracle.services.tokens import budget_text, prompt_budget_parts
+    from tests.oracle.llm_server import MODEL_ALIAS, LlamaServer
+
+    server = LlamaServer(n_ctx=args.n_ctx).start()
+    proxy = LLMProxy(server.root, factor=args.slow or 1).start()
+    try:
+        fields = {}
+        if args.slow:
+            # What an admin sets for a slow server: a short timeout (the
+            # Oracle's measured-speed timeout is capped by
+            # REALICU_LLM_TIMEOUT_MAX_SECONDS, set to the same) and one retry.
+            fields = {"timeout_seconds": args.timeout_cap, "max_retries": 1}
+        backbone = oracle_services.backbone_create(
+            admin=admin,
+            name=f"smollm2 {time.time():.0f}",
+            kind="openai",
+            base_url=proxy.base_url,
+            model=MODEL_ALIAS,
+            detect=True,
+            **fields,
+        )
+        parts = prompt_budget_parts(backbone)
+        budget = parts["budget"]
+        print(
+            f"SmolLM2 server n_ctx {args.n_ctx}"
+            + (f", slowed {args.slow:g} times" if args.slow else "")
+            + f"; detected: reply format {backbone.reply_format}, tokenizer "
+            f"{backbone.tokenizer or 'estimate'}, context "
+            f"{backbone.context_tokens or 'default'}; timeout "
+            f"{backbone.timeout_seconds:g} s, {backbone.max_retries} retries; "
+            f"agents' prompt budget {budget_text(parts)}"
+        )
+        names = [n for n in args.agents.split(",") if n]
+        for name in names:
+            first = len(proxy.records)
+            cpu0, wall0 = cpu_seconds(), time.monotonic()
+            if name == "oracle":
+                run = oracle_services.oracle_run_create(
+                    admin=admin,
+                    name="agents bench oracle",
+                    backbone=backbone,
+                    campaign=release.campaign,
+                    enqueue=False,
+                )
+                print(f"oracle (run {run.pk}):")
+                oracle_services.oracle_run_execute_inline(run_id=run.pk)
+                wall = time.monotonic() - wall0
+                run.refresh_from_db()
+                oracle_report(run=run, backbone=backbone, elapsed=wall)
+                url_name = "oracle:run_detail"
+            else:
+                if name == "icu-evo" and icu_evo_class() is None:
+                    print("icu-evo: unavailable (agents.icu_evo missing), skipped")
+                    continue
+                run = agent_run_start(
+                    user=admin,
+                    release=release,
+                    agent=name,
+                    backbone=backbone,
+                    enqueue=False,
+                )
+                run = agent_run_inline(run=run)
+                wall = time.monotonic() - wall0
+                errors = list(
+                    AgentPrediction.objects.filter(run=run)
+                    .exclude(error="")
+                    .values_list("error", flat=True)
+                )
+                kinds = [failure_kind(e) for e in errors]
+                tokens = [
+                    r["prompt_tokens"]
+                    for r in proxy.records[first:]
+                    if r["prompt_tokens"] is not None
+                ]
+                done = run.windows_done - run.windows_failed
+                print(
+                    f"{name} (run {run.pk}): {done} windows done, "
+                    f"{run.windows_failed} failed of {run.windows_total}; "
+                    f"{wall / max(1, run.windows_done):.1f} s per window"
+                )
+                if tokens:
+                    over = sum(t > budget for t in tokens)
+                    print(
+                        f"  real prompt tokens (server's usage, {len(tokens)} "
+                        f"requests): p50 {quantile(tokens, 0.5)}, p95 "
+                        f"{quantile(tokens, 0.95)}, max {max(tokens)} against a "
+                        f"budget of {budget}; over it: {over}"
+                    )
+                else:
+                    print("  real prompt tokens: no request answered")
+                print(
+                    f"  prompts refused over budget: {kinds.count('over budget')}; "
+                    f"overflows: {kinds.count('overflow')}; schema failures: "
+                    f"{kinds.count('schema')}"
+                )
+                url_name = "agents:run_detail"
+            records = proxy.records[first:]
+            print(
+                f"  wall {wall:.0f} s, CPU {cpu_seconds() - cpu0:.0f} s (this "
+                f"process and its children, the server included); {load_text()}; "
+                f"requests {len(records)}, abandoned "
+                f"{sum(r['abandoned'] for r in records)}"
+            )
+            print("  its page says:")
+            for line in run_page_lines(user=admin, url_name=url_name, run_id=run.pk):
+                print(f"    {line}")
+        print(
+            "left out: the online endpoints (no model; their bytes per window are "
+            "this script's default mode and --payload-bytes) and the scores "
+            "(SmolLM2's are no figure of merit)"
+        )
+    finally:
+        proxy.stop()
+        server.stop()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--windows", type=int, default=48)
@@ -375,9 +531,36 @@ def main() -> None:
         metavar="N",
         help="only the payload bytes per window of the demo's N longest stays",
     )
+    parser.add_argument(
+        "--llm",
+        choices=["smollm2"],
+        default="",
+        help="a real model: the reference agents and the Oracle on llama-cpp-"
+        "python's server with SmolLM2-135M-Instruct (default settings), inline",
+    )
+    parser.add_argument("--n-ctx", type=int, default=2048, help="with --llm")
+    parser.add_argument(
+        "--slow",
+        type=float,
+        default=0,
+        metavar="FACTOR",
+        help="with --llm: the server made FACTOR times slower (a loopback proxy)",
+    )
+    parser.add_argument(
+        "--timeout-cap",
+        type=float,
+        default=30.0,
+        help="with --slow: the backbone's timeout and REALICU_LLM_TIMEOUT_MAX_SECONDS",
+    )
     parser.add_argument("--db", default="")
     parser.add_argument("--keep", action="store_true", help="keep the database")
     args = parser.parse_args()
+    if args.slow and not args.llm:
+        parser.error("--slow needs --llm")
+    if args.slow and args.slow < 1:
+        parser.error("--slow is a factor of at least 1")
+    if args.llm and args.agents == parser.get_default("agents"):
+        args.agents = REAL_AGENTS
 
     db = args.db or ADMIN_URL.rpartition("/")[2].split("?")[0] + "_agents_bench"
     tmp = Path(tempfile.mkdtemp(prefix="agents-bench-"))
@@ -397,6 +580,8 @@ def main() -> None:
             "REALICU_ENDPOINT_ALLOWED_NETWORKS": "127.0.0.0/8",
         }
     )
+    if args.slow:
+        env["REALICU_LLM_TIMEOUT_MAX_SECONDS"] = str(args.timeout_cap)
     os.environ.update(env)
     _maintenance(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
     _maintenance(f"CREATE DATABASE {db}")
@@ -424,6 +609,16 @@ def main() -> None:
             f"windows, {release.window_records.values('stay_id').distinct().count()}"
             f" stays (set up in {time.monotonic() - t0:.0f} s)"
         )
+        if args.llm:
+            from benchmarks._llm_bench import cpu_seconds, load_text
+
+            wall0, cpu0 = time.monotonic(), cpu_seconds()
+            _real_model(args, admin, release)
+            print(
+                f"all runs: wall {time.monotonic() - wall0:.0f} s, CPU "
+                f"{cpu_seconds() - cpu0:.0f} s; {load_text()}"
+            )
+            return
         fake = FakeLLM(latency=LATENCY).start()
         fake.prompt_chars_per_token = SERVER_CHARS_PER_TOKEN
         backbone = Backbone.objects.create(

@@ -8,16 +8,16 @@ admin would (base URL and model only; the rest detected or the defaults).
     DATABASE_URL=... python benchmarks/oracle_smollm2_bench.py [--n-ctx 8192]
 
 Prints context overflows, schema failures, the real prompt tokens per window
-(median, p95), the characters/4 estimate's error against them before and
-after the backbone's calibration, and seconds per window.
+(p50, p95, max) against the budget, the characters/4 estimate's error against
+them before and after the backbone's calibration, and seconds per window
+(benchmarks._llm_bench.oracle_report, which agents_bench.py ``--llm smollm2``
+prints too).
 """
 
 from __future__ import annotations
 
 import argparse
-import math
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -34,13 +34,9 @@ import pandas as pd  # noqa: E402
 
 from accounts.roles import Role  # noqa: E402
 from annotation.services import campaign_create  # noqa: E402
+from benchmarks._llm_bench import oracle_report  # noqa: E402
 from oracle import services  # noqa: E402
-from oracle.models import Backbone, BackboneKind, OracleLabel  # noqa: E402
-from oracle.prompts import TOKENS_PER_MESSAGE  # noqa: E402
-from oracle.services.tokens import (  # noqa: E402
-    calibrated_chars_per_token,
-    prompt_budget,
-)
+from oracle.models import BackboneKind  # noqa: E402
 from tests.annotation.conftest import make_role_user  # noqa: E402
 from tests.oracle.llm_server import MODEL_ALIAS, LlamaServer  # noqa: E402
 from windows.importers.clif import clif_demo_directory, clif_import  # noqa: E402
@@ -63,19 +59,6 @@ def demo_slice(folder: Path) -> Path:
             keep = table["patient_id"].astype(str).isin(patients)
         table[keep].to_parquet(folder / path.name)
     return folder
-
-
-def quantile(values, q):
-    values = sorted(values)
-    return values[min(len(values) - 1, int(round(q * (len(values) - 1))))]
-
-
-def error_of(estimates, reals) -> str:
-    errors = [(e - r) / r for e, r in zip(estimates, reals)]
-    return (
-        f"median {100 * statistics.median(errors):+.1f} %, "
-        f"most under {100 * min(errors):+.1f} %, most over {100 * max(errors):+.1f} %"
-    )
 
 
 def main() -> None:
@@ -140,54 +123,7 @@ def main() -> None:
         elapsed = time.monotonic() - started
     finally:
         server.stop()
-    labels = list(OracleLabel.objects.filter(run=run))
-    backbone = Backbone.objects.get(pk=backbone.pk)
-    overflows = sum(
-        1
-        for label in labels
-        if any("refused" in c for c in label.prompt_compressions)
-        or "context window" in label.error
-    )
-    failed = [label for label in labels if label.state != "ok"]
-    repaired = [label for label in labels if label.state == "ok" and label.attempts > 1]
-    reals = [label.prompt_tokens for label in labels if label.prompt_tokens]
-    chars = [label.prompt_chars for label in labels if label.prompt_tokens]
-    framing = 2 * TOKENS_PER_MESSAGE
-    before = [math.ceil(c / 4) + framing for c in chars]
-    ratio = calibrated_chars_per_token(backbone.calibration)
-    after = [math.ceil(c / ratio) + framing for c in chars]
-    print(
-        f"windows {len(labels)}; labelled {len(labels) - len(failed)}; "
-        f"failed {len(failed)}; repaired {len(repaired)}"
-    )
-    for label in failed:
-        print(f"  failed window {label.window_id}: {label.error[:200]}")
-    print(f"context overflows: {overflows}")
-    print(f"schema failures: {len(failed)} (replies repaired: {len(repaired)})")
-    print(
-        f"prompt tokens (server's usage): median {statistics.median(reals):.0f}, "
-        f"p95 {quantile(reals, 0.95)}, max {max(reals)}; context "
-        f"{backbone.context_tokens or 'default'}; reply budget "
-        f"{run.backbone_snapshot.get('max_completion_tokens') or 'default'}"
-    )
-    print(
-        "characters per token: median "
-        f"{statistics.median(c / r for c, r in zip(chars, reals)):.2f}; "
-        f"calibrated (10th percentile) {ratio:.2f}"
-    )
-    print(f"estimate error, chars/4 (before calibration): {error_of(before, reals)}")
-    print(f"estimate error, calibrated: {error_of(after, reals)}")
-    budget = prompt_budget(backbone, template=run.prompt)
-    for label in sorted(labels, key=lambda label: label.pk):
-        print(
-            f"  window {label.window_id}: estimate {label.prompt_estimate}, "
-            f"real {label.prompt_tokens}, budget {budget}"
-        )
-    latencies = [label.latency_ms / 1000 for label in labels]
-    print(
-        f"seconds per window: median {statistics.median(latencies):.1f} on the wire, "
-        f"{elapsed / len(labels):.1f} wall clock (run {elapsed:.0f} s)"
-    )
+    oracle_report(run=run, backbone=backbone, elapsed=elapsed)
 
 
 if __name__ == "__main__":
