@@ -15,9 +15,14 @@ only in the context they give it:
     1. everything raw, when it fits;
     2. events before the window's start aggregated by concept over blocks of
        ``AGGREGATE_HOURS`` hours (count, and for numbers min/max/last with the
-       unit; for text the last value); the window's own events stay raw;
+       unit; for text the last value); the window's own events stay raw.
+       The agent keeps a stay's aggregates from window to window and folds
+       in only the earlier events that are new (``_BlockFold``: a session of
+       the stay, begun again whenever a context does not continue it), so a
+       stay's events are aggregated once, not once per window; and rule 1 is
+       not tried when the earlier events alone surely take twice the budget;
     3. the oldest aggregated blocks dropped, a marker line saying how many
-       blocks and hours were left out;
+       blocks and hours were left out (the fewest that make it fit);
     4. the window's own earliest events dropped, with a marker, keeping its
        latest ones.
 
@@ -46,9 +51,10 @@ module is missing the agent is listed as unavailable.
 
 from __future__ import annotations
 
+import bisect
 import importlib
 from collections import OrderedDict
-from datetime import datetime, timedelta
+from datetime import datetime
 
 import numpy as np
 
@@ -123,43 +129,98 @@ class LocalWindowAgent(PredictorAgent):
         return self._window_cut(ctx, sections, window)
 
 
-def _aggregate_lines(events: list[dict], origin: datetime) -> list[tuple[int, str]]:
-    """(block, line) per concept and block of AGGREGATE_HOURS hours since
-    ``origin`` (ICU admission), blocks in time order."""
-    blocks: dict[int, OrderedDict] = {}
-    for event in events:
-        hours = event.get("hours_since_admit") or 0.0
-        block = int(hours // AGGREGATE_HOURS) if hours >= 0 else -1
-        concept = event.get("concept") or event.get("name") or "?"
-        key = (event.get("kind", ""), concept)
-        rows = blocks.setdefault(block, OrderedDict())
-        row = rows.setdefault(key, {"n": 0, "nums": [], "unit": "", "last": ""})
-        row["n"] += 1
-        if event.get("value_num") is not None:
-            row["nums"].append(event["value_num"])
-            row["unit"] = event.get("unit") or row["unit"]
-        elif event.get("domain") == "notes":
-            # A report's findings, cut with a marker (agents.prompts).
-            row["last"] = note_text(event, NOTE_AGGREGATE_CHARS)
-        elif event.get("value_text"):
-            row["last"] = str(event["value_text"])[:60]
-    out = []
-    for block in sorted(blocks):
+class _BlockFold:
+    """A stay's events aggregated by concept and block of AGGREGATE_HOURS
+    hours since ICU admission, folded in as they come: the full-context
+    agent's session of a stay. Each window adds only the earlier events it
+    has that the previous one had not (a stay's bedside events in time order,
+    so a later window's earlier events continue the previous ones), so a
+    stay costs its events once, not once per window. Per block and concept:
+    the count, and for numbers min/max/last with the unit; for text the last
+    value. A block's lines are rendered once it is closed (an event of a
+    later block came)."""
+
+    def __init__(self, stay_id: int | None = None) -> None:
+        self.stay_id = stay_id
+        self.count = 0  # events folded: a prefix of the stay's events
+        self.last_id = None  # the event_id of the last one folded
+        self._blocks: dict[int, OrderedDict] = {}
+        self._lines: dict[int, list[str]] = {}  # closed blocks, rendered
+
+    def continues(self, ctx: WindowContext, upto: int) -> bool:
+        """Whether ``ctx.events[:upto]`` continues what was folded."""
+        if ctx.stay_id != self.stay_id or upto < self.count:
+            return False
+        return not self.count or ctx.events[self.count - 1]["event_id"] == self.last_id
+
+    def add(self, events) -> None:
+        for event in events:
+            hours = event.get("hours_since_admit") or 0.0
+            block = int(hours // AGGREGATE_HOURS) if hours >= 0 else -1
+            concept = event.get("concept") or event.get("name") or "?"
+            key = (event.get("kind", ""), concept)
+            rows = self._blocks.setdefault(block, OrderedDict())
+            row = rows.get(key)
+            if row is None:
+                row = rows[key] = {"n": 0, "num": None, "unit": "", "last": ""}
+            row["n"] += 1
+            num = event.get("value_num")
+            if num is not None:
+                if row["num"] is None:
+                    row["num"] = [num, num, num]
+                else:
+                    low, high, _ = row["num"]
+                    row["num"] = [min(low, num), max(high, num), num]
+                row["unit"] = event.get("unit") or row["unit"]
+            elif event.get("domain") == "notes":
+                # A report's findings, cut with a marker (agents.prompts).
+                row["last"] = note_text(event, NOTE_AGGREGATE_CHARS)
+            elif event.get("value_text"):
+                row["last"] = str(event["value_text"])[:60]
+            self.count += 1
+            self.last_id = event.get("event_id")
+
+    def _render(self, block: int) -> list[str]:
         lo, hi = block * AGGREGATE_HOURS, (block + 1) * AGGREGATE_HOURS
-        for (kind, concept), row in blocks[block].items():
-            if row["nums"]:
-                nums = row["nums"]
+        out = []
+        for (kind, concept), row in self._blocks[block].items():
+            if row["num"] is not None:
+                low, high, last = row["num"]
                 unit = f" {row['unit']}" if row["unit"] else ""
-                detail = (
-                    f"n={row['n']} min={min(nums):g} max={max(nums):g} "
-                    f"last={nums[-1]:g}{unit}"
-                )
+                detail = f"n={row['n']} min={low:g} max={high:g} last={last:g}{unit}"
             else:
                 detail = f"n={row['n']}" + (
                     f" last={row['last']}" if row["last"] else ""
                 )
-            out.append((block, f"[{lo}-{hi}h] {kind} {concept}: {detail}"))
-    return out
+            out.append(f"[{lo}-{hi}h] {kind} {concept}: {detail}")
+        return out
+
+    def lines(self) -> list[tuple[int, list[str]]]:
+        """(block, its lines) in time order."""
+        blocks = sorted(self._blocks)
+        out = []
+        for n, block in enumerate(blocks):
+            if n < len(blocks) - 1:
+                if block not in self._lines:
+                    self._lines[block] = self._render(block)
+                out.append((block, self._lines[block]))
+            else:
+                out.append((block, self._render(block)))
+        return out
+
+
+def _aggregate_lines(events: list[dict], origin: datetime) -> list[tuple[int, str]]:
+    """(block, line) per concept and block of AGGREGATE_HOURS hours since
+    ``origin`` (ICU admission), blocks in time order."""
+    fold = _BlockFold()
+    fold.add(events)
+    return [(block, line) for block, lines in fold.lines() for line in lines]
+
+
+# An event's prompt line is at least this long ("[h] kind concept: value"):
+# rule 1 is not tried when its earlier events alone are surely twice the
+# budget, so a long stay's raw history is not written out at every window.
+MIN_LINE_CHARS = 12
 
 
 class FullContextAgent(PredictorAgent):
@@ -169,48 +230,85 @@ class FullContextAgent(PredictorAgent):
         "then truncated to the backbone's budget."
     )
 
+    def __init__(self, llm=None, **options):
+        super().__init__(llm, **options)
+        # The stay's aggregated earlier events so far (one stay at a time, as
+        # the runner gives them); a new one when a context does not continue
+        # it (another stay, a resume in a new worker).
+        self._fold = _BlockFold()
+
+    def _surely_over(self, n_events: int) -> bool:
+        budget = self.options.get("prompt_budget") or getattr(
+            self.llm, "prompt_budget", None
+        )
+        if not budget:
+            return False
+        line = self.llm.estimate_tokens(" " * MIN_LINE_CHARS)
+        return line * n_events > 2 * int(budget)
+
+    def earlier_blocks(self, ctx) -> list[tuple[int, list[str]]]:
+        """The aggregated lines of the events before the window's start, by
+        block, from the stay's fold with only the new events added."""
+        upto = bisect.bisect_left(ctx.event_times, ctx.start)
+        if not self._fold.continues(ctx, upto):
+            self._fold = _BlockFold(ctx.stay_id)
+        self._fold.add(ctx.events[self._fold.count : upto])
+        return self._fold.lines()
+
+    @staticmethod
+    def compressed(blocks, dropped: int, window_text: str) -> list:
+        """Rules 2 and 3: the aggregated ``blocks`` but the ``dropped``
+        oldest, with a marker, then the window's own events raw."""
+        lines = [line for _, shown in blocks[dropped:] for line in shown]
+        if dropped:
+            lines.insert(
+                0,
+                f"[... {dropped} earlier block(s) of {AGGREGATE_HOURS} h left "
+                "out to fit the budget]",
+            )
+        return [
+            (
+                f"Events before this window, by concept per {AGGREGATE_HOURS} h",
+                "\n".join(lines) or "(left out)",
+            ),
+            ("Events of this window", window_text),
+        ]
+
     def sections(self, ctx, memory):
-        earlier = ctx.events_before(ctx.start)
+        upto = bisect.bisect_left(ctx.event_times, ctx.start)
         window = ctx.window_events()
         window_text = events_text(window)
         # 1. Everything raw.
-        raw = [
-            ("Events before this window", events_text(earlier)),
-            ("Events of this window", window_text),
-        ]
-        if not earlier:
-            raw = raw[1:]
-        if self.llm is None or self._fits(ctx, raw):
-            return raw
-        # 2. Earlier events aggregated by concept and block.
-        origin = ctx.start - timedelta(hours=ctx.hours_since_admission)
-        aggregated = _aggregate_lines(earlier, origin)
-        blocks = sorted({b for b, _ in aggregated})
-        dropped = 0
-        while True:
-            kept = [line for b, line in aggregated if b not in blocks[:dropped]]
-            lines = list(kept)
-            if dropped:
-                lines.insert(
-                    0,
-                    f"[... {dropped} earlier block(s) of {AGGREGATE_HOURS} h left "
-                    "out to fit the budget]",
-                )
-            sections = [
-                (
-                    f"Events before this window, by concept per {AGGREGATE_HOURS} h",
-                    "\n".join(lines) or "(left out)",
-                ),
+        if self.llm is None or not self._surely_over(upto):
+            earlier = ctx.events_before(ctx.start)
+            raw = [
+                ("Events before this window", events_text(earlier)),
                 ("Events of this window", window_text),
             ]
-            if self._fits(ctx, sections):
-                return sections
-            # 3. The oldest blocks dropped.
-            if dropped >= len(blocks):
-                break
-            dropped += 1
-        # 4. The window's earliest events dropped.
-        return self._window_cut(ctx, sections, window)
+            if not earlier:
+                raw = raw[1:]
+            if self.llm is None or self._fits(ctx, raw):
+                return raw
+        # 2. Earlier events aggregated by concept and block.
+        blocks = self.earlier_blocks(ctx)
+
+        def build(dropped: int) -> list:
+            return self.compressed(blocks, dropped, window_text)
+
+        # 3. The oldest blocks dropped: the fewest that fit (a prompt only
+        # shrinks as more go), found by halving.
+        sections = build(len(blocks))
+        if not self._fits(ctx, sections):
+            # 4. The window's earliest events dropped.
+            return self._window_cut(ctx, sections, window)
+        low, high = 0, len(blocks)
+        while low < high:
+            middle = (low + high) // 2
+            if self._fits(ctx, build(middle)):
+                high = middle
+            else:
+                low = middle + 1
+        return build(low)
 
 
 def _cosine_top(query: np.ndarray, rows: np.ndarray, k: int) -> list[int]:
