@@ -6,8 +6,6 @@ per-physician figures and the campaign-wide recompute."""
 
 from __future__ import annotations
 
-from operator import itemgetter
-
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.shortcuts import redirect, render
@@ -17,23 +15,17 @@ from django.views.decorators.http import require_GET, require_POST
 from accounts.access import admin_required
 from accounts.ids import id_parse
 from accounts.web import error_text, render_page_or_partial
-from annotation import selectors, services
+from annotation import services
 from annotation.models import AdjudicationAction
 from annotation.selectors import disputes
-from annotation.selectors.adjudication import TASK_NAMES, adjudication_workspace
-from annotation.selectors.agreement import (
-    irr_recompute_progress,
-    recompute_progress_page,
+from annotation.selectors.adjudication import (
+    TASK_NAMES,
+    adjudication_workspace_page,
 )
+from annotation.selectors.agreement import recompute_progress_page
 from annotation.selectors.irr import irr_dashboard_page
-from annotation.services import adjudication as adjudication_services
-from annotation.services import recompute as recompute_services
+from annotation.services import posted as posted_services
 from evaluation.matcher import MatcherUnavailable
-
-
-def _campaign(request, campaign_id):
-    return selectors.campaign_get_for_admin(admin=request.user, campaign_id=campaign_id)
-
 
 # Queue ------------------------------------------------------------------------
 
@@ -66,11 +58,13 @@ def adjudication_queue(request, campaign_id: int):
 # Window -----------------------------------------------------------------------
 
 
-def _workspace(request, campaign, window_id, *, error: str = "", posted=None) -> dict:
+def _workspace(
+    request, campaign_id, window_id, *, error: str = "", posted=None
+) -> dict:
     """The workspace's context (annotation.selectors.adjudication), with the
     message and the typed text of a refused decision."""
-    context = adjudication_workspace(
-        admin=request.user, campaign=campaign, window_id=window_id
+    context = adjudication_workspace_page(
+        admin=request.user, campaign_id=campaign_id, window_id=window_id
     )
     return {**context, "error": error, "posted": posted or {}}
 
@@ -78,8 +72,7 @@ def _workspace(request, campaign, window_id, *, error: str = "", posted=None) ->
 @require_GET
 @admin_required
 def adjudication_window(request, campaign_id: int, window_id: int):
-    campaign = _campaign(request, campaign_id)
-    context = _workspace(request, campaign, window_id)
+    context = _workspace(request, campaign_id, window_id)
     response = render_page_or_partial(
         request, "annotation/adjudication_window.html", context, partial="workspace"
     )
@@ -113,44 +106,33 @@ def adjudication_decide(request, campaign_id: int, window_id: int):
     third_rater = posted["action"] == AdjudicationAction.REQUEST_THIRD_RATER and bool(
         request.POST.get("physician")
     )
-    target = disputes.adjudication_target(
-        admin=request.user,
-        campaign_id=campaign_id,
-        window_id=window_id,
-        physician_id=id_parse(request.POST.get("physician")) if third_rater else None,
-    )
-    campaign, window, physician = itemgetter("campaign", "window", "physician")(target)
-    if third_rater and physician is None:
-        return _decision_failed(
-            request, campaign, window, "Choose a physician of this campaign.", posted
-        )
     try:
-        decision = services.adjudication_decide(
+        decision = posted_services.adjudication_decide_posted(
             admin=request.user,
-            campaign=campaign,
-            window=window,
-            physician=physician,
+            campaign_id=campaign_id,
+            window_id=window_id,
+            physician_id=id_parse(request.POST.get("physician"))
+            if third_rater
+            else None,
+            third_rater=third_rater,
             **posted,
         )
     except (ValidationError, PermissionDenied) as error:
-        return _decision_failed(request, campaign, window, error_text(error), posted)
-    note = f"Recorded: {decision.get_action_display().lower()}."
-    if request.htmx:
-        context = _workspace(request, campaign, window.pk)
-        context["notice"] = note
-        return render(request, "annotation/adjudication_window.html#workspace", context)
-    messages.success(request, note)
-    return redirect("annotation:adjudication_window", campaign.pk, window.pk)
+        return _decision_failed(
+            request, campaign_id, window_id, error_text(error), posted
+        )
+    return _decision_done(
+        request,
+        campaign_id,
+        window_id,
+        f"Recorded: {decision.get_action_display().lower()}.",
+    )
 
 
 @require_POST
 @admin_required
 def adjudication_merge(request, campaign_id: int, window_id: int):
     """Merge the chosen items of one task into one wording, with a reason."""
-    target = disputes.adjudication_target(
-        admin=request.user, campaign_id=campaign_id, window_id=window_id
-    )
-    campaign, window = target["campaign"], target["window"]
     post = request.POST
     posted = {
         "task": post.get("task", ""),
@@ -159,27 +141,40 @@ def adjudication_merge(request, campaign_id: int, window_id: int):
         "reason": post.get("reason", ""),
     }
     try:
-        adjudication_services.adjudication_merge(
-            admin=request.user, campaign=campaign, window=window, **posted
+        posted_services.adjudication_merge_posted(
+            admin=request.user, campaign_id=campaign_id, window_id=window_id, **posted
         )
     except (ValidationError, PermissionDenied) as error:
         return _decision_failed(
-            request, campaign, window, error_text(error), {**posted, "merge": True}
+            request,
+            campaign_id,
+            window_id,
+            error_text(error),
+            {**posted, "merge": True},
         )
-    note = f"Recorded: merged into “{posted['new_text'].strip()}”."
+    return _decision_done(
+        request,
+        campaign_id,
+        window_id,
+        f"Recorded: merged into “{posted['new_text'].strip()}”.",
+    )
+
+
+def _decision_done(request, campaign_id, window_id, note: str):
+    """The workspace with the note for htmx, else a redirect to it."""
     if request.htmx:
-        context = _workspace(request, campaign, window.pk)
+        context = _workspace(request, campaign_id, window_id)
         context["notice"] = note
         return render(request, "annotation/adjudication_window.html#workspace", context)
     messages.success(request, note)
-    return redirect("annotation:adjudication_window", campaign.pk, window.pk)
+    return redirect("annotation:adjudication_window", campaign_id, window_id)
 
 
-def _decision_failed(request, campaign, window, message: str, posted: dict):
+def _decision_failed(request, campaign_id, window_id, message: str, posted: dict):
     """The workspace again with the message beside the form, the typed text kept:
     status 200 for htmx, which swaps only successful responses by default, and
     the whole page with status 400 for a plain form post."""
-    context = _workspace(request, campaign, window.pk, error=message, posted=posted)
+    context = _workspace(request, campaign_id, window_id, error=message, posted=posted)
     if request.htmx:
         return render(request, "annotation/adjudication_window.html#workspace", context)
     response = render(
@@ -226,32 +221,26 @@ def irr_dashboard(request, campaign_id: int):
 def campaign_recompute(request, campaign_id: int):
     """Start the recompute of every complete window's agreement; the dashboard
     shows its progress."""
-    campaign = _campaign(request, campaign_id)
     refusal = ""
     try:
-        recompute_services.agreement_recompute_start(
-            admin=request.user, campaign=campaign
+        posted_services.agreement_recompute_posted(
+            admin=request.user, campaign_id=campaign_id
         )
     except ValidationError as error:
         refusal = " ".join(error.messages)
     if request.htmx:
+        context = recompute_progress_page(admin=request.user, campaign_id=campaign_id)
         return render(
             request,
             "annotation/partials/_recompute.html",
-            {
-                "campaign": campaign,
-                "progress": irr_recompute_progress(
-                    admin=request.user, campaign=campaign
-                ),
-                "refusal": refusal,
-            },
+            {**context, "refusal": refusal},
         )
     if refusal:
         messages.info(request, refusal)
     else:
         messages.success(request, "Recompute queued: progress below.")
     return redirect(
-        reverse("annotation:irr_dashboard", args=[campaign.pk]) + "#recompute"
+        reverse("annotation:irr_dashboard", args=[campaign_id]) + "#recompute"
     )
 
 

@@ -22,6 +22,8 @@ from annotation import calibration as services
 from annotation import calibration_judging as judging
 from annotation import selectors
 from annotation.models import Campaign, ConsensusTask, RecomputeState
+from annotation.selectors.calibration import calibration_judge_page
+from annotation.services.posted import calibration_judge_posted
 from evaluation.matcher import (
     PACKAGED_MODELS,
     REFERENCE_TAUS,
@@ -221,17 +223,12 @@ def calibration_draw_progress(request, draw_id: int):
     return response
 
 
-def _judge_context(request, calibration_set, *, error: str = "", last=None) -> dict:
-    state = judging.calibration_next_pair(
-        user=request.user, calibration_set=calibration_set
-    )
-    pair = state["pair"]
+def _judge_context(request, set_id, *, error: str = "", last=None) -> dict:
+    page = calibration_judge_page(user=request.user, set_id=set_id)
+    pair = page["pair"]
     return {
-        "calibration_set": calibration_set,
-        "pair": pair,
+        **page,
         "task_name": TASK_NAMES.get(pair.task, pair.task) if pair else "",
-        "judged": state["judged"],
-        "total": state["total"],
         "error": error,
         "last": last,
     }
@@ -240,11 +237,10 @@ def _judge_context(request, calibration_set, *, error: str = "", last=None) -> d
 @require_GET
 @judge_required
 def calibration_judge(request, set_id: int):
-    calibration_set = judging.calibration_set_get(user=request.user, set_id=set_id)
     response = render_page_or_partial(
         request,
         "annotation/calibration_judge.html",
-        _judge_context(request, calibration_set),
+        _judge_context(request, set_id),
         partial="judge_pair",
     )
     response["Cache-Control"] = "no-store"
@@ -254,24 +250,23 @@ def calibration_judge(request, set_id: int):
 @require_POST
 @judge_required
 def calibration_judge_post(request, set_id: int):
-    calibration_set = judging.calibration_set_get(user=request.user, set_id=set_id)
     same = {"same": True, "different": False}.get(request.POST.get("judgment", ""))
     error, last = "", None
     try:
-        last = judging.calibration_judge(
+        last = calibration_judge_posted(
             judge=request.user,
-            calibration_set=calibration_set,
+            set_id=set_id,
             pair_id=request.POST.get("pair"),
             same=same,
         )
     except (ValidationError, PermissionDenied) as error_:
         error = error_text(error_)
-    context = _judge_context(request, calibration_set, error=error, last=last)
+    context = _judge_context(request, set_id, error=error, last=last)
     if request.htmx:
         return render(request, "annotation/calibration_judge.html#judge_pair", context)
     if error:
         messages.error(request, error)
-    return redirect("annotation:calibration_judge", calibration_set.pk)
+    return redirect("annotation:calibration_judge", set_id)
 
 
 @require_GET

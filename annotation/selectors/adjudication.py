@@ -34,6 +34,15 @@ RATING_NAMES = {
 MERGE_KEYS = "123456789"
 
 
+def adjudication_workspace_page(*, admin, campaign_id, window_id) -> dict:
+    """The workspace (``adjudication_workspace``) of the campaign the id names;
+    Http404 for another id or a non-admin."""
+    from annotation.selectors import campaign_get_for_admin
+
+    campaign = campaign_get_for_admin(admin=admin, campaign_id=campaign_id)
+    return adjudication_workspace(admin=admin, campaign=campaign, window_id=window_id)
+
+
 def adjudication_workspace(*, admin, campaign: Campaign, window_id) -> dict:
     """What the window's adjudication workspace shows: status, the set tasks'
     items grouped by meaning per physician column, the open disputes with their

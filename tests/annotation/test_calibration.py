@@ -106,6 +106,19 @@ def test_majority_of_judgments():
 # Drawing pairs from labels ---------------------------------------------------------
 
 
+def _status(client, name: str, *args, data=None) -> int:
+    """The status of a GET of the page ``annotation:<name>`` (a POST of
+    ``data`` when given)."""
+    url = reverse(f"annotation:{name}", args=args)
+    return (client.get(url) if data is None else client.post(url, data)).status_code
+
+
+def _draw(admin, name, campaigns, matcher, **options):
+    return calibration_set_draw(
+        admin=admin, name=name, campaigns=campaigns, matcher=matcher, **options
+    )
+
+
 @pytest.fixture
 def judge(db):
     """A physician who rates no window: every window may give them items."""
@@ -115,11 +128,11 @@ def judge(db):
 def test_pairs_are_drawn_from_the_labels_in_their_cosine_strata(
     labelled, admin_user, matcher, judge
 ):
-    drawn = calibration_set_draw(
-        admin=admin_user,
-        name="Cal 1",
-        campaigns=[labelled],
-        matcher=matcher,
+    drawn = _draw(
+        admin_user,
+        "Cal 1",
+        [labelled],
+        matcher,
         per_stratum=3,
         band=0.2,
         seed=1,
@@ -164,11 +177,11 @@ def test_drawn_pairs_store_the_guarded_similarity_so_an_opposite_pair_gets_minus
     submit(a, gold, windows[1], "stable", added=["Start norepinephrine infusion"])
     submit(b, gold, windows[1], "stable", added=["Stop norepinephrine infusion"])
 
-    drawn = calibration_set_draw(
-        admin=admin_user,
-        name="Opposites",
-        campaigns=[gold],
-        matcher=matcher,
+    drawn = _draw(
+        admin_user,
+        "Opposites",
+        [gold],
+        matcher,
         per_stratum=3,
         band=0.3,
         seed=0,
@@ -209,14 +222,7 @@ def test_without_judges_only_closed_windows_give_items(
     CampaignWindow.objects.filter(campaign=labelled, window=windows[0]).update(
         adjudicated_at=timezone.now()
     )
-    drawn = calibration_set_draw(
-        admin=admin_user,
-        name="Closed",
-        campaigns=[labelled],
-        matcher=matcher,
-        per_stratum=50,
-        band=0.5,
-    )
+    drawn = _draw(admin_user, "Closed", [labelled], matcher, per_stratum=50, band=0.5)
     texts = {t for p in drawn.pairs.all() for t in (p.text_a, p.text_b)}
     assert texts and texts <= {
         "Septic shock",
@@ -236,11 +242,11 @@ def test_a_judge_who_rates_the_windows_gets_no_item_of_them_nor_of_their_co_rate
     """Drawn for physician a, who rates every window of the campaign with b:
     nothing is left to pair (a's own items come from open windows too)."""
     with pytest.raises(ValidationError, match="nothing to pair"):
-        calibration_set_draw(
-            admin=admin_user,
-            name="For a",
-            campaigns=[labelled],
-            matcher=matcher,
+        _draw(
+            admin_user,
+            "For a",
+            [labelled],
+            matcher,
             per_stratum=5,
             judges=[physicians[0], judge],
         )
@@ -253,11 +259,11 @@ def test_an_invited_rater_is_never_shown_a_pair_with_a_co_raters_words(
     """Drawn for an outside judge, then a (who co-rates every window with b) is
     invited: a is shown only pairs without b's words, and cannot judge the
     others by forging their id."""
-    drawn = calibration_set_draw(
-        admin=admin_user,
-        name="Late",
-        campaigns=[labelled],
-        matcher=matcher,
+    drawn = _draw(
+        admin_user,
+        "Late",
+        [labelled],
+        matcher,
         per_stratum=20,
         band=0.5,
         judges=[judge],
@@ -318,17 +324,13 @@ def test_a_campaign_without_submitted_labels_has_nothing_to_pair(
     gold, admin_user, matcher
 ):
     with pytest.raises(ValidationError, match="nothing to pair"):
-        calibration_set_draw(
-            admin=admin_user, name="Empty", campaigns=[gold], matcher=matcher
-        )
+        _draw(admin_user, "Empty", [gold], matcher)
     assert not CalibrationSet.objects.exists()
 
 
 def test_only_admins_draw(labelled, physicians, matcher):
     with pytest.raises(PermissionDenied):
-        calibration_set_draw(
-            admin=physicians[0], name="X", campaigns=[labelled], matcher=matcher
-        )
+        _draw(physicians[0], "X", [labelled], matcher)
 
 
 # Judgments, report, adoption --------------------------------------------------------
@@ -458,13 +460,8 @@ def test_a_tau_outside_the_report_is_refused_and_nothing_changes(
 
 
 def test_a_set_without_judgments_cannot_calibrate(labelled, admin_user, matcher, judge):
-    drawn = calibration_set_draw(
-        admin=admin_user,
-        name="Unjudged",
-        campaigns=[labelled],
-        matcher=matcher,
-        per_stratum=2,
-        judges=[judge],
+    drawn = _draw(
+        admin_user, "Unjudged", [labelled], matcher, per_stratum=2, judges=[judge]
     )
     with pytest.raises(ValidationError, match="No pair of this set has a judgment"):
         tau_adopt(admin=admin_user, calibration_set=drawn, tau=0.5)
@@ -638,13 +635,8 @@ def test_a_rerun_after_a_crash_takes_the_set_already_drawn(
         per_stratum=2,
         judges=[judge],
     )
-    drawn = calibration_set_draw(
-        admin=admin_user,
-        name="Crash",
-        campaigns=[labelled],
-        matcher=matcher,
-        per_stratum=2,
-        judges=[judge],
+    drawn = _draw(
+        admin_user, "Crash", [labelled], matcher, per_stratum=2, judges=[judge]
     )
 
     def no_model():
@@ -665,41 +657,26 @@ def test_only_admins_queue_draws(labelled, physicians):
 def test_report_draw_and_adopt_are_403_for_non_admins(client, judged_set, role):
     client.force_login(make_role_user(role))
 
+    assert _status(client, "calibration_report", judged_set.pk) == 403
     assert (
-        client.get(
-            reverse("annotation:calibration_report", args=[judged_set.pk])
-        ).status_code
-        == 403
+        _status(client, "calibration_adopt", judged_set.pk, data={"tau": "0.6"}) == 403
     )
-    assert (
-        client.post(
-            reverse("annotation:calibration_adopt", args=[judged_set.pk]),
-            {"tau": "0.6"},
-        ).status_code
-        == 403
-    )
-    assert (
-        client.post(reverse("annotation:calibration_draw"), {"name": "x"}).status_code
-        == 403
-    )
+    assert _status(client, "calibration_draw", data={"name": "x"}) == 403
     assert not TauAdoption.objects.exists()
     assert CalibrationSet.objects.count() == 1
 
 
 def test_researchers_do_not_judge(client, judged_set, researcher):
     client.force_login(researcher)
-    assert client.get(reverse("annotation:calibration_list")).status_code == 403
+    assert _status(client, "calibration_list") == 403
+    assert _status(client, "calibration_judge", judged_set.pk) == 403
     assert (
-        client.get(
-            reverse("annotation:calibration_judge", args=[judged_set.pk])
-        ).status_code
-        == 403
-    )
-    assert (
-        client.post(
-            reverse("annotation:calibration_judge_post", args=[judged_set.pk]),
-            {"pair": judged_set.pairs.first().pk, "judgment": "same"},
-        ).status_code
+        _status(
+            client,
+            "calibration_judge_post",
+            judged_set.pk,
+            data={"pair": judged_set.pairs.first().pk, "judgment": "same"},
+        )
         == 403
     )
 
@@ -734,12 +711,7 @@ def test_admin_invites_and_withdraws_judges_on_the_report_page(
     )
     assert not CalibrationInvitation.objects.filter(judge=newcomer).exists()
     client.force_login(newcomer)
-    assert (
-        client.get(
-            reverse("annotation:calibration_judge", args=[judged_set.pk])
-        ).status_code
-        == 404
-    )
+    assert _status(client, "calibration_judge", judged_set.pk) == 404
 
 
 def test_bad_invitations_are_refused_and_nothing_is_written(
@@ -780,17 +752,21 @@ def test_invite_and_withdraw_are_403_for_non_admins(
     client.force_login(make_role_user(role))
     before = CalibrationInvitation.objects.count()
     assert (
-        client.post(
-            reverse("annotation:calibration_invite", args=[judged_set.pk]),
-            {"judges": [physicians[0].pk]},
-        ).status_code
+        _status(
+            client,
+            "calibration_invite",
+            judged_set.pk,
+            data={"judges": [physicians[0].pk]},
+        )
         == 403
     )
     assert (
-        client.post(
-            reverse("annotation:calibration_invitation_withdraw", args=[judged_set.pk]),
-            {"judge": physicians[0].pk},
-        ).status_code
+        _status(
+            client,
+            "calibration_invitation_withdraw",
+            judged_set.pk,
+            data={"judge": physicians[0].pk},
+        )
         == 403
     )
     assert CalibrationInvitation.objects.count() == before
