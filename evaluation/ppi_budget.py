@@ -81,9 +81,13 @@ def gold_budget(
     n_now = int(interval.get("n_gold") or 0)
     oracle_se = (o_upper - o_lower) / (2 * z)
     oracle_term = lam**2 * oracle_se**2
+    # The interval's own quantile (Student's t of its effective degrees of
+    # freedom, evaluation.ppi), kept for the target.
+    q = (upper - lower) / (2 * se) if se > 0 else z
+    q = q if math.isfinite(q) else z
     # The Gold term's variance of one window of a uniform draw.
     per_window = n_now * max(se**2 - oracle_term, 0.0) / current
-    room = (target_width / (2 * z)) ** 2 - oracle_term
+    room = (target_width / (2 * q)) ** 2 - oracle_term
     uniform = _windows_needed(per_window, room)
     active_n = (
         _windows_needed(active * per_window, room)
@@ -96,7 +100,7 @@ def gold_budget(
         "n_gold": n_now,
         "n_windows": interval.get("n_windows"),
         "effective_gold": interval.get("effective_gold"),
-        "narrowest_width": 2 * z * math.sqrt(oracle_term),
+        "narrowest_width": 2 * q * math.sqrt(oracle_term),
         "uniform": uniform,
         "more_uniform": None if uniform is None else max(0, uniform - n_now),
         "active": active_n,

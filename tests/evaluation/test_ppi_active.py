@@ -1,0 +1,140 @@
+"""An active Gold draw's statistics (evaluation.ppi, issue 33) on a small
+synthetic population with a fixed seed: the inverse-probability weights keep
+the estimate unbiased and the intervals cover, the same estimate without the
+weights is biased, and the draw keeps every window's chance of being drawn
+at its uniform floor. A few seconds; the 1,000-replication figures are
+benchmarks/ppi_coverage_bench.py's."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from evaluation.ppi import (
+    DEFAULT_FLOOR,
+    RATIO,
+    Design,
+    _t,
+    effective_df,
+    inclusion_probabilities,
+    poisson_draw,
+    ppi_estimate,
+)
+from evaluation.ppi_budget import active_factor
+
+N = 3000
+BUDGET = 250
+REPS = 300
+
+
+def population(rng):
+    """A truth, an Oracle that errs on 40 % of the hard windows (a fifth) and
+    3 % of the others, always towards 1, and an uncertainty that is high on
+    the hard windows; per-window RATIO vectors (every window counts)."""
+    hard = rng.random(N) < 0.2
+    y = (rng.random(N) < 0.6).astype(float)
+    wrong = rng.random(N) < np.where(hard, 0.4, 0.03)
+    f = np.where(wrong, 1.0, y)
+    uncertainty = np.where(hard, rng.choice([2 / 3, 1.0], N), rng.choice([0, 1 / 3], N))
+    ones = np.ones(N)
+    return np.column_stack([f, ones]), np.column_stack([y, ones]), uncertainty
+
+
+def replications():
+    rng = np.random.default_rng(33)
+    out = []
+    for _ in range(REPS):
+        f, y, u = population(rng)
+        pi = inclusion_probabilities(u, BUDGET)
+        drawn = poisson_draw(pi, rng)
+        target = RATIO.value(y.mean(axis=0))
+        weighted = ppi_estimate(Design.of(f, y, drawn, pi), RATIO)
+        # The same Gold windows counted as if drawn uniformly.
+        unweighted = ppi_estimate(Design.of(f, y, drawn), RATIO)
+        out.append((target, weighted, unweighted, pi, drawn))
+    return out
+
+
+@pytest.fixture(scope="module")
+def results():
+    return replications()
+
+
+def test_the_weighted_active_estimate_is_unbiased_and_covers(results):
+    errors = np.array([w.estimate - t for t, w, _, _, _ in results])
+    spread = errors.std() / math.sqrt(REPS)
+    assert abs(errors.mean()) < 3 * spread
+    covered = np.mean([w.covers(t) for t, w, _, _, _ in results])
+    # 95 % intervals: 300 replications put the coverage within about 2.5
+    # points of it.
+    assert covered >= 0.91
+    # The interval is as wide as the estimate's spread, not narrower.
+    rms_se = math.sqrt(np.mean([w.se**2 for _, w, _, _, _ in results]))
+    assert errors.std() <= 1.1 * rms_se
+
+
+def test_without_the_weights_the_active_estimate_is_biased(results):
+    # The hard windows, where the Oracle overstates the truth, are drawn more
+    # often: counted as uniform they pull the correction too far.
+    errors = np.array([u.estimate - t for t, _, u, _, _ in results])
+    spread = errors.std() / math.sqrt(REPS)
+    assert errors.mean() < -5 * spread
+    # Not a rounding matter: a good part of the interval's standard error.
+    assert errors.mean() < -0.5 * np.mean([u.se for _, _, u, _, _ in results])
+
+
+def test_every_window_keeps_its_floor_and_the_budget_is_spent(results):
+    _, _, _, pi, drawn = results[0]
+    assert pi.min() == pytest.approx(DEFAULT_FLOOR * BUDGET / N)
+    assert pi.sum() == pytest.approx(BUDGET)
+    mean_drawn = np.mean([d.sum() for *_, d in results])
+    assert abs(mean_drawn - BUDGET) < 3 * math.sqrt(BUDGET)
+    # No weight grows beyond that of the floor.
+    weights = np.concatenate([1 / p[d] for *_, p, d in results])
+    assert weights.max() <= N / (DEFAULT_FLOOR * BUDGET) + 1e-9
+
+
+def test_the_active_draw_narrows_the_interval_as_the_budget_page_plans(results):
+    rng = np.random.default_rng(34)
+    f, y, u = population(rng)
+    pi_active = inclusion_probabilities(u, BUDGET)
+    factor = active_factor(u, np.ones(N))
+    assert factor < 0.9
+    widths = {"uniform": [], "active": []}
+    for _ in range(100):
+        uniform = np.full(N, BUDGET / N)
+        for name, pi in (("uniform", uniform), ("active", pi_active)):
+            design = Design.of(f, y, poisson_draw(pi, rng), pi)
+            widths[name].append(ppi_estimate(design, RATIO, lam=1.0).se ** 2)
+    # The rectifier's variance shrinks by about the planned factor (the
+    # Oracle term lam^2 var(f) / N, the same under both draws, is small here).
+    ratio = np.mean(widths["active"]) / np.mean(widths["uniform"])
+    assert ratio < 0.95
+    assert ratio == pytest.approx(factor, abs=0.12)
+
+
+@pytest.mark.parametrize(
+    "df, exact", [(3, 3.1824), (10, 2.2281), (30, 2.0423), (math.inf, 1.9600)]
+)
+def test_the_t_quantile_matches_the_table(df, exact):
+    assert _t(0.05, df) == pytest.approx(exact, abs=0.004)
+
+
+def test_a_variance_carried_by_a_few_windows_has_few_degrees_of_freedom():
+    # Eight windows carry the variance: as unsure as a variance from 16.
+    spread = np.zeros(1000)
+    spread[:8] = [1, -1] * 4
+    assert effective_df(spread) == pytest.approx(16, rel=0.02)
+    # Normal values: about as many degrees of freedom as values.
+    normal = np.random.default_rng(0).normal(size=2000)
+    assert 1600 < effective_df(normal) < 2400
+    # A PPI interval on such data takes the wider t quantile.
+    f = np.zeros(1000)
+    y = np.zeros(1000)
+    y[:6] = 1.0
+    labelled = np.zeros(1000, dtype=bool)
+    labelled[:60] = True
+    e = ppi_estimate(Design.of(f, y, labelled), lam=1.0)
+    assert e.width / (2 * e.se) > 2.1
