@@ -4,6 +4,7 @@ their own submissions, and the public ones on a leaderboard."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from django.db.models import Prefetch, QuerySet
@@ -283,6 +284,48 @@ def release_page(*, user, release: Release) -> dict:
             if release.matcher_model
             else ""
         ),
+    }
+
+
+@dataclass(frozen=True)
+class ReleaseDetail:
+    """A release the user may see, and its page (``release_page``) read when a
+    page is shown: a view that redirects after its write does without it."""
+
+    user: object
+    release: Release
+
+    def page(self) -> dict:
+        return release_page(user=self.user, release=self.release)
+
+
+def release_detail_get(*, user, release_id: int) -> ReleaseDetail:
+    """The release (``release_get``; Http404 for one the user may not see) with
+    its page's read."""
+    from django.http import Http404
+
+    release = release_get(user=user, release_id=release_id)
+    if release is None:
+        raise Http404("No such release.")
+    return ReleaseDetail(user=user, release=release)
+
+
+def release_new_page(
+    *, user, run_id: int | None = None, report_id: int | None = None, strict=True
+) -> dict:
+    """The promote page's reads: the Oracle run's promotion (``promotion_get``)
+    when ``run_id`` names one, and the runs an admin can release. Http404 for a
+    ``run_id`` naming no run the user may promote, unless not ``strict``."""
+    from django.http import Http404
+
+    promotion = None
+    if run_id is not None:
+        promotion = promotion_get(user=user, run_id=run_id, report_id=report_id)
+        if promotion is None and strict:
+            raise Http404("No such Oracle run.")
+    return {
+        **(promotion or {}),
+        "runs": release_build_choices(user=user)["runs"],
     }
 
 

@@ -21,10 +21,10 @@ from accounts.roles import user_is_admin
 from accounts.web import render_page_or_partial
 from annotation.models import Campaign
 from evaluation.metrics import DEFAULT_K
-from exports import selectors, services
+from exports import selectors, services, services_pages
 from exports.building import ReleaseFileChanged
 from exports.downloads import release_file_serve
-from exports.models import ApiToken, ReleaseKind, ReleaseState, SubmissionState
+from exports.models import ApiToken, ReleaseKind, SubmissionState
 from exports.roles import release_user_required
 from exports.scoring import MAX_K
 from exports.submission_files import submission_plot_source
@@ -89,7 +89,7 @@ def release_build_start(request):
     form = ReleaseBuildForm(request.POST)
     if form.is_valid():
         try:
-            release = services.release_create(
+            release, warning = services_pages.release_build_request(
                 user=request.user,
                 kind=form.cleaned_data["kind"],
                 campaign=form.cleaned_data["campaign"],
@@ -102,10 +102,8 @@ def release_build_start(request):
                 form.add_error(None, message)
         else:
             messages.success(request, f"{release} is queued for building.")
-            if release.campaign_id and release.kind == "gold":
-                warning = services.gold_open_windows_warning(release.campaign)
-                if warning:
-                    messages.warning(request, warning)
+            if warning:
+                messages.warning(request, warning)
             return redirect("exports:release_list")
     return _release_list_page(request, form, status=400)
 
@@ -131,14 +129,18 @@ def _query_id(request, name: str) -> int | None:
     return int(raw)
 
 
-def _release_new_page(request, promotion, form=None, errors=(), status=200):
-    report = (promotion or {}).get("report")
+def _release_new_page(
+    request, run_id=None, report_id=None, form=None, errors=(), status=200
+):
+    page = selectors.release_new_page(
+        user=request.user, run_id=run_id, report_id=report_id, strict=form is None
+    )
+    report = page.get("report")
     context = {
-        **(promotion or {}),
+        **page,
         "gate": promotion_gate(report=report) if report is not None else None,
         "form": form,
         "errors": list(errors),
-        "runs": selectors.release_build_choices(user=request.user)["runs"],
     }
     return render(request, "exports/release_new.html", context, status=status)
 
@@ -154,23 +156,15 @@ def release_new(request):
     if request.method == "GET":
         run_id = _query_id(request, "run")
         if run_id is None:
-            return _release_new_page(request, None)
-        promotion = selectors.promotion_get(
-            user=request.user, run_id=run_id, report_id=_query_id(request, "report")
-        )
-        if promotion is None:
-            raise Http404("No such Oracle run.")
-        return _release_new_page(request, promotion)
+            return _release_new_page(request)
+        return _release_new_page(request, run_id, _query_id(request, "report"))
     form = PromoteForm(request.POST)
     if not form.is_valid():
         return _release_new_page(
-            request, None, form=form, errors=_form_errors(form), status=400
+            request, form=form, errors=_form_errors(form), status=400
         )
     run = form.cleaned_data["oracle_run"]
     report = form.cleaned_data["validation_report"]
-    promotion = selectors.promotion_get(
-        user=request.user, run_id=run.pk, report_id=report.pk if report else None
-    )
     try:
         release = services.release_create(
             user=request.user,
@@ -182,7 +176,12 @@ def release_new(request):
         )
     except ValidationError as error:
         return _release_new_page(
-            request, promotion, form=form, errors=error.messages, status=400
+            request,
+            run.pk,
+            report.pk if report else None,
+            form=form,
+            errors=error.messages,
+            status=400,
         )
     messages.success(
         request, f"{release} is queued for building from Oracle run {run.pk}."
@@ -219,9 +218,9 @@ def _release_or_404(request, release_id: int):
     return release
 
 
-def _release_detail_page(request, release, form=None, errors=(), status=200):
+def _release_detail_page(request, detail, form=None, errors=(), status=200):
     context = {
-        **selectors.release_page(user=request.user, release=release),
+        **detail.page(),
         "form": form or SubmissionForm(initial={"k": DEFAULT_K}),
         "errors": list(errors),
     }
@@ -237,7 +236,10 @@ def _release_detail_page(request, release, form=None, errors=(), status=200):
 @require_GET
 @release_user_required
 def release_detail(request, release_id: int):
-    return _release_detail_page(request, _release_or_404(request, release_id))
+    return _release_detail_page(
+        request,
+        selectors.release_detail_get(user=request.user, release_id=release_id),
+    )
 
 
 def _release_action(request, release_id: int, action, done: str):
@@ -306,7 +308,7 @@ def release_file(request, release_id: int, file_path: str):
 @require_POST
 @release_user_required
 def submission_upload(request, release_id: int):
-    release = _release_or_404(request, release_id)
+    detail = selectors.release_detail_get(user=request.user, release_id=release_id)
     # The API's submission rate, counted together with the API's uploads: both
     # start the same scoring jobs.
     rate = scope_rate("submissions")
@@ -317,36 +319,36 @@ def submission_upload(request, release_id: int):
         minutes = max(1, math.ceil(wait / 60))
         return _release_detail_page(
             request,
-            release,
+            detail,
             errors=[
                 f"Too many uploads of predictions (the limit is {rate}, with the "
                 f"API's). Try again in {minutes} minute{'s' if minutes > 1 else ''}."
             ],
             status=429,
         )
-    if release.state != ReleaseState.READY:
-        try:
-            services.release_require_ready(release)
-        except ValidationError as error:
-            return _release_detail_page(
-                request, release, errors=error.messages, status=409
-            )
     form = SubmissionForm(request.POST, request.FILES)
-    if not form.is_valid():
-        return _release_detail_page(request, release, form=form, status=400)
+    prediction = (
+        {
+            "upload": form.cleaned_data["file"],
+            "model_name": form.cleaned_data["model_name"],
+            "k": form.cleaned_data["k"],
+            "public": form.cleaned_data["public"],
+        }
+        if form.is_valid()
+        else None
+    )
     try:
-        submission = services.submission_create(
-            user=request.user,
-            release=release,
-            upload=form.cleaned_data["file"],
-            model_name=form.cleaned_data["model_name"],
-            k=form.cleaned_data["k"],
-            public=form.cleaned_data["public"],
+        submission = services_pages.submission_upload(
+            user=request.user, release=detail.release, prediction=prediction
         )
+    except services_pages.ReleaseNotReady as error:
+        return _release_detail_page(request, detail, errors=error.messages, status=409)
     except ValidationError as error:
         return _release_detail_page(
-            request, release, form=form, errors=error.messages, status=400
+            request, detail, form=form, errors=error.messages, status=400
         )
+    if submission is None:
+        return _release_detail_page(request, detail, form=form, status=400)
     messages.success(request, "Predictions accepted; scoring has started.")
     return redirect("exports:submission_detail", submission_id=submission.pk)
 
