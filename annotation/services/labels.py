@@ -236,6 +236,37 @@ def _refuse_if_submitted(assignment: Assignment) -> None:
         )
 
 
+def _label_save(
+    *,
+    assignment: Assignment,
+    label: Label | None,
+    annotator,
+    payload: dict,
+    base_version,
+    kind: str,
+    active_seconds,
+    submission_id: str | None = None,
+) -> Label:
+    """A draft's or a submit's checks and write, under the assignment's row
+    lock: the base version, not yet submitted, the payload clean (complete for
+    a submit), then the label's next version."""
+    _version_check(label, base_version)
+    _refuse_if_submitted(assignment)
+    status, body = _payload_clean(
+        payload=payload, assignment=assignment, complete=kind == RevisionKind.SUBMIT
+    )
+    return _label_write(
+        assignment=assignment,
+        label=label,
+        annotator=annotator,
+        status=status,
+        body=body,
+        kind=kind,
+        active_seconds=active_seconds,
+        submission_id=submission_id,
+    )
+
+
 def label_save_draft(
     *,
     annotator,
@@ -255,18 +286,12 @@ def label_save_draft(
         assignment = _assignment_for_update(
             annotator=annotator, assignment_id=assignment_id
         )
-        label = _label_for_update(assignment)
-        _version_check(label, base_version)
-        _refuse_if_submitted(assignment)
-        status, body = _payload_clean(
-            payload=payload, assignment=assignment, complete=False
-        )
-        label = _label_write(
+        label = _label_save(
             assignment=assignment,
-            label=label,
+            label=_label_for_update(assignment),
             annotator=annotator,
-            status=status,
-            body=body,
+            payload=payload,
+            base_version=base_version,
             kind=RevisionKind.DRAFT,
             active_seconds=active_seconds,
         )
@@ -330,17 +355,12 @@ def label_submit(
             submission_id=submission_id,
         ):
             return label
-        _version_check(label, base_version)
-        _refuse_if_submitted(assignment)
-        status, body = _payload_clean(
-            payload=payload, assignment=assignment, complete=True
-        )
-        label = _label_write(
+        label = _label_save(
             assignment=assignment,
             label=label,
             annotator=annotator,
-            status=status,
-            body=body,
+            payload=payload,
+            base_version=base_version,
             kind=RevisionKind.SUBMIT,
             active_seconds=active_seconds,
             submission_id=submission_id,

@@ -35,6 +35,16 @@ def _draft(physician, assignment, payload, version, **kw):
     )
 
 
+def _submit(physician, assignment, payload, version, **kw):
+    return label_submit(
+        annotator=physician,
+        assignment_id=assignment.pk,
+        payload=payload,
+        base_version=version,
+        **kw,
+    )
+
+
 def test_first_draft_creates_the_label_at_version_1(physicians, assignment, clinical):
     label = _draft(
         physicians[0],
@@ -78,13 +88,7 @@ def test_drafts_survive_and_each_save_increments_the_version(physicians, assignm
 def test_submit_validates_and_marks_the_assignment_submitted(
     physicians, assignment, complete_payload
 ):
-    label = label_submit(
-        annotator=physicians[0],
-        assignment_id=assignment.pk,
-        payload=complete_payload,
-        base_version=0,
-        submission_id="s-1",
-    )
+    label = _submit(physicians[0], assignment, complete_payload, 0, submission_id="s-1")
 
     assert label.version == 1
     assert label.status == "deteriorating"
@@ -98,12 +102,7 @@ def test_submit_validates_and_marks_the_assignment_submitted(
 def test_submit_after_drafts(physicians, assignment, complete_payload):
     _draft(physicians[0], assignment, {"status": "stable"}, 0)
     _draft(physicians[0], assignment, complete_payload, 1)
-    label = label_submit(
-        annotator=physicians[0],
-        assignment_id=assignment.pk,
-        payload=complete_payload,
-        base_version=2,
-    )
+    label = _submit(physicians[0], assignment, complete_payload, 2)
     assert label.version == 3
     assert list(label.revisions.values_list("version", "kind")) == [
         (1, "draft"),
@@ -145,32 +144,17 @@ def test_stale_submit_is_refused_and_nothing_is_written(
     _draft(physicians[0], assignment, {"status": "stable"}, 0)
     before = written_state()
     with pytest.raises(ValidationError, match=r"another tab or window \(version 1\)"):
-        label_submit(
-            annotator=physicians[0],
-            assignment_id=assignment.pk,
-            payload=complete_payload,
-            base_version=0,
-        )
+        _submit(physicians[0], assignment, complete_payload, 0)
     assert written_state() == before
 
 
 def test_double_submit_with_the_same_id_creates_one_label_and_one_revision(
     physicians, assignment, complete_payload
 ):
-    first = label_submit(
-        annotator=physicians[0],
-        assignment_id=assignment.pk,
-        payload=complete_payload,
-        base_version=0,
-        submission_id="abc",
-    )
+    first = _submit(physicians[0], assignment, complete_payload, 0, submission_id="abc")
     before = written_state()
-    second = label_submit(
-        annotator=physicians[0],
-        assignment_id=assignment.pk,
-        payload=complete_payload,
-        base_version=0,
-        submission_id="abc",
+    second = _submit(
+        physicians[0], assignment, complete_payload, 0, submission_id="abc"
     )
 
     assert second.pk == first.pk and second.version == first.version == 1
@@ -181,19 +165,9 @@ def test_double_submit_with_the_same_id_creates_one_label_and_one_revision(
 def test_double_submit_without_an_id_is_recognized_by_content_and_version(
     physicians, assignment, complete_payload
 ):
-    first = label_submit(
-        annotator=physicians[0],
-        assignment_id=assignment.pk,
-        payload=complete_payload,
-        base_version=0,
-    )
+    first = _submit(physicians[0], assignment, complete_payload, 0)
     before = written_state()
-    second = label_submit(
-        annotator=physicians[0],
-        assignment_id=assignment.pk,
-        payload=complete_payload,
-        base_version=0,
-    )
+    second = _submit(physicians[0], assignment, complete_payload, 0)
     assert second.pk == first.pk
     assert written_state() == before
 
@@ -201,33 +175,15 @@ def test_double_submit_without_an_id_is_recognized_by_content_and_version(
 def test_a_different_submit_after_submission_is_refused(
     physicians, assignment, complete_payload
 ):
-    label_submit(
-        annotator=physicians[0],
-        assignment_id=assignment.pk,
-        payload=complete_payload,
-        base_version=0,
-        submission_id="one",
-    )
+    _submit(physicians[0], assignment, complete_payload, 0, submission_id="one")
     before = written_state()
     changed = {**complete_payload, "status": "stable"}
     with pytest.raises(ValidationError, match=r"another tab or window \(version 1\)"):
-        label_submit(
-            annotator=physicians[0],
-            assignment_id=assignment.pk,
-            payload=changed,
-            base_version=0,
-            submission_id="two",
-        )
+        _submit(physicians[0], assignment, changed, 0, submission_id="two")
     with pytest.raises(
         ValidationError, match="already submitted; reopen it to change it"
     ):
-        label_submit(
-            annotator=physicians[0],
-            assignment_id=assignment.pk,
-            payload=changed,
-            base_version=1,
-            submission_id="two",
-        )
+        _submit(physicians[0], assignment, changed, 1, submission_id="two")
     with pytest.raises(
         ValidationError, match="already submitted; reopen it to change it"
     ):
@@ -238,13 +194,7 @@ def test_a_different_submit_after_submission_is_refused(
 def test_reopen_turns_the_label_back_into_a_draft_and_resubmit_works(
     physicians, assignment, complete_payload
 ):
-    label_submit(
-        annotator=physicians[0],
-        assignment_id=assignment.pk,
-        payload=complete_payload,
-        base_version=0,
-        submission_id="one",
-    )
+    _submit(physicians[0], assignment, complete_payload, 0, submission_id="one")
 
     label = label_reopen(annotator=physicians[0], assignment_id=assignment.pk)
 
@@ -254,18 +204,12 @@ def test_reopen_turns_the_label_back_into_a_draft_and_resubmit_works(
     assert assignment.state == AssignmentState.DRAFT
     # a late replay of the first submit is now stale, not a silent overwrite
     with pytest.raises(ValidationError, match=r"version 2"):
-        label_submit(
-            annotator=physicians[0],
-            assignment_id=assignment.pk,
-            payload=complete_payload,
-            base_version=0,
-            submission_id="one",
-        )
-    label = label_submit(
-        annotator=physicians[0],
-        assignment_id=assignment.pk,
-        payload={**complete_payload, "status": "stable"},
-        base_version=2,
+        _submit(physicians[0], assignment, complete_payload, 0, submission_id="one")
+    label = _submit(
+        physicians[0],
+        assignment,
+        {**complete_payload, "status": "stable"},
+        2,
         submission_id="two",
     )
     assert label.version == 3 and label.status == "stable"
@@ -279,12 +223,7 @@ def test_reopen_turns_the_label_back_into_a_draft_and_resubmit_works(
 def test_reopen_is_refused_once_adjudication_started(
     physicians, assignment, complete_payload, admin_user, campaign
 ):
-    label_submit(
-        annotator=physicians[0],
-        assignment_id=assignment.pk,
-        payload=complete_payload,
-        base_version=0,
-    )
+    _submit(physicians[0], assignment, complete_payload, 0)
     campaign_window_adjudication_start(
         admin=admin_user, campaign=campaign, window=assignment.window
     )
@@ -313,12 +252,7 @@ def test_every_save_is_kept_with_author_time_and_content(
     start = timezone.now()
     _draft(physicians[0], assignment, {"status": "stable"}, 0)
     _draft(physicians[0], assignment, {"status": "improving"}, 1)
-    label_submit(
-        annotator=physicians[0],
-        assignment_id=assignment.pk,
-        payload=complete_payload,
-        base_version=2,
-    )
+    _submit(physicians[0], assignment, complete_payload, 2)
     label_reopen(annotator=physicians[0], assignment_id=assignment.pk)
 
     revisions = list(LabelRevision.objects.filter(label__assignment=assignment))
@@ -387,13 +321,7 @@ def test_time_on_task_accumulates_client_active_seconds(
     _age_label(assignment, 60)
     _draft(physicians[0], assignment, {"status": "improving"}, 1, active_seconds=30)
     _age_label(assignment, 60)
-    label = label_submit(
-        annotator=physicians[0],
-        assignment_id=assignment.pk,
-        payload=complete_payload,
-        base_version=2,
-        active_seconds=15,
-    )
+    label = _submit(physicians[0], assignment, complete_payload, 2, active_seconds=15)
 
     assert label.time_on_task_seconds == 65
     assert list(label.revisions.values_list("time_on_task_seconds", flat=True)) == [
