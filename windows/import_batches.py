@@ -225,6 +225,18 @@ def import_run_batches_check(run: ImportRun) -> None:
         run.refresh_from_db()
 
 
+def import_runs_check(runs) -> None:
+    """The reaper's check for each open run a page shows (jobs.reaper.job_check):
+    a run whose worker went silent is re-queued (or failed) before the page says
+    "Running", and one whose last batch failed is closed."""
+    from jobs.reaper import job_check
+
+    for run in runs:
+        if run.is_open:
+            job_check(run)
+            import_run_batches_check(run)
+
+
 def import_batches_cancel(*, run: ImportRun, reason: str) -> None:
     """End a cancelled run's open batches: their leases go, so a worker still
     at one stops at its next step and its transaction rolls back."""

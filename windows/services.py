@@ -253,6 +253,18 @@ def import_run_waiting_for_broker(*, import_run: ImportRun) -> bool:
     ).exists()
 
 
+def import_run_start(
+    *, source: str, path: str = "", user=None, data_source: str = ""
+) -> tuple[ImportRun, bool]:
+    """Queue an import (``import_run_create``); with it, whether its task waits
+    in the outbox because the broker could not be reached
+    (``import_run_waiting_for_broker``)."""
+    run = import_run_create(
+        source=source, path=path, user=user, data_source=data_source
+    )
+    return run, import_run_waiting_for_broker(import_run=run)
+
+
 def import_run_execute(*, import_run: ImportRun) -> ImportRun:
     """Run a queued import, holding it under a lease with a heartbeat (jobs.leases)
     that writes the importer's progress onto the row. Idempotent: a run that is

@@ -19,7 +19,7 @@ from django.views.decorators.http import condition, require_GET, require_POST
 
 from accounts.access import admin_required, clinical_data_required
 from accounts.web import error_text, render_page_or_partial, wants_partial
-from windows import selectors, services
+from windows import selectors, selectors_pages, services
 from windows.builds import build_run_cancel, build_run_resume
 from windows.models import (
     BuildRun,
@@ -36,7 +36,6 @@ from windows.presentation import (
 from windows.tracks import stay_track_sources
 
 STAYS_PER_PAGE = 50
-IMPORT_RUNS_PER_PAGE = 25
 
 
 def _render(request, template: str, context: dict, *, partial: str, status: int = 200):
@@ -114,23 +113,14 @@ def _tracks_request(request, stay_id: int) -> SimpleNamespace:
     cached = getattr(request, "_tracks_request", None)
     if cached is not None:
         return cached
-    stay = selectors.stay_get(user=request.user, stay_id=stay_id)
-    if stay is None:
-        raise Http404("No such ICU stay.")
     current_index = request.GET.get("window")
-    windows = selectors.stay_window_marks(stay=stay)
-    current = None
-    if current_index is not None:
-        current = next((w for w in windows if str(w["index"]) == current_index), None)
-        if current is None:
-            raise Http404("No such window.")
+    read = selectors_pages.stay_tracks_request(
+        user=request.user, stay_id=stay_id, window_index=current_index
+    )
     cached = request._tracks_request = SimpleNamespace(
-        stay=stay,
-        windows=windows,
-        current=current,
+        **read,
         current_index=current_index,
         with_sources=request.GET.get("sources") == "1",
-        version=selectors.stay_tracks_version(stay=stay),
     )
     return cached
 
@@ -235,31 +225,12 @@ class ImportStartForm(forms.Form):
         }
 
 
-def _import_runs_checked(runs) -> None:
-    """The reaper's check for each open run shown (jobs.reaper.job_check): a run
-    whose worker went silent is re-queued (or failed) before the page says
-    "Running"."""
-    from jobs.reaper import job_check
-    from windows.import_batches import import_run_batches_check
-
-    for run in runs:
-        if run.is_open:
-            job_check(run)
-            import_run_batches_check(run)
-
-
 def _import_list_page(request, form: ImportStartForm, *, status: int = 200):
-    runs = selectors.import_run_list(user=request.user)
-    page = Paginator(runs, IMPORT_RUNS_PER_PAGE).get_page(request.GET.get("page"))
-    _import_runs_checked(page)
-    builds = selectors.build_run_latest(user=request.user)
     context = {
-        "page": page,
-        "form": form,
-        "builds": builds,
-        "builds_open": any(
-            b["progress"]["state"] in ("queued", "running") for b in builds
+        **selectors_pages.import_list_page(
+            user=request.user, page_number=request.GET.get("page")
         ),
+        "form": form,
     }
     return _render(
         request,
@@ -282,13 +253,13 @@ def import_start(request):
     form = ImportStartForm(request.POST)
     if form.is_valid():
         try:
-            run = services.import_run_create(
+            run, waiting = services.import_run_start(
                 **form.service_arguments(), user=request.user
             )
         except ValidationError as exc:
             form.add_error(None, exc)
         else:
-            if services.import_run_waiting_for_broker(import_run=run):
+            if waiting:
                 messages.warning(
                     request,
                     f"Import {run.pk} queued, but the task queue cannot be reached "
@@ -310,23 +281,30 @@ def _import_run_or_404(request, import_run_id: int):
 @require_GET
 @admin_required
 def import_progress(request, import_run_id: int):
-    run = _import_run_or_404(request, import_run_id)
-    _import_runs_checked([run])
+    run = selectors_pages.import_run_progress_get(
+        user=request.user, import_run_id=import_run_id
+    )
     response = render(request, "windows/import_list.html#import_row", {"run": run})
     patch_vary_headers(response, ["HX-Request"])
     return response
 
 
-def _import_action(request, import_run_id: int, action, done: str):
-    """An admin's Resume or Cancel of an import; a refusal is shown on the page."""
-    run = _import_run_or_404(request, import_run_id)
+def _job_action(request, action, done: str, **target):
+    """An admin's Resume or Cancel of an import (``import_run``) or of a tracks
+    or windows build (``run``); a refusal is shown on the page."""
+    [run] = target.values()
     try:
-        action(admin=request.user, import_run=run)
+        action(admin=request.user, **target)
     except ValidationError as error:
         messages.error(request, error_text(error))
     else:
         messages.success(request, done.format(pk=run.pk))
     return redirect("windows:import_list")
+
+
+def _import_action(request, import_run_id: int, action, done: str):
+    run = _import_run_or_404(request, import_run_id)
+    return _job_action(request, action, done, import_run=run)
 
 
 @require_POST
@@ -355,16 +333,8 @@ def import_cancel(request, import_run_id: int):
 
 
 def _build_action(request, build_run_id: int, action, done: str):
-    """An admin's Resume or Cancel of a tracks or windows build; a refusal is
-    shown on the page."""
     run = get_object_or_404(BuildRun, pk=build_run_id)
-    try:
-        action(admin=request.user, run=run)
-    except ValidationError as error:
-        messages.error(request, error_text(error))
-    else:
-        messages.success(request, done.format(pk=run.pk))
-    return redirect("windows:import_list")
+    return _job_action(request, action, done, run=run)
 
 
 @require_POST
