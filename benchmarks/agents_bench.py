@@ -405,7 +405,10 @@ def _real_model(args, admin, release) -> None:
     from tests.oracle.llm_server import MODEL_ALIAS, LlamaServer
 
     server = LlamaServer(n_ctx=args.n_ctx).start()
-    proxy = LLMProxy(server.root, factor=args.slow or 1).start()
+    # The backbone is detected at the server's own speed (detection's short
+    # timeouts would leave a ten times slower one undetected); the slow-down
+    # starts with the runs, so they differ from the default ones only in it.
+    proxy = LLMProxy(server.root).start()
     try:
         fields = {}
         if args.slow:
@@ -422,6 +425,7 @@ def _real_model(args, admin, release) -> None:
             detect=True,
             **fields,
         )
+        proxy.factor = float(args.slow or 1)
         parts = prompt_budget_parts(backbone)
         budget = parts["budget"]
         print(
@@ -561,6 +565,8 @@ def main() -> None:
         parser.error("--slow is a factor of at least 1")
     if args.llm and args.agents == parser.get_default("agents"):
         args.agents = REAL_AGENTS
+    if args.llm:  # each run's lines as it ends, into a log file too
+        sys.stdout.reconfigure(line_buffering=True)
 
     db = args.db or ADMIN_URL.rpartition("/")[2].split("?")[0] + "_agents_bench"
     tmp = Path(tempfile.mkdtemp(prefix="agents-bench-"))
