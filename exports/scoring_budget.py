@@ -5,6 +5,7 @@ Oracle's uncertainty on the Gold windows (``evaluation.ppi_budget``)."""
 
 from __future__ import annotations
 
+from evaluation.ppi import DEFAULT_FLOOR
 from evaluation.ppi_budget import active_factor, gold_budget
 from exports.models import Release, ReleaseKind, ReleaseWindow
 from exports.scoring_ppi import INTERVAL_METRICS, INTERVAL_TITLES, release_rectifier
@@ -14,9 +15,10 @@ BUDGET_MEANING = (
     "Physician (Gold) windows a 95 % interval of the chosen width would need, "
     "in all and more than now: under a uniform draw of the release's windows, "
     "and under an active draw that favours windows where the Oracle is "
-    "uncertain (its stored uncertainty; a uniform floor of 70 % of the "
-    "budget). The variances are those estimated from the physician labels so "
-    "far, the release's windows stay as they are, and the active figure "
+    "uncertain (its stored uncertainty; a uniform floor of "
+    f"{DEFAULT_FLOOR * 100:.0f} % of the budget). The variances are those "
+    "estimated from the physician labels so far, the release's windows stay as "
+    "they are, and the active figure "
     "assumes the Oracle errs in proportion to its uncertainty: a plan, not a "
     "promise."
 )
@@ -30,12 +32,12 @@ def figure_choices(k: int | None) -> list[tuple[str, str]]:
     ]
 
 
-def release_uncertainty(release: Release) -> tuple[list[float], list[float]]:
+def release_uncertainty(release: Release) -> tuple[list[float], list[float], int]:
     """The Oracle's stored uncertainty on the release's Gold windows (an
     active draw's, ``oracle.models.GoldInclusion``) with their Hajek weights
-    (1 / probability)."""
+    (1 / probability), and how many Gold windows the release has."""
     if release.kind != ReleaseKind.SCALE or release.validation_report_id is None:
-        return [], []
+        return [], [], 0
     from oracle.models import GoldInclusion
 
     gold = set(release_rectifier(release))
@@ -45,7 +47,26 @@ def release_uncertainty(release: Release) -> tuple[list[float], list[float]]:
             campaign_id=release.validation_report.campaign_id, window_id__in=gold
         ).values_list("window_id", "uncertainty", "probability")
     ]
-    return [u for u, _ in rows], [w for _, w in rows]
+    return [u for u, _ in rows], [w for _, w in rows], len(gold)
+
+
+def active_missing(n_stored: int, n_gold: int) -> str | None:
+    """Why the active figure cannot be computed, said plainly (None: it can):
+    it reads the Oracle's uncertainty on every Gold window, which only an
+    active draw stores."""
+    if n_stored == 0:
+        return (
+            "Not computed: no stored Oracle uncertainty, because the Gold "
+            "windows were not drawn actively (manage.py gold_draw_active stores "
+            "each drawn window's uncertainty and probability)."
+        )
+    if n_stored < n_gold:
+        return (
+            f"Not computed: the Oracle's uncertainty is stored for {n_stored} of "
+            f"the {n_gold} physician windows only; the active figure needs it on "
+            "every one (windows added outside the active draw have none)."
+        )
+    return None
 
 
 # How many of the windows where the physicians and the Oracle disagree most the
@@ -128,8 +149,9 @@ def submission_budget_page(
     }
     if not figures or figure not in figures or target_width is None:
         return context
-    uncertainty, weights = release_uncertainty(submission.release)
-    active = active_factor(uncertainty, weights) if uncertainty else None
+    uncertainty, weights, n_gold = release_uncertainty(submission.release)
+    missing = active_missing(len(uncertainty), n_gold)
+    active = active_factor(uncertainty, weights) if missing is None else None
     # The Gold windows count at the worth of the draw the interval assumed.
     drawn = intervals.get("inclusion") == "stored draw probabilities"
     budget = gold_budget(
@@ -140,6 +162,6 @@ def submission_budget_page(
     )
     return {
         **context,
-        "budget": budget,
+        "budget": {**budget, "active_missing": missing},
         "figure_title": dict(figure_choices(submission.k))[figure],
     }

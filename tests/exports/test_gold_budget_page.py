@@ -59,7 +59,9 @@ def test_the_admin_sees_the_interval_now_and_the_windows_needed(
     expected = gold_budget(stored, target_width=width_now / 2)
     assert int(_cell(html, "data-more-uniform")) == expected["more_uniform"]
     assert expected["more_uniform"] >= 3 * stored["n_gold"] - 1
-    assert "no stored uncertainty" in html
+    # The active figure is not hidden: the page says why it is missing.
+    assert "Not computed: no stored Oracle uncertainty" in html
+    assert 'data-more-active=""' in html
     assert "a plan, not a promise" in html
 
 
@@ -92,6 +94,34 @@ def test_the_active_figure_reads_the_stored_uncertainty(
     expected = gold_budget(stored, target_width=target, active=factor)
     assert int(_cell(html, "data-more-active")) == expected["more_active"]
     assert expected["more_active"] < expected["more_uniform"]
+
+
+def test_uncertainty_stored_for_some_gold_windows_only_is_said_plainly(
+    client,
+    admin_user,
+    scored,
+    rectified_release,
+    tiny_stays,  # noqa: F811
+):
+    from oracle.models import GoldInclusion
+
+    w = tiny_stays["windows"]
+    GoldInclusion.objects.create(
+        campaign=rectified_release.validation_report.campaign,
+        window=w["A"][0],
+        uncertainty=0.9,
+        probability=0.5,
+        source="t",
+    )
+    stored = scored.scores["intervals"]["figures"][FIGURE]
+    target = (stored["upper"] - stored["lower"]) / 2
+    client.force_login(admin_user)
+    html = client.get(_url(scored, figure=FIGURE, width=target)).content.decode()
+    assert "stored for 1 of the 3 physician windows only" in html
+    assert 'data-more-active=""' in html
+    # The uniform figure is there all the same.
+    expected = gold_budget(stored, target_width=target)
+    assert int(_cell(html, "data-more-uniform")) == expected["more_uniform"]
 
 
 @pytest.mark.parametrize(
