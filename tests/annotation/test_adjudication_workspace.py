@@ -55,6 +55,18 @@ def _snapshot(campaign, window) -> tuple:
 # The service --------------------------------------------------------------------
 
 
+def _merge(admin, campaign, window, item_refs, new_text, reason, task=PROBLEMS):
+    return adjudication_merge(
+        admin=admin,
+        campaign=campaign,
+        window=window,
+        task=task,
+        item_refs=item_refs,
+        new_text=new_text,
+        reason=reason,
+    )
+
+
 def test_hand_built_window_keeps_both_lactate_problems_apart_until_merged(built):
     campaign, window = built
     consensus = _consensus(campaign, window)
@@ -71,14 +83,13 @@ def test_merge_leaves_one_item_with_the_chosen_wording_and_the_union_of_evidence
     refs = _lactate_refs(campaign, window)
     c = clinical
 
-    decision = adjudication_merge(
-        admin=admin_user,
-        campaign=campaign,
-        window=window,
-        task=PROBLEMS,
-        item_refs=refs,
-        new_text="Hyperlactatemia",
-        reason="Same finding: lactate 4.2 mmol/L",
+    decision = _merge(
+        admin_user,
+        campaign,
+        window,
+        refs,
+        "Hyperlactatemia",
+        "Same finding: lactate 4.2 mmol/L",
     )
 
     consensus = _consensus(campaign, window)
@@ -107,14 +118,13 @@ def test_merge_rewords_the_matched_items_of_one_cluster(built, admin_user, clini
     campaign, window = built
     shock = cluster_of(campaign, window, "Septic shock")
 
-    adjudication_merge(
-        admin=admin_user,
-        campaign=campaign,
-        window=window,
-        task=PROBLEMS,
-        item_refs=[shock["id"]],
-        new_text="Septic shock on norepinephrine",
-        reason="One wording for both",
+    _merge(
+        admin_user,
+        campaign,
+        window,
+        [shock["id"]],
+        "Septic shock on norepinephrine",
+        "One wording for both",
     )
 
     problems = _consensus(campaign, window).items[PROBLEMS]
@@ -142,15 +152,7 @@ def test_merge_of_accepted_items_replaces_both_in_the_consensus(built, admin_use
     texts = [i["text"] for i in _consensus(campaign, window).items[PROBLEMS]]
     assert texts == ["Septic shock", "Hyperlactatemia", "Elevated lactate"]
 
-    adjudication_merge(
-        admin=admin_user,
-        campaign=campaign,
-        window=window,
-        task=PROBLEMS,
-        item_refs=refs,
-        new_text="Elevated lactate",
-        reason="One finding",
-    )
+    _merge(admin_user, campaign, window, refs, "Elevated lactate", "One finding")
 
     texts = [i["text"] for i in _consensus(campaign, window).items[PROBLEMS]]
     assert texts == ["Septic shock", "Elevated lactate"]
@@ -240,15 +242,7 @@ def test_items_already_merged_are_not_merged_again(built, admin_user):
 def test_an_item_merged_into_another_cannot_be_accepted_after(built, admin_user):
     campaign, window = built
     refs = _lactate_refs(campaign, window)
-    adjudication_merge(
-        admin=admin_user,
-        campaign=campaign,
-        window=window,
-        task=PROBLEMS,
-        item_refs=refs,
-        new_text="Hyperlactatemia",
-        reason="Same finding",
-    )
+    _merge(admin_user, campaign, window, refs, "Hyperlactatemia", "Same finding")
     before = _snapshot(campaign, window)
 
     with pytest.raises(ValidationError, match=r"already decided \(merge\)"):
@@ -278,14 +272,13 @@ def test_nothing_is_merged_in_a_dropped_window(built, admin_user):
     before = _snapshot(campaign, window)
 
     with pytest.raises(ValidationError, match="was dropped; nothing is left to merge"):
-        adjudication_merge(
-            admin=admin_user,
-            campaign=campaign,
-            window=window,
-            task=PROBLEMS,
-            item_refs=_lactate_refs(campaign, window),
-            new_text="Hyperlactatemia",
-            reason="Same finding",
+        _merge(
+            admin_user,
+            campaign,
+            window,
+            _lactate_refs(campaign, window),
+            "Hyperlactatemia",
+            "Same finding",
         )
     assert _snapshot(campaign, window) == before
 
@@ -310,14 +303,13 @@ def test_a_physician_cannot_merge(built, physicians):
     campaign, window = built
     before = _snapshot(campaign, window)
     with pytest.raises(PermissionDenied):
-        adjudication_merge(
-            admin=physicians[0],
-            campaign=campaign,
-            window=window,
-            task=PROBLEMS,
-            item_refs=_lactate_refs(campaign, window),
-            new_text="Hyperlactatemia",
-            reason="x",
+        _merge(
+            physicians[0],
+            campaign,
+            window,
+            _lactate_refs(campaign, window),
+            "Hyperlactatemia",
+            "x",
         )
     assert _snapshot(campaign, window) == before
 

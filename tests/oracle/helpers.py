@@ -75,6 +75,67 @@ def drip(stay, category: str, rate: float, hours: float, text: str = "start"):
     )
 
 
+def death(stay, hours: float):
+    """The patient's death (an outcome event) ``hours`` after admission."""
+    return make_event(
+        admission=stay.admission,
+        time=at(stay, hours),
+        kind=EventKind.OUTCOME,
+        domain=Domain.OUTCOME,
+        category="death",
+        name="Death",
+    )
+
+
+def coded_procedure(
+    stay, hours: float, system: str = "ICD10PCS", code: str = "5A1955Z"
+):
+    """A procedure code (a hindsight record) charted ``hours`` after admission."""
+    return make_event(
+        admission=stay.admission,
+        time=at(stay, hours),
+        kind=EventKind.CODED,
+        domain=Domain.PROCEDURES,
+        category=system,
+        name=f"{system} {code}",
+        value_num=None,
+        unit="",
+        value_text=code,
+        source_table="patient_procedures",
+    )
+
+
+def radiology_report(stay, hours: float, text: str, name: str = "CHEST (PORTABLE AP)"):
+    """A radiology report (a bedside note)."""
+    return make_event(
+        admission=stay.admission,
+        time=at(stay, hours),
+        domain=Domain.NOTES,
+        category="radiology_report",
+        name=name,
+        value_num=None,
+        unit="",
+        value_text=text,
+        source_table="radiology",
+    )
+
+
+def discharge_summary(stay, hours: float, text: str):
+    """The discharge summary (an outcome note, hindsight only)."""
+    return make_event(
+        admission=stay.admission,
+        time=at(stay, hours),
+        kind=EventKind.OUTCOME,
+        domain=Domain.NOTES,
+        category="discharge_summary",
+        name="Discharge summary",
+        value_num=None,
+        unit="",
+        value_text=text,
+        source_table="discharge",
+    )
+
+
 def stable_stay(hours: float = 24.0):
     """Normal, unchanging vitals every 30 minutes from an hour before admission."""
     stay = make_stay(hours=hours)

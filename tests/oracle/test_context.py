@@ -8,7 +8,17 @@ import pytest
 from annotation.critical import default_critical_action_rules
 from oracle.context import window_contexts_build
 from tests.factories import make_admission, make_event, make_patient, make_stay
-from tests.oracle.helpers import at, drip, lab, stable_stay, windows_of
+from tests.oracle.helpers import (
+    at,
+    coded_procedure,
+    death,
+    discharge_summary,
+    drip,
+    lab,
+    radiology_report,
+    stable_stay,
+    windows_of,
+)
 from windows.models import Domain, EventKind, Outcome
 
 pytestmark = pytest.mark.django_db
@@ -33,14 +43,7 @@ def test_context_holds_the_events_around_the_window_and_its_recorded_actions():
     lab(stay, "creatinine", 1.3, -10, "mg/dL")
     action = drip(stay, "norepinephrine", 0.1, 10.2)
     routine = drip(stay, "insulin", 2, 10.3)
-    make_event(
-        admission=stay.admission,
-        time=at(stay, 10.25),
-        kind=EventKind.OUTCOME,
-        domain=Domain.OUTCOME,
-        category="death",
-        name="Death",
-    )
+    death(stay, 10.25)
     window = windows_of(stay)[5]  # 10-10.5 h
 
     [context] = window_contexts_build(windows=[window], hours_before=2, hours_after=1)
@@ -84,27 +87,12 @@ def test_a_campaigns_rules_decide_which_actions_are_rated():
     assert [e["id"] for e in context.recorded_actions] == [insulin.pk]
 
 
-def _coded(stay, hours, system="ICD10PCS", code="5A1955Z"):
-    return make_event(
-        admission=stay.admission,
-        time=at(stay, hours),
-        kind=EventKind.CODED,
-        domain=Domain.PROCEDURES,
-        category=system,
-        name=f"{system} {code}",
-        value_num=None,
-        unit="",
-        value_text=code,
-        source_table="patient_procedures",
-    )
-
-
 def test_coded_records_are_hindsight_facts_apart_from_the_events_and_not_citable():
     stay = stable_stay(hours=24)
     # Billed at a date inside the window's span: it must not appear as an event
     # there, nor be rated as one of the window's actions.
-    coded = _coded(stay, 6.1)
-    _coded(stay, 6.1, "ICD9", "9672")
+    coded = coded_procedure(stay, 6.1)
+    coded_procedure(stay, 6.1, "ICD9", "9672")
     window = windows_of(stay)[3]  # [+6 h, +6.5 h)
 
     [context] = window_contexts_build(windows=[window])
@@ -154,39 +142,14 @@ def test_events_carry_their_concept_name_and_the_unit_of_their_value():
 # Clinical notes (issue 21) ------------------------------------------------------
 
 
-def _report(stay, hours: float, text: str, name: str = "CHEST (PORTABLE AP)"):
-    return make_event(
-        admission=stay.admission,
-        time=at(stay, hours),
-        domain=Domain.NOTES,
-        category="radiology_report",
-        name=name,
-        value_num=None,
-        unit="",
-        value_text=text,
-        source_table="radiology",
-    )
-
-
 def test_context_holds_reports_around_and_before_the_window_and_the_discharge_summary(
     django_assert_max_num_queries,
 ):
     stay = stable_stay(hours=24)
-    old = _report(stay, -40, "FINDINGS: Old film.")  # more than 48 h before
-    earlier = [_report(stay, h, f"FINDINGS: earlier {h}") for h in (-5, 2, 4)]
-    inside = _report(stay, 10.1, "FINDINGS: New bilateral opacities.")
-    make_event(
-        admission=stay.admission,
-        time=at(stay, 30),
-        kind=EventKind.OUTCOME,
-        domain=Domain.NOTES,
-        category="discharge_summary",
-        name="Discharge summary",
-        value_num=None,
-        unit="",
-        value_text="Brief Hospital Course: recovered.",
-        source_table="discharge",
-    )
+    old = radiology_report(stay, -40, "FINDINGS: Old film.")  # more than 48 h before
+    earlier = [radiology_report(stay, h, f"FINDINGS: earlier {h}") for h in (-5, 2, 4)]
+    inside = radiology_report(stay, 10.1, "FINDINGS: New bilateral opacities.")
+    discharge_summary(stay, 30, "Brief Hospital Course: recovered.")
     window = windows_of(stay)[5]  # 10-10.5 h
     window_contexts_build(windows=[window])  # stores the tracks
 
@@ -214,14 +177,7 @@ def test_the_context_gives_the_hours_from_icu_admission_to_death():
     """The death outcome event first; else the discharge of an admission whose
     disposition says expired; nothing for a survivor, whatever events say."""
     by_event = make_stay(hours=24, hospital_outcome=Outcome.DIED)
-    make_event(
-        admission=by_event.admission,
-        time=at(by_event, 20.5),
-        kind=EventKind.OUTCOME,
-        domain=Domain.OUTCOME,
-        category="death",
-        name="Death",
-    )
+    death(by_event, 20.5)
     admission = make_admission(discharge_disposition="Expired")
     by_discharge = make_stay(
         admission=admission,
@@ -230,14 +186,7 @@ def test_the_context_gives_the_hours_from_icu_admission_to_death():
         intime=admission.discharge_time - timedelta(hours=30),
     )
     survivor = make_stay(hours=24)
-    make_event(
-        admission=survivor.admission,
-        time=at(survivor, 5),
-        kind=EventKind.OUTCOME,
-        domain=Domain.OUTCOME,
-        category="death",
-        name="Death",
-    )
+    death(survivor, 5)
     windows = [windows_of(s)[0] for s in (by_event, by_discharge, survivor)]
 
     deaths = [c.static["death_h"] for c in window_contexts_build(windows=windows)]

@@ -20,7 +20,16 @@ from oracle.prompts import (
 )
 from oracle.schema import ReplyError, reply_parse
 from tests.factories import make_events
-from tests.oracle.helpers import at, drip, lab, stable_stay, windows_of
+from tests.oracle.helpers import (
+    at,
+    coded_procedure,
+    discharge_summary,
+    drip,
+    lab,
+    radiology_report,
+    stable_stay,
+    windows_of,
+)
 from windows.models import Domain, EventKind
 
 pytestmark = pytest.mark.django_db
@@ -212,18 +221,7 @@ def test_coded_records_are_marked_as_coded_after_discharge_in_their_own_section(
     from tests.factories import make_event
 
     stay = stable_stay(hours=24)
-    make_event(
-        admission=stay.admission,
-        time=at(stay, 6.1),
-        kind=EventKind.CODED,
-        domain=Domain.PROCEDURES,
-        category="ICD10PCS",
-        name="ICD10PCS 5A1955Z",
-        value_num=None,
-        unit="",
-        value_text="5A1955Z",
-        source_table="patient_procedures",
-    )
+    coded_procedure(stay, 6.1)
     make_event(
         admission=stay.admission,
         time=at(stay, 6.2),
@@ -260,32 +258,10 @@ def test_coded_records_are_marked_as_coded_after_discharge_in_their_own_section(
 
 
 def _notes_stay(report_text: str, summary_text: str):
-    from tests.factories import make_event
 
     stay = stable_stay(hours=24)
-    report = make_event(
-        admission=stay.admission,
-        time=at(stay, 6.1),
-        domain=Domain.NOTES,
-        category="radiology_report",
-        name="CHEST (PORTABLE AP)",
-        value_num=None,
-        unit="",
-        value_text=report_text,
-        source_table="radiology",
-    )
-    make_event(
-        admission=stay.admission,
-        time=at(stay, 40),
-        kind=EventKind.OUTCOME,
-        domain=Domain.NOTES,
-        category="discharge_summary",
-        name="Discharge summary",
-        value_num=None,
-        unit="",
-        value_text=summary_text,
-        source_table="discharge",
-    )
+    report = radiology_report(stay, 6.1, report_text)
+    discharge_summary(stay, 40, summary_text)
     [context] = window_contexts_build(windows=[windows_of(stay)[3]])
     return context, report
 

@@ -88,17 +88,22 @@ def oracle_label(run, window, status, problems=(), ratings=()):
     )
 
 
-def test_report_has_the_hand_computed_table_1_figures(
-    admin_user, gold, clinical, matcher
-):
-    campaign, (w0, w1, w2, w3) = gold
-    run = services.oracle_run_create(
-        admin=admin_user,
+def _rules_run(admin, campaign):
+    """An Oracle run of the rules backbone over the campaign, not queued."""
+    return services.oracle_run_create(
+        admin=admin,
         name="v",
         backbone=backbone_rules_default(),
         campaign=campaign,
         enqueue=False,
     )
+
+
+def test_report_has_the_hand_computed_table_1_figures(
+    admin_user, gold, clinical, matcher
+):
+    campaign, (w0, w1, w2, w3) = gold
+    run = _rules_run(admin_user, campaign)
     # w0: right status; problems {Septic shock, Hypothermia} vs {Septic shock}
     # (P 1/2, R 1, F1 2/3); actions {Norepinephrine} vs {Norepinephrine,
     # Ventilator} (P 1, R 1/2, F1 2/3).
@@ -151,13 +156,7 @@ def test_validation_refuses_a_campaign_without_consensus_and_non_admins(
     campaign = campaign_create(
         admin=admin_user, name="Empty", windows=windows, physicians=physicians
     )
-    run = services.oracle_run_create(
-        admin=admin_user,
-        name="v",
-        backbone=backbone_rules_default(),
-        campaign=campaign,
-        enqueue=False,
-    )
+    run = _rules_run(admin_user, campaign)
     with pytest.raises(ValidationError, match="no consensus yet"):
         services.validation_report_create(
             admin=admin_user, run=run, campaign=campaign, matcher=matcher
@@ -172,13 +171,7 @@ def test_validation_refuses_a_campaign_without_consensus_and_non_admins(
 @pytest.fixture
 def labelled_run(admin_user, gold, clinical):
     campaign, (w0, w1, w2, w3) = gold
-    run = services.oracle_run_create(
-        admin=admin_user,
-        name="v",
-        backbone=backbone_rules_default(),
-        campaign=campaign,
-        enqueue=False,
-    )
+    run = _rules_run(admin_user, campaign)
     oracle_label(run, w0, "deteriorating", ["Septic shock"])
     oracle_label(run, w1, "stable", ["Septic shock"])
     oracle_label(run, w2, "stable")
@@ -301,13 +294,7 @@ def test_validation_page_says_the_tau_its_source_and_the_one_to_one_figure(
     client, admin_user, gold, clinical, matcher
 ):
     campaign, (w0, w1, w2, w3) = gold
-    run = services.oracle_run_create(
-        admin=admin_user,
-        name="v",
-        backbone=backbone_rules_default(),
-        campaign=campaign,
-        enqueue=False,
-    )
+    run = _rules_run(admin_user, campaign)
     # Two Oracle items for one gold item: the spec's F1 counts both as
     # matched, the one-to-one figure only one.
     oracle_label(run, w0, "deteriorating", ["Septic shock", "Septic shock (sepsis)"])
