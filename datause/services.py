@@ -126,25 +126,46 @@ def _guarded_source(source) -> DataSource:
     return source
 
 
-def _recorded_audit(
-    *, actor, approved: bool, kinds: tuple, what: str, particulars: str, detail
-) -> None:
-    """The audit lines of a credential or an attestation just recorded: who
-    recorded it and, when an admin did, that it is approved as recorded."""
+def _recorded_create(
+    model,
+    *,
+    actor,
+    admin: bool,
+    stamp: str,
+    kinds: tuple,
+    what: str,
+    particulars: str,
+    detail,
+    **fields,
+):
+    """Create a credential or an attestation from ``fields``, its ``stamp``
+    field set to now, approved as recorded when an admin records it, with its
+    audit lines (``detail(row)`` their detail): who recorded it and, when an
+    admin did, that it is approved as recorded."""
     recorded_kind, approved_kind = kinds
-    audit_record(
-        kind=recorded_kind,
-        actor=actor,
-        message=f"{_name(actor)} recorded {what}{particulars}.",
-        detail=detail,
-    )
-    if approved:
-        audit_record(
-            kind=approved_kind,
-            actor=actor,
-            message=f"{_name(actor)} approved {what} as they recorded it.",
-            detail=detail,
+    now = timezone.now()
+    with transaction.atomic():
+        row = model.objects.create(
+            **fields,
+            **{stamp: now},
+            approved_by=actor if admin else None,
+            approved_at=now if admin else None,
         )
+        snapshot = detail(row)
+        audit_record(
+            kind=recorded_kind,
+            actor=actor,
+            message=f"{_name(actor)} recorded {what}{particulars}.",
+            detail=snapshot,
+        )
+        if admin:
+            audit_record(
+                kind=approved_kind,
+                actor=actor,
+                message=f"{_name(actor)} approved {what} as they recorded it.",
+                detail=snapshot,
+            )
+    return row
 
 
 def _locked(model, row, noun: str, *related: str):
@@ -229,31 +250,25 @@ def credential_record(
     if expires <= signed:
         raise ValidationError("The expiry must come after the date signed.")
     note = _text(note, "the note", MAX_NOTE, required=False)
-    now = timezone.now()
-    with transaction.atomic():
-        credential = Credential.objects.create(
-            user=user,
-            source=source,
-            physionet_username=username,
-            agreement_version=agreement,
-            signed_on=signed,
-            expires_on=expires,
-            note=note,
-            recorded_by=actor,
-            recorded_at=now,
-            approved_by=actor if admin else None,
-            approved_at=now if admin else None,
-        )
-        _recorded_audit(
-            actor=actor,
-            approved=admin,
-            kinds=(AuditKind.CREDENTIAL_RECORDED, AuditKind.CREDENTIAL_APPROVED),
-            what=f"{_name(user)}'s credential for {source.name}",
-            particulars=f" (PhysioNet {username or '-'}, {agreement}, signed "
-            f"{signed.isoformat()}, expires {expires.isoformat()})",
-            detail=_credential_detail(credential),
-        )
-    return credential
+    return _recorded_create(
+        Credential,
+        actor=actor,
+        admin=admin,
+        stamp="recorded_at",
+        kinds=(AuditKind.CREDENTIAL_RECORDED, AuditKind.CREDENTIAL_APPROVED),
+        what=f"{_name(user)}'s credential for {source.name}",
+        particulars=f" (PhysioNet {username or '-'}, {agreement}, signed "
+        f"{signed.isoformat()}, expires {expires.isoformat()})",
+        detail=_credential_detail,
+        user=user,
+        source=source,
+        physionet_username=username,
+        agreement_version=agreement,
+        signed_on=signed,
+        expires_on=expires,
+        note=note,
+        recorded_by=actor,
+    )
 
 
 def _credential_detail(credential: Credential) -> dict:
@@ -400,34 +415,28 @@ def attestation_record(
         expires = _date(expires_on, "the date the attestation expires")
         if expires < timezone.localdate():
             raise ValidationError("The attestation would already have expired.")
-    now = timezone.now()
-    with transaction.atomic():
-        attestation = Attestation.objects.create(
-            host=host,
-            source=source,
-            purpose=purpose,
-            service=service,
-            zero_retention=True,
-            no_training=True,
-            no_human_review=True,
-            evidence_url=evidence,
-            expires_on=expires,
-            attested_by=actor,
-            attested_by_name=_name(actor),
-            attested_at=now,
-            approved_by=actor if admin else None,
-            approved_at=now if admin else None,
-        )
-        _recorded_audit(
-            actor=actor,
-            approved=admin,
-            kinds=(AuditKind.ATTESTATION_RECORDED, AuditKind.ATTESTATION_APPROVED),
-            what=f"the attestation of {service} at {host} for {source.name}",
-            particulars=": zero retention, no training, no human review "
-            f"(evidence: {evidence})",
-            detail=attestation.snapshot(),
-        )
-    return attestation
+    return _recorded_create(
+        Attestation,
+        actor=actor,
+        admin=admin,
+        stamp="attested_at",
+        kinds=(AuditKind.ATTESTATION_RECORDED, AuditKind.ATTESTATION_APPROVED),
+        what=f"the attestation of {service} at {host} for {source.name}",
+        particulars=": zero retention, no training, no human review "
+        f"(evidence: {evidence})",
+        detail=Attestation.snapshot,
+        host=host,
+        source=source,
+        purpose=purpose,
+        service=service,
+        zero_retention=True,
+        no_training=True,
+        no_human_review=True,
+        evidence_url=evidence,
+        expires_on=expires,
+        attested_by=actor,
+        attested_by_name=_name(actor),
+    )
 
 
 def attestation_approve(*, admin, attestation: Attestation) -> Attestation:

@@ -192,32 +192,30 @@ def _act(request, action, done: str):
     return redirect("datause:data_use")
 
 
-def _credential_or_404(request, credential_id: int):
-    credential = selectors.credential_get(
-        user=request.user, credential_id=credential_id
-    )
-    if credential is None:
-        raise Http404("No such credential.")
-    return credential
-
-
-def _attestation_or_404(request, attestation_id: int):
-    attestation = selectors.attestation_get(
-        user=request.user, attestation_id=attestation_id
-    )
-    if attestation is None:
-        raise Http404("No such attestation.")
-    return attestation
+def _row_act(request, noun: str, row_id: int, action, who: str, done: str):
+    """An approval or a revocation of the credential or attestation (``noun``)
+    ``row_id`` names, by the user as ``who`` (admin, actor); Http404 for one
+    the user may not see."""
+    getter = {
+        "credential": selectors.credential_get,
+        "attestation": selectors.attestation_get,
+    }[noun]
+    row = getter(user=request.user, **{f"{noun}_id": row_id})
+    if row is None:
+        raise Http404(f"No such {noun}.")
+    return _act(request, lambda: action(**{who: request.user, noun: row}), done)
 
 
 @require_POST
 @data_use_user_required
 @admin_required
 def credential_approve(request, credential_id: int):
-    credential = _credential_or_404(request, credential_id)
-    return _act(
+    return _row_act(
         request,
-        lambda: services.credential_approve(admin=request.user, credential=credential),
+        "credential",
+        credential_id,
+        services.credential_approve,
+        "admin",
         "Credential approved.",
     )
 
@@ -225,10 +223,12 @@ def credential_approve(request, credential_id: int):
 @require_POST
 @data_use_user_required
 def credential_revoke(request, credential_id: int):
-    credential = _credential_or_404(request, credential_id)
-    return _act(
+    return _row_act(
         request,
-        lambda: services.credential_revoke(actor=request.user, credential=credential),
+        "credential",
+        credential_id,
+        services.credential_revoke,
+        "actor",
         "Credential revoked.",
     )
 
@@ -237,12 +237,12 @@ def credential_revoke(request, credential_id: int):
 @data_use_user_required
 @admin_required
 def attestation_approve(request, attestation_id: int):
-    attestation = _attestation_or_404(request, attestation_id)
-    return _act(
+    return _row_act(
         request,
-        lambda: services.attestation_approve(
-            admin=request.user, attestation=attestation
-        ),
+        "attestation",
+        attestation_id,
+        services.attestation_approve,
+        "admin",
         "Attestation approved.",
     )
 
@@ -250,12 +250,12 @@ def attestation_approve(request, attestation_id: int):
 @require_POST
 @data_use_user_required
 def attestation_revoke(request, attestation_id: int):
-    attestation = _attestation_or_404(request, attestation_id)
-    return _act(
+    return _row_act(
         request,
-        lambda: services.attestation_revoke(
-            actor=request.user, attestation=attestation
-        ),
+        "attestation",
+        attestation_id,
+        services.attestation_revoke,
+        "actor",
         "Attestation revoked.",
     )
 

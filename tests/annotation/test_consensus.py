@@ -189,6 +189,20 @@ def _dispute(consensus, task):
 # Agreement ----------------------------------------------------------------------
 
 
+def _decide(campaign, admin, window, task, action, *, item_ref="", reason="r", **more):
+    """``adjudication_decide`` with this module's usual item ref and reason."""
+    return adjudication_decide(
+        admin=admin,
+        campaign=campaign,
+        window=window,
+        task=task,
+        item_ref=item_ref,
+        action=action,
+        reason=reason,
+        **more,
+    )
+
+
 def test_agreement_needs_every_assigned_label_submitted(
     gold, physicians, windows, matcher
 ):
@@ -303,23 +317,23 @@ def test_decisions_settle_disputes_and_leave_labels_unchanged(
     problem_ref = _dispute(consensus, PROBLEMS)["item_ref"]
     action_ref = _dispute(consensus, ACTIONS)["item_ref"]
 
-    accepted = adjudication_decide(
-        admin=admin_user,
-        campaign=labelled,
-        window=w0,
-        task=PROBLEMS,
+    accepted = _decide(
+        labelled,
+        admin_user,
+        w0,
+        PROBLEMS,
+        "rewrite",
         item_ref=problem_ref,
-        action="rewrite",
         new_text="Acute hypoxemic respiratory failure",
         reason="Intubated for hypoxemia",
     )
-    dropped = adjudication_decide(
-        admin=admin_user,
-        campaign=labelled,
-        window=w0,
-        task=ACTIONS,
+    dropped = _decide(
+        labelled,
+        admin_user,
+        w0,
+        ACTIONS,
+        "drop",
         item_ref=action_ref,
-        action="drop",
         reason="Intubation was not clearly indicated",
     )
 
@@ -349,22 +363,21 @@ def test_accept_keeps_the_item_and_settle_status_sets_the_status(
     w3 = windows[3]
     ref = _dispute(_consensus(labelled, w3), PROBLEMS)["item_ref"]
 
-    adjudication_decide(
-        admin=admin_user,
-        campaign=labelled,
-        window=w3,
-        task=PROBLEMS,
+    _decide(
+        labelled,
+        admin_user,
+        w3,
+        PROBLEMS,
+        "accept",
         item_ref=ref,
-        action="accept",
         reason="K 2.9 on the labs",
     )
-    settle = adjudication_decide(
-        admin=admin_user,
-        campaign=labelled,
-        window=w3,
-        task="status",
-        item_ref="",
-        action="settle_status",
+    settle = _decide(
+        labelled,
+        admin_user,
+        w3,
+        "status",
+        "settle_status",
         new_status="deteriorating",
         reason="Rising lactate",
     )
@@ -423,15 +436,13 @@ def test_bad_decisions_are_refused_and_nothing_is_written(
 
 def test_settling_the_status_needs_a_valid_status(labelled, admin_user, windows):
     with pytest.raises(ValidationError, match="improving, stable or deteriorating"):
-        adjudication_decide(
-            admin=admin_user,
-            campaign=labelled,
-            window=windows[3],
-            task="status",
-            item_ref="",
-            action="settle_status",
+        _decide(
+            labelled,
+            admin_user,
+            windows[3],
+            "status",
+            "settle_status",
             new_status="critical",
-            reason="r",
         )
     assert not AdjudicationDecision.objects.exists()
     assert _consensus(labelled, windows[3]).status == ""
@@ -444,83 +455,43 @@ def test_kept_items_agreed_status_and_decided_items_need_no_decision(
     consensus = _consensus(labelled, w0)
     kept_ref = consensus.items[PROBLEMS][0]["cluster_id"]
     with pytest.raises(ValidationError, match="not an open dispute"):
-        adjudication_decide(
-            admin=admin_user,
-            campaign=labelled,
-            window=w0,
-            task=PROBLEMS,
-            item_ref=kept_ref,
-            action="drop",
-            reason="r",
-        )
+        _decide(labelled, admin_user, w0, PROBLEMS, "drop", item_ref=kept_ref)
     with pytest.raises(ValidationError, match="not in dispute"):
-        adjudication_decide(
-            admin=admin_user,
-            campaign=labelled,
-            window=w0,
-            task="status",
-            item_ref="",
-            action="settle_status",
-            new_status="stable",
-            reason="r",
+        _decide(
+            labelled, admin_user, w0, "status", "settle_status", new_status="stable"
         )
     ref = _dispute(consensus, PROBLEMS)["item_ref"]
-    adjudication_decide(
-        admin=admin_user,
-        campaign=labelled,
-        window=w0,
-        task=PROBLEMS,
-        item_ref=ref,
-        action="accept",
-        reason="r",
-    )
+    _decide(labelled, admin_user, w0, PROBLEMS, "accept", item_ref=ref)
     with pytest.raises(ValidationError, match="already decided"):
-        adjudication_decide(
-            admin=admin_user,
-            campaign=labelled,
-            window=w0,
-            task=PROBLEMS,
+        _decide(
+            labelled,
+            admin_user,
+            w0,
+            PROBLEMS,
+            "drop",
             item_ref=ref,
-            action="drop",
             reason="changed my mind",
         )
     with pytest.raises(ValidationError, match="no open dispute"):
-        adjudication_decide(
-            admin=admin_user,
-            campaign=labelled,
-            window=windows[2],
-            task="window",
-            item_ref="",
-            action="drop_window",
-            reason="r",
-        )
+        _decide(labelled, admin_user, windows[2], "window", "drop_window")
 
 
 def test_only_admins_decide(labelled, physicians, windows):
     with pytest.raises(PermissionDenied):
-        adjudication_decide(
-            admin=physicians[0],
-            campaign=labelled,
-            window=windows[3],
-            task="status",
-            item_ref="",
-            action="settle_status",
+        _decide(
+            labelled,
+            physicians[0],
+            windows[3],
+            "status",
+            "settle_status",
             new_status="stable",
-            reason="r",
         )
     assert not AdjudicationDecision.objects.exists()
 
 
 def test_decisions_are_append_only(labelled, admin_user, windows):
-    decision = adjudication_decide(
-        admin=admin_user,
-        campaign=labelled,
-        window=windows[3],
-        task="status",
-        item_ref="",
-        action="settle_status",
-        new_status="stable",
-        reason="r",
+    decision = _decide(
+        labelled, admin_user, windows[3], "status", "settle_status", new_status="stable"
     )
 
     with pytest.raises(ValidationError, match="append-only"):
@@ -544,13 +515,12 @@ def test_third_rater_path_recomputes_consensus_by_majority(
     w3 = windows[3]
     third = make_role_user(Role.PHYSICIAN)
 
-    decision = adjudication_decide(
-        admin=admin_user,
-        campaign=labelled,
-        window=w3,
-        task="window",
-        item_ref="",
-        action="request_third_rater",
+    decision = _decide(
+        labelled,
+        admin_user,
+        w3,
+        "window",
+        "request_third_rater",
         reason="Status unclear",
         physician=third,
     )
@@ -588,13 +558,12 @@ def test_third_rater_is_chosen_from_the_campaign_when_not_named(
     submit(raters[1], campaign, windows[1], "improving")
     window_consensus_refresh(campaign=campaign, window=windows[1], matcher=matcher)
 
-    adjudication_decide(
-        admin=admin_user,
-        campaign=campaign,
-        window=windows[1],
-        task="status",
-        item_ref="",
-        action="request_third_rater",
+    _decide(
+        campaign,
+        admin_user,
+        windows[1],
+        "status",
+        "request_third_rater",
         reason="split",
     )
 
@@ -608,13 +577,12 @@ def test_dropped_window_leaves_the_queue_and_takes_no_more_decisions(
     labelled, admin_user, windows
 ):
     w3 = windows[3]
-    adjudication_decide(
-        admin=admin_user,
-        campaign=labelled,
-        window=w3,
-        task="status",
-        item_ref="",
-        action="drop_window",
+    _decide(
+        labelled,
+        admin_user,
+        w3,
+        "status",
+        "drop_window",
         reason="Nobody can tell the trajectory",
     )
 
@@ -626,15 +594,8 @@ def test_dropped_window_leaves_the_queue_and_takes_no_more_decisions(
     ]
     assert CampaignWindow.objects.get(campaign=labelled, window=w3).adjudicated_at
     with pytest.raises(ValidationError, match="was dropped"):
-        adjudication_decide(
-            admin=admin_user,
-            campaign=labelled,
-            window=w3,
-            task="status",
-            item_ref="",
-            action="settle_status",
-            new_status="stable",
-            reason="r",
+        _decide(
+            labelled, admin_user, w3, "status", "settle_status", new_status="stable"
         )
     # Rebuilding keeps it dropped.
     assert consensus_build(campaign=labelled, window=w3).dropped is True
@@ -835,13 +796,12 @@ def test_consensus_status_carries_the_evidence_of_the_labels_that_gave_it(
     assert _consensus(gold, w0).status_evidence == sorted([ne, lactate])
 
     # Settled: the evidence of the label whose status the admin settled on.
-    adjudication_decide(
-        admin=admin_user,
-        campaign=gold,
-        window=w1,
-        task="status",
-        item_ref="",
-        action="settle_status",
+    _decide(
+        gold,
+        admin_user,
+        w1,
+        "status",
+        "settle_status",
         new_status="stable",
         reason="Lactate falling",
     )

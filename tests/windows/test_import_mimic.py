@@ -1490,19 +1490,49 @@ def test_missing_column_of_an_event_file_is_rejected_before_any_write(tmp_path):
     assert_rejected(directory, "labevents.csv.gz", "column valuenum", "missing")
 
 
+# A bad value in one row: the file, the row and the column are named, and
+# nothing is written (the batch rolled back).
+BAD_ROWS = {
+    "unparseable time in an event row": (
+        "icu/chartevents",
+        4,
+        {"charttime": "2151-03-01 25:99"},
+        ("chartevents.csv.gz", "row 5", "column charttime", "2151-03-01 25:99"),
+    ),
+    "an infusion ending before it starts": (
+        "icu/inputevents",
+        0,
+        {"endtime": "2151-03-01 13:00:00"},
+        ("inputevents.csv.gz", "row 1", "column endtime", "is before starttime"),
+    ),
+    "unparseable admission time": (
+        "hosp/admissions",
+        1,
+        {"admittime": "yesterday"},
+        ("admissions.csv", "row 2", "column admittime"),
+    ),
+    "icu outtime before intime": (
+        "icu/icustays",
+        1,
+        {"outtime": "2161-05-01 09:00:00"},
+        ("icustays.csv", "row 2", "column outtime"),
+    ),
+    "icu stay of an unknown admission": (
+        "icu/icustays",
+        1,
+        {"hadm_id": 29999},
+        ("icustays.csv", "row 2", "column hadm_id", "29999"),
+    ),
+}
+
+
 @pytest.mark.django_db
-def test_unparseable_time_in_an_event_row_is_rejected_and_the_batch_rolled_back(
-    tmp_path,
-):
+@pytest.mark.parametrize("case", list(BAD_ROWS))
+def test_a_bad_value_in_a_row_is_rejected(tmp_path, case):
+    table, row, values, parts = BAD_ROWS[case]
     tables = mimic_tables()
-    tables["icu/chartevents"][4]["charttime"] = "2151-03-01 25:99"
-    assert_rejected(
-        write_mimic(tmp_path / "m", tables),
-        "chartevents.csv.gz",
-        "row 5",
-        "column charttime",
-        "2151-03-01 25:99",
-    )
+    tables[table][row].update(values)
+    assert_rejected(write_mimic(tmp_path / "m", tables), *parts)
 
 
 @pytest.mark.django_db
@@ -1520,53 +1550,6 @@ def test_a_date_without_a_time_in_a_time_column_is_rejected(
         "row 5",
         "column charttime",
         "'2151-03-01' is a date without a time",
-    )
-
-
-@pytest.mark.django_db
-def test_an_infusion_ending_before_it_starts_is_rejected(tmp_path):
-    tables = mimic_tables()
-    tables["icu/inputevents"][0]["endtime"] = "2151-03-01 13:00:00"
-    assert_rejected(
-        write_mimic(tmp_path / "m", tables),
-        "inputevents.csv.gz",
-        "row 1",
-        "column endtime",
-        "is before starttime",
-    )
-
-
-@pytest.mark.django_db
-def test_unparseable_admission_time_is_rejected(tmp_path):
-    tables = mimic_tables()
-    tables["hosp/admissions"][1]["admittime"] = "yesterday"
-    assert_rejected(
-        write_mimic(tmp_path / "m", tables),
-        "admissions.csv",
-        "row 2",
-        "column admittime",
-    )
-
-
-@pytest.mark.django_db
-def test_icu_outtime_before_intime_is_rejected(tmp_path):
-    tables = mimic_tables()
-    tables["icu/icustays"][1]["outtime"] = "2161-05-01 09:00:00"
-    assert_rejected(
-        write_mimic(tmp_path / "m", tables), "icustays.csv", "row 2", "column outtime"
-    )
-
-
-@pytest.mark.django_db
-def test_icu_stay_of_an_unknown_admission_is_rejected(tmp_path):
-    tables = mimic_tables()
-    tables["icu/icustays"][1]["hadm_id"] = 29999
-    assert_rejected(
-        write_mimic(tmp_path / "m", tables),
-        "icustays.csv",
-        "row 2",
-        "column hadm_id",
-        "29999",
     )
 
 
