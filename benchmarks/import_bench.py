@@ -1,10 +1,19 @@
 """Import throughput: the CLIF demo on PostgreSQL and on SQLite (events per second),
+the CLIF demo written as a MIMIC-IV folder and imported on SQLite (events per
+second, with CPU time and load average: issue 35's figure, >= 30,000 events/s),
 and MIMIC-IV imports of a generated folder (rows per second, peak memory, passes
 over chartevents): the whole folder, then a cohort-first import of 2,000 stays.
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/test \
         python benchmarks/import_bench.py
     python benchmarks/import_bench.py --rows 1000000 --stays 4000 --cohort 2000
+    python benchmarks/import_bench.py --demo-only [--profile]  # issue 35's figure
+
+The CLIF-demo-sized MIMIC-IV folder is the CLIF demo inverted to MIMIC-IV's
+files (tests/windows/mimic_roundtrip.py, the round trip's and the fan-out
+test's folder), written once under var/bench/mimic-clif-demo; its import runs
+on a new SQLite database (WAL, synchronous NORMAL: the settings' own) in a
+process of its own. --profile prints that import's cProfile top 25.
 
 The generated chartevents are realistic in what costs: over 500 itemids (400 the
 mapping does not know), text items with free text, 4,000 stays (20 batches of the
@@ -281,9 +290,73 @@ def part_mimic(folder: str, cohort: int = 0) -> dict:
     }
 
 
+def demo_mimic_folder() -> Path:
+    """The CLIF demo as a MIMIC-IV folder (tests/windows/mimic_roundtrip.py),
+    written once."""
+    import django
+
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "realicu_web.settings")
+    django.setup()
+    from tests.windows.mimic_roundtrip import write_mimic_folder
+    from windows.importers.clif import clif_demo_directory
+
+    folder = ROOT / "var" / "bench" / "mimic-clif-demo"
+    marker = folder / ".written-v1"
+    if not marker.exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        write_mimic_folder(clif_demo_directory(), folder)
+        marker.touch()
+    return folder
+
+
+def part_mimic_demo(folder: str, profile: bool = False) -> dict:
+    """The demo's MIMIC-IV folder imported on this process's database (SQLite
+    when DATABASE_URL is unset): wall and CPU time of the import alone."""
+    import django
+
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "realicu_web.settings")
+    django.setup()
+    from django.core.management import call_command
+    from django.db import connection
+
+    from benchmarks._cpu import clock, load
+    from windows.importers.mimic import mimic_import
+
+    call_command("migrate", verbosity=0)
+    profiler = None
+    if profile:
+        import cProfile
+
+        profiler = cProfile.Profile()
+        profiler.enable()
+    started = clock()
+    summary = mimic_import(directory=Path(folder))
+    ended = clock()
+    top = ""
+    if profiler is not None:
+        import io
+        import pstats
+
+        profiler.disable()
+        text = io.StringIO()
+        pstats.Stats(profiler, stream=text).sort_stats(
+            os.environ.get("H4_SORT", "cumulative")
+        ).print_stats(25)
+        top = text.getvalue()
+    return {
+        "vendor": connection.vendor,
+        "events": summary.total_events,
+        "stays": summary.stays,
+        "seconds": ended.wall - started.wall,
+        "cpu": ended.cpu - started.cpu,
+        "load": load(),
+        "profile": top,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--part", choices=["clif", "mimic"])
+    parser.add_argument("--part", choices=["clif", "mimic", "mimic-demo"])
     parser.add_argument("--folder")
     parser.add_argument(
         "--rows",
@@ -304,6 +377,14 @@ def main() -> None:
         help="cohort-first import of this many stays too (0: not; default 2,000)",
     )
     parser.add_argument("--skip-sqlite", action="store_true")
+    parser.add_argument(
+        "--demo-only",
+        action="store_true",
+        help="only the CLIF-demo-sized MIMIC-IV import on SQLite",
+    )
+    parser.add_argument(
+        "--profile", action="store_true", help="cProfile top 25 of the demo import"
+    )
     parser.add_argument("--skip-clif", action="store_true")
     args = parser.parse_args()
     if args.part == "clif":
@@ -311,6 +392,13 @@ def main() -> None:
         return
     if args.part == "mimic":
         print(json.dumps(part_mimic(args.folder, args.cohort)))
+        return
+    if args.part == "mimic-demo":
+        print(json.dumps(part_mimic_demo(args.folder, args.profile)))
+        return
+
+    _mimic_demo(args)
+    if args.demo_only:
         return
 
     try:
@@ -345,6 +433,23 @@ def _clif(args) -> None:
             f"{result['seconds']:.1f} s = {result['events'] / result['seconds']:,.0f} "
             "events/s"
         )
+
+
+def _mimic_demo(args) -> None:
+    folder = demo_mimic_folder()
+    extra = ["--folder", str(folder)] + (["--profile"] if args.profile else [])
+    result = _run_part("mimic-demo", None, extra)
+    if result["profile"]:
+        print(result["profile"])
+    print(
+        f"CLIF-demo-sized MIMIC-IV import ({folder.name}) on "
+        f"{result['vendor']}: {result['events']:,} events, {result['stays']} "
+        f"stays in {result['seconds']:.1f} s = "
+        f"{result['events'] / result['seconds']:,.0f} events/s (target >= 30,000); "
+        f"CPU {result['cpu']:.1f} s ({result['events'] / result['cpu']:,.0f} events "
+        f"per CPU second: about the rate of a quiet machine, the import being one "
+        f"process); {result['load']}"
+    )
 
 
 def _mimic(args) -> None:
