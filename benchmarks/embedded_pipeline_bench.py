@@ -59,7 +59,6 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from benchmarks._cpu import (  # noqa: E402 - after the path
     clock,
-    cpu_seconds,
     load,
     report_at_exit,
     since,
@@ -105,6 +104,12 @@ def _ms(values: list[float]) -> str:
     )
 
 
+def _own_cpu() -> float:
+    """This process's CPU seconds (the clients' threads), its children's aside."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 class _Step:
     """A step's wall time and CPU time: serve's processes (supervisor, web,
     worker: /proc) and this process (the clients' threads), with the load
@@ -113,12 +118,13 @@ class _Step:
     def __init__(self, serve_pid: int) -> None:
         self.serve_pid = serve_pid
         self.started = clock()
+        self.clients_cpu = _own_cpu()
         self.serve_cpu = tree_cpu(serve_pid)
 
     def line(self) -> str:
         wall = time.perf_counter() - self.started.wall
         serve = tree_cpu(self.serve_pid) - self.serve_cpu
-        clients = cpu_seconds() - self.started.cpu
+        clients = _own_cpu() - self.clients_cpu
         return (
             f"wall {wall:.1f} s; CPU serve's processes {serve:.1f} s, clients "
             f"{clients:.1f} s; {load()}"
