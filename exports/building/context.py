@@ -104,45 +104,51 @@ class _EventLines:
     """Context lines written as ``_dumps`` of the event's dict would write them
     (same keys, order, escapes and number formats), but from pre-encoded parts:
     the strings that repeat across events (kind, domain, category, name, unit,
-    source table) are JSON-encoded once per build."""
+    source table) are JSON-encoded once per build, and an event's time and
+    hours once per distinct time (events come in time order, many charted at
+    the same minute: issue 35)."""
 
     def __init__(self) -> None:
-        self._head: dict[tuple, str] = {}
-        self._tail: dict[tuple, tuple[str, str]] = {}
+        self._parts: dict[tuple, tuple[str, str, str]] = {}
+        self._at: tuple | None = None
+        self._time = ""
 
     @staticmethod
     def _string(value) -> str:
         return "null" if value is None else _encode_string(value)
 
-    def head(self, kind, domain, category, name) -> str:
-        key = (kind, domain, category, name)
-        part = self._head.get(key)
-        if part is None:
+    def parts(self, kind, domain, category, name, unit, table) -> tuple[str, str, str]:
+        """The pre-encoded parts of a line around its value and text."""
+        key = (kind, domain, category, name, unit, table)
+        found = self._parts.get(key)
+        if found is None:
             s = self._string
             concept = event_label(
                 domain=domain or "", category=category or "", name=name or ""
             ).text
-            part = self._head[key] = (
+            found = self._parts[key] = (
                 f',"kind":{s(kind)},"domain":{s(domain)},"category":{s(category)}'
-                f',"name":{s(name)},"concept":{s(concept)},"value_num":'
+                f',"name":{s(name)},"concept":{s(concept)},"value_num":',
+                f',"unit":{s(unit)},"value_text":',
+                f',"source_table":{s(table)}}}\n',
             )
-        return part
+        return found
 
-    def tail(self, unit, table) -> tuple[str, str]:
-        key = (unit, table)
-        part = self._tail.get(key)
-        if part is None:
-            part = self._tail[key] = (
-                f',"unit":{self._string(unit)},"value_text":',
-                f',"source_table":{self._string(table)}}}\n',
-            )
-        return part
+    def time(self, intime, offset: int) -> str:
+        """The line's time and hours since ICU admission, for an event
+        ``offset`` microseconds after ``intime``."""
+        if self._at != (offset, intime):
+            self._at = (offset, intime)
+            when = (intime + timedelta(microseconds=offset)).isoformat()
+            hours = round(offset / 10**6 / 3600.0, 4)
+            self._time = f',"time":"{when}","hours_since_admit":{hours!r}'
+        return self._time
 
     def line(
         self,
         event_id,
-        when,
-        hours,
+        intime,
+        offset,
         kind,
         domain,
         category,
@@ -153,11 +159,12 @@ class _EventLines:
         table,
     ) -> str:
         value = "null" if num is None or not math.isfinite(num) else repr(float(num))
-        unit_part, table_part = self.tail(unit, table)
+        head, unit_part, table_part = self.parts(
+            kind, domain, category, name, unit, table
+        )
         return (
-            f'{{"event_id":{event_id},"time":"{when}","hours_since_admit":{hours!r}'
-            f"{self.head(kind, domain, category, name)}{value}{unit_part}"
-            f"{self._string(text)}{table_part}"
+            f'{{"event_id":{event_id}{self.time(intime, offset)}{head}{value}'
+            f"{unit_part}{self._string(text)}{table_part}"
         )
 
 
@@ -169,6 +176,7 @@ def _write_stay(
     folder: Path,
     stats: ReleaseStats,
     lines: _EventLines,
+    coded: CodedRecords | None = None,
 ) -> list[dict]:
     """Writes the stay's context file and returns its window records. Event
     times are handled as integer microseconds since ICU admission: exact, and
@@ -199,8 +207,8 @@ def _write_stay(
             buffer.append(
                 line(
                     event_id,
-                    (intime + timedelta(microseconds=offset)).isoformat(),
-                    round(offset / 10**6 / 3600.0, 4),
+                    intime,
+                    offset,
                     kind,
                     domain,
                     category,
@@ -235,7 +243,8 @@ def _write_stay(
         "disease_group": stay.disease_group,
         "windows": len(rows),
     }
-    coded = CodedRecords.of_admission(stay.admission_id)
+    if coded is None:
+        coded = CodedRecords.of_admission(stay.admission_id)
     if release.kind != ReleaseKind.GOLD and action_names:
         # Rated actions are released as the decisions they record ("PEEP 5 -> 10
         # cmH2O"), not as the charting's name ("peep set").

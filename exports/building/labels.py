@@ -8,16 +8,17 @@ from __future__ import annotations
 import hashlib
 import hmac
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from django.conf import settings
 
-from annotation.evidence import hindsight_records
+from annotation.evidence import hindsight_record_q
 from annotation.models import ConsensusLabel, ConsensusStatusSource
 from annotation.services.agreement import RECOMMENDING_RATINGS
 from exports.models import Release, ReleaseKind
 from oracle.models import OracleLabel, OracleLabelState
-from windows.models import EventKind
+from windows.models import Event, EventKind
 
 SET_TASKS = ("acute_problems", "recommended_actions", "red_flags")
 
@@ -25,11 +26,16 @@ SET_TASKS = ("acute_problems", "recommended_actions", "red_flags")
 def rater_pseudonym(*, release: Release, user_id: int) -> str:
     """A rater id that is stable within one release and says nothing of the
     account: a keyed hash of the release and the user id."""
-    digest = hmac.new(
-        settings.SECRET_KEY.encode(),
-        f"{release.kind}:{release.version}:{user_id}".encode(),
-        hashlib.sha256,
-    ).hexdigest()
+    return _pseudonym(
+        settings.SECRET_KEY, f"{release.kind}:{release.version}:{user_id}"
+    )
+
+
+@lru_cache(maxsize=1024)
+def _pseudonym(key: str, message: str) -> str:
+    # Cached: a release names the same few raters on every item of every
+    # window (a keyed hash each time was a tenth of a Gold build, issue 35).
+    digest = hmac.new(key.encode(), message.encode(), hashlib.sha256).hexdigest()
     return f"rater-{digest[:10]}"
 
 
@@ -136,15 +142,25 @@ class CodedRecords:
 
     @classmethod
     def of_admission(cls, admission_id: int) -> CodedRecords:
-        rows = hindsight_records(admission_id=admission_id).values_list(
-            "id", "kind", "name"
-        )
-        ids, names = set(), set()
-        for pk, kind, name in rows:
+        return cls.of_admissions([admission_id]).get(admission_id, cls())
+
+    @classmethod
+    def of_admissions(cls, admission_ids) -> dict[int, CodedRecords]:
+        """Each admission's records, in one query; an admission without any
+        is left out (``CodedRecords()``)."""
+        rows = Event.objects.filter(
+            hindsight_record_q(), admission_id__in=list(admission_ids)
+        ).values_list("admission_id", "id", "kind", "name")
+        found: dict[int, tuple[set, set]] = {}
+        for admission_id, pk, kind, name in rows:
+            ids, names = found.setdefault(admission_id, (set(), set()))
             ids.add(pk)
             if kind == EventKind.CODED:
                 names.add(name)
-        return cls(frozenset(ids), frozenset(names))
+        return {
+            admission_id: cls(frozenset(ids), frozenset(names))
+            for admission_id, (ids, names) in found.items()
+        }
 
 
 def labels_without_coded(labels: dict, coded: CodedRecords) -> dict:
@@ -182,12 +198,17 @@ def release_label_rows(release: Release):
     if release.kind == ReleaseKind.GOLD:
         qs = ConsensusLabel.objects.filter(
             campaign_id=release.campaign_id, dropped=False, dispute_count=0
-        )
+        ).defer("open_disputes")
     else:
         # The raw replies can be long and are not released.
         qs = OracleLabel.objects.filter(
             run_id=release.oracle_run_id, state=OracleLabelState.OK
         ).defer("raw_response", "error", "parameters")
-    return qs.select_related("window__stay__admission__patient").order_by(
-        "window__stay_id", "window__index"
+    # Every row brings its window's stay, admission and patient: their JSON
+    # columns that a release does not use (the admission's diagnoses, the
+    # stay's source ids) would be decoded once per window (issue 35).
+    return (
+        qs.select_related("window__stay__admission__patient")
+        .defer("window__stay__admission__diagnoses", "window__stay__source_ids")
+        .order_by("window__stay_id", "window__index")
     )

@@ -14,7 +14,7 @@ from django.db.models import Count
 
 from exports.building.batches import ReleaseRows
 from exports.building.context import _dumps, _EventLines, _write_stay
-from exports.building.labels import SET_TASKS, release_label_rows
+from exports.building.labels import SET_TASKS, CodedRecords, release_label_rows
 from exports.building.stats import ReleaseStats
 from exports.models import Release
 
@@ -147,6 +147,10 @@ def release_files_write(
         with open(folder / "windows.jsonl", "w", encoding="utf-8") as jsonl:
             for chunk in chunks:
                 fetched = list(rows.filter(window__stay_id__in=chunk))
+                # The chunk's hindsight records in one query, not one per stay.
+                coded = CodedRecords.of_admissions(
+                    {row.window.stay.admission_id for row in fetched}
+                )
                 for stay_id, stay_rows in groupby(
                     fetched, key=lambda r: r.window.stay_id
                 ):
@@ -160,6 +164,7 @@ def release_files_write(
                         folder=folder,
                         stats=stats,
                         lines=lines,
+                        coded=coded.get(stay.admission_id, CodedRecords()),
                     ):
                         parquet.add(record)
                         del record["_start"], record["_end"]

@@ -97,14 +97,7 @@ def _write_context(stay, folder: Path, end, lines: _EventLines) -> int:
     with open(folder / "context" / f"{stay.pk}.jsonl", "w", encoding="utf-8") as out:
         buffer = []
         for event_id, offset, *rest, _order in _stay_events(stay, end):
-            buffer.append(
-                lines.line(
-                    event_id,
-                    (intime + timedelta(microseconds=offset)).isoformat(),
-                    round(offset / 10**6 / 3600.0, 4),
-                    *rest,
-                )
-            )
+            buffer.append(lines.line(event_id, intime, offset, *rest))
             count += 1
             if len(buffer) >= 5000:
                 out.write("".join(buffer))
