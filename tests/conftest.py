@@ -50,64 +50,15 @@ def celery_worker_process(transactional_db, tmp_path, request):
     embedding model when a task first needs it, not as it starts (seconds of a
     core per worker, a dozen workers a run), unless the test is marked
     ``warm_up``."""
-    import os
-    import subprocess
-    import sys
-    import time
-    from pathlib import Path
+    from tests.workers import worker_env, worker_start, worker_stop
 
-    from django.conf import settings
-    from django.db import connection
-
-    db = connection.settings_dict
-    env = dict(os.environ)
-    env["DATABASE_URL"] = (
-        f"postgres://{db['USER']}:{db['PASSWORD']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
-    )
-    env["CELERY_BROKER_URL"] = settings.CELERY_BROKER_URL
-    env["REALICU_IMPORT_ROOTS"] = ",".join(settings.REALICU_IMPORT_ROOTS)
     warm_up = request.node.get_closest_marker("warm_up") is not None
-    env["REALICU_MATCHER_WARM_UP"] = "true" if warm_up else "false"
-    root = Path(__file__).resolve().parent.parent
-    log_path = tmp_path / "worker.log"
-    log = open(log_path, "w")
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "realicu_web",
-            "worker",
-            "--pool",
-            "solo",
-            "--loglevel",
-            "INFO",
-            "--without-heartbeat",
-            "--without-gossip",
-            "--without-mingle",
-        ],
-        cwd=root,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    deadline = time.monotonic() + 60
+    env = worker_env(REALICU_MATCHER_WARM_UP="true" if warm_up else "false")
+    proc = worker_start(tmp_path / "worker.log", env)
     try:
-        while " ready." not in log_path.read_text():
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(
-                    "the Celery worker did not start:\n" + log_path.read_text()
-                )
-            time.sleep(0.2)
         yield proc
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
+        worker_stop(proc)
 
 
 @pytest.fixture(autouse=True, scope="session")

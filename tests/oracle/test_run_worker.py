@@ -3,24 +3,21 @@ server: a run to the end within its concurrency limit; cancellation that stops
 new requests; a worker killed mid-run (SIGKILL), a new worker, a resume, and
 every window with exactly one label."""
 
-import os
 import re
 import subprocess
-import sys
 import time
 from collections import Counter
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from django.conf import settings
-from django.db import connection
 from django.db.models import Count
 
 from oracle import services
 from oracle.models import BackboneKind, OracleLabel, OracleRun, RunState
 from tests.oracle.fake_llm import FakeLLM
 from tests.oracle.test_runs import make_cohort_with_stay
+from tests.workers import wait_for, worker_env, worker_start, worker_stop
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
@@ -32,62 +29,13 @@ def _fast_password_hashing(settings):
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
-def wait_for(predicate, what: str, timeout: float = 120.0):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
-
-
 def start_worker(log_path: Path, beat: bool = False, **env_extra) -> subprocess.Popen:
     """A Celery worker process (solo pool) on the test database and broker;
     with ``beat``, housekeeping inside it (the reaper every
     REALICU_JOB_REAP_SECONDS, as ``serve``'s worker runs it)."""
-    db = connection.settings_dict
-    env = dict(os.environ)
-    env["DATABASE_URL"] = (
-        f"postgres://{db['USER']}:{db['PASSWORD']}@{db['HOST']}:{db['PORT']}/{db['NAME']}"
-    )
-    env["CELERY_BROKER_URL"] = settings.CELERY_BROKER_URL
-    env.update({k: str(v) for k, v in env_extra.items()})
     if beat:
-        env["REALICU_WORKER_HOUSEKEEPING_THREAD"] = "1"
-    log = open(log_path, "w")
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "realicu_web",
-            "worker",
-            "--pool",
-            "solo",
-            "--loglevel",
-            "INFO",
-            "--without-heartbeat",
-            "--without-gossip",
-            "--without-mingle",
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    proc.log = log
-    try:
-        wait_for(
-            lambda: " ready." in log_path.read_text() or proc.poll() is not None,
-            "the worker to start",
-            60,
-        )
-        if proc.poll() is not None:
-            raise RuntimeError("the worker did not start:\n" + log_path.read_text())
-    except BaseException:
-        stop_worker(proc)  # a worker that is slow to start is not left running
-        raise
-    return proc
+        env_extra["REALICU_WORKER_HOUSEKEEPING_THREAD"] = "1"
+    return worker_start(log_path, worker_env(**env_extra))
 
 
 def tasks_ended(log_path: Path) -> bool:
@@ -100,14 +48,7 @@ def tasks_ended(log_path: Path) -> bool:
 
 
 def stop_worker(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-    proc.log.close()
+    worker_stop(proc)
 
 
 @pytest.fixture
