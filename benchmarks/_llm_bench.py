@@ -35,22 +35,23 @@ import httpx
 
 CHAT_PATH = "/chat/completions"
 # How a window's error begins when its reply failed the schema after the
-# repair turn (agents.prompts.predict_validated, the Oracle's backbone), when
-# the agent's client refused a prompt over its budget (agents.llm), and what
-# a server's context-window refusal says.
+# repair turn (agents.prompts.predict_validated, the Oracle's backbone), and
+# when the agent's client refused a prompt over its budget (agents.llm); a
+# server's context-window refusal is told by the Oracle's own pattern
+# (oracle.backbones.dialects.OVERFLOW).
 SCHEMA_FAILURE = "failed validation twice"
 OVER_BUDGET = "does not fit its budget"
-OVERFLOW_WORDS = ("context window", "context length", "exceed")
 
 
 def failure_kind(error: str) -> str | None:
     """ "schema", "over budget", "overflow" or None for a window's error."""
+    from oracle.backbones.dialects import OVERFLOW
+
     if SCHEMA_FAILURE in error:
         return "schema"
     if OVER_BUDGET in error:
         return "over budget"
-    lowered = error.lower()
-    if "context" in lowered and any(word in lowered for word in OVERFLOW_WORDS):
+    if OVERFLOW.search(error):
         return "overflow"
     return None
 
