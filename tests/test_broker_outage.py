@@ -14,7 +14,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -110,56 +109,29 @@ class Stack:
         self.worker: subprocess.Popen | None = None
 
     def worker_start(self, *, pool_repair: bool) -> None:
-        from django.conf import settings
-        from django.db import connection
+        from tests.workers import worker_env, worker_start
 
-        db = connection.settings_dict
-        env = dict(os.environ)
-        env["DATABASE_URL"] = (
-            f"postgres://{db['USER']}:{db['PASSWORD']}@{db['HOST']}:{db['PORT']}"
-            f"/{db['NAME']}"
-        )
-        env["CELERY_BROKER_URL"] = self.broker.url
-        env["REALICU_IMPORT_ROOTS"] = ",".join(settings.REALICU_IMPORT_ROOTS)
+        env = worker_env(broker_url=self.broker.url)
         env.setdefault("HF_HUB_OFFLINE", "1")
         env.pop("REALICU_WORKER_STUCK_SECONDS", None)  # the default, 60 s
         if not pool_repair:
             env["REALICU_TEST_NO_POOL_REPAIR"] = "1"
         # As docker-compose.yml's worker: prefork, two processes, gossip,
         # mingle and heartbeats on.
-        self.worker = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "realicu_web",
-                "worker",
-                "--pool",
-                "prefork",
-                "--concurrency",
-                "2",
-                "--loglevel",
-                "INFO",
-                "--include",
-                "tests.test_broker_outage",
-            ],
-            cwd=settings.BASE_DIR,
-            env=env,
-            stdout=open(self.log, "w"),
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # its pool processes are stopped with it
+        self.worker = worker_start(
+            self.log,
+            env,
+            pool="prefork",
+            concurrency=2,
+            broadcasts=True,
+            include="tests.test_broker_outage",
         )
-        wait_for(lambda: " ready." in self.log.read_text(), "the worker's start", 60)
 
     def stop(self) -> None:
-        if self.worker is not None and self.worker.poll() is None:
-            self.worker.send_signal(signal.SIGQUIT)  # cold: the long task ends
-            try:
-                self.worker.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.worker.pid, signal.SIGKILL)
-                self.worker.wait()
+        from tests.workers import worker_stop
+
+        if self.worker is not None:
+            worker_stop(self.worker, sig=signal.SIGQUIT)  # cold: the long task ends
         self.broker.stop()
 
 
