@@ -175,6 +175,22 @@ class LLMProxy:
                     self._relay(method, body, slowed)
                 except (BrokenPipeError, ConnectionResetError):
                     pass
+                except httpx.HTTPError as error:
+                    # The server hung up or is gone: the client gets a 502,
+                    # as from any gateway, and the request is recorded.
+                    if self.path.endswith(CHAT_PATH):
+                        proxy._record(
+                            prompt_tokens=None,
+                            status=0,
+                            upstream=0.0,
+                            held=0.0,
+                            abandoned=False,
+                            error=type(error).__name__,
+                        )
+                    try:
+                        self.send_error(502, f"upstream: {type(error).__name__}")
+                    except OSError:
+                        pass
                 finally:
                     if slowed:
                         proxy._slot.release()

@@ -89,7 +89,8 @@ class Upstream:
 def upstream():
     server = Upstream()
     yield server
-    server.stop()
+    if server.server.fileno() != -1:
+        server.stop()
 
 
 def proxied(upstream, factor, answers):
@@ -160,6 +161,18 @@ def test_an_abandoned_request_gets_no_reply_and_frees_the_slot(upstream):
     first, then = proxy.records
     assert first["abandoned"] and first["prompt_tokens"] is None
     assert not then["abandoned"] and then["prompt_tokens"] == 42
+
+
+def test_a_server_gone_is_a_502_and_recorded(upstream):
+    proxy = LLMProxy(upstream.root).start()
+    upstream.stop()
+    try:
+        reply = httpx.post(f"{proxy.base_url}/chat/completions", json={}, timeout=10)
+    finally:
+        proxy.stop()
+    assert reply.status_code == 502
+    [record] = proxy.records
+    assert record["status"] == 0 and record["error"] == "ConnectError"
 
 
 def test_hold_ends_when_the_client_hangs_up():
