@@ -349,3 +349,11 @@ _.analyzed  # windows/importers/writing.py: its ANALYZE count (a test reads it)
 # batched (evaluation.agreement): its tests check the formula against
 # Krippendorff (2011) and the krippendorff package.
 krippendorff_alpha  # evaluation/agreement.py
+
+# The standard library's servers and parsers call these hooks by name
+# (benchmarks' loopback proxy and run-page reader, benchmarks/_llm_bench.py).
+_.do_GET  # http.server.BaseHTTPRequestHandler
+daemon_threads  # socketserver.ThreadingMixIn
+_.handle_starttag  # html.parser.HTMLParser
+_.handle_endtag  # html.parser.HTMLParser
+_.handle_data  # html.parser.HTMLParser

@@ -54,7 +54,6 @@ from __future__ import annotations
 import bisect
 import importlib
 from collections import OrderedDict
-from datetime import datetime
 
 import numpy as np
 
@@ -207,14 +206,6 @@ class _BlockFold:
             else:
                 out.append((block, self._render(block)))
         return out
-
-
-def _aggregate_lines(events: list[dict], origin: datetime) -> list[tuple[int, str]]:
-    """(block, line) per concept and block of AGGREGATE_HOURS hours since
-    ``origin`` (ICU admission), blocks in time order."""
-    fold = _BlockFold()
-    fold.add(events)
-    return [(block, line) for block, lines in fold.lines() for line in lines]
 
 
 # An event's prompt line is at least this long ("[h] kind concept: value"):

@@ -104,12 +104,14 @@ def test_a_note_of_another_category_is_never_bedside(stay):
 
 def test_full_context_agent_keeps_a_reports_findings_when_aggregating(stay):
     from agents.prompts import NOTE_AGGREGATE_CHARS
-    from agents.reference import _aggregate_lines
+    from agents.reference import _BlockFold
 
     [ctx] = list(
         stay_contexts(stay, [Window.objects.filter(stay=stay).latest("index").pk])
     )
-    lines = [line for _, line in _aggregate_lines(list(ctx.events), stay.intime)]
+    fold = _BlockFold()
+    fold.add(list(ctx.events))
+    lines = [line for _, block_lines in fold.lines() for line in block_lines]
     [short] = [x for x in lines if "New bilateral opacities" in x]
     assert short.endswith("last=FINDINGS: New bilateral opacities. IMPRESSION: ARDS.")
     [long] = [x for x in lines if "worsening effusion" in x]
