@@ -32,7 +32,10 @@ from oracle.backbones.completion import (
     MAX_REPLY_BYTES,
 )
 from oracle.backbones.dialects import (
+    CONTEXT_SIZE,
+    OVERFLOW,
     chat_url,
+    first_int,
     reply_format_apply,
     response_described,
     retry_after_seconds,
@@ -47,6 +50,19 @@ CHARS_PER_TOKEN = 3.0
 # The time a token count may take (a tokenizer answers in milliseconds; a
 # one-slot server answers it between two completions).
 COUNT_TIMEOUT_SECONDS = 30.0
+
+
+class ContextLearned(AgentError):
+    """The server refused a prompt as longer than its context window and
+    said how long its window is, shorter than the one the budget assumed
+    (llama-cpp-python's server does not report its ``n_ctx``): the client's
+    budget is now the README's formula on the reported window, so the agent
+    can compress the same window again to fit (agents.services retries it
+    once)."""
+
+    def __init__(self, message: str, *, context_tokens: int) -> None:
+        super().__init__(message)
+        self.context_tokens = context_tokens
 
 
 def prompt_fits(llm, messages: list[dict], *, reserve: int = 0) -> bool:
@@ -133,6 +149,9 @@ class ChatClient:
         tokenizer: str = "",
         budget_formula: str = "",
         limiter_key: str = "",
+        window_tokens: int | None = None,
+        reply_tokens: int = 0,
+        margin_tokens: int = 0,
         backoff_base: float = 0.5,
         backoff_max: float = 30.0,
     ) -> None:
@@ -158,6 +177,12 @@ class ChatClient:
         self.budget_formula = budget_formula or (
             str(prompt_budget) if prompt_budget else ""
         )
+        # The figures the budget is made of, so that a window the server
+        # reports gives the budget by the same formula (ContextLearned).
+        self.window_tokens = window_tokens
+        self.reply_tokens = int(reply_tokens or 0)
+        self.margin_tokens = int(margin_tokens or 0)
+        self.context_reported: int | None = None
         self.observed_ratios: list[float] = []
         self._counts: dict[int, int | None] = {}
         self.counts = 0
@@ -208,6 +233,9 @@ class ChatClient:
             reply_format=reply_format or "none",
             tokenizer=backbone.tokenizer,
             limiter_key=f"backbone:{backbone.pk}",
+            window_tokens=parts["window"],
+            reply_tokens=parts["reply"],
+            margin_tokens=parts["margin"],
         )
 
     @property
@@ -335,6 +363,38 @@ class ChatClient:
         if self._client is not None:
             http.abort(self._client)
 
+    def _overflow(self, problem: str, reported: int | None) -> None:
+        """A prompt the server refused as too long for its context window.
+        When the server names a window shorter than the budget assumed, the
+        budget becomes the formula on that window (ContextLearned: the
+        window is compressed again and retried); otherwise the refusal is the
+        window's failure, with the budget in its message."""
+        assumed = self.window_tokens
+        if reported and (assumed is None or reported < assumed):
+            budget = max(1, reported - self.reply_tokens - self.margin_tokens)
+            self.window_tokens = self.context_reported = int(reported)
+            self.prompt_budget = budget
+            self.budget_formula = (
+                f"{budget} (context window {reported}, as the server's error "
+                f"reported it, - reply {self.reply_tokens} - margin "
+                f"{self.margin_tokens})"
+            )
+            self._counts.clear()
+            raise ContextLearned(
+                self._scrub(
+                    f"The server's context window is {reported} tokens, not the "
+                    f"{assumed or 'unknown'} the budget assumed ({problem}); the "
+                    f"prompt budget is now {self.budget_formula}."
+                ),
+                context_tokens=int(reported),
+            )
+        raise AgentError(
+            self._scrub(
+                f"The backbone refused the prompt as longer than its context "
+                f"window ({problem}); the budget was {self.budget_formula}."
+            )
+        )
+
     def _scrub(self, text: str) -> str:
         return text.replace(self._key, "[api key]") if self._key else text
 
@@ -436,6 +496,8 @@ class ChatClient:
                     return ChatReply(content, tokens_in, tokens_out)
             if problem is None:
                 problem = response_described(status, headers, text)
+                if status in (400, 413, 422) and OVERFLOW.search(text or ""):
+                    self._overflow(problem, first_int(CONTEXT_SIZE, text))
                 if not (status == 429 or status >= 500):
                     raise AgentError(
                         self._scrub(f"The backbone refused the request ({problem}).")

@@ -354,6 +354,18 @@ def agent_for_run(run: AgentRun) -> Agent:
     return cls(llm)
 
 
+def _predict(agent: Agent, ctx, memory: dict) -> tuple[dict, dict]:
+    """The agent's prediction of the window; once more when its first prompt
+    taught the client the server's shorter context window (ContextLearned):
+    the agent then compresses to the new budget by its own rule."""
+    from agents.llm import ContextLearned
+
+    try:
+        return agent.predict(ctx, dict(memory))
+    except ContextLearned:
+        return agent.predict(ctx, dict(memory))
+
+
 def _usage(agent: Agent) -> tuple[int, int, int]:
     llm = agent.llm
     if llm is None:
@@ -455,7 +467,7 @@ def agent_stay_work(
                 error = detail = ""
                 prediction: dict = {}
                 try:
-                    raw, new_memory = agent.predict(ctx, dict(memory))
+                    raw, new_memory = _predict(agent, ctx, memory)
                     prediction = prediction_normalise(raw)
                     json.dumps(new_memory)
                 except AgentError as exc:
@@ -506,6 +518,11 @@ def agent_stay_work(
     except JobLeaseLost:
         return "lost"
     finally:
+        learned = getattr(agent.llm, "context_reported", None)
+        if learned and run.backbone_id:
+            from oracle.services.tokens import context_learned
+
+            context_learned(backbone_id=run.backbone_id, tokens=learned)
         close = getattr(agent, "close", None) or getattr(agent.llm, "close", None)
         if close is not None:
             close()

@@ -100,3 +100,122 @@ def test_the_estimate_follows_the_servers_counts(fake_llm):
     assert before == math.ceil(len(text) / 3.0)
     assert after >= len(text) / SERVER_CHARS_PER_TOKEN
     assert client.prompt_log == [("", int(len(text) / 2.0), None)]
+
+
+LLAMA_OVERFLOW = {
+    "error": {
+        "message": "Requested tokens (2600) exceed context window of 2048",
+        "type": "invalid_request_error",
+    }
+}
+
+
+def test_a_shorter_window_the_server_reports_becomes_the_budget(fake_llm):
+    """llama-cpp-python's server does not say its n_ctx (2048 by default), so
+    the budget assumes 4096; its refusal names the real window, and the
+    budget becomes the README's formula on it."""
+    from agents.llm import ContextLearned
+
+    fake_llm.push(status=400, body=LLAMA_OVERFLOW)
+    fake_llm.push(status=400, body=LLAMA_OVERFLOW)
+    client = client_for(
+        fake_llm,
+        prompt_budget=3264,
+        window_tokens=4096,
+        reply_tokens=768,
+        margin_tokens=64,
+        tokenizer="",
+    )
+    try:
+        with pytest.raises(ContextLearned) as learned:
+            client.chat([{"role": "user", "content": "Heart rate 80 bpm."}])
+        assert learned.value.context_tokens == 2048
+        assert client.prompt_budget == 2048 - 768 - 64
+        assert client.context_reported == 2048
+        assert "context window is 2048 tokens, not the 4096" in str(learned.value)
+        # A second refusal naming the same window is the window's failure,
+        # not another lesson.
+        with pytest.raises(AgentError) as failed:
+            client.chat([{"role": "user", "content": "Heart rate 80 bpm."}])
+    finally:
+        client.close()
+    assert not isinstance(failed.value, ContextLearned)
+    assert "longer than its context window" in str(failed.value)
+    assert "1216 (context window 2048, as the server's error reported it" in str(
+        failed.value
+    )
+    assert len(fake_llm.requests) == 2
+
+
+@pytest.mark.django_db
+def test_the_runner_compresses_again_and_the_backbone_learns_the_window(
+    fake_llm, fake_backbone, tiny_release, tiny_stays, admin_user
+):
+    from agents.models import AgentPrediction, AgentStayState
+    from agents.services import agent_run_start, agent_stay_work
+
+    fake_llm.prompt_chars_per_token = SERVER_CHARS_PER_TOKEN
+    fake_llm.push(status=400, body=LLAMA_OVERFLOW)
+    run = agent_run_start(
+        user=admin_user,
+        release=tiny_release,
+        agent="local-window",
+        backbone=fake_backbone,
+        enqueue=False,
+    )
+    state = AgentStayState.objects.get(run=run, stay=tiny_stays["stays"][0])
+    made = []
+
+    def factory(r):
+        client = ChatClient.for_backbone(r.backbone)
+        made.append(client)
+        return LocalWindowAgent(client)
+
+    assert agent_stay_work(stay_state_id=state.pk, agent_factory=factory) == "done"
+    errors = list(
+        AgentPrediction.objects.filter(run=run)
+        .order_by("window_id")
+        .values_list("error", flat=True)
+    )
+    assert errors == ["", ""]
+    # The refused prompt, the same window again within the new budget, then
+    # the next window.
+    assert len(fake_llm.requests) == 3
+    [client] = made
+    assert client.prompt_budget == 2048 - client.reply_tokens - client.margin_tokens
+    fake_backbone.refresh_from_db()
+    assert fake_backbone.context_tokens == 2048
+    assert "context-length error" in fake_backbone.server_report["context_tokens_from"]
+
+
+@pytest.mark.django_db
+def test_a_refusal_without_a_window_fails_its_window_once(
+    fake_llm, fake_backbone, tiny_release, tiny_stays, admin_user
+):
+    from agents.models import AgentPrediction, AgentStayState
+    from agents.services import agent_run_start, agent_stay_work
+
+    fake_llm.push(
+        status=400, body={"error": {"message": "This prompt is too long for me."}}
+    )
+    run = agent_run_start(
+        user=admin_user,
+        release=tiny_release,
+        agent="local-window",
+        backbone=fake_backbone,
+        enqueue=False,
+    )
+    state = AgentStayState.objects.get(run=run, stay=tiny_stays["stays"][0])
+    agent_stay_work(
+        stay_state_id=state.pk,
+        agent_factory=lambda r: LocalWindowAgent(ChatClient.for_backbone(r.backbone)),
+    )
+    first, second = (
+        AgentPrediction.objects.filter(run=run)
+        .order_by("window_id")
+        .values_list("error", flat=True)
+    )
+    assert "longer than its context window" in first and second == ""
+    assert len(fake_llm.requests) == 2
+    fake_backbone.refresh_from_db()
+    assert not fake_backbone.context_tokens
