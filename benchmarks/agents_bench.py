@@ -522,6 +522,9 @@ def _real_model(args, admin, release) -> None:
 
 
 def main() -> None:
+    from benchmarks._cpu import report_at_exit  # wall, CPU and load at the end
+
+    report_at_exit()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--windows", type=int, default=48)
     parser.add_argument(

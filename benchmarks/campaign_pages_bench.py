@@ -132,6 +132,9 @@ def _campaign(admin, physicians):
 
 
 def main() -> None:
+    from benchmarks._cpu import report_at_exit  # wall, CPU and load at the end
+
+    report_at_exit()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=20)
     parser.add_argument("--keep", action="store_true", help="keep the database")

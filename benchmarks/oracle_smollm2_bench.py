@@ -62,6 +62,9 @@ def demo_slice(folder: Path) -> Path:
 
 
 def main() -> None:
+    from benchmarks._cpu import report_at_exit  # wall, CPU and load at the end
+
+    report_at_exit()
     parser = argparse.ArgumentParser()
     parser.add_argument("--n-ctx", type=int, default=8192, help="The server's window.")
     parser.add_argument("--windows", type=int, default=10)

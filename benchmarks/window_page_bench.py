@@ -202,6 +202,9 @@ def _measure(
 
 
 def main() -> None:
+    from benchmarks._cpu import report_at_exit  # wall, CPU and load at the end
+
+    report_at_exit()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=50)
     parser.add_argument("--keep", action="store_true", help="keep the database")
