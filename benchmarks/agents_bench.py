@@ -72,6 +72,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from benchmarks._payloads import payload_bytes, print_by_index  # noqa: E402
+
 ADMIN_URL = os.environ.get(
     "DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres"
 )
@@ -211,58 +213,6 @@ class TrivialEndpoint:
         return f"http://127.0.0.1:{self.server.server_address[1]}/predict"
 
 
-def _payload_bytes(n_stays: int) -> None:
-    """Payload bytes per window by its index in the stay, streamed and whole,
-    over every window of the demo's ``n_stays`` longest stays."""
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
-    from agents.context import stay_contexts
-    from agents.sessions import StaySession
-    from windows.importers.clif import clif_import
-    from windows.models import Stay, Window
-    from windows.windowing import windows_build
-
-    clif_import()
-    stays = sorted(Stay.objects.all(), key=lambda s: (-s.length_hours, s.pk))
-    by_index: dict[str, dict[int, list[int]]] = {"streamed": {}, "full": {}}
-    for stay in stays[:n_stays]:
-        windows_build(stay=stay)
-        ids = list(Window.objects.filter(stay=stay).values_list("pk", flat=True))
-        sessions = {mode: StaySession(stay_id=stay.pk, mode=mode) for mode in by_index}
-        totals = dict.fromkeys(by_index, 0)
-        for ctx in stay_contexts(stay, ids):
-            for mode, session in sessions.items():
-                body = json.dumps(session.payload(ctx), ensure_ascii=False)
-                size = len(body.encode("utf-8"))
-                totals[mode] += size
-                by_index[mode].setdefault(ctx.window_index, []).append(size)
-        print(
-            f"stay {stay.pk}: {len(ids)} windows, {stay.length_hours:.0f} h: "
-            f"streamed {totals['streamed'] / 2**20:.2f} MiB, whole every window "
-            f"{totals['full'] / 2**20:.2f} MiB "
-            f"({totals['full'] / max(1, totals['streamed']):.0f} times)"
-        )
-    _print_by_index(by_index)
-
-
-def _print_by_index(by_index: dict[str, dict[int, list[int]]]) -> None:
-    """Mean payload KiB per window index, the modes side by side."""
-    modes = list(by_index)
-    indexes = sorted({i for sizes in by_index.values() for i in sizes})
-    print("  window index: mean payload KiB (" + " | ".join(modes) + ")")
-    step = max(1, len(indexes) // 24)
-    for index in indexes[::step]:
-        cells = []
-        for mode in modes:
-            sizes = by_index[mode].get(index)
-            cells.append(
-                f"{statistics.mean(sizes) / 1024:9.1f}" if sizes else f"{'-':>9s}"
-            )
-        count = max(len(by_index[m].get(index, ())) for m in modes)
-        print(f"    {index:4d}: " + " | ".join(cells) + f"   ({count} stays)")
-
-
 def _workers(env: dict, log_dir: Path) -> list[subprocess.Popen]:
     procs = []
     for n in range(WORKERS):
@@ -380,147 +330,6 @@ def _measure(run, fake, first_request: int, endpoint=None) -> dict:
     }
 
 
-REAL_AGENTS = "full-context,local-window,rag,icu-evo,oracle"
-
-
-def _real_model(args, admin, release) -> None:
-    """Issue 32's done-when on a real model: each reference agent and the
-    Oracle over the release's windows on llama-cpp-python's server with
-    SmolLM2 (default settings), through a proxy that reads the server's
-    usage and, with ``--slow``, makes it that many times slower."""
-    from agents.models import AgentPrediction
-    from agents.reference import icu_evo_class
-    from agents.services import agent_run_inline, agent_run_start
-    from benchmarks._llm_bench import (
-        LLMProxy,
-        cpu_seconds,
-        failure_kind,
-        load_text,
-        oracle_report,
-        quantile,
-        run_page_lines,
-    )
-    from oracle import services as oracle_services
-    from oracle.services.tokens import budget_text, prompt_budget_parts
-    from tests.oracle.llm_server import MODEL_ALIAS, LlamaServer
-
-    server = LlamaServer(n_ctx=args.n_ctx).start()
-    # The backbone is detected at the server's own speed (detection's short
-    # timeouts would leave a ten times slower one undetected); the slow-down
-    # starts with the runs, so they differ from the default ones only in it.
-    proxy = LLMProxy(server.root).start()
-    try:
-        fields = {}
-        if args.slow:
-            # What an admin sets for a slow server: a short timeout (the
-            # Oracle's measured-speed timeout is capped by
-            # REALICU_LLM_TIMEOUT_MAX_SECONDS, set to the same) and one retry.
-            fields = {"timeout_seconds": args.timeout_cap, "max_retries": 1}
-        backbone = oracle_services.backbone_create(
-            admin=admin,
-            name=f"smollm2 {time.time():.0f}",
-            kind="openai",
-            base_url=proxy.base_url,
-            model=MODEL_ALIAS,
-            detect=True,
-            **fields,
-        )
-        proxy.factor = float(args.slow or 1)
-        parts = prompt_budget_parts(backbone)
-        budget = parts["budget"]
-        print(
-            f"SmolLM2 server n_ctx {args.n_ctx}"
-            + (f", slowed {args.slow:g} times" if args.slow else "")
-            + f"; detected: reply format {backbone.reply_format}, tokenizer "
-            f"{backbone.tokenizer or 'estimate'}, context "
-            f"{backbone.context_tokens or 'default'}; timeout "
-            f"{backbone.timeout_seconds:g} s, {backbone.max_retries} retries; "
-            f"agents' prompt budget {budget_text(parts)}"
-        )
-        names = [n for n in args.agents.split(",") if n]
-        for name in names:
-            first = len(proxy.records)
-            cpu0, wall0 = cpu_seconds(), time.monotonic()
-            if name == "oracle":
-                run = oracle_services.oracle_run_create(
-                    admin=admin,
-                    name="agents bench oracle",
-                    backbone=backbone,
-                    campaign=release.campaign,
-                    enqueue=False,
-                )
-                print(f"oracle (run {run.pk}):")
-                oracle_services.oracle_run_execute_inline(run_id=run.pk)
-                wall = time.monotonic() - wall0
-                run.refresh_from_db()
-                oracle_report(run=run, backbone=backbone, elapsed=wall)
-                url_name = "oracle:run_detail"
-            else:
-                if name == "icu-evo" and icu_evo_class() is None:
-                    print("icu-evo: unavailable (agents.icu_evo missing), skipped")
-                    continue
-                run = agent_run_start(
-                    user=admin,
-                    release=release,
-                    agent=name,
-                    backbone=backbone,
-                    enqueue=False,
-                )
-                run = agent_run_inline(run=run)
-                wall = time.monotonic() - wall0
-                errors = list(
-                    AgentPrediction.objects.filter(run=run)
-                    .exclude(error="")
-                    .values_list("error", flat=True)
-                )
-                kinds = [failure_kind(e) for e in errors]
-                tokens = [
-                    r["prompt_tokens"]
-                    for r in proxy.records[first:]
-                    if r["prompt_tokens"] is not None
-                ]
-                done = run.windows_done - run.windows_failed
-                print(
-                    f"{name} (run {run.pk}): {done} windows done, "
-                    f"{run.windows_failed} failed of {run.windows_total}; "
-                    f"{wall / max(1, run.windows_done):.1f} s per window"
-                )
-                if tokens:
-                    over = sum(t > budget for t in tokens)
-                    print(
-                        f"  real prompt tokens (server's usage, {len(tokens)} "
-                        f"requests): p50 {quantile(tokens, 0.5)}, p95 "
-                        f"{quantile(tokens, 0.95)}, max {max(tokens)} against a "
-                        f"budget of {budget}; over it: {over}"
-                    )
-                else:
-                    print("  real prompt tokens: no request answered")
-                print(
-                    f"  prompts refused over budget: {kinds.count('over budget')}; "
-                    f"overflows: {kinds.count('overflow')}; schema failures: "
-                    f"{kinds.count('schema')}"
-                )
-                url_name = "agents:run_detail"
-            records = proxy.records[first:]
-            print(
-                f"  wall {wall:.0f} s, CPU {cpu_seconds() - cpu0:.0f} s (this "
-                f"process and its children, the server included); {load_text()}; "
-                f"requests {len(records)}, abandoned "
-                f"{sum(r['abandoned'] for r in records)}"
-            )
-            print("  its page says:")
-            for line in run_page_lines(user=admin, url_name=url_name, run_id=run.pk):
-                print(f"    {line}")
-        print(
-            "left out: the online endpoints (no model; their bytes per window are "
-            "this script's default mode and --payload-bytes) and the scores "
-            "(SmolLM2's are no figure of merit)"
-        )
-    finally:
-        proxy.stop()
-        server.stop()
-
-
 def main() -> None:
     from benchmarks._cpu import report_at_exit  # wall, CPU and load at the end
 
@@ -567,6 +376,8 @@ def main() -> None:
     if args.slow and args.slow < 1:
         parser.error("--slow is a factor of at least 1")
     if args.llm and args.agents == parser.get_default("agents"):
+        from benchmarks._agents_llm import REAL_AGENTS
+
         args.agents = REAL_AGENTS
     if args.llm:  # each run's lines as it ends, into a log file too
         sys.stdout.reconfigure(line_buffering=True)
@@ -609,7 +420,7 @@ def main() -> None:
         from tests.oracle.fake_llm import FakeLLM
 
         if args.payload_bytes:
-            _payload_bytes(args.payload_bytes)
+            payload_bytes(args.payload_bytes)
             return
         t0 = time.monotonic()
         admin, release = _setup(args.windows)
@@ -619,10 +430,11 @@ def main() -> None:
             f" stays (set up in {time.monotonic() - t0:.0f} s)"
         )
         if args.llm:
+            from benchmarks._agents_llm import real_model
             from benchmarks._llm_bench import cpu_seconds, load_text
 
             wall0, cpu0 = time.monotonic(), cpu_seconds()
-            _real_model(args, admin, release)
+            real_model(args, admin, release)
             print(
                 f"all runs: wall {time.monotonic() - wall0:.0f} s, CPU "
                 f"{cpu_seconds() - cpu0:.0f} s; {load_text()}"
@@ -705,7 +517,7 @@ def main() -> None:
                 by_index[name] = endpoint.by_index
         if by_index:
             print("endpoint bytes per window by its index in the stay:")
-            _print_by_index(by_index)
+            print_by_index(by_index)
         fake.stop()
         from exports.selectors import leaderboard
 
