@@ -104,3 +104,30 @@ def tree_cpu(root: int) -> float:
         tree.update(children)
         frontier += children
     return sum(stats[pid][1] for pid in tree if pid in stats)
+
+
+def own_cpu() -> float:
+    """This process's CPU seconds (the clients' threads), its children's aside."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+class ServeStep:
+    """A step's wall time and CPU time: serve's processes (supervisor, web,
+    worker: /proc) and this process (the clients' threads), with the load
+    average at its end."""
+
+    def __init__(self, serve_pid: int) -> None:
+        self.serve_pid = serve_pid
+        self.started = clock()
+        self.clients_cpu = own_cpu()
+        self.serve_cpu = tree_cpu(serve_pid)
+
+    def line(self) -> str:
+        wall = time.perf_counter() - self.started.wall
+        serve = tree_cpu(self.serve_pid) - self.serve_cpu
+        clients = own_cpu() - self.clients_cpu
+        return (
+            f"wall {wall:.1f} s; CPU serve's processes {serve:.1f} s, clients "
+            f"{clients:.1f} s; {load()}"
+        )

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -129,3 +131,38 @@ def serve_memory(serve_pid: int) -> dict[str, list[int]]:
         groups[group][1] += pss
         groups[group][2] += 1
     return groups
+
+
+def consensus_watch(db: Path, campaign: int, seen: dict, stop: threading.Event):
+    """Record when each window's consensus row first appears."""
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
+    try:
+        while not stop.is_set():
+            now = time.perf_counter()
+            try:
+                rows = conn.execute(
+                    "SELECT window_id FROM annotation_consensuslabel "
+                    "WHERE campaign_id = ?",
+                    [campaign],
+                ).fetchall()
+            except sqlite3.OperationalError:
+                rows = []
+            for (window_id,) in rows:
+                seen.setdefault(window_id, now)
+            time.sleep(0.1)
+    finally:
+        conn.close()
+
+
+def model_loaded_at(log: Path) -> float | None:
+    """When the worker logged its embedding model loaded (realicu_web.celery),
+    as a time.time() value; the log's times are local."""
+    from datetime import datetime
+
+    for line in log.read_text(errors="replace").splitlines():
+        if "embedding model" in line and "loaded" in line and line.startswith("["):
+            try:
+                return datetime.strptime(line[1:24], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+            except ValueError:
+                return None
+    return None

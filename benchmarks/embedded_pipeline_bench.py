@@ -58,6 +58,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from benchmarks._cpu import (  # noqa: E402 - after the path
+    ServeStep,
     clock,
     load,
     report_at_exit,
@@ -69,7 +70,9 @@ from benchmarks._embedded import (  # noqa: E402
     MB,
     PASSWORD,
     bootstrap,
+    consensus_watch,
     embedded_env,
+    model_loaded_at,
     serve_memory,
     serve_start,
     serve_stop,
@@ -102,33 +105,6 @@ def _ms(values: list[float]) -> str:
         f"p50 {statistics.median(values):.1f} ms, "
         f"p95 {percentile(values, 0.95):.1f} ms (n={len(values)})"
     )
-
-
-def _own_cpu() -> float:
-    """This process's CPU seconds (the clients' threads), its children's aside."""
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
-
-
-class _Step:
-    """A step's wall time and CPU time: serve's processes (supervisor, web,
-    worker: /proc) and this process (the clients' threads), with the load
-    average at its end."""
-
-    def __init__(self, serve_pid: int) -> None:
-        self.serve_pid = serve_pid
-        self.started = clock()
-        self.clients_cpu = _own_cpu()
-        self.serve_cpu = tree_cpu(serve_pid)
-
-    def line(self) -> str:
-        wall = time.perf_counter() - self.started.wall
-        serve = tree_cpu(self.serve_pid) - self.serve_cpu
-        clients = _own_cpu() - self.clients_cpu
-        return (
-            f"wall {wall:.1f} s; CPU serve's processes {serve:.1f} s, clients "
-            f"{clients:.1f} s; {load()}"
-        )
 
 
 # Data -------------------------------------------------------------------------
@@ -361,44 +337,6 @@ def _drafts(base, clients: list[tuple], seconds: float) -> tuple[list[float], in
     return times, len(times)
 
 
-# Consensus watch ----------------------------------------------------------------
-
-
-def _watch_consensus(db: Path, campaign: int, seen: dict, stop: threading.Event):
-    """Record when each window's consensus row first appears."""
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
-    try:
-        while not stop.is_set():
-            now = time.perf_counter()
-            try:
-                rows = conn.execute(
-                    "SELECT window_id FROM annotation_consensuslabel "
-                    "WHERE campaign_id = ?",
-                    [campaign],
-                ).fetchall()
-            except sqlite3.OperationalError:
-                rows = []
-            for (window_id,) in rows:
-                seen.setdefault(window_id, now)
-            time.sleep(0.1)
-    finally:
-        conn.close()
-
-
-def _model_loaded_at(log: Path) -> float | None:
-    """When the worker logged its embedding model loaded (realicu_web.celery),
-    as a time.time() value; the log's times are local."""
-    from datetime import datetime
-
-    for line in log.read_text(errors="replace").splitlines():
-        if "embedding model" in line and "loaded" in line and line.startswith("["):
-            try:
-                return datetime.strptime(line[1:24], "%Y-%m-%d %H:%M:%S,%f").timestamp()
-            except ValueError:
-                return None
-    return None
-
-
 # Memory -------------------------------------------------------------------------
 
 
@@ -485,13 +423,13 @@ def main() -> int:
         seen: dict[int, float] = {}
         stop = threading.Event()
         watcher = threading.Thread(
-            target=_watch_consensus,
+            target=consensus_watch,
             args=(var / "realicu.sqlite3", data["campaign"], seen, stop),
             daemon=True,
         )
         watcher.start()
         phase_started = time.perf_counter()
-        step = _Step(serve.pid)
+        step = ServeStep(serve.pid)
         threads = [
             threading.Thread(
                 target=_physician_submits,
@@ -529,7 +467,7 @@ def main() -> int:
             "< 60 KB together",
         )
         cold = [ms for at, ms in figures.submit_ms if at - serve_started <= up_s + 15]
-        loaded = _model_loaded_at(var / "serve.log")
+        loaded = model_loaded_at(var / "serve.log")
         first = min((at for at, _ in figures.submit_ms), default=None)
         if loaded is not None and first is not None:
             print(
@@ -563,7 +501,7 @@ def main() -> int:
             for name in PHYSICIANS
             for assignment in data["work"][name]["draft"]
         ]
-        step = _Step(serve.pid)
+        step = ServeStep(serve.pid)
         single, count = _drafts(
             base, [(sessions[drafts[0][0]], *drafts[0][1])], args.draft_seconds
         )
@@ -573,7 +511,7 @@ def main() -> int:
             f"{step.line()}",
         )
         ten = [(_login(base, name), *assignment) for name, assignment in drafts[:10]]
-        step = _Step(serve.pid)
+        step = ServeStep(serve.pid)
         many, count = _drafts(base, ten, args.draft_seconds)
         _line(
             f"draft save, {len(ten)} clients",
@@ -582,7 +520,7 @@ def main() -> int:
         )
 
         # A Gold release of the campaign, by the command.
-        step = _Step(serve.pid)
+        step = ServeStep(serve.pid)
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         started = time.perf_counter()
         build = subprocess.run(

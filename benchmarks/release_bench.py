@@ -47,6 +47,12 @@ from benchmarks._database import (  # noqa: E402
     database_drop,
     database_url,
 )
+from benchmarks._label_texts import (  # noqa: E402
+    ACTIONS,
+    FLAGS,
+    PROBLEMS,
+    texts_drawn,
+)
 from benchmarks._parts import (  # noqa: E402
     part_environment,
     part_run,
@@ -62,67 +68,9 @@ STAYS = 100
 WINDOWS_PER_STAY = 120  # 240 h stays, a window every 2 h: 12,000 windows
 EVENTS_PER_HOUR = 12
 
-PROBLEMS = [
-    "septic shock",
-    "acute kidney injury",
-    "hypoxemic respiratory failure",
-    "delirium",
-    "hyperkalemia",
-    "hypokalemia",
-    "atrial fibrillation with RVR",
-    "gastrointestinal bleeding",
-    "lactic acidosis",
-    "hypotension",
-    "pneumonia",
-    "pulmonary edema",
-    "hypoglycemia",
-    "hyperglycemia",
-    "anemia",
-    "thrombocytopenia",
-    "coagulopathy",
-    "seizure",
-    "agitation",
-    "ventilator dyssynchrony",
-]
-ACTIONS = [
-    "start norepinephrine",
-    "titrate norepinephrine",
-    "give fluid bolus",
-    "obtain blood cultures",
-    "start broad-spectrum antibiotics",
-    "intubate",
-    "increase PEEP",
-    "give furosemide",
-    "replace potassium",
-    "start insulin infusion",
-    "transfuse red cells",
-    "start CRRT",
-    "give haloperidol",
-    "check lactate",
-    "reduce sedation",
-    "chest x-ray",
-    "arterial blood gas",
-    "start heparin",
-    "stop heparin",
-    "prone positioning",
-]
-FLAGS = [
-    "avoid fluid overload",
-    "avoid nephrotoxic drugs",
-    "avoid benzodiazepines",
-    "avoid hypotonic fluids",
-    "avoid high tidal volumes",
-    "avoid potassium",
-]
-MODIFIERS = ["", "worsening ", "persistent ", "new ", "severe ", "suspected "]
-
 
 def _default_db() -> str:
     return ADMIN_URL.rpartition("/")[2].split("?")[0] + "_release_bench"
-
-
-def _texts(rng: random.Random, pool: list[str], n: int) -> list[str]:
-    return [rng.choice(MODIFIERS) + t for t in rng.sample(pool, n)]
 
 
 def part_data() -> dict:
@@ -244,14 +192,16 @@ def part_data() -> dict:
                 payload={
                     "status_evidence": [],
                     "acute_problems": [
-                        {"text": t, "evidence": []} for t in _texts(rng, PROBLEMS, 3)
+                        {"text": t, "evidence": []}
+                        for t in texts_drawn(rng, PROBLEMS, 3)
                     ],
                     "action_ratings": [],
                     "added_actions": [
-                        {"text": t, "evidence": []} for t in _texts(rng, ACTIONS, 3)
+                        {"text": t, "evidence": []}
+                        for t in texts_drawn(rng, ACTIONS, 3)
                     ],
                     "red_flags": [
-                        {"text": t, "evidence": []} for t in _texts(rng, FLAGS, 2)
+                        {"text": t, "evidence": []} for t in texts_drawn(rng, FLAGS, 2)
                     ],
                 },
                 backbone_kind="rules",
@@ -526,8 +476,8 @@ def part_predictions(release_id: str, path: str) -> dict:
                     {
                         "window_id": window_id,
                         "status": rng.choice(statuses),
-                        "acute_problems": _texts(rng, PROBLEMS, 5),
-                        "recommended_actions": _texts(rng, ACTIONS, 5),
+                        "acute_problems": texts_drawn(rng, PROBLEMS, 5),
+                        "recommended_actions": texts_drawn(rng, ACTIONS, 5),
                     }
                 )
                 + "\n"
