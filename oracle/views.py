@@ -4,8 +4,6 @@ Oracle labels are never shown to physicians."""
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpResponse
@@ -16,17 +14,8 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from accounts.access import admin_required
 from accounts.web import error_text, render_page_or_partial
 from evaluation.matcher import tau_source_of
-from jobs.reaper import job_check
-from oracle import selectors, selectors_labels, services
+from oracle import selectors, selectors_pages, services
 from oracle.forms import BackboneForm, RunForm, ValidateForm
-from oracle.models import BackboneKind
-from oracle.services.tokens import (
-    budget_text,
-    context_tokens,
-    estimate_error,
-    prompt_budget_parts,
-    prompt_tokens_distribution,
-)
 from windows.presentation import window_page_context
 
 CHART_STATUS = ("improving", "stable", "deteriorating")
@@ -144,44 +133,16 @@ def _prompt_tokens_chart(distribution: dict | None) -> dict | None:
     )
 
 
-def _run_context(request, run) -> dict:
-    # The reaper's check for this run (jobs.reaper): a run whose workers died
-    # is queued again now, so the page shows what is true.
-    job_check(run)
-    snapshot = run.backbone_snapshot or {}
-    window = snapshot.get("context_tokens")
-    if snapshot.get("kind") == BackboneKind.OPENAI and not window:
-        window = context_tokens(run.backbone)
-    prompt_tokens = prompt_tokens_distribution(run.labels.all(), window=window)
-    budget = None
-    if snapshot.get("kind") == BackboneKind.OPENAI:
-        # The figures the run labels with (recorded on its snapshot by its
-        # first chunk), else the backbone's now: the README's formula.
-        live = run.backbone
-        in_use = SimpleNamespace(
-            context_tokens=snapshot.get("context_tokens") or live.context_tokens,
-            max_completion_tokens=snapshot.get("max_completion_tokens")
-            or live.max_completion_tokens,
-        )
-        budget = budget_text(prompt_budget_parts(in_use, template=run.prompt))
-    return {
-        "run": run,
-        "prompt_tokens": prompt_tokens,
-        "prompt_budget": budget,
-        "estimate_error": estimate_error(run.labels.all()),
-        "prompt_tokens_chart": _prompt_tokens_chart(prompt_tokens),
-        "progress": selectors.oracle_run_progress(admin=request.user, run=run),
-        "snapshot": run.backbone_snapshot or {},
-        "is_rules": (run.backbone_snapshot or {}).get("kind") == BackboneKind.RULES,
-    }
+def _run_page(page: dict) -> dict:
+    """A run's page (or its progress) with the prompt-token chart."""
+    return {**page, "prompt_tokens_chart": _prompt_tokens_chart(page["prompt_tokens"])}
 
 
 @require_GET
 @admin_required
 def run_detail(request, run_id: int):
-    run = selectors.run_get(admin=request.user, run_id=run_id)
-    context = _run_context(request, run)
-    context["reports"] = selectors.validation_reports_of(admin=request.user, run=run)
+    context = _run_page(selectors_pages.run_page(admin=request.user, run_id=run_id))
+    run = context["run"]
     context["validate_form"] = ValidateForm(initial={"campaign": run.campaign_id})
     return render(request, "oracle/run_detail.html", context)
 
@@ -189,10 +150,8 @@ def run_detail(request, run_id: int):
 @require_GET
 @admin_required
 def run_progress(request, run_id: int):
-    run = selectors.run_get(admin=request.user, run_id=run_id)
-    return render(
-        request, "oracle/run_detail.html#run_progress", _run_context(request, run)
-    )
+    page = selectors_pages.run_progress_get(admin=request.user, run_id=run_id)
+    return render(request, "oracle/run_detail.html#run_progress", _run_page(page))
 
 
 def _run_action(request, run_id: int, action, done_message):
@@ -224,18 +183,19 @@ def run_cancel(request, run_id: int):
 def run_resume(request, run_id: int):
     # The page offers Resume only where it applies; a forged or stale post on
     # a run that is still going changes nothing and says why.
-    run = selectors.run_get(admin=request.user, run_id=run_id)
-    job_check(run)
-    reason = selectors.run_not_resumable_reason(run=run)
+    run, reason = selectors_pages.run_resume_check(admin=request.user, run_id=run_id)
     if reason:
         messages.error(request, reason)
         return redirect("oracle:run_detail", run_id)
-    return _run_action(
-        request,
-        run_id,
-        services.oracle_run_resume,
-        lambda run: "Run resumed: the windows without a label are queued.",
-    )
+    try:
+        services.oracle_run_resume(admin=request.user, run=run)
+    except (ValidationError, PermissionDenied) as error:
+        messages.error(request, error_text(error))
+    else:
+        messages.success(
+            request, "Run resumed: the windows without a label are queued."
+        )
+    return redirect("oracle:run_detail", run_id)
 
 
 @require_POST
@@ -256,19 +216,12 @@ def run_retry_failed(request, run_id: int):
 @admin_required
 def run_labels(request, run_id: int):
     """The run's windows and their Oracle labels, a page at a time."""
-    run = selectors.run_get(admin=request.user, run_id=run_id)
-    state = request.GET.get("state", "")
-    page = selectors_labels.run_labels_page(
-        admin=request.user, run=run, state=state, page=request.GET.get("page")
+    context = selectors_pages.run_labels_get(
+        admin=request.user,
+        run_id=run_id,
+        state=request.GET.get("state", ""),
+        page_number=request.GET.get("page"),
     )
-    rows = [(label, selectors_labels.label_counts(label)) for label in page]
-    context = {
-        "run": run,
-        "page": page,
-        "rows": rows,
-        "state": state if state in selectors_labels.LABEL_FILTERS else "",
-        "filters": selectors_labels.LABEL_FILTERS.items(),
-    }
     return render_page_or_partial(
         request, "oracle/run_labels.html", context, partial="label_table"
     )
@@ -279,25 +232,14 @@ def run_labels(request, run_id: int):
 def run_label(request, run_id: int, label_id: int):
     """One window's Oracle label beside the window's trajectory (the window
     page's partials)."""
-    run = selectors.run_get(admin=request.user, run_id=run_id)
-    label = selectors_labels.run_label_get(
-        admin=request.user, run=run, label_id=label_id
+    page = selectors_pages.run_label_page(
+        admin=request.user,
+        run_id=run_id,
+        label_id=label_id,
+        state=request.GET.get("state", ""),
     )
-    state = request.GET.get("state", "")
-    context = window_page_context(request, label.window, full=True)
-    context.update(
-        {
-            "run": run,
-            "label": label,
-            "shown": selectors_labels.oracle_label_shown(
-                admin=request.user, label=label
-            ),
-            "neighbours": selectors_labels.run_label_neighbours(
-                admin=request.user, run=run, label=label, state=state
-            ),
-            "state": state if state in selectors_labels.LABEL_FILTERS else "",
-        }
-    )
+    context = window_page_context(request, page["label"].window, full=True)
+    context.update(page)
     return render(request, "oracle/run_label.html", context)
 
 
@@ -356,40 +298,18 @@ def _confusion_rows(report: dict) -> list[dict]:
     ]
 
 
-def _job_context(request, run, job) -> dict:
-    if job is not None:
-        job_check(job)  # a validation whose worker died is queued again now
-    return {
-        "run": run,
-        "job": job,
-        "job_progress": selectors.validation_job_progress(admin=request.user, job=job)
-        if job
-        else None,
-    }
-
-
 @require_GET
 @admin_required
 def run_validation(request, run_id: int):
-    run = selectors.run_get(admin=request.user, run_id=run_id)
-    reports = selectors.validation_reports_of(admin=request.user, run=run)
-    report = None
-    if request.GET.get("report"):
-        report = selectors.validation_report_get(
-            admin=request.user, run=run, report_id=request.GET["report"]
-        )
-    else:
-        report = reports.first()
-    if request.GET.get("job"):
-        job = selectors.validation_job_get(
-            admin=request.user, run=run, job_id=request.GET["job"]
-        )
-    else:
-        job = selectors.validation_job_current(admin=request.user, run=run)
+    page = selectors_pages.validation_page(
+        admin=request.user,
+        run_id=run_id,
+        report_id=request.GET.get("report"),
+        job_id=request.GET.get("job"),
+    )
+    run, report = page["run"], page["report"]
     context = {
-        **_job_context(request, run, job),
-        "reports": reports,
-        "report": report,
+        **page,
         "figures": report.report if report else None,
         "tau_source": tau_source_of(report.matcher_model, report.tau) if report else "",
         "bars": _bars(report.report) if report else None,
@@ -411,9 +331,10 @@ def run_validation(request, run_id: int):
 def validation_progress(request, run_id: int, job_id: int):
     """The polled progress of a validation; once it is done, the page is sent
     to the report it made."""
-    run = selectors.run_get(admin=request.user, run_id=run_id)
-    job = selectors.validation_job_get(admin=request.user, run=run, job_id=job_id)
-    context = _job_context(request, run, job)
+    context = selectors_pages.validation_job_page(
+        admin=request.user, run_id=run_id, job_id=job_id
+    )
+    run, job = context["run"], context["job"]
     if request.htmx and job.report_id:
         response = HttpResponse("")
         response["HX-Redirect"] = (

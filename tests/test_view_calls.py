@@ -18,17 +18,12 @@ spec.loader.exec_module(view_calls)
 # Views still over two, each to be brought down by whoever edits its module;
 # a view fixed must leave the list (the second test), so that it only shrinks.
 PENDING = {
+    # Registering the endpoint and starting its evaluation are two services
+    # (agents/services.py): one service doing both would bring it to two.
     "agents/views.py:endpoint_start",
     "agents/views.py:run_detail",
     "agents/views.py:run_list",
     "agents/views.py:run_start",
-    "oracle/views.py:run_detail",
-    "oracle/views.py:run_label",
-    "oracle/views.py:run_labels",
-    "oracle/views.py:run_progress",
-    "oracle/views.py:run_resume",
-    "oracle/views.py:run_validation",
-    "oracle/views.py:validation_progress",
 }
 
 
