@@ -17,11 +17,8 @@ from django.views.decorators.http import require_GET, require_POST
 from accounts.access import role_required
 from accounts.roles import user_is_admin
 from accounts.web import error_text, render_page_or_partial
-from agents import selectors, services
-from agents.models import ContextMode
-from agents.reference import agents_available
+from agents import selectors, selectors_pages, services
 from exports.roles import user_may_use_releases
-from jobs.reaper import job_check
 
 agents_user_required = role_required(
     lambda user: user_is_admin(user) or user_may_use_releases(user),
@@ -36,37 +33,23 @@ def _run_or_404(request, run_id: int):
     return run
 
 
-def _run_list_page(request, *, status: int = 200):
-    from oracle.models import Backbone, BackboneKind
-
-    is_admin = user_is_admin(request.user)
-    context = {
-        "runs": selectors.run_list(user=request.user)[:100],
-        "agents": agents_available(),
-        "releases": selectors.ready_releases(user=request.user),
-        "backbones": Backbone.objects.filter(kind=BackboneKind.OPENAI)
-        if is_admin
-        else [],
-        "endpoints": selectors.endpoint_list(user=request.user)[:50],
-        "context_modes": ContextMode.choices,
-        "is_admin": is_admin,
-    }
-    return render(request, "agents/run_list.html", context, status=status)
+def _run_list_page(request, page: dict, *, status: int = 200):
+    return render(request, "agents/run_list.html", page, status=status)
 
 
-def _refused(request, error):
+def _refused(request, page: dict, error):
     """The runs page again with the service's reason: 400 for a form error,
     403 for a role that may not do it; nothing was saved."""
     messages.error(request, error_text(error))
     return _run_list_page(
-        request, status=403 if isinstance(error, PermissionDenied) else 400
+        request, page, status=403 if isinstance(error, PermissionDenied) else 400
     )
 
 
 @require_GET
 @agents_user_required
 def run_list(request):
-    return _run_list_page(request)
+    return _run_list_page(request, selectors_pages.run_list_page(user=request.user))
 
 
 def _id_posted(request, field: str, message: str) -> int:
@@ -80,9 +63,10 @@ def _id_posted(request, field: str, message: str) -> int:
     return int(value)
 
 
-def _release(request, field="release"):
+def _release(request, page: dict, field="release"):
+    """The posted release, one of the ready releases the page offers."""
     release_id = _id_posted(request, field, "Choose a ready release.")
-    release = selectors.ready_releases(user=request.user).filter(pk=release_id).first()
+    release = page["releases"].filter(pk=release_id).first()
     if release is None:
         raise ValidationError("Choose a ready release.")
     return release
@@ -93,8 +77,9 @@ def _release(request, field="release"):
 def run_start(request):
     from oracle.models import Backbone
 
+    page = selectors_pages.run_list_page(user=request.user)
     try:
-        release = _release(request)
+        release = _release(request, page)
         backbone = None
         if request.POST.get("backbone"):
             backbone = Backbone.objects.filter(
@@ -109,15 +94,16 @@ def run_start(request):
             backbone=backbone,
         )
     except (ValidationError, PermissionDenied) as error:
-        return _refused(request, error)
+        return _refused(request, page, error)
     return redirect("agents:run_detail", run_id=run.pk)
 
 
 @require_POST
 @agents_user_required
 def endpoint_start(request):
+    page = selectors_pages.run_list_page(user=request.user)
     try:
-        release = _release(request)
+        release = _release(request, page)
         endpoint = services.endpoint_register(
             user=request.user,
             release=release,
@@ -127,30 +113,16 @@ def endpoint_start(request):
         )
         run = services.online_eval_start(user=request.user, endpoint=endpoint)
     except (ValidationError, PermissionDenied) as error:
-        return _refused(request, error)
+        return _refused(request, page, error)
     return redirect("agents:run_detail", run_id=run.pk)
-
-
-def _stays_context(run):
-    stays = list(selectors.run_stays(run=run))
-    for state in stays:
-        if state.state == "running" or state.state == "queued":
-            job_check(state)
-    return stays
 
 
 @require_GET
 @agents_user_required
 def run_detail(request, run_id: int):
-    run = _run_or_404(request, run_id)
-    stays = _stays_context(run)
-    run = services.agent_run_settle(run=run)
-    context = {
-        "run": run,
-        "stays": stays,
-        "failures": selectors.run_failures(run=run),
-        "is_admin": user_is_admin(request.user),
-    }
+    context = selectors_pages.run_detail_get(user=request.user, run_id=run_id)
+    context["run"] = services.agent_run_settle(run=context["run"])
+    context["is_admin"] = user_is_admin(request.user)
     return render_page_or_partial(
         request, "agents/run_detail.html", context, partial="run_progress"
     )
