@@ -22,7 +22,7 @@ from django.db.models import (
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast, JSONObject
 
-from windows.concepts.respiratory import STATUSES
+from windows.concepts.columns import STATUSES
 from windows.models import (
     DiseaseGroup,
     Domain,
@@ -35,7 +35,6 @@ from windows.models import (
     Window,
 )
 from windows.selectors_context import HINDSIGHT_KINDS, OUTCOME_REVEALING_CATEGORIES
-from windows.tracks import events_signature, stay_tracks_build
 
 # The sort keys a page may ask for, mapped to the orderings they mean. Anything
 # else falls back to the default: a query parameter never reaches order_by.
@@ -443,6 +442,10 @@ def stay_tracks_version(*, stay: Stay) -> TracksVersion:
     """The version of the stay's concept tracks, computing and storing them first
     when missing or computed from other events (as windows.tracks.stay_tracks_get,
     without reading the hourly columns: a client's cached copy may still do)."""
+    # windows.tracks computes with pandas: imported here, by the pages that
+    # read tracks, so that the others' web process never loads it.
+    from windows.tracks import events_signature, stay_tracks_build
+
     signature = events_signature(stay=stay)
     stored = (
         StayTracks.objects.filter(stay_id=stay.pk)

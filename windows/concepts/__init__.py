@@ -1,5 +1,7 @@
 """Clinical concept tracks of one ICU stay on an hourly grid, computed with pandas
-from the normalized (CLIF vocabulary) event table; no database access.
+from the normalized (CLIF vocabulary) event table; no database access. pandas
+and the computing modules are imported by the functions that compute, so that
+naming the columns (CONCEPT_COLUMNS, columns.STATUSES) does not load them.
 
     from windows.concepts import compute_stay_tracks, CONCEPT_COLUMNS
     tracks = compute_stay_tracks(events, intime=stay.intime, outtime=stay.outtime)
@@ -10,21 +12,14 @@ KDIGO 2012, Sepsis-3, SOFA); each module's docstrings cite the section.
 
 from __future__ import annotations
 
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from windows.concepts.columns import CONCEPT_COLUMNS, ConceptColumn
-from windows.concepts.grid import EVENT_COLUMNS, Stay, prepare_stay
-from windows.concepts.labs import lab_tracks
-from windows.concepts.renal import renal_tracks
-from windows.concepts.respiratory import (
-    pf_ratios,
-    respiratory_tracks,
-    ventilation_episodes,
-)
-from windows.concepts.sepsis import infection_tracks
-from windows.concepts.sofa import hourly_components, sofa_inputs, worst_24h
-from windows.concepts.vasoactive import vasoactive_tracks
-from windows.concepts.vitals import neuro_tracks, vital_tracks
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from windows.concepts.grid import Stay
 
 __all__ = [
     "CONCEPTS_VERSION",
@@ -37,6 +32,16 @@ __all__ = [
 # Bumped whenever a definition changes what a track holds, so tracks stored by
 # an older version are recomputed on their next read (windows.tracks signature).
 CONCEPTS_VERSION = "2"
+
+
+def __getattr__(name: str):
+    # The computing modules import pandas; a process that only names the columns
+    # (the web's pages: windows.selectors) imports this package without it.
+    if name == "EVENT_COLUMNS":
+        from windows.concepts.grid import EVENT_COLUMNS
+
+        return EVENT_COLUMNS
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def compute_stay_tracks(
@@ -74,11 +79,27 @@ def compute_stay_tracks(
     ``sepsis3`` (None, or the onset, antibiotic, culture and SOFA times of the
     first Sepsis-3 match as UTC timestamps).
     """
+    from windows.concepts.grid import prepare_stay
+
     stay = prepare_stay(events, intime=intime, outtime=outtime, weight_kg=weight_kg)
     return tracks_for(stay, cultures_available=cultures_available)
 
 
 def tracks_for(stay: Stay, *, cultures_available: bool | None = None) -> pd.DataFrame:
+    import pandas as pd
+
+    from windows.concepts.labs import lab_tracks
+    from windows.concepts.renal import renal_tracks
+    from windows.concepts.respiratory import (
+        pf_ratios,
+        respiratory_tracks,
+        ventilation_episodes,
+    )
+    from windows.concepts.sepsis import infection_tracks
+    from windows.concepts.sofa import hourly_components, sofa_inputs, worst_24h
+    from windows.concepts.vasoactive import vasoactive_tracks
+    from windows.concepts.vitals import neuro_tracks, vital_tracks
+
     tracks: dict = {}
     tracks.update(vital_tracks(stay))
     tracks.update(neuro_tracks(stay))

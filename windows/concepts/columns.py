@@ -5,6 +5,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# Ventilation statuses from least to most support (windows.concepts.respiratory).
+# Here, with the other names of what the tracks hold, so that the pages that
+# list them import no pandas.
+STATUSES = ("none", "supplemental_o2", "hfnc", "niv", "invasive")
+
 
 @dataclass(frozen=True)
 class ConceptColumn:

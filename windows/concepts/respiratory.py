@@ -8,11 +8,11 @@ import re
 import numpy as np
 import pandas as pd
 
+from windows.concepts.columns import STATUSES
 from windows.concepts.grid import HOUR, Stay
 
-# Ventilation statuses from least to most support; the code is the priority used
-# when two statuses share a time or an hour.
-STATUSES = ("none", "supplemental_o2", "hfnc", "niv", "invasive")
+# The code of a status (windows.concepts.columns.STATUSES, least to most support)
+# is the priority used when two statuses share a time or an hour.
 PRIORITY = {status: code for code, status in enumerate(STATUSES, start=1)}
 
 # CLIF device_category (lower case) -> status. Section 6b classes MIMIC's devices;
