@@ -226,6 +226,12 @@ def load_model(name: str) -> Any:
         return model
 
 
+def model_loaded() -> bool:
+    """Whether this process holds an embedding model (and so torch): what a
+    worker gives back by ending once idle (realicu_web.celery.ModelIdleClock)."""
+    return bool(_loaded)
+
+
 def model_warm_up(name: str | None = None) -> str:
     """Load the embedding model (the configured one by default) into this
     process now, as a worker does when it starts, so that no task waits for it

@@ -1,11 +1,15 @@
 """The Celery application; configuration comes from Django settings (CELERY_*).
-A worker loads the embedding model as it starts (``_model_warm_up``), records
-its consumer loop's liveness (``LoopLiveness``, ``_side_threads_start``) and may
-run housekeeping in a thread."""
+A worker loads the embedding model as it starts (``_model_warm_up``) unless
+told not to, may end itself to give the model's memory back once idle
+(``ModelIdleClock``, ``ModelRecycleThread``), records its consumer loop's
+liveness (``LoopLiveness``, ``_side_threads_start``) and may run housekeeping
+in a thread."""
 
 import logging
 import os
+import sys
 import threading
+import time
 
 from celery import Celery, bootsteps
 from celery.signals import (
@@ -48,25 +52,117 @@ def _filesystem_broker_folders(sender, **kwargs) -> None:
 # lock), holding no database lock. With the prefork pool each child process
 # loads its own copy, once it is forked; with the threads or solo pool the
 # worker's one process loads it once it is ready, after the embedded beat
-# process has been forked, so beat does not start with a copy.
+# process has been forked, so beat does not start with a copy. Without warm-up
+# (manage.py serve's worker) the first task that matches texts loads it.
 _worker_main_pid: int | None = None
+# The warm-up threads of this process: a worker does not end while one runs.
+_warm_up_threads: list[threading.Thread] = []
 
 
 def _model_warm_up() -> None:
     from django.conf import settings
 
-    if not getattr(settings, "REALICU_MATCHER_WARM_UP", True):
+    warm_up = getattr(settings, "REALICU_MATCHER_WARM_UP", True)
+    recycles = getattr(settings, "REALICU_WORKER_MODEL_IDLE_SECONDS", 0) > 0
+    if not warm_up and not recycles:
         return
 
     def load() -> None:
-        from evaluation.matcher import model_warm_up
-        from evaluation.reference_calibration import reference_pairs_embed
+        from evaluation.matcher import MatcherUnavailable, model_warm_up
+        from evaluation.reference_calibration import (
+            reference_pairs_embed,
+            reference_report_for,
+        )
 
-        logger.info("worker %s: %s", os.getpid(), model_warm_up())
+        if warm_up:
+            logger.info("worker %s: %s", os.getpid(), model_warm_up())
+        else:
+            # A worker that gives the model back when idle loads it at start
+            # only when the reference pairs are not embedded yet (the first
+            # start on a database), and ends once idle as after any task.
+            try:
+                reference_report_for(embedded_only=True)
+                return
+            except MatcherUnavailable:
+                pass
         # The reference calibration page reads these embeddings from the cache.
         logger.info("worker %s: %s", os.getpid(), reference_pairs_embed())
 
-    threading.Thread(target=load, name="matcher-warm-up", daemon=True).start()
+    thread = threading.Thread(target=load, name="matcher-warm-up", daemon=True)
+    _warm_up_threads.append(thread)
+    thread.start()
+
+
+# A worker that holds the embedding model (torch and the weights: about 550 MB)
+# and has had no task for REALICU_WORKER_MODEL_IDLE_SECONDS ends with this exit
+# code, so that an idle platform's worker is back to its light footprint;
+# manage.py serve's supervisor starts it again at once, with no backoff (a
+# recycle, not a crash). It ends only with no task running or reserved, by
+# Celery's warm shutdown; a message it took meanwhile goes back to the broker
+# unacknowledged (acks_late), and a job's lease and the reaper cover the rest.
+RECYCLE_EXIT_CODE = 75
+
+
+class ModelIdleClock:
+    """Whether a worker process should end to give its model back: it holds the
+    model, runs and holds no task, and has been so for ``limit`` seconds
+    (0: never). ``due`` is asked with the time of a monotonic clock."""
+
+    def __init__(self, limit: float):
+        self.limit = limit
+        self.idle_since: float | None = None
+
+    def due(self, *, now: float, model_loaded: bool, busy: bool) -> bool:
+        if self.limit <= 0 or not model_loaded or busy:
+            self.idle_since = None
+            return False
+        if self.idle_since is None:
+            self.idle_since = now
+        return now - self.idle_since >= self.limit
+
+
+def _model_loaded() -> bool:
+    # Only the modules that load the model import evaluation.matcher in a worker
+    # that has not loaded it; not imported means not loaded.
+    matcher = sys.modules.get("evaluation.matcher")
+    return matcher is not None and matcher.model_loaded()
+
+
+class ModelRecycleThread(threading.Thread):
+    """Asks the worker's consumer loop for a warm shutdown with
+    RECYCLE_EXIT_CODE once ``ModelIdleClock`` says so; ``stop()`` ends it.
+    For the threads and solo pools, whose one process holds the model."""
+
+    def __init__(self, limit: float):
+        super().__init__(name="model-idle-recycle", daemon=True)
+        self.clock = ModelIdleClock(limit)
+        self.period = min(5.0, max(0.2, limit / 4))
+        self._stop_event = threading.Event()
+
+    def run(self) -> None:
+        from celery.worker import state
+
+        while not self._stop_event.wait(self.period):
+            busy = bool(
+                state.active_requests
+                or state.reserved_requests
+                or any(thread.is_alive() for thread in _warm_up_threads)
+            )
+            if self.clock.due(
+                now=time.monotonic(), model_loaded=_model_loaded(), busy=busy
+            ):
+                logger.info(
+                    "worker %s: idle for %g s with the embedding model loaded: "
+                    "ending to give its memory back (exit code %s)",
+                    os.getpid(),
+                    self.clock.limit,
+                    RECYCLE_EXIT_CODE,
+                )
+                state.should_stop = RECYCLE_EXIT_CODE
+                return
+
+    def stop(self) -> None:
+        self._stop_event.set()
 
 
 @worker_init.connect
@@ -106,7 +202,8 @@ _side_threads: list = []
 
 
 @worker_ready.connect
-def _side_threads_start(**kwargs) -> None:
+def _side_threads_start(sender=None, **kwargs) -> None:
+    from celery.concurrency.prefork import TaskPool as PreforkPool
     from django.conf import settings
 
     from jobs.housekeeping import HousekeepingThread
@@ -118,6 +215,15 @@ def _side_threads_start(**kwargs) -> None:
     if getattr(settings, "REALICU_WORKER_HOUSEKEEPING_THREAD", False):
         _side_threads.append(HousekeepingThread())
         logger.info("housekeeping runs in a thread of worker %s", os.getpid())
+    idle = getattr(settings, "REALICU_WORKER_MODEL_IDLE_SECONDS", 0)
+    # A prefork worker's model is in its pool processes, not in this one; and
+    # a worker that warms the model up at start wants it resident.
+    if (
+        idle > 0
+        and not getattr(settings, "REALICU_MATCHER_WARM_UP", True)
+        and not isinstance(getattr(sender, "pool", None), PreforkPool)
+    ):
+        _side_threads.append(ModelRecycleThread(idle))
     for thread in _side_threads:
         thread.start()
 

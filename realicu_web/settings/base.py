@@ -217,8 +217,16 @@ CELERY_WORKER_ENABLE_PREFETCH_COUNT_REDUCTION = False
 CELERY_TASK_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 # A worker loads the embedding model as it starts (realicu_web.celery), so the
-# first agreement task does not; off for workers that never match texts.
+# first agreement task does not; off for workers that never match texts, and
+# for manage.py serve's worker (it loads the model when a task needs it).
 REALICU_MATCHER_WARM_UP = env.bool("REALICU_MATCHER_WARM_UP", default=True)
+# A threads or solo pool worker that holds the embedding model and has had no
+# task for this long ends with realicu_web.celery.RECYCLE_EXIT_CODE, giving the
+# model's memory back, when warm-up is off (0: never). Only for a worker that
+# something starts again: manage.py serve's worker (300 there).
+REALICU_WORKER_MODEL_IDLE_SECONDS = env.float(
+    "REALICU_WORKER_MODEL_IDLE_SECONDS", default=0.0
+)
 # Housekeeping (jobs.housekeeping: reaper and outbox) as a thread of the worker
 # (manage.py serve's worker sets it); production runs `manage.py housekeeping`.
 REALICU_WORKER_HOUSEKEEPING_THREAD = env.bool(

@@ -3,7 +3,9 @@ process that starts the web server and the worker and keeps them up. A process
 that exits, or a worker whose consumer loop stops passing (its liveness file,
 touched by the loop through jobs.liveness, goes stale: a hang, a SIGSTOP, a
 shutdown that never ends), is killed and started again after a backoff, while
-the other keeps serving. Ctrl-C / SIGTERM stops both.
+the other keeps serving. A worker that ends with its recycle exit code (it
+gave back the embedding model's memory once idle: realicu_web.celery) is
+started again at once, with no backoff. Ctrl-C / SIGTERM stops both.
 
 Run as a script (``python _supervisor.py SPEC``, SPEC a JSON object with the
 commands and the address), so it imports neither Django nor the apps: the
@@ -34,8 +36,8 @@ def log(message: str) -> None:
 class Child:
     """One supervised command: {"name", "argv", "env", and for a worker
     "liveness_file", "liveness_stale" (seconds without a loop pass that make
-    it hung) and "liveness_grace" (seconds a new process has for its first
-    pass)}."""
+    it hung), "liveness_grace" (seconds a new process has for its first
+    pass) and "recycle_exit_code" (the code of an exit on purpose)}."""
 
     def __init__(self, spec: dict):
         self.name = spec.get("name") or os.path.basename(spec["argv"][0])
@@ -44,6 +46,7 @@ class Child:
         self.liveness_file = spec.get("liveness_file")
         self.stale = float(spec.get("liveness_stale", 60))
         self.grace = float(spec.get("liveness_grace", 180))
+        self.recycle_code = spec.get("recycle_exit_code")
         self.proc: subprocess.Popen | None = None
         self.started = 0.0
         self.restarts = 0
@@ -127,6 +130,11 @@ def supervise(*, commands: list[dict], address: str) -> int:
                         child.start()
                     continue
                 code = child.proc.poll()
+                if code is not None and code == child.recycle_code:
+                    # Not a crash: its backoff stays as it was.
+                    log(f"{child.name} recycled (exit code {code}); started again")
+                    child.start()
+                    continue
                 if code is not None:
                     child.schedule_restart(f"stopped by itself (exit code {code})")
                     continue

@@ -3,7 +3,10 @@ foreground, kept up by a supervisor that imports nothing of the project
 (``_supervisor.py``): a process that exits, or a worker whose consumer loop
 stops, is started again with backoff while the other serves on. Ctrl-C (or
 SIGTERM) stops both. The worker runs its tasks in threads of one process by
-default, so the embedding model is in memory once."""
+default, so the embedding model is in memory once, and only while needed: it
+is loaded by the first task that matches texts (no warm-up) and given back by
+the worker ending after REALICU_WORKER_MODEL_IDLE_SECONDS idle (300 here),
+which the supervisor takes as a recycle and starts it again at once."""
 
 import json
 import os
@@ -11,6 +14,15 @@ import sys
 
 from django.conf import settings
 from django.core.management.base import BaseCommand
+
+from realicu_web.celery import RECYCLE_EXIT_CODE
+
+# The worker's memory on an embedded platform (issue 35): no model at start, and
+# the model given back after five idle minutes; the environment may say otherwise.
+WORKER_MODEL_DEFAULTS = {
+    "REALICU_MATCHER_WARM_UP": "false",
+    "REALICU_WORKER_MODEL_IDLE_SECONDS": "300",
+}
 
 
 def web_command(*, bind: str, workers: int, threads: int) -> list[str]:
@@ -89,7 +101,14 @@ class Command(BaseCommand):
         # Housekeeping (reaper, outbox) as a thread of the worker, whatever
         # its pool; production runs `manage.py housekeeping` instead.
         worker_env = {"REALICU_WORKER_HOUSEKEEPING_THREAD": "1"}
-        worker_spec = {"name": "worker", "argv": worker, "env": worker_env}
+        for key, value in WORKER_MODEL_DEFAULTS.items():
+            worker_env[key] = os.environ.get(key, value)
+        worker_spec = {
+            "name": "worker",
+            "argv": worker,
+            "env": worker_env,
+            "recycle_exit_code": RECYCLE_EXIT_CODE,
+        }
         if pool != "solo":
             # The consumer loop touches this file (jobs.liveness); the solo
             # pool runs each task inside that loop, so a long task would look
