@@ -228,6 +228,20 @@ def endpoint_register(
     )
 
 
+def endpoint_evaluate(
+    *, user, release: Release, name: str, url: str, context_mode: str
+) -> AgentRun:
+    """The endpoint page's one action: a researcher's endpoint registered for
+    ``release`` (endpoint_register) and its run started at once
+    (online_eval_start). Not one transaction: a start the egress guard refuses
+    keeps its audit row, and the registered endpoint stays listed for a later
+    start, as it did when the page made the two calls."""
+    endpoint = endpoint_register(
+        user=user, release=release, name=name, url=url, context_mode=context_mode
+    )
+    return online_eval_start(user=user, endpoint=endpoint)
+
+
 def online_eval_start(
     *, user, endpoint: OnlineEndpoint, enqueue: bool = True
 ) -> AgentRun:

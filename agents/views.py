@@ -104,14 +104,13 @@ def endpoint_start(request):
     page = selectors_pages.run_list_page(user=request.user)
     try:
         release = _release(request, page)
-        endpoint = services.endpoint_register(
+        run = services.endpoint_evaluate(
             user=request.user,
             release=release,
             name=request.POST.get("name", ""),
             url=request.POST.get("url", ""),
             context_mode=request.POST.get("context_mode") or "streamed",
         )
-        run = services.online_eval_start(user=request.user, endpoint=endpoint)
     except (ValidationError, PermissionDenied) as error:
         return _refused(request, page, error)
     return redirect("agents:run_detail", run_id=run.pk)
