@@ -357,3 +357,7 @@ daemon_threads  # socketserver.ThreadingMixIn
 _.handle_starttag  # html.parser.HTMLParser
 _.handle_endtag  # html.parser.HTMLParser
 _.handle_data  # html.parser.HTMLParser
+
+# Python calls a module's __getattr__ for a name the module lacks (PEP 562):
+# windows/concepts/__init__.py names EVENT_COLUMNS without importing pandas.
+__getattr__
