@@ -82,11 +82,24 @@ def _progress_write(
     OracleRun.objects.filter(pk=run.pk).update(**fields)
 
 
+NONE_LABELLED = (
+    "No window was labelled: every window failed (the reasons are listed "
+    "below). Retry the failed windows once the backbone answers."
+)
+
+
 def _complete(run: OracleRun) -> None:
+    """Every window has its label row: the run is complete, or failed when
+    not one window was labelled (a page or command never calls a run without
+    a label complete)."""
     now = timezone.now()
-    OracleRun.objects.filter(pk=run.pk, state=RunState.RUNNING).update(
-        state=RunState.COMPLETED, finished_at=now
-    )
+    labelled = OracleLabel.objects.filter(
+        run_id=run.pk, state=OracleLabelState.OK
+    ).exists()
+    fields = {"state": RunState.COMPLETED, "finished_at": now}
+    if not labelled and run.total_windows:
+        fields.update(state=RunState.FAILED, error=NONE_LABELLED)
+    OracleRun.objects.filter(pk=run.pk, state=RunState.RUNNING).update(**fields)
     OracleWindowClaim.objects.filter(run_id=run.pk).delete()
     _progress_write(run, label="completed")
 

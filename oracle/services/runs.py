@@ -317,7 +317,8 @@ def _oracle_run_retry_failed(*, run: OracleRun, enqueue: bool) -> int:
         run.state = RunState.QUEUED
         run.cancel_requested_at = None
         run.finished_at = None
-        run.save(update_fields=["state", "cancel_requested_at", "finished_at"])
+        run.error = ""
+        run.save(update_fields=["state", "cancel_requested_at", "finished_at", "error"])
     return failed
 
 

@@ -249,8 +249,16 @@ def test_a_non_llm_response_is_reported_by_status_and_type_never_its_body(
     labels = list(OracleLabel.objects.filter(run=run))
     assert labels and all(label.state == "failed" for label in labels)
     assert all(shown in label.error for label in labels)
+    # Not one window labelled: the run failed, it did not complete.
+    run.refresh_from_db()
+    assert run.state == "failed" and "No window was labelled" in run.error
     assert all(INTERNAL not in label.error + label.raw_response for label in labels)
     client.force_login(admin_user)
     page = client.get(reverse("oracle:run_detail", args=[run.pk])).content.decode()
     assert shown.split(" (")[0] in page or "HTTP" in page
+    # Its failed windows are retried; labelled this time, it completes.
+    assert services.oracle_run_retry_failed(admin=admin_user, run=run, enqueue=False)
+    services.oracle_run_execute_inline(run_id=run.pk)
+    run.refresh_from_db()
+    assert run.state == "completed" and run.error == ""
     assert "INTERNAL-ONLY" not in page and "hunter2" not in page
