@@ -43,21 +43,27 @@ def _web_env() -> dict:
     return env
 
 
-@pytest.mark.django_db(transaction=True)
-def test_the_wsgi_app_and_a_physicians_pages_import_no_torch():
-    physician = make_user(role=Role.PHYSICIAN)
-
+def web_script_result(script: str, *args: str) -> dict:
+    """What ``script`` printed last (JSON), run with ``args`` in a fresh
+    Python process on the test database, as a web process starts; its
+    stderr's end in the failure when it exits non-zero."""
     run = subprocess.run(
-        [sys.executable, "-c", SCRIPT, physician.username],
+        [sys.executable, "-c", script, *args],
         cwd=ROOT,
         env=_web_env(),
         capture_output=True,
         text=True,
         timeout=120,
     )
-
     assert run.returncode == 0, run.stderr[-3000:]
-    result = json.loads(run.stdout.strip().splitlines()[-1])
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_wsgi_app_and_a_physicians_pages_import_no_torch():
+    physician = make_user(role=Role.PHYSICIAN)
+
+    result = web_script_result(SCRIPT, physician.username)
     assert result["statuses"] == [200, 200]
     assert result["heavy"] == []
 
@@ -95,17 +101,7 @@ def test_an_admins_calibration_pages_load_no_model():
     admin = make_user(role=Role.ADMIN)
     # No labels: the draw fails in the worker, but the request queues it.
     campaign = Campaign.objects.create(name="Gold", created_by=admin)
-    run = subprocess.run(
-        [sys.executable, "-c", DRAW_SCRIPT, admin.username, str(campaign.pk)],
-        cwd=ROOT,
-        env=_web_env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-
-    assert run.returncode == 0, run.stderr[-3000:]
-    result = json.loads(run.stdout.strip().splitlines()[-1])
+    result = web_script_result(DRAW_SCRIPT, admin.username, str(campaign.pk))
     draw = CalibrationDraw.objects.get(name="Draw")
     assert result["statuses"] == [302, 200, 200]
     assert result["location"] == f"/annotate/calibration/draw/{draw.pk}/"

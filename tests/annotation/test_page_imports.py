@@ -4,11 +4,9 @@ their URLconf (the labelling page's code, with windows.presentation and
 windows.selectors) without importing them. The code that computes concept
 tracks imports pandas when it computes."""
 
-import json
-import subprocess
 import sys
 
-from tests.test_web_imports import ROOT, _web_env
+from tests.test_web_imports import web_script_result
 
 HEAVY = (
     "pandas",
@@ -37,17 +35,7 @@ print(json.dumps({
 
 
 def test_the_annotation_views_import_no_pandas():
-    run = subprocess.run(
-        [sys.executable, "-c", SCRIPT, ",".join(HEAVY)],
-        cwd=ROOT,
-        env=_web_env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-
-    assert run.returncode == 0, run.stderr[-3000:]
-    result = json.loads(run.stdout.strip().splitlines()[-1])
+    result = web_script_result(SCRIPT, ",".join(HEAVY))
     assert result["levels"] == ["none", "supplemental_o2", "hfnc", "niv", "invasive"]
     assert result["columns"] > 0
     assert result["heavy"] == []
