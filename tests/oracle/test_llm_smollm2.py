@@ -40,6 +40,10 @@ GUIDANCE = (
     "name the organ system of each problem, and cite the events that show it. "
 )
 REPLY_TOKENS = 200
+# These tests judge the prompt's fit and the reply's schema, not the server's
+# speed: on CI's two cores, shared with the other test process, one reply of
+# SmolLM2 took over the default 120 s, and with no retry the label failed.
+SLOW_SERVER_TIMEOUT = 900.0
 
 
 @pytest.fixture(autouse=True)
@@ -94,6 +98,7 @@ def test_smollm2_labels_fit_the_window_and_match_the_schema(llama_server, demo_w
             parameters={"temperature": 0},
             concurrency=1,
             max_retries=0,
+            timeout_seconds=SLOW_SERVER_TIMEOUT,
         )
         # llama-cpp-python is recognised by its tokenizer endpoint.
         assert backbone.server_report["server"] == "llama-cpp-python"
@@ -168,6 +173,7 @@ def test_a_prompt_over_the_servers_window_is_compressed_and_sent_once_more(
         parameters={"temperature": 0},
         concurrency=1,
         max_retries=0,
+        timeout_seconds=SLOW_SERVER_TIMEOUT,
     )
     # Left empty, the window is the platform's default, twice the server's;
     # the run detects nothing it did not already know (no tokenizer asked).
