@@ -4,6 +4,7 @@ filled in on medication events imported before they existed."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -47,6 +48,22 @@ from windows.services import (
     patient_pseudo_id,
     stay_diagnosis_fields,
 )
+
+
+@dataclass(frozen=True)
+class _ClifFolder:
+    """A CLIF folder's tables, read and checked, and the import's summary and
+    progress, which every batch shares."""
+
+    patients: pd.DataFrame
+    hosps: pd.DataFrame
+    adt: pd.DataFrame
+    stays_by_hosp: dict[str, list[dict]]
+    diagnoses: dict[str, list[dict]]
+    event_tables: list[tuple[str, SourceTable, list[str]]]
+    code_status_table: SourceTable | None
+    progress: Progress
+    summary: ImportSummary
 
 
 def clif_import(
@@ -137,22 +154,23 @@ def clif_import(
     if current:
         batches.append(current)
 
+    data = _ClifFolder(
+        patients=patients,
+        hosps=hosps,
+        adt=adt,
+        stays_by_hosp=stays_by_hosp,
+        diagnoses=diagnoses,
+        event_tables=event_tables,
+        code_status_table=code_status_table,
+        progress=progress,
+        summary=summary,
+    )
     steps = len(batches) * (len(event_tables) + 2)
     progress.start(steps, "CLIF: reading" if steps else "CLIF: nothing new to import")
     with transaction.atomic():
         for number, batch in enumerate(batches, start=1):
             _import_batch(
-                batch=batch,
-                adt=adt,
-                label=f"batch {number}/{len(batches)}",
-                patients=patients,
-                hosps=hosps,
-                stays_by_hosp=stays_by_hosp,
-                diagnoses=diagnoses,
-                event_tables=event_tables,
-                code_status_table=code_status_table,
-                progress=progress,
-                summary=summary,
+                batch=batch, label=f"batch {number}/{len(batches)}", data=data
             )
         stays_link(
             stay_ids=Stay.objects.filter(
@@ -163,60 +181,27 @@ def clif_import(
     return summary
 
 
-def _import_batch(
-    *,
-    batch,
-    adt,
-    label,
-    patients,
-    hosps,
-    stays_by_hosp,
-    diagnoses,
-    event_tables,
-    code_status_table,
-    progress,
-    summary,
-) -> None:
-    batch_set = set(batch)
+def _import_batch(*, batch: list[str], label: str, data: _ClifFolder) -> None:
     with EventWriter() as writer:
-        _import_batch_events(
-            batch=batch,
-            batch_set=batch_set,
-            adt=adt,
-            label=label,
-            patients=patients,
-            hosps=hosps,
-            stays_by_hosp=stays_by_hosp,
-            diagnoses=diagnoses,
-            event_tables=event_tables,
-            code_status_table=code_status_table,
-            progress=progress,
-            summary=summary,
-            writer=writer,
-        )
+        _import_batch_events(batch=batch, label=label, data=data, writer=writer)
     admission_ids = Admission.objects.filter(
         source=Source.CLIF, source_id__in=batch
     ).values_list("pk", flat=True)
-    summary.add_actions(actions_derive(admission_ids=list(admission_ids)))
+    data.summary.add_actions(actions_derive(admission_ids=list(admission_ids)))
 
 
 def _import_batch_events(
-    *,
-    batch,
-    batch_set,
-    adt,
-    label,
-    patients,
-    hosps,
-    stays_by_hosp,
-    diagnoses,
-    event_tables,
-    code_status_table,
-    progress,
-    summary,
-    writer,
+    *, batch: list[str], label: str, data: _ClifFolder, writer: EventWriter
 ) -> None:
     """Patients, admissions and stays of one batch, then all their events."""
+    batch_set = set(batch)
+    patients, hosps, summary, progress = (
+        data.patients,
+        data.hosps,
+        data.summary,
+        data.progress,
+    )
+    stays_by_hosp, diagnoses = data.stays_by_hosp, data.diagnoses
     # Patients: get or create (a patient may already exist from another admission).
     patient_ids = sorted({hosps.loc[h, "patient_id"] for h in batch})
     existing = {
@@ -318,7 +303,7 @@ def _import_batch_events(
     progress.advance(1, f"{label}: {len(stays)} stays")
 
     # ADT transfers and outcome-revealing events.
-    adt = adt[adt["hospitalization_id"].isin(batch_set)]
+    adt = data.adt[data.adt["hospitalization_id"].isin(batch_set)]
     adt_events = pd.DataFrame(
         {
             "admission_id": adt["hospitalization_id"].map(adm_ids),
@@ -342,13 +327,13 @@ def _import_batch_events(
     )
     summary.add_events("outcome", writer.write(outcomes))
 
-    if code_status_table is not None:
-        n = writer.write(_code_status_events(code_status_table, adm_by_hosp))
+    if data.code_status_table is not None:
+        n = writer.write(_code_status_events(data.code_status_table, adm_by_hosp))
         summary.add_events("clif_code_status", n)
     progress.advance(1, f"{label}: transfers and outcomes")
 
     filed_twice: dict[str, int] = {}
-    for name, table, columns in event_tables:
+    for name, table, columns in data.event_tables:
         time_col = _TIME_COLUMN[name]
         for first_row, chunk in table.chunks(columns):
             chunk = chunk.copy()
