@@ -4,10 +4,11 @@ Status agreement (percent agreement, Cohen's and Fleiss' kappa, Krippendorff's
 alpha) and percentile bootstrap confidence intervals over windows, as pure
 functions; the semantic set matching behind the set tasks' pairwise F1 is
 ``evaluation.setmatch``. Cohen's kappa is scikit-learn's and Fleiss' kappa
-statsmodels' where they apply; what is computed here is what they do not
-offer: Fleiss' kappa with varying raters per window, Krippendorff's alpha on
-the coincidence matrix, and the bootstrap that drops undefined replicates and
-computes a block of resamples at once.
+statsmodels' where they apply, computed here as they compute them (the tests
+compare the two) so that no process imports either library for a kappa; what
+they do not offer is computed here too: Fleiss' kappa with varying raters per
+window, Krippendorff's alpha on the coincidence matrix, and the bootstrap that
+drops undefined replicates and computes a block of resamples at once.
 
 Conventions shared by every statistic here:
 
@@ -165,8 +166,8 @@ def cohens_kappa(
     r2: Sequence[Any],
     categories: Sequence[Hashable] | None = None,
 ) -> float:
-    """Cohen's (1960) kappa for two raters on a nominal scale, by scikit-learn's
-    ``cohen_kappa_score``.
+    """Cohen's (1960) kappa for two raters on a nominal scale, as scikit-learn's
+    ``cohen_kappa_score`` computes it.
 
     kappa = (p_o - p_e) / (1 - p_e), with p_o the share of items rated alike and
     p_e = sum_c p_1c p_2c from each rater's own marginal distribution. Items that
@@ -185,7 +186,7 @@ def cohens_kappa(
 
 
 def _cohens_kappa_codes(codes: np.ndarray, q: int) -> float:
-    """scikit-learn's ``cohen_kappa_score`` on the items both raters rated; the
+    """scikit-learn's ``cohen_kappa_score`` of the items both raters rated; the
     undefined cases (no such item, p_e = 1) are ``nan`` here, never a
     division by zero."""
     both = (codes[:, 0] >= 0) & (codes[:, 1] >= 0)
@@ -198,11 +199,16 @@ def _cohens_kappa_codes(codes: np.ndarray, q: int) -> float:
     p2 = np.bincount(b, minlength=q) / n
     if math.isclose(float(p1 @ p2), 1.0):
         return math.nan
-    # Imported here: every process imports this module (evaluation.labelschema
-    # reads STATUS_ORDER), and scikit-learn takes a second to import.
-    from sklearn.metrics import cohen_kappa_score
-
-    return float(cohen_kappa_score(a, b, labels=np.arange(q)))
+    # scikit-learn's cohen_kappa_score, operation for operation (so the figure
+    # is bit for bit its own), without its second-long import in every
+    # process that builds a release.
+    confusion = np.bincount(a * q + b, minlength=q * q).reshape(q, q).astype(np.float64)
+    sum0 = np.sum(confusion, axis=0)
+    sum1 = np.sum(confusion, axis=1)
+    expected = np.outer(sum0, sum1) / np.sum(sum0)
+    disagree = np.ones((q, q), dtype=np.float64)
+    disagree.flat[:: q + 1] = 0
+    return float(1 - np.sum(disagree * confusion) / np.sum(disagree * expected))
 
 
 def fleiss_kappa(counts: npt.ArrayLike) -> float:
@@ -238,12 +244,20 @@ def fleiss_kappa(counts: npt.ArrayLike) -> float:
     if math.isclose(p_e, 1.0):
         return math.nan
     if np.all(m[rated] == m[rated][0]) and m[rated][0] >= 2:
-        # Imported here, as scikit-learn above: statsmodels brings scipy.stats.
-        from statsmodels.stats.inter_rater import fleiss_kappa as complete_design
-
-        return float(complete_design(table[rated], method="fleiss"))
+        return _fleiss_kappa_complete(table[rated])
     p_a = _percent_agreement_counts(table)
     return (p_a - p_e) / (1.0 - p_e)
+
+
+def _fleiss_kappa_complete(table: np.ndarray) -> float:
+    """statsmodels' ``fleiss_kappa(table, method="fleiss")`` for a table whose
+    rows all hold the same number of ratings, operation for operation (so the
+    figure is bit for bit its own), without importing statsmodels and scipy."""
+    n_rat = table.sum(1).max()
+    p_cat = table.sum(0) / table.sum()
+    p_mean = (((table * table).sum(1) - n_rat) / (n_rat * (n_rat - 1.0))).mean()
+    p_mean_exp = (p_cat * p_cat).sum()
+    return float((p_mean - p_mean_exp) / (1 - p_mean_exp))
 
 
 def _category_values(cats: tuple[Hashable, ...]) -> np.ndarray:
