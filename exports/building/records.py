@@ -4,12 +4,10 @@ written stay by stay beside each stay's context file."""
 
 from __future__ import annotations
 
+from functools import cache
 from itertools import groupby
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.json as pa_json
-import pyarrow.parquet as pq
 from django.db.models import Count
 
 from exports.building.batches import ReleaseRows
@@ -21,27 +19,35 @@ from exports.models import Release
 # Window records per Parquet row group, and per read of the label rows.
 BATCH_ROWS = 2000
 
-PARQUET_SCHEMA = pa.schema(
-    [
-        ("window_id", pa.int64()),
-        ("stay_id", pa.int64()),
-        ("patient_id", pa.string()),
-        ("window_index", pa.int32()),
-        ("start", pa.timestamp("us", tz="UTC")),
-        ("end", pa.timestamp("us", tz="UTC")),
-        ("start_hours", pa.float64()),
-        ("end_hours", pa.float64()),
-        ("hindsight_disease_group", pa.string()),
-        ("context_file", pa.string()),
-        ("window_action_event_ids", pa.list_(pa.int64())),
-        ("window_companion_event_ids", pa.list_(pa.int64())),
-        ("status", pa.string()),
-        ("acute_problems", pa.list_(pa.string())),
-        ("recommended_actions", pa.list_(pa.string())),
-        ("red_flags", pa.list_(pa.string())),
-        ("labels_json", pa.string()),
-    ]
-)
+
+@cache
+def parquet_schema():
+    """The Arrow schema of ``windows.parquet``. Arrow is imported here, not by
+    the module: web processes import this package (downloads verify a
+    release's files) and must not load pyarrow for it."""
+    import pyarrow as pa
+
+    return pa.schema(
+        [
+            ("window_id", pa.int64()),
+            ("stay_id", pa.int64()),
+            ("patient_id", pa.string()),
+            ("window_index", pa.int32()),
+            ("start", pa.timestamp("us", tz="UTC")),
+            ("end", pa.timestamp("us", tz="UTC")),
+            ("start_hours", pa.float64()),
+            ("end_hours", pa.float64()),
+            ("hindsight_disease_group", pa.string()),
+            ("context_file", pa.string()),
+            ("window_action_event_ids", pa.list_(pa.int64())),
+            ("window_companion_event_ids", pa.list_(pa.int64())),
+            ("status", pa.string()),
+            ("acute_problems", pa.list_(pa.string())),
+            ("recommended_actions", pa.list_(pa.string())),
+            ("red_flags", pa.list_(pa.string())),
+            ("labels_json", pa.string()),
+        ]
+    )
 
 
 class ParquetBatches:
@@ -54,7 +60,9 @@ class ParquetBatches:
     their offset, into the schema's UTC timestamps."""
 
     def __init__(self, path: Path) -> None:
-        self.writer = pq.ParquetWriter(path, PARQUET_SCHEMA, compression="zstd")
+        import pyarrow.parquet as pq
+
+        self.writer = pq.ParquetWriter(path, parquet_schema(), compression="zstd")
         self.lines: list[str] = []
 
     def add(self, record: dict) -> None:
@@ -85,6 +93,9 @@ class ParquetBatches:
 
     def flush(self) -> None:
         if self.lines:
+            import pyarrow as pa
+            import pyarrow.json as pa_json
+
             data = ("\n".join(self.lines) + "\n").encode("utf-8")
             table = pa_json.read_json(
                 pa.BufferReader(data),
@@ -92,7 +103,7 @@ class ParquetBatches:
                 # row straddling two blocks.
                 read_options=pa_json.ReadOptions(block_size=len(data) + 1),
                 parse_options=pa_json.ParseOptions(
-                    explicit_schema=PARQUET_SCHEMA, unexpected_field_behavior="error"
+                    explicit_schema=parquet_schema(), unexpected_field_behavior="error"
                 ),
             )
             self.writer.write_table(table, row_group_size=BATCH_ROWS)

@@ -7,7 +7,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from exports.building.context import _dumps
-from exports.building.records import PARQUET_SCHEMA, ParquetBatches
+from exports.building.records import ParquetBatches, parquet_schema
 
 
 def _record(n: int, *, status, start: datetime) -> dict:
@@ -54,7 +54,7 @@ def test_parquet_rows_are_the_python_values_converted_by_arrow(tmp_path):
         batches.add(record)
     batches.close()
     table = pq.read_table(tmp_path / "w.parquet")
-    assert table.schema == PARQUET_SCHEMA
+    assert table.schema == parquet_schema()
     expected = pa.Table.from_pylist(
         [
             {
@@ -72,7 +72,7 @@ def test_parquet_rows_are_the_python_values_converted_by_arrow(tmp_path):
             }
             for r in records
         ],
-        schema=PARQUET_SCHEMA,
+        schema=parquet_schema(),
     )
     assert table.equals(expected)
     rows = table.to_pylist()
