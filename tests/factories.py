@@ -1,5 +1,7 @@
 """Plain factory functions for tests: each builds a valid row with sensible
-defaults, and any field can be given."""
+defaults, and any field can be given; and builders of a stay's clinical events
+(a vital series, a lab, a drip, a death, a coded procedure, the notes) at hours
+since its ICU admission."""
 
 from __future__ import annotations
 
@@ -149,4 +151,139 @@ def make_events(
             **defaults,
         )
         for i in range(count)
+    )
+
+
+# Clinical events of a stay, at ``hours`` since its ICU admission -------------
+
+VITAL = {
+    "domain": Domain.VITALS,
+    "kind": EventKind.OBSERVATION,
+    "source_table": "vitals",
+}
+LAB = {"domain": Domain.LABS, "kind": EventKind.OBSERVATION, "source_table": "labs"}
+DRIP = {
+    "domain": Domain.MED_CONTINUOUS,
+    "kind": EventKind.ACTION,
+    "unit": "mcg/kg/min",
+    "source_table": "medication_admin_continuous",
+}
+
+
+def at(stay: Stay, hours: float) -> datetime:
+    return stay.intime + timedelta(hours=hours)
+
+
+def vitals(
+    stay: Stay,
+    category: str,
+    value: float,
+    *,
+    start_h: float,
+    end_h: float,
+    every_min: float = 30,
+    unit: str = "",
+) -> None:
+    """One vital charted every ``every_min`` minutes in [start_h, end_h)."""
+    count = int(round((end_h - start_h) * 60 / every_min))
+    make_events(
+        admission=stay.admission,
+        count=count,
+        start=at(stay, start_h),
+        every=timedelta(minutes=every_min),
+        category=category,
+        name=category,
+        value_num=value,
+        unit=unit,
+        **VITAL,
+    )
+
+
+def lab(stay: Stay, category: str, value: float, hours: float, unit: str = ""):
+    return make_event(
+        admission=stay.admission,
+        time=at(stay, hours),
+        category=category,
+        name=category,
+        value_num=value,
+        unit=unit,
+        **LAB,
+    )
+
+
+def drip(stay: Stay, category: str, rate: float, hours: float, text: str = "start"):
+    return make_event(
+        admission=stay.admission,
+        time=at(stay, hours),
+        category=category,
+        name=category.capitalize(),
+        value_num=rate,
+        value_text=text,
+        **DRIP,
+    )
+
+
+def death(stay: Stay, hours: float):
+    """The patient's death (an outcome event) ``hours`` after admission."""
+    return make_event(
+        admission=stay.admission,
+        time=at(stay, hours),
+        kind=EventKind.OUTCOME,
+        domain=Domain.OUTCOME,
+        category="death",
+        name="Death",
+    )
+
+
+def coded_procedure(
+    stay: Stay, hours: float, system: str = "ICD10PCS", code: str = "5A1955Z"
+):
+    """A procedure code (a hindsight record) charted ``hours`` after admission."""
+    return make_event(
+        admission=stay.admission,
+        time=at(stay, hours),
+        kind=EventKind.CODED,
+        domain=Domain.PROCEDURES,
+        category=system,
+        name=f"{system} {code}",
+        value_num=None,
+        unit="",
+        value_text=code,
+        source_table="patient_procedures",
+    )
+
+
+def radiology_report(
+    stay: Stay, hours: float, text: str, name: str = "CHEST (PORTABLE AP)", **fields
+):
+    """A radiology report (a bedside note); ``fields`` as make_event's."""
+    return make_event(
+        admission=stay.admission,
+        time=at(stay, hours),
+        domain=Domain.NOTES,
+        category="radiology_report",
+        name=name,
+        value_num=None,
+        unit="",
+        value_text=text,
+        source_table="radiology",
+        **fields,
+    )
+
+
+def discharge_summary(stay: Stay, hours: float, text: str, **fields):
+    """The discharge summary (an outcome note, hindsight only); ``fields`` as
+    make_event's."""
+    return make_event(
+        admission=stay.admission,
+        time=at(stay, hours),
+        kind=EventKind.OUTCOME,
+        domain=Domain.NOTES,
+        category="discharge_summary",
+        name="Discharge summary",
+        value_num=None,
+        unit="",
+        value_text=text,
+        source_table="discharge",
+        **fields,
     )

@@ -3,14 +3,11 @@ the event finder finds it by a word of its findings and cites it to an item
 that is saved with it; the discharge summary is shown apart, written at
 discharge, and the finder never offers it."""
 
-from datetime import timedelta
-
 import pytest
 
 from annotation.models import Assignment, Label
 from tests.browser import chromium
-from tests.factories import make_event
-from windows.models import Domain, EventKind
+from tests.factories import discharge_summary, radiology_report
 from windows.tracks import stay_tracks_get
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -25,29 +22,9 @@ FINDINGS = (
 
 @pytest.fixture
 def notes(stay, clinical):
-    report = make_event(
-        admission=stay.admission,
-        time=stay.intime + timedelta(minutes=20),  # window 0
-        domain=Domain.NOTES,
-        category="radiology_report",
-        name="CHEST (PORTABLE AP)",
-        value_num=None,
-        unit="",
-        value_text=FINDINGS,
-        source_table="radiology",
-    )
-    make_event(
-        admission=stay.admission,
-        time=stay.outtime + timedelta(days=1),
-        kind=EventKind.OUTCOME,
-        domain=Domain.NOTES,
-        category="discharge_summary",
-        name="Discharge summary",
-        value_num=None,
-        unit="",
-        value_text="Brief Hospital Course: zanzibar recovery.",
-        source_table="discharge",
-    )
+    report = radiology_report(stay, 20 / 60, FINDINGS)  # window 0
+    # A day after the stay (12 h long).
+    discharge_summary(stay, 12 + 24, "Brief Hospital Course: zanzibar recovery.")
     return report
 
 

@@ -7,18 +7,20 @@ import pytest
 
 from annotation.critical import default_critical_action_rules
 from oracle.context import window_contexts_build
-from tests.factories import make_admission, make_event, make_patient, make_stay
-from tests.oracle.helpers import (
+from tests.factories import (
     at,
     coded_procedure,
     death,
     discharge_summary,
     drip,
     lab,
+    make_admission,
+    make_event,
+    make_patient,
+    make_stay,
     radiology_report,
-    stable_stay,
-    windows_of,
 )
+from tests.oracle.helpers import stable_stay, windows_of
 from windows.models import Domain, EventKind, Outcome
 
 pytestmark = pytest.mark.django_db

@@ -10,8 +10,9 @@ from oracle.backbones.openai_compat import BackboneConfigError, OpenAICompatBack
 from oracle.context import window_contexts_build
 from oracle.models import Backbone, BackboneKind
 from oracle.prompts import prompt_build, prompt_default_get_or_create
+from tests.factories import drip
 from tests.oracle.fake_llm import valid_reply_for
-from tests.oracle.helpers import drip, stable_stay, windows_of
+from tests.oracle.helpers import stable_stay, windows_of
 
 pytestmark = pytest.mark.django_db
 

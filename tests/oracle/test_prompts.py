@@ -19,17 +19,16 @@ from oracle.prompts import (
     tokens_estimate,
 )
 from oracle.schema import ReplyError, reply_parse
-from tests.factories import make_events
-from tests.oracle.helpers import (
+from tests.factories import (
     at,
     coded_procedure,
     discharge_summary,
     drip,
     lab,
+    make_events,
     radiology_report,
-    stable_stay,
-    windows_of,
 )
+from tests.oracle.helpers import stable_stay, windows_of
 from windows.models import Domain, EventKind
 
 pytestmark = pytest.mark.django_db

@@ -7,8 +7,8 @@ from oracle.backbones import rules
 from oracle.backbones.rules import RulesBackbone
 from oracle.context import window_contexts_build
 from oracle.schema import payload_validate
-from tests.factories import make_stay
-from tests.oracle.helpers import drip, lab, stable_stay, vitals, windows_of
+from tests.factories import drip, lab, make_stay, vitals
+from tests.oracle.helpers import stable_stay, windows_of
 from windows.importers.clif import clif_import
 from windows.models import Patient, Stay, Window
 from windows.windowing import windows_build

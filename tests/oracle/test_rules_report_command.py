@@ -10,8 +10,8 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-from tests.factories import make_admission, make_patient, make_stay
-from tests.oracle.helpers import drip, vitals, windows_of
+from tests.factories import drip, make_admission, make_patient, make_stay, vitals
+from tests.oracle.helpers import windows_of
 from windows.models import Outcome
 
 pytestmark = pytest.mark.django_db

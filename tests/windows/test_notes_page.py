@@ -5,13 +5,16 @@ summary only in its hindsight part, marked as written at discharge."""
 from __future__ import annotations
 
 import re
-from datetime import timedelta
 
 import pytest
 from django.urls import reverse
 
-from tests.factories import make_event, make_stay, make_user
-from windows.models import Domain, EventKind
+from tests.factories import (
+    discharge_summary,
+    make_stay,
+    make_user,
+    radiology_report,
+)
 from windows.windowing import windows_build
 
 pytestmark = pytest.mark.django_db
@@ -26,44 +29,12 @@ def page(client):
     client.force_login(make_user(role="physician"))
     stay = make_stay(hours=48)
     windows_build(stay=stay, window_minutes=30, stride_hours=2)
-    admission = stay.admission
-    report = make_event(
-        admission=admission,
-        time=stay.intime + timedelta(hours=4, minutes=10),  # window 2: 4 h-4.5 h
-        domain=Domain.NOTES,
-        category="radiology_report",
-        name="CHEST (PORTABLE AP)",
-        value_num=None,
-        unit="",
-        value_text=REPORT,
-        source_table="radiology",
-        source_key="10001-RR-1",
+    # Window 2 is 4 h-4.5 h; the summary is written two days after the stay.
+    report = radiology_report(stay, 4 + 10 / 60, REPORT, source_key="10001-RR-1")
+    radiology_report(
+        stay, 10, LATER, name="CHEST (PA AND LAT)", source_key="10001-RR-2"
     )
-    make_event(
-        admission=admission,
-        time=stay.intime + timedelta(hours=10),
-        domain=Domain.NOTES,
-        category="radiology_report",
-        name="CHEST (PA AND LAT)",
-        value_num=None,
-        unit="",
-        value_text=LATER,
-        source_table="radiology",
-        source_key="10001-RR-2",
-    )
-    make_event(
-        admission=admission,
-        time=stay.outtime + timedelta(days=2),
-        kind=EventKind.OUTCOME,
-        domain=Domain.NOTES,
-        category="discharge_summary",
-        name="Discharge summary",
-        value_num=None,
-        unit="",
-        value_text=SUMMARY,
-        source_table="discharge",
-        source_key="10001-DS-1",
-    )
+    discharge_summary(stay, 48 + 48, SUMMARY, source_key="10001-DS-1")
     url = reverse("windows:window_detail", args=[stay.pk, 2])
     return client, url, report
 

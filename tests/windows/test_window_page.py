@@ -11,6 +11,8 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from tests.factories import (
+    at,
+    coded_procedure,
     make_admission,
     make_event,
     make_events,
@@ -731,21 +733,6 @@ def test_window_page_and_json_queries_do_not_grow_with_the_stay(
 # Coded records and concept names ---------------------------------------------
 
 
-def _coded(admission, time, system="ICD10PCS", code="5A1955Z"):
-    return make_event(
-        admission=admission,
-        time=time,
-        kind=EventKind.CODED,
-        domain=Domain.PROCEDURES,
-        category=system,
-        name=f"{system} {code}",
-        value_num=None,
-        unit="",
-        value_text=code,
-        source_table="patient_procedures",
-    )
-
-
 def coded_section(html: str) -> str:
     match = re.search(r"<section class=\"coded-records\".*?</section>", html, re.DOTALL)
     assert match, "no coded-after-discharge section"
@@ -759,8 +746,9 @@ def test_coded_records_are_listed_apart_marked_and_titled_never_in_the_window_ta
     window = Window.objects.get(stay=stay, index=3)
     # Billed at 05:00 of a date inside the window's look-back: it must not be
     # interleaved as if ventilation > 96 h had been charted then.
-    coded = _coded(stay.admission, window.start - timedelta(hours=1))
-    _coded(stay.admission, window.start - timedelta(hours=1), "ICD9", "9671")
+    assert window.start == at(stay, 6)
+    coded = coded_procedure(stay, 5)
+    coded_procedure(stay, 5, "ICD9", "9671")
     charted = make_event(admission=stay.admission, time=window.start)
 
     for url in (window_url(stay, 3), window_url(stay, 3, scope="stay")):
@@ -783,7 +771,7 @@ def test_htmx_event_table_keeps_the_coded_section(signed_in):
     """The annotation page embeds the event table partial: the coded section
     comes with it."""
     stay = build_stay()
-    _coded(stay.admission, stay.intime + timedelta(hours=30))
+    coded_procedure(stay, 30)
     html = signed_in.get(window_url(stay, 1), HTTP_HX_REQUEST="true").content.decode()
     assert "5A1955Z" in coded_section(html)
 
