@@ -17,8 +17,8 @@ import bisect
 import math
 from collections import defaultdict
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
-import pandas as pd
 from django.db.models import BooleanField, Case, Q, Value, When
 
 from annotation.critical import critical_action_q, default_critical_action_rules
@@ -38,6 +38,9 @@ from windows.selectors_context import HINDSIGHT_KINDS, OUTCOME_REVEALING_CATEGOR
 from windows.services import DEATH_GRACE, admission_died
 from windows.tracks import events_signatures, stay_tracks_build
 from windows.vocabulary import coded_code, event_label
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 # Events shown in full: this many hours before the window's start and after its
 # end (hindsight: what followed the window helps to judge it).
@@ -200,6 +203,8 @@ def _static(stay: Stay, tracks: StayTracks) -> dict:
     onset = sepsis.get("onset") if isinstance(sepsis, dict) else None
     onset_h = None
     if onset:
+        import pandas as pd
+
         onset_h = round(
             (pd.Timestamp(onset) - pd.Timestamp(stay.intime)).total_seconds() / 3600, 1
         )
@@ -305,6 +310,10 @@ def _coded_records(
 
 
 def _tracks_frame(tracks: StayTracks) -> pd.DataFrame:
+    # pandas only where a context is built (a worker's Oracle run): the web's
+    # pages import this module through oracle.prompts without it (issue 35).
+    import pandas as pd
+
     frame = pd.DataFrame(
         tracks.columns or {}, index=pd.Index(tracks.hours, name="hour")
     )

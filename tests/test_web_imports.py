@@ -106,3 +106,107 @@ def test_an_admins_calibration_pages_load_no_model():
     assert result["statuses"] == [302, 200, 200]
     assert result["location"] == f"/annotate/calibration/draw/{draw.pk}/"
     assert result["heavy"] == []
+
+
+# Libraries a web process must not hold (issue 35, memory): the data-frame and
+# model stacks belong to the worker, which computes tracks, builds releases and
+# embeds texts.
+HEAVY = (
+    "pandas",
+    "pyarrow",
+    "torch",
+    "sentence_transformers",
+    "transformers",
+    "sklearn",
+    "statsmodels",
+    "scipy",
+    "matplotlib",
+)
+# Packages the URLconf reaches that still import pandas at module level, left
+# to their own change (issue 35: surveillance's pages). An import of a heavy
+# library is excused only while one of these is being imported; remove an
+# entry once its modules import pandas where they compute.
+KNOWN_HEAVY_IMPORTERS = ("surveillance",)
+
+URLCONF_SCRIPT = """
+import builtins, importlib.abc, json, os, sys
+heavy, known = sys.argv[1].split(","), tuple(sys.argv[2].split(","))
+root = os.getcwd() + os.sep
+unexplained = []
+
+
+def importers():
+    # The project's modules being imported or run, innermost last.
+    frames, frame = [], sys._getframe(2)
+    while frame is not None:
+        path = frame.f_code.co_filename
+        if path.startswith(root) and os.sep + ".venv" + os.sep not in path:
+            frames.append(frame.f_globals.get("__name__", path))
+        frame = frame.f_back
+    return frames[::-1]
+
+
+def note(name):
+    top = (name or "").split(".")[0]
+    if top in heavy:
+        chain = importers()
+        if not any(m == k or m.startswith(k + ".") for m in chain for k in known):
+            if [top, chain[-4:]] not in unexplained:
+                unexplained.append([top, chain[-4:]])
+
+
+class Watch(importlib.abc.MetaPathFinder):
+    # A first load by any means (importlib.import_module included).
+    def find_spec(self, name, path, target=None):
+        note(name)
+
+
+real_import = builtins.__import__
+
+
+def watched_import(name, globals=None, locals=None, fromlist=(), level=0):
+    # Every import statement, the module already loaded or not.
+    if level == 0:
+        note(name)
+    return real_import(name, globals, locals, fromlist, level)
+
+
+sys.meta_path.insert(0, Watch())
+builtins.__import__ = watched_import
+
+from realicu_web.wsgi import application  # noqa: F401, as gunicorn loads it
+from django.urls import URLResolver, get_resolver
+
+views = []
+
+
+def walk(resolver):
+    for pattern in resolver.url_patterns:
+        if isinstance(pattern, URLResolver):
+            walk(pattern)
+        else:
+            views.append(pattern.callback)
+
+
+walk(get_resolver())
+builtins.__import__ = real_import
+print(json.dumps({
+    "views": len(views),
+    "unexplained": unexplained,
+    "loaded": sorted(m for m in heavy if m in sys.modules),
+}))
+"""
+
+
+def test_the_urlconf_and_every_view_import_no_heavy_library():
+    """A fresh process imports the WSGI application and its whole URLconf,
+    and resolves every view callable, as a web process does before it serves:
+    none of pandas, pyarrow, the model stacks or the statistics libraries is
+    imported on the way, but by the known packages above."""
+    result = web_script_result(
+        URLCONF_SCRIPT, ",".join(HEAVY), ",".join(KNOWN_HEAVY_IMPORTERS)
+    )
+    assert result["views"] > 100
+    assert result["unexplained"] == []
+    # The known packages pull pandas (and pandas pyarrow), nothing heavier.
+    assert set(result["loaded"]) <= {"pandas", "pyarrow"}

@@ -7,8 +7,8 @@ import hashlib
 import hmac
 import logging
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
-import pandas as pd
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
@@ -31,6 +31,9 @@ from windows.models import (
     Stay,
 )
 from windows.vocabulary import diagnosis_label
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 EXPIRED_WORDS = ("expired", "died", "death")
 # A death recorded this long after discharge still counts as in-hospital: source
@@ -191,6 +194,10 @@ def outcome_events_frame(
                     "source_key": f"death:{adm.source_id}",
                 }
             )
+    # pandas only for an import's frame: the web's pages import this module
+    # without it (issue 35).
+    import pandas as pd
+
     frame = pd.DataFrame(rows)
     if not frame.empty:
         frame["time"] = pd.to_datetime(frame["time"], utc=True)

@@ -1,32 +1,28 @@
 """Stored concept tracks of a stay: computed with windows.concepts from the events
 of the stay's admission, kept in StayTracks, recomputed when the events change;
-and the event behind each plotted value, so a point on a plot can be cited."""
+and the event behind each plotted value, so a point on a plot can be cited.
+numpy, pandas and the computing concept modules are imported by the functions
+that compute: the web's pages import this module (windows.views) without them
+(issue 35)."""
 
 from __future__ import annotations
 
 import math
 from datetime import UTC, datetime, timedelta
+from functools import cache
+from typing import TYPE_CHECKING
 
-import numpy as np
-import pandas as pd
 from django.db import connection
 from django.db.models import BigIntegerField, TextField
 from django.db.models.expressions import RawSQL
 from django.db.models.functions import Cast
 
 from jobs.progress import Progress
-from windows.concepts import (
-    CONCEPT_COLUMNS,
-    CONCEPTS_VERSION,
-    EVENT_COLUMNS,
-    compute_stay_tracks,
-)
-from windows.concepts.labs import LABS
-from windows.concepts.renal import URINE_CATEGORIES
-from windows.concepts.respiratory import EPISODE_GAP
-from windows.concepts.vasoactive import DRUGS
-from windows.concepts.vitals import VITALS
+from windows.concepts import CONCEPT_COLUMNS, CONCEPTS_VERSION, compute_stay_tracks
 from windows.models import Admission, Domain, Event, Stay, StayTracks
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def signature_of(*, events_version: int) -> str:
@@ -87,12 +83,16 @@ def events_frame(queryset) -> pd.DataFrame:
     On PostgreSQL the times are read as integer microseconds since the epoch
     instead of as datetimes: Django's time-zone-aware timestamp loader is pure
     Python, and was two thirds of a stay's read (5,000 events: 25 of 38 ms)."""
+    from windows.concepts.grid import EVENT_COLUMNS
+
     return event_rows(queryset, EVENT_COLUMNS)
 
 
 def event_rows(queryset, columns) -> pd.DataFrame:
     """``columns`` of ``queryset``'s events as a frame, ``time`` and ``end_time``
     (when named) as UTC datetime64 read as events_frame reads them."""
+    import pandas as pd
+
     columns = list(columns)
     times = [c for c in columns if c in _TIME_COLUMNS]
     if not times:
@@ -131,6 +131,8 @@ def event_times_us(queryset, *columns: str) -> tuple:
     """The times of ``queryset``'s events as int64 microseconds since the epoch
     (an array), then each of ``columns`` as a list aligned with them; read as
     events_frame reads times."""
+    import numpy as np
+
     if connection.vendor == "postgresql":
         rows = _fetch(
             queryset.annotate(time_us=_epoch_us_sql("time")).values_list(
@@ -150,6 +152,8 @@ def _events_frame(stay: Stay) -> pd.DataFrame:
 
 
 def _clean(values) -> list:
+    import numpy as np
+
     if isinstance(values, np.ndarray) and values.dtype == np.float64:
         # The same values as below, a few times faster for a float track.
         return [None if v != v else round(v, 4) for v in values.tolist()]
@@ -166,6 +170,8 @@ def _clean(values) -> list:
 
 def stay_tracks_build(*, stay: Stay, signature: str | None = None) -> StayTracks:
     """Compute and store the stay's tracks (idempotent: replaces the stored row)."""
+    import pandas as pd
+
     signature = signature or events_signature(stay=stay)
     frame = compute_stay_tracks(
         _events_frame(stay),
@@ -248,34 +254,45 @@ def epoch_us(moment: datetime) -> int:
     return (moment - _EPOCH) // timedelta(microseconds=1)
 
 
-# The events a plotted track's value at hour H is read from, as (domain,
-# categories or None for the whole domain, hours back from H that the value
-# reaches): the rules of windows.concepts.columns. Vitals are the hour's
-# chartings (H - 1 h, H]; labs their carry-forward window; vasoactive rates
-# hold until changed. Composite scores (SOFA, AKI stage) have no single event
-# behind a value, so they have no entry.
-TRACK_SOURCES: dict[str, tuple[str, tuple[str, ...] | None, float | None]] = {
-    **{
-        track: (Domain.VITALS, (category,), 1.0)
-        for category, (track, *_) in VITALS.items()
-    },
-    "gcs": (
-        Domain.ASSESSMENTS,
-        ("gcs_total", "gcs_eye", "gcs_verbal", "gcs_motor"),
-        1.0,
-    ),
-    "rass": (Domain.ASSESSMENTS, ("rass",), 1.0),
-    **{
-        track: (Domain.LABS, (category,), float(hours))
-        for track, (category, _valid, hours) in LABS.items()
-    },
-    "fio2": (Domain.RESPIRATORY, ("fio2_set",), 4.0),
-    "pf_ratio": (Domain.LABS, ("po2_arterial",), 12.0),
-    "ventilation": (Domain.RESPIRATORY, None, EPISODE_GAP / (_HOUR_US * 1000)),
-    "ned": (Domain.MED_CONTINUOUS, tuple(DRUGS), None),
-    "urine_ml_kg_h": (Domain.OUTPUT, tuple(sorted(URINE_CATEGORIES)), 6.0),
-    "crrt_active": (Domain.CRRT, None, None),
-}
+@cache
+def track_sources() -> dict[str, tuple[str, tuple[str, ...] | None, float | None]]:
+    """The events a plotted track's value at hour H is read from, as (domain,
+    categories or None for the whole domain, hours back from H that the value
+    reaches): the rules of windows.concepts.columns. Vitals are the hour's
+    chartings (H - 1 h, H]; labs their carry-forward window; vasoactive rates
+    hold until changed. Composite scores (SOFA, AKI stage) have no single event
+    behind a value, so they have no entry. Built on first use: its constants
+    live in the computing modules, which import pandas."""
+    from windows.concepts.labs import LABS
+    from windows.concepts.renal import URINE_CATEGORIES
+    from windows.concepts.respiratory import EPISODE_GAP
+    from windows.concepts.vasoactive import DRUGS
+    from windows.concepts.vitals import VITALS
+
+    return {
+        **{
+            track: (Domain.VITALS, (category,), 1.0)
+            for category, (track, *_) in VITALS.items()
+        },
+        "gcs": (
+            Domain.ASSESSMENTS,
+            ("gcs_total", "gcs_eye", "gcs_verbal", "gcs_motor"),
+            1.0,
+        ),
+        "rass": (Domain.ASSESSMENTS, ("rass",), 1.0),
+        **{
+            track: (Domain.LABS, (category,), float(hours))
+            for track, (category, _valid, hours) in LABS.items()
+        },
+        "fio2": (Domain.RESPIRATORY, ("fio2_set",), 4.0),
+        "pf_ratio": (Domain.LABS, ("po2_arterial",), 12.0),
+        "ventilation": (Domain.RESPIRATORY, None, EPISODE_GAP / (_HOUR_US * 1000)),
+        "ned": (Domain.MED_CONTINUOUS, tuple(DRUGS), None),
+        "urine_ml_kg_h": (Domain.OUTPUT, tuple(sorted(URINE_CATEGORIES)), 6.0),
+        "crrt_active": (Domain.CRRT, None, None),
+    }
+
+
 # Events that are never a track's source although their category matches: a
 # pO2 the CLIF importer marks venous gives no P/F (windows.concepts.respiratory).
 NOT_SOURCES: dict[str, set[str]] = {"pf_ratio": {"venous"}}
@@ -284,7 +301,7 @@ NOT_SOURCES: dict[str, set[str]] = {"pf_ratio": {"venous"}}
 def stay_track_sources(
     *, stay: Stay, hours: list, series: dict[str, list]
 ) -> dict[str, list]:
-    """For each track of ``series`` that TRACK_SOURCES names, the id of the
+    """For each track of ``series`` that track_sources() names, the id of the
     event behind its value at each hour of ``hours`` (aligned with it), None
     where the value is unknown or no such event lies within reach: the latest
     matching event at or before the hour's end, no older than the track's reach.
@@ -292,10 +309,13 @@ def stay_track_sources(
     One query for the events of all the tracks' domains in the stay's admission
     up to ICU discharge: the tracks take nothing later (the last hour ends at
     discharge, windows.concepts.grid)."""
-    keys = [k for k in series if k in TRACK_SOURCES]
+    import numpy as np
+
+    sources_of = track_sources()
+    keys = [k for k in series if k in sources_of]
     if not hours or not keys:
         return {}
-    domains = {TRACK_SOURCES[k][0] for k in keys}
+    domains = {sources_of[k][0] for k in keys}
     times, ids, domains_, categories_, texts_ = event_times_us(
         Event.objects.filter(
             admission_id=stay.admission_id,
@@ -318,7 +338,7 @@ def stay_track_sources(
     ).astype(np.int64)
     out = {}
     for key in keys:
-        domain, categories, reach = TRACK_SOURCES[key]
+        domain, categories, reach = sources_of[key]
         mask = domain_of == str(domain)
         if categories is not None:
             mask &= np.isin(category_of, categories)

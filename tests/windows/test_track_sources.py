@@ -9,7 +9,7 @@ from django.urls import reverse
 
 from tests.factories import make_admission, make_event, make_stay, make_user
 from windows.models import Domain, EventKind
-from windows.tracks import TRACK_SOURCES
+from windows.tracks import track_sources
 
 pytestmark = pytest.mark.django_db
 
@@ -84,7 +84,7 @@ def test_each_point_names_the_latest_event_behind_it(signed_in, stay):
     assert data["sources"]["ned"][at[4.0]] == stay.norepinephrine.pk
     # Composite scores have no single event behind a value.
     assert "sofa" not in data["sources"] and "aki_stage" not in data["sources"]
-    assert set(data["sources"]) <= set(TRACK_SOURCES)
+    assert set(data["sources"]) <= set(track_sources())
 
 
 def test_sources_only_when_asked_and_cached_apart(signed_in, stay):
