@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import random
 import threading
 import time
@@ -34,16 +33,15 @@ from oracle.backbones.completion import (
 from oracle.backbones.dialects import (
     CONTEXT_SIZE,
     OVERFLOW,
-    chat_url,
+    ServerClient,
     first_int,
     reply_format_apply,
     response_described,
     retry_after_seconds,
-    root_url,
     token_count_read,
     token_count_request,
 )
-from oracle.backbones.endpoints import EndpointRefused, key_env_check, url_check
+from oracle.backbones.endpoints import EndpointRefused, api_key_read, url_check
 from oracle.prompts import TOKENS_PER_MESSAGE
 
 CHARS_PER_TOKEN = 3.0
@@ -128,7 +126,7 @@ class RateLimiter:
             return self._local()
 
 
-class ChatClient:
+class ChatClient(http.GuardedClientHolder, ServerClient):
     """agents.base.ChatClient over ``/chat/completions``."""
 
     def __init__(
@@ -200,7 +198,6 @@ class ChatClient:
         self.sent: list[tuple[str, list[dict]]] = []
         self._client: httpx.Client | None = None
         self._key: str | None = None
-        self.aborted = False
 
     @classmethod
     def for_backbone(cls, backbone) -> ChatClient:
@@ -237,22 +234,6 @@ class ChatClient:
             reply_tokens=parts["reply"],
             margin_tokens=parts["margin"],
         )
-
-    @property
-    def url(self) -> str:
-        return chat_url(self.base_url)
-
-    @property
-    def root_url(self) -> str:
-        return root_url(self.base_url)
-
-    def ratio(self) -> float:
-        """Characters per token of the estimate: the backbone's calibration,
-        or less when a prompt of this client's showed fewer (3 % to spare),
-        as the Oracle's estimate does."""
-        if not self.observed_ratios:
-            return self.chars_per_token
-        return min(self.chars_per_token, 0.97 * min(self.observed_ratios))
 
     def estimate_tokens(self, text: str) -> int:
         return math.ceil(len(text) / self.ratio())
@@ -326,18 +307,10 @@ class ChatClient:
                 url_check(self.base_url)
             except EndpointRefused as error:
                 raise AgentError(f"The backbone's URL is refused: {error}") from None
-            key = ""
-            if self.api_key_env:
-                try:
-                    key_env_check(self.api_key_env)
-                except EndpointRefused as error:
-                    raise AgentError(str(error)) from None
-                key = os.environ.get(self.api_key_env, "")
-                if not key:
-                    raise AgentError(
-                        f"The environment variable {self.api_key_env} that should "
-                        "hold the API key is not set in the worker's environment."
-                    )
+            try:
+                key = api_key_read(self.api_key_env)
+            except EndpointRefused as error:
+                raise AgentError(str(error)) from None
             headers = {"Content-Type": "application/json"}
             if key:
                 headers["Authorization"] = f"Bearer {key}"
@@ -349,19 +322,6 @@ class ChatClient:
                 connections=1,
             )
         return self._client
-
-    def close(self) -> None:
-        if self._client is not None:
-            self._client.close()
-            self._client = None
-
-    def abort(self) -> None:
-        """From another thread, when the run was cancelled: the request in
-        flight ends at once with its connection closed (a llama.cpp server
-        stops generating for it), and none follows."""
-        self.aborted = True
-        if self._client is not None:
-            http.abort(self._client)
 
     def _overflow(self, problem: str, reported: int | None) -> None:
         """A prompt the server refused as too long for its context window.
@@ -435,17 +395,13 @@ class ChatClient:
             retry_after = None
             status, text, headers = 0, "", {}
             try:
-                reply = http.request(
+                reply, problem = http.post_or_problem(
                     client,
-                    "POST",
                     self.url,
                     content=payload,
                     deadline_seconds=self.timeout_seconds,
                     max_bytes=MAX_REPLY_BYTES,
                 )
-                status, text, headers = reply.status, reply.text, reply.headers
-                retry_after = retry_after_seconds(headers.get("retry-after"))
-                problem = None
             except http.AddressRefused as error:
                 raise AgentError(
                     f"The backbone's address was refused when connecting: {error}"
@@ -454,13 +410,9 @@ class ChatClient:
                 raise AgentError(
                     f"The backbone's reply was refused: {error}."
                 ) from None
-            except httpx.TimeoutException:
-                problem = (
-                    f"no complete reply within {self.timeout_seconds:g} s "
-                    "(connection, headers and body)"
-                )
-            except httpx.HTTPError as error:
-                problem = f"connection error ({type(error).__name__})"
+            if reply is not None:
+                status, text, headers = reply.status, reply.text, reply.headers
+                retry_after = retry_after_seconds(headers.get("retry-after"))
             if problem is None and status == 200:
                 try:
                     data = json.loads(text)

@@ -64,7 +64,7 @@ class _Gap(Exception):
     """The endpoint answered GAP_STATUS: it cannot follow the session."""
 
 
-class RemoteAgent(Agent):
+class RemoteAgent(http.GuardedClientHolder, Agent):
     name = "endpoint"
     prompt_version = PROTOCOL_VERSION
     description = "A researcher's agent behind an HTTP endpoint."
@@ -113,18 +113,6 @@ class RemoteAgent(Agent):
                 connections=1,
             )
         return self._client
-
-    def close(self) -> None:
-        if self._client is not None:
-            self._client.close()
-            self._client = None
-
-    def abort(self) -> None:
-        """From another thread, when the run was cancelled: the request in
-        flight ends at once with its connection closed, and none follows."""
-        self.aborted = True
-        if self._client is not None:
-            http.abort(self._client)
 
     def _session(self, ctx: WindowContext, *, new: bool = False) -> dict:
         """The window's payload in the stay's open session, or in a new one
@@ -183,9 +171,8 @@ class RemoteAgent(Agent):
             self.requests += 1
             retry_after = None
             try:
-                reply = http.request(
+                reply, problem = http.post_or_problem(
                     client,
-                    "POST",
                     self.url,
                     content=body,
                     deadline_seconds=self.timeout_seconds,
@@ -195,14 +182,7 @@ class RemoteAgent(Agent):
                 raise AgentError(UNREACHABLE, detail=str(error)) from None
             except http.ReplyRefused as error:
                 raise AgentError(UNREACHABLE, detail=f"HTTP reply: {error}") from None
-            except httpx.TimeoutException:
-                problem = (
-                    f"no complete reply within {self.timeout_seconds:g} s "
-                    "(connection, headers and body)"
-                )
-            except httpx.HTTPError as error:
-                problem = f"connection error ({type(error).__name__})"
-            else:
+            if reply is not None:
                 retry_after = retry_after_seconds(reply.headers.get("retry-after"))
                 problem = response_described(reply.status, reply.headers, "")
                 if reply.status == 200:

@@ -55,6 +55,33 @@ def root_url(base_url: str) -> str:
     return root
 
 
+class ServerClient:
+    """What a client of an OpenAI-compatible server derives from its settings
+    on ``self`` (``base_url``, ``chars_per_token``, ``observed_ratios``): the
+    chat URL, the server's root, and the prompt estimate's ratio. Shared by
+    the Oracle's backbone and the agents' client."""
+
+    base_url: str
+    chars_per_token: float
+    observed_ratios: list[float]
+
+    @property
+    def url(self) -> str:
+        return chat_url(self.base_url)
+
+    @property
+    def root_url(self) -> str:
+        """The server's root: the base URL without /chat/completions and /v1."""
+        return root_url(self.base_url)
+
+    def ratio(self) -> float:
+        """The estimate's characters per token: the backbone's calibration, or
+        less if a prompt of this client's showed fewer (with 3 % to spare)."""
+        if not self.observed_ratios:
+            return self.chars_per_token
+        return min(self.chars_per_token, 0.97 * min(self.observed_ratios))
+
+
 def token_count_request(
     tokenizer: str, *, root: str, model: str, messages: list[dict]
 ) -> tuple[str, dict] | None:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import os
 import re
 import socket
 import threading
@@ -127,6 +128,22 @@ def key_env_check(name: str) -> None:
         "an allowed variable, or ask the operator to allow this name "
         "(REALICU_LLM_KEY_ENV_PREFIXES, REALICU_LLM_KEY_ENV_NAMES)."
     )
+
+
+def api_key_read(name: str) -> str:
+    """The API key in the environment variable ``name`` ("" when no name is
+    given); raise EndpointRefused when the operator does not allow the name
+    or the variable is not set in this process's environment."""
+    if not name:
+        return ""
+    key_env_check(name)
+    key = os.environ.get(name, "")
+    if not key:
+        raise EndpointRefused(
+            f"The environment variable {name} that should hold the API key is "
+            "not set in the worker's environment."
+        )
+    return key
 
 
 # --- names and addresses -------------------------------------------------------

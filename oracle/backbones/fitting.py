@@ -51,13 +51,6 @@ class PromptFitting:
             chars_per_token=self.ratio(),
         )
 
-    def ratio(self) -> float:
-        """The estimate's characters per token: the backbone's calibration, or
-        less if a prompt of this batch showed fewer (with 3 % to spare)."""
-        if not self.observed_ratios:
-            return self.chars_per_token
-        return min(self.chars_per_token, 0.97 * min(self.observed_ratios))
-
     def _over_budget(self, context, detail: str, reserve: int = 0) -> str:
         """A window whose prompt does not fit, in the README's figures: the
         budget as its formula (not an intermediate target of the compression)

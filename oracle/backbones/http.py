@@ -435,6 +435,36 @@ def request(
         _deadline.reset(token)
 
 
+def post_or_problem(
+    client: httpx.Client,
+    url: str,
+    *,
+    content: bytes | str,
+    deadline_seconds: float,
+    max_bytes: int,
+) -> tuple[Reply | None, str | None]:
+    """``request`` POSTing ``content``: the reply and None, or None and the
+    problem a timeout or a connection error was, in words for the run's error
+    (a retry may follow). AddressRefused and ReplyRefused are raised."""
+    try:
+        reply = request(
+            client,
+            "POST",
+            url,
+            content=content,
+            deadline_seconds=deadline_seconds,
+            max_bytes=max_bytes,
+        )
+    except httpx.TimeoutException:
+        return None, (
+            f"no complete reply within {deadline_seconds:g} s "
+            "(connection, headers and body)"
+        )
+    except httpx.HTTPError as error:
+        return None, f"connection error ({type(error).__name__})"
+    return reply, None
+
+
 def abort(client: httpx.Client) -> None:
     """Close the connections of ``client`` (a ``guarded_client``) from
     another thread: a request in flight on it ends at once with a connection
@@ -442,6 +472,28 @@ def abort(client: httpx.Client) -> None:
     transport = getattr(client, "_transport", None)
     if isinstance(transport, GuardedTransport):
         transport.abort()
+
+
+class GuardedClientHolder:
+    """One ``guarded_client`` held on ``_client`` (opened by the subclass's
+    ``_open``): ``close`` ends it, and ``abort`` ends it from another thread."""
+
+    _client: httpx.Client | None = None
+    aborted = False
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    def abort(self) -> None:
+        """From another thread, when the run was cancelled: the request in
+        flight ends at once with its connection closed (a llama.cpp server
+        stops generating for it; an endpoint sees it closed), and none
+        follows."""
+        self.aborted = True
+        if self._client is not None:
+            abort(self._client)
 
 
 async def arequest(
@@ -468,6 +520,7 @@ async def arequest(
 __all__ = [
     "AddressRefused",
     "AsyncGuardedTransport",
+    "GuardedClientHolder",
     "GuardedTransport",
     "Purpose",
     "Reply",
@@ -476,5 +529,6 @@ __all__ = [
     "arequest",
     "guarded_async_client",
     "guarded_client",
+    "post_or_problem",
     "request",
 ]

@@ -11,7 +11,6 @@ the Django ORM (which refuses to run inside an event loop).
 from __future__ import annotations
 
 import asyncio
-import os
 import queue
 import threading
 from collections.abc import Callable
@@ -30,13 +29,12 @@ from oracle.backbones.completion import (
     _Usage,
 )
 from oracle.backbones.dialects import (
-    chat_url,
+    ServerClient,
     reply_format_apply,
     response_described,
     retry_after_seconds,
-    root_url,
 )
-from oracle.backbones.endpoints import EndpointRefused, key_env_check, url_check
+from oracle.backbones.endpoints import EndpointRefused, api_key_read, url_check
 from oracle.backbones.fitting import PromptFitting
 from oracle.prompts import (
     CHARS_PER_TOKEN,
@@ -69,7 +67,7 @@ class BackboneConfigError(ValueError):
     environment variable is not set)."""
 
 
-class OpenAICompatBackbone(PromptFitting, CompletionRequests):
+class OpenAICompatBackbone(PromptFitting, CompletionRequests, ServerClient):
     """``label_many`` over an OpenAI-compatible ``/chat/completions`` endpoint.
 
     Per window: the prompt (oracle.prompts) is built within ``prompt_budget``
@@ -161,31 +159,13 @@ class OpenAICompatBackbone(PromptFitting, CompletionRequests):
         self.backoff_max = backoff_max
         self.retry_after_max = retry_after_max
 
-    @property
-    def url(self) -> str:
-        return chat_url(self.base_url)
-
-    @property
-    def root_url(self) -> str:
-        """The server's root: the base URL without /chat/completions and /v1."""
-        return root_url(self.base_url)
-
     # --- the sync interface -----------------------------------------------------
 
     def _api_key(self) -> str:
-        if not self.api_key_env:
-            return ""
         try:
-            key_env_check(self.api_key_env)
+            return api_key_read(self.api_key_env)
         except EndpointRefused as error:
             raise BackboneConfigError(str(error)) from None
-        key = os.environ.get(self.api_key_env, "")
-        if not key:
-            raise BackboneConfigError(
-                f"The environment variable {self.api_key_env} that should hold the "
-                "API key is not set in the worker's environment."
-            )
-        return key
 
     def label_many(
         self,
