@@ -13,7 +13,7 @@ from pathlib import Path
 
 from django.conf import settings
 from django.core.files import File
-from django.core.files.storage import Storage, storages
+from django.core.files.storage import FileSystemStorage, Storage, storages
 
 STORE = "realicu"
 CHUNK = 1024 * 1024
@@ -72,8 +72,21 @@ def store_keys(store: Storage, prefix: str) -> list[str]:
 
 
 def store_remove_prefix(store: Storage, prefix: str) -> None:
+    """Delete every key under ``prefix``; in a local folder (Django's
+    FileSystemStorage, which leaves a file's folders behind) the folders left
+    empty under it go too."""
     for key in store_keys(store, prefix):
         store.delete(key)
+    if not isinstance(store, FileSystemStorage):
+        return
+    top = Path(store.path(prefix.rstrip("/")))
+    if not top.is_dir():
+        return
+    for folder in sorted((p for p in top.rglob("*") if p.is_dir()), reverse=True):
+        if not any(folder.iterdir()):
+            folder.rmdir()
+    if not any(top.iterdir()):
+        top.rmdir()
 
 
 def _s3_object(store: Storage, key: str):

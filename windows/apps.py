@@ -7,6 +7,7 @@ class WindowsConfig(AppConfig):
 
     def ready(self):
         from jobs.registry import JobKind, register
+        from windows.import_batches import import_batch_reaped
         from windows.models import BuildState, ImportStatus
 
         # An import whose worker went silent is queued again: the importers skip
@@ -45,5 +46,6 @@ class WindowsConfig(AppConfig):
                 queued=BuildState.QUEUED,
                 running=BuildState.RUNNING,
                 failed=BuildState.FAILED,
+                cleanup=import_batch_reaped,
             )
         )

@@ -59,7 +59,11 @@ def _batch_key(pk: int) -> str:
 
 
 def import_run_fan_out(
-    *, import_run: ImportRun, lease: str, progress: Progress
+    *,
+    import_run: ImportRun,
+    lease: str,
+    progress: Progress,
+    batch_stays: int | None = None,
 ) -> list[ImportBatch]:
     """Plan the run's import, store its batches and queue them, leaving the run
     in ``batches`` state without a lease. Called by the run's task while it
@@ -69,7 +73,10 @@ def import_run_fan_out(
 
     prefix = _prefix(import_run.pk)
     plan = mimic_fanout_plan(
-        directory=Path(import_run.path), prefix=prefix, progress=progress
+        directory=Path(import_run.path),
+        prefix=prefix,
+        progress=progress,
+        batch_stays=batch_stays,
     )
     now = timezone.now()
     with transaction.atomic():
@@ -102,6 +109,62 @@ def import_run_fan_out(
     if not batches:
         import_run_finish(run_id=import_run.pk)
     return batches
+
+
+def import_run_fan_out_here(
+    *, directory: Path, progress: Progress, batch_stays: int | None = None
+) -> ImportRun:
+    """``manage.py import_mimic --fan-out``: a run of ``directory`` planned in
+    this process (the folder read, each batch's rows stored, the batches
+    queued) as a worker plans one queued from the page; the workers then import
+    its batches. The folder is the command line's, so no import root applies.
+    A plan that fails leaves the run failed with its reason, and raises."""
+    from jobs.leases import job_claim
+    from windows.datasources import MIMIC_IV, data_source_get
+    from windows.models import Source
+
+    run = ImportRun.objects.create(source=Source.MIMIC, path=str(directory.resolve()))
+    run.data_sources.set([data_source_get(MIMIC_IV)])
+    lease = job_claim(
+        model=ImportRun,
+        pk=run.pk,
+        claimable=(ImportStatus.QUEUED,),
+        running=ImportStatus.RUNNING,
+        state_field="status",
+    )
+    try:
+        with job_heartbeat(model=ImportRun, pk=run.pk, lease=lease) as heartbeat:
+            import_run_fan_out(
+                import_run=run,
+                lease=lease,
+                progress=Progress(sinks=[heartbeat, *progress.sinks]),
+                batch_stays=batch_stays,
+            )
+    except Exception as exc:
+        job_release(
+            model=ImportRun,
+            pk=run.pk,
+            lease=lease,
+            status=ImportStatus.FAILED,
+            error=failure_text(exc)[:5000],
+            finished_at=timezone.now(),
+        )
+        raise
+    run.refresh_from_db()
+    return run
+
+
+def import_run_follow(*, run_id: int) -> ImportRun:
+    """One look at a fanned-out run for a command following it: the reaper's
+    check of its open batches (a batch whose worker went silent is queued
+    again, or failed), then the run closed if none is left open."""
+    from jobs.reaper import job_check
+
+    for batch in ImportBatch.objects.filter(run_id=run_id, state__in=OPEN):
+        job_check(batch)
+    run = ImportRun.objects.get(pk=run_id)
+    import_run_batches_check(run)
+    return run
 
 
 def import_batch_execute(*, batch_id: int) -> ImportBatch | None:
@@ -215,6 +278,15 @@ def import_run_finish(*, run_id: int) -> ImportRun | None:
             run.data_sources.add(*(data_source_get(k) for k in keys))
     batch_files_remove(_prefix(run.pk))
     return run
+
+
+def import_batch_reaped(batch: ImportBatch) -> None:
+    """The reaper's cleanup of a batch whose worker went silent (JobKind.cleanup,
+    run in its transaction before the batch is queued again or, after its last
+    attempt, failed): once that commits, the run is counted and closed if no
+    batch is left open, as the batch's own worker would have closed it; no
+    page has to look at the run first."""
+    transaction.on_commit(lambda: import_run_finish(run_id=batch.run_id))
 
 
 def import_run_batches_check(run: ImportRun) -> None:

@@ -7,13 +7,16 @@ malformed stored file fails the import with its key named."""
 
 from __future__ import annotations
 
+import io
 import signal
 from contextlib import contextmanager
+from datetime import timedelta
 from pathlib import Path
 
 import psycopg
 import pytest
 from django.db import connection
+from django.utils import timezone
 
 from jobs.leases import job_claim
 from jobs.progress import Progress
@@ -26,6 +29,7 @@ from windows.import_batches import import_batch_execute, import_run_fan_out
 from windows.importers.mimic import mimic_import
 from windows.models import (
     Admission,
+    BuildState,
     ImportBatch,
     ImportRun,
     ImportStatus,
@@ -279,3 +283,93 @@ def test_a_cancelled_fanned_out_import_ends_its_batches_and_writes_nothing(
     assert Stay.objects.count() == 0 and Patient.objects.count() == 0
     run.refresh_from_db()
     assert run.status == ImportStatus.CANCELLED
+
+
+@pytest.mark.django_db
+def test_a_batch_the_reaper_gives_up_on_closes_its_run(
+    tmp_path, settings, django_capture_on_commit_callbacks
+):
+    """The reaper fails a batch whose workers kept dying; with no batch left
+    open the run is closed then, failed naming that batch, without a page or
+    a batch's worker looking at it."""
+    from jobs.registry import kind_for
+
+    settings.VAR_DIR = tmp_path / "var"
+    settings.REALICU_IMPORT_BATCH_STAYS = 1
+    run, (first, second) = _planned(write_mimic(tmp_path / "m", mimic_tables()))
+    import_batch_execute(batch_id=first.pk)
+    lease = job_claim(
+        model=ImportBatch,
+        pk=second.pk,
+        claimable=(BuildState.QUEUED,),
+        running=BuildState.RUNNING,
+    )
+    assert lease
+    # Its last allowed worker went silent long ago.
+    ImportBatch.objects.filter(pk=second.pk).update(
+        attempts=kind_for(ImportBatch).max_attempts,
+        heartbeat_at=timezone.now() - timedelta(hours=1),
+    )
+    run.refresh_from_db()
+    assert run.status == ImportStatus.BATCHES
+    with django_capture_on_commit_callbacks(execute=True):
+        jobs_reap()
+    second.refresh_from_db()
+    assert second.state == "failed" and "was not queued again" in second.error
+    run.refresh_from_db()
+    assert run.status == ImportStatus.FAILED
+    assert run.error.startswith("1 of 2 batches failed; batch 2: ")
+    assert (run.progress_done, run.progress_total) == (1, 2)
+    # Its stored batches are removed, and their folders with them.
+    assert not (tmp_path / "var" / "import-spill" / f"imports/run-{run.pk}").exists()
+
+
+@pytest.mark.worker
+@pytest.mark.django_db(transaction=True)
+def test_import_mimic_fan_out_plans_here_and_the_worker_imports_the_batches(
+    tmp_path, settings
+):
+    from django.core.management import call_command
+
+    from tests.oracle.test_run_worker import start_worker, stop_worker
+
+    folder = write_mimic(tmp_path / "m", mimic_tables())
+    single, single_summary = one_process(folder, batch_stays=1)
+    settings.VAR_DIR = tmp_path / "var"
+    worker = start_worker(tmp_path / "w.log", **_worker_env(settings, tmp_path, folder))
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        call_command(
+            "import_mimic",
+            str(folder),
+            "--fan-out",
+            "--batch-stays",
+            "1",
+            stdout=out,
+            stderr=err,
+        )
+    finally:
+        stop_worker(worker)
+    run = ImportRun.objects.get()
+    assert run.status == ImportStatus.DONE, run.error
+    batches = list(run.batches.all())
+    assert len(batches) == 2
+    assert {b.worker.rsplit(":", 1)[1] for b in batches} == {str(worker.pid)}
+    assert database_digest() == single
+    assert {k: run.summary[k] for k in SUMMARY_KEYS} == single_summary
+    assert f"import {run.pk}, 2 batches on the workers" in out.getvalue()
+    assert f"{single_summary['stays']} ICU stays" in out.getvalue()
+    assert "2/2 batches done" in err.getvalue()
+    # Nothing is left in the spill folder: no file, no empty folder of the run.
+    spill = tmp_path / "var" / "import-spill" / "imports"
+    assert not spill.exists() or list(spill.iterdir()) == []
+
+
+@pytest.mark.django_db
+def test_import_mimic_fan_out_takes_no_cohort(tmp_path):
+    from django.core.management import CommandError, call_command
+
+    folder = write_mimic(tmp_path / "m", mimic_tables())
+    with pytest.raises(CommandError, match="--fan-out imports the whole folder"):
+        call_command("import_mimic", str(folder), "--fan-out", "--cohort-size", "1")
+    assert not ImportRun.objects.exists()

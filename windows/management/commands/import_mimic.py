@@ -1,9 +1,12 @@
 """``manage.py import_mimic DIR``: import a MIMIC-IV v2.x folder (hosp/, icu/);
-``--cohort-size N --seed S`` or ``--stays FILE`` import a cohort of it first."""
+``--cohort-size N --seed S`` or ``--stays FILE`` import a cohort of it first;
+``--fan-out`` plans the import here and leaves its batches to the workers
+(windows.import_batches), following them to the end."""
 
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 from django.core.exceptions import ValidationError
@@ -49,6 +52,14 @@ class Command(BaseCommand):
         parser.add_argument(
             "--seed", type=int, default=0, help="Seed of the --cohort-size draw."
         )
+        parser.add_argument(
+            "--fan-out",
+            action="store_true",
+            help="Read the folder and store each batch's rows here (in the object "
+            "store when one is set), then let the Celery workers import the "
+            "batches, on as many machines as share the database and the store; "
+            "follows them to the end. The whole folder, no cohort.",
+        )
 
     def handle(
         self,
@@ -62,9 +73,16 @@ class Command(BaseCommand):
     ) -> None:
         # The progress line rewrites itself with "\r", which Django's output
         # wrapper would end with a newline, so it goes to the raw stream.
-        progress = Progress(
-            sinks=[ConsoleProgress(stream=options.get("stderr") or sys.stderr)]
-        )
+        stream = options.get("stderr") or sys.stderr
+        progress = Progress(sinks=[ConsoleProgress(stream=stream)])
+        if options.get("fan_out"):
+            if cohort_size is not None or stays is not None:
+                raise CommandError(
+                    "--fan-out imports the whole folder: choose the cohort with "
+                    "build_cohort after the import, or import it without --fan-out."
+                )
+            self._fan_out(directory, batch_stays, progress, stream)
+            return
         try:
             summary = mimic_import(
                 directory=directory,
@@ -77,3 +95,46 @@ class Command(BaseCommand):
         except ValidationError as exc:  # SourceDataError included
             raise CommandError("; ".join(exc.messages)) from exc
         self.stdout.write(str(summary))
+
+    def _fan_out(self, directory, batch_stays, progress, stream) -> None:
+        from windows.import_batches import import_run_fan_out_here, import_run_follow
+        from windows.importers.base import ImportSummary
+        from windows.models import BuildState, ImportStatus
+
+        try:
+            run = import_run_fan_out_here(
+                directory=directory, progress=progress, batch_stays=batch_stays
+            )
+        except ValidationError as exc:
+            raise CommandError("; ".join(exc.messages)) from exc
+        started = time.monotonic()
+        told = False
+        while run.status == ImportStatus.BATCHES:
+            time.sleep(FOLLOW_SECONDS)
+            run = import_run_follow(run_id=run.pk)
+            taken = run.batches.exclude(state=BuildState.QUEUED).exists()
+            stream.write(
+                f"\rimport {run.pk}: {run.progress_done}/{run.progress_total} "
+                f"batches done · {time.monotonic() - started:6.1f}s   "
+            )
+            stream.flush()
+            if not taken and not told and time.monotonic() - started > NO_WORKER:
+                stream.write(
+                    f"\nNo worker has taken a batch of import {run.pk} in "
+                    f"{NO_WORKER:g} s: is a worker running? Start one (`manage.py "
+                    "serve` or `celery -A realicu_web worker`); the batches wait "
+                    "for it. Or import without --fan-out.\n"
+                )
+                told = True
+        stream.write("\n")
+        if run.status != ImportStatus.DONE:
+            raise CommandError(f"Import {run.pk} {run.status}: {run.error}")
+        fields = {k: v for k, v in run.summary.items() if k != "total_events"}
+        self.stdout.write(
+            f"import {run.pk}, {run.progress_total} batches on the workers\n"
+            + str(ImportSummary(**fields))
+        )
+
+
+FOLLOW_SECONDS = 1.0
+NO_WORKER = 10.0
