@@ -6,6 +6,7 @@ decision is a new record; the physicians' labels are never changed."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
 
 from django.core.exceptions import ValidationError
@@ -77,57 +78,60 @@ def adjudication_decide(
     withheld (they rate it, or a co-rater of theirs does: annotation.blindness)
     is refused.
     """
-    require_admin(admin, "adjudicate")
-    adjudication_require_not_withheld(
-        user=admin, campaign_id=campaign.pk, window_id=window.pk
-    )
-    reason = (reason or "").strip()
-    new_text = (new_text or "").strip()
-    new_status = (new_status or "").strip()
-    item_ref = (item_ref or "").strip()
-    _decision_check(
+    _adjudicator_check(admin=admin, campaign=campaign, window=window)
+    decision = _Decision(
         task=task,
+        item_ref=(item_ref or "").strip(),
         action=action,
-        reason=reason,
-        new_text=new_text,
-        new_status=new_status,
+        reason=(reason or "").strip(),
+        new_text=(new_text or "").strip(),
+        new_status=(new_status or "").strip(),
     )
+    _decision_check(decision)
     with transaction.atomic():
-        consensus = _consensus_in_dispute(campaign=campaign, window=window)
-        dispute = _dispute_decided(
-            consensus=consensus,
-            campaign=campaign,
-            window=window,
-            task=task,
-            item_ref=item_ref,
-            action=action,
-            new_text=new_text,
-            new_status=new_status,
-        )
+        consensus = _consensus_locked(campaign=campaign, window=window)
+        if not consensus.dispute_count:
+            raise ValidationError(
+                f"{window} has no open dispute; its consensus needs no decision."
+            )
         return _decision_record(
             admin=admin,
             campaign=campaign,
             window=window,
             consensus=consensus,
-            dispute=dispute,
+            dispute=_dispute_decided(
+                consensus=consensus, campaign=campaign, window=window, decision=decision
+            ),
             physician=physician,
-            fields={
-                "task": task,
-                "item_ref": item_ref,
-                "action": action,
-                "new_text": new_text,
-                "new_status": new_status,
-                "reason": reason,
-            },
+            fields=dataclasses.asdict(decision),
         )
 
 
-def _decision_check(
-    *, task: str, action: str, reason: str, new_text: str, new_status: str
-) -> None:
+@dataclasses.dataclass(frozen=True)
+class _Decision:
+    """What an admin decided, as given (stripped), before it is checked."""
+
+    task: str
+    item_ref: str
+    action: str
+    reason: str
+    new_text: str
+    new_status: str
+
+
+def _adjudicator_check(*, admin, campaign: Campaign, window: Window) -> None:
+    """Only an admin from whom the window is not withheld adjudicates it."""
+    require_admin(admin, "adjudicate")
+    adjudication_require_not_withheld(
+        user=admin, campaign_id=campaign.pk, window_id=window.pk
+    )
+
+
+def _decision_check(decision: _Decision) -> None:
     """What any decision needs, before anything is read: a known task and
     action, a reason, and a new text or status only with the action they go
     with."""
+    task, action = decision.task, decision.action
     if task not in ConsensusTask.values:
         raise ValidationError(
             f"Unknown task {task!r}: choose one of {', '.join(ConsensusTask.values)}."
@@ -137,21 +141,24 @@ def _decision_check(
             f"Unknown decision {action!r}: choose one of "
             f"{', '.join(AdjudicationAction.values)}."
         )
-    if not reason:
+    if not decision.reason:
         raise ValidationError("Give a reason for the decision; it is kept with it.")
     if action == AdjudicationAction.MERGE:
         raise ValidationError(
             "A merge names the items it merges: choose them in the merge form."
         )
-    if new_text and action != AdjudicationAction.REWRITE:
+    if decision.new_text and action != AdjudicationAction.REWRITE:
         raise ValidationError("A new text only goes with a rewrite.")
-    if new_status and action != AdjudicationAction.SETTLE_STATUS:
+    if decision.new_status and action != AdjudicationAction.SETTLE_STATUS:
         raise ValidationError("A new status only goes with settling the status.")
 
 
-def _consensus_in_dispute(*, campaign: Campaign, window: Window) -> ConsensusLabel:
+def _consensus_locked(
+    *, campaign: Campaign, window: Window, what: str = "decide"
+) -> ConsensusLabel:
     """The window's consensus, with its campaign window locked (one decision at
-    a time), or a ValidationError when there is nothing to decide."""
+    a time), or a ValidationError when there is none or it was dropped (nothing
+    left to ``what``)."""
     campaign_window = (
         CampaignWindow.objects.select_for_update()
         .filter(campaign=campaign, window=window)
@@ -159,18 +166,18 @@ def _consensus_in_dispute(*, campaign: Campaign, window: Window) -> ConsensusLab
     )
     if campaign_window is None:
         raise ValidationError(f"{window} is not part of the campaign {campaign}.")
-    consensus = ConsensusLabel.objects.filter(campaign=campaign, window=window).first()
-    if consensus is None:
+    consensus = (
+        ConsensusLabel.objects.filter(campaign=campaign, window=window)
+        .select_related("agreement")
+        .first()
+    )
+    if consensus is None or consensus.agreement is None:
         raise ValidationError(
             f"{window} has no consensus yet: its agreement is computed once "
             "every assigned label is submitted."
         )
     if consensus.dropped:
-        raise ValidationError(f"{window} was dropped; nothing is left to decide.")
-    if not consensus.dispute_count:
-        raise ValidationError(
-            f"{window} has no open dispute; its consensus needs no decision."
-        )
+        raise ValidationError(f"{window} was dropped; nothing is left to {what}.")
     return consensus
 
 
@@ -179,29 +186,22 @@ def _dispute_decided(
     consensus: ConsensusLabel,
     campaign: Campaign,
     window: Window,
-    task: str,
-    item_ref: str,
-    action: str,
-    new_text: str,
-    new_status: str,
+    decision: _Decision,
 ) -> dict | None:
     """The open dispute the decision settles, checked for the action (None for
     a decision on the whole window)."""
-    if action in WINDOW_ACTIONS:
-        _window_decision_check(task=task, item_ref=item_ref)
+    if decision.action in WINDOW_ACTIONS:
+        _window_decision_check(task=decision.task, item_ref=decision.item_ref)
         return None
-    if action == AdjudicationAction.SETTLE_STATUS:
+    if decision.action == AdjudicationAction.SETTLE_STATUS:
         return _status_dispute(
-            consensus=consensus, window=window, task=task, new_status=new_status
+            consensus=consensus,
+            window=window,
+            task=decision.task,
+            new_status=decision.new_status,
         )
     return _item_dispute(
-        consensus=consensus,
-        campaign=campaign,
-        window=window,
-        task=task,
-        item_ref=item_ref,
-        action=action,
-        new_text=new_text,
+        consensus=consensus, campaign=campaign, window=window, decision=decision
     )
 
 
@@ -246,13 +246,12 @@ def _item_dispute(
     consensus: ConsensusLabel,
     campaign: Campaign,
     window: Window,
-    task: str,
-    item_ref: str,
-    action: str,
-    new_text: str,
+    decision: _Decision,
 ) -> dict:
     """The open dispute on an item of a set task that accept, rewrite or drop
     decides, checked (a rewrite needs its new text, within the limit)."""
+    task, item_ref, action = decision.task, decision.item_ref, decision.action
+    new_text = decision.new_text
     if task not in SET_TASKS:
         raise ValidationError(
             f"Accept, rewrite and drop apply to an item of acute problems, "
@@ -291,13 +290,9 @@ def _item_dispute(
             f"{ConsensusTask(task).label.lower()} in {window}."
         )
     if action == AdjudicationAction.REWRITE:
-        if not new_text:
-            raise ValidationError("A rewrite needs the new text.")
-        if len(new_text) > MAX_ITEM_CHARS:
-            raise ValidationError(
-                f"The new text is {len(new_text)} characters long; the "
-                f"limit is {MAX_ITEM_CHARS}."
-            )
+        _new_text_check(
+            new_text, missing="A rewrite needs the new text.", what="The new text"
+        )
     if action in (AdjudicationAction.ACCEPT, AdjudicationAction.REWRITE):
         cluster = next(
             c for c in consensus.agreement.clusters.get(task, []) if c["id"] == item_ref
@@ -309,6 +304,17 @@ def _item_dispute(
             way_out="Drop the item instead.",
         )
     return dispute
+
+
+def _new_text_check(new_text: str, *, missing: str, what: str) -> None:
+    """A ValidationError (``missing``) without a new text, or naming ``what``
+    when it is longer than an item may be."""
+    if not new_text:
+        raise ValidationError(missing)
+    if len(new_text) > MAX_ITEM_CHARS:
+        raise ValidationError(
+            f"{what} is {len(new_text)} characters long; the limit is {MAX_ITEM_CHARS}."
+        )
 
 
 def _evidence_check(*, window: Window, ids, what: str, way_out: str) -> None:
@@ -434,10 +440,7 @@ def adjudication_merge(
     decision records the wording, the merged clusters and their texts, its
     author, time and reason.
     """
-    require_admin(admin, "adjudicate")
-    adjudication_require_not_withheld(
-        user=admin, campaign_id=campaign.pk, window_id=window.pk
-    )
+    _adjudicator_check(admin=admin, campaign=campaign, window=window)
     reason = (reason or "").strip()
     new_text = (new_text or "").strip()
     refs = list(dict.fromkeys((r or "").strip() for r in item_refs or []))
@@ -449,17 +452,13 @@ def adjudication_merge(
         )
     if not refs:
         raise ValidationError("Choose the items to merge: two at least.")
-    if not new_text:
-        raise ValidationError("Give the wording the merged item keeps.")
-    if len(new_text) > MAX_ITEM_CHARS:
-        raise ValidationError(
-            f"The wording is {len(new_text)} characters long; the limit is "
-            f"{MAX_ITEM_CHARS}."
-        )
+    _new_text_check(
+        new_text, missing="Give the wording the merged item keeps.", what="The wording"
+    )
     if not reason:
         raise ValidationError("Give a reason for the merge; it is kept with it.")
     with transaction.atomic():
-        consensus = _consensus_to_merge(campaign=campaign, window=window)
+        consensus = _consensus_locked(campaign=campaign, window=window, what="merge")
         clusters = _clusters_to_merge(
             consensus=consensus, campaign=campaign, window=window, task=task, refs=refs
         )
@@ -498,32 +497,6 @@ def adjudication_merge(
         )
         consensus_build(campaign=campaign, window=window)
         return decision
-
-
-def _consensus_to_merge(*, campaign: Campaign, window: Window) -> ConsensusLabel:
-    """The window's consensus, its campaign window locked; a merge needs no
-    open dispute (matched items may be worded anew), only a consensus that is
-    not dropped."""
-    campaign_window = (
-        CampaignWindow.objects.select_for_update()
-        .filter(campaign=campaign, window=window)
-        .first()
-    )
-    if campaign_window is None:
-        raise ValidationError(f"{window} is not part of the campaign {campaign}.")
-    consensus = (
-        ConsensusLabel.objects.filter(campaign=campaign, window=window)
-        .select_related("agreement")
-        .first()
-    )
-    if consensus is None or consensus.agreement is None:
-        raise ValidationError(
-            f"{window} has no consensus yet: its agreement is computed once "
-            "every assigned label is submitted."
-        )
-    if consensus.dropped:
-        raise ValidationError(f"{window} was dropped; nothing is left to merge.")
-    return consensus
 
 
 def _clusters_to_merge(
