@@ -21,6 +21,22 @@ from windows.models import DataSource, DataUseTerms
 USER_MODEL = settings.AUTH_USER_MODEL
 
 
+class Approvable(models.Model):
+    """Who approved a credential or attestation and when, and who revoked it."""
+
+    approved_by = models.ForeignKey(
+        USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    approved_at = models.DateTimeField(null=True, blank=True)
+    revoked_by = models.ForeignKey(
+        USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        abstract = True
+
+
 class CredentialState(models.TextChoices):
     REQUESTED = "requested", "Awaiting an admin's approval"
     APPROVED = "approved", "Approved"
@@ -28,7 +44,7 @@ class CredentialState(models.TextChoices):
     REVOKED = "revoked", "Revoked"
 
 
-class Credential(models.Model):
+class Credential(Approvable):
     """A user's credentialed access to a source, as PhysioNet granted it: the
     PhysioNet username, the version of the agreement signed, when, and until
     when. Valid once an admin approved it, until it expires or is revoked."""
@@ -52,14 +68,6 @@ class Credential(models.Model):
         USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
     )
     recorded_at = models.DateTimeField(default=timezone.now)
-    approved_by = models.ForeignKey(
-        USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
-    )
-    approved_at = models.DateTimeField(null=True, blank=True)
-    revoked_by = models.ForeignKey(
-        USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
-    )
-    revoked_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-recorded_at", "-id"]
@@ -96,7 +104,7 @@ class AttestationPurpose(models.TextChoices):
     ENDPOINT = "endpoint", "A researcher's online-evaluation endpoint"
 
 
-class Attestation(models.Model):
+class Attestation(Approvable):
     """That a third-party service may receive a source's data: the service,
     its zero retention, no training and no human review of the data, who
     attests it, when, and the evidence. For a backbone an admin records it;
@@ -125,14 +133,6 @@ class Attestation(models.Model):
     )
     attested_by_name = models.CharField(max_length=150)
     attested_at = models.DateTimeField(default=timezone.now)
-    approved_by = models.ForeignKey(
-        USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
-    )
-    approved_at = models.DateTimeField(null=True, blank=True)
-    revoked_by = models.ForeignKey(
-        USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
-    )
-    revoked_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-attested_at", "-id"]
