@@ -1,34 +1,16 @@
-"""What agent_run and online_eval share: the user a run is recorded under and
-following a run's progress on one line."""
+"""What agent_run and online_eval share: following a run's progress on one
+line."""
 
 from __future__ import annotations
 
 import sys
 import time
 
-from django.contrib.auth import get_user_model
 from django.core.management.base import CommandError
 
 from agents.models import AgentRun, RunState
 
 FOLLOW_SECONDS = 1.0
-
-
-def user_named(username: str | None):
-    users = get_user_model().objects.filter(is_active=True)
-    user = (
-        users.filter(username=username).first()
-        if username
-        else users.filter(is_superuser=True).order_by("pk").first()
-    )
-    if user is None:
-        raise CommandError(
-            f"No active user {username!r}."
-            if username
-            else "No superuser to record the run under: create one "
-            "(manage.py createsuperuser) or pass --user."
-        )
-    return user
 
 
 def progress_line(run: AgentRun, width: int = 30) -> str:

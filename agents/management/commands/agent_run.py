@@ -3,10 +3,10 @@ a reference agent over a release and follow it (the run page's twin)."""
 
 from __future__ import annotations
 
-from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
-from agents.management.commands._follow import follow, user_named
+from accounts.commands import command_user, service_refusals
+from agents.management.commands._follow import follow
 from agents.reference import AGENT_NAMES
 from agents.services import agent_run_start
 from exports.models import Release
@@ -30,7 +30,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, agent, release, backbone, inline, user=None, **options):
-        who = user_named(user)
+        who = command_user(user, option="--user", recorded="the run")
         found = Release.objects.filter(pk=release).first()
         if found is None:
             raise CommandError(f"No release with id {release}.")
@@ -41,7 +41,7 @@ class Command(BaseCommand):
         )
         if chosen is None:
             raise CommandError(f"No backbone {backbone!r}.")
-        try:
+        with service_refusals():
             run = agent_run_start(
                 user=who,
                 release=found,
@@ -49,10 +49,6 @@ class Command(BaseCommand):
                 backbone=chosen,
                 enqueue=not inline,
             )
-        except (ValidationError, PermissionDenied) as error:
-            raise CommandError(
-                "; ".join(getattr(error, "messages", [str(error)]))
-            ) from error
         self.stdout.write(
             f"Agent run {run.pk} ({agent}, {run.prompt_version}, {chosen.name}): "
             f"{run.windows_total} windows in {run.stays_total} stays."

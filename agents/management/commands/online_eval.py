@@ -5,10 +5,10 @@ score the replies."""
 
 from __future__ import annotations
 
-from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
-from agents.management.commands._follow import follow, user_named
+from accounts.commands import command_user, service_refusals
+from agents.management.commands._follow import follow
 from agents.services import endpoint_register, online_eval_start
 from exports.models import Release
 
@@ -38,11 +38,11 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, release, endpoint, inline, user=None, **options):
-        who = user_named(user)
+        who = command_user(user, option="--user", recorded="the run")
         found = Release.objects.filter(pk=release).first()
         if found is None:
             raise CommandError(f"No release with id {release}.")
-        try:
+        with service_refusals():
             registered = endpoint_register(
                 user=who,
                 release=found,
@@ -54,10 +54,6 @@ class Command(BaseCommand):
                 context_mode=options["context"],
             )
             run = online_eval_start(user=who, endpoint=registered, enqueue=not inline)
-        except (ValidationError, PermissionDenied) as error:
-            raise CommandError(
-                "; ".join(getattr(error, "messages", [str(error)]))
-            ) from error
         self.stdout.write(
             f"Online evaluation run {run.pk} of {registered.url}: "
             f"{run.windows_total} windows in {run.stays_total} stays."

@@ -5,10 +5,10 @@ ones (all four at once; the earlier ones stay as history)."""
 
 from __future__ import annotations
 
-from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
+from accounts.commands import command_user
 from oracle.promotion_gate import (
     GATE_FIGURES,
     PAPER_TABLE1,
@@ -50,18 +50,7 @@ class Command(BaseCommand):
                 raise CommandError(
                     "Give all four: --status --problems --actions --red-flags."
                 )
-            users = get_user_model().objects.filter(is_active=True)
-            user = (
-                users.filter(username=admin).first()
-                if admin
-                else users.filter(is_superuser=True).order_by("pk").first()
-            )
-            if user is None:
-                raise CommandError(
-                    f"No active user {admin!r}."
-                    if admin
-                    else "No superuser: pass --admin."
-                )
+            user = command_user(admin, option="--admin", recorded="the thresholds")
             try:
                 promotion_thresholds_set(user=user, values=given, note=note)
             except (ValidationError, PermissionDenied) as error:

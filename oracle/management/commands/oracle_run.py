@@ -6,10 +6,10 @@ from __future__ import annotations
 import sys
 import time
 
-from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
+from accounts.commands import command_user, service_refusals
 from annotation.models import Campaign
 from oracle import selectors, services
 from oracle.models import Backbone, OracleRun, RunState
@@ -56,22 +56,6 @@ class Command(BaseCommand):
             "(default: the first superuser).",
         )
 
-    def _admin(self, username):
-        users = get_user_model().objects.filter(is_active=True)
-        user = (
-            users.filter(username=username).first()
-            if username
-            else users.filter(is_superuser=True).order_by("pk").first()
-        )
-        if user is None:
-            raise CommandError(
-                f"No active user {username!r}."
-                if username
-                else "No superuser to record the run under: create one "
-                "(manage.py createsuperuser) or pass --admin."
-            )
-        return user
-
     def handle(
         self,
         *args,
@@ -85,9 +69,9 @@ class Command(BaseCommand):
         admin=None,
         **options,
     ):
-        user = self._admin(admin)
+        user = command_user(admin, option="--admin", recorded="the run")
         enqueue = not inline
-        try:
+        with service_refusals():
             if resume is not None:
                 run = OracleRun.objects.filter(pk=resume).first()
                 if run is None:
@@ -121,10 +105,6 @@ class Command(BaseCommand):
                     cohort=found_cohort,
                     enqueue=enqueue,
                 )
-        except (ValidationError, PermissionDenied) as error:
-            raise CommandError(
-                "; ".join(getattr(error, "messages", [str(error)]))
-            ) from error
         self.stdout.write(f"Oracle run {run.pk}: {run.total_windows} windows.")
         out = self.stderr._out if hasattr(self.stderr, "_out") else sys.stderr
 

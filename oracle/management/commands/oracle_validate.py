@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import sys
 
-from django.contrib.auth import get_user_model
-from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
+from accounts.commands import command_user, service_refusals
 from annotation.models import Campaign
 from oracle import services
 from oracle.models import OracleRun
@@ -44,18 +43,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, run_id, campaign, admin=None, **options):
-        users = get_user_model().objects.filter(is_active=True)
-        user = (
-            users.filter(username=admin).first()
-            if admin
-            else users.filter(is_superuser=True).order_by("pk").first()
-        )
-        if user is None:
-            raise CommandError(
-                f"No active user {admin!r}."
-                if admin
-                else "No superuser to record the report under: pass --admin."
-            )
+        user = command_user(admin, option="--admin", recorded="the report")
         run = OracleRun.objects.select_related("prompt").filter(pk=run_id).first()
         if run is None:
             raise CommandError(f"No Oracle run with id {run_id}.")
@@ -68,14 +56,10 @@ class Command(BaseCommand):
             out.write(_line(done, total, label))
             out.flush()
 
-        try:
+        with service_refusals():
             report = services.validation_report_create(
                 admin=user, run=run, campaign=found, on_progress=show
             )
-        except (ValidationError, PermissionDenied) as error:
-            raise CommandError(
-                "; ".join(getattr(error, "messages", [str(error)]))
-            ) from error
         out.write("\n")
         figures = report.report
         self.stdout.write(
