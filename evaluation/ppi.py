@@ -42,7 +42,8 @@ ALPHA = 0.05
 # windows are drawn too rarely (benchmarks/ppi_coverage_bench.py: at 0.3 the
 # active draw was no better than a uniform one and its intervals undercovered;
 # at 0.4 and 0.55 it needed more Gold windows than at 0.7, which is within 1 %
-# of the best allocation over the bench's uncertainty levels).
+# of the best allocation over the bench's uncertainty levels). A draw whose
+# levels' error is estimated from labels takes evaluation.ppi_active's floor.
 DEFAULT_FLOOR = 0.7
 
 

@@ -18,6 +18,7 @@ import math
 import numpy as np
 
 from evaluation.ppi import ALPHA, DEFAULT_FLOOR, _z
+from evaluation.ppi_active import level_moments
 
 
 def active_factor(uncertainty, weights, *, floor: float = DEFAULT_FLOOR) -> float:
@@ -39,6 +40,19 @@ def active_factor(uncertainty, weights, *, floor: float = DEFAULT_FLOOR) -> floa
         return 1.0
     nq = floor + (1 - floor) * np.sqrt(u) / root
     return float((w * u / nq).sum() / spread)
+
+
+def level_factor(levels, residuals, weights, *, floor: float) -> float:
+    """``active_factor`` of the draw ``evaluation.ppi_active`` makes: each
+    Gold window's uncertainty level stands for its level's second moment of
+    ``residuals`` (the Oracle's distance from the physicians on the Gold
+    windows, Hajek ``weights``), so the plan reads the error each level
+    showed instead of assuming it grows with the uncertainty."""
+    lv = np.asarray(levels, dtype=int)
+    if lv.size == 0:
+        return math.nan
+    moments = level_moments(lv, residuals, weights)
+    return active_factor(moments[lv], weights, floor=floor)
 
 
 def _windows_needed(variance: float, room: float) -> int | None:

@@ -526,7 +526,17 @@ class GoldInclusion(models.Model):
     )
     window = models.ForeignKey(Window, on_delete=models.PROTECT, related_name="+")
     uncertainty = models.FloatField()
+    level = models.PositiveSmallIntegerField(
+        null=True,
+        blank=True,
+        help_text="The uncertainty's level (evaluation.ppi_active), whose "
+        "second moment set the probability; empty for draws before levels.",
+    )
     probability = models.FloatField()
+    floor = models.FloatField(
+        help_text="The share of the budget the draw spread uniformly: every "
+        "window's probability is at least floor * budget / windows."
+    )
     source = models.CharField(
         max_length=200, help_text="Where the uncertainty came from."
     )
@@ -539,6 +549,10 @@ class GoldInclusion(models.Model):
             models.CheckConstraint(
                 condition=models.Q(probability__gt=0, probability__lte=1),
                 name="gold_inclusion_probability_range",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(floor__gt=0, floor__lte=1),
+                name="gold_inclusion_floor_range",
             ),
         ]
 

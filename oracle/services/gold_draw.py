@@ -1,8 +1,19 @@
 """An active Gold draw (issue 33): a Gold campaign whose windows are drawn with
 probabilities that grow with the Oracle's uncertainty on them, with a uniform
-floor so that every window can be drawn; each drawn window's probability is
-stored (``GoldInclusion``) for the inverse-probability weights of score
-intervals (``evaluation.ppi``, ``exports.scoring_ppi``)."""
+floor so that every window can be drawn; each drawn window's probability,
+uncertainty level and the draw's floor are stored (``GoldInclusion``) for the
+inverse-probability weights of score intervals (``evaluation.ppi``,
+``exports.scoring_ppi``).
+
+The uncertainty is how far other Oracle runs (a rerun, another backbone, the
+rules) are from the first on the window: their status and their three item
+sets, graded into levels (``evaluation.ppi_active``). An Oracle label keeps
+no confidence of its own (the reply schema asks for none), so none is read.
+Each level's share of the budget follows the second moment of the first
+run's distance from the physicians' consensus on the windows of the pool
+already labelled (the labels so far); with fewer than ``MIN_LABELLED`` of
+them the levels' own uncertainty stands in, with the wider uniform floor of
+``evaluation.ppi.DEFAULT_FLOOR``."""
 
 from __future__ import annotations
 
@@ -11,10 +22,18 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from accounts.roles import require_admin
-from annotation.models import Campaign
+from annotation.models import Campaign, ConsensusLabel
 from annotation.services.agreement import RECOMMENDING_RATINGS
 from annotation.services.campaigns import campaign_create
-from evaluation.ppi import DEFAULT_FLOOR, inclusion_probabilities, poisson_draw
+from evaluation.ppi import DEFAULT_FLOOR, poisson_draw
+from evaluation.ppi_active import (
+    MIN_LABELLED,
+    N_LEVELS,
+    NEYMAN_FLOOR,
+    level_moments,
+    neyman_probabilities,
+    uncertainty_levels,
+)
 from oracle.models import GoldInclusion, OracleLabel, OracleLabelState, OracleRun
 
 
@@ -49,6 +68,56 @@ def label_disagreement(a: OracleLabel, b: OracleLabel) -> float:
     return float(np.mean(parts))
 
 
+def consensus_distance(label: OracleLabel, consensus: ConsensusLabel) -> float:
+    """How far an Oracle label is from the physicians' consensus, in [0, 1]:
+    the mean of a status mismatch and the Jaccard distances of the acute
+    problems and red flags (texts as written up to case). Actions are left
+    out: the Oracle names its rated ones by event id, the consensus by text."""
+    status, problems, _, flags = _parts(label)
+    items = consensus.items or {}
+
+    def texts(key):
+        return {str(i.get("text", "")).strip().casefold() for i in items.get(key, [])}
+
+    parts = [
+        float(status != (consensus.status or "")),
+        _jaccard_distance(problems, texts("acute_problems")),
+        _jaccard_distance(flags, texts("red_flags")),
+    ]
+    return float(np.mean(parts))
+
+
+def labelled_moments(
+    labels: dict[int, OracleLabel], levels: dict[int, int]
+) -> np.ndarray | None:
+    """Each level's second moment of the Oracle's distance from the
+    consensus, over the pool's windows with one (undisputed, not dropped),
+    weighted by 1 / the probability of an active draw that took
+    them; ``None`` with fewer than ``MIN_LABELLED`` such windows."""
+    # A window labelled in several campaigns: its latest consensus.
+    consensus = {
+        c.window_id: c
+        for c in ConsensusLabel.objects.filter(
+            window_id__in=list(levels), dropped=False, dispute_count=0
+        ).order_by("window_id", "pk")
+    }
+    if len(consensus) < MIN_LABELLED:
+        return None
+    drawn = {
+        (c, w): p
+        for c, w, p in GoldInclusion.objects.filter(
+            window_id__in=list(consensus),
+            campaign_id__in={c.campaign_id for c in consensus.values()},
+        ).values_list("campaign_id", "window_id", "probability")
+    }
+    ids = sorted(consensus)
+    return level_moments(
+        [levels[w] for w in ids],
+        [consensus_distance(labels[w], consensus[w]) for w in ids],
+        [1 / drawn.get((consensus[w].campaign_id, w), 1.0) for w in ids],
+    )
+
+
 def _ok_labels(run: OracleRun) -> dict[int, OracleLabel]:
     return {
         label.window_id: label
@@ -68,35 +137,56 @@ def gold_campaign_draw_active(
     budget: int,
     physicians,
     annotators_per_window: int = 2,
-    floor: float = DEFAULT_FLOOR,
+    floor: float | None = None,
     seed: int = 0,
+    more_runs=(),
 ) -> Campaign:
-    """A Gold campaign drawn from the sampled Gold windows both runs labelled:
-    each window with probability ``floor`` * budget / N plus the rest of the
-    budget in proportion to the root of the runs' disagreement on it
-    (``label_disagreement``), drawn independently with ``seed``. The drawn
-    windows' probabilities are stored with the campaign."""
+    """A Gold campaign drawn from the sampled Gold windows every run
+    labelled: the windows' uncertainty is the mean ``label_disagreement`` of
+    ``second_run`` (and ``more_runs``) with ``run``, graded into levels; each
+    window is drawn with probability ``floor`` * budget / N plus the rest of
+    the budget in proportion to the root of its level's second moment
+    (``labelled_moments``), independently with ``seed``. ``floor`` defaults to
+    ``NEYMAN_FLOOR`` when the moments come from labels, ``DEFAULT_FLOOR`` when
+    they do not. The drawn windows' probabilities, levels and the floor are
+    stored with the campaign."""
     require_admin(admin, "draw a Gold campaign")
     if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
         raise ValidationError("The Gold budget must be a whole number of 1 or more.")
-    if not isinstance(floor, (int, float)) or not 0 < floor <= 1:
+    if floor is not None and (
+        not isinstance(floor, (int, float)) or not 0 < floor <= 1
+    ):
         raise ValidationError(
             "The uniform floor must lie in (0, 1]: above 0, so that every window "
             "can be drawn."
         )
-    if run.pk == second_run.pk:
+    others = [second_run, *more_runs]
+    if len({r.pk for r in [run, *others]}) != 1 + len(others):
         raise ValidationError(
-            "Choose two different Oracle runs: the uncertainty is where they disagree."
+            "Choose different Oracle runs: the uncertainty is where they disagree."
         )
-    first, second = _ok_labels(run), _ok_labels(second_run)
-    pool = sorted(set(first) & set(second))
+    first = _ok_labels(run)
+    readings = [_ok_labels(r) for r in others]
+    pool = sorted(set(first).intersection(*readings))
     if not pool:
         raise ValidationError(
-            f"Runs {run.pk} and {second_run.pk} share no sampled Gold window with a "
-            "successful label on both."
+            f"Runs {', '.join(str(r.pk) for r in [run, *others])} share no sampled "
+            "Gold window with a successful label on every one."
         )
-    uncertainty = np.array([label_disagreement(first[w], second[w]) for w in pool])
-    pi = inclusion_probabilities(uncertainty, budget, floor=float(floor))
+    uncertainty = np.array(
+        [np.mean([label_disagreement(first[w], o[w]) for o in readings]) for w in pool]
+    )
+    levels = uncertainty_levels(uncertainty)
+    moments = labelled_moments(first, dict(zip(pool, levels.tolist())))
+    if moments is None:
+        # No labels to estimate from: the levels' own uncertainty.
+        moments = np.arange(N_LEVELS) / (N_LEVELS - 1)
+        floor = DEFAULT_FLOOR if floor is None else floor
+        basis = "the levels' uncertainty (too few labels so far)"
+    else:
+        floor = NEYMAN_FLOOR if floor is None else floor
+        basis = "the levels' error on the labels so far"
+    pi = neyman_probabilities(levels, moments, budget, floor=float(floor))
     drawn = poisson_draw(pi, np.random.default_rng(seed))
     if not drawn.any():
         raise ValidationError(
@@ -113,18 +203,21 @@ def gold_campaign_draw_active(
         seed=seed,
     )
     source = (
-        f"disagreement of Oracle runs {run.pk} and {second_run.pk} over {len(pool)} "
-        f"windows; budget {budget}, uniform floor {float(floor):g}, seed {seed}"
-    )
+        f"disagreement of Oracle runs {run.pk} and "
+        f"{', '.join(str(r.pk) for r in others)} over {len(pool)} windows, "
+        f"by {basis}; budget {budget}, seed {seed}"
+    )[:200]
     GoldInclusion.objects.bulk_create(
         GoldInclusion(
             campaign=campaign,
             window_id=w,
             uncertainty=float(u),
+            level=int(lv),
             probability=float(p),
+            floor=float(floor),
             source=source,
         )
-        for w, u, p, d in zip(pool, uncertainty, pi, drawn)
+        for w, u, lv, p, d in zip(pool, uncertainty, levels, pi, drawn)
         if d
     )
     return campaign

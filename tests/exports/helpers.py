@@ -8,8 +8,9 @@ import io
 import json
 
 import numpy as np
+from django.utils import timezone
 
-from annotation.models import Campaign
+from annotation.models import Campaign, ConsensusLabel, WindowAgreement
 from oracle.models import (
     Backbone,
     BackboneKind,
@@ -34,6 +35,28 @@ def oracle_payload(*, problems=(), actions=(), flags=(), ratings=(), evidence=()
         "added_actions": [{"text": t, "evidence": []} for t in actions],
         "red_flags": [{"text": t, "evidence": []} for t in flags],
     }
+
+
+def make_consensus(*, campaign, window, status, problems=()) -> ConsensusLabel:
+    """A physician consensus of ``window`` in ``campaign``: an agreed
+    ``status`` and ``problems``, no other items."""
+    agreement = WindowAgreement.objects.create(
+        campaign=campaign,
+        window=window,
+        computed_at=timezone.now(),
+        status_agreed=True,
+        status_value=status,
+        matcher_model="exact",
+        tau=0.5,
+    )
+    return ConsensusLabel.objects.create(
+        campaign=campaign,
+        window=window,
+        agreement=agreement,
+        built_at=timezone.now(),
+        status=status,
+        items={"acute_problems": [{"text": t} for t in problems]},
+    )
 
 
 def make_oracle_run(*, admin, labels: dict, validated: bool = True, name="run"):

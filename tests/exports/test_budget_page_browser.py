@@ -35,6 +35,7 @@ def scored(researcher, rectified_release, tiny_stays):  # noqa: F811
             window=windows[stay][index],
             uncertainty=u,
             probability=p,
+            floor=0.7,
             source="browser test",
         )
         for (stay, index), (u, p) in DRAW.items()

@@ -9,7 +9,7 @@ import math
 import pytest
 from rest_framework.test import APIClient
 
-from evaluation.ppi_budget import active_factor, gold_budget
+from evaluation.ppi_budget import active_factor, gold_budget, level_factor
 from exports.services import token_create
 
 from .test_scale_intervals import _scored, rectified_release  # noqa: F401
@@ -65,6 +65,34 @@ def test_the_admin_sees_the_interval_now_and_the_windows_needed(
     assert "a plan, not a promise" in html
 
 
+def _store_draw(campaign, rows: dict, *, floor: float) -> None:
+    """An active draw's rows: window -> (uncertainty, level, probability)."""
+    from oracle.models import GoldInclusion
+
+    GoldInclusion.objects.bulk_create(
+        GoldInclusion(
+            campaign=campaign,
+            window=window,
+            uncertainty=u,
+            level=level,
+            probability=p,
+            floor=floor,
+            source="t",
+        )
+        for window, (u, level, p) in rows.items()
+    )
+
+
+def _plan_half_width(client, admin_user, scored):
+    """The page planning half the stored width: (its html, the figure's
+    stored interval, the target width)."""
+    stored = scored.scores["intervals"]["figures"][FIGURE]
+    target = (stored["upper"] - stored["lower"]) / 2
+    client.force_login(admin_user)
+    html = client.get(_url(scored, figure=FIGURE, width=target)).content.decode()
+    return html, stored, target
+
+
 def test_the_active_figure_reads_the_stored_uncertainty(
     client,
     admin_user,
@@ -72,28 +100,53 @@ def test_the_active_figure_reads_the_stored_uncertainty(
     rectified_release,
     tiny_stays,  # noqa: F811
 ):
-    from oracle.models import GoldInclusion
-
     w = tiny_stays["windows"]
-    campaign = rectified_release.validation_report.campaign
-    draw = {w["A"][0]: (0.9, 0.5), w["A"][1]: (0.0, 0.5), w["B"][0]: (0.0, 0.5)}
-    GoldInclusion.objects.bulk_create(
-        GoldInclusion(
-            campaign=campaign, window=window, uncertainty=u, probability=p, source="t"
-        )
-        for window, (u, p) in draw.items()
+    _store_draw(
+        rectified_release.validation_report.campaign,
+        {
+            w["A"][0]: (0.9, None, 0.5),
+            w["A"][1]: (0.0, None, 0.5),
+            w["B"][0]: (0.0, None, 0.5),
+        },
+        floor=0.7,
     )
-    stored = scored.scores["intervals"]["figures"][FIGURE]
-    target = (stored["upper"] - stored["lower"]) / 2
-    client.force_login(admin_user)
-    html = client.get(_url(scored, figure=FIGURE, width=target)).content.decode()
-    factor = active_factor([0.9, 0.0, 0.0], [2.0, 2.0, 2.0])
+    html, stored, target = _plan_half_width(client, admin_user, scored)
+    # A draw without levels: the plan reads the raw uncertainty.
+    factor = active_factor([0.9, 0.0, 0.0], [2.0, 2.0, 2.0], floor=0.7)
     assert factor < 1
     # The scores counted the Gold windows as a uniform draw (stored before
     # the draw's rows), so they count at their uniform worth.
     expected = gold_budget(stored, target_width=target, active=factor)
     assert int(_cell(html, "data-more-active")) == expected["more_active"]
     assert expected["more_active"] < expected["more_uniform"]
+
+
+def test_the_active_figure_reads_the_stored_levels_and_floor(
+    client,
+    admin_user,
+    scored,
+    rectified_release,
+    tiny_stays,  # noqa: F811
+):
+    w = tiny_stays["windows"]
+    levels = {w["A"][0]: 2, w["A"][1]: 0, w["B"][0]: 0}
+    _store_draw(
+        rectified_release.validation_report.campaign,
+        {window: (level / 3, level, 0.5) for window, level in levels.items()},
+        floor=0.35,
+    )
+    html, stored, target = _plan_half_width(client, admin_user, scored)
+    assert float(_cell(html, "data-floor")) == 0.35
+    # Each level's error is the Oracle's distance from the consensus on the
+    # Gold windows (a0 0.875 on level 2; a1 0 and b0 0.5 on level 0, the
+    # disagreements the page lists), planned with the stored floor, not 0.7.
+    ids = sorted(levels, key=lambda x: x.pk)
+    distances = {w["A"][0]: 0.875, w["A"][1]: 0.0, w["B"][0]: 0.5}
+    args = ([levels[x] for x in ids], [distances[x] for x in ids], [2.0] * 3)
+    factor = level_factor(*args, floor=0.35)
+    assert factor != pytest.approx(level_factor(*args, floor=0.7))
+    expected = gold_budget(stored, target_width=target, active=factor)
+    assert int(_cell(html, "data-more-active")) == expected["more_active"]
 
 
 def test_uncertainty_stored_for_some_gold_windows_only_is_said_plainly(
@@ -103,20 +156,13 @@ def test_uncertainty_stored_for_some_gold_windows_only_is_said_plainly(
     rectified_release,
     tiny_stays,  # noqa: F811
 ):
-    from oracle.models import GoldInclusion
-
     w = tiny_stays["windows"]
-    GoldInclusion.objects.create(
-        campaign=rectified_release.validation_report.campaign,
-        window=w["A"][0],
-        uncertainty=0.9,
-        probability=0.5,
-        source="t",
+    _store_draw(
+        rectified_release.validation_report.campaign,
+        {w["A"][0]: (0.9, None, 0.5)},
+        floor=0.7,
     )
-    stored = scored.scores["intervals"]["figures"][FIGURE]
-    target = (stored["upper"] - stored["lower"]) / 2
-    client.force_login(admin_user)
-    html = client.get(_url(scored, figure=FIGURE, width=target)).content.decode()
+    html, stored, target = _plan_half_width(client, admin_user, scored)
     assert "stored for 1 of the 3 physician windows only" in html
     assert 'data-more-active=""' in html
     # The uniform figure is there all the same.

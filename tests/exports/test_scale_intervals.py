@@ -19,10 +19,8 @@ import json
 
 import numpy as np
 import pytest
-from django.utils import timezone
 from rest_framework.test import APIClient
 
-from annotation.models import ConsensusLabel, WindowAgreement
 from evaluation.ppi import (
     MACRO_F1,
     MEAN,
@@ -34,7 +32,7 @@ from evaluation.ppi_vectors import status_cells, window_values
 from exports.building import json_safe
 from exports.services import submission_create, submission_score, token_create
 
-from .helpers import ExactMatcher
+from .helpers import ExactMatcher, make_consensus
 from .test_scoring import _predictions
 
 pytestmark = pytest.mark.django_db
@@ -52,22 +50,8 @@ def rectified_release(tiny_release, tiny_stays):
     w = tiny_stays["windows"]
     windows = {"A0": w["A"][0], "A1": w["A"][1], "B0": w["B"][0]}
     for key, (status, problems) in CONSENSUS.items():
-        agreement = WindowAgreement.objects.create(
-            campaign=campaign,
-            window=windows[key],
-            computed_at=timezone.now(),
-            status_agreed=True,
-            status_value=status,
-            matcher_model="exact",
-            tau=0.5,
-        )
-        ConsensusLabel.objects.create(
-            campaign=campaign,
-            window=windows[key],
-            agreement=agreement,
-            built_at=timezone.now(),
-            status=status,
-            items={"acute_problems": [{"text": t} for t in problems]},
+        make_consensus(
+            campaign=campaign, window=windows[key], status=status, problems=problems
         )
     return tiny_release
 
@@ -221,6 +205,7 @@ def test_stored_draw_probabilities_weight_the_gold_windows(
             window=window,
             uncertainty=0.0,
             probability=p,
+            floor=0.7,
             source="test",
         )
         for window, p in probabilities.items()

@@ -1,20 +1,32 @@
-"""The active Gold draw (issue 33): windows where two Oracle runs disagree are
-drawn with a higher probability, every window keeps the uniform floor's, the
-drawn windows' probabilities are stored, and bad settings change nothing."""
+"""The active Gold draw (issue 33): windows where other Oracle runs disagree
+with the first are drawn with a higher probability, as much higher as the
+Oracle's error on that level of disagreement was on the labels so far; every
+window keeps the uniform floor's; the drawn windows' probabilities, levels and
+the floor are stored; bad settings change nothing."""
 
 from __future__ import annotations
 
+import importlib
+import math
+
 import pytest
+from django.apps import apps
 from django.core.exceptions import ValidationError
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from accounts.roles import Role
-from annotation.models import Campaign, CampaignWindow
+from annotation.models import (
+    Campaign,
+    CampaignWindow,
+)
+from annotation.services.campaigns import campaign_create
+from evaluation.ppi import DEFAULT_FLOOR
+from evaluation.ppi_active import NEYMAN_FLOOR
 from oracle.models import GoldInclusion
 from oracle.services.gold_draw import gold_campaign_draw_active, label_disagreement
 from tests.annotation.conftest import make_role_user
-from tests.exports.helpers import make_oracle_run, oracle_payload
+from tests.exports.helpers import make_consensus, make_oracle_run, oracle_payload
 from tests.factories import make_stay
 from windows.models import Window
 from windows.windowing import windows_build
@@ -82,18 +94,118 @@ def test_windows_where_the_runs_disagree_are_drawn_more_likely_and_stored(two_ru
     )
     assert stored and set(stored) == in_campaign
     disagree = {w.pk for w in two_runs["windows"][30:]}
-    # Floor: half the budget over 40 windows; the rest over the 10 uncertain
-    # ones (uncertainty 1/2 each): 20 * (0.5/40 + 0.5/10) = 1.25, capped at 1
-    # with the excess going back to the 30 others.
+    # No labels so far: the levels' own uncertainty (level 2 of 0-3 for a
+    # disagreement of 1/2, 0 for none) stands for their moments, so only the
+    # 10 uncertain windows share the rest of the budget. Floor: half the
+    # budget over 40 windows: 20 * (0.5/40 + 0.5/10) = 1.25, capped at 1 with
+    # the excess going back to the 30 others.
     for window_id, row in stored.items():
+        assert row.floor == 0.5
         if window_id in disagree:
             assert row.probability == pytest.approx(1.0)
             assert row.uncertainty == pytest.approx(0.5)
+            assert row.level == 2
         else:
             assert row.probability == pytest.approx((20 - 10) / 30)
             assert row.uncertainty == 0.0
+            assert row.level == 0
     assert disagree <= set(stored)
-    assert "disagreement of Oracle runs" in next(iter(stored.values())).source
+    source = next(iter(stored.values())).source
+    assert "disagreement of Oracle runs" in source
+    assert "too few labels so far" in source
+
+
+def _label_earlier(two_runs, windows, consensus, name):
+    """An earlier Gold campaign whose consensus on ``windows`` is
+    ``consensus`` (status, problems)."""
+    campaign = campaign_create(
+        admin=two_runs["admin"],
+        name=name,
+        windows=windows,
+        physicians=two_runs["physicians"],
+    )
+    status, problems = consensus
+    for window in windows:
+        make_consensus(
+            campaign=campaign, window=window, status=status, problems=problems
+        )
+    return campaign
+
+
+def test_with_labels_so_far_each_level_gets_the_root_of_its_error(two_runs):
+    windows = two_runs["windows"]
+    # Physicians agreed with run a (stable, AKI) on 15 windows the runs agree
+    # on (level 0), and on 5 where they disagree (level 2) said deteriorating,
+    # Septic shock: run a's distance there is (1 + 1 + 0) / 3 = 2/3.
+    _label_earlier(two_runs, windows[:15], ("stable", ["AKI"]), "earlier")
+    _label_earlier(
+        two_runs, windows[30:35], ("deteriorating", ["Septic shock"]), "earlier 2"
+    )
+    campaign = _draw(two_runs, floor=None)
+    # Squared distances: 15 zeros on level 0, 5 of 4/9 on level 2; pooled
+    # 5 * 4/9 / 20 = 1/9, ten windows' worth of it added to each level:
+    # m0 = (10/9) / 25 = 2/45, m2 = (20/9 + 10/9) / 15 = 2/9. The pool is 30
+    # windows of level 0 and 10 of level 2; budget 20, floor 0.2.
+    m0, m2 = 2 / 45, 2 / 9
+    roots = 30 * math.sqrt(m0) + 10 * math.sqrt(m2)
+    expected = {
+        level: 20 * (NEYMAN_FLOOR / 40 + (1 - NEYMAN_FLOOR) * math.sqrt(m) / roots)
+        for level, m in ((0, m0), (2, m2))
+    }
+    rows = list(GoldInclusion.objects.filter(campaign=campaign))
+    assert rows
+    for row in rows:
+        assert row.floor == NEYMAN_FLOOR
+        assert row.probability == pytest.approx(expected[row.level])
+    assert "error on the labels so far" in rows[0].source
+
+
+def test_the_floor_defaults_to_the_wide_one_without_labels(two_runs):
+    campaign = _draw(two_runs, floor=None)
+    floors = set(
+        GoldInclusion.objects.filter(campaign=campaign).values_list("floor", flat=True)
+    )
+    assert floors == {DEFAULT_FLOOR}
+
+
+def test_more_runs_average_their_disagreement(two_runs):
+    from tests.exports.helpers import make_oracle_run, oracle_payload
+
+    windows = two_runs["windows"]
+    # A third run agrees with run a everywhere: the uncertainty on the 10
+    # windows where b disagrees halves, to 1/4 (level 1).
+    third = make_oracle_run(
+        admin=two_runs["admin"],
+        labels={w: ("stable", oracle_payload(problems=["AKI"])) for w in windows},
+        validated=False,
+        name="c",
+    )
+    campaign = _draw(two_runs, more_runs=[third])
+    disagree = {w.pk for w in windows[30:]}
+    for row in GoldInclusion.objects.filter(campaign=campaign):
+        if row.window_id in disagree:
+            assert row.uncertainty == pytest.approx(0.25)
+            assert row.level == 1
+        else:
+            assert row.level == 0
+
+
+def test_the_migration_reads_old_draws_floor_from_their_source(two_runs):
+    migration = importlib.import_module(
+        "oracle.migrations.0009_goldinclusion_floor_level"
+    )
+    campaign = _draw(two_runs)
+    rows = list(GoldInclusion.objects.filter(campaign=campaign)[:2])
+    GoldInclusion.objects.filter(pk=rows[0].pk).update(
+        floor=1.0, source="disagreement of Oracle runs 1 and 2; uniform floor 0.35"
+    )
+    GoldInclusion.objects.filter(pk=rows[1].pk).update(floor=1.0, source="by hand")
+    migration.floors_from_source(apps, None)
+    rows[0].refresh_from_db()
+    rows[1].refresh_from_db()
+    assert rows[0].floor == 0.35
+    # No floor in the text: the default of the time.
+    assert rows[1].floor == 0.7
 
 
 def test_the_command_draws_and_reports(two_runs):
@@ -113,7 +225,8 @@ def test_the_command_draws_and_reports(two_runs):
     )
     campaign = Campaign.objects.get(name="by command")
     assert f"Campaign {campaign.pk}" in out.getvalue()
-    assert GoldInclusion.objects.filter(campaign=campaign).exists()
+    assert "uniform floor 0.7" in out.getvalue()
+    assert GoldInclusion.objects.filter(campaign=campaign, floor=0.7).exists()
 
 
 @pytest.mark.parametrize(
@@ -121,7 +234,7 @@ def test_the_command_draws_and_reports(two_runs):
     [
         ({"budget": 0}, "budget"),
         ({"floor": 0.0}, "floor"),
-        ({"second_run": "same"}, "two different Oracle runs"),
+        ({"second_run": "same"}, "different Oracle runs"),
     ],
 )
 def test_bad_settings_are_refused_and_nothing_is_written(two_runs, overrides, message):

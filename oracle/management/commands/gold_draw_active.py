@@ -1,7 +1,10 @@
-"""manage.py gold_draw_active --name NAME --run A --second-run B --budget N
---physicians U1,U2 [--admin NAME] [--floor 0.7] [--seed 0] [--per-window 2]:
-a Gold campaign drawn where two Oracle runs disagree most, with a uniform
-floor, and each drawn window's inclusion probability stored (issue 33)."""
+"""manage.py gold_draw_active --name NAME --run A --second-run B[,C...]
+--budget N --physicians U1,U2 [--admin NAME] [--floor F] [--seed 0]
+[--per-window 2]: a Gold campaign drawn where other Oracle runs (a rerun,
+another backbone, the rules) disagree most with the first, each level of
+that disagreement weighted by the Oracle's error there on the labels so far,
+with a uniform floor; each drawn window's inclusion probability, level and
+the floor are stored (issue 33)."""
 
 from __future__ import annotations
 
@@ -9,7 +12,6 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
-from evaluation.ppi import DEFAULT_FLOOR
 from oracle.models import GoldInclusion, OracleRun
 from oracle.services.gold_draw import gold_campaign_draw_active
 
@@ -17,14 +19,17 @@ from oracle.services.gold_draw import gold_campaign_draw_active
 class Command(BaseCommand):
     help = (
         "Draw a Gold campaign with probabilities that grow with the disagreement "
-        "of two Oracle runs, and store them for the score intervals."
+        "of Oracle runs, and store them for the score intervals."
     )
 
     def add_arguments(self, parser):
         parser.add_argument("--name", required=True, help="The campaign's name.")
         parser.add_argument("--run", type=int, required=True, help="Oracle run id.")
         parser.add_argument(
-            "--second-run", type=int, required=True, help="A second Oracle run id."
+            "--second-run",
+            required=True,
+            help="Other Oracle run ids, comma-separated: their disagreement with "
+            "--run is the uncertainty.",
         )
         parser.add_argument(
             "--budget", type=int, required=True, help="Expected Gold windows."
@@ -33,7 +38,12 @@ class Command(BaseCommand):
             "--physicians", required=True, help="Usernames, comma-separated."
         )
         parser.add_argument("--admin", help="Default: the first superuser.")
-        parser.add_argument("--floor", type=float, default=DEFAULT_FLOOR)
+        parser.add_argument(
+            "--floor",
+            type=float,
+            help="Uniform share of the budget (default: 0.2 when the labels so "
+            "far estimate the levels' error, else 0.7).",
+        )
         parser.add_argument("--seed", type=int, default=0)
         parser.add_argument("--per-window", type=int, default=2)
 
@@ -46,11 +56,14 @@ class Command(BaseCommand):
         )
         if admin is None:
             raise CommandError("No such active admin: pass --admin.")
-        runs = {
-            r.pk: r
-            for r in OracleRun.objects.filter(pk__in=[o["run"], o["second_run"]])
-        }
-        missing = [pk for pk in (o["run"], o["second_run"]) if pk not in runs]
+        try:
+            others = [int(x) for x in str(o["second_run"]).split(",") if x.strip()]
+        except ValueError:
+            raise CommandError("--second-run takes run ids, comma-separated.") from None
+        if not others:
+            raise CommandError("--second-run takes run ids, comma-separated.")
+        runs = {r.pk: r for r in OracleRun.objects.filter(pk__in=[o["run"], *others])}
+        missing = [pk for pk in (o["run"], *others) if pk not in runs]
         if missing:
             raise CommandError(f"No Oracle run {missing[0]}.")
         names = [n.strip() for n in o["physicians"].split(",") if n.strip()]
@@ -63,7 +76,8 @@ class Command(BaseCommand):
                 admin=admin,
                 name=o["name"],
                 run=runs[o["run"]],
-                second_run=runs[o["second_run"]],
+                second_run=runs[others[0]],
+                more_runs=[runs[pk] for pk in others[1:]],
                 budget=o["budget"],
                 physicians=physicians,
                 annotators_per_window=o["per_window"],
@@ -74,7 +88,9 @@ class Command(BaseCommand):
             messages = getattr(exc, "messages", [str(exc)])
             raise CommandError("; ".join(messages)) from None
         drawn = GoldInclusion.objects.filter(campaign=campaign)
+        first = drawn.first()
         self.stdout.write(
-            f"Campaign {campaign.pk} {campaign.name!r}: {drawn.count()} windows drawn; "
-            "their inclusion probabilities are stored."
+            f"Campaign {campaign.pk} {campaign.name!r}: {drawn.count()} windows drawn "
+            f"(uniform floor {first.floor:g}); their inclusion probabilities are "
+            "stored."
         )
