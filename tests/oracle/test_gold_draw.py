@@ -7,6 +7,7 @@ the floor are stored; bad settings change nothing."""
 from __future__ import annotations
 
 import importlib
+import io
 import math
 
 import pytest
@@ -209,7 +210,6 @@ def test_the_migration_reads_old_draws_floor_from_their_source(two_runs):
 
 
 def test_the_command_draws_and_reports(two_runs):
-    import io
 
     out = io.StringIO()
     names = ",".join(p.get_username() for p in two_runs["physicians"])
@@ -259,3 +259,36 @@ def test_the_command_names_an_unknown_run(two_runs):
             admin=two_runs["admin"].get_username(),
         )
     assert not Campaign.objects.exists()
+
+
+def test_the_command_takes_several_other_runs(two_runs):
+    from tests.exports.helpers import make_oracle_run, oracle_payload
+
+    third = make_oracle_run(
+        admin=two_runs["admin"],
+        labels={
+            w: ("stable", oracle_payload(problems=["AKI"])) for w in two_runs["windows"]
+        },
+        validated=False,
+        name="c",
+    )
+    names = ",".join(p.get_username() for p in two_runs["physicians"])
+    options = {
+        "name": "three runs",
+        "run": two_runs["a"].pk,
+        "budget": 12,
+        "physicians": names,
+        "admin": two_runs["admin"].get_username(),
+        "stdout": io.StringIO(),
+    }
+    with pytest.raises(CommandError, match="comma-separated"):
+        call_command("gold_draw_active", second_run="b", **options)
+    call_command(
+        "gold_draw_active", second_run=f"{two_runs['b'].pk},{third.pk}", **options
+    )
+    rows = GoldInclusion.objects.filter(campaign__name="three runs")
+    # Run c agrees with a: b's disagreement of 1/2 is averaged to 1/4.
+    assert set(rows.values_list("uncertainty", flat=True)) <= {0.0, 0.25}
+    assert f"Oracle runs {two_runs['a'].pk} and {two_runs['b'].pk}, {third.pk}" in (
+        rows.first().source
+    )

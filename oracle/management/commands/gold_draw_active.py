@@ -9,9 +9,9 @@ the floor are stored (issue 33)."""
 from __future__ import annotations
 
 from django.contrib.auth import get_user_model
-from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
+from accounts.commands import command_user, service_refusals
 from oracle.models import GoldInclusion, OracleRun
 from oracle.services.gold_draw import gold_campaign_draw_active
 
@@ -48,14 +48,7 @@ class Command(BaseCommand):
         parser.add_argument("--per-window", type=int, default=2)
 
     def handle(self, *args, **o):
-        users = get_user_model().objects.filter(is_active=True)
-        admin = (
-            users.filter(username=o["admin"]).first()
-            if o["admin"]
-            else users.filter(is_superuser=True).order_by("pk").first()
-        )
-        if admin is None:
-            raise CommandError("No such active admin: pass --admin.")
+        admin = command_user(o["admin"], option="--admin", recorded="the campaign")
         try:
             others = [int(x) for x in str(o["second_run"]).split(",") if x.strip()]
         except ValueError:
@@ -67,11 +60,12 @@ class Command(BaseCommand):
         if missing:
             raise CommandError(f"No Oracle run {missing[0]}.")
         names = [n.strip() for n in o["physicians"].split(",") if n.strip()]
+        users = get_user_model().objects.filter(is_active=True)
         physicians = list(users.filter(username__in=names))
         unknown = sorted(set(names) - {u.get_username() for u in physicians})
         if unknown:
             raise CommandError(f"No active user {', '.join(unknown)}.")
-        try:
+        with service_refusals():
             campaign = gold_campaign_draw_active(
                 admin=admin,
                 name=o["name"],
@@ -84,9 +78,6 @@ class Command(BaseCommand):
                 floor=o["floor"],
                 seed=o["seed"],
             )
-        except (ValidationError, PermissionDenied) as exc:
-            messages = getattr(exc, "messages", [str(exc)])
-            raise CommandError("; ".join(messages)) from None
         drawn = GoldInclusion.objects.filter(campaign=campaign)
         first = drawn.first()
         self.stdout.write(
