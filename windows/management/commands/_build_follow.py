@@ -1,17 +1,21 @@
-"""Following a fanned-out build (windows.builds) from the command line: one
-progress line, rewritten in place, until the run ends. When no worker takes
-the build's work, it says so within ``REALICU_BUILD_NO_WORKER_SECONDS`` (10 s)
-and again every ``REALICU_BUILD_NO_WORKER_REMIND_SECONDS`` (a minute), naming
-``--inline``, and keeps following: the work is queued, not lost."""
+"""What build_concepts and build_windows share: their --inline and
+--batch-stays options, and a fanned-out build (windows.builds) started and
+followed from the command line: one progress line, rewritten in place, until
+the run ends. When no worker takes the build's work, it says so within
+``REALICU_BUILD_NO_WORKER_SECONDS`` (10 s) and again every
+``REALICU_BUILD_NO_WORKER_REMIND_SECONDS`` (a minute), naming ``--inline``,
+and keeps following: the work is queued, not lost."""
 
 from __future__ import annotations
 
+import sys
 import time
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.core.management.base import CommandError
 
-from windows.builds import OPEN, build_run_progress
+from windows.builds import OPEN, build_run_create, build_run_progress
 from windows.models import BuildRun
 
 FOLLOW_SECONDS = 1.0
@@ -113,3 +117,35 @@ def build_run_follow(*, run: BuildRun, stdout, stream) -> BuildRun:
     if run.error:
         raise CommandError(f"Build {run.pk} failed: {run.error}")
     return run
+
+
+def build_options_add(parser, *, inline_help: str) -> None:
+    """--inline and --batch-stays, as every build command takes them."""
+    parser.add_argument("--inline", action="store_true", help=inline_help)
+    parser.add_argument(
+        "--batch-stays",
+        type=int,
+        default=None,
+        help="Stays per worker batch (default: REALICU_BUILD_BATCH_STAYS).",
+    )
+
+
+def command_stream(command):
+    """Where a command draws its progress line: its stderr's stream."""
+    return getattr(command.stderr, "_out", None) or sys.stderr
+
+
+def build_on_workers(
+    command, *, kind: str, stays, params: dict, batch_stays: int | None
+) -> BuildRun:
+    """Queue the build for the workers and follow it to its end (a refused
+    build is the command's error)."""
+    try:
+        run = build_run_create(
+            kind=kind, stays=stays, params=params, batch_stays=batch_stays
+        )
+    except ValidationError as exc:
+        raise CommandError("; ".join(exc.messages)) from exc
+    return build_run_follow(
+        run=run, stdout=command.stdout, stream=command_stream(command)
+    )

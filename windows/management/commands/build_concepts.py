@@ -2,14 +2,14 @@
 concept tracks, in batches of stays shared by the workers (followed with a
 progress line), or here with --inline."""
 
-import sys
-
-from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
 from jobs.progress import ConsoleProgress, Progress
-from windows.builds import build_run_create
-from windows.management.commands._build_follow import build_run_follow
+from windows.management.commands._build_follow import (
+    build_on_workers,
+    build_options_add,
+    command_stream,
+)
 from windows.models import BuildKind, Stay
 from windows.tracks import tracks_build_all
 
@@ -25,15 +25,7 @@ class Command(BaseCommand):
         parser.add_argument(
             "--force", action="store_true", help="Recompute current tracks."
         )
-        parser.add_argument(
-            "--inline", action="store_true", help="Compute here, without a worker."
-        )
-        parser.add_argument(
-            "--batch-stays",
-            type=int,
-            default=None,
-            help="Stays per worker batch (default: REALICU_BUILD_BATCH_STAYS).",
-        )
+        build_options_add(parser, inline_help="Compute here, without a worker.")
 
     def handle(
         self, *args, stay=None, force=False, inline=False, batch_stays=None, **options
@@ -43,22 +35,18 @@ class Command(BaseCommand):
             stays = stays.filter(pk=stay)
             if not stays.exists():
                 raise CommandError(f"No stay with id {stay}.")
-        stream = getattr(self.stderr, "_out", None) or sys.stderr
         if inline:
-            progress = Progress(sinks=[ConsoleProgress(stream=stream)])
+            progress = Progress(sinks=[ConsoleProgress(stream=command_stream(self))])
             built = tracks_build_all(stays=stays, progress=progress, force=force)
             total = stays.count()
         else:
-            try:
-                run = build_run_create(
-                    kind=BuildKind.TRACKS,
-                    stays=stays,
-                    params={"force": force},
-                    batch_stays=batch_stays,
-                )
-            except ValidationError as exc:
-                raise CommandError("; ".join(exc.messages)) from exc
-            run = build_run_follow(run=run, stdout=self.stdout, stream=stream)
+            run = build_on_workers(
+                self,
+                kind=BuildKind.TRACKS,
+                stays=stays,
+                params={"force": force},
+                batch_stays=batch_stays,
+            )
             built = run.summary.get("computed", 0)
             total = run.stays_total
         self.stdout.write(

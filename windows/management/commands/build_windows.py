@@ -3,14 +3,15 @@ windows and the Gold draw of each stay, in batches of stays shared by the worker
 (followed with a progress line), or here with --inline. Both give the same
 windows and the same Gold draw: the draw is per stay (windows.builds)."""
 
-import sys
-
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
 from jobs.progress import ConsoleProgress, Progress
-from windows.builds import build_run_create
-from windows.management.commands._build_follow import build_run_follow
+from windows.management.commands._build_follow import (
+    build_on_workers,
+    build_options_add,
+    command_stream,
+)
 from windows.models import BuildKind, Cohort, Stay
 from windows.windowing import WindowsBuildSummary, windows_build_many
 
@@ -39,15 +40,7 @@ class Command(BaseCommand):
             default=None,
             help="Share of Gold windows from the high-density regime.",
         )
-        parser.add_argument(
-            "--inline", action="store_true", help="Build here, without a worker."
-        )
-        parser.add_argument(
-            "--batch-stays",
-            type=int,
-            default=None,
-            help="Stays per worker batch (default: REALICU_BUILD_BATCH_STAYS).",
-        )
+        build_options_add(parser, inline_help="Build here, without a worker.")
 
     def handle(
         self,
@@ -70,7 +63,6 @@ class Command(BaseCommand):
             stays = Stay.objects.filter(cohort_stays__cohort=found)
         else:
             stays = Stay.objects.all()
-        stream = getattr(self.stderr, "_out", None) or sys.stderr
         params = {
             "seed": seed,
             "window_minutes": window_minutes,
@@ -80,18 +72,20 @@ class Command(BaseCommand):
         }
         try:
             if inline:
-                progress = Progress(sinks=[ConsoleProgress(stream=stream)])
+                progress = Progress(
+                    sinks=[ConsoleProgress(stream=command_stream(self))]
+                )
                 summary = windows_build_many(
                     stays=stays.order_by("pk"), progress=progress, **params
                 )
             else:
-                run = build_run_create(
+                run = build_on_workers(
+                    self,
                     kind=BuildKind.WINDOWS,
                     stays=stays.order_by("pk"),
                     params=params,
                     batch_stays=batch_stays,
                 )
-                run = build_run_follow(run=run, stdout=self.stdout, stream=stream)
                 settings = dict(run.params)
                 summary = WindowsBuildSummary(
                     **{
