@@ -13,11 +13,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-import numpy as np
-import pandas as pd
+if TYPE_CHECKING:
+    import pandas as pd
 
-from windows.concepts import compute_stay_tracks
+# pandas and the concept tracks are imported by the functions that compute:
+# the web's pages name the findings (FAMILIES, FINDINGS) and read checkpoints
+# back from the cache without them.
 
 CHECKPOINT_STEP_HOURS = 4
 HORIZON_HOURS = 48
@@ -59,6 +62,8 @@ def checkpoint_hours(length_hours: float) -> list[int]:
 def events_before(events: pd.DataFrame, cutoff: pd.Timestamp) -> pd.DataFrame:
     """The events recorded strictly before ``cutoff``; an interval record that
     runs on past it ends at it (its later end is not yet known then)."""
+    import pandas as pd
+
     times = pd.to_datetime(events["time"], utc=True)
     kept = events.loc[times < cutoff].copy()
     if "end_time" in kept and len(kept):
@@ -156,6 +161,8 @@ class _Tracks:
 
     def column(self, name: str) -> pd.Series:
         if name not in self.frame:
+            import pandas as pd
+
             return pd.Series(dtype=float)
         return self.frame[name]
 
@@ -183,9 +190,9 @@ class _Tracks:
 
 
 def _plain(value):
-    if isinstance(value, (np.floating, float)):
-        return float(value)
-    if isinstance(value, (np.integer, int)):
+    import numpy as np
+
+    if isinstance(value, (np.floating, float, np.integer, int)):
         return float(value)
     return str(value)
 
@@ -543,6 +550,10 @@ def stay_checkpoints(
     not of the patient's course, so it is read from all events once: without
     it, suspicion of infection before the first culture would read as unknown
     rather than absent."""
+    import pandas as pd
+
+    from windows.concepts import compute_stay_tracks
+
     intime = pd.Timestamp(intime)
     outtime = pd.Timestamp(outtime)
     length = (outtime - intime).total_seconds() / 3600.0

@@ -1,13 +1,15 @@
 """Reads for the surveillance companion: a stay's bedside events as the concept
-tracks take them, and its checkpoints computed from them."""
+tracks take them, and its checkpoints computed from them (kept in the cache
+until the trajectory or a definition changes). pandas is imported only where
+the checkpoints are computed: the page reads them back without it."""
 
 from __future__ import annotations
 
 import hashlib
 from datetime import timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pandas as pd
 from django.core.cache import cache
 
 from surveillance import checkpoints
@@ -15,6 +17,9 @@ from surveillance.checkpoints import Checkpoint, checkpoint_hours, stay_checkpoi
 from windows.models import Stay
 from windows.selectors_context import bedside_filter
 from windows.tracks import events_frame, events_signature
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def surveillance_end(stay: Stay):
@@ -42,20 +47,36 @@ _RULES = hashlib.sha256(Path(checkpoints.__file__).read_bytes()).hexdigest()[:16
 CHECKPOINTS_CACHE_SECONDS = 24 * 3600
 
 
-def stay_checkpoints_get(*, stay: Stay) -> list[Checkpoint]:
-    """The stay's checkpoints, each from the bedside events before it.
-
-    Computing them replays the concept tracks 13 times (2-4 s for a demo
-    stay): they are kept in the cache under the stay's events signature
-    (windows.tracks: the concepts' version and the admission's events
-    version) and the rules' code, so a page reads them back until the
-    trajectory or a definition changes."""
-    key = (
+def checkpoints_cache_key(*, stay: Stay) -> str:
+    """Where the stay's checkpoints are kept: under its stay times, its events
+    signature (windows.tracks: the concepts' version and the admission's
+    events version) and the rules' code, so a changed trajectory or definition
+    reads as not computed yet."""
+    return (
         f"surveillance:checkpoints:{stay.pk}:{stay.intime.timestamp():.0f}:"
         f"{stay.outtime.timestamp():.0f}:{events_signature(stay=stay)}:{_RULES}"
     )
-    points = cache.get(key)
+
+
+def stay_checkpoints_cached(*, key: str) -> list[Checkpoint] | None:
+    """The checkpoints kept under ``key`` (``checkpoints_cache_key``), or None
+    while they are not computed for the stay's present trajectory."""
+    return cache.get(key)
+
+
+def stay_checkpoints_get(*, stay: Stay) -> list[Checkpoint]:
+    """The stay's checkpoints, each from the bedside events before it.
+
+    Computing them replays the concept tracks 13 times (about 0.8 s of CPU
+    for the longest demo stay, seconds on a loaded machine): they are kept in
+    the cache under ``checkpoints_cache_key``, so they are computed once per
+    trajectory or definition change (by a worker for the page:
+    surveillance.tasks)."""
+    key = checkpoints_cache_key(stay=stay)
+    points = stay_checkpoints_cached(key=key)
     if points is None:
+        import pandas as pd
+
         events = stay_events_frame(stay=stay, end=surveillance_end(stay))
         points = stay_checkpoints(
             events,

@@ -1,27 +1,24 @@
 """The admin page of a stay's surveillance checkpoints: the decision at each
-checkpoint over the trajectory and every active finding with its evidence."""
+checkpoint over the trajectory and every active finding with its evidence.
+Until a worker has computed them for the stay's present trajectory, the page
+says so and polls for them (htmx: the ``checkpoints`` partial)."""
 
 from __future__ import annotations
 
 from django.http import Http404
-from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from accounts.access import admin_required
+from accounts.web import render_page_or_partial
 from surveillance.checkpoints import FAMILIES, FINDINGS
-from surveillance.selectors import stay_checkpoints_get
+from surveillance.services import stay_checkpoints_request
 from windows.selectors import stay_get
 
 
-@require_GET
-@admin_required
-def stay_checkpoints(request, stay_id: int):
-    stay = stay_get(user=request.user, stay_id=stay_id)
-    if stay is None:
-        raise Http404("No such ICU stay.")
-    points = stay_checkpoints_get(stay=stay)
+def _rows(points) -> list[dict]:
+    """Each family's findings, each with its cell at every checkpoint."""
     active = [{f.name: f for f in p.findings} for p in points]
-    rows = [
+    return [
         {
             "family": family,
             "findings": [
@@ -38,5 +35,27 @@ def stay_checkpoints(request, stay_id: int):
         }
         for family in FAMILIES
     ]
-    context = {"stay": stay, "points": points, "rows": rows}
-    return render(request, "surveillance/stay_checkpoints.html", context)
+
+
+@require_GET
+@admin_required
+def stay_checkpoints(request, stay_id: int):
+    stay = stay_get(user=request.user, stay_id=stay_id)
+    if stay is None:
+        raise Http404("No such ICU stay.")
+    found = stay_checkpoints_request(stay=stay)
+    points = found["points"]
+    context = {
+        "stay": stay,
+        "points": points or [],
+        "computed": points is not None,
+        "queued_at": found["queued_at"],
+        "slow": found["slow"],
+        "rows": _rows(points) if points is not None else [],
+    }
+    response = render_page_or_partial(
+        request, "surveillance/stay_checkpoints.html", context, partial="checkpoints"
+    )
+    if points is None:
+        response["Cache-Control"] = "no-store"
+    return response

@@ -42,10 +42,30 @@ def _client(role):
     return client
 
 
+def _computed_by_the_worker(client, url: str, stay) -> str:
+    """The page once the worker it asked has computed the checkpoints."""
+    from jobs.models import OutboxMessage
+    from surveillance.services import CHECKPOINTS_TASK
+    from surveillance.tasks import stay_checkpoints_task
+
+    pending = client.get(url).content.decode()
+    assert 'data-computed="no"' in pending
+    assert "escalate" not in pending
+    asked = OutboxMessage.objects.filter(task=CHECKPOINTS_TASK)
+    assert [m.args for m in asked] == [[stay.pk]]
+    stay_checkpoints_task(stay.pk)
+    asked.delete()
+    html = client.get(url).content.decode()
+    assert 'data-computed="yes"' in html
+    return html
+
+
 def test_admin_sees_each_checkpoint_and_the_evidence(stay):
-    response = _client(Role.ADMIN).get(f"/surveillance/stays/{stay.pk}/")
-    assert response.status_code == 200
-    html = response.content.decode()
+    from django.core.cache import cache
+
+    cache.clear()
+    url = f"/surveillance/stays/{stay.pk}/"
+    html = _computed_by_the_worker(_client(Role.ADMIN), url, stay)
     # Checkpoints 0, 4, 8: the INR at 5.5 h is an alert at 8 h only.
     assert html.count("<strong>escalate</strong>") == 1
     assert 'data-finding="severe_coagulopathy"' in html
@@ -61,10 +81,66 @@ def test_the_page_is_for_admins_only(stay):
     assert _client(Role.ADMIN).get("/surveillance/stays/999999/").status_code == 404
 
 
+def test_a_waiting_page_asks_a_worker_once_and_polls_for_the_checkpoints(stay):
+    """Issue 35: the first view no longer computes the checkpoints in the
+    request (3 s and more on a loaded machine); it asks a worker, once however
+    often the page is viewed meanwhile, and its htmx poll gets the checkpoints
+    alone once they are there."""
+    from django.core.cache import cache
+
+    from jobs.models import OutboxMessage
+    from surveillance.selectors import checkpoints_cache_key
+    from surveillance.services import CHECKPOINTS_TASK
+    from surveillance.tasks import stay_checkpoints_task
+
+    cache.clear()
+    client = _client(Role.ADMIN)
+    url = f"/surveillance/stays/{stay.pk}/"
+    first = client.get(url)
+    assert first["Cache-Control"] == "no-store"
+    html = first.content.decode()
+    assert 'role="status"' in html and "Computing the checkpoints" in html
+    assert f'hx-get="{url}"' in html
+    poll = client.get(url, headers={"HX-Request": "true"}).content.decode()
+    assert poll.lstrip().startswith('<div id="checkpoints" data-computed="no"')
+    assert "<html" not in poll
+    assert OutboxMessage.objects.filter(task=CHECKPOINTS_TASK).count() == 1
+    assert "data-slow" not in poll
+
+    # A minute later with no answer, the page says no worker has answered.
+    marker = f"{checkpoints_cache_key(stay=stay)}:queued"
+    cache.set(marker, cache.get(marker) - timedelta(seconds=60))
+    assert "data-slow" in client.get(url).content.decode()
+
+    stay_checkpoints_task(stay.pk)
+    done = client.get(url, headers={"HX-Request": "true"}).content.decode()
+    assert done.lstrip().startswith('<div id="checkpoints" data-computed="yes"')
+    assert "hx-get" not in done
+    assert done.count("<strong>escalate</strong>") == 1
+
+
+def test_a_computed_page_reads_a_bounded_number_of_queries(
+    stay, django_assert_max_num_queries
+):
+    from django.core.cache import cache
+
+    from surveillance.tasks import stay_checkpoints_task
+
+    cache.clear()
+    stay_checkpoints_task(stay.pk)
+    client = _client(Role.ADMIN)
+    client.get(f"/surveillance/stays/{stay.pk}/")  # the session's first read
+    # Session and user, the stay, its events signature (two reads).
+    with django_assert_max_num_queries(6):
+        html = client.get(f"/surveillance/stays/{stay.pk}/").content.decode()
+    assert html.count("<strong>escalate</strong>") == 1
+
+
 def test_checkpoints_are_read_back_until_the_trajectory_changes(stay, monkeypatch):
     """Issue 35: the page reads the stay's checkpoints from the cache (13
     replays of the tracks take seconds); an event written since (the
-    admission's events version) computes them again."""
+    admission's events version) has a worker compute them again, the page
+    saying so meanwhile."""
     from django.core.cache import cache
 
     from surveillance import selectors
@@ -73,7 +149,7 @@ def test_checkpoints_are_read_back_until_the_trajectory_changes(stay, monkeypatc
     cache.clear()
     client = _client(Role.ADMIN)
     url = f"/surveillance/stays/{stay.pk}/"
-    first = client.get(url).content.decode()
+    first = _computed_by_the_worker(client, url, stay)
     computed = selectors.stay_checkpoints
 
     def not_again(*args, **kwargs):
@@ -102,6 +178,6 @@ def test_checkpoints_are_read_back_until_the_trajectory_changes(stay, monkeypatc
         return computed(*args, **kwargs)
 
     monkeypatch.setattr(selectors, "stay_checkpoints", counted)
-    again = client.get(url).content.decode()
+    again = _computed_by_the_worker(client, url, stay)
     assert calls == [1]
     assert again.count("<strong>escalate</strong>") == 2
