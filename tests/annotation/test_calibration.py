@@ -427,6 +427,38 @@ def test_report_sweeps_the_majority_judgments(judged_set, admin_user):
     assert report["best"]["tau"] == 0.4
 
 
+def test_report_counts_each_stratum_in_a_bounded_number_of_queries(
+    judged_set, admin_user, django_assert_max_num_queries
+):
+    """Issue 35: the report reads the pairs and judgments as two queries of
+    plain rows, whatever the set's size; its figures per stratum unchanged."""
+    CalibrationPair.objects.create(
+        calibration_set=judged_set,
+        position=7,
+        task="acute_problems",
+        text_a="a7",
+        text_b="b7",
+        cosine=0.95,
+        stratum="near_match",
+    )
+    with django_assert_max_num_queries(6):
+        report = calibration_report(admin=admin_user, calibration_set=judged_set)
+
+    assert report["pairs"] == 8 and report["unjudged"] == 1
+    assert report["used"] == 6 and report["tied"] == 1 and report["judges"] == 2
+    strata = {s["stratum"]: s for s in report["strata"]}
+    assert strata["near_match"] == {
+        "stratum": "near_match",
+        "label": "Near match (just at or above tau)",
+        "pairs": 1,
+        "judged": 0,
+        "same": 0,
+    }
+    assert strata["random"]["pairs"] == 7 and strata["random"]["judged"] == 6
+    assert strata["random"]["same"] == sum(SAME) == report["positives"]
+    assert strata["near_miss"]["pairs"] == 0
+
+
 def test_adopting_a_tau_sets_the_models_tau_and_records_who_when_and_from_what(
     judged_set, admin_user, matcher
 ):
