@@ -58,47 +58,42 @@ def _document(height: float, body: list[str], title: str) -> str:
     )
 
 
-def _value_axis_x(
-    *, left: float, right: float, bottom: float, top: float, largest: float
-) -> tuple[list[str], float]:
-    """Vertical grid lines with tick labels along a horizontal value axis; the
+def _ticks(largest: float) -> tuple[list[float], float]:
+    """The tick values of a value axis that reaches ``largest``, and the
     axis' maximum."""
     step = _tick_step(largest)
     maximum = max(step, math.ceil(largest / step) * step)
-    parts = []
-    ticks = round(maximum / step)
-    for n in range(ticks + 1):
-        value = n * step
-        x = left + (right - left) * value / maximum
-        parts.append(
-            f'<line x1="{_num(x)}" y1="{_num(top)}" x2="{_num(x)}" '
-            f'y2="{_num(bottom)}" stroke="#e0e0e0"/>'
-        )
-        parts.append(
-            f'<text x="{_num(x)}" y="{_num(bottom + 15)}" '
-            f'text-anchor="middle">{_tick_label(value)}</text>'
-        )
-    return parts, maximum
+    return [n * step for n in range(round(maximum / step) + 1)], maximum
 
 
-def _value_axis_y(
-    *, left: float, right: float, bottom: float, top: float, largest: float
+def _value_axis(
+    *,
+    left: float,
+    right: float,
+    bottom: float,
+    top: float,
+    largest: float,
+    horizontal: bool,
 ) -> tuple[list[str], float]:
-    """Horizontal grid lines with tick labels along a vertical value axis; the
-    axis' maximum."""
-    step = _tick_step(largest)
-    maximum = max(step, math.ceil(largest / step) * step)
+    """Grid lines with tick labels along a value axis, horizontal (vertical
+    lines, labels under the frame) or vertical (horizontal lines, labels to
+    its left); the axis' maximum."""
+    values, maximum = _ticks(largest)
     parts = []
-    for n in range(round(maximum / step) + 1):
-        value = n * step
-        y = bottom - (bottom - top) * value / maximum
+    for value in values:
+        if horizontal:
+            x = left + (right - left) * value / maximum
+            ends, label = (x, top, x, bottom), (x, bottom + 15, "middle")
+        else:
+            y = bottom - (bottom - top) * value / maximum
+            ends, label = (left, y, right, y), (left - 6, y + 4, "end")
+        x1, y1, x2, y2 = (_num(v) for v in ends)
         parts.append(
-            f'<line x1="{_num(left)}" y1="{_num(y)}" x2="{_num(right)}" '
-            f'y2="{_num(y)}" stroke="#e0e0e0"/>'
+            f'<line x1="{x1}" y1="{y1}" x2="{x2}" y2="{y2}" stroke="#e0e0e0"/>'
         )
         parts.append(
-            f'<text x="{_num(left - 6)}" y="{_num(y + 4)}" '
-            f'text-anchor="end">{_tick_label(value)}</text>'
+            f'<text x="{_num(label[0])}" y="{_num(label[1])}" '
+            f'text-anchor="{label[2]}">{_tick_label(value)}</text>'
         )
     return parts, maximum
 
@@ -110,6 +105,31 @@ def _axes_frame(left: float, top: float, right: float, bottom: float) -> str:
     )
 
 
+def _framed(
+    body: list[str],
+    box: tuple[float, float, float, float],
+    title: str,
+    xlabel: str,
+    ylabel: str = "",
+) -> str:
+    """The plot's document: its body in the frame ``box`` (left, top, right,
+    bottom), the x axis's label under it and the y axis's, if any, turned
+    along its left side."""
+    left, top, right, bottom = box
+    body.append(_axes_frame(left, top, right, bottom))
+    body.append(
+        f'<text x="{_num((left + right) / 2)}" y="{_num(bottom + 34)}" '
+        f'text-anchor="middle">{escape(xlabel)}</text>'
+    )
+    if ylabel:
+        middle = _num((top + bottom) / 2)
+        body.append(
+            f'<text x="16" y="{middle}" text-anchor="middle" '
+            f'transform="rotate(-90 16 {middle})">{escape(ylabel)}</text>'
+        )
+    return _document(bottom + 46, body, title)
+
+
 def bars_svg(labels: list[str], values: list[float], title: str, xlabel: str) -> str:
     """Horizontal bars, the first label at the top, each bar's value at its end."""
     row = 24
@@ -118,8 +138,8 @@ def bars_svg(labels: list[str], values: list[float], title: str, xlabel: str) ->
     right, top = WIDTH - 40, 40
     bottom = top + row * max(1, len(labels)) + 8
     largest = max(values, default=0)
-    body, maximum = _value_axis_x(
-        left=left, right=right, bottom=bottom, top=top, largest=largest
+    body, maximum = _value_axis(
+        left=left, right=right, bottom=bottom, top=top, largest=largest, horizontal=True
     )
     for n, (label, value) in enumerate(zip(labels, values, strict=True)):
         y = top + 4 + n * row
@@ -136,12 +156,7 @@ def bars_svg(labels: list[str], values: list[float], title: str, xlabel: str) ->
             f'<text x="{_num(left + width + 4)}" y="{_num(y + row / 2 + 4)}">'
             f"{_tick_label(value)}</text>"
         )
-    body.append(_axes_frame(left, top, right, bottom))
-    body.append(
-        f'<text x="{_num((left + right) / 2)}" y="{_num(bottom + 34)}" '
-        f'text-anchor="middle">{escape(xlabel)}</text>'
-    )
-    return _document(bottom + 46, body, title)
+    return _framed(body, (left, top, right, bottom), title, xlabel)
 
 
 def histogram_bins(values: list[float], bins: int = 20) -> tuple[list[float], list]:
@@ -163,8 +178,13 @@ def histogram_bins(values: list[float], bins: int = 20) -> tuple[list[float], li
 def histogram_svg(values: list[float], title: str, xlabel: str, ylabel: str) -> str:
     edges, counts = histogram_bins(values)
     left, right, top, bottom = 60, WIDTH - 20, 40, 300
-    body, maximum = _value_axis_y(
-        left=left, right=right, bottom=bottom, top=top, largest=max(counts)
+    body, maximum = _value_axis(
+        left=left,
+        right=right,
+        bottom=bottom,
+        top=top,
+        largest=max(counts),
+        horizontal=False,
     )
     span = (right - left) / len(counts)
     for n, count in enumerate(counts):
@@ -180,17 +200,7 @@ def histogram_svg(values: list[float], title: str, xlabel: str, ylabel: str) -> 
             f'<text x="{_num(x)}" y="{_num(bottom + 15)}" text-anchor="middle">'
             f"{edges[n]:.1f}</text>"
         )
-    body.append(_axes_frame(left, top, right, bottom))
-    body.append(
-        f'<text x="{_num((left + right) / 2)}" y="{_num(bottom + 34)}" '
-        f'text-anchor="middle">{escape(xlabel)}</text>'
-    )
-    body.append(
-        f'<text x="16" y="{_num((top + bottom) / 2)}" text-anchor="middle" '
-        f'transform="rotate(-90 16 {_num((top + bottom) / 2)})">'
-        f"{escape(ylabel)}</text>"
-    )
-    return _document(bottom + 46, body, title)
+    return _framed(body, (left, top, right, bottom), title, xlabel, ylabel)
 
 
 def grouped_bars_svg(
@@ -202,8 +212,13 @@ def grouped_bars_svg(
     xs = list(range(largest_x + 1))
     left, right, top, bottom = 60, WIDTH - 20, 40, 300
     largest = max((max(c.values(), default=0) for c in groups.values()), default=0)
-    body, maximum = _value_axis_y(
-        left=left, right=right, bottom=bottom, top=top, largest=largest
+    body, maximum = _value_axis(
+        left=left,
+        right=right,
+        bottom=bottom,
+        top=top,
+        largest=largest,
+        horizontal=False,
     )
     slot = (right - left) / len(xs)
     width = 0.8 * slot / max(1, len(groups))
@@ -229,14 +244,4 @@ def grouped_bars_svg(
             f'<text x="{_num(left + (x + 0.5) * slot)}" y="{_num(bottom + 15)}" '
             f'text-anchor="middle">{x}</text>'
         )
-    body.append(_axes_frame(left, top, right, bottom))
-    body.append(
-        f'<text x="{_num((left + right) / 2)}" y="{_num(bottom + 34)}" '
-        f'text-anchor="middle">{escape(xlabel)}</text>'
-    )
-    body.append(
-        f'<text x="16" y="{_num((top + bottom) / 2)}" text-anchor="middle" '
-        f'transform="rotate(-90 16 {_num((top + bottom) / 2)})">'
-        f"{escape(ylabel)}</text>"
-    )
-    return _document(bottom + 46, body, title)
+    return _framed(body, (left, top, right, bottom), title, xlabel, ylabel)
