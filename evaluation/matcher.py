@@ -176,6 +176,12 @@ def _load(name: str) -> Any:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     device = getattr(settings, "REALICU_MATCHER_DEVICE", None)
+    if device in (None, "cpu") and MeanPoolingEncoder.fits(path):
+        from evaluation.bert_numpy import NumpyBertEncoder
+
+        if NumpyBertEncoder.fits(path):
+            # No torch in the worker (issue 35): the same vectors, 300 MB less.
+            return NumpyBertEncoder(path)
     if MeanPoolingEncoder.fits(path):
         try:
             return MeanPoolingEncoder(path, device=device)
