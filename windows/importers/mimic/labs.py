@@ -53,12 +53,13 @@ def _labevents(labels: ItemLabels) -> Callable:
 def _gas(category: pd.Series) -> pd.Series:
     """Blood-gas results (CLIF *_arterial and *_venous categories) and the blood
     gas's Specimen Type (52033): their specimen is read per collection."""
-    text = category.astype(str)
-    return (
-        text.str.endswith("_arterial")
-        | text.str.endswith("_venous")
-        | (text == "specimen_type")
-    )
+    # Judged once per distinct category, not once per row: a file has a few
+    # hundred categories and hundreds of thousands of rows.
+    codes, uniques = pd.factorize(category)
+    texts = [str(u) for u in uniques]
+    gas = [t.endswith(("_arterial", "_venous")) or t == "specimen_type" for t in texts]
+    # A missing category (code -1) is no gas.
+    return pd.Series(np.array([*gas, False], dtype=bool)[codes], index=category.index)
 
 
 # Specimen Type (52033) values -> specimen.
