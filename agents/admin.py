@@ -5,11 +5,12 @@ model's, oracle.backbones.endpoints, so any form that saves one runs it)."""
 
 from django.contrib import admin
 
+from accounts.admin import UnchangeableAdmin
 from agents.models import OnlineEndpoint
 
 
 @admin.register(OnlineEndpoint)
-class OnlineEndpointAdmin(admin.ModelAdmin):
+class OnlineEndpointAdmin(UnchangeableAdmin):
     list_display = (
         "name",
         "url",
@@ -19,9 +20,3 @@ class OnlineEndpointAdmin(admin.ModelAdmin):
         "created_at",
     )
     list_select_related = ("release", "created_by")
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False

@@ -3,6 +3,7 @@ Assignments and labels are read-only here; they change through the services."""
 
 from django.contrib import admin
 
+from accounts.admin import ReadOnlyAdmin
 from annotation.blindness import labels_shown_to_admin
 from annotation.models import Assignment, Campaign, Label, LabelRevision
 
@@ -15,17 +16,6 @@ class CampaignAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request):
         # Campaigns are created with their assignments by annotation.services.
-        return False
-
-
-class ReadOnlyAdmin(admin.ModelAdmin):
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
         return False
 
 

@@ -4,18 +4,8 @@ step); the egress decisions and the audit log read-only."""
 
 from django.contrib import admin
 
+from accounts.admin import ReadOnlyAdmin
 from datause.models import Attestation, AuditEvent, Credential, EgressDecision
-
-
-class ReadOnlyAdmin(admin.ModelAdmin):
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 @admin.register(Credential)

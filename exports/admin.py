@@ -5,16 +5,9 @@ revoke (delete)."""
 
 from django.contrib import admin
 
+from accounts.admin import UnchangeableAdmin
 from exports.models import ApiToken, Release, ReleaseFile, Submission
 from exports.tokens import token_expires_at
-
-
-class ReadOnlyAdmin(admin.ModelAdmin):
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
 
 
 class ReleaseFileInline(admin.TabularInline):
@@ -28,7 +21,7 @@ class ReleaseFileInline(admin.TabularInline):
 
 
 @admin.register(Release)
-class ReleaseAdmin(ReadOnlyAdmin):
+class ReleaseAdmin(UnchangeableAdmin):
     list_display = (
         "__str__",
         "state",
@@ -42,7 +35,7 @@ class ReleaseAdmin(ReadOnlyAdmin):
 
 
 @admin.register(Submission)
-class SubmissionAdmin(ReadOnlyAdmin):
+class SubmissionAdmin(UnchangeableAdmin):
     list_display = (
         "pk",
         "release",

@@ -4,6 +4,7 @@ validation reports are history, shown read-only."""
 
 from django.contrib import admin
 
+from accounts.admin import ReadOnlyAdmin
 from oracle.models import (
     Backbone,
     OracleLabel,
@@ -12,17 +13,6 @@ from oracle.models import (
     ValidationJob,
     ValidationReport,
 )
-
-
-class ReadOnlyAdmin(admin.ModelAdmin):
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 @admin.register(PromptTemplate)
