@@ -116,6 +116,38 @@ def _memory(pid: int) -> tuple[int, int]:
     return rss, pss
 
 
+# Libraries with native code whose mapping in a process says it imported them
+# (issue 35: the web should hold none, the worker only what it needs).
+HEAVY_LIBRARIES = (
+    "torch",
+    "pandas",
+    "pyarrow",
+    "scipy",
+    "sklearn",
+    "statsmodels",
+    "tokenizers",
+)
+
+
+def heavy_libraries(pid: int) -> list[str]:
+    """Which of HEAVY_LIBRARIES the process has mapped (its /proc maps)."""
+    try:
+        maps = Path(f"/proc/{pid}/maps").read_text()
+    except OSError:
+        return []
+    return [lib for lib in HEAVY_LIBRARIES if f"/site-packages/{lib}/" in maps]
+
+
+def serve_libraries(serve_pid: int) -> dict[str, list[str]]:
+    """The heavy libraries of serve's processes, by command (web, worker)."""
+    found: dict[str, set[str]] = {"web": set(), "worker": set()}
+    for pid, command in _tree(serve_pid).items():
+        if pid != serve_pid:
+            group = "web" if "gunicorn" in command else "worker"
+            found[group].update(heavy_libraries(pid))
+    return {group: sorted(libs) for group, libs in found.items()}
+
+
 def serve_memory(serve_pid: int) -> dict[str, list[int]]:
     """RSS, PSS (bytes) and the number of processes of serve's web, worker and
     supervisor."""

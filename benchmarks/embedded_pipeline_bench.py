@@ -73,6 +73,7 @@ from benchmarks._embedded import (  # noqa: E402
     consensus_watch,
     embedded_env,
     model_loaded_at,
+    serve_libraries,
     serve_memory,
     serve_start,
     serve_stop,
@@ -361,6 +362,8 @@ def _memory_report(serve_pid: int) -> None:
         f"{pss / MB:.0f} MB in {count} processes (RSS {total / MB:.0f} MB); {load()}",
         "<= 500 MB (issue 35; Label Studio 464-485 MB)",
     )
+    for name, libraries in serve_libraries(serve_pid).items():
+        _line(f"heavy libraries in the {name}", ", ".join(libraries) or "none")
 
 
 # Main ---------------------------------------------------------------------------

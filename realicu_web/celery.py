@@ -46,8 +46,9 @@ def _filesystem_broker_folders(sender, **kwargs) -> None:
 
 
 # The embedding model is loaded by a worker as it starts, in a background
-# thread, rather than by its first agreement task: loading takes seconds
-# (importing torch, reading the weights), and a task that needs the model
+# thread, rather than by its first agreement task: loading took seconds with
+# torch (the packaged model now runs on numpy, evaluation.bert_numpy: a tenth
+# of a second; other models still load torch), and a task that needs the model
 # meanwhile simply waits for the same load (evaluation.matcher.load_model's
 # lock), holding no database lock. With the prefork pool each child process
 # loads its own copy, once it is forked; with the threads or solo pool the
@@ -93,7 +94,8 @@ def _model_warm_up() -> None:
     thread.start()
 
 
-# A worker that holds the embedding model (torch and the weights: about 550 MB)
+# A worker that holds the embedding model (the packaged one on numpy: about
+# 30 MB PSS, its weights mapped from their file; with torch, about 400 MB more)
 # and has had no task for REALICU_WORKER_MODEL_IDLE_SECONDS ends with this exit
 # code, so that an idle platform's worker is back to its light footprint;
 # manage.py serve's supervisor starts it again at once, with no backoff (a
