@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.core.paginator import Paginator
 from django.utils import timezone
 
 from windows import selectors
 from windows.models import Domain, Event, EventKind, Stay, Window
 from windows.selectors import EventScope
+from windows.selectors_pages import EndPaginator
 from windows.vocabulary import EventLabel, coded_code, event_label
 
 WINDOW_EVENTS_PER_PAGE = 250
@@ -281,7 +281,7 @@ def window_page_context(request, window: Window, *, full: bool) -> dict:
     totals = selectors.window_event_domain_counts(window=window, scope=scope)
     domain = choice(request.GET.get("domain"), totals)
     events = selectors.window_events(window=window, scope=scope, domain=domain)
-    paginator = Paginator(events, WINDOW_EVENTS_PER_PAGE)
+    paginator = EndPaginator(events, WINDOW_EVENTS_PER_PAGE)
     # The per-domain counts already add up to the total: no second count query.
     paginator.count = totals.get(domain, 0) if domain else sum(totals.values())
     page = paginator.get_page(page_number(request.GET.get("page")))
@@ -346,7 +346,7 @@ def stay_page_context(request, stay: Stay, *, full: bool) -> dict:
     events = selectors.stay_events(
         stay=stay, kind=kind, domain=domain, category=category
     )
-    page = Paginator(events, STAY_EVENTS_PER_PAGE).get_page(request.GET.get("page"))
+    page = EndPaginator(events, STAY_EVENTS_PER_PAGE).get_page(request.GET.get("page"))
     domain_labels = dict(Domain.choices)
     context = {
         "stay": stay,

@@ -1,6 +1,7 @@
 """Reads composed for one page or one JSON answer each: the imports page (runs,
 latest builds), an import's progress row, and what a stay's tracks JSON is
-about (read once per request for both its ETag and its body)."""
+about (read once per request for both its ETag and its body); and the
+paginator of the event tables, which reads a late page from the end."""
 
 from __future__ import annotations
 
@@ -19,6 +20,29 @@ from windows.selectors import (
 )
 
 IMPORT_RUNS_PER_PAGE = 25
+
+
+class EndPaginator(Paginator):
+    """A Paginator that reads a page in the second half from the end: the
+    reversed ordering with a small OFFSET, turned back. The database then
+    sorts only the rows from the page to the end (a top-N sort in memory)
+    instead of every row before the page: the last page of an 1,800 h
+    stay's events (OFFSET 44,500) sorted 44,516 rows on disk, 100-200 ms of
+    PostgreSQL's time. ``object_list`` is a QuerySet ordered totally (its
+    ordering ends with a unique field, as ``("time", "id")``), so the
+    reversed ordering is the same rows backwards."""
+
+    def page(self, number):
+        number = self.validate_number(number)
+        bottom = (number - 1) * self.per_page
+        top = bottom + self.per_page
+        if top + self.orphans >= self.count:
+            top = self.count
+        if bottom <= self.count // 2:
+            return self._get_page(self.object_list[bottom:top], number, self)
+        rows = list(self.object_list.reverse()[self.count - top : self.count - bottom])
+        rows.reverse()
+        return self._get_page(rows, number, self)
 
 
 def import_list_page(*, user, page_number) -> dict:
