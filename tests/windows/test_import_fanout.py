@@ -25,7 +25,7 @@ from tests.exports.test_object_storage import s3, s3_server  # noqa: F401
 from tests.windows import mimic_roundtrip
 from tests.windows.import_digest import database_digest
 from tests.windows.test_import_mimic import mimic_tables, write_mimic
-from windows.import_batches import import_batch_execute, import_run_fan_out
+from windows.import_batches import import_batch_execute, import_run_fan_out_here
 from windows.importers.mimic import mimic_import
 from windows.models import (
     Admission,
@@ -34,7 +34,6 @@ from windows.models import (
     ImportRun,
     ImportStatus,
     Patient,
-    Source,
     Stay,
 )
 from windows.services import import_run_create
@@ -195,17 +194,10 @@ def test_a_batch_whose_worker_is_killed_mid_batch_is_imported_once(
 
 
 def _planned(directory: Path) -> tuple[ImportRun, list[ImportBatch]]:
-    """A run planned in this process: its batches stored and queued."""
-    run = ImportRun.objects.create(source=Source.MIMIC, path=str(directory))
-    lease = job_claim(
-        model=ImportRun,
-        pk=run.pk,
-        claimable=(ImportStatus.QUEUED,),
-        running=ImportStatus.RUNNING,
-        state_field="status",
-    )
-    batches = import_run_fan_out(import_run=run, lease=lease, progress=Progress())
-    return run, batches
+    """A run planned in this process (as import_mimic --fan-out plans one):
+    its batches stored and queued."""
+    run = import_run_fan_out_here(directory=directory, progress=Progress())
+    return run, list(run.batches.order_by("index"))
 
 
 @pytest.mark.django_db
