@@ -92,17 +92,8 @@ def _definitions() -> list[dict]:
 
 def _write_context(stay, folder: Path, end, lines: _EventLines) -> int:
     """The stay's bedside events before ``end`` into context/<stay_id>.jsonl."""
-    intime = stay.intime
-    count = 0
     with open(folder / "context" / f"{stay.pk}.jsonl", "w", encoding="utf-8") as out:
-        buffer = []
-        for event_id, offset, *rest, _order in _stay_events(stay, end):
-            buffer.append(lines.line(event_id, intime, offset, *rest))
-            count += 1
-            if len(buffer) >= 5000:
-                out.write("".join(buffer))
-                buffer.clear()
-        out.write("".join(buffer))
+        count, _ = lines.write(out, _stay_events(stay, end), stay.intime)
     return count
 
 
