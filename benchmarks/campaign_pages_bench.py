@@ -91,8 +91,32 @@ def _measure(client, url: str, requests: int) -> dict:
     return {"times": times, "queries": queries, "bytes": size, "gzip": wire}
 
 
-def _campaign(admin, physicians):
-    """The campaign over every Gold window, and some work done on it."""
+def demo_imported_and_built():
+    """The CLIF demo imported, its windows built and Gold sampled, as
+    ``manage.py bootstrap`` does (also benchmarks/pages_bench.py's); the
+    import's summary."""
+    from django.core.management import call_command
+
+    from windows.importers.clif import clif_import
+
+    summary = clif_import()
+    with open(os.devnull, "w") as quiet:
+        # As bootstrap does; its progress bar is not a figure.
+        call_command(
+            "build_windows",
+            all=True,
+            inline=True,
+            verbosity=0,
+            stdout=quiet,
+            stderr=quiet,
+        )
+    return summary
+
+
+def campaign_with_work(admin, physicians):
+    """The campaign over every Gold window, and some work done on it (also
+    benchmarks/pages_bench.py's): a third of its assignments submitted, the
+    next sixth drafts, each with a label row."""
     from django.utils import timezone
 
     from annotation.models import Assignment, AssignmentState, Label
@@ -158,23 +182,12 @@ def main() -> None:
 
     from accounts.provisioning import demo_accounts_ensure
     from annotation.models import Assignment
-    from windows.importers.clif import clif_import
     from windows.models import Stay, Window
 
     try:
         call_command("migrate", verbosity=0)
         started = time.perf_counter()
-        summary = clif_import()
-        with open(os.devnull, "w") as quiet:
-            # As bootstrap does; its progress bar is not a figure.
-            call_command(
-                "build_windows",
-                all=True,
-                inline=True,
-                verbosity=0,
-                stdout=quiet,
-                stderr=quiet,
-            )
+        summary = demo_imported_and_built()
         gold = Window.objects.filter(sampled_gold=True)
         gold_stays = Stay.objects.filter(windows__sampled_gold=True).distinct()
         print(
@@ -188,7 +201,9 @@ def main() -> None:
         physicians = list(
             users.filter(username__startswith="physician").order_by("username")
         )
-        campaign, created_s, n_submitted, n_drafts = _campaign(admin, physicians)
+        campaign, created_s, n_submitted, n_drafts = campaign_with_work(
+            admin, physicians
+        )
         doctor = physicians[0]
         mine = Assignment.objects.filter(campaign=campaign, annotator=doctor).count()
         print(
