@@ -450,7 +450,22 @@ class BuildRun(models.Model):
         return f"{self.get_kind_display()} build {self.pk} ({self.state})"
 
 
-class BuildBatch(JobFields):
+class BatchFields(JobFields):
+    """A batch of a fanned-out job (a build's or an import's): what it did
+    (its share of the run's summary), its error, and when it was queued,
+    taken and ended."""
+
+    result = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        abstract = True
+
+
+class BuildBatch(BatchFields):
     """A batch of stays of a BuildRun: a job row (jobs.models.JobFields) that one
     worker at a time holds under a lease; the reaper re-queues it when its worker
     goes silent. ``result`` holds what the batch did (summed into the run's
@@ -462,11 +477,6 @@ class BuildBatch(JobFields):
     state = models.CharField(
         max_length=8, choices=BuildState.choices, default=BuildState.QUEUED
     )
-    result = models.JSONField(default=dict, blank=True)
-    error = models.TextField(blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["run", "index"]

@@ -6,7 +6,7 @@ from django.conf import settings
 from django.db import models
 
 from jobs.models import JobFields
-from windows.models import DataSource, Source
+from windows.models import BatchFields, DataSource, Source
 
 
 class ImportStatus(models.TextChoices):
@@ -105,7 +105,7 @@ class ImportRun(JobFields):
         )
 
 
-class ImportBatch(JobFields):
+class ImportBatch(BatchFields):
     """One batch of a fanned-out MIMIC-IV import (windows.import_batches): the
     admissions of a few patients, whose spilled event rows wait in the store
     under ``spill_prefix``. A job row: one worker at a time holds it under a
@@ -118,11 +118,6 @@ class ImportBatch(JobFields):
     hadm_ids = models.JSONField(default=list)
     spill_prefix = models.CharField(max_length=255)
     state = models.CharField(max_length=8, default="queued")
-    result = models.JSONField(default=dict, blank=True)
-    error = models.TextField(blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["run", "index"]
