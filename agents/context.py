@@ -19,6 +19,7 @@ import bisect
 from collections.abc import Iterable, Iterator
 
 from agents.base import PastWindow, WindowContext
+from windows.event_fields import EVENT_VALUE_FIELDS
 from windows.models import Event, EventKind, Stay, Window
 from windows.selectors_context import WindowDecisions, bedside_filter
 from windows.vocabulary import event_label
@@ -26,13 +27,7 @@ from windows.vocabulary import event_label
 EVENT_FIELDS = (
     "id",
     "time",
-    "kind",
-    "domain",
-    "category",
-    "name",
-    "value_num",
-    "unit",
-    "value_text",
+    *EVENT_VALUE_FIELDS,
     "order_id",
 )
 

@@ -6,6 +6,7 @@ select their relations in the same query, and counts are not shown per row.
 
 from django.contrib import admin
 
+from windows.event_fields import EVENT_VALUE_FIELDS
 from windows.models import Admission, DataSource, Event, ImportRun, Patient, Stay
 
 
@@ -94,13 +95,7 @@ class EventAdmin(admin.ModelAdmin):
         "id",
         "admission",
         "time",
-        "kind",
-        "domain",
-        "category",
-        "name",
-        "value_num",
-        "unit",
-        "value_text",
+        *EVENT_VALUE_FIELDS,
         "source_table",
     )
     # Filters with choices only: a filter on a free-text column would read every

@@ -23,19 +23,15 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from windows.event_fields import EVENT_VALUE_FIELDS
+
 HOUR = 3_600_000_000_000  # ns
 NO_TIME = np.iinfo(np.int64).min
 
 EVENT_COLUMNS = (
     "time",
     "end_time",
-    "kind",
-    "domain",
-    "category",
-    "name",
-    "value_num",
-    "unit",
-    "value_text",
+    *EVENT_VALUE_FIELDS,
     "order_id",
 )
 # How far before ICU admission the grid reaches at most (section 0: hours from -24).
