@@ -34,9 +34,11 @@ an S3 bucket (realicu_web.storage): a real S3 server on loopback (moto's
 server mode, started here) unless --s3-endpoint names one. After the windows
 a Scale release of every window (generated Oracle labels) is built with
 ``manage.py build_release``, once into the local folder and once into the
-store, and both times are printed with the store's size. The import reads
-its folder and spills its batches to a local temporary folder with or
-without the store (the store is not on its path).
+store, and both times are printed with the store's size. The first import
+reads its folder in one process (the store is not on its path); then, on a
+database of its own, ``manage.py import_mimic --fan-out`` with the last
+worker count's workers stores each batch's rows in the bucket and the
+workers import them from there, and its time is printed beside the first.
 
 Left out: notes, medications, outputs, procedures, microbiology, diagnoses and
 transfers (chartevents and labevents are nine tenths of MIMIC-IV's rows); the
@@ -197,6 +199,33 @@ def _release_builds(env: dict, s3: dict, work: Path, log: Path) -> dict:
         "files": len(objects),
         "mb": sum(o["Size"] for o in objects) / 2**20,
     }
+
+
+def _store_import(folder: Path, workers: int, stays: int, tmp, broker, s3, log) -> dict:
+    """``manage.py import_mimic --fan-out`` on a new database while ``workers``
+    workers run: the command reads the folder and stores each batch's rows in
+    the bucket, the workers read them from there (about four batches a worker).
+    Timed from the command's start to its end, planning included."""
+    name = f"{DB}_store"
+    _execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    _execute(f"CREATE DATABASE {name}")
+    work = tmp / "store-import"
+    (work / "var").mkdir(parents=True)
+    env = _environment(name, work, broker, s3)
+    _command(env, "migrate", "--verbosity", "0", log=log)
+    batch_stays = max(1, -(-stays // (4 * workers)))
+    procs = _workers_start(env, workers, work)
+    try:
+        _workers_wait(procs, work)
+        imported = _command(
+            env,
+            *("import_mimic", str(folder), "--fan-out", "--batch-stays"),
+            str(batch_stays),
+            log=log,
+        )
+    finally:
+        peaks = _workers_stop(procs)
+    return {**imported, "counts": _counts(env), "worker_peaks": peaks}
 
 
 def _environment(db: str, tmp: Path, broker: str | None, s3=None) -> dict:
@@ -388,7 +417,7 @@ def main() -> None:
 
     tmp = Path(tempfile.mkdtemp(prefix="realicu-scale-"))
     log = tmp / "commands.log"
-    databases = [DB] + [f"{DB}_w{c}" for c in counts]
+    databases = [DB, f"{DB}_store"] + [f"{DB}_w{c}" for c in counts]
     rows = []
     try:
         _execute(f"DROP DATABASE IF EXISTS {DB} WITH (FORCE)")
@@ -445,6 +474,10 @@ def main() -> None:
                 f"{built.get('windows', 0):,} windows "
                 f"({built.get('gold', 0):,} Gold)"
             )
+        if s3 is not None:
+            stored = _store_import(
+                folder, counts[-1], args.stays, tmp, args.broker, s3, log
+            )
     finally:
         if not args.keep:
             for name in databases:
@@ -500,6 +533,17 @@ def main() -> None:
             f"{releases['files']:,} files, {releases['mb']:,.1f} MB: "
             f"build_release into the local folder {releases['local']:.1f} s, "
             f"into the store {releases['store']:.1f} s"
+        )
+        same = all(stored["counts"].get(k) == base.get(k) for k in ("stays", "events"))
+        print(
+            f"object storage: import_mimic --fan-out on {counts[-1]} worker(s), "
+            f"each batch's rows through the store: {stored['seconds']:.1f} s "
+            f"(the one-process import, no store: {imported['seconds']:.1f} s); "
+            f"{stored['counts'].get('stays', 0):,} stays, "
+            f"{stored['counts'].get('events', 0):,} events "
+            f"({'the same counts as' if same else 'NOT the same as'} the "
+            f"one-process import); peak MB command / workers "
+            f"{stored['peak_mb']:,.0f} / {_mb(stored['worker_peaks'])}"
         )
     print(f"load average at the end: {os.getloadavg()[0]:.1f} (other processes too)")
 
