@@ -73,6 +73,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from benchmarks._payloads import payload_bytes, print_by_index  # noqa: E402
+from benchmarks._worker import worker_start, workers_stop  # noqa: E402
 
 ADMIN_URL = os.environ.get(
     "DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres"
@@ -214,35 +215,10 @@ class TrivialEndpoint:
 
 
 def _workers(env: dict, log_dir: Path) -> list[subprocess.Popen]:
-    procs = []
-    for n in range(WORKERS):
-        log = open(log_dir / f"worker{n}.log", "w")
-        procs.append(
-            subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "celery",
-                    "-A",
-                    "realicu_web",
-                    "worker",
-                    "--pool",
-                    "solo",
-                    "--hostname",
-                    f"bench{n}@%h",
-                    "--loglevel",
-                    "WARNING",
-                    "--without-heartbeat",
-                    "--without-gossip",
-                    "--without-mingle",
-                ],
-                cwd=ROOT,
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-        )
-    return procs
+    return [
+        worker_start(f"bench{n}", env, log_dir / f"worker{n}.log", loglevel="WARNING")
+        for n in range(WORKERS)
+    ]
 
 
 def _quantile(values: list[int], q: float) -> int:
@@ -546,13 +522,7 @@ def main() -> None:
                 f"{statistics.median(rates):.1f} windows/min over {len(rows)} runs"
             )
     finally:
-        for proc in procs:
-            proc.terminate()
-        for proc in procs:
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        workers_stop(procs, timeout=30)
         from django.db import connections
 
         connections.close_all()
