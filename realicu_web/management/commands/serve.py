@@ -23,6 +23,16 @@ WORKER_MODEL_DEFAULTS = {
     "REALICU_MATCHER_WARM_UP": "false",
     "REALICU_WORKER_MODEL_IDLE_SECONDS": "300",
 }
+# glibc gives each thread that allocates its own malloc arena (up to 8 per core),
+# and an arena keeps what its thread freed: the worker's task threads and side
+# threads and the web's request threads each held their own heap's leftovers.
+# Two arenas per process (issue 35); the environment may say otherwise.
+PROCESS_MEMORY_DEFAULTS = {"MALLOC_ARENA_MAX": "2"}
+
+
+def _defaults(values: dict[str, str]) -> dict[str, str]:
+    """``values``, each replaced by the environment's value when it has one."""
+    return {key: os.environ.get(key, value) for key, value in values.items()}
 
 
 def web_command(*, bind: str, workers: int, threads: int) -> list[str]:
@@ -100,9 +110,11 @@ class Command(BaseCommand):
         ]
         # Housekeeping (reaper, outbox) as a thread of the worker, whatever
         # its pool; production runs `manage.py housekeeping` instead.
-        worker_env = {"REALICU_WORKER_HOUSEKEEPING_THREAD": "1"}
-        for key, value in WORKER_MODEL_DEFAULTS.items():
-            worker_env[key] = os.environ.get(key, value)
+        worker_env = {
+            "REALICU_WORKER_HOUSEKEEPING_THREAD": "1",
+            **_defaults(WORKER_MODEL_DEFAULTS),
+            **_defaults(PROCESS_MEMORY_DEFAULTS),
+        }
         worker_spec = {
             "name": "worker",
             "argv": worker,
@@ -122,7 +134,10 @@ class Command(BaseCommand):
             )
         spec = {
             "address": bind,
-            "commands": [{"name": "web", "argv": web}, worker_spec],
+            "commands": [
+                {"name": "web", "argv": web, "env": _defaults(PROCESS_MEMORY_DEFAULTS)},
+                worker_spec,
+            ],
         }
         # This process has the whole project imported; the supervisor that
         # replaces it (same pid, so Ctrl-C and SIGTERM reach it) does not.
