@@ -351,9 +351,11 @@ _.analyzed  # windows/importers/writing.py: its ANALYZE count (a test reads it)
 krippendorff_alpha  # evaluation/agreement.py
 
 # The standard library's servers and parsers call these hooks by name
-# (benchmarks' loopback proxy and run-page reader, benchmarks/_llm_bench.py).
+# (loopback/: the tests' and benchmarks' loopback servers; the run-page reader
+# of benchmarks/_llm_bench.py).
 _.do_GET  # http.server.BaseHTTPRequestHandler
 daemon_threads  # socketserver.ThreadingMixIn
+request_queue_size  # socketserver.TCPServer
 _.handle_starttag  # html.parser.HTMLParser
 _.handle_endtag  # html.parser.HTMLParser
 _.handle_data  # html.parser.HTMLParser

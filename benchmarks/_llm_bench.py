@@ -22,16 +22,16 @@ import json
 import math
 import os
 import resource
-import select
 import socket
 import statistics
 import threading
 import time
 from collections.abc import Callable
 from html.parser import HTMLParser
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
+
+from loopback import LoopbackServer, QuietHandler, client_hung_up
 
 CHAT_PATH = "/chat/completions"
 # How a window's error begins when its reply failed the schema after the
@@ -105,7 +105,7 @@ def _usage_tokens(body: bytes) -> int | None:
     return int(tokens) if tokens is not None else None
 
 
-class LLMProxy:
+class LLMProxy(LoopbackServer):
     """A loopback proxy in front of ``upstream`` (the server's root URL).
     ``records`` holds one dict per chat completion: ``prompt_tokens`` (from
     the reply's usage, None when it had none), ``status``, ``upstream``
@@ -128,11 +128,6 @@ class LLMProxy:
         self._lock = threading.Lock()
         # One request at a time when slowed: a one-slot server ten times slower.
         self._slot = threading.Lock()
-        self._server: ThreadingHTTPServer | None = None
-
-    @property
-    def root(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
 
     @property
     def base_url(self) -> str:
@@ -141,30 +136,16 @@ class LLMProxy:
     @staticmethod
     def _hold_unless_gone(seconds: float, conn: socket.socket) -> bool:
         """Wait ``seconds``; False as soon as the client has hung up."""
-        deadline = time.monotonic() + seconds
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return True
-            readable, _, _ = select.select([conn], [], [], min(left, 0.2))
-            if readable:
-                try:
-                    if conn.recv(1, socket.MSG_PEEK) == b"":
-                        return False
-                except OSError:
-                    return False
+        return not client_hung_up(conn, seconds)
 
     def _record(self, **row) -> None:
         with self._lock:
             self.records.append(row)
 
-    def start(self) -> LLMProxy:
+    def handler(self):
         proxy = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
+        class Handler(QuietHandler):
             def _forward(self, method: str) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
@@ -267,18 +248,7 @@ class LLMProxy:
             def do_POST(self):
                 self._forward("POST")
 
-        class Server(ThreadingHTTPServer):
-            daemon_threads = True
-
-        self._server = Server(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
-        return self
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
+        return Handler
 
 
 class _PageLines(HTMLParser):

@@ -12,6 +12,28 @@ if str(CLIENT_DIR) not in sys.path:
     sys.path.insert(0, str(CLIENT_DIR))
 
 
+@pytest.fixture(autouse=True)
+def _fast_password_hashing(settings):
+    # make_user sets a password; the production hasher costs ~1 s per user.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture
+def admin_user(db):
+    from accounts.roles import Role
+    from tests.factories import make_user
+
+    return make_user(staff=True, role=Role.ADMIN)
+
+
+@pytest.fixture
+def researcher(db):
+    from accounts.roles import Role
+    from tests.factories import make_user
+
+    return make_user(role=Role.RESEARCHER)
+
+
 @pytest.fixture(scope="session")
 def clif_demo_dir():
     from windows.importers.clif import clif_demo_directory

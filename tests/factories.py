@@ -154,7 +154,8 @@ def make_events(
     )
 
 
-# Clinical events of a stay, at ``hours`` since its ICU admission -------------
+# Clinical events of a stay, at ``hours`` since its ICU admission; each
+# builder's ``fields`` (as make_event's) replace its defaults. -----------------
 
 VITAL = {
     "domain": Domain.VITALS,
@@ -168,10 +169,16 @@ DRIP = {
     "unit": "mcg/kg/min",
     "source_table": "medication_admin_continuous",
 }
+NO_VALUE = {"value_num": None, "unit": ""}
 
 
 def at(stay: Stay, hours: float) -> datetime:
     return stay.intime + timedelta(hours=hours)
+
+
+def event_at(stay: Stay, hours: float, **fields) -> Event:
+    """An event of the stay's admission ``hours`` after its ICU admission."""
+    return make_event(admission=stay.admission, time=at(stay, hours), **fields)
 
 
 def vitals(
@@ -183,107 +190,61 @@ def vitals(
     end_h: float,
     every_min: float = 30,
     unit: str = "",
-) -> None:
+    **fields,
+) -> list[Event]:
     """One vital charted every ``every_min`` minutes in [start_h, end_h)."""
-    count = int(round((end_h - start_h) * 60 / every_min))
-    make_events(
+    defaults = {**VITAL, "category": category, "name": category, "unit": unit}
+    return make_events(
         admission=stay.admission,
-        count=count,
+        count=int(round((end_h - start_h) * 60 / every_min)),
         start=at(stay, start_h),
         every=timedelta(minutes=every_min),
-        category=category,
-        name=category,
-        value_num=value,
-        unit=unit,
-        **VITAL,
+        **{**defaults, "value_num": value, **fields},
     )
 
 
-def lab(stay: Stay, category: str, value: float, hours: float, unit: str = ""):
-    return make_event(
-        admission=stay.admission,
-        time=at(stay, hours),
-        category=category,
-        name=category,
-        value_num=value,
-        unit=unit,
-        **LAB,
+def lab(stay: Stay, category: str, value: float, hours: float, unit="", **fields):
+    defaults = {**LAB, "category": category, "name": category, "value_num": value}
+    return event_at(stay, hours, **(defaults | {"unit": unit} | fields))
+
+
+def drip(stay: Stay, category: str, rate: float, hours: float, text="start", **fields):
+    """A continuous infusion's row (``text``: start, dose change, stop)."""
+    defaults = {**DRIP, "category": category, "name": category.capitalize()}
+    return event_at(
+        stay, hours, **(defaults | {"value_num": rate, "value_text": text} | fields)
     )
 
 
-def drip(stay: Stay, category: str, rate: float, hours: float, text: str = "start"):
-    return make_event(
-        admission=stay.admission,
-        time=at(stay, hours),
-        category=category,
-        name=category.capitalize(),
-        value_num=rate,
-        value_text=text,
-        **DRIP,
-    )
-
-
-def death(stay: Stay, hours: float):
-    """The patient's death (an outcome event) ``hours`` after admission."""
-    return make_event(
-        admission=stay.admission,
-        time=at(stay, hours),
-        kind=EventKind.OUTCOME,
-        domain=Domain.OUTCOME,
-        category="death",
-        name="Death",
-    )
+def death(stay: Stay, hours: float, **fields):
+    """The patient's death (an outcome event)."""
+    death = {"category": "death", "name": "Death"}
+    defaults = {"kind": EventKind.OUTCOME, "domain": Domain.OUTCOME} | death
+    return event_at(stay, hours, **(defaults | fields))
 
 
 def coded_procedure(
-    stay: Stay, hours: float, system: str = "ICD10PCS", code: str = "5A1955Z"
+    stay: Stay, hours: float, system: str = "ICD10PCS", code: str = "5A1955Z", **fields
 ):
-    """A procedure code (a hindsight record) charted ``hours`` after admission."""
-    return make_event(
-        admission=stay.admission,
-        time=at(stay, hours),
-        kind=EventKind.CODED,
-        domain=Domain.PROCEDURES,
-        category=system,
-        name=f"{system} {code}",
-        value_num=None,
-        unit="",
-        value_text=code,
-        source_table="patient_procedures",
-    )
+    """A procedure code (a hindsight record)."""
+    defaults = {"kind": EventKind.CODED, "domain": Domain.PROCEDURES, **NO_VALUE}
+    coded = {"category": system, "name": f"{system} {code}", "value_text": code}
+    source = {"source_table": "patient_procedures"}
+    return event_at(stay, hours, **(defaults | coded | source | fields))
 
 
 def radiology_report(
     stay: Stay, hours: float, text: str, name: str = "CHEST (PORTABLE AP)", **fields
 ):
-    """A radiology report (a bedside note); ``fields`` as make_event's."""
-    return make_event(
-        admission=stay.admission,
-        time=at(stay, hours),
-        domain=Domain.NOTES,
-        category="radiology_report",
-        name=name,
-        value_num=None,
-        unit="",
-        value_text=text,
-        source_table="radiology",
-        **fields,
-    )
+    """A radiology report (a bedside note)."""
+    defaults = {"domain": Domain.NOTES, "category": "radiology_report", **NO_VALUE}
+    note = {"name": name, "value_text": text, "source_table": "radiology"}
+    return event_at(stay, hours, **(defaults | note | fields))
 
 
 def discharge_summary(stay: Stay, hours: float, text: str, **fields):
-    """The discharge summary (an outcome note, hindsight only); ``fields`` as
-    make_event's."""
-    return make_event(
-        admission=stay.admission,
-        time=at(stay, hours),
-        kind=EventKind.OUTCOME,
-        domain=Domain.NOTES,
-        category="discharge_summary",
-        name="Discharge summary",
-        value_num=None,
-        unit="",
-        value_text=text,
-        source_table="discharge",
-        **fields,
-    )
+    """The discharge summary (an outcome note, hindsight only)."""
+    defaults = {"kind": EventKind.OUTCOME, "domain": Domain.NOTES, **NO_VALUE}
+    note = {"category": "discharge_summary", "name": "Discharge summary"}
+    source = {"value_text": text, "source_table": "discharge"}
+    return event_at(stay, hours, **(defaults | note | source | fields))

@@ -29,6 +29,22 @@ from windows.windowing import windows_build
 pytestmark = pytest.mark.django_db
 
 
+INFUSION = {
+    "domain": Domain.MED_CONTINUOUS,
+    "source_table": "medication_admin_continuous",
+}
+INSULIN = {"category": "insulin", "name": "Insulin - Regular", "unit": "units/hour"}
+SALINE = {"category": "sodium chloride", "name": "NaCl 0.9%", "unit": "mL/hour"}
+HEPARIN = {"category": "heparin", "name": "Heparin Sodium", "unit": "units/hour"}
+DECIDED = {"kind": EventKind.ACTION, "value_text": "start"}
+
+
+def _infusion(admission, time, drug: dict, rate, order_id, **fields):
+    """A row of a continuous infusion's order (a drug, or its carrier fluid)."""
+    fields = INFUSION | drug | {"value_num": rate, "order_id": order_id} | fields
+    return make_event(admission=admission, time=time, **fields)
+
+
 @pytest.fixture
 def edge_stay():
     stay = make_stay(admission=make_admission(), hours=6)
@@ -36,58 +52,17 @@ def edge_stay():
     assert len(windows) == 3
     first, second = windows[0], windows[1]
     a = stay.admission
-    drug_time = second.start + timedelta(minutes=10)
+    ten_min = timedelta(minutes=10)
+    drug_time = second.start + ten_min
     rows = {
         "early": make_event(admission=a, time=first.start + timedelta(minutes=5)),
         # Stamped at the first window's end: it belongs to what follows.
         "at_first_end": make_event(admission=a, time=first.end),
-        "insulin": make_event(
-            admission=a,
-            time=drug_time,
-            kind=EventKind.ACTION,
-            domain=Domain.MED_CONTINUOUS,
-            category="insulin",
-            name="Insulin - Regular",
-            value_num=2.0,
-            unit="units/hour",
-            value_text="start",
-            order_id="O-1",
-            source_table="medication_admin_continuous",
-        ),
-        "carrier": make_event(
-            admission=a,
-            time=drug_time,
-            domain=Domain.MED_CONTINUOUS,
-            category="sodium chloride",
-            name="NaCl 0.9%",
-            value_num=2.0,
-            unit="mL/hour",
-            value_text="start",
-            order_id="O-1",
-            source_table="medication_admin_continuous",
-        ),
-        "carrier_later": make_event(
-            admission=a,
-            time=drug_time + timedelta(minutes=10),
-            domain=Domain.MED_CONTINUOUS,
-            category="sodium chloride",
-            name="NaCl 0.9%",
-            value_num=3.0,
-            unit="mL/hour",
-            order_id="O-1",
-            source_table="medication_admin_continuous",
-        ),
-        "other_order": make_event(
-            admission=a,
-            time=drug_time,
-            domain=Domain.MED_CONTINUOUS,
-            category="heparin",
-            name="Heparin Sodium",
-            value_num=500.0,
-            unit="units/hour",
-            order_id="O-2",
-            source_table="medication_admin_continuous",
-        ),
+        # The drug's start is the decision; its carrier is charted with it.
+        "insulin": _infusion(a, drug_time, INSULIN | DECIDED, 2.0, "O-1"),
+        "carrier": _infusion(a, drug_time, SALINE, 2.0, "O-1", value_text="start"),
+        "carrier_later": _infusion(a, drug_time + ten_min, SALINE, 3.0, "O-1"),
+        "other_order": _infusion(a, drug_time, HEPARIN, 500.0, "O-2"),
         "at_second_end": make_event(admission=a, time=second.end),
     }
     return stay, windows, rows

@@ -7,9 +7,6 @@ import http.cookiejar
 import os
 import re
 import signal
-import socket
-import subprocess
-import sys
 import time
 import urllib.parse
 import urllib.request
@@ -18,15 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.embedded import EMBEDDED_PASSWORD as PASSWORD
-from tests.embedded import embedded_env
-
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from tests.embedded import embedded_env, serve_start, server_stop
 
 
 class Browser:
@@ -60,23 +49,7 @@ def embedded_server(tmp_path_factory, embedded_bootstrap):
     # The supervisor restarts a worker whose loop is silent this long; the kill
     # tests below wait for it.
     env["REALICU_WORKER_HANG_SECONDS"] = "20"
-    manage = [sys.executable, str(ROOT / "manage.py")]
-    port = _free_port()
-    log = open(var / "serve.log", "w")
-    proc = subprocess.Popen(
-        [*manage, "serve", "--bind", f"127.0.0.1:{port}"],
-        env=env,
-        cwd=ROOT,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    base = f"http://127.0.0.1:{port}"
-    for _ in range(60):
-        try:
-            urllib.request.urlopen(base + "/accounts/login/", timeout=2)
-            break
-        except OSError:
-            time.sleep(0.5)
+    proc, base = serve_start(env, var / "serve.log")
     try:
         yield {
             "base": base,
@@ -85,12 +58,7 @@ def embedded_server(tmp_path_factory, embedded_bootstrap):
             "pid": proc.pid,
         }
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
+        server_stop(proc)
     # Ctrl-C (SIGTERM here) stopped both the web server and the worker.
     assert proc.returncode is not None
 

@@ -192,7 +192,6 @@ def model_counts() -> dict[str, int]:
 
 @pytest.fixture(autouse=True)
 def _isolated(settings, tmp_path):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     settings.REALICU_RELEASES_DIR = tmp_path / "releases"
     settings.REALICU_SUBMISSIONS_DIR = tmp_path / "submissions"
     # Many requests in a row: the API's rate limit is not what is tested here.

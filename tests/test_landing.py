@@ -17,11 +17,6 @@ STAYS = reverse("windows:stay_list")
 RELEASES = reverse("exports:release_list")
 
 
-@pytest.fixture(autouse=True)
-def _fast_password_hashing(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 def _user(*roles: str):
     user = make_user(staff=Role.ADMIN in roles, password=PASSWORD)
     groups = roles_ensure()

@@ -27,11 +27,6 @@ PASSWORD = "correct horse battery"
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture(autouse=True)
-def _fast_password_hashing(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 def _signed_in(client) -> bool:
     return "_auth_user_id" in client.session
 

@@ -27,12 +27,11 @@ from pathlib import Path
 import pytest
 
 from realicu_web.management.commands.serve import Command, web_command
+from tests.embedded import embedded_env, server_start, server_stop
 
 # The fixtures of a ready release (tests/exports), for the researcher's test.
 from tests.exports.conftest import (
-    admin_user,
     release_dirs,
-    researcher,
     tiny_labels,
     tiny_release,
     tiny_run,
@@ -40,9 +39,7 @@ from tests.exports.conftest import (
 )
 
 __all__ = [
-    "admin_user",
     "release_dirs",
-    "researcher",
     "tiny_labels",
     "tiny_release",
     "tiny_run",
@@ -55,10 +52,10 @@ STALLED = 20
 MB = 2**20
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+@pytest.fixture(autouse=True)
+def _fast_password_hashing():
+    """The production hasher, not the suite's fast one: the researcher signs
+    in to a server of its own process, which checks passwords with it."""
 
 
 def _serve_defaults() -> tuple[int, int]:
@@ -69,31 +66,11 @@ def _serve_defaults() -> tuple[int, int]:
 
 def _start_web(env: dict, log: Path) -> tuple[subprocess.Popen, str]:
     workers, threads = _serve_defaults()
-    port = _free_port()
-    argv = web_command(bind=f"127.0.0.1:{port}", workers=workers, threads=threads)
-    proc = subprocess.Popen(
-        argv, env=env, cwd=ROOT, stdout=open(log, "w"), stderr=subprocess.STDOUT
+    return server_start(
+        lambda bind: web_command(bind=bind, workers=workers, threads=threads),
+        env,
+        log,
     )
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            urllib.request.urlopen(base + "/accounts/login/", timeout=5).read()
-            return proc, base
-        except OSError:
-            assert proc.poll() is None, log.read_text()[-3000:]
-            time.sleep(0.3)
-    proc.kill()
-    raise AssertionError("the web server did not answer:\n" + log.read_text()[-3000:])
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    proc.terminate()
-    try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
 
 
 def _web_worker_pid(master: int) -> int:
@@ -171,19 +148,8 @@ def embedded_web(tmp_path_factory):
     """serve's web process on a migrated SQLite database in a temporary
     REALICU_VAR_DIR, with a 3 s header and body deadline."""
     var = tmp_path_factory.mktemp("slow-clients-var")
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k
-        not in (
-            "DATABASE_URL",
-            "CELERY_BROKER_URL",
-            "CACHE_URL",
-            "DJANGO_SETTINGS_MODULE",
-        )
-    }
+    env = embedded_env(var)
     env.update(
-        REALICU_VAR_DIR=str(var),
         REALICU_REQUEST_HEADER_SECONDS=str(DEADLINE),
         REALICU_REQUEST_BODY_SECONDS=str(DEADLINE),
         # No allowance for the announced size: every body has the 3 s.
@@ -209,7 +175,7 @@ def embedded_web(tmp_path_factory):
     try:
         yield {"base": base, "pid": proc.pid, "log": var / "web.log"}
     finally:
-        _stop(proc)
+        server_stop(proc)
 
 
 ANSWERS = {
@@ -449,7 +415,7 @@ def database_web(transactional_db, tmp_path, settings):
     try:
         yield {"base": base, "pid": proc.pid}
     finally:
-        _stop(proc)
+        server_stop(proc)
 
 
 def test_a_researcher_uploads_near_the_limit_downloads_and_reads_partials(

@@ -19,7 +19,6 @@ import http.cookiejar
 import json
 import os
 import re
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -32,7 +31,7 @@ from pathlib import Path
 import pytest
 
 from tests.embedded import EMBEDDED_PASSWORD as PASSWORD
-from tests.embedded import embedded_env
+from tests.embedded import embedded_env, serve_start, server_stop
 
 ROOT = Path(__file__).resolve().parent.parent
 # A request of the physician must answer within this long (issue 29: 1 s); a
@@ -63,12 +62,6 @@ assignment = Assignment.objects.filter(
 print("ASSIGNMENT", assignment.pk)
 print("COHORT", Cohort.objects.get(name="CLIF demo").pk)
 """
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class Answer(Exception):
@@ -139,22 +132,7 @@ def embedded(tmp_path_factory, embedded_bootstrap):
     assert done.returncode == 0, done.stderr[-3000:]
     assignment = int(re.search(r"ASSIGNMENT (\d+)", done.stdout).group(1))
     cohort = int(re.search(r"COHORT (\d+)", done.stdout).group(1))
-    port = _free_port()
-    log = open(var / "serve.log", "w")
-    proc = subprocess.Popen(
-        [*manage, "serve", "--bind", f"127.0.0.1:{port}"],
-        env=env,
-        cwd=ROOT,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    base = f"http://127.0.0.1:{port}"
-    for _ in range(120):
-        try:
-            urllib.request.urlopen(base + "/accounts/login/", timeout=2)
-            break
-        except OSError:
-            time.sleep(0.5)
+    proc, base = serve_start(env, var / "serve.log")
     try:
         yield {
             "base": base,
@@ -163,12 +141,7 @@ def embedded(tmp_path_factory, embedded_bootstrap):
             "cohort": cohort,
         }
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
+        server_stop(proc)
 
 
 def _release_state(database: Path, release_id: int) -> str:

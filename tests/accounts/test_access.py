@@ -8,7 +8,6 @@ from django.urls import reverse
 from accounts.roles import Role
 from annotation.models import Assignment
 from tests.annotation.conftest import (  # noqa: F401 - fixtures
-    admin_user,
     campaign,
     clinical,
     gold_windows,
@@ -18,11 +17,6 @@ from tests.annotation.conftest import (  # noqa: F401 - fixtures
 )
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def _fast_password_hashing(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
 @pytest.mark.parametrize(

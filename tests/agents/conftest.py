@@ -8,10 +8,7 @@ import pytest
 
 from oracle.models import Backbone, BackboneKind
 from tests.exports.conftest import (  # noqa: F401 - fixtures
-    _fast_password_hashing,
-    admin_user,
     release_dirs,
-    researcher,
     tiny_labels,
     tiny_release,
     tiny_run,

@@ -165,7 +165,7 @@ def test_a_run_whose_endpoint_rebinds_to_loopback_sends_nothing(
     researcher, tiny_release, endpoint, fake_dns, settings
 ):
     settings.REALICU_ENDPOINT_ALLOWED_NETWORKS = []
-    url = f"http://agent.example:{endpoint.server.server_address[1]}/predict"
+    url = f"http://agent.example:{endpoint.port}/predict"
     # Public at registering, at the run's start and at the agent's start; then
     # the name points at this machine, where the endpoint server listens.
     fake_dns.answer("agent.example", *[PUBLIC_ANSWER] * 3, "127.0.0.1")
@@ -192,7 +192,7 @@ def test_a_run_whose_endpoint_rebinds_to_loopback_sends_nothing(
 def test_the_connection_goes_to_the_checked_address_with_the_name_as_host(
     endpoint, fake_dns
 ):
-    port = endpoint.server.server_address[1]
+    port = endpoint.port
     fake_dns.answer("agent.example", "127.0.0.1")  # loopback allowed (conftest)
     agent = RemoteAgent(url=f"http://agent.example:{port}/predict")
     prediction, _ = agent.predict(a_window(), {})
@@ -294,7 +294,7 @@ def test_every_failure_to_reach_an_endpoint_reads_the_same(endpoint):
     silent = SlowServer(mode="late", interval=3.0).start()
     huge = SlowServer(mode="huge", size=5_000_000).start()
     resetter = _Resetter()
-    port = endpoint.server.server_address[1]
+    port = endpoint.port
     endpoint.replies += [
         (404, {"detail": "not found"}, {}),
         (500, {"detail": "boom"}, {}),

@@ -5,8 +5,6 @@ a window's error into over budget, overflow and schema failure."""
 
 import json
 import socket
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 import pytest
@@ -20,6 +18,7 @@ from benchmarks._llm_bench import (
     page_lines,
     run_page_lines,
 )
+from loopback import LoopbackServer, QuietHandler
 from oracle import services as oracle_services
 from oracle.models import BackboneKind
 from tests.oracle.test_runs import make_cohort_with_stay
@@ -30,7 +29,7 @@ SCHEMA_ERROR = (
 )
 
 
-class Upstream:
+class Upstream(LoopbackServer):
     """A chat server: a JSON reply with ``usage``, or with ``"stream": true``
     three SSE chunks, the last with ``usage``."""
 
@@ -41,13 +40,13 @@ class Upstream:
     ]
 
     def __init__(self):
-        upstream = self
         self.calls = 0
+        self.start()
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
+    def handler(self):
+        upstream = self
 
+        class Handler(QuietHandler):
             def do_POST(self):
                 upstream.calls += 1
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -70,27 +69,14 @@ class Upstream:
                 self.end_headers()
                 self.wfile.write(data)
 
-        class Server(ThreadingHTTPServer):
-            daemon_threads = True
-
-        self.server = Server(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    @property
-    def root(self):
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def stop(self):
-        self.server.shutdown()
-        self.server.server_close()
+        return Handler
 
 
 @pytest.fixture
 def upstream():
     server = Upstream()
     yield server
-    if server.server.fileno() != -1:
-        server.stop()
+    server.stop()
 
 
 def proxied(upstream, factor, answers):

@@ -7,9 +7,7 @@ from the streamed payloads (realicu_client.Sessions). Malformed replies are
 that window's error; retries, URL restrictions and roles as for backbones."""
 
 import json
-import threading
 from datetime import datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 import pytest
@@ -20,6 +18,7 @@ from accounts.roles import Role
 from agents.models import AgentPrediction, OnlineEndpoint, RunState
 from agents.remote import UNREACHABLE
 from agents.services import agent_run_inline, endpoint_register, online_eval_start
+from loopback import LoopbackServer, QuietHandler
 from tests.annotation.conftest import make_role_user
 
 PAYLOAD_KEYS = {
@@ -41,7 +40,7 @@ PAYLOAD_KEYS = {
 }
 
 
-class Endpoint:
+class Endpoint(LoopbackServer):
     """An agent on loopback that follows the protocol's sessions
     (realicu_client.Sessions: each request's ``context`` is the window's
     context it rebuilt, None for a gap, answered 409). ``replies`` (a list)
@@ -55,12 +54,12 @@ class Endpoint:
         self.replies: list = []
         self.api, self.release_id = api, release_id
         self.api_answers: list[tuple[str, int, str]] = []
+        self.start()
+
+    def handler(self):
         outer = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
+        class Handler(QuietHandler):
             def do_POST(self):
                 raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 outer.received.append(
@@ -100,13 +99,11 @@ class Endpoint:
                 self.end_headers()
                 self.wfile.write(data)
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
+        return Handler
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}/predict"
+        return f"{self.root}/predict"
 
     def cheat(self, body: dict) -> None:
         """Ask the platform for the stay's whole context, as anyone could."""
@@ -118,10 +115,6 @@ class Endpoint:
         for path in paths:
             answer = httpx.get(self.api + path, timeout=10)
             self.api_answers.append((path, answer.status_code, answer.text))
-
-    def stop(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @pytest.fixture

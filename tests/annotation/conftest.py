@@ -27,16 +27,6 @@ def make_gold_windows(*, stay, count: int | None = None) -> list[Window]:
 
 
 @pytest.fixture
-def admin_user(db):
-    return make_role_user(Role.ADMIN)
-
-
-@pytest.fixture
-def researcher(db):
-    return make_role_user(Role.RESEARCHER)
-
-
-@pytest.fixture
 def physicians(db):
     return [make_role_user(Role.PHYSICIAN) for _ in range(2)]
 
@@ -157,9 +147,3 @@ def complete_payload(clinical):
             {"text": "Avoid fluid overload", "evidence": [c["norepinephrine"].pk]}
         ],
     }
-
-
-@pytest.fixture(autouse=True)
-def _fast_password_hashing(settings):
-    # make_user sets a password; the production hasher costs ~1 s per user.
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

@@ -1,6 +1,8 @@
-"""Assertion helpers of the annotation tests."""
+"""Helpers of the annotation tests: a plain label submission, and the state a
+refused write must leave alone."""
 
 from annotation.models import Assignment, Label, LabelRevision
+from annotation.services import label_submit
 
 
 def written_state() -> tuple:
@@ -14,4 +16,26 @@ def written_state() -> tuple:
             )
         ),
         sorted(Assignment.objects.values_list("id", "state", "active", "annotator_id")),
+    )
+
+
+def submit_status_and_problem(physician, campaign, window, status, problem):
+    """The physician's label of ``window``: ``status`` and one acute problem,
+    nothing cited, nothing else (a new revision of a label already there)."""
+    assignment = Assignment.objects.get(
+        campaign=campaign, window=window, annotator=physician, active=True
+    )
+    label = getattr(assignment, "label", None)
+    return label_submit(
+        annotator=physician,
+        assignment_id=assignment.pk,
+        payload={
+            "status": status,
+            "status_evidence": [],
+            "acute_problems": [{"text": problem, "evidence": []}],
+            "action_ratings": [],
+            "added_actions": [],
+            "red_flags": [],
+        },
+        base_version=label.version if label is not None else 0,
     )

@@ -6,12 +6,13 @@ so the task that runs computes the windows whose own tasks still wait."""
 import numpy as np
 import pytest
 
-from annotation.models import Assignment, ConsensusLabel, WindowAgreement
+from annotation.models import ConsensusLabel, WindowAgreement
 from annotation.selectors.agreement import windows_due_agreement
-from annotation.services import campaign_create, label_reopen, label_submit
+from annotation.services import campaign_create, label_reopen
 from annotation.tasks import window_agreement_task
 
 from .conftest import make_gold_windows
+from .helpers import submit_status_and_problem
 
 
 class FastModel:
@@ -46,35 +47,17 @@ def campaign(admin_user, physicians, windows):
     )
 
 
-def _submit(physician, campaign, window, status, problem):
-    assignment = Assignment.objects.get(
-        campaign=campaign, window=window, annotator=physician, active=True
-    )
-    label = getattr(assignment, "label", None)
-    return label_submit(
-        annotator=physician,
-        assignment_id=assignment.pk,
-        payload={
-            "status": status,
-            "status_evidence": [],
-            "acute_problems": [{"text": problem, "evidence": []}],
-            "action_ratings": [],
-            "added_actions": [],
-            "red_flags": [],
-        },
-        base_version=label.version if label is not None else 0,
-    )
-
-
 @pytest.mark.django_db
 def test_one_task_computes_every_window_whose_agreement_is_due(
     campaign, physicians, windows
 ):
     a, b = physicians
     for window in windows[:3]:
-        _submit(a, campaign, window, "stable", "Septic shock")
-        _submit(b, campaign, window, "stable", "Septic shock")
-    _submit(a, campaign, windows[3], "stable", "Septic shock")  # one of two
+        submit_status_and_problem(a, campaign, window, "stable", "Septic shock")
+        submit_status_and_problem(b, campaign, window, "stable", "Septic shock")
+    submit_status_and_problem(
+        a, campaign, windows[3], "stable", "Septic shock"
+    )  # one of two
     assert windows_due_agreement(campaign=campaign) == [w.pk for w in windows[:3]]
 
     window_agreement_task(campaign.pk, windows[0].pk)
@@ -93,15 +76,17 @@ def test_a_label_submitted_again_makes_its_window_due_again(
 ):
     a, b = physicians
     window, other = windows[0], windows[1]
-    _submit(a, campaign, window, "stable", "Septic shock")
+    submit_status_and_problem(a, campaign, window, "stable", "Septic shock")
     # A disagreement keeps the window open, so the label can be reopened.
-    label = _submit(b, campaign, window, "deteriorating", "Septic shock")
+    label = submit_status_and_problem(
+        b, campaign, window, "deteriorating", "Septic shock"
+    )
     window_agreement_task(campaign.pk, window.pk)
     assert windows_due_agreement(campaign=campaign) == []
 
     label_reopen(annotator=b, assignment_id=label.assignment_id)
     assert windows_due_agreement(campaign=campaign) == []  # not complete
-    _submit(b, campaign, window, "stable", "Septic shock")
+    submit_status_and_problem(b, campaign, window, "stable", "Septic shock")
     assert windows_due_agreement(campaign=campaign) == [window.pk]
 
     window_agreement_task(campaign.pk, other.pk)  # its labels are not in
@@ -116,8 +101,8 @@ def test_no_catch_up_where_it_is_off(campaign, physicians, windows, settings):
     settings.REALICU_AGREEMENT_CATCH_UP = 0  # a server broker's default
     a, b = physicians
     for window in windows[:2]:
-        _submit(a, campaign, window, "stable", "Septic shock")
-        _submit(b, campaign, window, "stable", "Septic shock")
+        submit_status_and_problem(a, campaign, window, "stable", "Septic shock")
+        submit_status_and_problem(b, campaign, window, "stable", "Septic shock")
 
     window_agreement_task(campaign.pk, windows[0].pk)
 

@@ -12,12 +12,13 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.db import connection, connections
 
-from annotation.models import Assignment, ConsensusLabel, WindowAgreement
-from annotation.services import campaign_create, label_reopen, label_submit
+from annotation.models import ConsensusLabel, WindowAgreement
+from annotation.services import campaign_create, label_reopen
 from annotation.services.agreement import window_consensus_refresh
 from evaluation.matcher import SemanticMatcher
 
 from .conftest import make_gold_windows
+from .helpers import submit_status_and_problem
 
 pytestmark = pytest.mark.django_db(transaction=True)
 WAIT = 30
@@ -70,26 +71,6 @@ def window_pair(admin_user, physicians, stay):
     return campaign, windows
 
 
-def _submit(physician, campaign, window, status, problem):
-    assignment = Assignment.objects.get(
-        campaign=campaign, window=window, annotator=physician, active=True
-    )
-    label = getattr(assignment, "label", None)
-    return label_submit(
-        annotator=physician,
-        assignment_id=assignment.pk,
-        payload={
-            "status": status,
-            "status_evidence": [],
-            "acute_problems": [{"text": problem, "evidence": []}],
-            "action_ratings": [],
-            "added_actions": [],
-            "red_flags": [],
-        },
-        base_version=label.version if label is not None else 0,
-    )
-
-
 def _refresh_in_thread(campaign, window, matcher) -> tuple[threading.Thread, dict]:
     outcome = {}
 
@@ -119,8 +100,8 @@ def test_the_model_works_outside_any_transaction_and_a_submit_gets_through(
 ):
     campaign, (w0, w1) = window_pair
     a, b = physicians
-    _submit(a, campaign, w0, "stable", "Septic shock")
-    _submit(b, campaign, w0, "stable", "Septic shock")
+    submit_status_and_problem(a, campaign, w0, "stable", "Septic shock")
+    submit_status_and_problem(b, campaign, w0, "stable", "Septic shock")
     matcher = SemanticMatcher("slow-test-model", tau=0.5)
 
     thread, outcome = _refresh_in_thread(campaign, w0, matcher)
@@ -129,7 +110,7 @@ def test_the_model_works_outside_any_transaction_and_a_submit_gets_through(
     # (on SQLite an open one would be the database's write lock) ...
     state = _backend_state(slow_model.backend)
     # ... and another physician's submit is written meanwhile.
-    _submit(a, campaign, w1, "improving", "Delirium")
+    submit_status_and_problem(a, campaign, w1, "improving", "Delirium")
     slow_model.go.set()
     thread.join(WAIT)
 
@@ -145,8 +126,8 @@ def test_a_label_reopened_while_it_is_matched_is_not_written_as_agreed(
 ):
     campaign, (w0, _) = window_pair
     a, b = physicians
-    _submit(a, campaign, w0, "stable", "Septic shock")
-    label = _submit(b, campaign, w0, "stable", "Septic shock")
+    submit_status_and_problem(a, campaign, w0, "stable", "Septic shock")
+    label = submit_status_and_problem(b, campaign, w0, "stable", "Septic shock")
     matcher = SemanticMatcher("slow-test-model", tau=0.5)
 
     thread, outcome = _refresh_in_thread(campaign, w0, matcher)
@@ -166,14 +147,16 @@ def test_labels_changed_while_matched_are_matched_again_before_writing(
 ):
     campaign, (w0, _) = window_pair
     a, b = physicians
-    _submit(a, campaign, w0, "stable", "Septic shock")
-    label = _submit(b, campaign, w0, "stable", "Septic shock")
+    submit_status_and_problem(a, campaign, w0, "stable", "Septic shock")
+    label = submit_status_and_problem(b, campaign, w0, "stable", "Septic shock")
     matcher = SemanticMatcher("slow-test-model", tau=0.5)
 
     thread, outcome = _refresh_in_thread(campaign, w0, matcher)
     assert slow_model.started.wait(WAIT)
     reopened = label_reopen(annotator=b, assignment_id=label.assignment_id)
-    resubmitted = _submit(b, campaign, w0, "deteriorating", "Acute kidney injury")
+    resubmitted = submit_status_and_problem(
+        b, campaign, w0, "deteriorating", "Acute kidney injury"
+    )
     slow_model.go.set()
     thread.join(WAIT)
 

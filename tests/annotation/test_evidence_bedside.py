@@ -24,8 +24,7 @@ from annotation.services import (
     label_submit,
     window_consensus_refresh,
 )
-from tests.factories import make_event
-from windows.models import Domain, EventKind
+from tests.factories import coded_procedure, death, discharge_summary, make_event
 
 from .helpers import written_state
 from .test_consensus import matcher  # noqa: F401
@@ -52,45 +51,14 @@ def records(stay, clinical):
     for when): a procedure code billed during the window, a discharge summary,
     a death, a heart rate on the ward a day after ICU discharge, and an event
     of another admission."""
-    admission, t0 = stay.admission, stay.intime
     return {
-        "coded": make_event(
-            admission=admission,
-            time=t0 + timedelta(minutes=12),
-            kind=EventKind.CODED,
-            domain=Domain.PROCEDURES,
-            category="ICD10PCS",
-            name="ICD10PCS 5A1955Z",
-            value_num=None,
-            unit="",
-            value_text="5A1955Z",
-            source_table="procedures_icd",
+        "coded": coded_procedure(stay, 12 / 60, source_table="procedures_icd"),
+        "discharge_summary": discharge_summary(
+            stay, 2, "Discharged home on day 9 after septic shock."
         ),
-        "discharge_summary": make_event(
-            admission=admission,
-            time=t0 + timedelta(hours=2),
-            kind=EventKind.OUTCOME,
-            domain=Domain.NOTES,
-            category="discharge_summary",
-            name="Discharge summary",
-            value_num=None,
-            unit="",
-            value_text="Discharged home on day 9 after septic shock.",
-            source_table="discharge",
-        ),
-        "outcome": make_event(
-            admission=admission,
-            time=t0 + timedelta(hours=3),
-            kind=EventKind.OUTCOME,
-            domain=Domain.OUTCOME,
-            category="death",
-            name="Death",
-            value_num=None,
-            unit="",
-            source_table="patients",
-        ),
+        "outcome": death(stay, 3, value_num=None, unit="", source_table="patients"),
         "after_the_stay": make_event(
-            admission=admission, time=stay.outtime + timedelta(days=1)
+            admission=stay.admission, time=stay.outtime + timedelta(days=1)
         ),
         "other_admission": clinical["foreign"],
     }

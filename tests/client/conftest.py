@@ -14,11 +14,8 @@ if str(CLIENT_DIR) not in sys.path:
     sys.path.insert(0, str(CLIENT_DIR))
 
 from tests.exports.conftest import (  # noqa: E402, F401
-    _fast_password_hashing,
-    admin_user,
     physician,
     release_dirs,
-    researcher,
     tiny_labels,
     tiny_release,
     tiny_run,

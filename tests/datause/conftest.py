@@ -17,11 +17,8 @@ from exports.services import release_create
 from oracle.models import Backbone, BackboneKind
 from tests.annotation.conftest import make_role_user
 from tests.exports.conftest import (  # noqa: F401 - fixtures
-    _fast_password_hashing,
-    admin_user,
     physician,
     release_dirs,
-    researcher,
     tiny_labels,
     tiny_release,
     tiny_run,

@@ -18,25 +18,10 @@ from .helpers import make_oracle_run, oracle_payload
 
 
 @pytest.fixture(autouse=True)
-def _fast_password_hashing(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
-@pytest.fixture(autouse=True)
 def release_dirs(settings, tmp_path):
     settings.REALICU_RELEASES_DIR = tmp_path / "releases"
     settings.REALICU_SUBMISSIONS_DIR = tmp_path / "submissions"
     return settings.REALICU_RELEASES_DIR
-
-
-@pytest.fixture
-def admin_user(db):
-    return make_role_user(Role.ADMIN)
-
-
-@pytest.fixture
-def researcher(db):
-    return make_role_user(Role.RESEARCHER)
 
 
 @pytest.fixture

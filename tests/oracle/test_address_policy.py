@@ -12,7 +12,6 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.urls import reverse
 
-from accounts.roles import Role
 from oracle import services
 from oracle.backbones import http
 from oracle.backbones.endpoints import EndpointRefused, Purpose, url_check
@@ -20,7 +19,6 @@ from oracle.backbones.openai_compat import OpenAICompatBackbone
 from oracle.context import window_contexts_build
 from oracle.models import Backbone, BackboneKind, OracleRun
 from oracle.prompts import prompt_default_get_or_create
-from tests.annotation.conftest import make_role_user
 from tests.oracle.address_forms import (  # noqa: F401 - fixtures
     NOT_PUBLIC,
     OWN,
@@ -33,16 +31,6 @@ from tests.oracle.helpers import stable_stay, windows_of
 from tests.oracle.test_runs import make_cohort_with_stay
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def _fast_password_hashing(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
-@pytest.fixture
-def admin_user(db):
-    return make_role_user(Role.ADMIN)
 
 
 def test_the_table_holds_every_form_the_issue_names():

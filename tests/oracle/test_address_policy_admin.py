@@ -19,9 +19,7 @@ from agents.models import OnlineEndpoint
 from oracle.admin import BackboneAdmin
 from oracle.models import Backbone, BackboneKind
 from tests.exports.conftest import (  # noqa: F401 - fixtures
-    _fast_password_hashing,
     release_dirs,
-    researcher,
     tiny_labels,
     tiny_release,
     tiny_run,

@@ -10,27 +10,15 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.urls import reverse
 
-from accounts.roles import Role
 from oracle import services
 from oracle.backbones.endpoints import EndpointRefused, url_check
 from oracle.backbones.openai_compat import BackboneConfigError
 from oracle.models import Backbone, BackboneKind, OracleLabel, OracleRun
-from tests.annotation.conftest import make_role_user
 from tests.oracle.test_runs import make_cohort_with_stay
 
 pytestmark = pytest.mark.django_db
 
 INTERNAL = "INTERNAL-ONLY db password=hunter2"
-
-
-@pytest.fixture(autouse=True)
-def _fast_password_hashing(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
-@pytest.fixture
-def admin_user(db):
-    return make_role_user(Role.ADMIN)
 
 
 def openai_backbone(admin, fake, **fields):

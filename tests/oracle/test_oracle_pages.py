@@ -11,20 +11,11 @@ from annotation.services import campaign_create
 from oracle import selectors, services
 from oracle.models import Backbone, OracleRun, ValidationJob, ValidationReport
 from tests.annotation.conftest import make_role_user
+from tests.oracle.helpers import llm_run
 from tests.oracle.test_runs import make_cohort_with_stay
 from windows.models import Window
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def _fast_password_hashing(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
-@pytest.fixture
-def admin_user(db):
-    return make_role_user(Role.ADMIN)
 
 
 @pytest.fixture
@@ -252,22 +243,7 @@ def test_backbone_form_takes_a_variable_name_never_a_key(client, admin_user):
 def test_the_run_page_shows_prompt_tokens_against_the_context_window(
     client, admin_user, fake_llm
 ):
-    cohort, _, windows = make_cohort_with_stay(hours=2.0)
-    backbone = services.backbone_create(
-        admin=admin_user,
-        name="fake",
-        kind="openai",
-        base_url=fake_llm.base_url,
-        model="fake-model",
-        context_tokens=4096,
-        max_completion_tokens=512,
-        concurrency=1,
-        requests_per_minute=6000,
-    )
-    run = services.oracle_run_create(
-        admin=admin_user, name="tokens", backbone=backbone, cohort=cohort, enqueue=False
-    )
-    services.oracle_run_execute_inline(run_id=run.pk)
+    run, windows = llm_run(admin_user, fake_llm)
     client.force_login(admin_user)
     page = client.get(reverse("oracle:run_detail", args=[run.pk])).content.decode()
     # The fake server reports 1,000 prompt tokens for every request.

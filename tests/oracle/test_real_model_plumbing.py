@@ -28,8 +28,6 @@ from tests.oracle.test_openai_backbone import (  # noqa: F401 - fixtures
     template,
 )
 from tests.oracle.test_runs import (  # noqa: F401 - fixtures
-    _fast_password_hashing,
-    admin_user,
     cohort_data,
 )
 

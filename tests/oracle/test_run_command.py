@@ -9,8 +9,6 @@ from django.core.management import CommandError, call_command
 from oracle import services
 from oracle.models import BackboneKind, OracleLabel, OracleLabelState, OracleRun
 from tests.oracle.test_runs import (  # noqa: F401 - fixtures
-    _fast_password_hashing,
-    admin_user,
     cohort_data,
 )
 

@@ -28,16 +28,6 @@ from windows.windowing import windows_build
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture(autouse=True)
-def _fast_password_hashing(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
-@pytest.fixture
-def admin_user(db):
-    return make_role_user(Role.ADMIN)
-
-
 @pytest.fixture
 def physician(db):
     return make_role_user(Role.PHYSICIAN)

@@ -3,8 +3,6 @@ figures are computed by hand: status accuracy, macro-F1 and confusion matrix,
 semantic F1 of the set tasks averaged over windows, the disease-group table,
 windows compared and missing, and a disputed window left out."""
 
-import os
-
 import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.management import CommandError, call_command
@@ -18,27 +16,14 @@ from oracle import services
 from oracle.models import BackboneKind, OracleLabel, ValidationJob, ValidationReport
 from oracle.selectors import backbone_rules_default, validation_report_latest
 from tests.annotation.conftest import (  # noqa: F401 - fixtures
-    _fast_password_hashing,
-    admin_user,
     clinical,
     make_gold_windows,
     physicians,
     stay,
 )
-from tests.annotation.test_consensus import submit
+from tests.annotation.test_consensus import matcher, submit  # noqa: F401
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(scope="module")
-def matcher(django_db_blocker):
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from evaluation.matcher import matcher_for_settings
-
-    with django_db_blocker.unblock():
-        m = matcher_for_settings(tau=0.5)
-        m.load()
-    return m
 
 
 @pytest.fixture

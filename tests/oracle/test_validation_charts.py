@@ -10,8 +10,6 @@ from django.urls import reverse
 from oracle import services
 from oracle.selectors import backbone_rules_default
 from tests.annotation.conftest import (  # noqa: F401 - fixtures
-    _fast_password_hashing,
-    admin_user,
     clinical,
     physicians,
     stay,

@@ -648,42 +648,21 @@ def _stay_of(hours: int):
     stay = build_stay(hours=hours)
     admission = stay.admission
     t0 = stay.intime
-    make_events(
-        admission=admission,
-        count=hours * 4,
-        start=t0,
-        every=timedelta(minutes=15),
-        category="heart_rate",
-    )
-    make_events(
-        admission=admission,
-        count=hours * 4,
-        start=t0,
-        every=timedelta(minutes=15),
-        category="map",
-        value_num=70.0,
-    )
-    make_events(
-        admission=admission,
-        count=hours // 6,
-        start=t0,
-        every=timedelta(hours=6),
-        domain=Domain.LABS,
-        category="creatinine",
-        value_num=1.2,
-        unit="mg/dL",
-    )
-    make_events(
-        admission=admission,
-        count=hours // 4,
-        start=t0,
-        every=timedelta(hours=4),
-        kind=EventKind.ACTION,
-        domain=Domain.MED_CONTINUOUS,
-        category="norepinephrine",
-        value_num=0.05,
-        unit="mcg/kg/min",
-    )
+    every_15_min = timedelta(minutes=15)
+    creatinine = {"domain": Domain.LABS, "category": "creatinine", "unit": "mg/dL"}
+    norepinephrine = {
+        "kind": EventKind.ACTION,
+        "domain": Domain.MED_CONTINUOUS,
+        "category": "norepinephrine",
+        "unit": "mcg/kg/min",
+    }
+    for count, every, fields in (
+        (hours * 4, every_15_min, {"category": "heart_rate"}),
+        (hours * 4, every_15_min, {"category": "map", "value_num": 70.0}),
+        (hours // 6, timedelta(hours=6), {**creatinine, "value_num": 1.2}),
+        (hours // 4, timedelta(hours=4), {**norepinephrine, "value_num": 0.05}),
+    ):
+        make_events(admission=admission, count=count, start=t0, every=every, **fields)
     make_event(
         admission=admission,
         time=t0,
