@@ -47,6 +47,7 @@ from exports.models import Release, ReleaseWindow
 from jobs.leases import JobLeaseLost, job_claim, job_heartbeat, job_release
 from jobs.outbox import outbox_send
 from oracle.egress import egress_guard
+from oracle.services.runs import backbone_endpoint_check
 
 logger = logging.getLogger(__name__)
 
@@ -115,7 +116,7 @@ def agent_run_start(
                 f"{backbone.name} is not an OpenAI-compatible backbone; agents "
                 "need a language model."
             )
-        _backbone_usable(backbone)
+        backbone_endpoint_check(backbone)
     egress_guard(
         actor=user,
         purpose="agent_run",
@@ -130,21 +131,6 @@ def agent_run_start(
         prompt_version=cls.prompt_version,
         enqueue=enqueue,
     )
-
-
-def _backbone_usable(backbone) -> None:
-    """A backbone saved under other rules is checked again when a run starts:
-    its key variable must be allowed and its URL not refused
-    (oracle.backbones.endpoints)."""
-    from oracle.backbones.endpoints import EndpointRefused, key_env_check, url_check
-
-    try:
-        key_env_check(backbone.api_key_env)
-        url_check(backbone.base_url)
-    except EndpointRefused as error:
-        raise ValidationError(
-            f"Backbone {backbone.name} cannot be used: {error} Edit the backbone first."
-        ) from None
 
 
 def _endpoint_url_usable(url: str) -> None:
@@ -301,7 +287,7 @@ def agent_run_resume(*, user, run: AgentRun) -> AgentRun:
             owner=run.endpoint.created_by,
         )
     elif run.backbone_id and run.backbone.kind == "openai":
-        _backbone_usable(run.backbone)
+        backbone_endpoint_check(run.backbone)
         egress_guard(
             actor=user, purpose="agent_run", data=run.release, backbone=run.backbone
         )

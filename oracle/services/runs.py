@@ -86,10 +86,11 @@ def lease_seconds() -> int:
 # Runs ---------------------------------------------------------------------------
 
 
-def _backbone_endpoint_check(backbone: Backbone) -> None:
+def backbone_endpoint_check(backbone: Backbone) -> None:
     """A backbone saved before the operator's rules (or under other ones) is
-    checked again when a run starts: its key variable must be allowed and its
-    URL not refused (oracle.backbones.endpoints)."""
+    checked again when a run starts, the Oracle's or an agent's: its key
+    variable must be allowed and its URL not refused
+    (oracle.backbones.endpoints)."""
     from oracle.backbones.endpoints import EndpointRefused, key_env_check, url_check
 
     if backbone.kind != BackboneKind.OPENAI:
@@ -159,7 +160,7 @@ def oracle_run_create(
             f"Backbone {backbone.name} is not fully configured: "
             + " ".join(error.messages)
         ) from error
-    _backbone_endpoint_check(backbone)
+    backbone_endpoint_check(backbone)
     egress_guard(
         actor=admin, purpose="oracle_run", data=campaign or cohort, backbone=backbone
     )
@@ -260,7 +261,7 @@ def _run_egress_check(*, admin, run: OracleRun) -> None:
     again whenever a run's windows are sent anew (resume, retry): an
     attestation revoked since the run started stops it here."""
     backbone = Backbone.objects.get(pk=run.backbone_id)
-    _backbone_endpoint_check(backbone)
+    backbone_endpoint_check(backbone)
     egress_guard(
         actor=admin,
         purpose="oracle_run",
@@ -279,14 +280,7 @@ def _oracle_run_resume(*, run: OracleRun, enqueue: bool) -> OracleRun:
             else ""
         )
         raise ValidationError(f"Every window of this run is labelled.{hint}")
-    if enqueue:
-        _restart(run)
-    else:
-        run.state = RunState.QUEUED
-        run.cancel_requested_at = None
-        run.finished_at = None
-        run.error = ""
-        run.save(update_fields=["state", "cancel_requested_at", "finished_at", "error"])
+    _requeue(run, enqueue=enqueue)
     return run
 
 
@@ -311,15 +305,21 @@ def _oracle_run_retry_failed(*, run: OracleRun, enqueue: bool) -> int:
     ).delete()
     if not failed:
         raise ValidationError("No window of this run failed: nothing to retry.")
+    _requeue(run, enqueue=enqueue)
+    return failed
+
+
+def _requeue(run: OracleRun, *, enqueue: bool) -> None:
+    """The run queued again: its chunks sent (``enqueue``), or only marked
+    queued for an inline run to pick up."""
     if enqueue:
         _restart(run)
-    else:
-        run.state = RunState.QUEUED
-        run.cancel_requested_at = None
-        run.finished_at = None
-        run.error = ""
-        run.save(update_fields=["state", "cancel_requested_at", "finished_at", "error"])
-    return failed
+        return
+    run.state = RunState.QUEUED
+    run.cancel_requested_at = None
+    run.finished_at = None
+    run.error = ""
+    run.save(update_fields=["state", "cancel_requested_at", "finished_at", "error"])
 
 
 def oracle_run_fail(*, run_id: int, error: str) -> None:
