@@ -6,11 +6,10 @@ Oracle whose errors are controlled: a share of the windows is hard (the Oracle
 flips their status and drops their items far more often), flips lean towards
 "stable" (15 % of statuses flipped in all with the defaults). A fixed model
 predicts every window. Each replication draws the truth, the Oracle, the
-model and a Gold set (uniform, and active with the same expected budget), and
-computes with ``evaluation.ppi`` the same intervals a score page shows: PPI++,
-Oracle only, Gold only, for status macro-F1, status accuracy, problems Hit@k
-and Recall@k. The target is the model's score against the truth on every
-window.
+model and Gold sets (uniform, active), and computes with ``evaluation.ppi``
+the intervals a score page shows (PPI++, Oracle only, Gold only) for status
+macro-F1 and accuracy, problems Hit@k and Recall@k, against the model's score
+on the truth of every window.
 
 The active draw's uncertainty is ``--readings`` other Oracle readings of each
 window (a second run, a second backbone), each drawn with the Oracle's own
@@ -19,35 +18,31 @@ error rates and independently of it given the window's hardness, as
 and the problems' Jaccard distance, graded into four levels
 (``evaluation.ppi_active``). The signal is not told where the Oracle erred:
 it finds hard windows, on which another reading disagrees whether or not the
-Oracle is the one wrong. How informative it is gets printed, per level: the
-share of windows, of hard windows, of the Oracle's status errors, and its
-mean error there (defaults: two thirds of the windows sit in level 0 with
-about 1 % of them hard; levels 2-3 hold a fifth of the windows and most of
-the status errors). Each level's second moment of the Oracle's error is
+Oracle is the one wrong (how informative it is gets printed per level). Each
+level's second moment of the Oracle's error is
 estimated from a uniform pilot of ``--pilot`` windows (the labels so far),
 and the draw follows its root above a ``--floor`` share spread uniformly.
 
 The fair comparison is active against a uniform draw whose lam has the same
 strata of the uncertainty (the estimator is the same, only the draw differs);
-the plain one is against a uniform draw with one lam. Both are printed, and
-the pilot's windows, spent before either draw, are counted in neither (and,
-for the fair figure, once more against the active draw).
+the plain one is against a uniform draw with one lam. The "active" column
+leaves the pilot's labels out of the estimate and its windows out of the
+count. The "union" column counts them both: the estimate weights the pilot
+and the active draw together by their union's inclusion probabilities
+1 - (1 - p)(1 - q) (``evaluation.ppi_active.two_phase_probabilities``), and
+the Gold windows it needs are all the union's, pilot included, against a
+uniform draw with the same total of windows.
 
-Prints, over ``--reps`` replications: the signal's levels, the coverage of
-the 95 % intervals, the mean width of PPI against Gold-only, the active draw's
-weights and its estimates' bias and spread against their standard errors,
-and the Gold windows an active draw needs for the width a uniform draw
-reaches with ``--budget`` windows: the active draw's variance O + G / n (an
-Oracle term that no Gold window shrinks) fitted at two budgets, solved for
-the uniform draw's, then checked by running the active draw at that budget.
+Prints, over ``--reps`` replications: the coverage and mean width of the 95 %
+intervals, the estimates' bias and spread against their standard errors, and
+the Gold windows an active draw needs for the width a uniform draw reaches
+with ``--budget`` windows (variance O + G / n fitted, solved, checked).
 
     python benchmarks/ppi_coverage_bench.py [--reps 1000] [--budget 300]
 
-Left out: the semantic matcher (items here are concept ids matched exactly, so
-the figures are about the statistics, not about matching), real Oracle replies
-and physicians (the truth and the Oracle's errors are synthetic), stays' own
-correlation between windows (windows are drawn one by one), and the database:
-nothing here touches it.
+Left out: the semantic matcher (items are concept ids matched exactly), real
+Oracle replies and physicians (synthetic), stays' correlation between windows
+(windows are drawn one by one), and the database.
 """
 
 from __future__ import annotations
@@ -81,8 +76,10 @@ from evaluation.ppi_active import (  # noqa: E402
     MIN_LABELLED,
     N_LEVELS,
     NEYMAN_FLOOR,
+    lam_strata,
     level_moments,
     neyman_probabilities,
+    two_phase_probabilities,
     uncertainty_levels,
 )
 from evaluation.ppi_vectors import status_cells, status_hits  # noqa: E402
@@ -230,35 +227,32 @@ def vectors(s):
     }
 
 
-def strata_of(levels):
-    """The strata of lam: the uncertainty's levels 0, 1 and 2-3 (few Gold
-    windows fall in level 3; a lam fitted on a few dozen windows a stratum
-    makes the interval too narrow, evaluation.ppi.MIN_STRATUM_GOLD)."""
-    return np.minimum(levels, 2)
-
-
 def active_probabilities(rng, s, levels, budget, args):
-    """The active draw's probabilities and how many pilot windows informed
-    them: each level's second moment of the Oracle's distance from the truth
-    on a uniform pilot draw of the same windows (the labels so far; they
-    are not reused in the estimates), its square-root rule with a
-    ``--floor`` share uniform (evaluation.ppi_active)."""
+    """The active draw's probabilities, the levels' moments, the uniform
+    pilot draw they were estimated from (the labels so far) and its
+    probability: each level's second moment of the Oracle's distance from
+    the truth on the pilot, its square-root rule with a ``--floor`` share
+    uniform (evaluation.ppi_active)."""
     n = levels.size
-    pilot = poisson_draw(np.full(n, args.pilot / n), rng)
+    p_pilot = args.pilot / n
+    pilot = poisson_draw(np.full(n, p_pilot), rng)
     if pilot.sum() < MIN_LABELLED:
         # Too few labels: the levels' own uncertainty stands for the moments.
         moments = np.arange(N_LEVELS) / (N_LEVELS - 1)
     else:
         moments = level_moments(levels[pilot], s["error"][pilot])
-    return neyman_probabilities(levels, moments, budget, floor=args.floor), moments
+    pi = neyman_probabilities(levels, moments, budget, floor=args.floor)
+    return pi, moments, pilot, p_pilot
 
 
 def replicate(rng, n, budget_uniform, budget_active, args, metrics=None):
     s = synthetic(rng, n, args)
     levels = uncertainty_levels(s["uncertainty"])
-    strata = strata_of(levels)
+    strata = lam_strata(levels)
     pi_uniform = np.full(n, budget_uniform / n)
-    pi_active, moments = active_probabilities(rng, s, levels, budget_active, args)
+    pi_active, moments, pilot, p_pilot = active_probabilities(
+        rng, s, levels, budget_active, args
+    )
     # The previous rule: the root of the raw uncertainty, 70 % floor.
     pi_ramp = inclusion_probabilities(
         s["uncertainty"], budget_active, floor=DEFAULT_FLOOR
@@ -267,7 +261,11 @@ def replicate(rng, n, budget_uniform, budget_active, args, metrics=None):
     drawn_active = poisson_draw(pi_active, rng)
     drawn_ramp = poisson_draw(pi_ramp, rng)
     weights = 1 / pi_active[drawn_active]
+    # The pilot's labels reused: the union of both phases, its probabilities.
+    drawn_union = pilot | drawn_active
+    pi_union = two_phase_probabilities(np.full(n, p_pilot), pi_active)
     out = {
+        "union_windows": int(drawn_union.sum()),
         "agreement": float((s["oracle"] == s["truth"]).mean()),
         "weights": weights / (n / budget_active),
         "moments": moments,
@@ -290,11 +288,13 @@ def replicate(rng, n, budget_uniform, budget_active, args, metrics=None):
         functional = FUNCTIONALS[metric]
         target = functional.value(y.mean(axis=0))
         active = Design.of(f, y, drawn_active, pi_active, strata=strata)
+        union = Design.of(f, y, drawn_union, pi_union, strata=strata)
         if metrics is not None:
             # The active draw's estimates alone, of these metrics.
             if metric in metrics:
                 out[metric] = {
                     "active": ppi_estimate(active, functional),
+                    "union": ppi_estimate(union, functional),
                     "target": target,
                 }
             continue
@@ -309,6 +309,7 @@ def replicate(rng, n, budget_uniform, budget_active, args, metrics=None):
             "gold": gold_only_estimate(uniform, functional),
             "strata": ppi_estimate(uniform_strata, functional),
             "active": ppi_estimate(active, functional),
+            "union": ppi_estimate(union, functional),
             "ramp": ppi_estimate(ramp, functional),
             "target": target,
         }
@@ -336,8 +337,8 @@ def summarize(results, metric, which):
 
 
 def mean_variance(results, metric, which):
-    """The mean squared half-width over the quantile's normal value: the
-    variance, with the t quantile's widening at small budgets in it."""
+    """The mean squared half-width over z: the variance, with the t
+    quantile's widening at small budgets in it."""
     z = NormalDist().inv_cdf(0.975)
     return float(np.mean([(r[metric][which].width / (2 * z)) ** 2 for r in results]))
 
@@ -349,6 +350,52 @@ def solve_budget(points, v_target):
     g = (v2 - v1) / (1 / n2 - 1 / n1)
     o = v1 - g / n1
     return round(g / (v_target - o)) if v_target > o and g > 0 else None
+
+
+def needed_budget(runs, metric, v_target, stays, fit_reps, args):
+    """The active budget whose active-alone variance is ``v_target``: solved
+    from the two nearest budgets run, run there and solved once more
+    (``runs`` by budget gains the runs made); None if unreachable."""
+    needed = None
+    for _ in range(2):
+        points = [(b, mean_variance(r, metric, "active")) for b, r in runs.items()]
+        needed = solve_budget(points, v_target)
+        if needed is None or needed in runs:
+            break
+        runs[needed] = run(
+            stays, fit_reps, args.budget, needed, args, args.seed, METRICS
+        )
+    return needed if needed in runs else None
+
+
+def needed_total(runs, metric, v_target, stays, fit_reps, args):
+    """(active budget, mean windows of the union) at which pilot + active,
+    the pilot's labels reused, has variance ``v_target``: O + G / n in the
+    union's windows n, solved, mapped to an active budget through the two
+    nearest runs, run there, and solved twice more; None if unreachable."""
+
+    def windows_of(r):
+        return float(np.mean([x["union_windows"] for x in r]))
+
+    budget = None
+    for _ in range(3):
+        points = [
+            (windows_of(r), mean_variance(r, metric, "union")) for r in runs.values()
+        ]
+        total = solve_budget(points, v_target)
+        if total is None:
+            return None
+        (b1, n1), (b2, n2) = sorted(
+            ((b, windows_of(r)) for b, r in runs.items()),
+            key=lambda p: abs(p[1] - total),
+        )[:2]
+        budget = max(1, round(b1 + (total - n1) * (b2 - b1) / (n2 - n1)))
+        if budget in runs:
+            break
+        runs[budget] = run(
+            stays, fit_reps, args.budget, budget, args, args.seed, METRICS
+        )
+    return budget, windows_of(runs[budget])
 
 
 def describe_signal(results):
@@ -420,13 +467,15 @@ def main() -> None:
     print(
         "\nCoverage and width of the 95 % intervals; uniform draws: PPI (one lam), "
         "strata (lam per uncertainty stratum, the fair comparison); active: "
-        "this draw, ramp: the previous rule (root of the raw uncertainty, "
-        f"{DEFAULT_FLOOR:.0%} floor); both lam per stratum"
+        "this draw, the pilot's labels left out; union: the pilot and this draw "
+        "weighted together (1 - (1 - p)(1 - q)); ramp: the previous rule (root "
+        f"of the raw uncertainty, {DEFAULT_FLOOR:.0%} floor); all but PPI lam per "
+        "stratum"
     )
     print(
         f"{'metric':<22}{'cover PPI':>10}{'Oracle':>8}{'Gold':>8}{'strata':>8}"
-        f"{'active':>8}{'width PPI':>11}{'Gold':>8}{'PPI/Gold':>9}{'strata':>8}"
-        f"{'active':>8}{'ramp':>8}"
+        f"{'active':>8}{'union':>8}{'width PPI':>11}{'Gold':>8}{'PPI/Gold':>9}"
+        f"{'strata':>8}{'active':>8}{'union':>8}{'ramp':>8}"
     )
     for metric in METRICS:
         c_ppi, w_ppi = summarize(results, metric, "ppi")
@@ -434,11 +483,13 @@ def main() -> None:
         c_gold, w_gold = summarize(results, metric, "gold")
         c_str, w_str = summarize(results, metric, "strata")
         c_act, w_act = summarize(results, metric, "active")
+        c_uni, w_uni = summarize(results, metric, "union")
         _, w_ramp = summarize(results, metric, "ramp")
         print(
             f"{metric:<22}{c_ppi:>10.1%}{c_or:>8.1%}{c_gold:>8.1%}{c_str:>8.1%}"
-            f"{c_act:>8.1%}{w_ppi:>11.4f}{w_gold:>8.4f}{w_ppi / w_gold:>9.2f}"
-            f"{w_str:>8.4f}{w_act:>8.4f}{w_ramp:>8.4f}"
+            f"{c_act:>8.1%}{c_uni:>8.1%}{w_ppi:>11.4f}{w_gold:>8.4f}"
+            f"{w_ppi / w_gold:>9.2f}{w_str:>8.4f}{w_act:>8.4f}{w_uni:>8.4f}"
+            f"{w_ramp:>8.4f}"
         )
         bias = np.mean(
             [r[metric]["oracle"].estimate - r[metric]["target"] for r in results]
@@ -452,33 +503,31 @@ def main() -> None:
     weights = np.concatenate([r["weights"] for r in results])
     print(
         "\nActive draw (budget {b}): the Gold windows' weights 1 / pi against a "
-        "uniform draw's, quantiles 0 / 50 / 90 / 100 %: {q}".format(
+        "uniform draw's, quantiles 0 / 50 / 90 / 100 %: {q}; the union of the "
+        "pilot and the draw has {u:.0f} windows on average".format(
             b=args.budget,
             q=" / ".join(f"{x:.2f}" for x in np.quantile(weights, [0, 0.5, 0.9, 1])),
+            u=np.mean([r["union_windows"] for r in results]),
         )
     )
     print(
-        f"{'':<22}{'bias':>10}{'spread':>10}{'rms SE':>10}{'spread/SE':>11}"
-        "   (active PPI estimate minus the true score)"
+        f"{'':<30}{'bias':>10}{'spread':>10}{'rms SE':>10}{'spread/SE':>11}"
+        "   (PPI estimate minus the true score)"
     )
     for metric in METRICS:
-        errors = np.array(
-            [r[metric]["active"].estimate - r[metric]["target"] for r in results]
-        )
-        rms = math.sqrt(np.mean([r[metric]["active"].se ** 2 for r in results]))
-        print(
-            f"{metric:<22}{errors.mean():>+10.5f}{errors.std():>10.5f}{rms:>10.5f}"
-            f"{errors.std() / rms:>11.2f}"
-        )
+        for which in ("active", "union"):
+            errors = np.array(
+                [r[metric][which].estimate - r[metric]["target"] for r in results]
+            )
+            rms = math.sqrt(np.mean([r[metric][which].se ** 2 for r in results]))
+            print(
+                f"{metric + ' ' + which:<30}{errors.mean():>+10.5f}"
+                f"{errors.std():>10.5f}{rms:>10.5f}{errors.std() / rms:>11.2f}"
+            )
 
-    # The Oracle term of a PPI variance does not shrink with the Gold windows:
-    # variance = O + G / n. Fit O and G for the active draw from its mean
-    # variance at two budgets and solve for the uniform draw's variance (with
-    # the same strata of lam: fair; with one lam: plain); run the active draw
-    # there, refit through the nearest two budgets and solve again; then check
-    # the width and the coverage at that budget. Every run repeats the first
-    # replications of the main one (the same seed): the width at one budget is
-    # compared with the uniform draw's on the same windows, truths and Oracles.
+    # variance = O + G / n (the Oracle term shrinks with no Gold window), fitted
+    # and solved for the uniform draw's (needed_budget, needed_total). Every run
+    # repeats the main one's first replications (the same seed).
     low = round(args.budget * 0.7)
     fit_reps = max(args.reps // 4, 50)
     head = results[:fit_reps]
@@ -490,24 +539,15 @@ def main() -> None:
         "\nGold windows an active draw needs for a uniform draw's PPI width "
         f"(uniform: {args.budget} windows; variance O + G / n fitted from the "
         f"active draw at {args.budget} and {low} windows, then once more; "
-        f"{fit_reps} replications each, the main run's first; the pilot's "
-        f"{args.pilot} windows are counted in neither draw):"
+        f"{fit_reps} replications each, the main run's first). The active draw "
+        f"alone leaves out the pilot's {args.pilot} windows; pilot + active "
+        "counts them, in the estimate and in the windows:"
     )
     for metric in METRICS:
-        points = {b: mean_variance(r, metric, "active") for b, r in runs.items()}
         v_fair = mean_variance(head, metric, "strata")
-        needed = None
-        for _ in range(2):
-            needed = solve_budget(list(points.items()), v_fair)
-            if needed is None or needed in points:
-                break
-            if needed not in runs:
-                runs[needed] = run(
-                    stays, fit_reps, args.budget, needed, args, args.seed, METRICS
-                )
-            points[needed] = mean_variance(runs[needed], metric, "active")
         _, w_fair = summarize(head, metric, "strata")
-        if needed is None or needed not in runs:
+        needed = needed_budget(runs, metric, v_fair, stays, fit_reps, args)
+        if needed is None:
             print(
                 f"{metric:<22} fair: no budget reaches the uniform width {w_fair:.4f}"
             )
@@ -515,18 +555,35 @@ def main() -> None:
             c_chk, w_chk = summarize(runs[needed], metric, "active")
             print(
                 f"{metric:<22} fair (uniform with the same strata of lam, width "
-                f"{w_fair:.4f}): active needs {needed} ({1 - needed / args.budget:.0%} "
-                f"fewer; {1 - (needed + args.pilot) / args.budget:.0%} with the "
-                f"pilot counted); its width there {w_chk:.4f}, coverage {c_chk:.1%}"
+                f"{w_fair:.4f}): active alone needs {needed} "
+                f"({1 - needed / args.budget:.0%} fewer; "
+                f"{1 - (needed + args.pilot) / args.budget:.0%} with the pilot's "
+                f"windows added but not its labels); its width there {w_chk:.4f}, "
+                f"coverage {c_chk:.1%}"
             )
-        plain = solve_budget(list(points.items()), mean_variance(head, metric, "ppi"))
+        total = needed_total(runs, metric, v_fair, stays, fit_reps, args)
+        if total is None:
+            print(f"{'':<22} pilot + active: no budget reaches the uniform width")
+        else:
+            budget, windows = total
+            c_chk, w_chk = summarize(runs[budget], metric, "union")
+            print(
+                f"{'':<22} pilot + active, pilot's labels reused (uniform with the "
+                f"same total of windows): {windows:.0f} windows in all "
+                f"({1 - windows / args.budget:.0%} fewer; active budget {budget}); "
+                f"its width there {w_chk:.4f}, coverage {c_chk:.1%}"
+            )
+        plain = solve_budget(
+            [(b, mean_variance(r, metric, "active")) for b, r in runs.items()],
+            mean_variance(head, metric, "ppi"),
+        )
         _, w_plain = summarize(head, metric, "ppi")
         print(
             f"{'':<22} plain (uniform with one lam, width {w_plain:.4f}): "
             + (
                 "unreachable"
                 if plain is None
-                else f"active needs {plain} ({1 - plain / args.budget:.0%} fewer)"
+                else f"active alone needs {plain} ({1 - plain / args.budget:.0%} fewer)"
             )
         )
     wall = time.perf_counter() - wall0

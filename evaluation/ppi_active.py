@@ -16,7 +16,14 @@ level with few labels does not swing the draw), and the draw is that
 moment's square-root rule mixed with a uniform floor
 (``neyman_probabilities``). The probabilities depend on the labels so far
 only, not on the windows they draw, so the inverse-probability-weighted
-estimate stays unbiased given them. Pure functions over numpy arrays."""
+estimate stays unbiased given them.
+
+The labels so far are themselves a Gold sample, and their windows count
+(``two_phase_probabilities``): the estimate weights the union of the pilot
+and the active draw by that union's inclusion probabilities, and its lam
+has one value per stratum of levels (``lam_strata``), the same for the
+coverage benchmark, the draw and the score pages. Pure functions over numpy
+arrays."""
 
 from __future__ import annotations
 
@@ -38,6 +45,10 @@ MIN_LABELLED = 20
 # estimated, a level the uncertainty calls safe keeps its own error rate's
 # share; the floor guards against the estimate (benchmarks/ppi_coverage_bench.py).
 NEYMAN_FLOOR = 0.2
+# lam's strata: levels 0, 1 and 2-3 (few Gold windows fall in level 3, and a
+# lam fitted on a few dozen windows makes the interval too narrow,
+# evaluation.ppi.MIN_STRATUM_GOLD).
+TOP_STRATUM = 2
 
 
 def uncertainty_levels(disagreement, n_levels: int = N_LEVELS) -> np.ndarray:
@@ -48,6 +59,12 @@ def uncertainty_levels(disagreement, n_levels: int = N_LEVELS) -> np.ndarray:
     if not np.all(np.isfinite(d)) or np.any((d < 0) | (d > 1)):
         raise ValueError("a disagreement must lie in [0, 1]")
     return np.floor(d * (n_levels - 1) + 0.5).astype(int)
+
+
+def lam_strata(levels) -> np.ndarray:
+    """Each window's stratum of lam from its uncertainty level: the levels
+    0, 1, and 2 with 3 (``TOP_STRATUM``)."""
+    return np.minimum(np.asarray(levels, dtype=int), TOP_STRATUM)
 
 
 def level_moments(
@@ -92,3 +109,33 @@ def neyman_probabilities(
     return inclusion_probabilities(
         m[np.asarray(levels, dtype=int)], budget, floor=floor
     )
+
+
+def two_phase_probabilities(pilot, active) -> np.ndarray:
+    """Each window's probability of being in the union of a pilot (phase 1,
+    probabilities ``pilot``: n_pilot / N each for a uniform pilot) and an
+    active draw (phase 2, ``active``), so that the pilot's labels count in the
+    estimate beside the active draw's.
+
+    Derivation. Both phases are Poisson draws: phase 1 takes window i with
+    probability p_i; given the pilot's labels, which set the active
+    probabilities q_i, phase 2 takes it with probability q_i, independently
+    of phase 1 and of the other windows. A window is outside the union only
+    if both phases miss it, P(i not in U) = (1 - p_i)(1 - q_i), so
+
+        pi_i = 1 - (1 - p_i)(1 - q_i) = p_i + q_i - p_i q_i,
+
+    and given q the union is itself a Poisson draw with these pi_i: weights
+    1 / pi_i on its windows (Horvitz-Thompson, or Hajek as evaluation.ppi
+    takes them) estimate every window's mean without bias. A window both
+    phases take is labelled once: the physician windows spent are |U|, in
+    expectation sum(pi). q_i depends on the pilot only through the levels'
+    moments, a smooth function of ~100 labels, so weighting by the q the
+    pilot gave (rather than p_i + (1 - p_i) E[q_i | i not in the pilot])
+    leaves a bias of second order, which benchmarks/ppi_coverage_bench.py
+    measures (its "union" rows)."""
+    p = np.asarray(pilot, dtype=float)
+    q = np.asarray(active, dtype=float)
+    if np.any((p < 0) | (p > 1)) or np.any((q < 0) | (q > 1)):
+        raise ValueError("inclusion probabilities must lie in [0, 1]")
+    return 1 - (1 - p) * (1 - q)

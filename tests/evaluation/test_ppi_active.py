@@ -23,8 +23,10 @@ from evaluation.ppi import (
     ppi_estimate,
 )
 from evaluation.ppi_active import (
+    lam_strata,
     level_moments,
     neyman_probabilities,
+    two_phase_probabilities,
     uncertainty_levels,
 )
 from evaluation.ppi_budget import active_factor
@@ -174,3 +176,39 @@ def test_a_variance_carried_by_a_few_windows_has_few_degrees_of_freedom():
     labelled[:60] = True
     e = ppi_estimate(Design.of(f, y, labelled), lam=1.0)
     assert e.width / (2 * e.se) > 2.1
+
+
+def test_the_union_of_pilot_and_active_draw_has_the_two_phase_probability():
+    # By hand: missed by both phases with (1 - p)(1 - q).
+    pi = two_phase_probabilities([0.5, 0.1, 0.0, 1.0], [0.4, 0.2, 0.3, 0.0])
+    assert pi.tolist() == pytest.approx([0.7, 0.28, 0.3, 1.0])
+    with pytest.raises(ValueError, match="lie in"):
+        two_phase_probabilities([1.5], [0.1])
+    # Two independent Poisson phases: each window's frequency in the union
+    # over 4,000 draws is its pi (within 4 standard errors), and the
+    # Horvitz-Thompson total over the union is unbiased.
+    rng = np.random.default_rng(5)
+    p = np.full(6, 0.1)
+    q = np.array([0.05, 0.1, 0.3, 0.5, 0.8, 0.02])
+    y = np.array([3.0, 1.0, 0.0, 2.0, 5.0, 4.0])
+    pi = two_phase_probabilities(p, q)
+    reps = 4000
+    hits = np.zeros(6)
+    totals = []
+    for _ in range(reps):
+        union = poisson_draw(p, rng) | poisson_draw(q, rng)
+        hits += union
+        totals.append((y[union] / pi[union]).sum())
+    assert np.all(np.abs(hits / reps - pi) < 4 * np.sqrt(pi * (1 - pi) / reps))
+    se = np.std(totals) / math.sqrt(reps)
+    assert abs(np.mean(totals) - y.sum()) < 4 * se
+    # Weighting the union by the active draw's q alone overcounts it.
+    biased = [
+        (y[u] / q[u]).sum()
+        for u in (poisson_draw(p, rng) | poisson_draw(q, rng) for _ in range(reps))
+    ]
+    assert np.mean(biased) - y.sum() > 4 * se
+
+
+def test_lam_strata_join_the_two_top_levels():
+    assert lam_strata([0, 1, 2, 3]).tolist() == [0, 1, 2, 2]
