@@ -48,16 +48,12 @@ from windows.models import Cohort, Window
 # Queue ------------------------------------------------------------------------
 
 
-@dataclass
-class PhysicianQueue:
-    """A physician's active assignments in labelling order, with progress."""
+class _SubmittedShare:
+    """``done`` (assignments submitted, from ``counts`` by state) and its
+    ``percent`` of ``total``."""
 
-    assignments: list[Assignment]
-    counts: dict[str, int] = field(default_factory=dict)
-
-    @property
-    def total(self) -> int:
-        return len(self.assignments)
+    counts: dict[str, int]
+    total: int
 
     @property
     def done(self) -> int:
@@ -66,6 +62,18 @@ class PhysicianQueue:
     @property
     def percent(self) -> int:
         return round(100 * self.done / self.total) if self.total else 0
+
+
+@dataclass
+class PhysicianQueue(_SubmittedShare):
+    """A physician's active assignments in labelling order, with progress."""
+
+    assignments: list[Assignment]
+    counts: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def total(self) -> int:
+        return len(self.assignments)
 
     def next_after(self, assignment_id: int | None = None) -> Assignment | None:
         """The first assignment not yet submitted after ``assignment_id`` in queue
@@ -113,7 +121,7 @@ def physician_queue(
 
 
 @dataclass
-class QueueProgress:
+class QueueProgress(_SubmittedShare):
     """A physician's assignment counts by state (active assignments)."""
 
     counts: dict[str, int]
@@ -121,14 +129,6 @@ class QueueProgress:
     @property
     def total(self) -> int:
         return sum(self.counts.values())
-
-    @property
-    def done(self) -> int:
-        return self.counts.get(AssignmentState.SUBMITTED, 0)
-
-    @property
-    def percent(self) -> int:
-        return round(100 * self.done / self.total) if self.total else 0
 
 
 QUEUE_ORDER = ("campaign_id", "window__stay_id", "window__index", "id")
