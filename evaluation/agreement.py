@@ -368,12 +368,15 @@ def _percent_agreement_batch(counts: np.ndarray) -> np.ndarray:
     return np.where(k > 0, share.sum(axis=1) / np.maximum(k, 1), np.nan)
 
 
-def _fleiss_kappa_batch(counts: np.ndarray) -> np.ndarray:
+def _fleiss_kappa_batch(
+    counts: np.ndarray, p_a: np.ndarray | None = None
+) -> np.ndarray:
     """``fleiss_kappa`` of each resample in ``counts`` (resamples x items x
-    categories)."""
+    categories); ``p_a``, when given, is their ``_percent_agreement_batch``."""
     m = counts.sum(axis=2)
     rated = m >= 1
-    p_a = _percent_agreement_batch(counts)
+    if p_a is None:
+        p_a = _percent_agreement_batch(counts)
     share = np.where(rated[..., None], counts / np.where(rated, m, 1.0)[..., None], 0)
     pi = share.sum(axis=1) / np.maximum(rated.sum(axis=1), 1)[:, None]
     p_e = (pi * pi).sum(axis=1)
@@ -455,16 +458,12 @@ def bootstrap_ci(
     of ``BOOTSTRAP_BLOCK`` at a time, and returns one value per row, as
     ``statistic`` would for each (the same replicates, to rounding).
     """
-    if not 0.0 < alpha < 1.0:
-        raise ValueError(f"alpha must be between 0 and 1, not {alpha}")
-    if n_boot < 1:
-        raise ValueError(f"n_boot must be at least 1, not {n_boot}")
+    _bootstrap_check(n_boot, alpha)
     estimate = float(statistic(items))
     n = len(items)
     if n == 0:
         return ConfidenceInterval(estimate, math.nan, math.nan)
-    rng = np.random.default_rng(seed)
-    indices = rng.integers(0, n, size=(n_boot, n))
+    indices = _resamples(n, n_boot, seed)
     if batch is not None:
         items = np.asarray(items)
         replicates = np.concatenate(
@@ -482,6 +481,25 @@ def bootstrap_ci(
         replicates = np.fromiter(
             (statistic([seq[i] for i in idx]) for idx in indices), float, count=n_boot
         )
+    return _percentile_ci(estimate, replicates, alpha)
+
+
+def _bootstrap_check(n_boot: int, alpha: float) -> None:
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha must be between 0 and 1, not {alpha}")
+    if n_boot < 1:
+        raise ValueError(f"n_boot must be at least 1, not {n_boot}")
+
+
+def _resamples(n: int, n_boot: int, seed) -> np.ndarray:
+    """``n_boot`` rows of ``n`` indices drawn with replacement."""
+    return np.random.default_rng(seed).integers(0, n, size=(n_boot, n))
+
+
+def _percentile_ci(
+    estimate: float, replicates: np.ndarray, alpha: float
+) -> ConfidenceInterval:
+    """The percentile interval of the defined (not nan) replicates."""
     replicates = replicates[~np.isnan(replicates)]
     if replicates.size == 0:
         return ConfidenceInterval(estimate, math.nan, math.nan)
@@ -524,41 +542,40 @@ def status_agreement(
     two_raters = codes.shape[1] == 2
     counts = _item_counts(codes, q)
 
-    def kappa_stat(idx: np.ndarray) -> float:
-        if two_raters:
-            return _cohens_kappa_codes(codes[idx], q)
-        return fleiss_kappa(counts[idx])
-
-    def pa_stat(idx: np.ndarray) -> float:
-        return _percent_agreement_counts(counts[idx])
-
-    def alpha_stat(idx: np.ndarray) -> float:
-        return _alpha_from_counts(counts[idx], "ordinal", values)
-
-    # The replicates of each statistic, all resamples of a block at once (the
-    # same figures as the per-resample functions above, which give the
-    # estimates): a thousand resamples of a campaign in milliseconds.
-    def kappa_batch(idx: np.ndarray) -> np.ndarray:
-        if two_raters:
-            return _cohens_kappa_batch(codes[idx], q)
-        return _fleiss_kappa_batch(counts[idx])
-
-    def pa_batch(idx: np.ndarray) -> np.ndarray:
-        return _percent_agreement_batch(counts[idx])
-
-    def alpha_batch(idx: np.ndarray) -> np.ndarray:
-        return _alpha_batch(counts[idx], "ordinal", values)
-
-    all_idx = np.arange(codes.shape[0])
+    _bootstrap_check(n_boot, alpha)
+    n = codes.shape[0]
+    estimates = {
+        "pa": _percent_agreement_counts(counts),
+        "kappa": _cohens_kappa_codes(codes, q) if two_raters else fleiss_kappa(counts),
+        "alpha": _alpha_from_counts(counts, "ordinal", values),
+    }
+    replicates: dict[str, list[np.ndarray]] = {name: [] for name in estimates}
+    if n:
+        # The three statistics over the same resamples (the same seed draws
+        # the same ones for each), a block at a time: each block's counts are
+        # gathered once and its percent agreement serves Fleiss' kappa too.
+        # The figures are those of bootstrap_ci with the batched statistics.
+        indices = _resamples(n, n_boot, seed)
+        for start in range(0, n_boot, BOOTSTRAP_BLOCK):
+            idx = indices[start : start + BOOTSTRAP_BLOCK]
+            block = counts[idx]
+            pa = _percent_agreement_batch(block)
+            replicates["pa"].append(pa)
+            replicates["kappa"].append(
+                _cohens_kappa_batch(codes[idx], q)
+                if two_raters
+                else _fleiss_kappa_batch(block, p_a=pa)
+            )
+            replicates["alpha"].append(_alpha_batch(block, "ordinal", values))
     results = {
-        name: bootstrap_ci(
-            stat, all_idx, n_boot=n_boot, seed=seed, alpha=alpha, batch=batch
+        name: _percentile_ci(
+            float(estimate),
+            np.concatenate(replicates[name]).astype(float),
+            alpha,
         )
-        for name, stat, batch in (
-            ("pa", pa_stat, pa_batch),
-            ("kappa", kappa_stat, kappa_batch),
-            ("alpha", alpha_stat, alpha_batch),
-        )
+        if n
+        else ConfidenceInterval(float(estimate), math.nan, math.nan)
+        for name, estimate in estimates.items()
     }
     return StatusAgreement(
         n_raters=int(codes.shape[1]),

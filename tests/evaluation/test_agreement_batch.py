@@ -133,3 +133,51 @@ def test_the_set_tasks_batched_mean_skips_missing_values_as_the_per_resample_one
     assert batched.estimate == looped.estimate
     assert math.isclose(batched.low, looped.low, rel_tol=1e-12)
     assert math.isclose(batched.high, looped.high, rel_tol=1e-12)
+
+
+@pytest.mark.parametrize(("n_raters", "n_items"), [(2, 150), (3, 150), (3, 1388)])
+def test_status_agreement_shares_resamples_yet_gives_each_statistics_own_interval(
+    n_raters, n_items
+):
+    # status_agreement draws the resamples once for its three statistics and
+    # reuses a block's percent agreement in Fleiss' kappa: its intervals must
+    # be, to the last bit, those of bootstrap_ci run per statistic with the
+    # batched statistics (as it was computed before).
+    rng = np.random.default_rng(n_items + n_raters)
+    ratings = _ratings(rng, n_items, n_raters, 0.1)
+    report = status_agreement(ratings, n_boot=1000, seed=5)
+    codes, cats = encode_ratings(ratings, STATUS_ORDER)
+    q = len(cats)
+    counts = _item_counts(codes, q)
+    values = _category_values(cats)
+    idx = np.arange(len(ratings))
+
+    def kappa(i):
+        if n_raters == 2:
+            return _cohens_kappa_codes(codes[i], q)
+        return fleiss_kappa(counts[i])
+
+    def kappa_batch(i):
+        if n_raters == 2:
+            return _cohens_kappa_batch(codes[i], q)
+        return _fleiss_kappa_batch(counts[i])
+
+    expected = {
+        "percent_agreement": bootstrap_ci(
+            lambda i: _percent_agreement_counts(counts[i]),
+            idx,
+            n_boot=1000,
+            seed=5,
+            batch=lambda i: _percent_agreement_batch(counts[i]),
+        ),
+        "kappa": bootstrap_ci(kappa, idx, n_boot=1000, seed=5, batch=kappa_batch),
+        "alpha_ordinal": bootstrap_ci(
+            lambda i: _alpha_from_counts(counts[i], "ordinal", values),
+            idx,
+            n_boot=1000,
+            seed=5,
+            batch=lambda i: _alpha_batch(counts[i], "ordinal", values),
+        ),
+    }
+    for name, ci in expected.items():
+        assert getattr(report, name) == ci, name
