@@ -515,11 +515,22 @@ class PromotionOverride(models.Model):
         return f"Override of run {self.run_id} for release {self.release_id}"
 
 
+class GoldInclusionPhase(models.TextChoices):
+    PILOT = "pilot", "labelled before the draw (the pilot)"
+    ACTIVE = "active", "drawn by the active draw"
+    NONE = "none", "not drawn"
+
+
 class GoldInclusion(models.Model):
-    """A window of a Gold campaign drawn actively (issue 33): the Oracle's
-    uncertainty on it when it was drawn and its probability of being drawn.
-    Score intervals weight its physician labels by 1 / probability, so an
-    estimate stays unbiased however unequal the draw was."""
+    """A window of the pool of a Gold campaign drawn actively (issue 33): the
+    Oracle's uncertainty on it when it was drawn, its level, and its
+    probability of being in the Gold set, the union of the pilot (the pool's
+    windows with a consensus before the draw) and the active draw,
+    1 - (1 - pilot_probability)(1 - q) (evaluation.ppi_active.
+    two_phase_probabilities). Score intervals weight the Gold windows'
+    physician labels by 1 / probability, so an estimate stays unbiased
+    however unequal the draw was, and take lam's strata from every window's
+    level (rows of windows not drawn keep theirs for that)."""
 
     campaign = models.ForeignKey(
         Campaign, on_delete=models.CASCADE, related_name="gold_inclusions"
@@ -532,7 +543,23 @@ class GoldInclusion(models.Model):
         help_text="The uncertainty's level (evaluation.ppi_active), whose "
         "second moment set the probability; empty for draws before levels.",
     )
-    probability = models.FloatField()
+    probability = models.FloatField(
+        help_text="The window's probability of being in the Gold set: of the "
+        "pilot or the active draw."
+    )
+    pilot_probability = models.FloatField(
+        null=True,
+        blank=True,
+        help_text="The pilot's probability for every window of the pool (its "
+        "labelled windows over the pool's, counted as a uniform draw); empty "
+        "when the pool had no labels before the draw.",
+    )
+    phase = models.CharField(
+        max_length=8,
+        choices=GoldInclusionPhase.choices,
+        default=GoldInclusionPhase.ACTIVE,
+        help_text="How the window came to be in the Gold set, or that it did not.",
+    )
     floor = models.FloatField(
         help_text="The share of the budget the draw spread uniformly: every "
         "window's probability is at least floor * budget / windows."

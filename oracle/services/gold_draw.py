@@ -1,9 +1,9 @@
 """An active Gold draw (issue 33): a Gold campaign whose windows are drawn with
 probabilities that grow with the Oracle's uncertainty on them, with a uniform
-floor so that every window can be drawn; each drawn window's probability,
-uncertainty level and the draw's floor are stored (``GoldInclusion``) for the
-inverse-probability weights of score intervals (``evaluation.ppi``,
-``exports.scoring_ppi``).
+floor so that every window can be drawn; each pool window's probability of
+being in the Gold set, uncertainty level and phase and the draw's floor are
+stored (``GoldInclusion``) for the inverse-probability weights and lam strata
+of score intervals (``evaluation.ppi``, ``exports.scoring_ppi``).
 
 The uncertainty is how far other Oracle runs (a rerun, another backbone, the
 rules) are from the first on the window: their status and their three item
@@ -13,7 +13,18 @@ Each level's share of the budget follows the second moment of the first
 run's distance from the physicians' consensus on the windows of the pool
 already labelled (the labels so far); with fewer than ``MIN_LABELLED`` of
 them the levels' own uncertainty stands in, with the wider uniform floor of
-``evaluation.ppi.DEFAULT_FLOOR``."""
+``evaluation.ppi.DEFAULT_FLOOR``.
+
+Those labels so far are the pilot, and they count in the estimates: the Gold
+set is the union of the pilot and the active draw. The pilot counts as a
+uniform draw of the pool, p = labelled / pool windows; the active draw is a
+Poisson draw with probabilities q over the whole pool, independent of the
+pilot given its labels; so each window's probability of being in the Gold set
+is 1 - (1 - p)(1 - q) (``evaluation.ppi_active.two_phase_probabilities``),
+and that is the probability stored. A pilot window the active draw takes is
+not labelled again. Every window of the pool gets a row (pilot, active or not
+drawn) with its level, so estimates can give lam one value per stratum of
+levels over every window, as the coverage benchmark does."""
 
 from __future__ import annotations
 
@@ -32,9 +43,16 @@ from evaluation.ppi_active import (
     NEYMAN_FLOOR,
     level_moments,
     neyman_probabilities,
+    two_phase_probabilities,
     uncertainty_levels,
 )
-from oracle.models import GoldInclusion, OracleLabel, OracleLabelState, OracleRun
+from oracle.models import (
+    GoldInclusion,
+    GoldInclusionPhase,
+    OracleLabel,
+    OracleLabelState,
+    OracleRun,
+)
 
 
 def _parts(label: OracleLabel) -> tuple[str, set, set, set]:
@@ -87,20 +105,27 @@ def consensus_distance(label: OracleLabel, consensus: ConsensusLabel) -> float:
     return float(np.mean(parts))
 
 
-def labelled_moments(
-    labels: dict[int, OracleLabel], levels: dict[int, int]
-) -> np.ndarray | None:
-    """Each level's second moment of the Oracle's distance from the
-    consensus, over the pool's windows with one (undisputed, not dropped),
-    weighted by 1 / the probability of an active draw that took
-    them; ``None`` with fewer than ``MIN_LABELLED`` such windows."""
-    # A window labelled in several campaigns: its latest consensus.
-    consensus = {
+def pool_consensus(window_ids) -> dict[int, ConsensusLabel]:
+    """The pilot: the consensus (undisputed, not dropped) of the pool's
+    windows that have one, by window id; of a window labelled in several
+    campaigns, its latest."""
+    return {
         c.window_id: c
         for c in ConsensusLabel.objects.filter(
-            window_id__in=list(levels), dropped=False, dispute_count=0
+            window_id__in=list(window_ids), dropped=False, dispute_count=0
         ).order_by("window_id", "pk")
     }
+
+
+def labelled_moments(
+    labels: dict[int, OracleLabel],
+    levels: dict[int, int],
+    consensus: dict[int, ConsensusLabel],
+) -> np.ndarray | None:
+    """Each level's second moment of the Oracle's distance from the
+    ``consensus`` (``pool_consensus``), weighted by 1 / the probability of
+    an active draw that took them; ``None`` with fewer than
+    ``MIN_LABELLED`` such windows."""
     if len(consensus) < MIN_LABELLED:
         return None
     drawn = {
@@ -148,8 +173,10 @@ def gold_campaign_draw_active(
     the budget in proportion to the root of its level's second moment
     (``labelled_moments``), independently with ``seed``. ``floor`` defaults to
     ``NEYMAN_FLOOR`` when the moments come from labels, ``DEFAULT_FLOOR`` when
-    they do not. The drawn windows' probabilities, levels and the floor are
-    stored with the campaign."""
+    they do not. The campaign holds the drawn windows that have no consensus
+    yet; every pool window's probability of being in the Gold set (pilot or
+    active draw, module docstring), level and phase, and the floor, are
+    stored with it."""
     require_admin(admin, "draw a Gold campaign")
     if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
         raise ValidationError("The Gold budget must be a whole number of 1 or more.")
@@ -177,7 +204,8 @@ def gold_campaign_draw_active(
         [np.mean([label_disagreement(first[w], o[w]) for o in readings]) for w in pool]
     )
     levels = uncertainty_levels(uncertainty)
-    moments = labelled_moments(first, dict(zip(pool, levels.tolist())))
+    consensus = pool_consensus(pool)
+    moments = labelled_moments(first, dict(zip(pool, levels.tolist())), consensus)
     if moments is None:
         # No labels to estimate from: the levels' own uncertainty.
         moments = np.arange(N_LEVELS) / (N_LEVELS - 1)
@@ -186,14 +214,18 @@ def gold_campaign_draw_active(
     else:
         floor = NEYMAN_FLOOR if floor is None else floor
         basis = "the levels' error on the labels so far"
-    pi = neyman_probabilities(levels, moments, budget, floor=float(floor))
-    drawn = poisson_draw(pi, np.random.default_rng(seed))
-    if not drawn.any():
+    q = neyman_probabilities(levels, moments, budget, floor=float(floor))
+    drawn = poisson_draw(q, np.random.default_rng(seed))
+    pilot = np.array([w in consensus for w in pool])
+    # The pilot counts as a uniform draw of the pool; none: q alone.
+    p_pilot = float(pilot.mean()) if pilot.any() else None
+    pi = two_phase_probabilities(p_pilot or 0.0, q)
+    chosen = [w for w, d, old in zip(pool, drawn, pilot) if d and not old]
+    if not chosen:
         raise ValidationError(
-            f"The draw with seed {seed} took no window of {len(pool)}; raise the "
-            "budget or change the seed."
+            f"The draw with seed {seed} took no unlabelled window of {len(pool)}; "
+            "raise the budget or change the seed."
         )
-    chosen = [w for w, d in zip(pool, drawn) if d]
     campaign = campaign_create(
         admin=admin,
         name=name,
@@ -207,17 +239,29 @@ def gold_campaign_draw_active(
         f"{', '.join(str(r.pk) for r in others)} over {len(pool)} windows, "
         f"by {basis}; budget {budget}, seed {seed}"
     )[:200]
-    GoldInclusion.objects.bulk_create(
-        GoldInclusion(
-            campaign=campaign,
-            window_id=w,
-            uncertainty=float(u),
-            level=int(lv),
-            probability=float(p),
-            floor=float(floor),
-            source=source,
-        )
-        for w, u, lv, p, d in zip(pool, uncertainty, levels, pi, drawn)
+    phases = [
+        GoldInclusionPhase.PILOT
+        if old
+        else GoldInclusionPhase.ACTIVE
         if d
+        else GoldInclusionPhase.NONE
+        for old, d in zip(pilot, drawn)
+    ]
+    GoldInclusion.objects.bulk_create(
+        (
+            GoldInclusion(
+                campaign=campaign,
+                window_id=w,
+                uncertainty=float(u),
+                level=int(lv),
+                probability=float(p),
+                pilot_probability=p_pilot,
+                phase=phase,
+                floor=float(floor),
+                source=source,
+            )
+            for w, u, lv, p, phase in zip(pool, uncertainty, levels, pi, phases)
+        ),
+        batch_size=500,
     )
     return campaign

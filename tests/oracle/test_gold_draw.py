@@ -1,8 +1,10 @@
 """The active Gold draw (issue 33): windows where other Oracle runs disagree
 with the first are drawn with a higher probability, as much higher as the
 Oracle's error on that level of disagreement was on the labels so far; every
-window keeps the uniform floor's; the drawn windows' probabilities, levels and
-the floor are stored; bad settings change nothing."""
+window keeps the uniform floor's; the windows labelled before the draw (the
+pilot) count with it, each window's probability of being in the Gold set being
+1 - (1 - p)(1 - q); every pool window's probability, level and phase and the
+floor are stored; bad settings change nothing."""
 
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ from annotation.models import (
 from annotation.services.campaigns import campaign_create
 from evaluation.ppi import DEFAULT_FLOOR
 from evaluation.ppi_active import NEYMAN_FLOOR
-from oracle.models import GoldInclusion
+from oracle.models import GoldInclusion, GoldInclusionPhase
 from oracle.services.gold_draw import gold_campaign_draw_active, label_disagreement
 from tests.annotation.conftest import make_role_user
 from tests.exports.helpers import make_consensus, make_oracle_run, oracle_payload
@@ -87,20 +89,26 @@ def test_disagreement_counts_status_and_each_set_task():
 
 def test_windows_where_the_runs_disagree_are_drawn_more_likely_and_stored(two_runs):
     campaign = _draw(two_runs)
-    stored = {g.window_id: g for g in GoldInclusion.objects.filter(campaign=campaign)}
+    rows = {g.window_id: g for g in GoldInclusion.objects.filter(campaign=campaign)}
+    # Every pool window has a row (its level, for lam's strata); the drawn
+    # ones are the campaign's. No labels so far: no pilot.
+    assert set(rows) == {w.pk for w in two_runs["windows"]}
+    stored = {w: g for w, g in rows.items() if g.phase == GoldInclusionPhase.ACTIVE}
     in_campaign = set(
         CampaignWindow.objects.filter(campaign=campaign).values_list(
             "window_id", flat=True
         )
     )
     assert stored and set(stored) == in_campaign
+    assert {g.phase for g in rows.values()} <= {"active", "none"}
+    assert {g.pilot_probability for g in rows.values()} == {None}
     disagree = {w.pk for w in two_runs["windows"][30:]}
     # No labels so far: the levels' own uncertainty (level 2 of 0-3 for a
     # disagreement of 1/2, 0 for none) stands for their moments, so only the
     # 10 uncertain windows share the rest of the budget. Floor: half the
     # budget over 40 windows: 20 * (0.5/40 + 0.5/10) = 1.25, capped at 1 with
     # the excess going back to the 30 others.
-    for window_id, row in stored.items():
+    for window_id, row in rows.items():
         assert row.floor == 0.5
         if window_id in disagree:
             assert row.probability == pytest.approx(1.0)
@@ -149,15 +157,36 @@ def test_with_labels_so_far_each_level_gets_the_root_of_its_error(two_runs):
     # windows of level 0 and 10 of level 2; budget 20, floor 0.2.
     m0, m2 = 2 / 45, 2 / 9
     roots = 30 * math.sqrt(m0) + 10 * math.sqrt(m2)
-    expected = {
+    # The active phase's q: 0.4056 on level 0, 0.7833 on level 2.
+    q = {
         level: 20 * (NEYMAN_FLOOR / 40 + (1 - NEYMAN_FLOOR) * math.sqrt(m) / roots)
         for level, m in ((0, m0), (2, m2))
     }
+    assert q[0] == pytest.approx(0.40557, abs=1e-5)
+    assert q[2] == pytest.approx(0.78328, abs=1e-5)
+    # The 20 labelled windows are the pilot, a uniform draw of the 40 windows:
+    # p = 1/2, so a window is in the Gold set with 1 - (1/2)(1 - q): 0.7028 on
+    # level 0, 0.8916 on level 2, pilot or not.
+    pi = {level: 1 - (1 - 0.5) * (1 - q[level]) for level in q}
+    assert pi[0] == pytest.approx(0.70279, abs=1e-5)
+    assert pi[2] == pytest.approx(0.89164, abs=1e-5)
     rows = list(GoldInclusion.objects.filter(campaign=campaign))
-    assert rows
+    assert len(rows) == 40
     for row in rows:
         assert row.floor == NEYMAN_FLOOR
-        assert row.probability == pytest.approx(expected[row.level])
+        assert row.pilot_probability == pytest.approx(0.5)
+        assert row.probability == pytest.approx(pi[row.level])
+    labelled = {w.pk for w in windows[:15] + windows[30:35]}
+    assert {r.window_id for r in rows if r.phase == "pilot"} == labelled
+    # The pilot windows are not labelled again: the campaign holds the drawn
+    # windows that had no consensus.
+    in_campaign = set(
+        CampaignWindow.objects.filter(campaign=campaign).values_list(
+            "window_id", flat=True
+        )
+    )
+    assert in_campaign == {r.window_id for r in rows if r.phase == "active"}
+    assert in_campaign and not in_campaign & labelled
     assert "error on the labels so far" in rows[0].source
 
 

@@ -3,16 +3,19 @@
 [--per-window 2]: a Gold campaign drawn where other Oracle runs (a rerun,
 another backbone, the rules) disagree most with the first, each level of
 that disagreement weighted by the Oracle's error there on the labels so far,
-with a uniform floor; each drawn window's inclusion probability, level and
-the floor are stored (issue 33)."""
+with a uniform floor; the windows labelled before count with the drawn ones,
+and every pool window's probability of being in the Gold set, level and
+phase, and the floor, are stored (issue 33)."""
 
 from __future__ import annotations
+
+from collections import Counter
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from accounts.commands import command_user, service_refusals
-from oracle.models import GoldInclusion, OracleRun
+from oracle.models import GoldInclusion, GoldInclusionPhase, OracleRun
 from oracle.services.gold_draw import gold_campaign_draw_active
 
 
@@ -78,10 +81,18 @@ class Command(BaseCommand):
                 floor=o["floor"],
                 seed=o["seed"],
             )
-        drawn = GoldInclusion.objects.filter(campaign=campaign)
-        first = drawn.first()
+        rows = GoldInclusion.objects.filter(campaign=campaign)
+        phases = Counter(rows.values_list("phase", flat=True))
+        first = rows.first()
+        pilot = (
+            f", counted as a uniform pilot of p = {first.pilot_probability:.3g}"
+            if first.pilot_probability
+            else ""
+        )
         self.stdout.write(
-            f"Campaign {campaign.pk} {campaign.name!r}: {drawn.count()} windows drawn "
-            f"(uniform floor {first.floor:g}); their inclusion probabilities are "
-            "stored."
+            f"Campaign {campaign.pk} {campaign.name!r}: "
+            f"{phases[GoldInclusionPhase.ACTIVE]} windows drawn, "
+            f"{phases[GoldInclusionPhase.PILOT]} labelled before{pilot} "
+            f"(uniform floor {first.floor:g}); every pool window's probability "
+            "of being in the Gold set is stored."
         )
