@@ -61,13 +61,20 @@ class WindowPrediction:
         """From a dict; the submission keys of issue 7 (``acute_problems``,
         ``recommended_actions``) and the short ones (``problems``, ``actions``)
         are both understood."""
-        return cls(
-            window_id=record["window_id"],
-            stay_id=record.get("stay_id"),
-            status=record.get("status"),
-            problems=record.get("problems", record.get("acute_problems", ())),
-            actions=record.get("actions", record.get("recommended_actions", ())),
-        )
+        return cls(**_window_fields(record))
+
+
+def _window_fields(record: Mapping[str, Any]) -> dict[str, Any]:
+    """What a prediction and a reference both read from a dict: the window,
+    its stay, the status, problems and actions (under the submission keys of
+    issue 7 or the short ones)."""
+    return {
+        "window_id": record["window_id"],
+        "stay_id": record.get("stay_id"),
+        "status": record.get("status"),
+        "problems": record.get("problems", record.get("acute_problems", ())),
+        "actions": record.get("actions", record.get("recommended_actions", ())),
+    }
 
 
 @dataclass(frozen=True)
@@ -96,11 +103,7 @@ class WindowGold:
         known = {"window_id", "stay_id", "status", "problems", "actions", "red_flags"}
         extra = {k: v for k, v in record.items() if k not in known}
         return cls(
-            window_id=record["window_id"],
-            stay_id=record.get("stay_id"),
-            status=record.get("status"),
-            problems=record.get("problems", record.get("acute_problems", ())),
-            actions=record.get("actions", record.get("recommended_actions", ())),
+            **_window_fields(record),
             red_flags=record.get("red_flags", ()),
             attributes={**extra, **dict(record.get("attributes", {}))},
         )
