@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from agents.prompts import event_line
+from windows.concepts.columns import VASOACTIVE_DRUGS
 
 WORKING_EVENTS = 30
 WORKING_HOURS = 4.0
@@ -65,17 +66,7 @@ CRITICAL_REPEAT_HOURS = 6.0
 CRITICAL_LOG_CAP = 200
 
 # CLINICAL_CONCEPTS.md section 5: the seven vasoactive agents.
-VASOACTIVES = frozenset(
-    {
-        "norepinephrine",
-        "epinephrine",
-        "dopamine",
-        "dobutamine",
-        "phenylephrine",
-        "vasopressin",
-        "milrinone",
-    }
-)
+VASOACTIVES = frozenset(VASOACTIVE_DRUGS)
 
 
 def parse_time(value) -> datetime:

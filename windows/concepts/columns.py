@@ -9,6 +9,16 @@ from dataclasses import dataclass
 # Here, with the other names of what the tracks hold, so that the pages that
 # list them import no pandas.
 STATUSES = ("none", "supplemental_o2", "hfnc", "niv", "invasive")
+# The seven vasoactive agents of section 5 (windows.concepts.vasoactive).
+VASOACTIVE_DRUGS = (
+    "norepinephrine",
+    "epinephrine",
+    "dopamine",
+    "dobutamine",
+    "phenylephrine",
+    "vasopressin",
+    "milrinone",
+)
 
 
 @dataclass(frozen=True)

@@ -6,17 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from windows.concepts.columns import VASOACTIVE_DRUGS
 from windows.concepts.grid import NO_TIME, Stay
 
-DRUGS = (
-    "norepinephrine",
-    "epinephrine",
-    "dopamine",
-    "dobutamine",
-    "phenylephrine",
-    "vasopressin",
-    "milrinone",
-)
+DRUGS = VASOACTIVE_DRUGS
 # MAR actions that end an infusion, and those that say nothing about its rate.
 STOP_ACTIONS = {"stop", "stopped", "paused", "finishedrunning", "finished running"}
 IGNORED_ACTIONS = {"not_given", "bolus", "other"}
