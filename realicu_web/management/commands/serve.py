@@ -63,11 +63,12 @@ class Command(BaseCommand):
             "--bind", default=os.environ.get("REALICU_BIND", "127.0.0.1:8000")
         )
         # One web process with four threads: each process holds the project
-        # (Django, pandas: about 250 MB after a while), and the embedded
+        # (Django, numpy: about 150 MB PSS after a while), and the embedded
         # default serves one machine's team; measured on 160 windows by three
         # physicians (benchmarks/embedded_pipeline_bench.py), web and worker
-        # come to about 1 GB this way and 1.2 GB with two processes, with no
-        # slower saves. Production sizes gunicorn by gunicorn.conf.py.
+        # once came to about 1 GB RSS this way and 1.2 GB with two processes,
+        # with no slower saves; now 343 MB PSS in all (issue 35). Production
+        # sizes gunicorn by gunicorn.conf.py.
         parser.add_argument("--web-workers", type=int, default=1)
         parser.add_argument("--web-threads", type=int, default=4)
         parser.add_argument(
