@@ -24,6 +24,7 @@ from django.db.models import BooleanField, Case, Q, Value, When
 from annotation.critical import critical_action_q, default_critical_action_rules
 from oracle.backbones.base import WindowContext
 from windows.disease_groups import disease_group
+from windows.event_fields import EVENT_VALUE_FIELDS
 from windows.models import (
     DiseaseGroup,
     Domain,
@@ -331,19 +332,7 @@ def _merged_spans(spans: list[tuple]) -> list[tuple]:
     return [tuple(s) for s in merged]
 
 
-_EVENT_FIELDS = (
-    "id",
-    "admission_id",
-    "time",
-    "end_time",
-    "kind",
-    "domain",
-    "category",
-    "name",
-    "value_num",
-    "unit",
-    "value_text",
-)
+_EVENT_FIELDS = ("id", "admission_id", "time", "end_time", *EVENT_VALUE_FIELDS)
 
 
 def _event_dict(row: tuple, intime) -> dict:
