@@ -29,6 +29,7 @@ from exports.models import Release, ReleaseKind, ReleaseWindow
 from exports.scoring_ppi import (
     rectifier_inclusion,
     rectifier_texts,
+    release_levels,
     release_rectifier,
     scale_intervals,
 )
@@ -352,6 +353,7 @@ def scores_compute(
             match=prepared,
             k=k,
             inclusion=rectifier_inclusion(release),
+            levels=release_levels(release),
         )
         if len(rectifier) >= 2
         else None

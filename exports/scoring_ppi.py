@@ -1,9 +1,12 @@
 """Prediction-powered intervals of a Scale submission's scores (issue 33): its
 score against the Oracle's labels on every window, corrected by the rectifier
 set, the release's windows that also have a physician consensus in the Gold
-campaign its Oracle run was validated against. The statistics are
-``evaluation.ppi``'s, the very functions benchmarks/ppi_coverage_bench.py
-measures."""
+campaign its Oracle run was validated against (with, for an active draw, the
+pilot's windows labelled before it). The statistics are ``evaluation.ppi``'s,
+the very functions benchmarks/ppi_coverage_bench.py measures: when the draw
+stored every window's uncertainty level, lam takes one value per stratum of
+levels (``evaluation.ppi_active.lam_strata``), as the benchmark's active
+draws do."""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
+from django.db.models import Q
 
 from annotation.models import ConsensusLabel
 from evaluation.metrics import (
@@ -28,6 +32,7 @@ from evaluation.ppi import (
     Design,
     score_interval,
 )
+from evaluation.ppi_active import lam_strata
 from evaluation.ppi_vectors import (
     status_cells,
     status_code,
@@ -47,6 +52,14 @@ INTERVAL_MEANING = (
     "physician windows a Gold-only interval would need to be as narrow."
 )
 
+# How lam was fitted, for the API, the manifest and a researcher recomputing.
+LAM_ONE = "one lam"
+LAM_BY_LEVEL = (
+    "one lam per stratum of the stored uncertainty levels: 0, 1, 2-3 "
+    "(evaluation.ppi_active.lam_strata); a stratum with fewer than 30 Gold "
+    "windows shares one with the others"
+)
+
 INTERVAL_METRICS = (
     "status_accuracy",
     "status_macro_f1",
@@ -61,17 +74,28 @@ INTERVAL_METRICS = (
 def release_rectifier(release: Release) -> dict[int, WindowGold]:
     """The physician consensus of a Scale release's windows, by window id: the
     Gold campaign of the validation report the release was promoted on
-    (finished, undisputed, not dropped), as the metrics read labels."""
+    (finished, undisputed, not dropped), as the metrics read labels, and the
+    windows an active draw of that campaign counted as its pilot (their
+    latest consensus, in whichever campaign)."""
     if release.kind != ReleaseKind.SCALE or release.validation_report_id is None:
         return {}
+    from oracle.models import GoldInclusion, GoldInclusionPhase
+
     campaign_id = release.validation_report.campaign_id
     in_release = release.window_records.values("window_id")
-    rows = ConsensusLabel.objects.filter(
-        campaign_id=campaign_id,
-        dropped=False,
-        dispute_count=0,
-        window_id__in=in_release,
-    ).values_list("window_id", "window__stay_id", "status", "items")
+    pilot = GoldInclusion.objects.filter(
+        campaign_id=campaign_id, phase=GoldInclusionPhase.PILOT
+    ).values("window_id")
+    rows = (
+        ConsensusLabel.objects.filter(
+            Q(campaign_id=campaign_id) | Q(window_id__in=pilot),
+            dropped=False,
+            dispute_count=0,
+            window_id__in=in_release,
+        )
+        .order_by("window_id", "pk")
+        .values_list("window_id", "window__stay_id", "status", "items")
+    )
     out = {}
     for window_id, stay_id, status, items in rows:
         items = items or {}
@@ -100,6 +124,30 @@ def rectifier_inclusion(release: Release) -> dict[int, float] | None:
         ).values_list("window_id", "probability")
     )
     return rows or None
+
+
+def release_levels(release: Release) -> dict[int, int] | None:
+    """Each window's uncertainty level stored by the active draw of the
+    release's Gold campaign (``GoldInclusion.level``, every pool window's),
+    or ``None`` when it stored none."""
+    if release.kind != ReleaseKind.SCALE or release.validation_report_id is None:
+        return None
+    from oracle.models import GoldInclusion
+
+    rows = dict(
+        GoldInclusion.objects.filter(
+            campaign_id=release.validation_report.campaign_id, level__isnull=False
+        ).values_list("window_id", "level")
+    )
+    return rows or None
+
+
+def window_strata(window_ids, levels: dict[int, int] | None):
+    """lam's stratum of each window (``lam_strata`` of its level), or
+    ``None`` (one lam) unless every window has a stored level."""
+    if not levels or any(w not in levels for w in window_ids):
+        return None
+    return lam_strata([levels[w] for w in window_ids])
 
 
 def rectifier_texts(rectifier: dict[int, WindowGold]):
@@ -178,12 +226,15 @@ def scale_intervals(
     match,
     k: int,
     inclusion: dict[int, float] | None = None,
+    levels: dict[int, int] | None = None,
 ) -> dict:
     """Every figure's PPI estimate and interval, with the Oracle-only and
     Gold-only figures and the effective Gold windows. ``oracle`` is the
     release's labels (every window), ``rectifier`` the physician consensus
     by window id, ``inclusion`` each Gold window's probability of its draw
-    (missing: the Gold windows count as a uniform draw)."""
+    (missing: the Gold windows count as a uniform draw), ``levels`` each
+    window's uncertainty level (lam per stratum of levels when every window
+    has one, ``window_strata``; else one lam)."""
     by_id = {p.window_id: p for p in predictions}
     preds = [by_id.get(g.window_id) for g in oracle]
     truth = [rectifier.get(g.window_id) for g in oracle]
@@ -198,11 +249,14 @@ def scale_intervals(
         if np.isnan(pi[labelled]).any():
             # A Gold window outside the stored draw: count them all uniform.
             pi, uniform = None, True
+    strata = window_strata([g.window_id for g in oracle], levels)
     f_vectors = window_vectors(oracle, preds, stays, match, k)
     y_vectors = window_vectors(truth, preds, stays, match, k)
     figures = {}
     for metric in INTERVAL_METRICS:
-        design = Design.of(f_vectors[metric], y_vectors[metric], labelled, pi)
+        design = Design.of(
+            f_vectors[metric], y_vectors[metric], labelled, pi, strata=strata
+        )
         figures[metric] = score_interval(design, FUNCTIONALS[metric]).as_dict()
     return {
         "confidence": 1 - ALPHA,
@@ -211,6 +265,7 @@ def scale_intervals(
         "n_windows": len(oracle),
         "n_rectifier_windows": int(labelled.sum()),
         "inclusion": "uniform" if uniform else "stored draw probabilities",
+        "lam_strata": LAM_ONE if strata is None else LAM_BY_LEVEL,
         "figures": figures,
     }
 
@@ -256,10 +311,18 @@ def rectifier_manifest(release: Release) -> dict | None:
     if stored is not None and not all(w in stored for w in ids):
         stored = None  # as scale_intervals: a window outside the draw
     uniform = len(ids) / n_windows if n_windows else None
+    levels = release_levels(release)
+    every = list(release.window_records.values_list("window_id", flat=True))
+    by_level = window_strata(every, levels) is not None
     return {
         "gold_campaign_id": release.validation_report.campaign_id,
         "n_windows": len(ids),
         "inclusion": "uniform" if stored is None else "stored draw probabilities",
+        "lam_strata": LAM_BY_LEVEL if by_level else LAM_ONE,
+        # Every window's level, for lam's strata (only when every one has one).
+        "window_levels": {str(w): levels[w] for w in sorted(every)}
+        if by_level
+        else None,
         "method": "PPI++ (power-tuned prediction-powered inference), 95 %",
         "meaning": INTERVAL_MEANING,
         "windows": [
@@ -280,6 +343,8 @@ def rectifier_markdown(section: dict | None) -> str:
         "## Score intervals\n\n"
         f"{section['meaning']} The rectifier set is the {section['n_windows']} "
         "windows of this release with a physician consensus in Gold campaign "
-        f"{section['gold_campaign_id']}; the manifest's `rectifier` lists them "
-        f"with each window's inclusion probability ({section['inclusion']}).\n"
+        f"{section['gold_campaign_id']} (or in its active draw's pilot); the "
+        "manifest's `rectifier` lists them "
+        f"with each window's inclusion probability ({section['inclusion']}); "
+        f"the intervals fit {section['lam_strata']}.\n"
     )

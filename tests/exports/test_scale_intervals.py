@@ -225,3 +225,112 @@ def test_stored_draw_probabilities_weight_the_gold_windows(
     )
     # Weights 1 / pi: b0's hit counts four times, a0's miss twice.
     assert expected["gold_only"] == pytest.approx(4 / 6)
+
+
+def test_an_active_draw_counts_its_pilot_and_gives_lam_its_strata(
+    admin_user, client, researcher, rectified_release, tiny_stays, monkeypatch
+):
+    """The validation campaign was drawn actively: a0, a1, b0 by the draw, c0
+    labelled before it in another campaign (the pilot: stable, {Hypokalemia}).
+    Stored levels 0, 1, 3, 2 put a0, a1, b0, c0 in lam's strata 0, 1, 2, 2.
+    With strata of one Gold window allowed (the tiny release has four), the
+    stored intervals, the API's and the page's are evaluation.ppi's with those
+    strata, the stored probabilities and c0 among the Gold windows; the
+    manifest records every window's level."""
+    from annotation.models import Campaign
+    from evaluation.ppi_active import lam_strata
+    from exports.building import release_build
+    from exports.models import ReleaseKind
+    from exports.scoring_ppi import LAM_BY_LEVEL
+    from exports.services import release_create
+    from oracle.models import GoldInclusion, GoldInclusionPhase
+
+    monkeypatch.setattr("evaluation.ppi.MIN_STRATUM_GOLD", 1)
+    w = tiny_stays["windows"]
+    campaign = rectified_release.validation_report.campaign
+    earlier = Campaign.objects.create(name="earlier", created_by=admin_user)
+    make_consensus(
+        campaign=earlier, window=w["C"][0], status="stable", problems=["Hypokalemia"]
+    )
+    draw = {
+        w["A"][0]: (0, GoldInclusionPhase.ACTIVE, 0.5),
+        w["A"][1]: (1, GoldInclusionPhase.ACTIVE, 0.8),
+        w["B"][0]: (3, GoldInclusionPhase.ACTIVE, 0.4),
+        w["C"][0]: (2, GoldInclusionPhase.PILOT, 0.6),
+    }
+    GoldInclusion.objects.bulk_create(
+        GoldInclusion(
+            campaign=campaign,
+            window=window,
+            uncertainty=level / 3,
+            level=level,
+            probability=p,
+            pilot_probability=0.25,
+            phase=phase,
+            floor=0.2,
+            source="test",
+        )
+        for window, (level, phase, p) in draw.items()
+    )
+    scored = _scored(researcher, rectified_release, w)
+    intervals = scored.scores["intervals"]
+    assert intervals["n_rectifier_windows"] == 4
+    assert intervals["lam_strata"] == LAM_BY_LEVEL
+    # Windows a0, a1, b0, c0: c0's consensus is stable (code 1), with no
+    # prediction; its problems {Hypokalemia} are missed (0).
+    labelled = np.ones(4, dtype=bool)
+    pi = np.array([0.5, 0.8, 0.4, 0.6])
+    strata = lam_strata([0, 1, 3, 2])
+    assert strata.tolist() == [0, 1, 2, 2]
+    predicted = [2, 0, 0, -1]
+    f_status = status_cells([2, 1, 0, 1], predicted)
+    y_status = status_cells([1, 1, 0, 1], predicted)
+    f_hit = window_values([1.0, None, 1.0, 0.0])
+    y_hit = window_values([0.0, None, 1.0, 0.0])
+    expected = {
+        "status_macro_f1": json_safe(
+            score_interval(
+                Design.of(f_status, y_status, labelled, pi, strata=strata), MACRO_F1
+            ).as_dict()
+        ),
+        "problems_hit_at_k": json_safe(
+            score_interval(
+                Design.of(f_hit, y_hit, labelled, pi, strata=strata), RATIO
+            ).as_dict()
+        ),
+    }
+    for metric, figures in expected.items():
+        assert isinstance(figures["lam"], list) and len(figures["lam"]) == 3
+        assert intervals["figures"][metric] == pytest.approx(figures, nan_ok=True)
+    # One lam over the same windows is another interval: the strata are used.
+    one = score_interval(Design.of(f_status, y_status, labelled, pi), MACRO_F1)
+    assert one.as_dict()["lower"] != pytest.approx(expected["status_macro_f1"]["lower"])
+
+    api = APIClient()
+    api.credentials(HTTP_AUTHORIZATION=f"Token {token_create(user=researcher).key}")
+    body = api.get(f"/api/v1/submissions/{scored.pk}/").json()
+    assert body["scores"]["intervals"]["figures"]["status_macro_f1"] == (
+        pytest.approx(expected["status_macro_f1"], nan_ok=True)
+    )
+    client.force_login(researcher)
+    page = client.get(f"/releases/submissions/{scored.pk}/").content.decode()
+    row = page.split('data-metric="status_macro_f1"')[1].split("</tr>")[0]
+    assert f'data-estimate="{expected["status_macro_f1"]["estimate"]}"' in row
+    assert f'data-lower="{expected["status_macro_f1"]["lower"]}"' in row
+
+    release = release_build(
+        release=release_create(
+            user=admin_user,
+            kind=ReleaseKind.SCALE,
+            oracle_run=rectified_release.oracle_run,
+        )
+    )
+    section = release.manifest["rectifier"]
+    assert section["lam_strata"] == LAM_BY_LEVEL
+    assert section["n_windows"] == 4
+    assert section["window_levels"] == {
+        str(window.pk): level for window, (level, _, _) in draw.items()
+    }
+    assert {x["window_id"]: x["inclusion_probability"] for x in section["windows"]} == {
+        window.pk: p for window, (_, _, p) in draw.items()
+    }
