@@ -283,6 +283,16 @@ def _credential_detail(credential: Credential) -> dict:
     }
 
 
+def _credential_audit(credential: Credential, *, kind: str, actor, verb: str) -> None:
+    audit_record(
+        kind=kind,
+        actor=actor,
+        message=f"{_name(actor)} {verb} {_name(credential.user)}'s credential "
+        f"for {credential.source.name}.",
+        detail=_credential_detail(credential),
+    )
+
+
 def credential_approve(*, admin, credential: Credential) -> Credential:
     """An admin approves a credential a researcher recorded."""
     require_admin(admin, "approve a credential")
@@ -295,12 +305,8 @@ def credential_approve(*, admin, credential: Credential) -> Credential:
                 "The credential has expired; ask for the renewed one."
             )
         _approve(credential, "credential", admin)
-        audit_record(
-            kind=AuditKind.CREDENTIAL_APPROVED,
-            actor=admin,
-            message=f"{_name(admin)} approved {_name(credential.user)}'s credential "
-            f"for {credential.source.name}.",
-            detail=_credential_detail(credential),
+        _credential_audit(
+            credential, kind=AuditKind.CREDENTIAL_APPROVED, actor=admin, verb="approved"
         )
     return credential
 
@@ -312,12 +318,8 @@ def credential_revoke(*, actor, credential: Credential) -> Credential:
     with transaction.atomic():
         credential = _locked(Credential, credential, "credential", "user", "source")
         _revoke(credential, "credential", actor)
-        audit_record(
-            kind=AuditKind.CREDENTIAL_REVOKED,
-            actor=actor,
-            message=f"{_name(actor)} revoked {_name(credential.user)}'s credential "
-            f"for {credential.source.name}.",
-            detail=_credential_detail(credential),
+        _credential_audit(
+            credential, kind=AuditKind.CREDENTIAL_REVOKED, actor=actor, verb="revoked"
         )
     return credential
 
@@ -439,19 +441,29 @@ def attestation_record(
     )
 
 
+def _attestation_audit(
+    attestation: Attestation, *, kind: str, actor, what: str
+) -> None:
+    audit_record(
+        kind=kind,
+        actor=actor,
+        message=f"{_name(actor)} {what} of {attestation.service} at "
+        f"{attestation.host} for {attestation.source.name}.",
+        detail=attestation.snapshot(),
+    )
+
+
 def attestation_approve(*, admin, attestation: Attestation) -> Attestation:
     """An admin approves a researcher's attestation of their endpoint."""
     require_admin(admin, "approve an attestation")
     with transaction.atomic():
         attestation = _locked(Attestation, attestation, "attestation", "source")
         _approve(attestation, "attestation", admin)
-        audit_record(
+        _attestation_audit(
+            attestation,
             kind=AuditKind.ATTESTATION_APPROVED,
             actor=admin,
-            message=f"{_name(admin)} approved {attestation.attested_by_name}'s "
-            f"attestation of {attestation.service} at {attestation.host} for "
-            f"{attestation.source.name}.",
-            detail=attestation.snapshot(),
+            what=f"approved {attestation.attested_by_name}'s attestation",
         )
     return attestation
 
@@ -466,12 +478,11 @@ def attestation_revoke(*, actor, attestation: Attestation) -> Attestation:
     with transaction.atomic():
         attestation = _locked(Attestation, attestation, "attestation", "source")
         _revoke(attestation, "attestation", actor)
-        audit_record(
+        _attestation_audit(
+            attestation,
             kind=AuditKind.ATTESTATION_REVOKED,
             actor=actor,
-            message=f"{_name(actor)} revoked the attestation of {attestation.service} "
-            f"at {attestation.host} for {attestation.source.name}.",
-            detail=attestation.snapshot(),
+            what="revoked the attestation",
         )
     return attestation
 
