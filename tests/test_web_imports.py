@@ -122,17 +122,12 @@ HEAVY = (
     "scipy",
     "matplotlib",
 )
-# Packages the URLconf reaches that still import pandas at module level, left
-# to their own change (issue 35: surveillance's pages). An import of a heavy
-# library is excused only while one of these is being imported; remove an
-# entry once its modules import pandas where they compute.
-KNOWN_HEAVY_IMPORTERS = ("surveillance",)
 
 URLCONF_SCRIPT = """
 import builtins, importlib.abc, json, os, sys
-heavy, known = sys.argv[1].split(","), tuple(sys.argv[2].split(","))
+heavy = sys.argv[1].split(",")
 root = os.getcwd() + os.sep
-unexplained = []
+imports = []
 
 
 def importers():
@@ -150,9 +145,8 @@ def note(name):
     top = (name or "").split(".")[0]
     if top in heavy:
         chain = importers()
-        if not any(m == k or m.startswith(k + ".") for m in chain for k in known):
-            if [top, chain[-4:]] not in unexplained:
-                unexplained.append([top, chain[-4:]])
+        if [top, chain[-4:]] not in imports:
+            imports.append([top, chain[-4:]])
 
 
 class Watch(importlib.abc.MetaPathFinder):
@@ -192,7 +186,7 @@ walk(get_resolver())
 builtins.__import__ = real_import
 print(json.dumps({
     "views": len(views),
-    "unexplained": unexplained,
+    "imports": imports,
     "loaded": sorted(m for m in heavy if m in sys.modules),
 }))
 """
@@ -202,11 +196,8 @@ def test_the_urlconf_and_every_view_import_no_heavy_library():
     """A fresh process imports the WSGI application and its whole URLconf,
     and resolves every view callable, as a web process does before it serves:
     none of pandas, pyarrow, the model stacks or the statistics libraries is
-    imported on the way, but by the known packages above."""
-    result = web_script_result(
-        URLCONF_SCRIPT, ",".join(HEAVY), ",".join(KNOWN_HEAVY_IMPORTERS)
-    )
+    imported on the way; a failure names the project modules that import one."""
+    result = web_script_result(URLCONF_SCRIPT, ",".join(HEAVY))
     assert result["views"] > 100
-    assert result["unexplained"] == []
-    # The known packages pull pandas (and pandas pyarrow), nothing heavier.
-    assert set(result["loaded"]) <= {"pandas", "pyarrow"}
+    assert result["imports"] == []
+    assert result["loaded"] == []
