@@ -239,20 +239,25 @@ def predict_validated(llm, messages: list[dict], *, purpose: str = "predict"):
         ) from None
 
 
-_FENCE = re.compile(r"\{.*\}", re.DOTALL)
+_OBJECT = re.compile(r"\{.*\}", re.DOTALL)
+
+
+def reply_json(text: str, error: type[Exception] = AgentError):
+    """The JSON in a model's reply: the whole text, or the object inside a code
+    fence or prose; ``error`` when it holds none or that one does not parse."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        found = _OBJECT.search(text or "")
+        if found is None:
+            raise error("the reply holds no JSON object") from None
+        try:
+            return json.loads(found.group(0))
+        except ValueError:
+            raise error("the reply's JSON object does not parse") from None
 
 
 def prediction_parse(text: str) -> dict:
     """The prediction in a model's reply text (a JSON object, possibly inside a
     code fence or prose)."""
-    try:
-        data = json.loads(text)
-    except ValueError:
-        found = _FENCE.search(text or "")
-        if found is None:
-            raise AgentError("the reply holds no JSON object") from None
-        try:
-            data = json.loads(found.group(0))
-        except ValueError:
-            raise AgentError("the reply's JSON object does not parse") from None
-    return prediction_normalise(data)
+    return prediction_normalise(reply_json(text))

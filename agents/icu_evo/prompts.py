@@ -8,8 +8,7 @@ A change to a prompt's wording or reply shape is a new version; the agent's
 
 from __future__ import annotations
 
-import json
-import re
+from agents.prompts import reply_json
 
 ASSESSMENT_VERSION = "assessment-v1"
 INSIGHT_VERSION = "insight-v1"
@@ -56,21 +55,9 @@ class ReplyInvalid(ValueError):
     """A step's reply that cannot go into memory; the message says why."""
 
 
-_OBJECT = re.compile(r"\{.*\}", re.DOTALL)
-
-
 def reply_object(text: str) -> dict:
     """The JSON object in a reply (bare, or inside a code fence or prose)."""
-    try:
-        data = json.loads(text)
-    except ValueError:
-        found = _OBJECT.search(text or "")
-        if found is None:
-            raise ReplyInvalid("the reply holds no JSON object") from None
-        try:
-            data = json.loads(found.group(0))
-        except ValueError:
-            raise ReplyInvalid("the reply's JSON object does not parse") from None
+    data = reply_json(text, ReplyInvalid)
     if not isinstance(data, dict):
         raise ReplyInvalid("the reply is not a JSON object")
     return data
