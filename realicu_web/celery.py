@@ -123,11 +123,26 @@ class ModelIdleClock:
         return now - self.idle_since >= self.limit
 
 
-def _model_loaded() -> bool:
+# Libraries a task imports that an idle worker gives back with the model:
+# pandas (and the pyarrow it loads) compute an import's tracks and write a
+# release's Parquet file, about 50 MB PSS once imported, more with the frames'
+# leftovers; torch, for a model that does not run on numpy.
+RECYCLED_LIBRARIES = ("pandas", "pyarrow", "torch")
+
+
+def _holds_what_idle_gives_back(libraries_at_start: frozenset[str]) -> bool:
+    """Whether this process holds the embedding model, or a library of
+    RECYCLED_LIBRARIES that a task imported (not one it had at its start,
+    which a new process would import again)."""
     # Only the modules that load the model import evaluation.matcher in a worker
     # that has not loaded it; not imported means not loaded.
     matcher = sys.modules.get("evaluation.matcher")
-    return matcher is not None and matcher.model_loaded()
+    if matcher is not None and matcher.model_loaded():
+        return True
+    return any(
+        name in sys.modules and name not in libraries_at_start
+        for name in RECYCLED_LIBRARIES
+    )
 
 
 class ModelRecycleThread(threading.Thread):
@@ -138,6 +153,9 @@ class ModelRecycleThread(threading.Thread):
     def __init__(self, limit: float):
         super().__init__(name="model-idle-recycle", daemon=True)
         self.clock = ModelIdleClock(limit)
+        self.libraries_at_start = frozenset(
+            name for name in RECYCLED_LIBRARIES if name in sys.modules
+        )
         self.period = min(5.0, max(0.2, limit / 4))
         self._stop_event = threading.Event()
 
@@ -150,12 +168,11 @@ class ModelRecycleThread(threading.Thread):
                 or state.reserved_requests
                 or any(thread.is_alive() for thread in _warm_up_threads)
             )
-            if self.clock.due(
-                now=time.monotonic(), model_loaded=_model_loaded(), busy=busy
-            ):
+            held = _holds_what_idle_gives_back(self.libraries_at_start)
+            if self.clock.due(now=time.monotonic(), model_loaded=held, busy=busy):
                 logger.info(
-                    "worker %s: idle for %g s with the embedding model loaded: "
-                    "ending to give its memory back (exit code %s)",
+                    "worker %s: idle for %g s with the embedding model or pandas "
+                    "loaded: ending to give its memory back (exit code %s)",
                     os.getpid(),
                     self.clock.limit,
                     RECYCLE_EXIT_CODE,

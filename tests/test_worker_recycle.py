@@ -14,7 +14,11 @@ from pathlib import Path
 import pytest
 from celery import shared_task
 
-from realicu_web.celery import RECYCLE_EXIT_CODE, ModelIdleClock
+from realicu_web.celery import (
+    RECYCLE_EXIT_CODE,
+    ModelIdleClock,
+    _holds_what_idle_gives_back,
+)
 from tests.test_serve_supervisor import SUPERVISOR, WEB, _pids, _stop, _wait
 
 
@@ -40,6 +44,27 @@ def test_the_idle_clock_is_due_only_after_the_limit_idle_with_the_model():
     assert not clock.due(now=1400, model_loaded=True, busy=False)
     assert not clock.due(now=1699, model_loaded=True, busy=False)
     assert clock.due(now=1700, model_loaded=True, busy=False)
+
+
+def test_an_idle_worker_gives_back_the_model_or_what_a_task_imported(monkeypatch):
+    """pandas that a task imported is given back like the model (issue 35);
+    a library the worker had at its start is not: a new process would import
+    it again, and end again, forever."""
+    import types
+
+    from evaluation import matcher
+
+    monkeypatch.setattr(matcher, "_loaded", {})
+    for name in ("pandas", "pyarrow", "torch"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    assert not _holds_what_idle_gives_back(frozenset())
+
+    monkeypatch.setitem(sys.modules, "pandas", types.ModuleType("pandas"))
+    assert _holds_what_idle_gives_back(frozenset())
+    assert not _holds_what_idle_gives_back(frozenset({"pandas"}))
+
+    monkeypatch.setattr(matcher, "_loaded", {"a model": object()})
+    assert _holds_what_idle_gives_back(frozenset({"pandas"}))
 
 
 def test_the_idle_clock_with_no_limit_is_never_due():
