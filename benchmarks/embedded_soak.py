@@ -59,6 +59,7 @@ from embedded_pipeline_bench import (  # noqa: E402 - after the path
     _payload,
 )
 
+from benchmarks._cpu import tree_cpu  # noqa: E402
 from benchmarks._embedded import (  # noqa: E402 - after the path
     bootstrap,
     embedded_env,
@@ -263,28 +264,6 @@ def _builds(env: dict, campaign: int, every_s: float, soak: Soak) -> None:
         soak.stop.wait(every_s)
 
 
-def _tree_cpu(root: int) -> float:
-    """CPU seconds (user + system) of ``root`` and its descendants, with the
-    children they reaped."""
-    ticks = os.sysconf("SC_CLK_TCK")
-    stats = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                raw = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            fields = raw[raw.rindex(")") + 2 :].split()
-            stats[int(entry)] = (int(fields[1]), sum(int(x) for x in fields[11:15]))
-    tree, frontier = {root}, [root]
-    while frontier:
-        pid = frontier.pop()
-        kids = [p for p, (parent, _) in stats.items() if parent == pid]
-        tree.update(kids)
-        frontier += kids
-    return sum(stats[p][1] for p in tree if p in stats) / ticks
-
-
 def _ms(values: list[float]) -> str:
     if not values:
         return "no data"
@@ -352,7 +331,7 @@ def main() -> int:
     serve, base = serve_start(env, log, log_path)
 
     soak = Soak()
-    wall0, cpu0, own0 = time.perf_counter(), _tree_cpu(serve.pid), os.times()
+    wall0, cpu0, own0 = time.perf_counter(), tree_cpu(serve.pid), os.times()
     threads = [
         threading.Thread(
             target=_physician, args=(base, name, data["work"][name], soak), daemon=True
@@ -391,7 +370,7 @@ def main() -> int:
     settle_until = max(time.time(), soak.last_submit_at + 120)
     time.sleep(max(0.0, settle_until - time.time()))
     wall = time.perf_counter() - wall0
-    cpu = _tree_cpu(serve.pid) - cpu0
+    cpu = tree_cpu(serve.pid) - cpu0
     own = os.times()
     # The bench's clients and the commands it ran (oracle_run, build_release).
     own_cpu = sum(
