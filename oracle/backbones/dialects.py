@@ -27,8 +27,15 @@ PROMPT_SIZE = re.compile(
     r"|\"n_prompt_tokens\"\s*:\s*(\d+)",
     re.IGNORECASE,
 )
-# Tokens a message's chat-template framing adds to a raw tokenizer's count.
-FRAMING_TOKENS = 4
+# Tokens a message's chat-template framing adds to a raw tokenizer's count,
+# and those the template adds once (the reply's header, a BOS). ChatML
+# (SmolLM2, Qwen): "<|im_start|>role\n ... <|im_end|>\n" is 5 a message and
+# "<|im_start|>assistant\n" 3 more; Llama 3: "<|start_header_id|>role
+# <|end_header_id|>\n\n ... <|eot_id|>" is 5 a message, BOS and the reply's
+# header 5 more. At 4 a message and nothing more, a SmolLM2 prompt counted
+# at its budget of 1,784 was 1,785 by the server's usage.
+FRAMING_TOKENS = 5
+FRAMING_ONCE_TOKENS = 5
 
 
 def first_int(pattern: re.Pattern, text: str) -> int | None:
@@ -101,11 +108,11 @@ def token_count_request(
 def token_count_read(tokenizer: str, data, messages: list[dict]) -> int:
     """The prompt's tokens from the tokenizer's JSON reply ``data``: vLLM
     counts the chat template too; a raw tokenizer's count gets
-    FRAMING_TOKENS a message for it. KeyError/TypeError/ValueError when the
-    reply is not a count."""
+    FRAMING_TOKENS a message and FRAMING_ONCE_TOKENS for it.
+    KeyError/TypeError/ValueError when the reply is not a count."""
     if tokenizer == "vllm":
         return int(data["count"])
-    framing = FRAMING_TOKENS * len(messages)
+    framing = FRAMING_TOKENS * len(messages) + FRAMING_ONCE_TOKENS
     if tokenizer == "llamacpp_python":
         return int(data["count"]) + framing
     return len(data["tokens"]) + framing
@@ -166,6 +173,7 @@ def reply_format_apply(
 
 __all__ = [
     "CONTEXT_SIZE",
+    "FRAMING_ONCE_TOKENS",
     "FRAMING_TOKENS",
     "OVERFLOW",
     "PROMPT_SIZE",
