@@ -12,6 +12,7 @@ from django.db import connections
 # database work happens outside it, but Django cannot tell.
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
+PASSWORD = "correct horse battery"  # tests.factories.make_user's
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
     "--no-sandbox",
@@ -37,6 +38,26 @@ def chromium():
         finally:
             browser.close()
             connections.close_all()
+
+
+def sign_in(
+    browser, live_server, user, *, width=1440, height=1000, errors=None, **context
+):
+    """A page of a new context of ``browser`` (``context`` as new_context's),
+    signed in as ``user`` (a user, or a username) with make_user's password:
+    each role lands on its own page. With ``errors`` (a list), the page's
+    script errors are appended to it."""
+    page = browser.new_context(
+        viewport={"width": width, "height": height}, **context
+    ).new_page()
+    if errors is not None:
+        page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(f"{live_server.url}/accounts/login/")
+    page.fill("input[name=username]", getattr(user, "username", user))
+    page.fill("input[name=password]", PASSWORD)
+    page.click("button[type=submit]")
+    page.wait_for_url(lambda url: "/accounts/login/" not in url)
+    return page
 
 
 # The WCAG 2.0 and 2.1 A and AA rules of axe-core: what the issues ask of every

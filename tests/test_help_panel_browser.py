@@ -11,19 +11,16 @@ from annotation.services import campaign_create, window_consensus_refresh
 from oracle import selectors as oracle_selectors
 from oracle import services as oracle_services
 from tests.annotation.conftest import (  # noqa: F401 - fixtures
-    _fast_password_hashing,
-    admin_user,
     clinical,
     physicians,
 )
-from tests.annotation.test_annotate_browser import sign_in
 from tests.annotation.test_consensus import (  # noqa: F401 - fixtures
     matcher,
     stay,
     submit,
     windows,
 )
-from tests.browser import chromium
+from tests.browser import chromium, sign_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

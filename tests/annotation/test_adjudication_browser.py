@@ -6,9 +6,8 @@ show with their author."""
 import pytest
 
 from annotation.models import AdjudicationDecision, ConsensusLabel
-from tests.browser import chromium
+from tests.browser import chromium, sign_in
 
-from .test_annotate_browser import sign_in
 from .test_consensus import gold, labelled, matcher, stay, windows  # noqa: F401
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

@@ -9,10 +9,9 @@ import pytest
 
 from accounts.roles import Role, roles_ensure
 from annotation.models import AdjudicationDecision, CampaignPhysician, ConsensusLabel
-from tests.browser import chromium
+from tests.browser import chromium, sign_in
 
 from .conftest import make_role_user
-from .test_annotate_browser import PASSWORD
 from .workspace_data import cluster_of, hand_built_window
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -32,21 +31,11 @@ def browser(built):
         yield browser
 
 
-def _sign_in(browser, live_server, user):
-    page = browser.new_context(viewport={"width": 1440, "height": 1000}).new_page()
-    page.goto(f"{live_server.url}/accounts/login/")
-    page.fill("input[name=username]", user.username)
-    page.fill("input[name=password]", PASSWORD)
-    page.click("button[type=submit]")
-    page.wait_for_url(lambda url: "/accounts/login/" not in url)
-    return page
-
-
 def test_admin_merges_two_problems_into_one_wording_by_keyboard(
     live_server, browser, built, admin_user, clinical
 ):
     campaign, window = built
-    page = _sign_in(browser, live_server, admin_user)
+    page = sign_in(browser, live_server, admin_user)
     errors = []
     page.on("pageerror", lambda error: errors.append(str(error)))
     page.goto(
@@ -120,7 +109,7 @@ def test_r_typed_in_the_merge_wording_is_a_letter_and_the_adjudicator_is_not_ask
     spare = make_role_user(Role.PHYSICIAN)
     for user in (admin_user, spare):
         CampaignPhysician.objects.create(campaign=campaign, user=user)
-    page = _sign_in(browser, live_server, admin_user)
+    page = sign_in(browser, live_server, admin_user)
     page.goto(
         f"{live_server.url}/annotate/campaigns/{campaign.pk}/adjudication/{window.pk}/"
     )

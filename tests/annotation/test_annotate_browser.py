@@ -5,12 +5,11 @@ and a second physician sees none of it."""
 import pytest
 
 from annotation.models import Assignment, AssignmentState, Label
-from tests.browser import chromium
+from tests.browser import chromium, sign_in
 from windows.tracks import stay_tracks_get
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-PASSWORD = "correct horse battery"  # tests.factories.make_user's
 SCREENSHOT = "/tmp/annotate.png"
 FORM = "[data-label-form]"
 
@@ -30,17 +29,6 @@ def labelling(campaign, physicians, gold_windows, clinical, stay):
 def browser(labelling):
     with chromium() as browser:
         yield browser
-
-
-def sign_in(browser, live_server, user):
-    page = browser.new_context(viewport={"width": 1440, "height": 1000}).new_page()
-    page.goto(f"{live_server.url}/accounts/login/")
-    page.fill("input[name=username]", user.username)
-    page.fill("input[name=password]", PASSWORD)
-    page.click("button[type=submit]")
-    # Signed in: each role lands on its own page (a physician on the queue).
-    page.wait_for_url(lambda url: "/accounts/login/" not in url)
-    return page
 
 
 def wait_saved(page):

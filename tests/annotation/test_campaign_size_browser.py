@@ -6,9 +6,8 @@ queue opens with the next window to label, which n opens."""
 import pytest
 
 from annotation.models import Assignment, AssignmentState, Campaign
-from tests.browser import chromium
+from tests.browser import chromium, sign_in
 
-from .test_annotate_browser import sign_in
 from .test_campaign_size import make_gold_stays
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

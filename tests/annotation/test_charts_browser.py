@@ -5,9 +5,8 @@ and no script error; the figures stay on the page as text."""
 
 import pytest
 
-from tests.browser import chromium
+from tests.browser import PASSWORD, chromium, sign_in
 
-from .test_annotate_browser import PASSWORD, sign_in
 from .test_calibration import judged_set  # noqa: F401
 from .test_consensus import gold, labelled, matcher, stay, windows  # noqa: F401
 

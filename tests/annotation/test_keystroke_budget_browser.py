@@ -13,7 +13,7 @@ from accounts.roles import Role
 from annotation.models import Assignment, AssignmentState, Label
 from annotation.services import campaign_create
 from tests.annotation.conftest import make_role_user
-from tests.browser import chromium
+from tests.browser import chromium, sign_in
 from tests.factories import make_admission, make_event, make_events, make_stay
 from windows.models import Domain, EventKind, Window
 from windows.tracks import stay_tracks_get
@@ -21,7 +21,6 @@ from windows.windowing import windows_build
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-PASSWORD = "correct horse battery"  # tests.factories.make_user's
 FORM = "[data-label-form]"
 BUDGET = 40
 WINDOW_INDEX = 5  # one every 2 h: 10.0 h to 10.5 h since ICU admission
@@ -216,14 +215,8 @@ def test_a_demo_window_is_labelled_in_40_command_keys_or_fewer(
 ):
     d = demo_window
     with chromium() as browser:
-        page = browser.new_context(viewport={"width": 1440, "height": 1000}).new_page()
         errors = []
-        page.on("pageerror", lambda error: errors.append(str(error)))
-        page.goto(f"{live_server.url}/accounts/login/")
-        page.fill("input[name=username]", d["physician"].username)
-        page.fill("input[name=password]", PASSWORD)
-        page.click("button[type=submit]")
-        page.wait_for_load_state()
+        page = sign_in(browser, live_server, d["physician"], errors=errors)
         page.goto(f"{live_server.url}/annotate/{d['assignment'].pk}/")
         page.wait_for_selector("[data-trajectory][data-ready=true]")
         keys = Keyboard(page)

@@ -6,13 +6,12 @@ discharge, and the finder never offers it."""
 import pytest
 
 from annotation.models import Assignment, Label
-from tests.browser import chromium
+from tests.browser import chromium, sign_in
 from tests.factories import discharge_summary, radiology_report
 from windows.tracks import stay_tracks_get
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-PASSWORD = "correct horse battery"  # tests.factories.make_user's
 FINDINGS = (
     "FINDINGS: Moderate left pleural effusion with adjacent atelectasis. "
     + "Lines and tubes unchanged. " * 8
@@ -41,14 +40,8 @@ def test_finder_cites_a_report_and_never_offers_the_discharge_summary(
     from playwright.sync_api import expect
 
     assignment = Assignment.objects.get(annotator=physicians[0], window=gold_windows[0])
-    page = browser.new_context(viewport={"width": 1440, "height": 1000}).new_page()
-    page.goto(f"{live_server.url}/accounts/login/")
-    page.fill("input[name=username]", physicians[0].username)
-    page.fill("input[name=password]", PASSWORD)
-    page.click("button[type=submit]")
-    page.wait_for_url(lambda url: "/accounts/login/" not in url)
     errors = []
-    page.on("pageerror", lambda error: errors.append(str(error)))
+    page = sign_in(browser, live_server, physicians[0], errors=errors)
     page.goto(f"{live_server.url}/annotate/{assignment.pk}/")
     page.wait_for_selector("[data-trajectory][data-ready=true]")
 

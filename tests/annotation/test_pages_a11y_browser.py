@@ -5,10 +5,9 @@ the reason they are not rated."""
 
 import pytest
 
-from tests.browser import axe_violations, chromium
+from tests.browser import axe_violations, chromium, sign_in
 from windows.tracks import stay_tracks_get
 
-from .test_annotate_browser import PASSWORD
 from .workspace_data import hand_built_window
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -28,19 +27,6 @@ def browser(built):
         yield browser
 
 
-def _sign_in(browser, live_server, user):
-    context = browser.new_context(
-        viewport={"width": 1440, "height": 1000}, bypass_csp=True
-    )
-    page = context.new_page()
-    page.goto(f"{live_server.url}/accounts/login/")
-    page.fill("input[name=username]", user.username)
-    page.fill("input[name=password]", PASSWORD)
-    page.click("button[type=submit]")
-    page.wait_for_url(lambda url: "/accounts/login/" not in url)
-    return page
-
-
 def _violations(page, url: str) -> list[str]:
     page.goto(url)
     page.wait_for_load_state("networkidle")
@@ -55,11 +41,11 @@ def test_no_page_of_a_physician_or_an_admin_has_an_accessibility_violation(
     assignment = campaign.assignments.get(annotator=physicians[0])
     found = []
 
-    physician = _sign_in(browser, live_server, physicians[0])
+    physician = sign_in(browser, live_server, physicians[0], bypass_csp=True)
     for path in ("/annotate/", f"/annotate/{assignment.pk}/"):
         found += _violations(physician, base + path)
 
-    admin = _sign_in(browser, live_server, admin_user)
+    admin = sign_in(browser, live_server, admin_user, bypass_csp=True)
     for path in (
         "/annotate/campaigns/",
         "/annotate/campaigns/new/",
@@ -81,7 +67,7 @@ def test_no_page_of_a_physician_or_an_admin_has_an_accessibility_violation(
 def test_the_campaign_forms_boxes_sit_beside_their_names(
     live_server, browser, built, admin_user, physicians
 ):
-    page = _sign_in(browser, live_server, admin_user)
+    page = sign_in(browser, live_server, admin_user, bypass_csp=True)
     page.goto(f"{live_server.url}/annotate/campaigns/new/")
     ids = [f"id_physicians_{n}" for n in range(len(physicians))]
     ids.append("id_evidence_required")
@@ -101,7 +87,7 @@ def test_a_windows_routine_action_is_listed_apart_with_why_it_is_not_rated(
 ):
     campaign, _ = built
     assignment = campaign.assignments.get(annotator=physicians[0])
-    page = _sign_in(browser, live_server, physicians[0])
+    page = sign_in(browser, live_server, physicians[0], bypass_csp=True)
     page.goto(f"{live_server.url}/annotate/{assignment.pk}/")
 
     routine = page.locator("[data-routine-actions]")

@@ -13,15 +13,13 @@ from annotation.models import Campaign
 from annotation.services import campaign_create, window_consensus_refresh
 from oracle.models import OracleLabel, OracleRun, ValidationJob, ValidationReport
 from tests.annotation.conftest import (  # noqa: F401 - fixtures
-    _fast_password_hashing,
     clinical,
     make_gold_windows,
     make_role_user,
     stay,
 )
-from tests.annotation.test_annotate_browser import PASSWORD
 from tests.annotation.test_consensus import submit
-from tests.browser import chromium
+from tests.browser import chromium, sign_in
 from windows.models import Cohort, CohortStay, CohortStratum, Window
 
 # The worker inherits this: the matcher's model ships with its package.
@@ -81,14 +79,8 @@ def test_admin_runs_the_rules_oracle_and_reads_its_validation(
         gold_campaign["campaign"],
         gold_campaign["cohort"],
     )
-    page = browser.new_context(viewport={"width": 1440, "height": 1000}).new_page()
     errors = []
-    page.on("pageerror", lambda error: errors.append(str(error)))
-    page.goto(f"{live_server.url}/accounts/login/")
-    page.fill("input[name=username]", admin.username)
-    page.fill("input[name=password]", PASSWORD)
-    page.click("button[type=submit]")
-    page.wait_for_load_state()
+    page = sign_in(browser, live_server, admin, errors=errors)
 
     page.goto(f"{live_server.url}/oracle/")
     page.click("a[href='/oracle/runs/new/']")

@@ -18,16 +18,6 @@ from windows.models import Domain, Event, EventKind
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture(autouse=True)
-def _fast_password_hashing(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
-@pytest.fixture
-def admin_user(db):
-    return make_role_user(Role.ADMIN)
-
-
 def _rules_run(admin, name="labels run"):
     cohort, stay, windows = make_cohort_with_stay()
     run = services.oracle_run_create(
@@ -226,8 +216,7 @@ def test_an_admin_reads_the_labels_beside_the_plots_with_the_keyboard(
 ):
     """From the run page to the list, j and Enter open a label; the label sits
     beside the drawn plots at 1440 px; ] moves to the next label."""
-    from tests.annotation.test_annotate_browser import sign_in
-    from tests.browser import chromium
+    from tests.browser import chromium, sign_in
 
     run, label = labelled["run"], labelled["label"]
     with chromium() as browser:

@@ -7,43 +7,8 @@ import json
 import pytest
 from django.urls import reverse
 
-from oracle import services
-from tests.annotation.conftest import make_role_user
-from tests.annotation.test_annotate_browser import PASSWORD
-from tests.browser import chromium
-from tests.oracle.test_runs import make_cohort_with_stay
-
-
-@pytest.fixture(autouse=True)
-def _fast_password_hashing(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
-@pytest.fixture
-def admin_user(db):
-    return make_role_user("admin")  # Role.ADMIN
-
-
-def _llm_run(admin, fake_llm):
-    """A run over one 2-hour stay on the fake LLM, which reports 1,000 prompt
-    tokens for every request, against a context window of 4,096 tokens."""
-    cohort, _, windows = make_cohort_with_stay(hours=2.0)
-    backbone = services.backbone_create(
-        admin=admin,
-        name="fake",
-        kind="openai",
-        base_url=fake_llm.base_url,
-        model="fake-model",
-        context_tokens=4096,
-        max_completion_tokens=512,
-        concurrency=1,
-        requests_per_minute=6000,
-    )
-    run = services.oracle_run_create(
-        admin=admin, name="tokens", backbone=backbone, cohort=cohort, enqueue=False
-    )
-    services.oracle_run_execute_inline(run_id=run.pk)
-    return run, windows
+from tests.browser import chromium, sign_in
+from tests.oracle.helpers import llm_run
 
 
 def _chart(html: str, chart_id: str) -> dict:
@@ -55,7 +20,7 @@ def _chart(html: str, chart_id: str) -> dict:
 def test_the_run_page_charts_prompt_tokens_and_lists_every_bin(
     client, admin_user, fake_llm
 ):
-    run, windows = _llm_run(admin_user, fake_llm)
+    run, windows = llm_run(admin_user, fake_llm)
     client.force_login(admin_user)
 
     html = client.get(reverse("oracle:run_detail", args=[run.pk])).content.decode()
@@ -82,16 +47,12 @@ def test_the_run_page_charts_prompt_tokens_and_lists_every_bin(
 def test_the_run_page_draws_the_prompt_token_histogram_with_uplot(
     live_server, admin_user, fake_llm
 ):
-    run, windows = _llm_run(admin_user, fake_llm)
+    run, windows = llm_run(admin_user, fake_llm)
     with chromium() as browser:
-        page = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
         errors = []
-        page.on("pageerror", lambda error: errors.append(str(error)))
-        page.goto(f"{live_server.url}/accounts/login/")
-        page.fill("input[name=username]", admin_user.username)
-        page.fill("input[name=password]", PASSWORD)
-        page.click("button[type=submit]")
-        page.wait_for_load_state()
+        page = sign_in(
+            browser, live_server, admin_user, width=1280, height=900, errors=errors
+        )
 
         page.goto(f"{live_server.url}{reverse('oracle:run_detail', args=[run.pk])}")
         figure = '[data-chart="prompt-tokens-chart"]'
@@ -121,17 +82,10 @@ def test_the_run_page_keeps_each_figure_under_its_name_at_every_width(
     """At 1280, 1440 and 1920 px each figure of the progress card sits under
     its name (same column, next line), nothing runs past the card, and the
     histogram fits in it."""
-    run, _ = _llm_run(admin_user, fake_llm)
+    run, _ = llm_run(admin_user, fake_llm)
     with chromium() as browser:
         for width in WIDTHS:
-            page = browser.new_context(
-                viewport={"width": width, "height": 900}
-            ).new_page()
-            page.goto(f"{live_server.url}/accounts/login/")
-            page.fill("input[name=username]", admin_user.username)
-            page.fill("input[name=password]", PASSWORD)
-            page.click("button[type=submit]")
-            page.wait_for_load_state()
+            page = sign_in(browser, live_server, admin_user, width=width, height=900)
             page.goto(f"{live_server.url}{reverse('oracle:run_detail', args=[run.pk])}")
             page.locator("[data-chart-canvas] canvas").wait_for()
             names = _boxes(page, "#run-progress .facts dt")

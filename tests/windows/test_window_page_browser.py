@@ -5,7 +5,7 @@ from datetime import timedelta
 
 import pytest
 
-from tests.browser import chromium
+from tests.browser import chromium, sign_in
 from tests.factories import (
     make_admission,
     make_event,
@@ -20,7 +20,6 @@ from windows.windowing import windows_build, windows_sample_gold
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-PASSWORD = "a long passphrase"
 SCREENSHOT = "/tmp/window_page.png"
 
 
@@ -58,38 +57,22 @@ def septic_stay():
             value_num=value,
             unit=unit,
         )
-    make_events(
-        admission=admission,
-        count=9,
-        start=t0,
-        every=timedelta(hours=4),
-        category="temp_c",
-        name="Temperature",
-        value_num=38.4,
-        unit="°C",
-    )
-    make_events(
-        admission=admission,
-        count=6,
-        start=t0,
-        every=timedelta(hours=6),
-        domain=Domain.LABS,
-        category="lactate",
-        name="Lactate",
-        value_num=3.8,
-        unit="mmol/L",
-    )
-    make_events(
-        admission=admission,
-        count=3,
-        start=t0,
-        every=timedelta(hours=12),
-        domain=Domain.LABS,
-        category="creatinine",
-        name="Creatinine",
-        value_num=1.9,
-        unit="mg/dL",
-    )
+    temperature = {"category": "temp_c", "name": "Temperature", "unit": "°C"}
+    lactate = {"category": "lactate", "name": "Lactate", "unit": "mmol/L"}
+    creatinine = {"category": "creatinine", "name": "Creatinine", "unit": "mg/dL"}
+    lab = {"domain": Domain.LABS}
+    for count, every_h, fields in (
+        (9, 4, {**temperature, "value_num": 38.4}),
+        (6, 6, {**lab, **lactate, "value_num": 3.8}),
+        (3, 12, {**lab, **creatinine, "value_num": 1.9}),
+    ):
+        make_events(
+            admission=admission,
+            count=count,
+            start=t0,
+            every=timedelta(hours=every_h),
+            **fields,
+        )
     for hour, rate in ((1, 0.1), (8, 0.25), (20, 0.05)):
         make_event(
             admission=admission,
@@ -127,7 +110,7 @@ def septic_stay():
     windows_build(stay=stay, window_minutes=30, stride_hours=2)
     windows_sample_gold(stay=stay, seed=0, per_stay=4)
     stay_tracks_get(stay=stay)
-    make_user(username="physician", password=PASSWORD, role="physician")
+    make_user(username="physician", role="physician")
     return stay
 
 
@@ -152,16 +135,8 @@ def test_physician_reads_the_plots_and_moves_between_windows_by_keyboard(
     live_server, septic_stay, browser
 ):
     stay = septic_stay
-    page = browser.new_page(viewport={"width": 1440, "height": 1000})
     errors = []
-    page.on("pageerror", lambda error: errors.append(str(error)))
-
-    page.goto(f"{live_server.url}/accounts/login/")
-    page.fill("input[name=username]", "physician")
-    page.fill("input[name=password]", PASSWORD)
-    page.click("button[type=submit]")
-    # Signed in: each role lands on its own page (a physician on the queue).
-    page.wait_for_url(lambda url: "/accounts/login/" not in url)
+    page = sign_in(browser, live_server, "physician", errors=errors)
 
     page.goto(f"{live_server.url}/stays/{stay.pk}/windows/5/")
     page.wait_for_selector("[data-trajectory][data-ready=true]")
@@ -204,13 +179,7 @@ def test_clicking_a_gold_mark_on_the_stay_page_opens_its_window(
     live_server, septic_stay, browser
 ):
     stay = septic_stay
-    page = browser.new_page(viewport={"width": 1280, "height": 900})
-    page.goto(f"{live_server.url}/accounts/login/")
-    page.fill("input[name=username]", "physician")
-    page.fill("input[name=password]", PASSWORD)
-    page.click("button[type=submit]")
-    # Signed in: each role lands on its own page (a physician on the queue).
-    page.wait_for_url(lambda url: "/accounts/login/" not in url)
+    page = sign_in(browser, live_server, "physician", width=1280, height=900)
 
     page.goto(f"{live_server.url}/stays/{stay.pk}/")
     page.wait_for_selector("[data-trajectory][data-ready=true]")
