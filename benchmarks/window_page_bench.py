@@ -74,6 +74,7 @@ def _long_stay(template, hours: int):
     """A new ``hours``-long stay whose events repeat ``template``'s ICU events
     (outcomes and transfers left out) end to end, so that it has the same mix
     and events per hour."""
+    from windows.event_fields import EVENT_VALUE_FIELDS
     from windows.models import (
         Admission,
         Event,
@@ -111,18 +112,7 @@ def _long_stay(template, hours: int):
         admission_diagnosis=template.admission_diagnosis,
         disease_group=template.disease_group,
     )
-    fields = [
-        "time",
-        "end_time",
-        "kind",
-        "domain",
-        "category",
-        "name",
-        "value_num",
-        "unit",
-        "value_text",
-        "source_table",
-    ]
+    fields = ["time", "end_time", *EVENT_VALUE_FIELDS, "source_table"]
     rows = list(
         _icu_events(template)
         .exclude(kind=EventKind.OUTCOME)

@@ -15,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from windows.concepts.columns import VASOACTIVE_DRUGS
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -41,15 +43,6 @@ ACTIONS = ("continue_monitoring", "escalate")
 # How far back a current-evidence finding looks for its latest value, on top
 # of what the track itself carries (labs: 12 h / 24 h, CRRT: 6 h).
 GCS_LOOKBACK_HOURS = 6  # a previous GCS row is used only if < 6 h old (2)
-VASOACTIVE_DRUGS = (
-    "norepinephrine",
-    "epinephrine",
-    "dopamine",
-    "dobutamine",
-    "phenylephrine",
-    "vasopressin",
-    "milrinone",
-)
 
 
 def checkpoint_hours(length_hours: float) -> list[int]:
