@@ -65,3 +65,40 @@ MODIFIERS = ["", "worsening ", "persistent ", "new ", "severe ", "suspected "]
 def texts_drawn(rng: random.Random, pool: list[str], n: int) -> list[str]:
     """``n`` distinct texts of ``pool``, each with a modifier drawn by ``rng``."""
     return [rng.choice(MODIFIERS) + t for t in rng.sample(pool, n)]
+
+
+def agreeing_labels_submit(campaign, *, problems, actions, flags=()) -> None:
+    """Every assignment of ``campaign`` labelled, drawn per window so that the
+    window's physicians agree and it reaches a consensus without
+    adjudication: a status, two of ``problems``, every recorded critical
+    action rated acceptable, two of ``actions`` and one of ``flags`` (none
+    when ``flags`` is empty)."""
+    from annotation.models import Assignment
+    from annotation.selectors import recorded_critical_actions
+    from annotation.services import label_submit
+
+    for assignment in Assignment.objects.filter(campaign=campaign).order_by("pk"):
+        rng = random.Random(assignment.window_id)
+        payload = {
+            "status": rng.choice(["improving", "stable", "deteriorating"]),
+            "status_evidence": [],
+            "acute_problems": [
+                {"text": t, "evidence": []} for t in rng.sample(problems, 2)
+            ],
+            "action_ratings": [
+                {"event_id": e.pk, "rating": "acceptable", "evidence": []}
+                for e in recorded_critical_actions(assignment=assignment)
+            ],
+            "added_actions": [
+                {"text": t, "evidence": []} for t in rng.sample(actions, 2)
+            ],
+            "red_flags": [{"text": t, "evidence": []} for t in rng.sample(flags, 1)]
+            if flags
+            else [],
+        }
+        label_submit(
+            annotator=assignment.annotator,
+            assignment_id=assignment.pk,
+            payload=payload,
+            base_version=0,
+        )

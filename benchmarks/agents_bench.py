@@ -59,7 +59,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import shutil
 import statistics
 import subprocess
@@ -72,6 +71,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from benchmarks._label_texts import agreeing_labels_submit  # noqa: E402
 from benchmarks._payloads import payload_bytes, print_by_index  # noqa: E402
 from benchmarks._worker import worker_start, workers_stop  # noqa: E402
 
@@ -107,9 +107,7 @@ def _setup(n_windows: int):
 
     call_command("migrate", verbosity=0)
     from accounts.roles import Role, roles_ensure
-    from annotation.models import Assignment
-    from annotation.selectors import recorded_critical_actions
-    from annotation.services import campaign_create, label_submit
+    from annotation.services import campaign_create
     from annotation.services.agreement import campaign_agreement_refresh
     from evaluation.matcher import matcher_for_settings
     from exports.building import release_build
@@ -141,28 +139,7 @@ def _setup(n_windows: int):
         annotators_per_window=2,
         evidence_required=False,
     )
-    for assignment in Assignment.objects.filter(campaign=campaign).order_by("pk"):
-        rng = random.Random(assignment.window_id)
-        label_submit(
-            annotator=assignment.annotator,
-            assignment_id=assignment.pk,
-            payload={
-                "status": rng.choice(["improving", "stable", "deteriorating"]),
-                "status_evidence": [],
-                "acute_problems": [
-                    {"text": t, "evidence": []} for t in rng.sample(PROBLEMS, 2)
-                ],
-                "action_ratings": [
-                    {"event_id": e.pk, "rating": "acceptable", "evidence": []}
-                    for e in recorded_critical_actions(assignment=assignment)
-                ],
-                "added_actions": [
-                    {"text": t, "evidence": []} for t in rng.sample(ACTIONS, 2)
-                ],
-                "red_flags": [],
-            },
-            base_version=0,
-        )
+    agreeing_labels_submit(campaign, problems=PROBLEMS, actions=ACTIONS)
     campaign_agreement_refresh(campaign=campaign, matcher=matcher_for_settings())
     release = release_build(
         release=release_create(user=admin, kind="gold", campaign=campaign)

@@ -51,6 +51,7 @@ from benchmarks._label_texts import (  # noqa: E402
     ACTIONS,
     FLAGS,
     PROBLEMS,
+    agreeing_labels_submit,
     texts_drawn,
 )
 from benchmarks._parts import (  # noqa: E402
@@ -281,9 +282,7 @@ def part_gold_data(windows: str = str(GOLD_WINDOWS)) -> dict:
 
     call_command("migrate", verbosity=0)
     from accounts.roles import Role, roles_ensure
-    from annotation.models import Assignment
-    from annotation.selectors import recorded_critical_actions
-    from annotation.services import campaign_create, label_submit
+    from annotation.services import campaign_create
     from annotation.services.agreement import campaign_agreement_refresh
     from evaluation.matcher import matcher_for_settings
     from windows.importers.clif import clif_import
@@ -311,33 +310,7 @@ def part_gold_data(windows: str = str(GOLD_WINDOWS)) -> dict:
         annotators_per_window=GOLD_PHYSICIANS,
         evidence_required=False,
     )
-    statuses = ["improving", "stable", "deteriorating"]
-    for assignment in Assignment.objects.filter(campaign=campaign).order_by("pk"):
-        # The physicians of a window agree (drawn per window), so that every
-        # window reaches a consensus without adjudication and is released.
-        rng = random.Random(assignment.window_id)
-        label_submit(
-            annotator=assignment.annotator,
-            assignment_id=assignment.pk,
-            payload={
-                "status": rng.choice(statuses),
-                "status_evidence": [],
-                "acute_problems": [
-                    {"text": t, "evidence": []} for t in rng.sample(PROBLEMS, 2)
-                ],
-                "action_ratings": [
-                    {"event_id": e.pk, "rating": "acceptable", "evidence": []}
-                    for e in recorded_critical_actions(assignment=assignment)
-                ],
-                "added_actions": [
-                    {"text": t, "evidence": []} for t in rng.sample(ACTIONS, 2)
-                ],
-                "red_flags": [
-                    {"text": t, "evidence": []} for t in rng.sample(FLAGS, 1)
-                ],
-            },
-            base_version=0,
-        )
+    agreeing_labels_submit(campaign, problems=PROBLEMS, actions=ACTIONS, flags=FLAGS)
     campaign_agreement_refresh(campaign=campaign, matcher=matcher_for_settings())
     return {
         "windows": len(gold),
