@@ -8,6 +8,7 @@ import os
 import resource
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -53,3 +54,14 @@ def setup_django() -> None:
     import django
 
     django.setup()
+
+
+def django_here(database_url: str, var_prefix: str) -> None:
+    """Django set up in this process on ``database_url``, writing under a new
+    folder ``/tmp/<var_prefix>...``, with an in-memory cache and a broker on
+    the filesystem (no Redis)."""
+    os.environ["DATABASE_URL"] = database_url
+    os.environ["REALICU_VAR_DIR"] = tempfile.mkdtemp(prefix=var_prefix)
+    os.environ["CACHE_URL"] = "locmemcache://"
+    os.environ["CELERY_BROKER_URL"] = "filesystem://"
+    setup_django()

@@ -17,36 +17,22 @@ creates and drops its own there, named after it (``<name>_page_weight``).
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import sys
-import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from benchmarks.percentiles import percentile  # noqa: E402 - after the path
-
-ADMIN_URL = os.environ.get(
-    "DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres"
+from benchmarks._database import (  # noqa: E402 - after the path
+    database_create,
+    database_drop,
+    database_name,
 )
+from benchmarks._parts import django_here  # noqa: E402
+from benchmarks.percentiles import percentile  # noqa: E402
+
 TRACKS_URL = re.compile(r'data-tracks-url="([^"]+)"')
-
-
-def _db_url(name: str) -> str:
-    return f"{ADMIN_URL.rpartition('/')[0]}/{name}"
-
-
-def _bench_db() -> str:
-    return ADMIN_URL.rpartition("/")[2].split("?")[0] + "_page_weight"
-
-
-def _execute(sql: str) -> None:
-    import psycopg
-
-    conninfo = _db_url("postgres").replace("postgres://", "postgresql://", 1)
-    with psycopg.connect(conninfo, autocommit=True) as conn:
-        conn.execute(sql)
+BENCH_DB = database_name("page_weight")
 
 
 def _kb(value: float) -> str:
@@ -136,18 +122,7 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep the database")
     args = parser.parse_args()
 
-    name = _bench_db()
-    _execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-    _execute(f"CREATE DATABASE {name}")
-    os.environ["DATABASE_URL"] = _db_url(name)
-    os.environ["REALICU_VAR_DIR"] = tempfile.mkdtemp(prefix="realicu-pageweight-")
-    os.environ["CACHE_URL"] = "locmemcache://"
-    os.environ["CELERY_BROKER_URL"] = "filesystem://"
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "realicu_web.settings")
-    import django
-
-    django.setup()
+    django_here(database_create(BENCH_DB), "realicu-pageweight-")
     from django.db import connections
 
     try:
@@ -171,7 +146,7 @@ def main() -> None:
     finally:
         connections.close_all()
         if not args.keep:
-            _execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+            database_drop(BENCH_DB)
 
 
 if __name__ == "__main__":

@@ -26,10 +26,8 @@ the browser's rendering and plotting, and concurrent users.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
-import tempfile
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -41,6 +39,7 @@ from benchmarks._database import (  # noqa: E402 - after the path
     database_drop,
     database_name,
 )
+from benchmarks._parts import django_here  # noqa: E402
 from benchmarks.percentiles import percentile  # noqa: E402 - after the path
 
 BENCH_DB = database_name("window_page")
@@ -209,15 +208,7 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep the database")
     args = parser.parse_args()
 
-    os.environ["DATABASE_URL"] = database_create(BENCH_DB)
-    os.environ["REALICU_VAR_DIR"] = tempfile.mkdtemp(prefix="realicu-winbench-")
-    os.environ["CACHE_URL"] = "locmemcache://"
-    os.environ["CELERY_BROKER_URL"] = "filesystem://"
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "realicu_web.settings")
-    import django
-
-    django.setup()
+    django_here(database_create(BENCH_DB), "realicu-winbench-")
     from django.core.management import call_command
     from django.db import connection, connections
     from django.test import Client
