@@ -25,6 +25,7 @@ from evaluation.metrics import (
 )
 from evaluation.polarity import forbidden_action
 from exports.building import json_safe
+from exports.metric_names import METRIC_TITLES
 from exports.models import Release, ReleaseKind, ReleaseWindow
 from exports.scoring_ppi import (
     rectifier_inclusion,
@@ -390,17 +391,6 @@ def _bin_order(label: str) -> float:
     if label.startswith("<"):
         return -math.inf
     return float(label.split("-")[0].rstrip("h+"))
-
-
-METRIC_TITLES = {
-    "status_accuracy": "Status accuracy",
-    "status_macro_f1": "Status macro-F1",
-    "problems_hit_at_k": "Problems Hit@k",
-    "problems_recall_at_k": "Problems Recall@k",
-    "actions_hit_at_k": "Actions Hit@k",
-    "actions_recall_at_k": "Actions Recall@k",
-    "actions_hrr_at_k": "Actions HRR@k",
-}
 
 
 def breakdown_plot(*, breakdown: dict, title: str, path: Path, k: int) -> None:

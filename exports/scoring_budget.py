@@ -8,8 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from evaluation.ppi_budget import active_factor, gold_budget, level_factor
+from exports.metric_names import METRIC_KEYS, METRIC_TITLES
 from exports.models import Release, ReleaseKind, ReleaseWindow
-from exports.scoring_ppi import INTERVAL_METRICS, INTERVAL_TITLES, release_rectifier
+from exports.scoring_ppi import release_rectifier
 from exports.selectors import submission_get
 
 BUDGET_MEANING = (
@@ -28,8 +29,7 @@ BUDGET_MEANING = (
 def figure_choices(k: int | None) -> list[tuple[str, str]]:
     """The figures a budget can be planned for, named with ``k`` (if known)."""
     return [
-        (m, INTERVAL_TITLES[m].replace("@k", f"@{k}" if k else "@k"))
-        for m in INTERVAL_METRICS
+        (m, METRIC_TITLES[m].replace("@k", f"@{k}" if k else "@k")) for m in METRIC_KEYS
     ]
 
 

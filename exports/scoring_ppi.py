@@ -40,6 +40,7 @@ from evaluation.ppi_vectors import (
     stay_weighted_values,
     window_values,
 )
+from exports.metric_names import METRIC_KEYS, METRIC_TITLES
 from exports.models import Release, ReleaseKind
 
 # What an interval means, said once for the API, the pages and the data card.
@@ -58,16 +59,6 @@ LAM_BY_LEVEL = (
     "one lam per stratum of the stored uncertainty levels: 0, 1, 2-3 "
     "(evaluation.ppi_active.lam_strata); a stratum with fewer than 30 Gold "
     "windows shares one with the others"
-)
-
-INTERVAL_METRICS = (
-    "status_accuracy",
-    "status_macro_f1",
-    "problems_hit_at_k",
-    "problems_recall_at_k",
-    "actions_hit_at_k",
-    "actions_recall_at_k",
-    "actions_hrr_at_k",
 )
 
 
@@ -253,7 +244,7 @@ def scale_intervals(
     f_vectors = window_vectors(oracle, preds, stays, match, k)
     y_vectors = window_vectors(truth, preds, stays, match, k)
     figures = {}
-    for metric in INTERVAL_METRICS:
+    for metric in METRIC_KEYS:
         design = Design.of(
             f_vectors[metric], y_vectors[metric], labelled, pi, strata=strata
         )
@@ -270,17 +261,6 @@ def scale_intervals(
     }
 
 
-INTERVAL_TITLES = {
-    "status_accuracy": "Status accuracy",
-    "status_macro_f1": "Status macro-F1",
-    "problems_hit_at_k": "Problems Hit@k",
-    "problems_recall_at_k": "Problems Recall@k",
-    "actions_hit_at_k": "Actions Hit@k",
-    "actions_recall_at_k": "Actions Recall@k",
-    "actions_hrr_at_k": "Actions HRR@k",
-}
-
-
 def interval_rows(intervals: dict | None, k: int) -> list[dict]:
     """The rows a score page shows, one per figure, from stored scores'
     ``intervals`` (none for a Gold release, or Scale without a rectifier)."""
@@ -289,10 +269,10 @@ def interval_rows(intervals: dict | None, k: int) -> list[dict]:
     return [
         {
             "metric": metric,
-            "title": INTERVAL_TITLES[metric].replace("@k", f"@{k}"),
+            "title": METRIC_TITLES[metric].replace("@k", f"@{k}"),
             **intervals["figures"][metric],
         }
-        for metric in INTERVAL_METRICS
+        for metric in METRIC_KEYS
         if metric in intervals.get("figures", {})
     ]
 

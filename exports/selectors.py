@@ -13,6 +13,7 @@ from accounts.roles import user_is_admin
 from annotation.models import Campaign
 from datause.selectors import release_access_check, releases_refused
 from exports.building.manifest import release_file_source
+from exports.metric_names import METRIC_KEYS
 from exports.models import (
     Release,
     ReleaseFile,
@@ -177,7 +178,7 @@ def submission_page(*, user, submission_id: int) -> dict | None:
         "show_k": True,
         "by_group": _metric_rows(scores.get("by_disease_group", {})),
         "by_hours": _metric_rows(scores.get("by_hours_since_admit", {})),
-        "metric_keys": LEADERBOARD_KEYS,
+        "metric_keys": METRIC_KEYS,
         # Scale: the prediction-powered intervals against physicians (issue 33).
         "intervals": interval_rows(scores.get("intervals"), submission.k),
         # Recorded when scored; scores from before it was recorded get today's.
@@ -190,23 +191,12 @@ def submission_page(*, user, submission_id: int) -> dict | None:
     }
 
 
-LEADERBOARD_KEYS = (
-    "status_accuracy",
-    "status_macro_f1",
-    "problems_hit_at_k",
-    "problems_recall_at_k",
-    "actions_hit_at_k",
-    "actions_recall_at_k",
-    "actions_hrr_at_k",
-)
-
-
 def leaderboard(*, user, release: Release) -> list[dict]:
     """Public, scored submissions of the release, best problems Hit@k first;
     baselines (agents' runs on the platform) carry their ``baseline`` facts."""
     if release_get(user=user, release_id=release.pk) is None:
         return []
-    keys, best = LEADERBOARD_KEYS, "problems_hit_at_k"
+    keys, best = METRIC_KEYS, "problems_hit_at_k"
     if release.kind == ReleaseKind.SURVEILLANCE:
         from exports.scoring_surveillance import LEADERBOARD_KEYS as keys
 
