@@ -144,12 +144,13 @@ class _EventLines:
         known = self._parts
         encode = _encode_string
         isfinite = math.isfinite
-        action = EventKind.ACTION
+        action = str(EventKind.ACTION)  # a plain str compares faster
         action_names: dict[int, str] = {}
         buffer: list[str] = []
         at = None
         when = ""
         count = 0
+        flush_at = EVENT_CHUNK
         for (
             event_id,
             offset,
@@ -178,10 +179,11 @@ class _EventLines:
                 f"{'null' if num is None or not isfinite(num) else repr(float(num))}"
                 f"{parts[1]}{'null' if text is None else encode(text)}{parts[2]}"
             )
-            if len(buffer) >= EVENT_CHUNK:
+            count += 1
+            if count == flush_at:
                 out.write("".join(buffer))
                 buffer.clear()
-            count += 1
+                flush_at += EVENT_CHUNK
             if kind == action:
                 action_names[event_id] = name
             elif not order:
