@@ -24,14 +24,16 @@ def _admin_conninfo() -> str:
     return database_url("postgres").replace("postgres://", "postgresql://", 1)
 
 
-def database_create(name: str) -> str:
-    """A new, empty database ``name`` (an old one of that name dropped); its
-    DATABASE_URL."""
+def database_create(name: str, *, template: str = "") -> str:
+    """A new database ``name`` (an old one of that name dropped), empty or a
+    copy of the database ``template``; its DATABASE_URL."""
     import psycopg
 
     with psycopg.connect(_admin_conninfo(), autocommit=True) as conn:
         conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-        conn.execute(f"CREATE DATABASE {name}")
+        conn.execute(
+            f"CREATE DATABASE {name}" + (f" TEMPLATE {template}" if template else "")
+        )
     return database_url(name)
 
 

@@ -41,32 +41,16 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from benchmarks.percentiles import percentile  # noqa: E402 - after the path
+from benchmarks._database import (  # noqa: E402 - after the path
+    database_create,
+    database_drop,
+    database_name,
+)
+from benchmarks.percentiles import percentile  # noqa: E402
 
-ADMIN_URL = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/test")
+BENCH_DB = database_name("campaign_bench")
 TARGET_MS = 1000
 TARGET_BYTES = 500 * 1024
-
-
-def _names() -> tuple[str, str]:
-    base, _, name = ADMIN_URL.rpartition("/")
-    name = name.split("?", 1)[0] or "postgres"
-    bench = f"{name}_campaign_bench"
-    return bench, f"{base}/{bench}"
-
-
-def _admin_conninfo() -> str:
-    return ADMIN_URL.replace("postgres://", "postgresql://", 1)
-
-
-def _database(*, create: bool) -> None:
-    import psycopg
-
-    bench, _ = _names()
-    with psycopg.connect(_admin_conninfo(), autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {bench} WITH (FORCE)")
-        if create:
-            conn.execute(f"CREATE DATABASE {bench}")
 
 
 def _measure(client, url: str, requests: int) -> dict:
@@ -164,9 +148,7 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep the database")
     args = parser.parse_args()
 
-    bench, bench_url = _names()
-    _database(create=True)
-    os.environ["DATABASE_URL"] = bench_url
+    os.environ["DATABASE_URL"] = database_create(BENCH_DB)
     os.environ.setdefault(
         "REALICU_VAR_DIR", tempfile.mkdtemp(prefix="realicu-campaignbench-")
     )
@@ -257,8 +239,8 @@ def main() -> None:
     finally:
         connections.close_all()
         if not args.keep:
-            _database(create=False)
-            print(f"Database {bench} dropped.")
+            database_drop(BENCH_DB)
+            print(f"Database {BENCH_DB} dropped.")
 
 
 if __name__ == "__main__":

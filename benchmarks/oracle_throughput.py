@@ -39,25 +39,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks._worker import worker_start, workers_stop  # noqa: E402 - after the path
+from benchmarks._database import (  # noqa: E402 - after the path
+    database_create,
+    database_drop,
+    database_name,
+)
+from benchmarks._worker import worker_start, workers_stop  # noqa: E402
 
-ADMIN_URL = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/test")
-BENCH_DB = (
-    ADMIN_URL.rpartition("/")[2].split("?")[0] or "postgres"
-) + "_oracle_throughput"
+BENCH_DB = database_name("oracle_throughput")
 
 COHORT = "oracle-throughput"
 WINDOWS_PER_STAY = 50  # a 100-h stay: windows every 2 h
-
-
-def _execute(sql: str) -> None:
-    import psycopg
-
-    conninfo = f"{ADMIN_URL.rpartition('/')[0]}/postgres"
-    with psycopg.connect(
-        conninfo.replace("postgres://", "postgresql://", 1), autocommit=True
-    ) as conn:
-        conn.execute(sql)
 
 
 def cohort_build(n_windows: int):
@@ -277,9 +269,7 @@ def main() -> None:
     if not os.environ.get("CELERY_BROKER_URL", "").startswith("redis"):
         sys.exit("Set CELERY_BROKER_URL to Redis (the workers share it).")
 
-    _execute(f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
-    _execute(f"CREATE DATABASE {BENCH_DB}")
-    os.environ["DATABASE_URL"] = f"{ADMIN_URL.rpartition('/')[0]}/{BENCH_DB}"
+    os.environ["DATABASE_URL"] = database_create(BENCH_DB)
     os.environ["REALICU_VAR_DIR"] = tempfile.mkdtemp(prefix="realicu-oracle-var-")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "realicu_web.settings")
@@ -328,7 +318,7 @@ def main() -> None:
     finally:
         connections.close_all()
         if not args.keep:
-            _execute(f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
+            database_drop(BENCH_DB)
 
 
 if __name__ == "__main__":

@@ -61,27 +61,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks._database import (  # noqa: E402 - after the path
+    database_create,
+    database_drop,
+    database_name,
+    database_url,
+)
 from benchmarks._scale_mimic import mimic_write  # noqa: E402 - after the path
 from benchmarks._worker import worker_start, workers_stop  # noqa: E402 - after the path
 
-ADMIN_URL = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/test")
-DB = (ADMIN_URL.rpartition("/")[2].split("?")[0] or "postgres") + "_scale"
+DB = database_name("scale")
 
 # --- running the platform's commands ----------------------------------------------
-
-
-def _execute(sql: str) -> None:
-    import psycopg
-
-    conninfo = f"{ADMIN_URL.rpartition('/')[0]}/postgres"
-    with psycopg.connect(
-        conninfo.replace("postgres://", "postgresql://", 1), autocommit=True
-    ) as conn:
-        conn.execute(sql)
-
-
-def _db_url(name: str) -> str:
-    return f"{ADMIN_URL.rpartition('/')[0]}/{name}"
 
 
 def _s3_start(endpoint: str | None) -> dict:
@@ -207,8 +198,7 @@ def _store_import(folder: Path, workers: int, stays: int, tmp, broker, s3, log) 
     the bucket, the workers read them from there (about four batches a worker).
     Timed from the command's start to its end, planning included."""
     name = f"{DB}_store"
-    _execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-    _execute(f"CREATE DATABASE {name}")
+    database_create(name)
     work = tmp / "store-import"
     (work / "var").mkdir(parents=True)
     env = _environment(name, work, broker, s3)
@@ -231,7 +221,7 @@ def _store_import(folder: Path, workers: int, stays: int, tmp, broker, s3, log) 
 def _environment(db: str, tmp: Path, broker: str | None, s3=None) -> dict:
     env = dict(os.environ)
     env.update(s3["env"] if s3 else {})
-    env["DATABASE_URL"] = _db_url(db)
+    env["DATABASE_URL"] = database_url(db)
     env["REALICU_VAR_DIR"] = str(tmp / "var")
     env["CACHE_URL"] = "locmemcache://"
     env["HF_HUB_OFFLINE"] = "1"
@@ -420,8 +410,7 @@ def main() -> None:
     databases = [DB, f"{DB}_store"] + [f"{DB}_w{c}" for c in counts]
     rows = []
     try:
-        _execute(f"DROP DATABASE IF EXISTS {DB} WITH (FORCE)")
-        _execute(f"CREATE DATABASE {DB}")
+        database_create(DB)
         env = _environment(DB, tmp / "import", args.broker, s3)
         _command(env, "migrate", "--verbosity", "0", log=log)
         imported = _command(env, "import_mimic", str(folder), log=log)
@@ -441,8 +430,7 @@ def main() -> None:
             counts = [1]
         for count in counts:
             name = f"{DB}_w{count}"
-            _execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-            _execute(f"CREATE DATABASE {name} TEMPLATE {DB}")
+            database_create(name, template=DB)
             work = tmp / f"w{count}"
             (work / "var").mkdir(parents=True)
             env = _environment(name, work, args.broker, s3)
@@ -481,7 +469,7 @@ def main() -> None:
     finally:
         if not args.keep:
             for name in databases:
-                _execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+                database_drop(name)
         shutil.rmtree(tmp, ignore_errors=True)
         if s3 is not None and s3.get("process") is not None:
             s3["process"].terminate()
