@@ -12,7 +12,6 @@ so nothing depends on a task of the queue. The worker imports this module
 
 import os
 import signal
-import socket
 import subprocess
 import time
 from contextlib import contextmanager
@@ -20,6 +19,9 @@ from pathlib import Path
 
 import pytest
 from celery import shared_task
+
+from loopback import free_port
+from tests.workers import wait_for
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
@@ -46,19 +48,13 @@ def long_task(started: str, seconds: float) -> None:
     time.sleep(seconds)
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 class Broker:
     """A redis-server on a free loopback port whose data outlive a stop."""
 
     def __init__(self, folder: Path):
         self.folder = folder
         self.folder.mkdir()
-        self.port = _free_port()
+        self.port = free_port()
         self.url = f"redis://127.0.0.1:{self.port}/0"
         self.process: subprocess.Popen | None = None
 
@@ -135,16 +131,6 @@ class Stack:
         self.broker.stop()
 
 
-def wait_for(condition, what: str, seconds: float):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        result = condition()
-        if result:
-            return result
-        time.sleep(0.2)
-    raise AssertionError(f"{what} did not happen within {seconds} s")
-
-
 @contextmanager
 def publishing_to(url: str):
     """This process's Celery app sends to ``url`` (kombu keeps a connection
@@ -181,8 +167,6 @@ def stack(tmp_path):
 def gold(db, settings):
     """A Gold campaign of two physicians over six windows, items without
     evidence (as ``submit`` sends none)."""
-    # make_user sets a password; the production hasher costs ~1 s per user.
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     from accounts.roles import Role
     from annotation.services import campaign_create
     from tests.annotation.conftest import make_gold_windows, make_role_user

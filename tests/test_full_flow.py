@@ -121,7 +121,6 @@ def worker_env(tmp_path, monkeypatch, settings):
     # The worker is another process: it reads its folders from the environment.
     settings.REALICU_RELEASES_DIR = tmp_path / "releases"
     settings.REALICU_SUBMISSIONS_DIR = tmp_path / "submissions"
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     monkeypatch.setenv("REALICU_RELEASES_DIR", str(settings.REALICU_RELEASES_DIR))
     monkeypatch.setenv("REALICU_SUBMISSIONS_DIR", str(settings.REALICU_SUBMISSIONS_DIR))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")

@@ -20,7 +20,7 @@ from benchmarks._llm_bench import (
 )
 from loopback import LoopbackServer, QuietHandler
 from oracle import services as oracle_services
-from oracle.models import BackboneKind
+from tests.oracle.helpers import fake_backbone
 from tests.oracle.test_runs import make_cohort_with_stay
 
 SCHEMA_ERROR = (
@@ -224,16 +224,7 @@ def test_agent_run_page_lines_show_state_and_reasons(
 @pytest.mark.django_db
 def test_oracle_run_page_lines_show_its_failure_reasons(fake_llm, admin_user):
     cohort, _, _ = make_cohort_with_stay()
-    backbone = oracle_services.backbone_create(
-        admin=admin_user,
-        name="fake",
-        kind=BackboneKind.OPENAI,
-        base_url=fake_llm.base_url,
-        model="fake-model",
-        concurrency=1,
-        requests_per_minute=6000,
-        max_retries=0,
-    )
+    backbone = fake_backbone(admin_user, fake_llm)
     for _ in range(2):
         fake_llm.push(content="this is not json")
     run = oracle_services.oracle_run_create(

@@ -24,21 +24,28 @@ def slow_llm():
         fake.stop()
 
 
-def test_a_killed_workers_run_resumes_per_stay_with_one_prediction_per_window(
-    admin_user, tiny_release, slow_llm, tmp_path, settings, monkeypatch
-):
+@pytest.fixture
+def slow_backbone(slow_llm, settings, monkeypatch):
+    """A backbone on the fake server answering after a second; the workers
+    started later read the test's release folders."""
     from oracle.models import Backbone, BackboneKind
 
     monkeypatch.setenv("REALICU_RELEASES_DIR", str(settings.REALICU_RELEASES_DIR))
     monkeypatch.setenv("REALICU_SUBMISSIONS_DIR", str(settings.REALICU_SUBMISSIONS_DIR))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    backbone = Backbone.objects.create(
+    return Backbone.objects.create(
         name="fake-slow",
         kind=BackboneKind.OPENAI,
         base_url=slow_llm.base_url,
         model="fake",
         max_retries=1,
     )
+
+
+def test_a_killed_workers_run_resumes_per_stay_with_one_prediction_per_window(
+    admin_user, tiny_release, slow_llm, slow_backbone, tmp_path
+):
+    backbone = slow_backbone
     env = {
         "REALICU_JOB_HEARTBEAT_SECONDS": 0.5,
         "REALICU_JOB_STALE_SECONDS": 3,
@@ -98,24 +105,13 @@ def test_a_killed_workers_run_resumes_per_stay_with_one_prediction_per_window(
 
 
 def test_agent_run_command_queues_and_follows_to_the_end(
-    admin_user, tiny_release, slow_llm, tmp_path, settings, monkeypatch
+    admin_user, tiny_release, slow_llm, slow_backbone, tmp_path
 ):
     import io
 
     from django.core.management import call_command
 
-    from oracle.models import Backbone, BackboneKind
-
-    monkeypatch.setenv("REALICU_RELEASES_DIR", str(settings.REALICU_RELEASES_DIR))
-    monkeypatch.setenv("REALICU_SUBMISSIONS_DIR", str(settings.REALICU_SUBMISSIONS_DIR))
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    backbone = Backbone.objects.create(
-        name="fake-slow",
-        kind=BackboneKind.OPENAI,
-        base_url=slow_llm.base_url,
-        model="fake",
-        max_retries=1,
-    )
+    backbone = slow_backbone
     worker = start_worker(tmp_path / "worker.log")
     try:
         out = io.StringIO()

@@ -1,14 +1,63 @@
 """Constructed ICU stays for the Oracle tests, built with tests.factories (whose
-builders put a stay's clinical events at hours since its admission), and a run
-on the fake LLM server."""
+builders put a stay's clinical events at hours since its admission), a cohort
+of one stay, a backbone on the fake LLM server and a run on it."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from oracle import services
-from tests.factories import make_stay, vitals
-from tests.oracle.test_runs import make_cohort_with_stay
-from windows.models import Window
+from oracle.models import BackboneKind
+from tests.factories import make_admission, make_event, make_events, make_stay, vitals
+from windows.models import Cohort, CohortStay, CohortStratum, Domain, EventKind, Window
 from windows.windowing import windows_build
+
+
+def make_cohort_with_stay(hours: float = 12.0):
+    """A cohort of one stay with vitals every hour, a rising creatinine and a
+    norepinephrine start; its candidate windows built."""
+    stay = make_stay(admission=make_admission(), hours=hours)
+    admission = stay.admission
+    make_events(admission=admission, count=int(hours), start=stay.intime)
+    make_events(
+        admission=admission,
+        count=int(hours),
+        start=stay.intime,
+        category="map",
+        name="MAP",
+        value_num=60.0,
+        unit="mmHg",
+    )
+    for n, value in enumerate((1.0, 1.6, 2.4)):
+        make_event(
+            admission=admission,
+            time=stay.intime + timedelta(hours=3 * n),
+            domain=Domain.LABS,
+            category="creatinine",
+            name="Creatinine",
+            value_num=value,
+            unit="mg/dL",
+            source_table="labs",
+        )
+    make_event(
+        admission=admission,
+        time=stay.intime + timedelta(minutes=10),
+        kind=EventKind.ACTION,
+        domain=Domain.MED_CONTINUOUS,
+        category="norepinephrine",
+        name="Norepinephrine",
+        value_num=0.1,
+        unit="mcg/kg/min",
+        source_table="medication_admin_continuous",
+    )
+    windows = windows_build(stay=stay)
+    cohort = Cohort.objects.create(
+        name=f"cohort of stay {stay.pk}", seed=0, target_size=1
+    )
+    CohortStay.objects.create(
+        cohort=cohort, stay=stay, stratum=CohortStratum.SURVIVED_SHORT
+    )
+    return cohort, stay, windows
 
 
 def stable_stay(hours: float = 24.0):
@@ -23,6 +72,20 @@ def stable_stay(hours: float = 24.0):
 def windows_of(stay) -> list[Window]:
     windows_build(stay=stay)
     return list(Window.objects.filter(stay=stay).order_by("index"))
+
+
+def fake_backbone(admin, fake_llm):
+    """A backbone on the fake LLM server: one request at a time, no retry."""
+    return services.backbone_create(
+        admin=admin,
+        name="fake",
+        kind=BackboneKind.OPENAI,
+        base_url=fake_llm.base_url,
+        model="fake-model",
+        concurrency=1,
+        requests_per_minute=6000,
+        max_retries=0,
+    )
 
 
 def llm_run(admin, fake_llm):

@@ -6,8 +6,8 @@ import io
 import pytest
 from django.core.management import CommandError, call_command
 
-from oracle import services
-from oracle.models import BackboneKind, OracleLabel, OracleLabelState, OracleRun
+from oracle.models import OracleLabel, OracleLabelState, OracleRun
+from tests.oracle.helpers import fake_backbone
 from tests.oracle.test_runs import (  # noqa: F401 - fixtures
     cohort_data,
 )
@@ -15,24 +15,11 @@ from tests.oracle.test_runs import (  # noqa: F401 - fixtures
 pytestmark = pytest.mark.django_db
 
 
-def _backbone(admin, fake_llm):
-    return services.backbone_create(
-        admin=admin,
-        name="fake",
-        kind=BackboneKind.OPENAI,
-        base_url=fake_llm.base_url,
-        model="fake-model",
-        concurrency=1,
-        requests_per_minute=6000,
-        max_retries=0,
-    )
-
-
 def test_a_run_with_failed_windows_exits_non_zero_with_the_reasons(
     admin_user, cohort_data, fake_llm
 ):
     cohort, _, windows = cohort_data
-    _backbone(admin_user, fake_llm)
+    fake_backbone(admin_user, fake_llm)
     for _ in range(2):  # the reply and its repair: the first window fails
         fake_llm.push(content="this is not json")
     out = io.StringIO()
@@ -55,7 +42,7 @@ def test_a_run_with_failed_windows_exits_non_zero_with_the_reasons(
 
 def test_a_run_that_labels_every_window_exits_zero(admin_user, cohort_data, fake_llm):
     cohort, _, windows = cohort_data
-    _backbone(admin_user, fake_llm)
+    fake_backbone(admin_user, fake_llm)
     out = io.StringIO()
     call_command(
         "oracle_run",

@@ -24,11 +24,6 @@ pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(autouse=True)
-def _fast_password_hashing(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 def start_worker(log_path: Path, beat: bool = False, **env_extra) -> subprocess.Popen:
     """A Celery worker process (solo pool) on the test database and broker;
     with ``beat``, housekeeping inside it (the reaper every
@@ -49,14 +44,6 @@ def tasks_ended(log_path: Path) -> bool:
 
 def stop_worker(proc: subprocess.Popen) -> None:
     worker_stop(proc)
-
-
-@pytest.fixture
-def admin_user(db):
-    from accounts.roles import Role
-    from tests.annotation.conftest import make_role_user
-
-    return make_role_user(Role.ADMIN)
 
 
 @pytest.fixture

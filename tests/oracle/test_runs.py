@@ -3,8 +3,6 @@ with the rules backbone over a small stay, no duplicate on a rerun, resume that
 labels only what is missing, cancellation, failures kept with their reason and
 never as labels, and admin-only access."""
 
-from datetime import timedelta
-
 import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
 
@@ -21,9 +19,8 @@ from oracle.models import (
 )
 from oracle.services import ChunkOutcome
 from tests.annotation.conftest import make_role_user
-from tests.factories import make_admission, make_event, make_events, make_stay
-from windows.models import Cohort, CohortStay, CohortStratum, Domain, EventKind
-from windows.windowing import windows_build
+from tests.oracle.helpers import fake_backbone, make_cohort_with_stay
+from windows.models import Cohort
 
 pytestmark = pytest.mark.django_db
 
@@ -31,53 +28,6 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def physician(db):
     return make_role_user(Role.PHYSICIAN)
-
-
-def make_cohort_with_stay(hours: float = 12.0):
-    """A cohort of one stay with vitals every hour, a rising creatinine and a
-    norepinephrine start; its candidate windows built."""
-    stay = make_stay(admission=make_admission(), hours=hours)
-    admission = stay.admission
-    make_events(admission=admission, count=int(hours), start=stay.intime)
-    make_events(
-        admission=admission,
-        count=int(hours),
-        start=stay.intime,
-        category="map",
-        name="MAP",
-        value_num=60.0,
-        unit="mmHg",
-    )
-    for n, value in enumerate((1.0, 1.6, 2.4)):
-        make_event(
-            admission=admission,
-            time=stay.intime + timedelta(hours=3 * n),
-            domain=Domain.LABS,
-            category="creatinine",
-            name="Creatinine",
-            value_num=value,
-            unit="mg/dL",
-            source_table="labs",
-        )
-    make_event(
-        admission=admission,
-        time=stay.intime + timedelta(minutes=10),
-        kind=EventKind.ACTION,
-        domain=Domain.MED_CONTINUOUS,
-        category="norepinephrine",
-        name="Norepinephrine",
-        value_num=0.1,
-        unit="mcg/kg/min",
-        source_table="medication_admin_continuous",
-    )
-    windows = windows_build(stay=stay)
-    cohort = Cohort.objects.create(
-        name=f"cohort of stay {stay.pk}", seed=0, target_size=1
-    )
-    CohortStay.objects.create(
-        cohort=cohort, stay=stay, stratum=CohortStratum.SURVIVED_SHORT
-    )
-    return cohort, stay, windows
 
 
 @pytest.fixture
@@ -274,16 +224,7 @@ def test_failures_are_recorded_with_reason_and_retried_alone(
     """A reply that is not JSON, twice (with the repair retry), is a failure with
     its reason and raw text, never a label; retry_failed forgets only those."""
     cohort, _, windows = cohort_data
-    backbone = services.backbone_create(
-        admin=admin_user,
-        name="fake",
-        kind=BackboneKind.OPENAI,
-        base_url=fake_llm.base_url,
-        model="fake-model",
-        concurrency=1,
-        requests_per_minute=6000,
-        max_retries=0,
-    )
+    backbone = fake_backbone(admin_user, fake_llm)
     for _ in range(2):
         fake_llm.push(content="this is not json")
     run = new_run(admin_user, cohort, backbone)
