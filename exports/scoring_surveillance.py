@@ -26,7 +26,13 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from exports.models import Release, ReleaseWindow
-from exports.scoring import choice_check, line_start, lines_check, strings_check
+from exports.scoring import (
+    choice_check,
+    line_start,
+    lines_check,
+    release_window_ids,
+    strings_check,
+)
 from surveillance.checkpoints import (
     ACTIONS,
     ALERT_NAMES,
@@ -81,20 +87,12 @@ def _check_line(number: int, raw: bytes, known: set[int], seen: dict, name: str)
     return errors, (None if errors else record)
 
 
-def release_checkpoint_ids(release: Release) -> set[int]:
-    return set(
-        ReleaseWindow.objects.filter(release=release).values_list(
-            "window_id", flat=True
-        )
-    )
-
-
 def surveillance_predictions_check(
     *, lines: Iterable[bytes], release: Release
 ) -> tuple[list[str], int]:
     """Messages (each naming its line; at most ``MAX_MESSAGES``, then a count of
     the rest) and the number of valid predictions. Blank lines are skipped."""
-    known = release_checkpoint_ids(release)
+    known = release_window_ids(release)
     seen: dict[int, int] = {}
     return lines_check(
         lines, lambda number, raw: _check_line(number, raw, known, seen, release.name)
