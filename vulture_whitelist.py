@@ -312,6 +312,8 @@ css  # windows/presentation.py
 kind_label  # windows/presentation.py
 note_head  # windows/presentation.py
 note_rest  # windows/presentation.py
+first_hours  # windows/presentation.py: the stay page's window strip axis
+last_hours  # windows/presentation.py
 code_status  # windows/selectors.py
 # agents, oracle, gunicorn, benchmarks and the importers (issue 37)
 OnlineEndpointAdmin  # agents/admin.py

@@ -461,6 +461,47 @@ def test_stay_page_links_each_window_with_density_and_gold_marks(signed_in):
     assert f'data-tracks-url="{tracks_url(stay)}"' in html
 
 
+def test_stay_page_window_mark_tells_its_hours_counts_density_and_gold(signed_in):
+    stay = make_stay(hours=12)  # windows 0..5, window 2 from 4 h to 4.5 h
+    # Window 2: 8 events, 1 an action: density 0.125, which the title rounds
+    # half up as it always has (0.13, not 0.12).
+    make_events(
+        admission=stay.admission,
+        count=7,
+        start=at(stay, 4.0),
+        every=timedelta(minutes=3),
+    )
+    make_event(
+        admission=stay.admission,
+        time=at(stay, 4.25),
+        kind=EventKind.ACTION,
+        domain=Domain.MED_CONTINUOUS,
+        category="norepinephrine",
+        name="Norepinephrine",
+    )
+    windows_build(stay=stay, window_minutes=30, stride_hours=2)
+    Window.objects.filter(stay=stay, index=2).update(sampled_gold=True)
+
+    html = signed_in.get(
+        reverse("windows:stay_detail", args=[stay.pk])
+    ).content.decode()
+
+    assert (
+        f'<a class="wmark is-gold" href="{window_url(stay, 2)}" style="--h: 23%" '
+        'title="Window 2 · 4.0 h · 8 events, 1 actions (density 0.13) · Gold">'
+        '<span class="visually-hidden">Window 2 (Gold)</span></a>'
+    ) in html
+    # An empty window keeps the floor height, and no Gold mark.
+    assert (
+        f'<a class="wmark" href="{window_url(stay, 3)}" style="--h: 12%" '
+        'title="Window 3 · 6.0 h · 0 events, 0 actions (density 0.00)">'
+        '<span class="visually-hidden">Window 3</span></a>'
+    ) in html
+    assert (
+        '<div class="window-strip-axis muted"><span>0 h</span><span>10 h</span></div>'
+    ) in html
+
+
 def test_stay_page_without_windows_says_so(signed_in):
     stay = make_stay(hours=6)
     html = signed_in.get(
