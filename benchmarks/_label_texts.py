@@ -5,7 +5,9 @@ realistic near-matches."""
 
 from __future__ import annotations
 
+import json
 import random
+from collections.abc import Callable, Iterable
 
 PROBLEMS = [
     "septic shock",
@@ -102,3 +104,16 @@ def agreeing_labels_submit(campaign, *, problems, actions, flags=()) -> None:
             payload=payload,
             base_version=0,
         )
+
+
+def predictions_write(
+    path: str, window_ids: Iterable[int], prediction: Callable[[], dict]
+) -> int:
+    """A prediction file at ``path``: a JSON line a window of ``window_ids``,
+    its ``window_id`` then what ``prediction()`` draws for it; the count."""
+    count = 0
+    with open(path, "w") as out:
+        for window_id in window_ids:
+            out.write(json.dumps({"window_id": window_id, **prediction()}) + "\n")
+            count += 1
+    return count

@@ -52,6 +52,7 @@ from benchmarks._label_texts import (  # noqa: E402
     FLAGS,
     PROBLEMS,
     agreeing_labels_submit,
+    predictions_write,
     texts_drawn,
 )
 from benchmarks._parts import (  # noqa: E402
@@ -437,25 +438,17 @@ def part_predictions(release_id: str, path: str) -> dict:
 
     rng = random.Random(11)
     statuses = ["improving", "stable", "deteriorating"]
-    count = 0
-    with open(path, "w") as out:
-        for window_id in (
-            ReleaseWindow.objects.filter(release_id=int(release_id))
-            .values_list("window_id", flat=True)
-            .iterator()
-        ):
-            out.write(
-                json.dumps(
-                    {
-                        "window_id": window_id,
-                        "status": rng.choice(statuses),
-                        "acute_problems": texts_drawn(rng, PROBLEMS, 5),
-                        "recommended_actions": texts_drawn(rng, ACTIONS, 5),
-                    }
-                )
-                + "\n"
-            )
-            count += 1
+    count = predictions_write(
+        path,
+        ReleaseWindow.objects.filter(release_id=int(release_id))
+        .values_list("window_id", flat=True)
+        .iterator(),
+        lambda: {
+            "status": rng.choice(statuses),
+            "acute_problems": texts_drawn(rng, PROBLEMS, 5),
+            "recommended_actions": texts_drawn(rng, ACTIONS, 5),
+        },
+    )
     return {"predictions": count}
 
 

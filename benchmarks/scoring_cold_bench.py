@@ -54,6 +54,7 @@ from benchmarks._database import (  # noqa: E402
     database_drop,
     database_url,
 )
+from benchmarks._label_texts import predictions_write  # noqa: E402
 from benchmarks._parts import (  # noqa: E402
     part_environment,
     part_run,
@@ -204,26 +205,18 @@ def part_predictions(release_id: str, path: str, size: str) -> dict:
     next_problem = itertools.cycle(problems)
     next_action = itertools.cycle(actions)
     statuses = ["improving", "stable", "deteriorating"]
-    count = 0
-    with open(path, "w") as out:
-        for window_id in (
-            ReleaseWindow.objects.filter(release_id=int(release_id))
-            .order_by("window_id")
-            .values_list("window_id", flat=True)
-            .iterator()
-        ):
-            out.write(
-                json.dumps(
-                    {
-                        "window_id": window_id,
-                        "status": rng.choice(statuses),
-                        "acute_problems": [next(next_problem) for _ in range(5)],
-                        "recommended_actions": [next(next_action) for _ in range(5)],
-                    }
-                )
-                + "\n"
-            )
-            count += 1
+    count = predictions_write(
+        path,
+        ReleaseWindow.objects.filter(release_id=int(release_id))
+        .order_by("window_id")
+        .values_list("window_id", flat=True)
+        .iterator(),
+        lambda: {
+            "status": rng.choice(statuses),
+            "acute_problems": [next(next_problem) for _ in range(5)],
+            "recommended_actions": [next(next_action) for _ in range(5)],
+        },
+    )
     used = min(len(problems), 5 * count) + min(len(actions), 5 * count)
     return {"predictions": count, "pool": len(problems) + len(actions), "used": used}
 
