@@ -35,6 +35,17 @@ def physician(client, physicians):
     return physicians[0]
 
 
+@pytest.fixture
+def submitted(physician, assignment, complete_payload):
+    """The signed-in physician's complete label of the assignment, submitted."""
+    return label_submit(
+        annotator=physician,
+        assignment_id=assignment.pk,
+        payload=complete_payload,
+        base_version=0,
+    )
+
+
 # The queue ---------------------------------------------------------------------
 
 
@@ -399,14 +410,8 @@ def test_evidence_from_another_stay_is_refused(client, physician, assignment, cl
 
 
 def test_submitted_label_is_read_only_with_a_reopen_button(
-    client, physician, assignment, complete_payload
+    client, physician, assignment, complete_payload, submitted
 ):
-    label_submit(
-        annotator=physician,
-        assignment_id=assignment.pk,
-        payload=complete_payload,
-        base_version=0,
-    )
     html = client.get(page_url(assignment)).content.decode()
     assert "data-readonly" in html
     assert "data-reopen" in html
@@ -420,16 +425,10 @@ def test_submitted_label_is_read_only_with_a_reopen_button(
 
 
 def test_a_closed_window_says_the_label_is_final_and_offers_no_reopen(
-    client, physician, assignment, complete_payload
+    client, physician, assignment, submitted
 ):
     from annotation.models import CampaignWindow
 
-    label_submit(
-        annotator=physician,
-        assignment_id=assignment.pk,
-        payload=complete_payload,
-        base_version=0,
-    )
     CampaignWindow.objects.filter(
         campaign=assignment.campaign, window=assignment.window
     ).update(closed_at=assignment.campaign.created_at)
@@ -439,14 +438,8 @@ def test_a_closed_window_says_the_label_is_final_and_offers_no_reopen(
 
 
 def test_reopen_turns_the_label_back_into_a_draft(
-    client, physician, assignment, complete_payload
+    client, physician, assignment, submitted
 ):
-    label_submit(
-        annotator=physician,
-        assignment_id=assignment.pk,
-        payload=complete_payload,
-        base_version=0,
-    )
     response = client.post(reverse("annotation:reopen", args=[assignment.pk]))
     assert response.status_code == 302
     assert response["Location"] == page_url(assignment)
