@@ -36,6 +36,13 @@ from windows.datasources import MIMIC_IV, data_source_get
 pytestmark = pytest.mark.django_db
 
 
+def _run(admin, name: str, backbone, cohort):
+    """An Oracle run created (not queued): where the egress guard decides."""
+    return oracle.oracle_run_create(
+        admin=admin, name=name, backbone=backbone, cohort=cohort, enqueue=False
+    )
+
+
 def _attest(actor, host=PUBLIC_HOST, *, purpose=AttestationPurpose.BACKBONE):
     return services.attestation_record(
         actor=actor,
@@ -82,13 +89,7 @@ def test_an_oracle_run_of_mimic_data_on_a_public_backbone_is_refused_then_allowe
 ):
     cohort = mimic_cohort()
     with pytest.raises(ValidationError) as refused:
-        oracle.oracle_run_create(
-            admin=admin_user,
-            name="cloud",
-            backbone=public_backbone,
-            cohort=cohort,
-            enqueue=False,
-        )
+        _run(admin_user, "cloud", public_backbone, cohort)
     reason = " ".join(refused.value.messages)
     assert "third party" in reason and PUBLIC_HOST in reason
     assert "MIMIC-IV" in reason and "attestation" in reason
@@ -99,13 +100,7 @@ def test_an_oracle_run_of_mimic_data_on_a_public_backbone_is_refused_then_allowe
     assert AuditEvent.objects.filter(kind=AuditKind.EGRESS_REFUSED).count() == 1
 
     attestation = _attest(admin_user)
-    run = oracle.oracle_run_create(
-        admin=admin_user,
-        name="cloud",
-        backbone=public_backbone,
-        cohort=cohort,
-        enqueue=False,
-    )
+    run = _run(admin_user, "cloud", public_backbone, cohort)
     allowed = EgressDecision.objects.filter(allowed=True).get()
     assert list(allowed.attestations.all()) == [attestation]
     assert allowed.attestations_snapshot[0]["zero_retention"] is True
@@ -128,22 +123,10 @@ def test_an_oracle_run_of_mimic_data_on_a_public_backbone_is_refused_then_allowe
 def test_a_revoked_attestation_refuses_the_next_run(dns, admin_user, public_backbone):
     cohort = mimic_cohort()
     attestation = _attest(admin_user)
-    oracle.oracle_run_create(
-        admin=admin_user,
-        name="a",
-        backbone=public_backbone,
-        cohort=cohort,
-        enqueue=False,
-    )
+    _run(admin_user, "a", public_backbone, cohort)
     services.attestation_revoke(actor=admin_user, attestation=attestation)
     with pytest.raises(ValidationError):
-        oracle.oracle_run_create(
-            admin=admin_user,
-            name="b",
-            backbone=public_backbone,
-            cohort=cohort,
-            enqueue=False,
-        )
+        _run(admin_user, "b", public_backbone, cohort)
     assert OracleRun.objects.count() == 1
 
 
@@ -154,13 +137,7 @@ def test_a_revoked_attestation_stops_a_resume_and_a_retry(
     again, and an attestation revoked since the run started stops them."""
     cohort = mimic_cohort()
     attestation = _attest(admin_user)
-    run = oracle.oracle_run_create(
-        admin=admin_user,
-        name="a",
-        backbone=public_backbone,
-        cohort=cohort,
-        enqueue=False,
-    )
+    run = _run(admin_user, "a", public_backbone, cohort)
     oracle.oracle_run_cancel(admin=admin_user, run=run)
     services.attestation_revoke(actor=admin_user, attestation=attestation)
     state = OracleRun.objects.get(pk=run.pk).state
@@ -195,13 +172,7 @@ def test_a_revoked_attestation_stops_an_agent_runs_resume(
 
 
 def test_an_on_site_backbone_needs_no_attestation(dns, admin_user, private_backbone):
-    run = oracle.oracle_run_create(
-        admin=admin_user,
-        name="local",
-        backbone=private_backbone,
-        cohort=mimic_cohort(),
-        enqueue=False,
-    )
+    run = _run(admin_user, "local", private_backbone, mimic_cohort())
     decision = EgressDecision.objects.get()
     assert decision.allowed and decision.on_site
     assert decision.addresses == [PRIVATE_ADDRESS]
@@ -213,24 +184,12 @@ def test_the_rules_backbone_sends_nothing_anywhere(admin_user):
     rules, _ = Backbone.objects.get_or_create(
         name="rules", defaults={"kind": BackboneKind.RULES}
     )
-    oracle.oracle_run_create(
-        admin=admin_user,
-        name="rules",
-        backbone=rules,
-        cohort=mimic_cohort(),
-        enqueue=False,
-    )
+    _run(admin_user, "rules", rules, mimic_cohort())
     assert EgressDecision.objects.get().on_site
 
 
 def test_open_data_may_go_to_a_public_backbone(dns, admin_user, public_backbone):
-    run = oracle.oracle_run_create(
-        admin=admin_user,
-        name="demo",
-        backbone=public_backbone,
-        cohort=clif_cohort(),
-        enqueue=False,
-    )
+    run = _run(admin_user, "demo", public_backbone, clif_cohort())
     assert run.pk
     assert EgressDecision.objects.get().terms == "open"
 
@@ -240,13 +199,7 @@ def test_an_attestation_for_another_host_does_not_clear_this_one(
 ):
     _attest(admin_user, host="other.example.com")
     with pytest.raises(ValidationError):
-        oracle.oracle_run_create(
-            admin=admin_user,
-            name="x",
-            backbone=public_backbone,
-            cohort=mimic_cohort(),
-            enqueue=False,
-        )
+        _run(admin_user, "x", public_backbone, mimic_cohort())
 
 
 @pytest.mark.parametrize(
@@ -392,13 +345,7 @@ def test_a_scale_release_records_its_oracle_runs_egress(
             cohort=cohort, stay=stay, stratum=CohortStratum.SURVIVED_SHORT
         )
     _attest(admin_user)
-    run = oracle.oracle_run_create(
-        admin=admin_user,
-        name="s",
-        backbone=public_backbone,
-        cohort=cohort,
-        enqueue=False,
-    )
+    run = _run(admin_user, "s", public_backbone, cohort)
     OracleLabel.objects.bulk_create(
         OracleLabel(
             run=run,
