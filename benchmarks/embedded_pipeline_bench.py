@@ -111,9 +111,12 @@ def _ms(values: list[float]) -> str:
 # Data -------------------------------------------------------------------------
 
 
-def _campaign_create() -> dict:
-    """The campaign, by the real service, in this process (Django on the
-    bench's SQLite file); returns its id and the assignments to work on."""
+def gold_campaign(name: str, count: int) -> dict:
+    """A campaign of PHYSICIANS, two a window, over the first ``count`` Gold
+    windows (by stay and index), by the real service in this process (Django
+    on the bench's SQLite file): its id, its window ids, the seconds
+    campaign_create took and each assignment's (id, window id, physician's
+    username) by window."""
     import django
 
     django.setup()
@@ -126,37 +129,46 @@ def _campaign_create() -> dict:
 
     User = get_user_model()
     windows = list(
-        Window.objects.filter(sampled_gold=True).order_by("stay_id", "index")[
-            : SUBMIT_WINDOWS + DRAFT_WINDOWS
-        ]
+        Window.objects.filter(sampled_gold=True).order_by("stay_id", "index")[:count]
     )
     started = time.perf_counter()
     campaign = campaign_create(
         admin=User.objects.get(username="admin"),
-        name="Embedded pipeline benchmark",
+        name=name,
         windows=windows,
         physicians=list(User.objects.filter(username__in=PHYSICIANS)),
         annotators_per_window=2,
         evidence_required=False,
     )
     created_s = time.perf_counter() - started
-    window_ids = sorted(w.pk for w in windows)
-    submit_ids = set(window_ids[:SUBMIT_WINDOWS])
-    work: dict[str, dict[str, list]] = {
-        name: {"submit": [], "draft": []} for name in PHYSICIANS
-    }
-    for assignment_id, window_id, username in (
+    assignments = list(
         Assignment.objects.filter(campaign=campaign)
         .order_by("window_id", "pk")
         .values_list("pk", "window_id", "annotator__username")
-    ):
-        kind = "submit" if window_id in submit_ids else "draft"
-        work[username][kind].append((assignment_id, window_id))
+    )
     connections.close_all()
     return {
         "campaign": campaign.pk,
+        "window_ids": [w.pk for w in windows],
         "created_s": created_s,
-        "windows": len(windows),
+        "assignments": assignments,
+    }
+
+
+def _campaign_create() -> dict:
+    """The campaign; returns its id and the assignments to work on."""
+    made = gold_campaign("Embedded pipeline benchmark", SUBMIT_WINDOWS + DRAFT_WINDOWS)
+    submit_ids = set(sorted(made["window_ids"])[:SUBMIT_WINDOWS])
+    work: dict[str, dict[str, list]] = {
+        name: {"submit": [], "draft": []} for name in PHYSICIANS
+    }
+    for assignment_id, window_id, username in made["assignments"]:
+        kind = "submit" if window_id in submit_ids else "draft"
+        work[username][kind].append((assignment_id, window_id))
+    return {
+        "campaign": made["campaign"],
+        "created_s": made["created_s"],
+        "windows": len(made["window_ids"]),
         "work": work,
     }
 
@@ -245,8 +257,10 @@ def _open(session, base: str, assignment_id: int, figures: Figures) -> dict:
     }
 
 
-def _post(session, base: str, path: str, data: dict, csrf: str) -> dict:
-    response = session.post(
+def hx_post(session, base: str, path: str, data: dict, csrf: str):
+    """The form ``data`` POSTed to ``path`` as the page's script posts it
+    (htmx, CSRF header, JSON reply); the response."""
+    return session.post(
         base + path,
         data=data,
         headers={
@@ -257,6 +271,10 @@ def _post(session, base: str, path: str, data: dict, csrf: str) -> dict:
         },
         timeout=TIMEOUT_S,
     )
+
+
+def _post(session, base: str, path: str, data: dict, csrf: str) -> dict:
+    response = hx_post(session, base, path, data, csrf)
     body = response.json() if response.content else {}
     if response.status_code != 200 or not body.get("ok"):
         raise RuntimeError(f"{path}: {response.status_code} {str(body)[:200]}")

@@ -57,6 +57,8 @@ from embedded_pipeline_bench import (  # noqa: E402 - after the path
     _login,
     _open,
     _payload,
+    gold_campaign,
+    hx_post,
 )
 
 from benchmarks._cpu import tree_cpu  # noqa: E402
@@ -99,51 +101,15 @@ class Soak:
 
 
 def _campaign(windows: int) -> dict:
-    import django
-
-    django.setup()
-    from django.contrib.auth import get_user_model
-    from django.db import connections
-
-    from annotation.models import Assignment
-    from annotation.services import campaign_create
-    from windows.models import Window
-
-    User = get_user_model()
-    chosen = list(
-        Window.objects.filter(sampled_gold=True).order_by("stay_id", "index")[:windows]
-    )
-    campaign = campaign_create(
-        admin=User.objects.get(username="admin"),
-        name=f"Embedded soak {time.strftime('%Y-%m-%d %H:%M:%S')}",
-        windows=chosen,
-        physicians=list(User.objects.filter(username__in=PHYSICIANS)),
-        annotators_per_window=2,
-        evidence_required=False,
-    )
+    made = gold_campaign(f"Embedded soak {time.strftime('%Y-%m-%d %H:%M:%S')}", windows)
     work: dict[str, list] = {name: [] for name in PHYSICIANS}
-    for assignment_id, window_id, username in (
-        Assignment.objects.filter(campaign=campaign)
-        .order_by("window_id", "pk")
-        .values_list("pk", "window_id", "annotator__username")
-    ):
+    for assignment_id, window_id, username in made["assignments"]:
         work[username].append((assignment_id, window_id))
-    connections.close_all()
-    return {"campaign": campaign.pk, "work": work}
+    return {"campaign": made["campaign"], "work": work}
 
 
 def _post(session, base, path, data, csrf, soak: Soak, what: str):
-    response = session.post(
-        base + path,
-        data=data,
-        headers={
-            "X-CSRFToken": csrf,
-            "HX-Request": "true",
-            "Accept": "application/json",
-            "Referer": base + path,
-        },
-        timeout=60,
-    )
+    response = hx_post(session, base, path, data, csrf)
     if response.status_code != 200:
         soak.error(what, status=response.status_code)
         return None
