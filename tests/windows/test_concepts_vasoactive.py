@@ -174,61 +174,55 @@ def order(hours, drug, dose, action, order_id, unit="mcg/kg/min"):
     )
 
 
-def test_the_old_bags_stop_does_not_end_a_new_bag_already_running():
-    frame = tracks(
+# Orders of one drug: (hours, rate, action, order id) each, and the track's
+# value at the end of each hour named.
+ORDER_CASES = {
+    "the old bag's stop does not end a new bag already running": (
+        "norepinephrine",
         [
-            order(1.5, "norepinephrine", 0.2, "start", "A"),
-            order(3.2, "norepinephrine", 0.4, "start", "B"),
-            order(3.4, "norepinephrine", 0, "stop", "A"),
-            order(6.5, "norepinephrine", 0.3, "dose_change", "B"),
-            order(8.0, "norepinephrine", 0, "stop", "B"),
-        ]
-    )
-    assert column(frame, "norepinephrine", [2, 3, 4, 5, 6, 7, 8, 9]) == [
-        0.2,
-        0.2,
-        0.4,
-        0.4,
-        0.4,
-        0.3,
-        0.3,
-        0,
-    ]
-
-
-def test_concurrent_orders_of_one_drug_take_the_highest_rate_until_each_stops():
-    frame = tracks(
+            (1.5, 0.2, "start", "A"),
+            (3.2, 0.4, "start", "B"),
+            (3.4, 0, "stop", "A"),
+            (6.5, 0.3, "dose_change", "B"),
+            (8.0, 0, "stop", "B"),
+        ],
+        {2: 0.2, 3: 0.2, 4: 0.4, 5: 0.4, 6: 0.4, 7: 0.3, 8: 0.3, 9: 0},
+    ),
+    "concurrent orders take the highest rate until each stops": (
+        "norepinephrine",
         [
-            order(0.5, "norepinephrine", 0.3, "start", "A"),
-            order(1.5, "norepinephrine", 0.1, "start", "B"),
-            order(3.5, "norepinephrine", 0, "stop", "A"),
-            order(5.5, "norepinephrine", 0, "stop", "B"),
-        ]
-    )
-    assert column(frame, "norepinephrine", [1, 2, 3, 4, 5, 6]) == [
-        0.3,
-        0.3,
-        0.3,
-        0.1,
-        0.1,
-        0,
-    ]
-
-
-def test_an_orders_stop_and_the_next_orders_start_at_one_time_hand_over():
-    frame = tracks(
+            (0.5, 0.3, "start", "A"),
+            (1.5, 0.1, "start", "B"),
+            (3.5, 0, "stop", "A"),
+            (5.5, 0, "stop", "B"),
+        ],
+        {1: 0.3, 2: 0.3, 3: 0.3, 4: 0.1, 5: 0.1, 6: 0},
+    ),
+    "a stop and the next order's start at one time hand over": (
+        "epinephrine",
         [
-            order(0.5, "epinephrine", 0.05, "start", "A"),
-            order(2.0, "epinephrine", 0.08, "start", "B"),
-            order(2.0, "epinephrine", 0, "stop", "A"),
-            order(4.0, "epinephrine", 0, "stop", "B"),
-        ]
+            (0.5, 0.05, "start", "A"),
+            (2.0, 0.08, "start", "B"),
+            (2.0, 0, "stop", "A"),
+            (4.0, 0, "stop", "B"),
+        ],
+        {1: 0.05, 2: 0.05, 3: 0.08, 4: 0.08, 5: 0},
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("drug", "orders", "expected"), list(ORDER_CASES.values()), ids=list(ORDER_CASES)
+)
+def test_each_order_of_a_drug_keeps_its_own_state(drug, orders, expected):
+    frame = tracks(
+        [order(h, drug, rate, action, id_) for h, rate, action, id_ in orders]
     )
-    assert column(frame, "epinephrine", [1, 2, 3, 4, 5]) == [0.05, 0.05, 0.08, 0.08, 0]
+    assert column(frame, drug, list(expected)) == list(expected.values())
 
 
 def test_records_without_an_order_id_keep_one_state_per_drug():
-    # The same records as the first test but without order ids: A's stop at
+    # The old bag's records (ORDER_CASES) but without order ids: A's stop at
     # 3.4 h ends the drug, as it did before order ids existed.
     frame = tracks(
         [
