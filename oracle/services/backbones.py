@@ -141,6 +141,27 @@ def _fields_clean(fields: dict) -> dict:
     return fields
 
 
+def _unknown_refuse(fields: dict) -> None:
+    unknown = set(fields) - set(BACKBONE_FIELDS)
+    if unknown:
+        raise ValidationError(
+            f"Unknown backbone settings: {', '.join(sorted(unknown))}."
+        )
+
+
+def _settings_complete(
+    backbone: Backbone, *, app_host: str, detect: bool, overwrite: bool
+) -> None:
+    """The backbone's settings checked (``_backbone_validate``) and, with
+    ``detect``, what its server reports applied (over what is set, with
+    ``overwrite``); before any transaction."""
+    if backbone.parameters is None:
+        backbone.parameters = {}
+    _backbone_validate(backbone, app_host=app_host)
+    if detect and backbone.kind == BackboneKind.OPENAI:
+        _detected_apply(backbone, server_detect(backbone), overwrite=overwrite)
+
+
 def backbone_create(
     *, admin, name: str, kind: str, app_host: str = "", detect: bool = False, **fields
 ) -> Backbone:
@@ -153,17 +174,9 @@ def backbone_create(
     server, seconds each) run before the write: on SQLite a transaction holds
     the database's one write lock, which sign-ins and draft saves wait for."""
     require_admin(admin, "configure Oracle backbones")
-    unknown = set(fields) - set(BACKBONE_FIELDS)
-    if unknown:
-        raise ValidationError(
-            f"Unknown backbone settings: {', '.join(sorted(unknown))}."
-        )
+    _unknown_refuse(fields)
     backbone = Backbone(name=name, kind=kind, created_by=admin, **_fields_clean(fields))
-    if backbone.parameters is None:
-        backbone.parameters = {}
-    _backbone_validate(backbone, app_host=app_host)
-    if detect and backbone.kind == BackboneKind.OPENAI:
-        _detected_apply(backbone, server_detect(backbone), overwrite=False)
+    _settings_complete(backbone, app_host=app_host, detect=detect, overwrite=False)
     with transaction.atomic():
         backbone.save()
     return backbone
@@ -177,20 +190,12 @@ def backbone_update(
     the short transaction that writes the row."""
     require_admin(admin, "configure Oracle backbones")
     fields = _fields_clean(fields)
-    unknown = set(fields) - set(BACKBONE_FIELDS)
-    if unknown:
-        raise ValidationError(
-            f"Unknown backbone settings: {', '.join(sorted(unknown))}."
-        )
+    _unknown_refuse(fields)
     backbone = Backbone.objects.get(pk=backbone.pk)
     _kind_change_check(backbone, fields.get("kind", backbone.kind))
     for key, value in fields.items():
         setattr(backbone, key, value)
-    if backbone.parameters is None:
-        backbone.parameters = {}
-    _backbone_validate(backbone, app_host=app_host)
-    if detect and backbone.kind == BackboneKind.OPENAI:
-        _detected_apply(backbone, server_detect(backbone), overwrite=True)
+    _settings_complete(backbone, app_host=app_host, detect=detect, overwrite=True)
     with transaction.atomic():
         locked = Backbone.objects.select_for_update().get(pk=backbone.pk)
         _kind_change_check(locked, backbone.kind)
