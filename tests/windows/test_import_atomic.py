@@ -10,17 +10,19 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from tests.windows.clif_folders import (
+    clif_csv_folder,
+    clinical_counts,
+    icu_hospitalizations,
+)
 from windows.importers.base import SourceDataError
 from windows.importers.clif import clif_import
 from windows.importers.clif import importing as clif_module
 from windows.models import (
     Admission,
-    Event,
     ImportRun,
     ImportStatus,
-    Patient,
     Source,
-    Stay,
 )
 from windows.services import import_run_execute
 
@@ -29,28 +31,12 @@ pytestmark = pytest.mark.django_db
 HOSPITALIZATIONS = 4
 
 
-def _counts() -> tuple[int, int, int, int]:
-    return (
-        Patient.objects.count(),
-        Admission.objects.count(),
-        Stay.objects.count(),
-        Event.objects.count(),
-    )
-
-
 @pytest.fixture
 def clif_folder(tmp_path, clif_demo_dir) -> Path:
     """Four hospitalizations of the demo as csv files: four batches at one stay
     per batch."""
-    adt = pd.read_parquet(clif_demo_dir / "clif_adt.parquet")
-    icu = adt[adt.location_category == "icu"].hospitalization_id.astype(str).unique()
-    hosp_ids = sorted(icu)[:HOSPITALIZATIONS]
-    for name in ["patient", "hospitalization", "adt", "vitals", "labs"]:
-        frame = pd.read_parquet(clif_demo_dir / f"clif_{name}.parquet")
-        if "hospitalization_id" in frame:
-            frame = frame[frame.hospitalization_id.astype(str).isin(hosp_ids)]
-        frame.to_csv(tmp_path / f"clif_{name}.csv", index=False)
-    return tmp_path
+    hosp_ids = sorted(icu_hospitalizations(clif_demo_dir))[:HOSPITALIZATIONS]
+    return clif_csv_folder(tmp_path, clif_demo_dir, hosp_ids)
 
 
 def _break_last_age(folder: Path, value: str = "abc") -> int:
@@ -84,14 +70,14 @@ def test_bad_age_on_the_last_stay_names_file_row_and_column_and_writes_nothing(
     assert "clif_hospitalization.csv" in message
     assert f"row {row}" in message and "column age_at_admission" in message
     assert why in message
-    assert _counts() == (0, 0, 0, 0)
+    assert clinical_counts() == (0, 0, 0, 0)
 
 
 def test_command_refuses_the_bad_age_with_its_place(clif_folder):
     row = _break_last_age(clif_folder)
     with pytest.raises(CommandError, match=rf"row {row}, column age_at_admission"):
         call_command("import_clif", str(clif_folder), "--batch-stays", "1")
-    assert _counts() == (0, 0, 0, 0)
+    assert clinical_counts() == (0, 0, 0, 0)
 
 
 def test_import_page_run_shows_the_place_of_the_bad_age(clif_folder):
@@ -102,7 +88,7 @@ def test_import_page_run_shows_the_place_of_the_bad_age(clif_folder):
     run.refresh_from_db()
     assert run.status == ImportStatus.FAILED
     assert f"row {row}, column age_at_admission: 'abc' is not a number" in run.error
-    assert _counts() == (0, 0, 0, 0)
+    assert clinical_counts() == (0, 0, 0, 0)
 
 
 def test_failure_in_the_last_batch_rolls_back_every_batch_and_a_rerun_completes(
@@ -124,7 +110,7 @@ def test_failure_in_the_last_batch_rolls_back_every_batch_and_a_rerun_completes(
     with pytest.raises(RuntimeError):
         clif_import(directory=clif_folder, batch_stays=1)
     assert len(calls) == HOSPITALIZATIONS  # three batches had been written
-    assert _counts() == (0, 0, 0, 0)
+    assert clinical_counts() == (0, 0, 0, 0)
 
     monkeypatch.setattr(clif_module, "actions_derive", real)
     summary = clif_import(directory=clif_folder, batch_stays=1)
@@ -142,4 +128,4 @@ def test_a_duplicate_hospitalization_is_refused_with_its_row(clif_folder):
     assert (
         f"row {len(frame)}, column hospitalization_id: duplicate" in info.value.message
     )
-    assert _counts() == (0, 0, 0, 0)
+    assert clinical_counts() == (0, 0, 0, 0)

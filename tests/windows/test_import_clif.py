@@ -5,19 +5,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from tests.windows.clif_folders import clinical_counts
 from windows.importers.clif import clif_import
 from windows.models import Admission, Domain, Event, EventKind, Patient, Stay
 
 pytestmark = pytest.mark.django_db
-
-
-def _counts() -> tuple[int, int, int, int]:
-    return (
-        Patient.objects.count(),
-        Admission.objects.count(),
-        Stay.objects.count(),
-        Event.objects.count(),
-    )
 
 
 def _icu_hospitalizations(demo: Path) -> tuple[set[str], int]:
@@ -87,7 +79,9 @@ def test_demo_events_match_source_rows(imported_demo, clif_demo_dir, table):
     assert events.count() == len(expected)
     # Category by category, the counts match the source.
     got = dict(
-        pd.Series(list(events.values_list("category", flat=True))).value_counts()
+        pd.Series(
+            list(events.values_list("category", flat=True))
+        ).value_counts()
     )
     cat_col = {"vitals": "vital_category", "labs": "lab_category"}.get(
         table, "med_category"
@@ -146,10 +140,10 @@ def test_demo_outcomes_and_groups(imported_demo, clif_demo_dir):
 
 
 def test_rerunning_the_import_changes_nothing(imported_demo, clif_demo_dir):
-    before = _counts()
+    before = clinical_counts()
     max_id = Event.objects.order_by("-id").values_list("id", flat=True).first()
     again = clif_import(directory=clif_demo_dir)
-    assert _counts() == before
+    assert clinical_counts() == before
     assert Event.objects.order_by("-id").values_list("id", flat=True).first() == max_id
     assert again.total_events == 0 and again.stays == 0
     assert again.skipped_admissions == Admission.objects.count()

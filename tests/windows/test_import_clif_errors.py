@@ -9,35 +9,23 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from tests.windows.clif_folders import (
+    clif_csv_folder,
+    clinical_counts,
+    icu_hospitalizations,
+)
 from windows.importers.base import SourceDataError
 from windows.importers.clif import clif_import
-from windows.models import Admission, Event, Patient, Stay
+from windows.models import Event, Patient
 
 pytestmark = pytest.mark.django_db
-
-
-def _counts() -> tuple[int, int, int, int]:
-    return (
-        Patient.objects.count(),
-        Admission.objects.count(),
-        Stay.objects.count(),
-        Event.objects.count(),
-    )
 
 
 @pytest.fixture
 def small_clif(tmp_path, clif_demo_dir) -> Path:
     """Two hospitalizations of the demo, written as csv files."""
-    adt = pd.read_parquet(clif_demo_dir / "clif_adt.parquet")
-    hosp_ids = list(
-        adt[adt.location_category == "icu"].hospitalization_id.astype(str).unique()[:2]
-    )
-    for name in ["patient", "hospitalization", "adt", "vitals", "labs"]:
-        frame = pd.read_parquet(clif_demo_dir / f"clif_{name}.parquet")
-        if "hospitalization_id" in frame:
-            frame = frame[frame.hospitalization_id.astype(str).isin(hosp_ids)]
-        frame.to_csv(tmp_path / f"clif_{name}.csv", index=False)
-    return tmp_path
+    hosp_ids = list(icu_hospitalizations(clif_demo_dir)[:2])
+    return clif_csv_folder(tmp_path, clif_demo_dir, hosp_ids)
 
 
 def _edit(folder: Path, name: str, change) -> None:
@@ -52,7 +40,7 @@ def _assert_rejected(folder: Path, *parts: str) -> None:
         clif_import(directory=folder)
     for part in parts:
         assert part in str(info.value.message), info.value.message
-    assert _counts() == (0, 0, 0, 0)
+    assert clinical_counts() == (0, 0, 0, 0)
 
 
 def test_small_folder_imports(small_clif):
@@ -128,7 +116,7 @@ def test_error_late_in_the_files_writes_nothing(small_clif):
     _edit(small_clif, "labs", break_last)
     with pytest.raises(SourceDataError):
         clif_import(directory=small_clif, batch_stays=1)
-    assert _counts() == (0, 0, 0, 0)
+    assert clinical_counts() == (0, 0, 0, 0)
 
 
 def test_command_reports_errors_clearly(small_clif):
