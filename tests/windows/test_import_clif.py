@@ -79,9 +79,7 @@ def test_demo_events_match_source_rows(imported_demo, clif_demo_dir, table):
     assert events.count() == len(expected)
     # Category by category, the counts match the source.
     got = dict(
-        pd.Series(
-            list(events.values_list("category", flat=True))
-        ).value_counts()
+        pd.Series(list(events.values_list("category", flat=True))).value_counts()
     )
     cat_col = {"vitals": "vital_category", "labs": "lab_category"}.get(
         table, "med_category"
