@@ -816,7 +816,7 @@ def test_summary_counts_every_row_left_out_or_merged_and_the_events_stored(
         },
     ]
     if reader == "pandas":
-        monkeypatch.setattr(ChartEventsStep, "_run", EventStep.run)
+        monkeypatch.setattr(ChartEventsStep, "_arrow_frames", EventStep.frames)
 
     summary = mimic_import(
         directory=write_mimic(tmp_path / "m", tables), batch_stays=batch_stays
@@ -918,7 +918,7 @@ def test_position_code_status_crrt_modes_and_assessments_are_in_their_clif_table
             {"itemid": itemid, "label": label, "param_type": "Text"}
         )
     if reader == "pandas":
-        monkeypatch.setattr(ChartEventsStep, "_run", EventStep.run)
+        monkeypatch.setattr(ChartEventsStep, "_arrow_frames", EventStep.frames)
     mimic_import(directory=write_mimic(tmp_path / "m", tables))
 
     for i, (*_item, domain, category, name) in enumerate(BEDSIDE_TEXT_ITEMS):
@@ -947,7 +947,7 @@ def test_temperature_site_goes_onto_its_temperature_and_labs_charted_take_storet
         {"itemid": 220224, "label": "Arterial O2 pressure", "param_type": "Numeric"},
     ]
     if reader == "pandas":
-        monkeypatch.setattr(ChartEventsStep, "_run", EventStep.run)
+        monkeypatch.setattr(ChartEventsStep, "_arrow_frames", EventStep.frames)
     summary = mimic_import(directory=write_mimic(tmp_path / "m", tables))
 
     temp = event("chartevents", category="temp_c")
@@ -1323,7 +1323,7 @@ def chart_events_both_ways(directory: Path, monkeypatch) -> tuple[list, list]:
         mimic_import(directory=directory)
         arrow = chart_events()
         transaction.set_rollback(True)
-    monkeypatch.setattr(ChartEventsStep, "_run", EventStep.run)
+    monkeypatch.setattr(ChartEventsStep, "_arrow_frames", EventStep.frames)
     mimic_import(directory=directory)
     return arrow, chart_events()
 
@@ -1371,7 +1371,7 @@ def test_a_chartevents_line_with_an_extra_field_is_rejected_naming_its_line(
     with gzip.open(path, "wt") as fh:
         fh.write("\n".join(lines) + "\n")
     if reader == "pandas":
-        monkeypatch.setattr(ChartEventsStep, "_run", EventStep.run)
+        monkeypatch.setattr(ChartEventsStep, "_arrow_frames", EventStep.frames)
 
     with pytest.raises(SourceDataError, match="Expected 11 fields in line 4, saw 12"):
         mimic_import(directory=directory)
@@ -1543,7 +1543,7 @@ def test_a_date_without_a_time_in_a_time_column_is_rejected(
     tables = mimic_tables()
     tables["icu/chartevents"][4]["charttime"] = "2151-03-01"
     if reader == "pandas":
-        monkeypatch.setattr(ChartEventsStep, "_run", EventStep.run)
+        monkeypatch.setattr(ChartEventsStep, "_arrow_frames", EventStep.frames)
     assert_rejected(
         write_mimic(tmp_path / "m", tables),
         "chartevents.csv.gz",

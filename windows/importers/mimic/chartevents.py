@@ -158,7 +158,15 @@ class ChartEventsStep(EventStep):
         progress: Progress,
         summary: ImportSummary,
     ) -> None:
-        self._run(batch, writer, progress, summary)
+        if self.table.is_parquet or connection.vendor != "postgresql":
+            super().run(batch, writer, progress, summary)
+        else:
+            for events in self._arrow_frames(batch, progress):
+                if isinstance(events, pa.Table):
+                    written = writer.write_arrow(events)
+                else:
+                    written = writer.write(_in_index_order(events))
+                summary.add_events(self.name, written)
         writer.flush()
         lone, merged = _attach_temperature_sites([int(a) for a in batch.admission_ids])
         self.lone_sites += lone
@@ -166,16 +174,9 @@ class ChartEventsStep(EventStep):
         # The summary counts the events stored: the site rows are not.
         summary.add_events(self.name, -(lone + merged))
 
-    def _run(
-        self,
-        batch: Batch,
-        writer: EventWriter,
-        progress: Progress,
-        summary: ImportSummary,
-    ) -> None:
-        if self.table.is_parquet or connection.vendor != "postgresql":
-            super().run(batch, writer, progress, summary)
-            return
+    def _arrow_frames(self, batch: Batch, progress: Progress):
+        """The batch's events of each block, as an Arrow table when the fast
+        path takes the block, else as the pandas path's frame."""
         self.table.require(self.columns)
         blocks = self.table.arrow_blocks(self.columns)
         done = 0
@@ -185,16 +186,13 @@ class ChartEventsStep(EventStep):
             except StopIteration:
                 return
             except Exception:  # whatever Arrow says: pandas' reader words it
-                for events in self.frames(batch, progress, from_row=done + 1):
-                    summary.add_events(self.name, writer.write(_in_index_order(events)))
+                yield from self.frames(batch, progress, from_row=done + 1)
                 return
             events = self._arrow_events(block, first_row, batch)
             if events is None:
                 events = self.chunk_events(_pandas_chunk(block), first_row, batch)
-                if events is not None:
-                    summary.add_events(self.name, writer.write(_in_index_order(events)))
-            else:
-                summary.add_events(self.name, writer.write_arrow(events))
+            if events is not None:
+                yield events
             done += block.num_rows
             progress.advance(0, f"{self.name}: {done:,} rows")
 
