@@ -452,23 +452,17 @@ def part_predictions(release_id: str, path: str) -> dict:
     return {"predictions": count}
 
 
-def part_score(release_id: str, path: str) -> dict:
-    setup_django()
-    from exports.models import Release
-    from exports.scoring import (
-        predictions_check,
-        predictions_read,
-        release_matcher,
-        scores_compute,
-    )
+def predictions_scored(release, path: str, matcher) -> dict:
+    """The prediction file at ``path`` validated (a message fails the bench)
+    and scored at k = 5 with ``matcher``: the validation's seconds and the
+    scores' figures."""
+    from exports.scoring import predictions_check, predictions_read, scores_compute
 
-    release = Release.objects.get(pk=int(release_id))
-    started, started_cpu = time.perf_counter(), time.process_time()
+    started = time.perf_counter()
     with open(path, "rb") as handle:
-        messages, count = predictions_check(lines=handle, release=release)
+        messages, _ = predictions_check(lines=handle, release=release)
     assert not messages, messages[:3]
     validated = time.perf_counter() - started
-    matcher = release_matcher(release)
     scores = scores_compute(
         release=release,
         predictions=list(predictions_read(Path(path))),
@@ -476,13 +470,26 @@ def part_score(release_id: str, path: str) -> dict:
         matcher=matcher,
     )
     return {
-        "seconds": time.perf_counter() - started,
-        "cpu": time.process_time() - started_cpu,
         "validation_seconds": validated,
         "texts": scores["texts"],
         "texts_embedded": scores["texts_embedded"],
         "problems_hit_at_5": scores["overall"]["problems_hit_at_k"],
         "actions_hrr_at_5": scores["overall"]["actions_hrr_at_k"],
+    }
+
+
+def part_score(release_id: str, path: str) -> dict:
+    setup_django()
+    from exports.models import Release
+    from exports.scoring import release_matcher
+
+    release = Release.objects.get(pk=int(release_id))
+    started, started_cpu = time.perf_counter(), time.process_time()
+    figures = predictions_scored(release, path, release_matcher(release))
+    return {
+        "seconds": time.perf_counter() - started,
+        "cpu": time.process_time() - started_cpu,
+        **figures,
         "peak_mb": peak_mb(),
     }
 

@@ -224,12 +224,7 @@ def part_predictions(release_id: str, path: str, size: str) -> dict:
 def part_score(release_id: str, path: str) -> dict:
     setup_django()
     from exports.models import Release
-    from exports.scoring import (
-        predictions_check,
-        predictions_read,
-        release_matcher,
-        scores_compute,
-    )
+    from exports.scoring import release_matcher
 
     release = Release.objects.get(pk=int(release_id))
     matcher = release_matcher(release)
@@ -250,27 +245,14 @@ def part_score(release_id: str, path: str) -> dict:
 
     model.encode = timed_encode
     started = time.perf_counter()
-    with open(path, "rb") as handle:
-        messages, _ = predictions_check(lines=handle, release=release)
-    assert not messages, messages[:3]
-    validated = time.perf_counter() - started
-    scores = scores_compute(
-        release=release,
-        predictions=list(predictions_read(Path(path))),
-        k=5,
-        matcher=matcher,
-    )
+    figures = release_bench.predictions_scored(release, path, matcher)
     return {
         "seconds": time.perf_counter() - started,
-        "validation_seconds": validated,
+        **figures,
         "load_seconds": load_seconds,
-        "texts": scores["texts"],
-        "texts_embedded": scores["texts_embedded"],
         "encode_seconds": encode["seconds"],
         "encoded": encode["texts"],
         "model": base.model_name,
-        "problems_hit_at_5": scores["overall"]["problems_hit_at_k"],
-        "actions_hrr_at_5": scores["overall"]["actions_hrr_at_k"],
         "peak_mb": peak_mb(),
     }
 
