@@ -106,6 +106,41 @@ def agreeing_labels_submit(campaign, *, problems, actions, flags=()) -> None:
         )
 
 
+def agreed_gold_campaign(
+    windows, *, name: str, physicians: int, problems, actions, flags=()
+):
+    """A superuser "bench" and ``physicians`` physicians, their Gold campaign
+    over ``windows`` (every physician on every window, no evidence required),
+    labelled in agreement (``agreeing_labels_submit``) and its agreement
+    computed: (the admin, the campaign)."""
+    from django.contrib.auth import get_user_model
+
+    from accounts.roles import Role, roles_ensure
+    from annotation.services import campaign_create
+    from annotation.services.agreement import campaign_agreement_refresh
+    from evaluation.matcher import matcher_for_settings
+
+    users = get_user_model().objects
+    admin = users.create_superuser("bench", password="x")
+    group = roles_ensure()[Role.PHYSICIAN]
+    physician_users = []
+    for n in range(physicians):
+        physician = users.create_user(f"physician{n}", password="x")
+        physician.groups.add(group)
+        physician_users.append(physician)
+    campaign = campaign_create(
+        admin=admin,
+        name=name,
+        windows=windows,
+        physicians=physician_users,
+        annotators_per_window=physicians,
+        evidence_required=False,
+    )
+    agreeing_labels_submit(campaign, problems=problems, actions=actions, flags=flags)
+    campaign_agreement_refresh(campaign=campaign, matcher=matcher_for_settings())
+    return admin, campaign
+
+
 def predictions_write(
     path: str, window_ids: Iterable[int], prediction: Callable[[], dict]
 ) -> int:

@@ -71,7 +71,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from benchmarks._label_texts import agreeing_labels_submit  # noqa: E402
+from benchmarks._label_texts import agreed_gold_campaign  # noqa: E402
 from benchmarks._payloads import payload_bytes, print_by_index  # noqa: E402
 from benchmarks._worker import worker_start, workers_stop  # noqa: E402
 
@@ -102,14 +102,9 @@ def _maintenance(sql: str) -> None:
 def _setup(n_windows: int):
     """The demo, a Gold campaign of ``n_windows`` Gold windows with agreeing
     labels, and its built Gold release."""
-    from django.contrib.auth import get_user_model
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)
-    from accounts.roles import Role, roles_ensure
-    from annotation.services import campaign_create
-    from annotation.services.agreement import campaign_agreement_refresh
-    from evaluation.matcher import matcher_for_settings
     from exports.building import release_build
     from exports.services import release_create
     from windows.importers.clif import clif_import
@@ -123,24 +118,13 @@ def _setup(n_windows: int):
             :n_windows
         ]
     )
-    users = get_user_model().objects
-    admin = users.create_superuser("bench", password="x")
-    group = roles_ensure()[Role.PHYSICIAN]
-    physicians = []
-    for n in range(2):
-        physician = users.create_user(f"physician{n}", password="x")
-        physician.groups.add(group)
-        physicians.append(physician)
-    campaign = campaign_create(
-        admin=admin,
+    admin, campaign = agreed_gold_campaign(
+        gold,
         name="agents bench gold",
-        windows=gold,
-        physicians=physicians,
-        annotators_per_window=2,
-        evidence_required=False,
+        physicians=2,
+        problems=PROBLEMS,
+        actions=ACTIONS,
     )
-    agreeing_labels_submit(campaign, problems=PROBLEMS, actions=ACTIONS)
-    campaign_agreement_refresh(campaign=campaign, matcher=matcher_for_settings())
     release = release_build(
         release=release_create(user=admin, kind="gold", campaign=campaign)
     )

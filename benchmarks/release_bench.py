@@ -51,7 +51,7 @@ from benchmarks._label_texts import (  # noqa: E402
     ACTIONS,
     FLAGS,
     PROBLEMS,
-    agreeing_labels_submit,
+    agreed_gold_campaign,
     predictions_write,
     texts_drawn,
 )
@@ -278,14 +278,9 @@ def part_gold_data(windows: str = str(GOLD_WINDOWS)) -> dict:
     ``windows`` Gold windows (0: all) for three physicians, their submitted
     labels and the consensus."""
     setup_django()
-    from django.contrib.auth import get_user_model
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)
-    from accounts.roles import Role, roles_ensure
-    from annotation.services import campaign_create
-    from annotation.services.agreement import campaign_agreement_refresh
-    from evaluation.matcher import matcher_for_settings
     from windows.importers.clif import clif_import
     from windows.models import Stay, Window
     from windows.windowing import windows_build_many
@@ -295,24 +290,14 @@ def part_gold_data(windows: str = str(GOLD_WINDOWS)) -> dict:
     windows_build_many(stays=Stay.objects.all(), seed=0)
     sampled = Window.objects.filter(sampled_gold=True).order_by("stay_id", "index")
     gold = list(sampled[: int(windows)] if int(windows) else sampled)
-    users = get_user_model().objects
-    admin = users.create_superuser("bench", password="x")
-    physicians = []
-    group = roles_ensure()[Role.PHYSICIAN]
-    for n in range(GOLD_PHYSICIANS):
-        physician = users.create_user(f"physician{n}", password="x")
-        physician.groups.add(group)
-        physicians.append(physician)
-    campaign = campaign_create(
-        admin=admin,
+    _, campaign = agreed_gold_campaign(
+        gold,
         name="bench gold",
-        windows=gold,
-        physicians=physicians,
-        annotators_per_window=GOLD_PHYSICIANS,
-        evidence_required=False,
+        physicians=GOLD_PHYSICIANS,
+        problems=PROBLEMS,
+        actions=ACTIONS,
+        flags=FLAGS,
     )
-    agreeing_labels_submit(campaign, problems=PROBLEMS, actions=ACTIONS, flags=FLAGS)
-    campaign_agreement_refresh(campaign=campaign, matcher=matcher_for_settings())
     return {
         "windows": len(gold),
         "campaign_id": campaign.pk,
