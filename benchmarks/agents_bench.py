@@ -71,13 +71,16 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from benchmarks._database import (  # noqa: E402
+    database_create,
+    database_drop,
+    database_name,
+    database_url,
+)
 from benchmarks._label_texts import agreed_gold_campaign  # noqa: E402
 from benchmarks._payloads import payload_bytes, print_by_index  # noqa: E402
 from benchmarks._worker import worker_start, workers_stop  # noqa: E402
 
-ADMIN_URL = os.environ.get(
-    "DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres"
-)
 WORKERS = 2
 LATENCY = 0.3
 CHARS_PER_TOKEN = 3.0
@@ -85,18 +88,6 @@ SERVER_CHARS_PER_TOKEN = 2.4
 CONTEXT_TOKENS, REPLY_TOKENS = 2048, 512
 PROBLEMS = ["septic shock", "acute kidney injury", "hypoxemia", "delirium"]
 ACTIONS = ["titrate norepinephrine", "give fluid bolus", "check lactate"]
-
-
-def _db_url(name: str) -> str:
-    return f"{ADMIN_URL.rpartition('/')[0]}/{name}"
-
-
-def _maintenance(sql: str) -> None:
-    import psycopg
-
-    conninfo = _db_url("postgres").replace("postgres://", "postgresql://", 1)
-    with psycopg.connect(conninfo, autocommit=True) as conn:
-        conn.execute(sql)
 
 
 def _setup(n_windows: int):
@@ -319,12 +310,12 @@ def main() -> None:
     if args.llm:  # each run's lines as it ends, into a log file too
         sys.stdout.reconfigure(line_buffering=True)
 
-    db = args.db or ADMIN_URL.rpartition("/")[2].split("?")[0] + "_agents_bench"
+    db = args.db or database_name("agents_bench")
     tmp = Path(tempfile.mkdtemp(prefix="agents-bench-"))
     env = dict(os.environ)
     env.update(
         {
-            "DATABASE_URL": _db_url(db),
+            "DATABASE_URL": database_url(db),
             "REALICU_VAR_DIR": str(tmp / "var"),
             "REALICU_RELEASES_DIR": str(tmp / "releases"),
             "REALICU_SUBMISSIONS_DIR": str(tmp / "submissions"),
@@ -340,8 +331,7 @@ def main() -> None:
     if args.slow:
         env["REALICU_LLM_TIMEOUT_MAX_SECONDS"] = str(args.timeout_cap)
     os.environ.update(env)
-    _maintenance(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
-    _maintenance(f"CREATE DATABASE {db}")
+    database_create(db)
     procs: list[subprocess.Popen] = []
     try:
         import django
@@ -488,7 +478,7 @@ def main() -> None:
 
         connections.close_all()
         if not args.keep:
-            _maintenance(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
+            database_drop(db)
         shutil.rmtree(tmp, ignore_errors=True)
 
 
