@@ -34,9 +34,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-ADMIN_URL = os.environ.get(
-    "DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres"
-)
+from benchmarks._database import database_create, database_drop  # noqa: E402
+
 WINDOWS = 930
 STAY_HOURS = 24  # 48 half-hour windows a stay
 STATUSES = ("improving", "stable", "deteriorating")
@@ -162,18 +161,6 @@ def _items(rng, pool, n, shared_from=None, p_same=0.6):
         chosen.append(concept)
         concepts.append(concept)
     return concepts, [{"text": _phrase(rng, pool[c]), "evidence": []} for c in concepts]
-
-
-def _database(name: str, *, drop_only: bool = False) -> str:
-    import psycopg
-
-    conninfo = ADMIN_URL.replace("postgres://", "postgresql://", 1)
-    with psycopg.connect(conninfo, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-        if not drop_only:
-            conn.execute(f"CREATE DATABASE {name}")
-    base, _, _ = ADMIN_URL.rpartition("/")
-    return f"{base}/{name}"
 
 
 def _build(seed: int):
@@ -305,7 +292,7 @@ def main() -> int:
     args = parser.parse_args()
     if not re.fullmatch(r"[a-z_][a-z0-9_]{0,62}", args.database):
         parser.error("--database: lower-case letters, digits and _ only")
-    os.environ["DATABASE_URL"] = _database(args.database)
+    os.environ["DATABASE_URL"] = database_create(args.database)
     os.environ.setdefault(
         "REALICU_VAR_DIR", tempfile.mkdtemp(prefix="agreement-bench-")
     )
@@ -414,7 +401,7 @@ def main() -> int:
     finally:
         connections.close_all()
         if not args.keep:
-            _database(args.database, drop_only=True)
+            database_drop(args.database)
     return 0
 
 

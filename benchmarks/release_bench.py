@@ -45,6 +45,7 @@ from benchmarks._cpu import load, report_at_exit  # noqa: E402 - after the path
 from benchmarks._database import (  # noqa: E402
     database_create,
     database_drop,
+    database_name,
     database_url,
 )
 from benchmarks._label_texts import (  # noqa: E402
@@ -62,17 +63,9 @@ from benchmarks._parts import (  # noqa: E402
     setup_django,
 )
 
-ADMIN_URL = os.environ.get(
-    "DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres"
-)
-
 STAYS = 100
 WINDOWS_PER_STAY = 120  # 240 h stays, a window every 2 h: 12,000 windows
 EVENTS_PER_HOUR = 12
-
-
-def _default_db() -> str:
-    return ADMIN_URL.rpartition("/")[2].split("?")[0] + "_release_bench"
 
 
 def part_data() -> dict:
@@ -486,7 +479,7 @@ def _run(part: str, env: dict, *args: str) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--part")
-    parser.add_argument("--db", default=_default_db())
+    parser.add_argument("--db", default=database_name("release_bench"))
     parser.add_argument("--only", choices=("gold", "scale"))
     parser.add_argument(
         "--gold-windows",

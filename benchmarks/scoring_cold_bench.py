@@ -52,6 +52,7 @@ import release_bench  # noqa: E402
 from benchmarks._database import (  # noqa: E402
     database_create,
     database_drop,
+    database_name,
     database_url,
 )
 from benchmarks._label_texts import predictions_write  # noqa: E402
@@ -62,7 +63,6 @@ from benchmarks._parts import (  # noqa: E402
     setup_django,
 )
 
-ADMIN_URL = release_bench.ADMIN_URL
 TARGET_TEXTS = 20_000
 
 # (phrase, abbreviation or None, [(measure, abbreviation, unit, low, high, step)])
@@ -297,7 +297,7 @@ def main() -> None:
             f"{windows:,} windows hold {windows * 10:,} phrases, fewer than "
             f"--texts {options.texts:,}: raise --stays."
         )
-    db = (ADMIN_URL.rpartition("/")[2].split("?")[0] or "postgres") + "_scoring_cold"
+    db = database_name("scoring_cold")
     database_create(db)
     try:
         with tempfile.TemporaryDirectory() as tmp:
