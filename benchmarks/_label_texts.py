@@ -133,7 +133,7 @@ def agreed_gold_campaign(
         name=name,
         windows=windows,
         physicians=physician_users,
-        annotators_per_window=physicians,
+        annotators_per_window=len(physician_users),
         evidence_required=False,
     )
     agreeing_labels_submit(campaign, problems=problems, actions=actions, flags=flags)

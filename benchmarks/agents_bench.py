@@ -71,12 +71,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from benchmarks._database import (  # noqa: E402
-    database_create,
-    database_drop,
-    database_name,
-    database_url,
-)
+import benchmarks._database as pg  # noqa: E402
 from benchmarks._label_texts import agreed_gold_campaign  # noqa: E402
 from benchmarks._payloads import payload_bytes, print_by_index  # noqa: E402
 from benchmarks._worker import worker_start, workers_stop  # noqa: E402
@@ -310,12 +305,12 @@ def main() -> None:
     if args.llm:  # each run's lines as it ends, into a log file too
         sys.stdout.reconfigure(line_buffering=True)
 
-    db = args.db or database_name("agents_bench")
+    db = args.db or pg.database_name("agents_bench")
     tmp = Path(tempfile.mkdtemp(prefix="agents-bench-"))
     env = dict(os.environ)
     env.update(
         {
-            "DATABASE_URL": database_url(db),
+            "DATABASE_URL": pg.database_url(db),
             "REALICU_VAR_DIR": str(tmp / "var"),
             "REALICU_RELEASES_DIR": str(tmp / "releases"),
             "REALICU_SUBMISSIONS_DIR": str(tmp / "submissions"),
@@ -331,7 +326,7 @@ def main() -> None:
     if args.slow:
         env["REALICU_LLM_TIMEOUT_MAX_SECONDS"] = str(args.timeout_cap)
     os.environ.update(env)
-    database_create(db)
+    pg.database_create(db)
     procs: list[subprocess.Popen] = []
     try:
         import django
@@ -478,7 +473,7 @@ def main() -> None:
 
         connections.close_all()
         if not args.keep:
-            database_drop(db)
+            pg.database_drop(db)
         shutil.rmtree(tmp, ignore_errors=True)
 
 

@@ -41,16 +41,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks._database import (  # noqa: E402 - after the path
-    database_create,
-    database_drop,
-    database_name,
-    database_url,
-)
+import benchmarks._database as pg  # noqa: E402
 from benchmarks._scale_mimic import mimic_write  # noqa: E402
 from benchmarks._worker import worker_start, workers_stop  # noqa: E402
 
-BENCH_DB = database_name("import_fanout_bench")
+BENCH_DB = pg.database_name("import_fanout_bench")
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -83,7 +78,7 @@ class CpuMeter:
     def _sample(self) -> None:
         import psycopg
 
-        conninfo = database_url(BENCH_DB).replace("postgres://", "postgresql://", 1)
+        conninfo = pg.database_url(BENCH_DB).replace("postgres://", "postgresql://", 1)
         with psycopg.connect(conninfo, autocommit=True) as conn:
             own = conn.info.backend_pid
             while True:
@@ -165,7 +160,7 @@ def main() -> None:
     data = Path(os.environ.get("REALICU_BENCH_DIR", tempfile.gettempdir()))
     folder = data / f"realicu-fanout-mimic-{args.stays}-{args.events}"
 
-    os.environ["DATABASE_URL"] = database_create(BENCH_DB)
+    os.environ["DATABASE_URL"] = pg.database_create(BENCH_DB)
     os.environ.setdefault(
         "REALICU_VAR_DIR", tempfile.mkdtemp(prefix="realicu-importbench-")
     )
@@ -217,7 +212,7 @@ def main() -> None:
 
         connections.close_all()
         if not args.keep:
-            database_drop(BENCH_DB)
+            pg.database_drop(BENCH_DB)
 
     print(
         f"MIMIC-IV (generated): {reference['stays']} stays, {reference['events']:,} "

@@ -41,13 +41,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+import benchmarks._database as pg  # noqa: E402
 from benchmarks._cpu import load, report_at_exit  # noqa: E402 - after the path
-from benchmarks._database import (  # noqa: E402
-    database_create,
-    database_drop,
-    database_name,
-    database_url,
-)
 from benchmarks._label_texts import (  # noqa: E402
     ACTIONS,
     FLAGS,
@@ -479,7 +474,7 @@ def _run(part: str, env: dict, *args: str) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--part")
-    parser.add_argument("--db", default=database_name("release_bench"))
+    parser.add_argument("--db", default=pg.database_name("release_bench"))
     parser.add_argument("--only", choices=("gold", "scale"))
     parser.add_argument(
         "--gold-windows",
@@ -505,16 +500,16 @@ def main() -> None:
     try:
         for part in ("gold", "scale"):
             if options.only in (None, part):
-                database_create(options.db)
+                pg.database_create(options.db)
                 with tempfile.TemporaryDirectory() as tmp:
-                    env = part_environment(database_url(options.db), Path(tmp))
+                    env = part_environment(pg.database_url(options.db), Path(tmp))
                     if part == "gold":
                         gold(env, options.gold_windows)
                     else:
                         scale(env, Path(tmp))
     finally:
         if not options.keep:
-            database_drop(options.db)
+            pg.database_drop(options.db)
 
 
 if __name__ == "__main__":

@@ -61,16 +61,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks._database import (  # noqa: E402 - after the path
-    database_create,
-    database_drop,
-    database_name,
-    database_url,
-)
+import benchmarks._database as pg  # noqa: E402
 from benchmarks._scale_mimic import mimic_write  # noqa: E402 - after the path
 from benchmarks._worker import worker_start, workers_stop  # noqa: E402 - after the path
 
-DB = database_name("scale")
+DB = pg.database_name("scale")
 
 # --- running the platform's commands ----------------------------------------------
 
@@ -198,7 +193,7 @@ def _store_import(folder: Path, workers: int, stays: int, tmp, broker, s3, log) 
     the bucket, the workers read them from there (about four batches a worker).
     Timed from the command's start to its end, planning included."""
     name = f"{DB}_store"
-    database_create(name)
+    pg.database_create(name)
     work = tmp / "store-import"
     (work / "var").mkdir(parents=True)
     env = _environment(name, work, broker, s3)
@@ -221,7 +216,7 @@ def _store_import(folder: Path, workers: int, stays: int, tmp, broker, s3, log) 
 def _environment(db: str, tmp: Path, broker: str | None, s3=None) -> dict:
     env = dict(os.environ)
     env.update(s3["env"] if s3 else {})
-    env["DATABASE_URL"] = database_url(db)
+    env["DATABASE_URL"] = pg.database_url(db)
     env["REALICU_VAR_DIR"] = str(tmp / "var")
     env["CACHE_URL"] = "locmemcache://"
     env["HF_HUB_OFFLINE"] = "1"
@@ -410,7 +405,7 @@ def main() -> None:
     databases = [DB, f"{DB}_store"] + [f"{DB}_w{c}" for c in counts]
     rows = []
     try:
-        database_create(DB)
+        pg.database_create(DB)
         env = _environment(DB, tmp / "import", args.broker, s3)
         _command(env, "migrate", "--verbosity", "0", log=log)
         imported = _command(env, "import_mimic", str(folder), log=log)
@@ -430,7 +425,7 @@ def main() -> None:
             counts = [1]
         for count in counts:
             name = f"{DB}_w{count}"
-            database_create(name, template=DB)
+            pg.database_create(name, template=DB)
             work = tmp / f"w{count}"
             (work / "var").mkdir(parents=True)
             env = _environment(name, work, args.broker, s3)
@@ -469,7 +464,7 @@ def main() -> None:
     finally:
         if not args.keep:
             for name in databases:
-                database_drop(name)
+                pg.database_drop(name)
         shutil.rmtree(tmp, ignore_errors=True)
         if s3 is not None and s3.get("process") is not None:
             s3["process"].terminate()

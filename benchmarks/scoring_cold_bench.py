@@ -49,12 +49,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import release_bench  # noqa: E402
 
-from benchmarks._database import (  # noqa: E402
-    database_create,
-    database_drop,
-    database_name,
-    database_url,
-)
+import benchmarks._database as pg  # noqa: E402
 from benchmarks._label_texts import predictions_write  # noqa: E402
 from benchmarks._parts import (  # noqa: E402
     part_environment,
@@ -297,11 +292,11 @@ def main() -> None:
             f"{windows:,} windows hold {windows * 10:,} phrases, fewer than "
             f"--texts {options.texts:,}: raise --stays."
         )
-    db = database_name("scoring_cold")
-    database_create(db)
+    db = pg.database_name("scoring_cold")
+    pg.database_create(db)
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            env = part_environment(database_url(db), Path(tmp))
+            env = part_environment(pg.database_url(db), Path(tmp))
             data = _run("data", env, str(options.stays))
             build = _run("build", env, str(data["run_id"]))
             print(
@@ -348,7 +343,7 @@ def main() -> None:
         print(f"load average at the end: {os.getloadavg()[0]:.1f}")
     finally:
         if not options.keep:
-            database_drop(db)
+            pg.database_drop(db)
 
 
 if __name__ == "__main__":
