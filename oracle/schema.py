@@ -43,7 +43,22 @@ REPLY_CHARS_PER_TOKEN = 2.0
 # ``clinical_text_problem`` is the check every reply passes, constrained or not.
 TEXT_CHARACTERS = r"A-Za-z0-9 .,;:'()/+%<>=&?!-"
 NOISE_CHARACTERS = set("#@{}|\\^~`*$_[]")
-_RANDOM_TOKEN = re.compile(r"^(?=\S*[a-z])(?=\S*[A-Z])(?=\S*\d)\S{8,}$")
+# A random-looking run: 8 or more letters and digits with no punctuation
+# between them, mixing upper and lower case and digits, the three classes
+# alternating at least four times ("DKC5kq8MzP"). Values with their units
+# ("10.8g/dL", "PaO2/FiO2", "SpO2<90%") break into short runs at their
+# punctuation, and clinical words ("HbA1c", "COVID19") alternate less.
+_ALNUM_RUN = re.compile(r"[A-Za-z0-9]{8,}")
+_CHAR_CLASS = re.compile(r"[a-z]+|[A-Z]+|[0-9]+")
+
+
+def _random_looking(run: str) -> bool:
+    classes = _CHAR_CLASS.findall(run)
+    kinds = {
+        "digit" if c[0].isdigit() else "upper" if c[0].isupper() else "lower"
+        for c in classes
+    }
+    return len(kinds) == 3 and len(classes) >= 5
 
 
 def text_pattern(max_chars: int) -> str:
@@ -54,8 +69,7 @@ def clinical_text_problem(text: str) -> str:
     """Why ``text`` is not a clinical phrase ("" when it is one): it needs a
     word (two letters in a row), letters for a third of its characters at
     least ("fever (38.3 °C)" is one), none of NOISE_CHARACTERS and
-    no random-looking token (upper and lower case and digits mixed in 8 or
-    more characters)."""
+    no random-looking run of letters and digits (_random_looking)."""
     text = (text or "").strip()
     if not re.search(r"[^\W\d_]{2}", text):
         return "has no word (punctuation or digits only)"
@@ -70,9 +84,9 @@ def clinical_text_problem(text: str) -> str:
     letters = sum(1 for c in visible if c.isalpha())
     if letters * 3 < len(visible):
         return "is mostly punctuation or digits, not words"
-    for token in text.split():
-        if _RANDOM_TOKEN.match(token):
-            return f"holds a random-looking string ({token[:40]})"
+    for run in _ALNUM_RUN.findall(text):
+        if _random_looking(run):
+            return f"holds a random-looking string ({run[:40]})"
     return ""
 
 

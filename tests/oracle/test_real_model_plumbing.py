@@ -40,6 +40,7 @@ JUNK = [
     "12.5 / 7",
     "a{b}c words",
     "ok 12.5/13.7/88.1-90.2",
+    "Oliguria DKC5kq8MzP",
 ]
 CLINICAL = [
     "Septic shock",
@@ -48,6 +49,10 @@ CLINICAL = [
     "SpO2 88% on 6 L/min",
     "Start broad-spectrum antibiotics",
     "fever (38.3 °C)",
+    # SmolLM2's acute problem on a demo window, refused by the first rule
+    # (any 8 characters mixing cases and digits) as random-looking.
+    "hemoglobin: 10.8g/dL",
+    "PaO2/FiO2 ratio 180 on HbA1c-controlled diabetes",
 ]
 
 
