@@ -198,3 +198,63 @@ def model_loaded_at(log: Path) -> float | None:
             except ValueError:
                 return None
     return None
+
+
+def gold_campaign(name: str, count: int, physicians: tuple[str, ...]) -> dict:
+    """A campaign of the users named ``physicians``, two a window, over the
+    first ``count`` Gold windows (by stay and index), by the real service in
+    this process (Django on the bench's SQLite file): its id, its window ids,
+    the seconds campaign_create took and each assignment's (id, window id,
+    physician's username) by window."""
+    import django
+
+    django.setup()
+    from django.contrib.auth import get_user_model
+    from django.db import connections
+
+    from annotation.models import Assignment
+    from annotation.services import campaign_create
+    from windows.models import Window
+
+    User = get_user_model()
+    windows = list(
+        Window.objects.filter(sampled_gold=True).order_by("stay_id", "index")[:count]
+    )
+    started = time.perf_counter()
+    campaign = campaign_create(
+        admin=User.objects.get(username="admin"),
+        name=name,
+        windows=windows,
+        physicians=list(User.objects.filter(username__in=physicians)),
+        annotators_per_window=2,
+        evidence_required=False,
+    )
+    created_s = time.perf_counter() - started
+    assignments = list(
+        Assignment.objects.filter(campaign=campaign)
+        .order_by("window_id", "pk")
+        .values_list("pk", "window_id", "annotator__username")
+    )
+    connections.close_all()
+    return {
+        "campaign": campaign.pk,
+        "window_ids": [w.pk for w in windows],
+        "created_s": created_s,
+        "assignments": assignments,
+    }
+
+
+def hx_post(session, base: str, path: str, data: dict, csrf: str, timeout=60):
+    """The form ``data`` POSTed to ``path`` as the page's script posts it
+    (htmx, CSRF header, JSON reply); the response."""
+    return session.post(
+        base + path,
+        data=data,
+        headers={
+            "X-CSRFToken": csrf,
+            "HX-Request": "true",
+            "Accept": "application/json",
+            "Referer": base + path,
+        },
+        timeout=timeout,
+    )

@@ -72,6 +72,8 @@ from benchmarks._embedded import (  # noqa: E402
     bootstrap,
     consensus_watch,
     embedded_env,
+    gold_campaign,
+    hx_post,
     model_loaded_at,
     serve_libraries,
     serve_memory,
@@ -111,53 +113,11 @@ def _ms(values: list[float]) -> str:
 # Data -------------------------------------------------------------------------
 
 
-def gold_campaign(name: str, count: int) -> dict:
-    """A campaign of PHYSICIANS, two a window, over the first ``count`` Gold
-    windows (by stay and index), by the real service in this process (Django
-    on the bench's SQLite file): its id, its window ids, the seconds
-    campaign_create took and each assignment's (id, window id, physician's
-    username) by window."""
-    import django
-
-    django.setup()
-    from django.contrib.auth import get_user_model
-    from django.db import connections
-
-    from annotation.models import Assignment
-    from annotation.services import campaign_create
-    from windows.models import Window
-
-    User = get_user_model()
-    windows = list(
-        Window.objects.filter(sampled_gold=True).order_by("stay_id", "index")[:count]
-    )
-    started = time.perf_counter()
-    campaign = campaign_create(
-        admin=User.objects.get(username="admin"),
-        name=name,
-        windows=windows,
-        physicians=list(User.objects.filter(username__in=PHYSICIANS)),
-        annotators_per_window=2,
-        evidence_required=False,
-    )
-    created_s = time.perf_counter() - started
-    assignments = list(
-        Assignment.objects.filter(campaign=campaign)
-        .order_by("window_id", "pk")
-        .values_list("pk", "window_id", "annotator__username")
-    )
-    connections.close_all()
-    return {
-        "campaign": campaign.pk,
-        "window_ids": [w.pk for w in windows],
-        "created_s": created_s,
-        "assignments": assignments,
-    }
-
-
 def _campaign_create() -> dict:
     """The campaign; returns its id and the assignments to work on."""
-    made = gold_campaign("Embedded pipeline benchmark", SUBMIT_WINDOWS + DRAFT_WINDOWS)
+    made = gold_campaign(
+        "Embedded pipeline benchmark", SUBMIT_WINDOWS + DRAFT_WINDOWS, PHYSICIANS
+    )
     submit_ids = set(sorted(made["window_ids"])[:SUBMIT_WINDOWS])
     work: dict[str, dict[str, list]] = {
         name: {"submit": [], "draft": []} for name in PHYSICIANS
@@ -257,24 +217,8 @@ def _open(session, base: str, assignment_id: int, figures: Figures) -> dict:
     }
 
 
-def hx_post(session, base: str, path: str, data: dict, csrf: str):
-    """The form ``data`` POSTed to ``path`` as the page's script posts it
-    (htmx, CSRF header, JSON reply); the response."""
-    return session.post(
-        base + path,
-        data=data,
-        headers={
-            "X-CSRFToken": csrf,
-            "HX-Request": "true",
-            "Accept": "application/json",
-            "Referer": base + path,
-        },
-        timeout=TIMEOUT_S,
-    )
-
-
 def _post(session, base: str, path: str, data: dict, csrf: str) -> dict:
-    response = hx_post(session, base, path, data, csrf)
+    response = hx_post(session, base, path, data, csrf, timeout=TIMEOUT_S)
     body = response.json() if response.content else {}
     if response.status_code != 200 or not body.get("ok"):
         raise RuntimeError(f"{path}: {response.status_code} {str(body)[:200]}")

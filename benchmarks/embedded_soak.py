@@ -57,14 +57,14 @@ from embedded_pipeline_bench import (  # noqa: E402 - after the path
     _login,
     _open,
     _payload,
-    gold_campaign,
-    hx_post,
 )
 
 from benchmarks._cpu import tree_cpu  # noqa: E402
 from benchmarks._embedded import (  # noqa: E402 - after the path
     bootstrap,
     embedded_env,
+    gold_campaign,
+    hx_post,
     serve_start,
     serve_stop,
 )
@@ -101,7 +101,9 @@ class Soak:
 
 
 def _campaign(windows: int) -> dict:
-    made = gold_campaign(f"Embedded soak {time.strftime('%Y-%m-%d %H:%M:%S')}", windows)
+    made = gold_campaign(
+        f"Embedded soak {time.strftime('%Y-%m-%d %H:%M:%S')}", windows, PHYSICIANS
+    )
     work: dict[str, list] = {name: [] for name in PHYSICIANS}
     for assignment_id, window_id, username in made["assignments"]:
         work[username].append((assignment_id, window_id))
