@@ -16,6 +16,7 @@ from django.db import transaction
 from django.db.models import Count
 
 from jobs.progress import Progress
+from windows.event_fields import EVENT_VALUE_FIELDS
 from windows.importers.base import SourceDataError
 from windows.importers.mimic import ChartEventsStep, EventStep, mimic_import
 from windows.importers.mimic_mapping import (
@@ -1304,13 +1305,7 @@ def chart_events() -> list[tuple]:
             "admission__source_id",
             "time",
             "end_time",
-            "kind",
-            "domain",
-            "category",
-            "name",
-            "value_num",
-            "unit",
-            "value_text",
+            *EVENT_VALUE_FIELDS,
             "source_key",
         )
     )

@@ -9,6 +9,7 @@ from django.core.management import call_command
 
 from tests.factories import make_event, make_stay
 from windows.concepts import CONCEPTS_VERSION, compute_stay_tracks
+from windows.event_fields import EVENT_VALUE_FIELDS
 from windows.models import Domain, EventKind, StayTracks
 from windows.tracks import stay_tracks_get, tracks_build_all
 
@@ -63,13 +64,7 @@ def test_tracks_are_stored_and_match_the_concepts():
             Event.objects.filter(admission=stay.admission).values(
                 "time",
                 "end_time",
-                "kind",
-                "domain",
-                "category",
-                "name",
-                "value_num",
-                "unit",
-                "value_text",
+                *EVENT_VALUE_FIELDS,
             )
         )
     )

@@ -12,19 +12,14 @@ import pyarrow as pa
 import pyarrow.csv as pa_csv
 from django.db import connection
 
+from windows.event_fields import EVENT_VALUE_FIELDS
 from windows.models import Event
 
 EVENT_COLUMNS = [
     "admission_id",
     "time",
     "end_time",
-    "kind",
-    "domain",
-    "category",
-    "name",
-    "value_num",
-    "unit",
-    "value_text",
+    *EVENT_VALUE_FIELDS,
     "source_table",
     "source_key",
     "order_id",
