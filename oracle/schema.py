@@ -43,12 +43,13 @@ REPLY_CHARS_PER_TOKEN = 2.0
 # ``clinical_text_problem`` is the check every reply passes, constrained or not.
 TEXT_CHARACTERS = r"A-Za-z0-9 .,;:'()/+%<>=&?!-"
 NOISE_CHARACTERS = set("#@{}|\\^~`*$_[]")
-# A random-looking run: 8 or more letters and digits with no punctuation
+# A random-looking run: 6 or more letters and digits with no punctuation
 # between them, mixing upper and lower case and digits, the three classes
-# alternating at least four times ("DKC5kq8MzP"). Values with their units
-# ("10.8g/dL", "PaO2/FiO2", "SpO2<90%") break into short runs at their
-# punctuation, and clinical words ("HbA1c", "COVID19") alternate less.
-_ALNUM_RUN = re.compile(r"[A-Za-z0-9]{8,}")
+# alternating at least four times ("DKC5kq8MzP", "EpuN23A"). Values with
+# their units ("10.8g/dL", "PaO2/FiO2", "SpO2<90%") break into short runs at
+# their punctuation, and clinical names ("HbA1c", "NaHCO3", "MgSO4",
+# "COVID19", "CHA2DS2-VASc") are shorter or alternate less.
+_ALNUM_RUN = re.compile(r"[A-Za-z0-9]{6,}")
 _CHAR_CLASS = re.compile(r"[a-z]+|[A-Z]+|[0-9]+")
 
 

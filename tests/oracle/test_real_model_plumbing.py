@@ -41,6 +41,8 @@ JUNK = [
     "a{b}c words",
     "ok 12.5/13.7/88.1-90.2",
     "Oliguria DKC5kq8MzP",
+    # SmolLM2's recommended action on a demo window (icu-evo).
+    "Echocardiogram, EKG or ECHO; EpuN23A/PBE; PD",
 ]
 CLINICAL = [
     "Septic shock",
@@ -53,6 +55,7 @@ CLINICAL = [
     # (any 8 characters mixing cases and digits) as random-looking.
     "hemoglobin: 10.8g/dL",
     "PaO2/FiO2 ratio 180 on HbA1c-controlled diabetes",
+    "NaHCO3 and MgSO4 replaced, CHA2DS2-VASc 4, COVID19 negative",
 ]
 
 
