@@ -189,3 +189,24 @@ def test_charts_carry_the_estimates_with_their_cis_and_undefined_as_null(dashboa
     # A keep rate has no CI: its whisker ends are null, not nan (invalid JSON).
     assert {bar["low"] for bar in charts["keep"]["bars"]} == {None}
     assert len(charts["f1"]["bars"]) == 3
+
+
+def test_keep_rate_counts_are_those_of_the_rows_json(labelled):
+    """On PostgreSQL the clusters and the consensus items are counted by the
+    database (issue 35): the same figures as counting the rows' JSON."""
+    from annotation.models import ConsensusLabel, WindowAgreement
+    from annotation.selectors.irr import (
+        _cluster_figures,
+        _clusters_counted,
+        _consensus_item_counts,
+        _consensus_items_counted,
+    )
+
+    clusters = [a.clusters for a in WindowAgreement.objects.filter(campaign=labelled)]
+    counted = _clusters_counted(clusters)
+    assert counted["acute_problems"][0] > counted["acute_problems"][1] > 0
+    assert _cluster_figures(labelled) == counted
+    consensus = ConsensusLabel.objects.filter(campaign=labelled)
+    items = _consensus_items_counted(c.items for c in consensus if not c.dropped)
+    assert items["acute_problems"] > 0
+    assert _consensus_item_counts(labelled) == items
