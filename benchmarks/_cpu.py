@@ -106,6 +106,31 @@ def tree_cpu(root: int) -> float:
     return sum(stats[pid][1] for pid in tree if pid in stats)
 
 
+def postgres_server_pid() -> int | None:
+    """The PostgreSQL postmaster running on this machine (a ``postgres``
+    process whose parent is not one), or None: its tree_cpu is the database
+    server's CPU, backends that have exited included (it waits for them)."""
+    comms: dict[int, tuple[str, int]] = {}
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as handle:
+                text = handle.read()
+        except OSError:
+            continue
+        name = text[text.index("(") + 1 : text.rindex(")")]
+        ppid = int(text[text.rindex(")") + 2 :].split()[1])
+        comms[int(entry)] = (name, ppid)
+    for pid, (name, ppid) in comms.items():
+        if name in ("postgres", "postmaster") and comms.get(ppid, ("",))[0] not in (
+            "postgres",
+            "postmaster",
+        ):
+            return pid
+    return None
+
+
 def own_cpu() -> float:
     """This process's CPU seconds (the clients' threads), its children's aside."""
     usage = resource.getrusage(resource.RUSAGE_SELF)
