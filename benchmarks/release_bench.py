@@ -10,9 +10,10 @@
   added (its postmaster's process tree, when it runs on this machine: the
   figure "all processes together" of issue 35), each with the load average.
   Python's byte-code is what `make bench` leaves (`make bytecode`): without
-  it, each command compiles its modules at start. Targets: build < 0.5 s, command < 2 s; issue 35: at most 2 ms of CPU
-  per window for the demo's Gold windows (``--gold-windows 0``: all of them,
-  1,388 in the issue's comparison with Label Studio's export).
+  it, each command compiles its modules at start. Targets: build < 0.5 s,
+  command < 2 s; issue 35: at most 2 ms of CPU per window for the demo's Gold
+  windows (``--gold-windows 0``: all of them, 1,388 in the issue's comparison
+  with Label Studio's export).
 - Scale: a RealICU-Scale release of 12,000 windows from generated Oracle labels,
   and the scoring of a 12,000-window prediction file (5 problems, 5 actions; the
   labels carry red flags), each with its time and peak memory (RSS high-water
