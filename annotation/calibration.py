@@ -106,12 +106,7 @@ def calibration_set_draw(
     from windows none of them still rates (``blindness.calibration_labels``):
     without judges, from closed windows only."""
     name, campaigns, judges = _draw_check(
-        admin=admin,
-        name=name,
-        campaigns=campaigns,
-        per_stratum=per_stratum,
-        band=band,
-        judges=judges,
+        admin, name, campaigns, per_stratum, band, judges
     )
     rng = random.Random(seed)
     tau = float(matcher.tau)
@@ -183,7 +178,7 @@ def calibration_set_draw(
     return calibration_set
 
 
-def _draw_check(*, admin, name, campaigns, per_stratum, band, judges) -> tuple:
+def _draw_check(admin, name, campaigns, per_stratum, band, judges) -> tuple:
     """The draw's name, campaigns and judges, or a ValidationError naming what
     is wrong with the request (checked before anything is queued or drawn)."""
     require_admin(admin, "draw calibration pairs")
@@ -229,12 +224,7 @@ def calibration_draw_request(
     request is checked here, so a bad one is refused at once and nothing is
     queued; a draw of the same name still queued or running is refused too."""
     name, campaigns, judges = _draw_check(
-        admin=admin,
-        name=name,
-        campaigns=campaigns,
-        per_stratum=per_stratum,
-        band=band,
-        judges=judges,
+        admin, name, campaigns, per_stratum, band, judges
     )
     now = timezone.now()
     with transaction.atomic():
