@@ -46,11 +46,6 @@ REPLY_TOKENS = 200
 SLOW_SERVER_TIMEOUT = 900.0
 
 
-@pytest.fixture(autouse=True)
-def _fast_password_hashing(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 @pytest.fixture
 def demo_windows(tmp_path, clif_demo_dir):
     """Three sampled windows of one demo stay, in a campaign."""

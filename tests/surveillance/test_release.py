@@ -32,7 +32,6 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture(autouse=True)
 def release_dirs(settings, tmp_path):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     settings.REALICU_RELEASES_DIR = tmp_path / "releases"
     settings.REALICU_SUBMISSIONS_DIR = tmp_path / "submissions"
     return settings.REALICU_RELEASES_DIR
@@ -69,11 +68,6 @@ def cohort(db):
     for stay in (a, b):
         CohortStay.objects.create(cohort=group, stay=stay, stratum="survived_short")
     return {"cohort": group, "a": a, "b": b, "at_8": at_8, "after": after}
-
-
-@pytest.fixture
-def admin_user(db):
-    return make_role_user(Role.ADMIN)
 
 
 @pytest.fixture
