@@ -22,6 +22,17 @@ from windows.importers.base import (
 from windows.services import merge_icu_segments
 from windows.vocabulary import diagnoses_titled
 
+# The columns read from both medication-administration tables.
+MED_ADMIN_COLUMNS = [
+    "hospitalization_id",
+    "admin_dttm",
+    "med_name",
+    "med_category",
+    "mar_action_category",
+    "med_dose",
+    "med_dose_unit",
+]
+
 # Respiratory-support settings whose change is an action (a ventilator or oxygen
 # order); the *_obs columns are measurements.
 RESP_SET_COLUMNS = [
@@ -112,27 +123,11 @@ _EVENT_TABLES: list[tuple[str, list[str]]] = [
     ),
     (
         "medication_admin_continuous",
-        [
-            "hospitalization_id",
-            "admin_dttm",
-            "med_name",
-            "med_category",
-            "mar_action_category",
-            "med_dose",
-            "med_dose_unit",
-        ],
+        MED_ADMIN_COLUMNS,
     ),
     (
         "medication_admin_intermittent",
-        [
-            "hospitalization_id",
-            "admin_dttm",
-            "med_name",
-            "med_category",
-            "mar_action_category",
-            "med_dose",
-            "med_dose_unit",
-        ],
+        MED_ADMIN_COLUMNS,
     ),
     (
         "respiratory_support",
