@@ -190,9 +190,10 @@ def effective_df(psi: np.ndarray) -> float:
     return float(2 * a.sum() ** 2 / spread) if spread > 0 else math.inf
 
 
-def _estimate(
-    value, se, *, alpha, n_gold, n_windows, lam=None, df=math.inf
-) -> Estimate:
+def _estimate(d: Design, value, se, *, alpha, lam=None, df=math.inf) -> Estimate:
+    """The estimate ``value`` with standard error ``se`` and its interval,
+    with the design's counts of Gold windows and windows."""
+    n_gold, n_windows = d.n_gold, d.n_windows
     if not (math.isfinite(value) and math.isfinite(se)):
         return Estimate(math.nan, math.nan, math.nan, math.nan, n_gold, n_windows, lam)
     half = _t(alpha, df) * se
@@ -356,9 +357,7 @@ def ppi_estimate(
     ``lam=1`` is plain PPI."""
     d = design
     if d.n_gold == 0:
-        return _estimate(
-            math.nan, math.nan, alpha=alpha, n_gold=0, n_windows=d.n_windows
-        )
+        return _estimate(d, math.nan, math.nan, alpha=alpha)
     if lam is None:
         lam = power_tuned_lambda(d, functional.grad(_ppi_theta(d, 1.0)))
     lam = np.broadcast_to(np.asarray(lam, dtype=float), (d.n_strata,))
@@ -367,11 +366,10 @@ def ppi_estimate(
     psi = b + dd @ lam
     se = math.sqrt(psi.var(ddof=1) / d.n_windows) if d.n_windows > 1 else math.nan
     return _estimate(
+        d,
         functional.value(theta),
         se,
         alpha=alpha,
-        n_gold=d.n_gold,
-        n_windows=d.n_windows,
         lam=float(lam[0]) if lam.size == 1 else [float(x) for x in lam],
         df=effective_df(psi),
     )
@@ -387,9 +385,7 @@ def gold_only_estimate(
     lab = d.labelled
     n = d.n_gold
     if n < 2:
-        return _estimate(
-            math.nan, math.nan, alpha=alpha, n_gold=n, n_windows=d.n_windows
-        )
+        return _estimate(d, math.nan, math.nan, alpha=alpha)
     w = d.weights[lab]
     y = d.y[lab]
     theta = _hajek(y, w)
@@ -399,11 +395,10 @@ def gold_only_estimate(
     psi = (w / w.mean()) * (ys - y_bar)
     se = math.sqrt(psi.var(ddof=1) / n)
     return _estimate(
+        d,
         functional.value(theta),
         se,
         alpha=alpha,
-        n_gold=n,
-        n_windows=d.n_windows,
         df=effective_df(psi),
     )
 
@@ -418,13 +413,7 @@ def oracle_only_estimate(
     grad = functional.grad(theta)
     fs = d.f @ grad
     se = math.sqrt(fs.var(ddof=1) / d.n_windows) if d.n_windows > 1 else math.nan
-    return _estimate(
-        functional.value(theta),
-        se,
-        alpha=alpha,
-        n_gold=d.n_gold,
-        n_windows=d.n_windows,
-    )
+    return _estimate(d, functional.value(theta), se, alpha=alpha)
 
 
 def effective_gold(ppi: Estimate, gold_only: Estimate) -> float:
