@@ -6,11 +6,15 @@ from __future__ import annotations
 
 import io
 import json
+from datetime import timedelta
 
 import numpy as np
 from django.utils import timezone
 
 from annotation.models import Campaign, ConsensusLabel, WindowAgreement
+from exports.models import Release, ReleaseKind, ReleaseState
+from exports.services import release_create
+from jobs.leases import job_claim
 from oracle.models import (
     Backbone,
     BackboneKind,
@@ -150,3 +154,23 @@ def prediction_upload(tiny_stays) -> io.BytesIO:
     )
     upload.name = "p.jsonl"
     return upload
+
+
+def release_building(*, admin, oracle_run) -> Release:
+    """A Scale release of ``oracle_run`` that a worker has claimed (BUILDING)."""
+    release = release_create(user=admin, kind=ReleaseKind.SCALE, oracle_run=oracle_run)
+    assert job_claim(
+        model=Release,
+        pk=release.pk,
+        claimable=(ReleaseState.QUEUED,),
+        running=ReleaseState.BUILDING,
+    )
+    return release
+
+
+def heartbeat_stale(job, settings) -> None:
+    """Date ``job``'s heartbeat past the reaper's staleness limit."""
+    type(job).objects.filter(pk=job.pk).update(
+        heartbeat_at=timezone.now()
+        - timedelta(seconds=settings.REALICU_JOB_STALE_SECONDS + 5)
+    )

@@ -35,9 +35,9 @@ from exports.services import (
     release_retry,
     token_create,
 )
-from jobs.leases import job_claim
 from jobs.models import OutboxMessage
 from jobs.reaper import jobs_reap
+from tests.exports.helpers import heartbeat_stale, release_building
 
 
 def _partials(root: Path) -> list[Path]:
@@ -232,22 +232,11 @@ def test_a_build_never_rewrites_an_existing_release_folder(
 def test_the_reaper_removes_the_partial_folder_of_a_build_whose_worker_died(
     admin_user, tiny_run, release_dirs, settings
 ):
-    release = release_create(
-        user=admin_user, kind=ReleaseKind.SCALE, oracle_run=tiny_run
-    )
-    assert job_claim(
-        model=Release,
-        pk=release.pk,
-        claimable=(ReleaseState.QUEUED,),
-        running=ReleaseState.BUILDING,
-    )
+    release = release_building(admin=admin_user, oracle_run=tiny_run)
     partial = release_dirs / f".{release.name}.partial"
     (partial / "context").mkdir(parents=True)
     (partial / "windows.jsonl").write_text("half\n")
-    Release.objects.filter(pk=release.pk).update(
-        heartbeat_at=timezone.now()
-        - timedelta(seconds=settings.REALICU_JOB_STALE_SECONDS + 5)
-    )
+    heartbeat_stale(release, settings)
     OutboxMessage.objects.all().delete()
     jobs_reap()
     release.refresh_from_db()
@@ -289,15 +278,7 @@ def test_a_failed_release_page_shows_its_state_and_error_and_no_submission_form(
 def test_a_building_release_page_shows_progress_heartbeat_and_cancel(
     client, admin_user, tiny_run
 ):
-    release = release_create(
-        user=admin_user, kind=ReleaseKind.SCALE, oracle_run=tiny_run
-    )
-    job_claim(
-        model=Release,
-        pk=release.pk,
-        claimable=(ReleaseState.QUEUED,),
-        running=ReleaseState.BUILDING,
-    )
+    release = release_building(admin=admin_user, oracle_run=tiny_run)
     Release.objects.filter(pk=release.pk).update(
         progress_done=2, progress_total=5, progress_label="stay 42"
     )

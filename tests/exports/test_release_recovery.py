@@ -9,11 +9,9 @@ OS would give."""
 
 import shutil
 import subprocess
-from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from django.utils import timezone
 
 from exports.building import build as building_job
 from exports.building import release_build
@@ -22,6 +20,7 @@ from exports.services import release_create
 from jobs.leases import job_claim
 from jobs.models import OutboxMessage
 from jobs.reaper import job_check, jobs_reap
+from tests.exports.helpers import heartbeat_stale, release_building
 from windows.models import ImportRun, ImportStatus, Source
 
 REFUSED = ("operation not permitted", "permission denied")
@@ -58,24 +57,9 @@ def unremovable(monkeypatch):
         _chattr("-i", path)
 
 
-def _stale(release, settings) -> None:
-    Release.objects.filter(pk=release.pk).update(
-        heartbeat_at=timezone.now()
-        - timedelta(seconds=settings.REALICU_JOB_STALE_SECONDS + 5)
-    )
-
-
 def _building(admin_user, tiny_run, release_dirs) -> tuple[Release, Path]:
     """A release whose worker died while writing its unfinished folder."""
-    release = release_create(
-        user=admin_user, kind=ReleaseKind.SCALE, oracle_run=tiny_run
-    )
-    assert job_claim(
-        model=Release,
-        pk=release.pk,
-        claimable=(ReleaseState.QUEUED,),
-        running=ReleaseState.BUILDING,
-    )
+    release = release_building(admin=admin_user, oracle_run=tiny_run)
     partial = release_dirs / f".{release.name}.partial"
     partial.mkdir(parents=True)
     (partial / "windows.jsonl").write_text("half\n")
@@ -91,10 +75,7 @@ def _silent_import(settings) -> ImportRun:
         running=ImportStatus.RUNNING,
         state_field="status",
     )
-    ImportRun.objects.filter(pk=run.pk).update(
-        heartbeat_at=timezone.now()
-        - timedelta(seconds=settings.REALICU_JOB_STALE_SECONDS + 5)
-    )
+    heartbeat_stale(run, settings)
     return run
 
 
@@ -103,7 +84,7 @@ def test_an_unremovable_folder_fails_its_build_and_the_round_goes_on(
     admin_user, tiny_run, release_dirs, settings, unremovable, client
 ):
     release, partial = _building(admin_user, tiny_run, release_dirs)
-    _stale(release, settings)
+    heartbeat_stale(release, settings)
     unremovable(partial)
     other = _silent_import(settings)
     OutboxMessage.objects.all().delete()
@@ -138,7 +119,7 @@ def test_the_release_page_of_a_build_it_cannot_recover_answers_with_the_reason(
     admin_user, tiny_run, release_dirs, settings, unremovable, client
 ):
     release, partial = _building(admin_user, tiny_run, release_dirs)
-    _stale(release, settings)
+    heartbeat_stale(release, settings)
     unremovable(partial)
     client.force_login(admin_user)
 
