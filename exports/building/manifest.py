@@ -189,16 +189,24 @@ def _rectifier(release: Release) -> dict | None:
     return rectifier_manifest(release)
 
 
+def manifest_head(release: Release) -> dict:
+    """The keys every release manifest opens with: which release, which schema,
+    when it was built."""
+    return {
+        "name": release.name,
+        "kind": release.kind,
+        "title": release.get_kind_display(),
+        "version": release.version,
+        "schema_version": SCHEMA_VERSION,
+        "built_at": timezone.now().isoformat(),
+        "test_only": True,
+    }
+
+
 def _manifest(*, release: Release, stats: ReleaseStats, files: list[dict]) -> dict:
     return json_safe(
         {
-            "name": release.name,
-            "kind": release.kind,
-            "title": release.get_kind_display(),
-            "version": release.version,
-            "schema_version": SCHEMA_VERSION,
-            "built_at": timezone.now().isoformat(),
-            "test_only": True,
+            **manifest_head(release),
             "source": _source_section(release),
             "data_use": release_data_use_section(release, stay_ids=list(stats.stays)),
             "counts": stats.as_dict(),

@@ -13,11 +13,9 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 
-from django.utils import timezone
-
 from exports.building.batches import ReleaseRows
 from exports.building.context import _EventLines, _stay_events
-from exports.building.manifest import SCHEMA_VERSION, folder_files, manifest_write
+from exports.building.manifest import folder_files, manifest_head, manifest_write
 from exports.data_use import data_use_markdown, release_data_use_section
 from exports.models import Release
 from surveillance.checkpoints import (
@@ -217,13 +215,7 @@ def surveillance_release_write(
     progress.advance(1, "checksums")
     files = folder_files(folder)
     manifest = {
-        "name": release.name,
-        "kind": release.kind,
-        "title": release.get_kind_display(),
-        "version": release.version,
-        "schema_version": SCHEMA_VERSION,
-        "built_at": timezone.now().isoformat(),
-        "test_only": True,
+        **manifest_head(release),
         "source": {
             "kind": "cohort",
             "cohort_id": release.cohort_id,
