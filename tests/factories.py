@@ -248,3 +248,20 @@ def discharge_summary(stay: Stay, hours: float, text: str, **fields):
     note = {"category": "discharge_summary", "name": "Discharge summary"}
     source = {"value_text": text, "source_table": "discharge"}
     return event_at(stay, hours, **(defaults | note | source | fields))
+
+
+def complete_label(**changes) -> dict:
+    """A label payload with every field filled, citing events 1-3 and rating
+    the recorded action 10; ``changes`` replace whole fields."""
+    base = {
+        "status": "deteriorating",
+        "status_evidence": [1],
+        "acute_problems": [{"text": "septic shock", "evidence": [1, 2]}],
+        "action_ratings": [
+            {"event_id": 10, "rating": "best_practice", "evidence": [2]}
+        ],
+        "added_actions": [{"text": "add vasopressin", "evidence": [3]}],
+        "red_flags": [{"text": "avoid fluid boluses", "evidence": [3]}],
+    }
+    base.update(changes)
+    return base

@@ -15,21 +15,7 @@ from evaluation.labelschema import (
     STATUS_VALUES,
     label_read,
 )
-
-
-def label(**changes) -> dict:
-    base = {
-        "status": "deteriorating",
-        "status_evidence": [1],
-        "acute_problems": [{"text": "septic shock", "evidence": [1, 2]}],
-        "action_ratings": [
-            {"event_id": 10, "rating": "best_practice", "evidence": [2]}
-        ],
-        "added_actions": [{"text": "add vasopressin", "evidence": [3]}],
-        "red_flags": [{"text": "avoid fluid boluses", "evidence": [3]}],
-    }
-    base.update(changes)
-    return base
+from tests.factories import complete_label as label
 
 
 def problems(payload, *, complete=True):

@@ -8,6 +8,7 @@ import pytest
 
 from oracle.backbones.base import WindowContext
 from oracle.schema import ReplyError, reply_parse
+from tests.factories import complete_label as reply
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 
@@ -26,21 +27,6 @@ def context(allowed=(1, 2, 3, 10), recorded=(10,)):
         allowed_event_ids=frozenset(allowed),
         recorded_actions=[{"id": pk} for pk in recorded],
     )
-
-
-def reply(**changes) -> dict:
-    base = {
-        "status": "deteriorating",
-        "status_evidence": [1],
-        "acute_problems": [{"text": "septic shock", "evidence": [1, 2]}],
-        "action_ratings": [
-            {"event_id": 10, "rating": "best_practice", "evidence": [2]}
-        ],
-        "added_actions": [{"text": "add vasopressin", "evidence": [3]}],
-        "red_flags": [{"text": "avoid fluid boluses", "evidence": [3]}],
-    }
-    base.update(changes)
-    return base
 
 
 def test_a_valid_reply_in_a_json_fence_is_a_label():
