@@ -77,7 +77,12 @@ class SourceTable:
                 return list(pq.read_schema(self.path).names)
             return list(pd.read_csv(self.path, nrows=0).columns)
         except Exception as exc:  # a broken file, whatever the library says
-            raise SourceDataError(f"cannot be read ({exc})", file=self.display) from exc
+            raise self.unreadable(exc) from exc
+
+    def unreadable(self, exc: Exception, row: int | None = None) -> SourceDataError:
+        """The error for this file when the library reading it raised ``exc``
+        (at ``row``, where known)."""
+        return SourceDataError(f"cannot be read ({exc})", file=self.display, row=row)
 
     def require(self, required: Iterable[str]) -> None:
         present = set(self.columns())
@@ -125,9 +130,7 @@ class SourceTable:
         except SourceDataError:
             raise
         except Exception as exc:
-            raise SourceDataError(
-                f"cannot be read ({exc})", file=self.display, row=row
-            ) from exc
+            raise self.unreadable(exc, row) from exc
 
     def arrow_blocks(
         self, columns: list[str], rows: int = 250_000

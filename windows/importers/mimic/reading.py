@@ -294,7 +294,7 @@ class MimicTable(SourceTable):
         except SourceDataError:
             raise
         except Exception as exc:
-            raise SourceDataError(f"cannot be read ({exc})", file=self.display) from exc
+            raise self.unreadable(exc) from exc
         return pa.schema([schema.field(c) for c in columns])
 
     def columns(self) -> list[str]:
@@ -308,7 +308,7 @@ class MimicTable(SourceTable):
         except SourceDataError:
             raise
         except Exception as exc:
-            raise SourceDataError(f"cannot be read ({exc})", file=self.display) from exc
+            raise self.unreadable(exc) from exc
 
     def chunks(self, columns, chunksize=500_000, dtype=None, all_fields=False):
         MimicTable.reads[self.display] += 1
@@ -340,9 +340,7 @@ class MimicTable(SourceTable):
         except SourceDataError:
             raise
         except Exception as exc:
-            raise SourceDataError(
-                f"cannot be read ({exc})", file=self.display, row=row
-            ) from exc
+            raise self.unreadable(exc, row) from exc
 
     def arrow_blocks(self, columns, rows=250_000):
         MimicTable.reads[self.display] += 1
