@@ -20,6 +20,7 @@ import os
 import resource
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 
@@ -74,16 +75,13 @@ def report_at_exit(label: str | None = None) -> None:
 _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
-def tree_cpu(root: int) -> float:
-    """CPU seconds (user + system) so far of the process ``root`` and all its
-    descendants, read from /proc: the live ones' own time plus what the
-    children they have waited for used (a restarted process's time stays in
-    its parent's). 0.0 where /proc is not there."""
-    stats: dict[int, tuple[int, float]] = {}
+def _proc_stats() -> Iterator[tuple[int, str]]:
+    """(pid, the text of /proc/<pid>/stat) of every process that can be read;
+    none where /proc is not there."""
     try:
         entries = os.listdir("/proc")
     except OSError:
-        return 0.0
+        return
     for entry in entries:
         if not entry.isdigit():
             continue
@@ -92,18 +90,28 @@ def tree_cpu(root: int) -> float:
                 text = handle.read()
         except OSError:
             continue
+        yield int(entry), text
+
+
+def tree_cpu(root: int) -> float:
+    """CPU seconds (user + system) so far of the process ``root`` and all its
+    descendants, read from /proc: the live ones' own time plus what the
+    children they have waited for used (a restarted process's time stays in
+    its parent's). 0.0 where /proc is not there."""
+    stats: dict[int, tuple[int, float]] = {}
+    for pid, text in _proc_stats():
         fields = text[text.rindex(")") + 2 :].split()
         # After the name: state, ppid, ..., utime (14th field), stime, cutime,
         # cstime.
         cpu = sum(float(v) for v in fields[11:15]) / _TICK
-        stats[int(entry)] = (int(fields[1]), cpu)
+        stats[pid] = (int(fields[1]), cpu)
     tree, frontier = {root}, [root]
     while frontier:
         pid = frontier.pop()
         children = [p for p, (ppid, _) in stats.items() if ppid == pid]
         tree.update(children)
         frontier += children
-    return sum(stats[pid][1] for pid in tree if pid in stats)
+    return float(sum(stats[pid][1] for pid in tree if pid in stats))
 
 
 def postgres_server_pid() -> int | None:
@@ -111,17 +119,10 @@ def postgres_server_pid() -> int | None:
     process whose parent is not one), or None: its tree_cpu is the database
     server's CPU, backends that have exited included (it waits for them)."""
     comms: dict[int, tuple[str, int]] = {}
-    for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as handle:
-                text = handle.read()
-        except OSError:
-            continue
+    for pid, text in _proc_stats():
         name = text[text.index("(") + 1 : text.rindex(")")]
         ppid = int(text[text.rindex(")") + 2 :].split()[1])
-        comms[int(entry)] = (name, ppid)
+        comms[pid] = (name, ppid)
     for pid, (name, ppid) in comms.items():
         if name in ("postgres", "postmaster") and comms.get(ppid, ("",))[0] not in (
             "postgres",
