@@ -42,3 +42,13 @@ def database_drop(name: str) -> None:
 
     with psycopg.connect(_admin_conninfo(), autocommit=True) as conn:
         conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+def database_done(name: str, *, keep: bool = False) -> None:
+    """The end of a benchmark that ran Django in this process: its connections
+    closed, then the database ``name`` dropped unless ``keep``."""
+    from django.db import connections
+
+    connections.close_all()
+    if not keep:
+        database_drop(name)

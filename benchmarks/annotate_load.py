@@ -33,7 +33,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from benchmarks._database import database_create, database_drop  # noqa: E402
+from benchmarks._database import database_create, database_done  # noqa: E402
 from benchmarks._physicians import (  # noqa: E402
     PASSWORD,
     REQUEST_TIMEOUT_S,
@@ -431,11 +431,7 @@ def main() -> int:
     finally:
         if proc is not None:
             stop_gunicorn(proc)
-        from django.db import connections
-
-        connections.close_all()
-        if not args.keep:
-            database_drop(BENCH_DB)
+        database_done(BENCH_DB, keep=args.keep)
     return exit_code
 
 

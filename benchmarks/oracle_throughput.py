@@ -41,7 +41,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks._database import (  # noqa: E402 - after the path
     database_create,
-    database_drop,
+    database_done,
     database_name,
 )
 from benchmarks._worker import worker_start, workers_stop  # noqa: E402
@@ -279,7 +279,6 @@ def main() -> None:
     from django.conf import settings
     from django.contrib.auth import get_user_model
     from django.core.management import call_command
-    from django.db import connections
 
     from oracle.models import Backbone
 
@@ -316,9 +315,7 @@ def main() -> None:
         for label, r in results:
             report(label, r, args)
     finally:
-        connections.close_all()
-        if not args.keep:
-            database_drop(BENCH_DB)
+        database_done(BENCH_DB, keep=args.keep)
 
 
 if __name__ == "__main__":

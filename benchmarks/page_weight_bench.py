@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from benchmarks._database import (  # noqa: E402 - after the path
     database_create,
-    database_drop,
+    database_done,
     database_name,
 )
 from benchmarks._parts import django_here  # noqa: E402
@@ -123,7 +123,6 @@ def main() -> None:
     args = parser.parse_args()
 
     django_here(database_create(BENCH_DB), "realicu-pageweight-")
-    from django.db import connections
 
     try:
         physician, assignments = _setup(args.windows)
@@ -144,9 +143,7 @@ def main() -> None:
             f"({'within' if total < 60 * 1024 else 'over'} the 60 KB target)"
         )
     finally:
-        connections.close_all()
-        if not args.keep:
-            database_drop(BENCH_DB)
+        database_done(BENCH_DB, keep=args.keep)
 
 
 if __name__ == "__main__":

@@ -43,7 +43,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks._cpu import load, report_at_exit  # noqa: E402 - after the path
 from benchmarks._database import (  # noqa: E402
     database_create,
-    database_drop,
+    database_done,
     database_name,
     database_url,
 )
@@ -340,7 +340,6 @@ def main() -> None:
     import django
 
     django.setup()
-    from django.db import connections
     from django.test import Client
 
     try:
@@ -362,9 +361,7 @@ def main() -> None:
             rows.append(_job(args.first_views))
         _print(rows)
     finally:
-        connections.close_all()
-        if not args.keep:
-            database_drop(BENCH_DB)
+        database_done(BENCH_DB, keep=args.keep)
 
 
 def _print(rows: list[Figures]) -> None:

@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from benchmarks._database import (  # noqa: E402 - after the path
     database_create,
-    database_drop,
+    database_done,
     database_name,
 )
 from benchmarks._parts import django_here  # noqa: E402
@@ -210,7 +210,7 @@ def main() -> None:
 
     django_here(database_create(BENCH_DB), "realicu-winbench-")
     from django.core.management import call_command
-    from django.db import connection, connections
+    from django.db import connection
     from django.test import Client
     from django.urls import reverse
 
@@ -331,9 +331,7 @@ def main() -> None:
         )
         print(f"Query counts the same for both stays: {'yes' if same else 'NO'}")
     finally:
-        connections.close_all()
-        if not args.keep:
-            database_drop(BENCH_DB)
+        database_done(BENCH_DB, keep=args.keep)
 
 
 if __name__ == "__main__":
