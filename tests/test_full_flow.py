@@ -14,7 +14,6 @@ from __future__ import annotations
 import io
 import json
 import re
-import time
 from dataclasses import dataclass
 
 import pandas as pd
@@ -41,6 +40,7 @@ from exports.models import (
 from exports.tokens import token_store
 from oracle.models import OracleLabel, OracleRun, RunState, ValidationJob
 from tests.annotation.conftest import make_role_user
+from tests.workers import wait_for
 from windows.cohort import cohort_build
 from windows.datasources import CLIF_DEMO
 from windows.importers.clif import clif_import
@@ -85,16 +85,6 @@ RED_FLAG = "Avoid nephrotoxins"
 FORBIDDEN_ACTION = "Nephrotoxins"  # what RED_FLAG forbids: harmful if recommended
 UNRELATED = ["Cataract surgery", "Dental cleaning"]
 UNRELATED_ACTION = "Knee arthroscopy"
-
-
-def wait_for(condition, what: str):
-    deadline = time.monotonic() + WAIT_SECONDS
-    while time.monotonic() < deadline:
-        result = condition()
-        if result:
-            return result
-        time.sleep(0.3)
-    raise AssertionError(f"{what} did not happen within {WAIT_SECONDS} s")
 
 
 @pytest.fixture
@@ -226,7 +216,7 @@ def download(api: Client, url: str, **headers) -> bytes:
 
 
 def wait_state(model, pk: int, done: tuple, what: str):
-    wait_for(lambda: model.objects.get(pk=pk).state in done, what)
+    wait_for(lambda: model.objects.get(pk=pk).state in done, what, WAIT_SECONDS)
     return model.objects.get(pk=pk)
 
 
@@ -461,6 +451,7 @@ def oracle_and_releases_through_pages(flow: Flow, cohort, campaign, stays):
             ).exists()
         ),
         "the two release builds",
+        WAIT_SECONDS,
     )
     scale = Release.objects.get(kind=ReleaseKind.SCALE)
     gold_release = Release.objects.get(kind=ReleaseKind.GOLD)
@@ -677,6 +668,7 @@ def test_gold_campaign_to_scored_predictions_through_pages_api_and_worker(
     wait_for(
         lambda: ConsensusLabel.objects.filter(campaign=campaign).count() == 8,
         "the agreement of the eight windows",
+        WAIT_SECONDS,
     )
     assert WindowAgreement.objects.filter(campaign=campaign).count() == 8
     dashboard_shows_hand_figures(flow, campaign, gold)

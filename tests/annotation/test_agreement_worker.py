@@ -4,7 +4,6 @@ the dashboard's recompute runs for the whole campaign as a job row and reports
 its progress there."""
 
 import re
-import time
 
 import pytest
 from django.urls import reverse
@@ -17,11 +16,11 @@ from annotation.models import (
 )
 from annotation.services import campaign_create
 from jobs.models import OutboxMessage
+from tests.workers import wait_for
 
 from .test_consensus import stay, submit, windows  # noqa: F401
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
-WAIT_SECONDS = 120
 
 
 @pytest.fixture
@@ -34,16 +33,6 @@ def gold(admin_user, physicians, windows):  # noqa: F811
         physicians=physicians,
         evidence_required=False,
     )
-
-
-def wait_for(condition, what: str):
-    deadline = time.monotonic() + WAIT_SECONDS
-    while time.monotonic() < deadline:
-        result = condition()
-        if result:
-            return result
-        time.sleep(0.5)
-    raise AssertionError(f"{what} did not happen within {WAIT_SECONDS} s")
 
 
 @pytest.mark.warm_up

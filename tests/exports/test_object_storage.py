@@ -24,6 +24,7 @@ from evaluation.metrics import DEFAULT_K
 from exports.models import Release, ReleaseFile, ReleaseState, Submission
 from exports.services import release_create, token_create
 from tests.exports.helpers import prediction_upload
+from tests.workers import wait_for
 
 pytestmark = pytest.mark.django_db
 
@@ -262,15 +263,6 @@ def test_a_stopped_build_leaves_no_keys_in_the_store(
     assert Release.objects.get(pk=release.pk).state != ReleaseState.READY
 
 
-def _wait(predicate, seconds=180):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.5)
-    return False
-
-
 @pytest.mark.worker
 @pytest.mark.django_db(transaction=True)
 def test_two_worker_machines_share_the_store_with_the_web(
@@ -295,11 +287,13 @@ def test_two_worker_machines_share_the_store_with_the_web(
     worker_a = start_worker(tmp_path / "a.log", **a_env)
     try:
         release = release_create(user=admin_user, kind="scale", oracle_run=tiny_run)
-        assert _wait(
+        wait_for(
             lambda: (
                 Release.objects.get(pk=release.pk).state
                 in (ReleaseState.READY, ReleaseState.FAILED)
-            )
+            ),
+            "the release build to finish",
+            180,
         )
     finally:
         stop_worker(worker_a)
@@ -327,10 +321,12 @@ def test_two_worker_machines_share_the_store_with_the_web(
         )
         assert response.status_code == 302, response.content[:500]
         submission = Submission.objects.get(release=release)
-        assert _wait(
+        wait_for(
             lambda: (
                 Submission.objects.get(pk=submission.pk).state in ("scored", "failed")
-            )
+            ),
+            "the submission's scoring to finish",
+            180,
         )
     finally:
         stop_worker(worker_b)

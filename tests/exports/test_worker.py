@@ -9,6 +9,7 @@ from rest_framework.test import APIClient
 from exports.models import Release, ReleaseState, Submission, SubmissionState
 from exports.services import release_create, token_create
 from tests.exports.helpers import prediction_upload
+from tests.workers import wait_for
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
@@ -21,25 +22,17 @@ def worker_dirs(tmp_path, monkeypatch, settings):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
 
 
-def _wait(predicate, seconds=120):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.5)
-    return False
-
-
 def test_release_is_built_and_predictions_scored_by_the_worker(
     worker_dirs, admin_user, researcher, tiny_run, tiny_stays, celery_worker_process
 ):
     # Creating the release records its build task (jobs.outbox), sent on commit.
     release = release_create(user=admin_user, kind="scale", oracle_run=tiny_run)
-    assert _wait(
+    wait_for(
         lambda: (
             Release.objects.get(pk=release.pk).state
             in (ReleaseState.READY, ReleaseState.FAILED)
-        )
+        ),
+        "the release build to finish",
     )
     release.refresh_from_db()
     assert release.state == ReleaseState.READY, release.error
@@ -52,11 +45,12 @@ def test_release_is_built_and_predictions_scored_by_the_worker(
         {"file": upload, "model_name": "m"},
         format="multipart",
     ).json()
-    assert _wait(
+    wait_for(
         lambda: (
             Submission.objects.get(pk=created["id"]).state
             in (SubmissionState.SCORED, SubmissionState.FAILED)
-        )
+        ),
+        "the submission's scoring to finish",
     )
     scores = client.get(f"/api/v1/submissions/{created['id']}/").json()
     assert scores["state"] == "scored", scores["error"]
