@@ -3,6 +3,7 @@ start-up, its own peak memory), their figures printed back as JSON."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import resource
@@ -27,6 +28,21 @@ def part_run(script: str, part: str, env: dict, *args: str) -> dict:
     if out.returncode:
         raise SystemExit(f"part {part} failed:\n{out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def part_options(
+    parser: argparse.ArgumentParser, parts: dict
+) -> argparse.Namespace | None:
+    """The benchmark's options, ``--keep`` and the arguments of a part added to
+    ``parser`` (which has ``--part``); None when this process was started to
+    run one of ``parts``, which it has done, printing its figures as JSON."""
+    parser.add_argument("--keep", action="store_true", help="keep the database")
+    parser.add_argument("args", nargs="*")
+    options = parser.parse_args()
+    if not options.part:
+        return options
+    print(json.dumps(parts[options.part](*options.args)))
+    return None
 
 
 def part_environment(database_url: str, tmp: Path) -> dict:

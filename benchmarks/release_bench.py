@@ -32,7 +32,6 @@ temporary folder removed at the end.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import resource
@@ -62,6 +61,7 @@ from benchmarks._label_texts import (  # noqa: E402
 )
 from benchmarks._parts import (  # noqa: E402
     part_environment,
+    part_options,
     part_run,
     peak_mb,
     setup_django,
@@ -500,19 +500,18 @@ def main() -> None:
         default=GOLD_WINDOWS,
         help=f"Gold windows of the demo to release (0: all; default {GOLD_WINDOWS})",
     )
-    parser.add_argument("--keep", action="store_true", help="keep the database")
-    parser.add_argument("args", nargs="*")
-    options = parser.parse_args()
-    if options.part:
-        result = {
+    options = part_options(
+        parser,
+        {
             "data": part_data,
             "gold_data": part_gold_data,
             "gold_build": part_gold_build,
             "build": part_build,
             "predictions": part_predictions,
             "score": part_score,
-        }[options.part](*options.args)
-        print(json.dumps(result))
+        },
+    )
+    if options is None:
         return
     report_at_exit()
     try:

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import os
 import random
 import sys
@@ -53,6 +52,7 @@ import benchmarks._database as pg  # noqa: E402
 from benchmarks._label_texts import predictions_write  # noqa: E402
 from benchmarks._parts import (  # noqa: E402
     part_environment,
+    part_options,
     part_run,
     peak_mb,
     setup_django,
@@ -273,17 +273,16 @@ def main() -> None:
         default=40,
         help="stays of 120 windows in the release (10 phrases a window)",
     )
-    parser.add_argument("--keep", action="store_true", help="keep the database")
-    parser.add_argument("args", nargs="*")
-    options = parser.parse_args()
-    if options.part:
-        result = {
+    options = part_options(
+        parser,
+        {
             "data": part_data,
             "build": release_bench.part_build,
             "predictions": part_predictions,
             "score": part_score,
-        }[options.part](*options.args)
-        print(json.dumps(result))
+        },
+    )
+    if options is None:
         return
 
     windows = options.stays * release_bench.WINDOWS_PER_STAY
