@@ -10,6 +10,7 @@ from agents.base import AgentError
 from agents.icu_evo import IcuEvoAgent
 from agents.llm import ChatClient
 from agents.reference import FullContextAgent, LocalWindowAgent, RagAgent
+from tests.agents.helpers import run_queued
 from tests.agents.test_reference_agents import hand_context, words_embed
 
 BUDGET = 700
@@ -152,17 +153,11 @@ def test_the_runner_compresses_again_and_the_backbone_learns_the_window(
     fake_llm, fake_backbone, tiny_release, tiny_stays, admin_user
 ):
     from agents.models import AgentPrediction, AgentStayState
-    from agents.services import agent_run_start, agent_stay_work
+    from agents.services import agent_stay_work
 
     fake_llm.prompt_chars_per_token = SERVER_CHARS_PER_TOKEN
     fake_llm.push(status=400, body=LLAMA_OVERFLOW)
-    run = agent_run_start(
-        user=admin_user,
-        release=tiny_release,
-        agent="local-window",
-        backbone=fake_backbone,
-        enqueue=False,
-    )
+    run = run_queued(user=admin_user, release=tiny_release, backbone=fake_backbone)
     state = AgentStayState.objects.get(run=run, stay=tiny_stays["stays"][0])
     made = []
 
@@ -193,18 +188,12 @@ def test_a_refusal_without_a_window_fails_its_window_once(
     fake_llm, fake_backbone, tiny_release, tiny_stays, admin_user
 ):
     from agents.models import AgentPrediction, AgentStayState
-    from agents.services import agent_run_start, agent_stay_work
+    from agents.services import agent_stay_work
 
     fake_llm.push(
         status=400, body={"error": {"message": "This prompt is too long for me."}}
     )
-    run = agent_run_start(
-        user=admin_user,
-        release=tiny_release,
-        agent="local-window",
-        backbone=fake_backbone,
-        enqueue=False,
-    )
+    run = run_queued(user=admin_user, release=tiny_release, backbone=fake_backbone)
     state = AgentStayState.objects.get(run=run, stay=tiny_stays["stays"][0])
     agent_stay_work(
         stay_state_id=state.pk,

@@ -14,6 +14,7 @@ import pytest
 from agents.icu_evo import IcuEvoAgent
 from agents.icu_evo import memory as mem
 from agents.llm import ChatClient
+from tests.agents.helpers import run_inline
 from tests.agents.icu_evo_helpers import (
     ADMIT,
     EvoFakeLLM,
@@ -361,16 +362,8 @@ def test_a_run_stores_each_stays_memory_and_scores_a_baseline(
     fake_llm, fake_backbone, tiny_release, tiny_stays, admin_user
 ):
     from agents.models import AgentPrediction, AgentStayState, RunState
-    from agents.services import agent_run_inline, agent_run_start
 
-    run = agent_run_start(
-        user=admin_user,
-        release=tiny_release,
-        agent="icu-evo",
-        backbone=fake_backbone,
-        enqueue=False,
-    )
-    run = agent_run_inline(run=run)
+    run = run_inline("icu-evo", tiny_release, fake_backbone, admin_user)
     assert run.state == RunState.DONE, run.error
     assert AgentPrediction.objects.filter(run=run, error="").count() == 4
     stay_a = tiny_stays["stays"][0]

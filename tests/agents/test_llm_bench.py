@@ -11,7 +11,6 @@ import pytest
 
 from agents.llm import ChatClient
 from agents.models import AgentPrediction, AgentRun
-from agents.services import agent_run_inline, agent_run_start
 from benchmarks._llm_bench import (
     LLMProxy,
     failure_kind,
@@ -20,6 +19,7 @@ from benchmarks._llm_bench import (
 )
 from loopback import LoopbackServer, QuietHandler
 from oracle import services as oracle_services
+from tests.agents.helpers import run_inline
 from tests.oracle.helpers import fake_backbone
 from tests.oracle.test_runs import make_cohort_with_stay
 
@@ -202,14 +202,7 @@ def test_page_lines_of_a_page_without_failures():
 def test_agent_run_page_lines_show_state_and_reasons(
     fake_llm, fake_backbone, tiny_release, admin_user
 ):
-    run = agent_run_start(
-        user=admin_user,
-        release=tiny_release,
-        agent="local-window",
-        backbone=fake_backbone,
-        enqueue=False,
-    )
-    run = agent_run_inline(run=run)
+    run = run_inline("local-window", tiny_release, fake_backbone, admin_user)
     failed = list(AgentPrediction.objects.filter(run=run).order_by("pk")[:2])
     AgentPrediction.objects.filter(pk__in=[p.pk for p in failed]).update(
         error=SCHEMA_ERROR

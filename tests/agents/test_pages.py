@@ -9,7 +9,7 @@ from django.test import Client
 from accounts.roles import Role
 from agents.models import AgentRun
 from agents.prompts import PROMPT_VERSION
-from agents.services import agent_run_inline, agent_run_start
+from tests.agents.helpers import run_inline, run_queued
 from tests.annotation.conftest import make_role_user
 
 pytestmark = pytest.mark.django_db
@@ -23,14 +23,7 @@ def client_for(user) -> Client:
 
 @pytest.fixture
 def finished_run(fake_llm, fake_backbone, tiny_release, admin_user):
-    run = agent_run_start(
-        user=admin_user,
-        release=tiny_release,
-        agent="full-context",
-        backbone=fake_backbone,
-        enqueue=False,
-    )
-    return agent_run_inline(run=run)
+    return run_inline("full-context", tiny_release, fake_backbone, admin_user)
 
 
 def test_leaderboard_shows_the_baseline_and_says_plumbing_only(
@@ -126,12 +119,8 @@ def test_admin_starts_a_run_from_the_page(admin_user, tiny_release, fake_backbon
 
 
 def test_icu_evo_memory_uses_its_own_partial(fake_backbone, tiny_release, admin_user):
-    run = agent_run_start(
-        user=admin_user,
-        release=tiny_release,
-        agent="icu-evo",
-        backbone=fake_backbone,
-        enqueue=False,
+    run = run_queued(
+        user=admin_user, release=tiny_release, backbone=fake_backbone, agent="icu-evo"
     )
     state = run.stays.first()
     state.memory = {"window_index": 3, "summaries": [], "hypotheses": []}

@@ -14,8 +14,9 @@ from agents.base import ChatReply, PastWindow, WindowContext
 from agents.models import AgentPrediction, AgentRun, AgentStayState, RunState
 from agents.prompts import PROMPT_VERSION, prediction_parse
 from agents.reference import FullContextAgent, RagAgent, agents_available
-from agents.services import agent_run_inline, agent_run_start
+from agents.services import agent_run_start
 from exports.models import SubmissionState
+from tests.agents.helpers import run_inline
 
 pytestmark = pytest.mark.django_db
 
@@ -36,13 +37,6 @@ def prompts(fake_llm) -> list[tuple[float, float, str]]:
 
 def event_hours(prompt: str) -> list[float]:
     return [float(h) for h in _TAG.findall(prompt)]
-
-
-def run_inline(agent, release, backbone, user):
-    run = agent_run_start(
-        user=user, release=release, agent=agent, backbone=backbone, enqueue=False
-    )
-    return agent_run_inline(run=run)
 
 
 def test_local_window_sees_only_its_window(

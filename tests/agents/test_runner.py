@@ -15,9 +15,9 @@ from agents.models import (
 from agents.services import (
     agent_run_resume,
     agent_run_settle,
-    agent_run_start,
     agent_stay_work,
 )
+from tests.agents.helpers import run_queued
 
 pytestmark = pytest.mark.django_db
 
@@ -51,13 +51,7 @@ class Counting(Agent):
 @pytest.fixture
 def run(fake_backbone, tiny_release, admin_user):
     Counting.seen = []
-    return agent_run_start(
-        user=admin_user,
-        release=tiny_release,
-        agent="local-window",
-        backbone=fake_backbone,
-        enqueue=False,
-    )
+    return run_queued(user=admin_user, release=tiny_release, backbone=fake_backbone)
 
 
 def stay_a(run, tiny_stays):
