@@ -1,0 +1,60 @@
+"""``{% listing %}``: a paged table, its pager and its empty note in one tag.
+
+Six listing pages wrapped their table in the same ``table-wrap`` div, followed
+it with the pager and, with no row at all, said so in a ``p.empty``:
+
+    {% listing page noun="stays" class="data" data_nav_list=True %}
+      <thead>…</thead><tbody>…</tbody>
+    {% empty %}No stays yet.{% endlisting %}
+
+``noun`` and ``shortcuts`` go to ``partials/_pager.html``; every other keyword
+is an attribute of the ``<table>`` (``_`` read as ``-``, ``True`` as a bare
+attribute)."""
+
+from django import template
+from django.forms.utils import flatatt
+from django.template.base import token_kwargs
+from django.template.loader import get_template
+
+register = template.Library()
+PAGER_KEYS = {"noun", "shortcuts"}
+
+
+class ListingNode(template.Node):
+    def __init__(self, page, kwargs, rows, empty):
+        self.page, self.kwargs, self.rows, self.empty = page, kwargs, rows, empty
+
+    def render(self, context):
+        values = {key: value.resolve(context) for key, value in self.kwargs.items()}
+        attrs = {
+            k.replace("_", "-"): v for k, v in values.items() if k not in PAGER_KEYS
+        }
+        page = self.page.resolve(context)
+        filled = bool(page.paginator.count)
+        with context.push(
+            page=page,
+            table_attrs=flatatt(attrs),
+            rows=self.rows.render(context) if filled else "",
+            empty="" if filled else self.empty.render(context),
+            **{k: v for k, v in values.items() if k in PAGER_KEYS},
+        ):
+            return get_template("partials/_listing.html").template.render(context)
+
+
+def listing(parser, token):
+    bits = token.split_contents()
+    if len(bits) < 2:
+        raise template.TemplateSyntaxError("{% listing %} takes the page first")
+    page = parser.compile_filter(bits[1])
+    remaining = bits[2:]
+    kwargs = token_kwargs(remaining, parser)
+    if remaining:
+        raise template.TemplateSyntaxError(f"listing: not a keyword: {remaining[0]}")
+    rows = parser.parse(("empty",))
+    parser.delete_first_token()
+    empty = parser.parse(("endlisting",))
+    parser.delete_first_token()
+    return ListingNode(page, kwargs, rows, empty)
+
+
+register.tag("listing", listing)
