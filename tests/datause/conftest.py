@@ -62,19 +62,16 @@ def mimic_release(admin_user, tiny_stays, tiny_labels):
 def mimic_cohort(name: str = "mimic cohort", *, hours: float = 6.0) -> Cohort:
     """A cohort of one MIMIC-IV stay (linked to nothing: its source's
     catalogue entry, MIMIC-IV) with vitals every hour and its windows."""
-    patient = make_patient(source=Source.MIMIC)
-    stay = make_stay(admission=make_admission(patient=patient), hours=hours)
-    make_events(admission=stay.admission, count=int(hours), start=stay.intime)
-    windows_build(stay=stay)
-    cohort = Cohort.objects.create(name=name, seed=0, target_size=1)
-    CohortStay.objects.create(
-        cohort=cohort, stay=stay, stratum=CohortStratum.SURVIVED_SHORT
-    )
-    return cohort
+    return _one_stay_cohort(name, hours, make_patient(source=Source.MIMIC))
 
 
 def clif_cohort(name: str = "clif cohort", *, hours: float = 6.0) -> Cohort:
-    stay = make_stay(admission=make_admission(), hours=hours)
+    return _one_stay_cohort(name, hours, make_patient())
+
+
+def _one_stay_cohort(name: str, hours: float, patient) -> Cohort:
+    """A cohort of one stay of ``patient``, vitals every hour, its windows."""
+    stay = make_stay(admission=make_admission(patient=patient), hours=hours)
     make_events(admission=stay.admission, count=int(hours), start=stay.intime)
     windows_build(stay=stay)
     cohort = Cohort.objects.create(name=name, seed=0, target_size=1)
