@@ -27,6 +27,7 @@ from exports.building.labels import (
 from exports.building.stats import ReleaseStats
 from exports.models import Release, ReleaseKind
 from windows.actions import action_text_of
+from windows.event_fields import EVENT_VALUE_FIELDS
 from windows.models import Event, EventKind, Stay
 from windows.selectors_context import WindowDecisions, bedside_filter
 from windows.vocabulary import event_label
@@ -34,19 +35,7 @@ from windows.vocabulary import event_label
 # Events read from the database per round trip.
 EVENT_CHUNK = 5000
 
-EVENT_FIELDS = (
-    "id",
-    "time",
-    "kind",
-    "domain",
-    "category",
-    "name",
-    "value_num",
-    "unit",
-    "value_text",
-    "source_table",
-    "order_id",
-)
+EVENT_FIELDS = ("id", "time", *EVENT_VALUE_FIELDS, "source_table", "order_id")
 
 
 def _dumps(value: Any) -> str:
