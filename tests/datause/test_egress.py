@@ -23,6 +23,7 @@ from datause.models import (
 from oracle import services as oracle
 from oracle.egress import placement
 from oracle.models import Backbone, BackboneKind, OracleRun
+from tests.agents.helpers import run_queued
 from tests.datause.conftest import (
     PRIVATE_ADDRESS,
     PUBLIC_ADDRESS,
@@ -155,13 +156,7 @@ def test_a_revoked_attestation_stops_an_agent_runs_resume(
     dns, admin_user, mimic_release, public_backbone
 ):
     attestation = _attest(admin_user)
-    run = agents.agent_run_start(
-        user=admin_user,
-        release=mimic_release,
-        agent="local-window",
-        backbone=public_backbone,
-        enqueue=False,
-    )
+    run = run_queued(user=admin_user, release=mimic_release, backbone=public_backbone)
     agents.agent_run_cancel(user=admin_user, run=run)
     services.attestation_revoke(actor=admin_user, attestation=attestation)
     with pytest.raises(ValidationError) as refused:
@@ -240,23 +235,11 @@ def test_a_reference_agent_on_mimic_data_needs_an_attestation(
     dns, admin_user, mimic_release, public_backbone
 ):
     with pytest.raises(ValidationError) as refused:
-        agents.agent_run_start(
-            user=admin_user,
-            release=mimic_release,
-            agent="local-window",
-            backbone=public_backbone,
-            enqueue=False,
-        )
+        run_queued(user=admin_user, release=mimic_release, backbone=public_backbone)
     assert "third party" in " ".join(refused.value.messages)
     assert not AgentRun.objects.exists()
     _attest(admin_user)
-    run = agents.agent_run_start(
-        user=admin_user,
-        release=mimic_release,
-        agent="local-window",
-        backbone=public_backbone,
-        enqueue=False,
-    )
+    run = run_queued(user=admin_user, release=mimic_release, backbone=public_backbone)
     decision = EgressDecision.objects.get(allowed=True)
     assert decision.release_id == mimic_release.pk
     from datause.selectors import egress_decision_for_run
