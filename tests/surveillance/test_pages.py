@@ -8,8 +8,7 @@ from django.test import Client
 
 from accounts.roles import Role
 from tests.annotation.conftest import make_role_user
-from tests.factories import make_admission, make_event, make_stay
-from windows.models import Domain
+from tests.factories import lab, make_admission, make_stay
 
 pytestmark = pytest.mark.django_db
 
@@ -18,16 +17,7 @@ pytestmark = pytest.mark.django_db
 def stay(db):
     admission = make_admission()
     stay = make_stay(admission=admission, hours=9)
-    make_event(
-        admission=admission,
-        time=stay.intime + timedelta(hours=5.5),
-        domain=Domain.LABS,
-        category="inr",
-        name="INR",
-        value_num=2.5,
-        unit="",
-        source_table="labs",
-    )
+    lab(stay, "inr", 2.5, 5.5, name="INR")
     return stay
 
 
@@ -155,16 +145,7 @@ def test_checkpoints_are_read_back_until_the_trajectory_changes(stay, monkeypatc
     assert first.count("<strong>escalate</strong>") == 1
 
     # A second INR at 2.5 h: the alert now comes at checkpoint 4 too.
-    make_event(
-        admission=stay.admission,
-        time=stay.intime + timedelta(hours=2.5),
-        domain=Domain.LABS,
-        category="inr",
-        name="INR",
-        value_num=2.5,
-        unit="",
-        source_table="labs",
-    )
+    lab(stay, "inr", 2.5, 2.5, name="INR")
     admission_events_touch(admission_ids=[stay.admission_id])
     calls = []
 

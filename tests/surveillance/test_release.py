@@ -24,8 +24,8 @@ from exports.services import (
     token_create,
 )
 from tests.annotation.conftest import make_role_user
-from tests.factories import make_admission, make_event, make_stay
-from windows.models import Cohort, CohortStay, Domain
+from tests.factories import lab, make_admission, make_event, make_stay
+from windows.models import Cohort, CohortStay
 
 pytestmark = pytest.mark.django_db
 
@@ -37,19 +37,6 @@ def release_dirs(settings, tmp_path):
     return settings.REALICU_RELEASES_DIR
 
 
-def _lab(admission, stay, hours, category, value):
-    return make_event(
-        admission=admission,
-        time=stay.intime + timedelta(hours=hours),
-        domain=Domain.LABS,
-        category=category,
-        name=category,
-        value_num=value,
-        unit="",
-        source_table="labs",
-    )
-
-
 @pytest.fixture
 def cohort(db):
     """Stay A, 10 h: lactate 4.5 at 1.5 h, INR 2.5 at 5.5 h, lactate 1.0
@@ -57,10 +44,10 @@ def cohort(db):
     stay B, 6 h: nothing abnormal."""
     adm_a = make_admission()
     a = make_stay(admission=adm_a, hours=10)
-    _lab(adm_a, a, 1.5, "lactate", 4.5)
-    _lab(adm_a, a, 5.5, "inr", 2.5)
-    at_8 = _lab(adm_a, a, 8.0, "lactate", 1.0)
-    after = _lab(adm_a, a, 9.0, "lactate", 1.0)
+    lab(a, "lactate", 4.5, 1.5)
+    lab(a, "inr", 2.5, 5.5)
+    at_8 = lab(a, "lactate", 1.0, 8.0)
+    after = lab(a, "lactate", 1.0, 9.0)
     adm_b = make_admission()
     b = make_stay(admission=adm_b, hours=6)
     make_event(admission=adm_b, time=b.intime + timedelta(hours=1))
