@@ -1,7 +1,7 @@
-"""``{% listing %}``: a paged table, its pager and its empty note in one tag.
+"""``{% listing %}``: a table in its ``table-wrap`` div or, with no row at all,
+the page's ``p.empty`` note; a page of rows (a ``Page``) adds the pager.
 
-Six listing pages wrapped their table in the same ``table-wrap`` div, followed
-it with the pager and, with no row at all, said so in a ``p.empty``:
+The listing pages repeated that frame around each of their tables:
 
     {% listing page noun="stays" class="data" data_nav_list=True %}
       <thead>…</thead><tbody>…</tbody>
@@ -21,18 +21,21 @@ PAGER_KEYS = {"noun", "shortcuts"}
 
 
 class ListingNode(template.Node):
-    def __init__(self, page, kwargs, rows, empty):
-        self.page, self.kwargs, self.rows, self.empty = page, kwargs, rows, empty
+    def __init__(self, items, kwargs, rows, empty):
+        self.items, self.kwargs, self.rows, self.empty = items, kwargs, rows, empty
 
     def render(self, context):
         values = {key: value.resolve(context) for key, value in self.kwargs.items()}
         attrs = {
             k.replace("_", "-"): v for k, v in values.items() if k not in PAGER_KEYS
         }
-        page = self.page.resolve(context)
-        filled = bool(page.paginator.count)
+        items = self.items.resolve(context)
+        paged = hasattr(items, "paginator")
+        filled = bool(items.paginator.count if paged else items)
         with context.push(
-            page=page,
+            {"page": items} if paged else {},
+            paged=paged,
+            filled=filled,
             table_attrs=flatatt(attrs),
             rows=self.rows.render(context) if filled else "",
             empty="" if filled else self.empty.render(context),
@@ -44,8 +47,8 @@ class ListingNode(template.Node):
 def listing(parser, token):
     bits = token.split_contents()
     if len(bits) < 2:
-        raise template.TemplateSyntaxError("{% listing %} takes the page first")
-    page = parser.compile_filter(bits[1])
+        raise template.TemplateSyntaxError("{% listing %} takes its rows first")
+    items = parser.compile_filter(bits[1])
     remaining = bits[2:]
     kwargs = token_kwargs(remaining, parser)
     if remaining:
@@ -54,7 +57,7 @@ def listing(parser, token):
     parser.delete_first_token()
     empty = parser.parse(("endlisting",))
     parser.delete_first_token()
-    return ListingNode(page, kwargs, rows, empty)
+    return ListingNode(items, kwargs, rows, empty)
 
 
 register.tag("listing", listing)

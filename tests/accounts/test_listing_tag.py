@@ -30,3 +30,15 @@ def test_no_row_shows_only_the_empty_note():
     html = render([])
     assert '<p class="empty">No stays yet.</p>' in html
     assert "<table" not in html and "Pages of" not in html
+
+
+def test_a_plain_list_has_no_pager():
+    source = (
+        "{% load listing %}{% listing items class='data' %}"
+        "<tbody>{% for n in items %}<tr><td>{{ n }}</td></tr>{% endfor %}</tbody>"
+        "{% empty %}None.{% endlisting %}"
+    )
+    request = RequestFactory().get("/")
+    html = Template(source).render(RequestContext(request, {"items": [1, 2, 3]}))
+    assert '<table class="data"><tbody><tr><td>1</td></tr>' in html
+    assert "<td>3</td>" in html and "pager" not in html and "None." not in html
