@@ -4,12 +4,17 @@ of one stay, a backbone on the fake LLM server and a run on it."""
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from oracle import services
 from oracle.models import BackboneKind
-from tests.factories import make_admission, make_event, make_events, make_stay, vitals
-from windows.models import Cohort, CohortStay, CohortStratum, Domain, EventKind, Window
+from tests.factories import (
+    drip,
+    lab,
+    make_admission,
+    make_events,
+    make_stay,
+    vitals,
+)
+from windows.models import Cohort, CohortStay, CohortStratum, Window
 from windows.windowing import windows_build
 
 
@@ -29,27 +34,8 @@ def make_cohort_with_stay(hours: float = 12.0):
         unit="mmHg",
     )
     for n, value in enumerate((1.0, 1.6, 2.4)):
-        make_event(
-            admission=admission,
-            time=stay.intime + timedelta(hours=3 * n),
-            domain=Domain.LABS,
-            category="creatinine",
-            name="Creatinine",
-            value_num=value,
-            unit="mg/dL",
-            source_table="labs",
-        )
-    make_event(
-        admission=admission,
-        time=stay.intime + timedelta(minutes=10),
-        kind=EventKind.ACTION,
-        domain=Domain.MED_CONTINUOUS,
-        category="norepinephrine",
-        name="Norepinephrine",
-        value_num=0.1,
-        unit="mcg/kg/min",
-        source_table="medication_admin_continuous",
-    )
+        lab(stay, "creatinine", value, 3 * n, unit="mg/dL", name="Creatinine")
+    drip(stay, "norepinephrine", 0.1, 10 / 60, text="")
     windows = windows_build(stay=stay)
     cohort = Cohort.objects.create(
         name=f"cohort of stay {stay.pk}", seed=0, target_size=1
