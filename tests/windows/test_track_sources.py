@@ -7,8 +7,8 @@ from datetime import timedelta
 import pytest
 from django.urls import reverse
 
-from tests.factories import make_admission, make_event, make_stay, make_user
-from windows.models import Domain, EventKind
+from tests.factories import drip, lab, make_admission, make_event, make_stay, make_user
+from windows.models import Domain
 from windows.tracks import track_sources
 
 pytestmark = pytest.mark.django_db
@@ -34,26 +34,8 @@ def stay():
     stay.hr_hour3 = make_event(
         admission=a, time=t0 + timedelta(hours=2, minutes=30), value_num=80
     )
-    stay.lactate = make_event(
-        admission=a,
-        time=t0 + timedelta(minutes=30),
-        domain=Domain.LABS,
-        category="lactate",
-        name="Lactate",
-        value_num=4.0,
-        unit="mmol/L",
-    )
-    stay.norepinephrine = make_event(
-        admission=a,
-        time=t0 + timedelta(minutes=20),
-        kind=EventKind.ACTION,
-        domain=Domain.MED_CONTINUOUS,
-        category="norepinephrine",
-        name="Norepinephrine",
-        value_num=0.1,
-        unit="mcg/kg/min",
-        value_text="start",
-    )
+    stay.lactate = lab(stay, "lactate", 4.0, 0.5, unit="mmol/L", name="Lactate")
+    stay.norepinephrine = drip(stay, "norepinephrine", 0.1, 20 / 60)
     # Another admission's heart rate in the same hour is never a source.
     other = make_stay(admission=make_admission(), hours=12)
     make_event(admission=other.admission, time=t0 + timedelta(minutes=40))
@@ -123,26 +105,9 @@ def test_a_venous_po2_is_never_the_source_of_a_p_f_ratio(signed_in):
         name="fio2 set",
         value_num=0.5,
     )
-    arterial = make_event(
-        admission=a,
-        time=t0 + timedelta(minutes=40),
-        domain=Domain.LABS,
-        category="po2_arterial",
-        name="pO2",
-        value_num=90,
-        unit="mmHg",
-        value_text="arterial",
-    )
-    make_event(
-        admission=a,
-        time=t0 + timedelta(hours=1, minutes=30),
-        domain=Domain.LABS,
-        category="po2_arterial",
-        name="pO2",
-        value_num=35,
-        unit="mmHg",
-        value_text="venous",
-    )
+    po2 = {"unit": "mmHg", "name": "pO2"}
+    arterial = lab(stay, "po2_arterial", 90, 40 / 60, value_text="arterial", **po2)
+    lab(stay, "po2_arterial", 35, 1.5, value_text="venous", **po2)
     data = _tracks(signed_in, stay, sources="1")
     at = {h: i for i, h in enumerate(data["hours"])}
     # The venous gas of 1:30 gives no P/F: hour 2 shows the arterial 180.
