@@ -4,6 +4,8 @@ of one stay, a backbone on the fake LLM server and a run on it."""
 
 from __future__ import annotations
 
+from django.urls import reverse
+
 from oracle import services
 from oracle.models import BackboneKind
 from tests.factories import (
@@ -94,3 +96,20 @@ def llm_run(admin, fake_llm):
     )
     services.oracle_run_execute_inline(run_id=run.pk)
     return run, windows
+
+
+def backbone_form_post(client, admin, **fields):
+    """The new-backbone page posted by ``admin``: an OpenAI backbone of model
+    "m" at no price, one request at a time, ``fields`` added or replacing."""
+    client.force_login(admin)
+    form = {
+        "kind": "openai",
+        "model": "m",
+        "timeout_seconds": 60,
+        "max_retries": 0,
+        "concurrency": 1,
+        "requests_per_minute": 60,
+        "price_per_million_input": 0,
+        "price_per_million_output": 0,
+    }
+    return client.post(reverse("oracle:backbone_new"), form | fields)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import httpx
 import pytest
 from django.core.exceptions import ValidationError
-from django.urls import reverse
 
 from oracle import services
 from oracle.backbones import http
@@ -27,7 +26,7 @@ from tests.oracle.address_forms import (  # noqa: F401 - fixtures
     fake_dns,
     no_socket_opened,
 )
-from tests.oracle.helpers import stable_stay, windows_of
+from tests.oracle.helpers import backbone_form_post, stable_stay, windows_of
 from tests.oracle.test_runs import make_cohort_with_stay
 
 pytestmark = pytest.mark.django_db
@@ -197,22 +196,7 @@ def test_the_oracle_connects_only_to_the_address_it_checked(
     "url", ["http://[::1/v1", "http://[::1]:99999/v1", "http://a\\@127.0.0.1:8000/"]
 )
 def test_an_unreadable_base_url_is_a_form_error(client, admin_user, url):
-    client.force_login(admin_user)
-    response = client.post(
-        reverse("oracle:backbone_new"),
-        {
-            "name": "unreadable",
-            "kind": "openai",
-            "base_url": url,
-            "model": "m",
-            "timeout_seconds": 60,
-            "max_retries": 0,
-            "concurrency": 1,
-            "requests_per_minute": 60,
-            "price_per_million_input": 0,
-            "price_per_million_output": 0,
-        },
-    )
+    response = backbone_form_post(client, admin_user, name="unreadable", base_url=url)
     assert response.status_code == 200
     html = response.content.decode()
     assert "cannot be read" in html or "backslashes" in html

@@ -14,6 +14,7 @@ from oracle import services
 from oracle.backbones.endpoints import EndpointRefused, url_check
 from oracle.backbones.openai_compat import BackboneConfigError
 from oracle.models import Backbone, BackboneKind, OracleLabel, OracleRun
+from tests.oracle.helpers import backbone_form_post
 from tests.oracle.test_runs import make_cohort_with_stay
 
 pytestmark = pytest.mark.django_db
@@ -70,22 +71,12 @@ def test_allowed_key_variables_follow_the_operators_setting(
 
 
 def test_the_form_shows_the_refusal_and_saves_nothing(client, admin_user):
-    client.force_login(admin_user)
-    response = client.post(
-        reverse("oracle:backbone_new"),
-        {
-            "name": "leaky",
-            "kind": "openai",
-            "base_url": "http://127.0.0.1:8001/v1",
-            "model": "m",
-            "api_key_env": "REALICU_VAR_DIR",
-            "timeout_seconds": 60,
-            "max_retries": 0,
-            "concurrency": 1,
-            "requests_per_minute": 60,
-            "price_per_million_input": 0,
-            "price_per_million_output": 0,
-        },
+    response = backbone_form_post(
+        client,
+        admin_user,
+        name="leaky",
+        base_url="http://127.0.0.1:8001/v1",
+        api_key_env="REALICU_VAR_DIR",
     )
     assert response.status_code == 200
     assert "REALICU_VAR_DIR is not one the operator allows" in response.content.decode()
@@ -175,21 +166,8 @@ def test_loopback_private_and_public_llm_urls_are_allowed(url):
 
 
 def test_the_page_refuses_the_host_it_is_served_on(client, admin_user):
-    client.force_login(admin_user)
-    response = client.post(
-        reverse("oracle:backbone_new"),
-        {
-            "name": "self",
-            "kind": "openai",
-            "base_url": "http://testserver/v1",
-            "model": "m",
-            "timeout_seconds": 60,
-            "max_retries": 0,
-            "concurrency": 1,
-            "requests_per_minute": 60,
-            "price_per_million_input": 0,
-            "price_per_million_output": 0,
-        },
+    response = backbone_form_post(
+        client, admin_user, name="self", base_url="http://testserver/v1"
     )
     assert "own address" in response.content.decode()
     assert not Backbone.objects.filter(name="self").exists()
