@@ -15,15 +15,16 @@ budget come from oracle.services.tokens.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
-import random
 import threading
 import time
 
 import httpx
 
 from agents.base import AgentError, ChatReply
+from agents.retrying import RetryTexts, post_retrying
 from oracle.backbones import http
 from oracle.backbones.completion import (
     COUNT_FAILURES,
@@ -37,7 +38,6 @@ from oracle.backbones.dialects import (
     first_int,
     reply_format_apply,
     response_described,
-    retry_after_seconds,
     token_count_read,
     token_count_request,
 )
@@ -386,81 +386,73 @@ class ChatClient(http.GuardedClientHolder, ServerClient):
             reply_format_apply(body, self.reply_format, schema, name=purpose or "reply")
         payload = json.dumps(body)
         self.sent = [*self.sent[-49:], (purpose, messages)]
-        retry = 0
-        while True:
-            self.limiter.acquire()
-            if self.aborted:
-                raise AgentError("The run was cancelled.")
-            self.requests += 1
-            retry_after = None
-            status, text, headers = 0, "", {}
+        return post_retrying(
+            self,
+            client,
+            payload,
+            max_bytes=MAX_REPLY_BYTES,
+            texts=RetryTexts(
+                fail=lambda text: AgentError(self._scrub(text)),
+                cancelled="The run was cancelled.",
+                address_refused=(
+                    "The backbone's address was refused when connecting: {error}"
+                ),
+                reply_refused="The backbone's reply was refused: {error}.",
+                gave_up="Gave up after {attempts} attempts: {problem}.",
+            ),
+            answer=functools.partial(self._answer, messages, purpose),
+        )
+
+    def _answer(
+        self, messages: list[dict], purpose: str, reply, problem: str | None
+    ) -> tuple[ChatReply | None, str | None]:
+        """The chat reply of a 200 reply that is a chat completion (its tokens
+        counted); else None and what went wrong, AgentError where a retry
+        cannot help."""
+        status, text, headers = 0, "", {}
+        if reply is not None:
+            status, text, headers = reply.status, reply.text, reply.headers
+        if problem is None and status == 200:
             try:
-                reply, problem = http.post_or_problem(
-                    client,
-                    self.url,
-                    content=payload,
-                    deadline_seconds=self.timeout_seconds,
-                    max_bytes=MAX_REPLY_BYTES,
+                data = json.loads(text)
+                content = data["choices"][0]["message"]["content"] or ""
+            except (ValueError, KeyError, IndexError, TypeError):
+                problem = "the backbone's reply was not a chat completion"
+            else:
+                return self._counted(messages, purpose, data, content), None
+        if problem is None:
+            problem = response_described(status, headers, text)
+            if status in (400, 413, 422) and OVERFLOW.search(text or ""):
+                self._overflow(problem, first_int(CONTEXT_SIZE, text))
+            if not (status == 429 or status >= 500):
+                raise AgentError(
+                    self._scrub(f"The backbone refused the request ({problem}).")
                 )
-            except http.AddressRefused as error:
-                raise AgentError(
-                    f"The backbone's address was refused when connecting: {error}"
-                ) from None
-            except http.ReplyRefused as error:
-                raise AgentError(
-                    f"The backbone's reply was refused: {error}."
-                ) from None
-            if reply is not None:
-                status, text, headers = reply.status, reply.text, reply.headers
-                retry_after = retry_after_seconds(headers.get("retry-after"))
-            if problem is None and status == 200:
-                try:
-                    data = json.loads(text)
-                    content = data["choices"][0]["message"]["content"] or ""
-                except (ValueError, KeyError, IndexError, TypeError):
-                    problem = "the backbone's reply was not a chat completion"
-                else:
-                    usage = data.get("usage") or {}
-                    tokens_in = usage.get("prompt_tokens")
-                    tokens_out = usage.get("completion_tokens")
-                    tokens_in = (
-                        int(tokens_in)
-                        if tokens_in is not None
-                        else sum(
-                            self.estimate_tokens(m.get("content") or "")
-                            for m in messages
-                        )
-                    )
-                    tokens_out = (
-                        int(tokens_out)
-                        if tokens_out is not None
-                        else self.estimate_tokens(content)
-                    )
-                    if usage.get("prompt_tokens"):
-                        chars = sum(len(m.get("content") or "") for m in messages)
-                        self.observed_ratios.append(chars / tokens_in)
-                        self.prompt_log = [
-                            *self.prompt_log[-499:],
-                            (purpose, tokens_in, self.prompt_budget),
-                        ]
-                    self.tokens_in += tokens_in
-                    self.tokens_out += tokens_out
-                    return ChatReply(content, tokens_in, tokens_out)
-            if problem is None:
-                problem = response_described(status, headers, text)
-                if status in (400, 413, 422) and OVERFLOW.search(text or ""):
-                    self._overflow(problem, first_int(CONTEXT_SIZE, text))
-                if not (status == 429 or status >= 500):
-                    raise AgentError(
-                        self._scrub(f"The backbone refused the request ({problem}).")
-                    )
-            if self.aborted:
-                raise AgentError("The run was cancelled.")
-            if retry >= self.max_retries:
-                raise AgentError(
-                    self._scrub(f"Gave up after {retry + 1} attempts: {problem}.")
-                )
-            ceiling = min(self.backoff_max, self.backoff_base * (2**retry))
-            delay = retry_after if retry_after is not None else ceiling
-            time.sleep(min(delay, 60.0) * random.uniform(0.5, 1.0))
-            retry += 1
+        return None, problem
+
+    def _counted(
+        self, messages: list[dict], purpose: str, data: dict, content: str
+    ) -> ChatReply:
+        """The reply ``content``, its tokens (the server's usage, else
+        estimated) added to the client's."""
+        usage = data.get("usage") or {}
+        tokens_in = usage.get("prompt_tokens")
+        tokens_out = usage.get("completion_tokens")
+        tokens_in = (
+            int(tokens_in)
+            if tokens_in is not None
+            else sum(self.estimate_tokens(m.get("content") or "") for m in messages)
+        )
+        tokens_out = (
+            int(tokens_out) if tokens_out is not None else self.estimate_tokens(content)
+        )
+        if usage.get("prompt_tokens"):
+            chars = sum(len(m.get("content") or "") for m in messages)
+            self.observed_ratios.append(chars / tokens_in)
+            self.prompt_log = [
+                *self.prompt_log[-499:],
+                (purpose, tokens_in, self.prompt_budget),
+            ]
+        self.tokens_in += tokens_in
+        self.tokens_out += tokens_out
+        return ChatReply(content, tokens_in, tokens_out)

@@ -37,8 +37,6 @@ wrong. HTTP 409 is the endpoint's word for a session it cannot follow
 from __future__ import annotations
 
 import json
-import random
-import time
 
 import httpx
 
@@ -46,9 +44,10 @@ from agents.base import Agent, AgentError, WindowContext
 from agents.llm import RateLimiter
 from agents.models import ContextMode
 from agents.prompts import prediction_normalise
+from agents.retrying import RetryTexts, post_retrying
 from agents.sessions import GAP_STATUS, PROTOCOL_VERSION, StaySession
 from oracle.backbones import http
-from oracle.backbones.dialects import response_described, retry_after_seconds
+from oracle.backbones.dialects import response_described
 from oracle.backbones.endpoints import EndpointRefused, Purpose, url_check
 
 # Replies longer than this are refused unread.
@@ -69,6 +68,7 @@ class RemoteAgent(http.GuardedClientHolder, Agent):
     prompt_version = PROTOCOL_VERSION
     description = "A researcher's agent behind an HTTP endpoint."
     uses_llm = False
+    backoff_max = 30.0  # the longest wait between attempts, Retry-After aside
 
     def __init__(
         self,
@@ -163,47 +163,37 @@ class RemoteAgent(http.GuardedClientHolder, Agent):
         """The payload POSTed, with retries; the reply's JSON. AgentError
         (UNREACHABLE) when no usable reply came, _Gap on GAP_STATUS."""
         body = json.dumps(payload, ensure_ascii=False).encode("utf-8")
-        retry = 0
-        while True:
-            self.limiter.acquire()
-            if self.aborted:
-                raise AgentError(UNREACHABLE, detail="the run was cancelled")
-            self.requests += 1
-            retry_after = None
-            try:
-                reply, problem = http.post_or_problem(
-                    client,
-                    self.url,
-                    content=body,
-                    deadline_seconds=self.timeout_seconds,
-                    max_bytes=MAX_REPLY_BYTES,
-                )
-            except http.AddressRefused as error:
-                raise AgentError(UNREACHABLE, detail=str(error)) from None
-            except http.ReplyRefused as error:
-                raise AgentError(UNREACHABLE, detail=f"HTTP reply: {error}") from None
-            if reply is not None:
-                retry_after = retry_after_seconds(reply.headers.get("retry-after"))
-                problem = response_described(reply.status, reply.headers, "")
-                if reply.status == 200:
-                    try:
-                        return reply.json()
-                    except ValueError:
-                        raise AgentError(
-                            UNREACHABLE, detail=f"{problem}: the body is not JSON"
-                        ) from None
-                if reply.status == GAP_STATUS:
-                    raise _Gap()
-                if not (reply.status == 429 or reply.status >= 500):
-                    raise AgentError(UNREACHABLE, detail=problem)
-            if self.aborted:
-                raise AgentError(UNREACHABLE, detail="the run was cancelled")
-            if retry >= self.max_retries:
-                raise AgentError(
-                    UNREACHABLE,
-                    detail=f"gave up after {retry + 1} attempts: {problem}",
-                )
-            ceiling = min(30.0, self.backoff_base * (2**retry))
-            delay = retry_after if retry_after is not None else ceiling
-            time.sleep(min(delay, 60.0) * random.uniform(0.5, 1.0))
-            retry += 1
+        return post_retrying(
+            self,
+            client,
+            body,
+            max_bytes=MAX_REPLY_BYTES,
+            texts=RetryTexts(
+                fail=lambda text: AgentError(UNREACHABLE, detail=text),
+                cancelled="the run was cancelled",
+                address_refused="{error}",
+                reply_refused="HTTP reply: {error}",
+                gave_up="gave up after {attempts} attempts: {problem}",
+            ),
+            answer=_answer,
+        )
+
+
+def _answer(reply, problem: str | None) -> tuple[object, str | None]:
+    """A 200 reply's JSON; else None and what went wrong to retry (429, 5xx,
+    no reply), AgentError (UNREACHABLE) or _Gap where a retry cannot help."""
+    if reply is None:
+        return None, problem
+    problem = response_described(reply.status, reply.headers, "")
+    if reply.status == 200:
+        try:
+            return reply.json(), None
+        except ValueError:
+            raise AgentError(
+                UNREACHABLE, detail=f"{problem}: the body is not JSON"
+            ) from None
+    if reply.status == GAP_STATUS:
+        raise _Gap()
+    if not (reply.status == 429 or reply.status >= 500):
+        raise AgentError(UNREACHABLE, detail=problem)
+    return None, problem
