@@ -156,6 +156,19 @@ def prediction_upload(tiny_stays) -> io.BytesIO:
     return upload
 
 
+def delirium_line(tiny_stays) -> bytes:
+    """One prediction line, no newline: tiny stay B's first window improving,
+    with delirium and no action."""
+    return json.dumps(
+        {
+            "window_id": tiny_stays["windows"]["B"][0].pk,
+            "status": "improving",
+            "acute_problems": ["Delirium"],
+            "recommended_actions": [],
+        }
+    ).encode()
+
+
 def release_building(*, admin, oracle_run) -> Release:
     """A Scale release of ``oracle_run`` that a worker has claimed (BUILDING)."""
     release = release_create(user=admin, kind=ReleaseKind.SCALE, oracle_run=oracle_run)

@@ -15,6 +15,7 @@ from rest_framework.test import APIClient
 from exports.models import ApiToken, Submission
 from exports.services import token_create
 from exports.tokens import token_store
+from tests.exports.helpers import delirium_line
 
 pytestmark = pytest.mark.django_db
 
@@ -150,7 +151,6 @@ def test_submission_through_the_api_is_validated_and_readable(
 ):
     client = _client(researcher)
     url = f"/api/v1/releases/{tiny_release.pk}/submissions/"
-    w = tiny_stays["windows"]
     bad = io.BytesIO(b'{"window_id": 1}\nnot json\n')
     bad.name = "p.jsonl"
     response = client.post(url, {"file": bad, "model_name": "m"}, format="multipart")
@@ -158,16 +158,7 @@ def test_submission_through_the_api_is_validated_and_readable(
     assert any("line 2: not valid JSON" in m for m in response.json()["detail"])
     assert not Submission.objects.exists()
 
-    good = io.BytesIO(
-        json.dumps(
-            {
-                "window_id": w["B"][0].pk,
-                "status": "improving",
-                "acute_problems": ["Delirium"],
-                "recommended_actions": [],
-            }
-        ).encode()
-    )
+    good = io.BytesIO(delirium_line(tiny_stays))
     good.name = "p.jsonl"
     response = client.post(
         url, {"file": good, "model_name": "m", "k": 3}, format="multipart"

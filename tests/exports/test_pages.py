@@ -2,7 +2,6 @@
 line-numbered refusals, the leaderboard showing public submissions only."""
 
 import io
-import json
 import re
 
 import pytest
@@ -12,7 +11,7 @@ from evaluation.matcher import tau_source_of
 from exports.models import ApiToken, Submission
 from exports.services import submission_create, submission_publish, submission_score
 
-from .helpers import ExactMatcher
+from .helpers import ExactMatcher, delirium_line
 
 pytestmark = pytest.mark.django_db
 
@@ -68,15 +67,7 @@ def test_upload_form_lists_the_bad_lines_and_stores_nothing(
 def test_leaderboard_shows_public_submissions_only(
     client, researcher, admin_user, tiny_release, tiny_stays
 ):
-    w = tiny_stays["windows"]
-    line = json.dumps(
-        {
-            "window_id": w["B"][0].pk,
-            "status": "improving",
-            "acute_problems": ["Delirium"],
-            "recommended_actions": [],
-        }
-    ).encode()
+    line = delirium_line(tiny_stays)
     public = submission_create(
         user=researcher,
         release=tiny_release,
@@ -105,15 +96,7 @@ def test_leaderboard_shows_public_submissions_only(
 def test_release_and_score_pages_say_which_tau_matched_and_where_it_came_from(
     client, researcher, tiny_release, tiny_stays
 ):
-    w = tiny_stays["windows"]
-    line = json.dumps(
-        {
-            "window_id": w["B"][0].pk,
-            "status": "improving",
-            "acute_problems": ["Delirium"],
-            "recommended_actions": [],
-        }
-    ).encode()
+    line = delirium_line(tiny_stays)
     submission = submission_create(
         user=researcher, release=tiny_release, upload=io.BytesIO(line), model_name="m"
     )
