@@ -7,9 +7,10 @@ The listing pages repeated that frame around each of their tables:
       <thead>…</thead><tbody>…</tbody>
     {% empty %}No stays yet.{% endlisting %}
 
-``noun`` and ``shortcuts`` go to ``partials/_pager.html``; every other keyword
-is an attribute of the ``<table>`` (``_`` read as ``-``, ``True`` as a bare
-attribute)."""
+``noun`` and ``shortcuts`` go to ``partials/_pager.html``; ``wrap`` and
+``note`` change the classes of the div and of the empty note; every other
+keyword is an attribute of the ``<table>`` (``_`` read as ``-``, ``True`` as a
+bare attribute)."""
 
 from django import template
 from django.forms.utils import flatatt
@@ -17,7 +18,8 @@ from django.template.base import token_kwargs
 from django.template.loader import get_template
 
 register = template.Library()
-PAGER_KEYS = {"noun", "shortcuts"}
+# Keywords for the frame rather than the <table>, with their defaults.
+FRAME = {"noun": None, "shortcuts": None, "wrap": "table-wrap", "note": "empty"}
 
 
 class ListingNode(template.Node):
@@ -26,9 +28,7 @@ class ListingNode(template.Node):
 
     def render(self, context):
         values = {key: value.resolve(context) for key, value in self.kwargs.items()}
-        attrs = {
-            k.replace("_", "-"): v for k, v in values.items() if k not in PAGER_KEYS
-        }
+        attrs = {k.replace("_", "-"): v for k, v in values.items() if k not in FRAME}
         items = self.items.resolve(context)
         paged = hasattr(items, "paginator")
         filled = bool(items.paginator.count if paged else items)
@@ -39,7 +39,11 @@ class ListingNode(template.Node):
             table_attrs=flatatt(attrs),
             rows=self.rows.render(context) if filled else "",
             empty="" if filled else self.empty.render(context),
-            **{k: v for k, v in values.items() if k in PAGER_KEYS},
+            **{
+                k: values.get(k, default)
+                for k, default in FRAME.items()
+                if k in values or default is not None
+            },
         ):
             return get_template("partials/_listing.html").template.render(context)
 

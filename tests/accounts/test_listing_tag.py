@@ -1,7 +1,7 @@
 """The {% listing %} tag: a table in its wrap with its pager, or the empty note."""
 
 from django.core.paginator import Paginator
-from django.template import RequestContext, Template
+from django.template import Context, RequestContext, Template
 from django.test import RequestFactory
 
 SOURCE = (
@@ -42,3 +42,13 @@ def test_a_plain_list_has_no_pager():
     html = Template(source).render(RequestContext(request, {"items": [1, 2, 3]}))
     assert '<table class="data"><tbody><tr><td>1</td></tr>' in html
     assert "<td>3</td>" in html and "pager" not in html and "None." not in html
+
+
+def test_the_frame_classes_can_change():
+    source = (
+        "{% load listing %}{% listing items wrap='table-scroll' note='muted' %}"
+        "<tbody></tbody>{% empty %}None.{% endlisting %}"
+    )
+    filled = Template(source).render(Context({"items": [1]}))
+    assert '<div class="table-scroll">' in filled and "<table><tbody>" in filled
+    assert '<p class="muted">None.</p>' in Template(source).render(Context({}))
