@@ -7,7 +7,7 @@ import pytest
 
 from accounts.roles import Role, roles_ensure
 from annotation.services import campaign_create
-from tests.factories import make_admission, make_event, make_stay, make_user
+from tests.factories import drip, lab, make_admission, make_event, make_stay, make_user
 from windows.models import Domain, EventKind, Window
 from windows.windowing import windows_build
 
@@ -43,17 +43,7 @@ def clinical(stay):
     window; and an event of another admission."""
     admission = stay.admission
     t0 = stay.intime
-    norepinephrine = make_event(
-        admission=admission,
-        time=t0 + timedelta(minutes=5),
-        kind=EventKind.ACTION,
-        domain=Domain.MED_CONTINUOUS,
-        category="norepinephrine",
-        name="Norepinephrine",
-        value_num=0.1,
-        unit="mcg/kg/min",
-        source_table="medication_admin_continuous",
-    )
+    norepinephrine = drip(stay, "norepinephrine", 0.1, 5 / 60, text="")
     intubation = make_event(
         admission=admission,
         time=t0 + timedelta(minutes=10),
@@ -77,16 +67,7 @@ def clinical(stay):
         source_table="medication_admin_intermittent",
     )
     heart_rate = make_event(admission=admission, time=t0 + timedelta(minutes=20))
-    lactate = make_event(
-        admission=admission,
-        time=t0 - timedelta(hours=2),
-        domain=Domain.LABS,
-        category="lactate",
-        name="Lactate",
-        value_num=4.2,
-        unit="mmol/L",
-        source_table="labs",
-    )
+    lactate = lab(stay, "lactate", 4.2, -2, unit="mmol/L", name="Lactate")
     other_stay = make_stay(admission=make_admission(), hours=12)
     foreign = make_event(admission=other_stay.admission, time=other_stay.intime)
     return {
