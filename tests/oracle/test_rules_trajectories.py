@@ -96,6 +96,20 @@ def texts(payload, field) -> list[str]:
 NORMAL = {"map": 80.0, "map_min": 75.0, "hr": 85.0, "spo2": 97.0, "sofa": 2.0}
 
 
+def weaning_at_21_h() -> dict:
+    """A 30 h stay whose vasopressors and invasive ventilation stop at 21 h,
+    MAP 70 (minimum 66) and SOFA 9: the window 22-22.5 h is a weaning."""
+    return {
+        **NORMAL,
+        "ned": steps(0.3, 0.0, split=21, hours=30),
+        "norepinephrine": steps(0.3, 0.0, split=21, hours=30),
+        "ventilation": steps("invasive", "none", split=21, hours=30),
+        "map": 70.0,
+        "map_min": 66.0,
+        "sofa": 9.0,
+    }
+
+
 def test_an_unchanging_patient_is_stable():
     status, payload = label(**NORMAL)
 
@@ -159,17 +173,7 @@ def test_sustained_profound_hypotension_is_deteriorating_without_a_trend():
 
 
 def test_weaning_in_the_last_12_hours_before_death_is_not_improving():
-    tracks = {
-        **NORMAL,
-        "ned": steps(0.3, 0.0, split=21, hours=30),
-        "norepinephrine": steps(0.3, 0.0, split=21, hours=30),
-        "ventilation": steps("invasive", "none", split=21, hours=30),
-        "map": 70.0,
-        "map_min": 66.0,
-        "hr": 85.0,
-        "spo2": 97.0,
-        "sofa": 9.0,
-    }
+    tracks = weaning_at_21_h()
     survivor, _ = label(start_h=22.0, **tracks)
     dying, payload = label(start_h=22.0, static={"hospital_outcome": "died"}, **tracks)
     # The same trajectory far from the end of the stay of a patient who died.
@@ -192,15 +196,7 @@ def test_the_death_guard_holds_exactly_in_the_last_12_hours_before_death():
     """Issue 30, item 5: the rules Oracle is never "improving" in the last 12 h
     before death, counted from the time of death the context gives (death_h);
     the window 22-22.5 h weans vasopressors and ventilation."""
-    tracks = {
-        **NORMAL,
-        "ned": steps(0.3, 0.0, split=21, hours=30),
-        "norepinephrine": steps(0.3, 0.0, split=21, hours=30),
-        "ventilation": steps("invasive", "none", split=21, hours=30),
-        "map": 70.0,
-        "map_min": 66.0,
-        "sofa": 9.0,
-    }
+    tracks = weaning_at_21_h()
 
     def status(death_h: float) -> str:
         died = {"hospital_outcome": "died", "stay_hours": 30, "death_h": death_h}
