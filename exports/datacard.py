@@ -20,7 +20,9 @@ TASK_TITLES = {
 }
 
 
-def _bar(path: Path, labels: list[str], values: list[float], title: str, xlabel: str):
+def _bar(path: Path, counts: list[tuple[str, int]], title: str, xlabel: str):
+    labels = [name for name, _ in counts]
+    values = [n for _, n in counts]
     path.write_text(bars_svg(labels, values, title, xlabel), encoding="utf-8")
 
 
@@ -47,6 +49,17 @@ def _table(rows: list[tuple], header: tuple) -> str:
 
 def _pct(n: int, total: int) -> str:
     return f"{100 * n / total:.1f} %" if total else "-"
+
+
+def _named_counts(values, names: dict) -> list[tuple[str, int]]:
+    """How often each value stands in ``values``, most common first, under its
+    display name."""
+    return [(names.get(v, v), n) for v, n in Counter(values).most_common()]
+
+
+def _shares(counts: list[tuple[str, int]], total: int, header: tuple) -> str:
+    """A table of counts with each one's share of ``total``."""
+    return _table([(name, n, _pct(n, total)) for name, n in counts], (*header, "Share"))
 
 
 LABEL_SCHEMA = """\
@@ -123,35 +136,16 @@ def datacard_write(*, release, stats, folder: Path) -> None:
     plots.mkdir()
     stays = list(stats.stays.values())
     n_stays = len(stays)
-    group_labels = dict(DiseaseGroup.choices)
-    outcome_labels = dict(Outcome.choices)
-
-    by_group = Counter(s["disease_group"] for s in stays).most_common()
-    _bar(
-        plots / "disease_groups.svg",
-        [group_labels.get(g, g) for g, _ in by_group],
-        [n for _, n in by_group],
-        "Stays by disease group",
-        "stays",
+    by_group = _named_counts(
+        (s["disease_group"] for s in stays), dict(DiseaseGroup.choices)
     )
+    _bar(plots / "disease_groups.svg", by_group, "Stays by disease group", "stays")
     lengths = [s["length_hours"] for s in stays]
     _histogram(plots / "stay_lengths.svg", lengths, "ICU stay length", "hours")
-    by_outcome = Counter(s["outcome"] for s in stays).most_common()
-    _bar(
-        plots / "outcomes.svg",
-        [outcome_labels.get(o, o) for o, _ in by_outcome],
-        [n for _, n in by_outcome],
-        "Hospital outcome",
-        "stays",
-    )
+    by_outcome = _named_counts((s["outcome"] for s in stays), dict(Outcome.choices))
+    _bar(plots / "outcomes.svg", by_outcome, "Hospital outcome", "stays")
     status = [(s, stats.status.get(s, 0)) for s in STATUS_ORDER if stats.status.get(s)]
-    _bar(
-        plots / "status.svg",
-        [s for s, _ in status],
-        [n for _, n in status],
-        "Patient status labels",
-        "windows",
-    )
+    _bar(plots / "status.svg", status, "Patient status labels", "windows")
     _items_plot(plots / "items_per_window.svg", stats.items)
 
     source = (
@@ -188,27 +182,18 @@ def datacard_write(*, release, stats, folder: Path) -> None:
             "",
         ]
     parts += [
-        _table(
-            [(group_labels.get(g, g), n, _pct(n, n_stays)) for g, n in by_group],
-            ("Disease group", "Stays", "Share"),
-        ),
+        _shares(by_group, n_stays, ("Disease group", "Stays")),
         "",
         "![Stays by disease group](plots/disease_groups.svg)",
         "![Stay lengths](plots/stay_lengths.svg)",
         "",
-        _table(
-            [(outcome_labels.get(o, o), n, _pct(n, n_stays)) for o, n in by_outcome],
-            ("Outcome", "Stays", "Share"),
-        ),
+        _shares(by_outcome, n_stays, ("Outcome", "Stays")),
         "",
         "![Outcomes](plots/outcomes.svg)",
         "",
         "## Labels",
         "",
-        _table(
-            [(s, n, _pct(n, stats.windows)) for s, n in status],
-            ("Patient status", "Windows", "Share"),
-        ),
+        _shares(status, stats.windows, ("Patient status", "Windows")),
         "",
         "![Status distribution](plots/status.svg)",
         "",
