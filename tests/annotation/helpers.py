@@ -1,8 +1,8 @@
-"""Helpers of the annotation tests: a plain label submission, and the state a
-refused write must leave alone."""
+"""Helpers of the annotation tests: a plain label submission, an admin's accepts,
+and the state a refused write must leave alone."""
 
 from annotation.models import Assignment, Label, LabelRevision
-from annotation.services import label_submit
+from annotation.services import adjudication_decide, label_submit
 
 
 def written_state() -> tuple:
@@ -39,3 +39,18 @@ def submit_status_and_problem(physician, campaign, window, status, problem):
         },
         base_version=label.version if label is not None else 0,
     )
+
+
+def accept_items(admin, campaign, window, item_refs, reason, task="acute_problems"):
+    """``admin`` accepts each of ``item_refs`` of ``task`` as it stands, one
+    decision each, with ``reason``."""
+    for item_ref in item_refs:
+        adjudication_decide(
+            admin=admin,
+            campaign=campaign,
+            window=window,
+            task=task,
+            item_ref=item_ref,
+            action="accept",
+            reason=reason,
+        )

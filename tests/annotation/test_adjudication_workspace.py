@@ -18,6 +18,7 @@ from annotation.services import adjudication_decide
 from annotation.services.adjudication import adjudication_merge
 
 from .conftest import make_gold_windows, make_role_user
+from .helpers import accept_items
 from .workspace_data import cluster_of, hand_built_window
 
 PROBLEMS = ConsensusTask.ACUTE_PROBLEMS
@@ -139,16 +140,7 @@ def test_merge_rewords_the_matched_items_of_one_cluster(built, admin_user, clini
 def test_merge_of_accepted_items_replaces_both_in_the_consensus(built, admin_user):
     campaign, window = built
     refs = _lactate_refs(campaign, window)
-    for ref in refs:
-        adjudication_decide(
-            admin=admin_user,
-            campaign=campaign,
-            window=window,
-            task=PROBLEMS,
-            item_ref=ref,
-            action="accept",
-            reason="Seen",
-        )
+    accept_items(admin_user, campaign, window, refs, "Seen")
     texts = [i["text"] for i in _consensus(campaign, window).items[PROBLEMS]]
     assert texts == ["Septic shock", "Hyperlactatemia", "Elevated lactate"]
 

@@ -29,6 +29,7 @@ from annotation.services import (
 from annotation.services.adjudication import adjudication_merge
 
 from .conftest import make_role_user
+from .helpers import accept_items
 from .test_consensus import matcher  # noqa: F401
 
 pytestmark = pytest.mark.django_db
@@ -224,16 +225,7 @@ def test_once_the_window_closes_the_admin_who_rates_reads_it_and_cannot_reopen(
     admin_user, rater_admin, physicians, campaign, computed, complete_payload
 ):
     for window in computed.values():
-        for ref in _refs(campaign, window):
-            adjudication_decide(
-                admin=admin_user,
-                campaign=campaign,
-                window=window,
-                task=PROBLEMS,
-                item_ref=ref,
-                action="accept",
-                reason="kept",
-            )
+        accept_items(admin_user, campaign, window, _refs(campaign, window), "kept")
     window = computed["w0"]
     assignment = campaign.assignments.get(annotator=rater_admin, window=window)
 

@@ -65,6 +65,7 @@ from tests.factories import make_admission, make_stay
 from tests.test_forged_requests import site_routes
 
 from .conftest import make_gold_windows, make_role_user
+from .helpers import accept_items
 from .test_consensus import matcher  # noqa: F401
 
 pytestmark = pytest.mark.django_db
@@ -121,14 +122,8 @@ def _close(admin, campaign, window, matcher):
                 reason="settled",
             )
         else:
-            adjudication_decide(
-                admin=admin,
-                campaign=campaign,
-                window=window,
-                task=dispute["task"],
-                item_ref=dispute["item_ref"],
-                action="accept",
-                reason="kept",
+            accept_items(
+                admin, campaign, window, [dispute["item_ref"]], "kept", dispute["task"]
             )
 
 

@@ -19,7 +19,6 @@ from annotation.blindness import (
 from annotation.models import CampaignWindow
 from annotation.selectors import assignment_get_for_annotator, physician_queue
 from annotation.services import (
-    adjudication_decide,
     assignment_add,
     campaign_create,
     label_reopen,
@@ -31,7 +30,7 @@ from tests.factories import make_admission, make_stay
 from windows.models import Event
 
 from .conftest import make_gold_windows, make_role_user
-from .helpers import written_state
+from .helpers import accept_items, written_state
 from .test_consensus import matcher  # noqa: F401
 
 ACTIONS = ["draft", "submit", "reopen"]
@@ -215,14 +214,13 @@ def test_a_window_with_a_dispute_stays_open_until_adjudicated(
     assert b.pk in set(co_rater_ids(a).values_list("annotator_id", flat=True))
 
     (dispute,) = consensus.open_disputes
-    adjudication_decide(
-        admin=admin_user,
-        campaign=campaign,
-        window=window,
+    accept_items(
+        admin_user,
+        campaign,
+        window,
+        [dispute["item_ref"]],
+        "seen on imaging",
         task=dispute["task"],
-        item_ref=dispute["item_ref"],
-        action="accept",
-        reason="seen on imaging",
     )
     assert window_is_closed(campaign_id=campaign.pk, window_id=window.pk)
     assert window.pk not in set(blind_window_ids(a).values_list("window_id", flat=True))
