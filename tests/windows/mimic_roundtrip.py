@@ -427,6 +427,30 @@ def write_mimic_folder(clif_dir: Path, out: Path) -> dict:
         )
         chart_parts.append(frame)
 
+    def chart_text(rows, item, column, time_column="recorded_dttm"):
+        """One Text item (itemid, label) charted from a CLIF text column."""
+        chart(
+            rows["hospitalization_id"],
+            rows[time_column],
+            item[0],
+            rows[column].to_numpy(),
+            np.nan,
+            None,
+        )
+        d_items[item[0]] = (item[1], "chartevents", "", "Text")
+
+    def chart_numbers(rows, values, itemid, label, unit):
+        """One Numeric item charted from CLIF values already in the source unit."""
+        chart(
+            rows["hospitalization_id"],
+            rows["recorded_dttm"],
+            itemid,
+            values.map(lambda v: f"{v:.10g}"),
+            values.to_numpy(),
+            unit or None,
+        )
+        d_items[itemid] = (label, "chartevents", unit, "Numeric")
+
     # vitals, with the temperature site as its own item at the same charttime.
     vitals = read("vitals")
     item = vitals["vital_name"].map(lambda n: inv.vitals[n][0])
@@ -445,20 +469,7 @@ def write_mimic_folder(clif_dir: Path, out: Path) -> dict:
     for name, (itemid, unit) in inv.vitals.items():
         d_items[itemid] = (name, "chartevents", unit, "Numeric")
     site = vitals[vitals["meas_site_name"].notna()]
-    chart(
-        site["hospitalization_id"],
-        site["recorded_dttm"],
-        TEMPERATURE_SITE_ITEM[0],
-        site["meas_site_name"].to_numpy(),
-        np.nan,
-        None,
-    )
-    d_items[TEMPERATURE_SITE_ITEM[0]] = (
-        TEMPERATURE_SITE_ITEM[1],
-        "chartevents",
-        "",
-        "Text",
-    )
+    chart_text(site, TEMPERATURE_SITE_ITEM, "meas_site_name")
 
     # labs: labevents, or chartevents for the bedside blood gases; the source
     # value is the CLIF value divided by the consortium's multiplier.
@@ -527,25 +538,9 @@ def write_mimic_folder(clif_dir: Path, out: Path) -> dict:
     # respiratory support: one chartevents row per charted column.
     resp = read("respiratory_support")
     dev = resp[resp["device_name"].notna()]
-    chart(
-        dev["hospitalization_id"],
-        dev["recorded_dttm"],
-        DEVICE_ITEM[0],
-        dev["device_name"].to_numpy(),
-        np.nan,
-        None,
-    )
-    d_items[DEVICE_ITEM[0]] = (DEVICE_ITEM[1], "chartevents", "", "Text")
+    chart_text(dev, DEVICE_ITEM, "device_name")
     brand = resp[resp["vent_brand_name"].notna()]
-    chart(
-        brand["hospitalization_id"],
-        brand["recorded_dttm"],
-        VENT_BRAND_ITEM[0],
-        brand["vent_brand_name"].to_numpy(),
-        np.nan,
-        None,
-    )
-    d_items[VENT_BRAND_ITEM[0]] = (VENT_BRAND_ITEM[1], "chartevents", "", "Text")
+    chart_text(brand, VENT_BRAND_ITEM, "vent_brand_name")
     mode = resp[resp["mode_name"].notna()]
     mode_item = [
         inv.mode_item(n, str(b))
@@ -564,15 +559,7 @@ def write_mimic_folder(clif_dir: Path, out: Path) -> dict:
     for col, (itemid_, label, unit_) in RESPIRATORY_ITEMS.items():
         has = resp[resp[col].notna()]
         values = has[col].astype("float64") * (100 if col == "fio2_set" else 1)
-        chart(
-            has["hospitalization_id"],
-            has["recorded_dttm"],
-            itemid_,
-            values.map(lambda v: f"{v:.10g}"),
-            values.to_numpy(),
-            unit_ or None,
-        )
-        d_items[itemid_] = (label, "chartevents", unit_, "Numeric")
+        chart_numbers(has, values, itemid_, label, unit_)
 
     # assessments (the consortium's computed totals have no MIMIC-IV item).
     ass = read("patient_assessments")
@@ -596,15 +583,7 @@ def write_mimic_folder(clif_dir: Path, out: Path) -> dict:
         d_items[itemid_] = (label, "chartevents", "", ptype)
 
     pos = read("position")
-    chart(
-        pos["hospitalization_id"],
-        pos["recorded_dttm"],
-        POSITION_ITEM[0],
-        pos["position_name"].to_numpy(),
-        np.nan,
-        None,
-    )
-    d_items[POSITION_ITEM[0]] = (POSITION_ITEM[1], "chartevents", "", "Text")
+    chart_text(pos, POSITION_ITEM, "position_name")
 
     # code status is charted per patient in CLIF: each record goes to the
     # admission whose hospital stay holds it (as the CLIF importer places it).
@@ -619,39 +598,15 @@ def write_mimic_folder(clif_dir: Path, out: Path) -> dict:
         & (cs_hosp["start_dttm"] <= cs_hosp["discharge_dttm"])
     ]
     cs_hosp = cs_hosp[cs_hosp["hospitalization_id"].astype("int64").isin(stay_of.index)]
-    chart(
-        cs_hosp["hospitalization_id"],
-        cs_hosp["start_dttm"],
-        CODE_STATUS_ITEM[0],
-        cs_hosp["code_status_name"].to_numpy(),
-        np.nan,
-        None,
-    )
-    d_items[CODE_STATUS_ITEM[0]] = (CODE_STATUS_ITEM[1], "chartevents", "", "Text")
+    chart_text(cs_hosp, CODE_STATUS_ITEM, "code_status_name", "start_dttm")
 
     crrt = read("crrt_therapy")
     m = crrt[crrt["crrt_mode_name"].notna()]
-    chart(
-        m["hospitalization_id"],
-        m["recorded_dttm"],
-        CRRT_MODE_ITEM[0],
-        m["crrt_mode_name"].to_numpy(),
-        np.nan,
-        None,
-    )
-    d_items[CRRT_MODE_ITEM[0]] = (CRRT_MODE_ITEM[1], "chartevents", "", "Text")
+    chart_text(m, CRRT_MODE_ITEM, "crrt_mode_name")
     for col, (itemid_, label, unit_, per_unit) in CRRT_ITEMS.items():
         has = crrt[crrt[col].notna()]
         values = has[col].astype("float64") / per_unit
-        chart(
-            has["hospitalization_id"],
-            has["recorded_dttm"],
-            itemid_,
-            values.map(lambda v: f"{v:.10g}"),
-            values.to_numpy(),
-            unit_,
-        )
-        d_items[itemid_] = (label, "chartevents", unit_, "Numeric")
+        chart_numbers(has, values, itemid_, label, unit_)
 
     chartevents = pd.concat(chart_parts, ignore_index=True)
     chartevents["stay_id"] = chartevents["stay_id"].astype("Int64")
