@@ -72,14 +72,23 @@ def _release(request, page: dict, field="release"):
     return release
 
 
+def _start(request, start):
+    """A run started from the runs page over the posted release by
+    ``start(release)``, then its page; or the runs page with the refusal."""
+    page = selectors_pages.run_list_page(user=request.user)
+    try:
+        run = start(_release(request, page))
+    except (ValidationError, PermissionDenied) as error:
+        return _refused(request, page, error)
+    return redirect("agents:run_detail", run_id=run.pk)
+
+
 @require_POST
 @agents_user_required
 def run_start(request):
     from oracle.models import Backbone
 
-    page = selectors_pages.run_list_page(user=request.user)
-    try:
-        release = _release(request, page)
+    def start(release):
         backbone = None
         if request.POST.get("backbone"):
             backbone = Backbone.objects.filter(
@@ -87,33 +96,29 @@ def run_start(request):
             ).first()
             if backbone is None:
                 raise ValidationError("Choose a backbone from the list.")
-        run = services.agent_run_start(
+        return services.agent_run_start(
             user=request.user,
             release=release,
             agent=request.POST.get("agent", ""),
             backbone=backbone,
         )
-    except (ValidationError, PermissionDenied) as error:
-        return _refused(request, page, error)
-    return redirect("agents:run_detail", run_id=run.pk)
+
+    return _start(request, start)
 
 
 @require_POST
 @agents_user_required
 def endpoint_start(request):
-    page = selectors_pages.run_list_page(user=request.user)
-    try:
-        release = _release(request, page)
-        run = services.endpoint_evaluate(
+    def start(release):
+        return services.endpoint_evaluate(
             user=request.user,
             release=release,
             name=request.POST.get("name", ""),
             url=request.POST.get("url", ""),
             context_mode=request.POST.get("context_mode") or "streamed",
         )
-    except (ValidationError, PermissionDenied) as error:
-        return _refused(request, page, error)
-    return redirect("agents:run_detail", run_id=run.pk)
+
+    return _start(request, start)
 
 
 @require_GET

@@ -1,5 +1,5 @@
-"""What agent_run and online_eval share: following a run's progress on one
-line."""
+"""What agent_run and online_eval share: the release they run over, and
+following a run's progress on one line."""
 
 from __future__ import annotations
 
@@ -9,8 +9,17 @@ import time
 from django.core.management.base import CommandError
 
 from agents.models import AgentRun, RunState
+from exports.models import Release
 
 FOLLOW_SECONDS = 1.0
+
+
+def release_of(release_id: int) -> Release:
+    """The release --release names, or CommandError."""
+    release = Release.objects.filter(pk=release_id).first()
+    if release is None:
+        raise CommandError(f"No release with id {release_id}.")
+    return release
 
 
 def progress_line(run: AgentRun, width: int = 30) -> str:

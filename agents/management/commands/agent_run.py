@@ -6,10 +6,9 @@ from __future__ import annotations
 from django.core.management.base import BaseCommand, CommandError
 
 from accounts.commands import command_user, service_refusals
-from agents.management.commands._follow import follow
+from agents.management.commands._follow import follow, release_of
 from agents.reference import AGENT_NAMES
 from agents.services import agent_run_start
-from exports.models import Release
 from oracle.models import Backbone
 
 
@@ -31,9 +30,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, agent, release, backbone, inline, user=None, **options):
         who = command_user(user, option="--user", recorded="the run")
-        found = Release.objects.filter(pk=release).first()
-        if found is None:
-            raise CommandError(f"No release with id {release}.")
+        found = release_of(release)
         chosen = (
             Backbone.objects.filter(pk=int(backbone)).first()
             if backbone.isdigit()

@@ -5,12 +5,11 @@ score the replies."""
 
 from __future__ import annotations
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand
 
 from accounts.commands import command_user, service_refusals
-from agents.management.commands._follow import follow
+from agents.management.commands._follow import follow, release_of
 from agents.services import endpoint_register, online_eval_start
-from exports.models import Release
 
 
 class Command(BaseCommand):
@@ -39,9 +38,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, release, endpoint, inline, user=None, **options):
         who = command_user(user, option="--user", recorded="the run")
-        found = Release.objects.filter(pk=release).first()
-        if found is None:
-            raise CommandError(f"No release with id {release}.")
+        found = release_of(release)
         with service_refusals():
             registered = endpoint_register(
                 user=who,
