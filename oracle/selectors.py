@@ -12,6 +12,7 @@ from django.db.models import Count, Exists, OuterRef, Q, QuerySet, Sum
 from django.http import Http404
 from django.utils import timezone
 
+from accounts.ids import id_parse
 from accounts.roles import user_is_admin
 from jobs.leases import is_live
 from oracle.models import (
@@ -247,19 +248,24 @@ def validation_reports_of(*, admin, run: OracleRun) -> QuerySet[ValidationReport
     return run.validation_reports.select_related("campaign", "created_by")
 
 
+def _row_or_404(rows: QuerySet, row_id, missing: str):
+    """The row of ``rows`` that ``row_id``, from the query string, names; else
+    Http404 with ``missing``. Anything but an id in the database's range names
+    none (a 5,000-digit number would overflow the database's integer)."""
+    pk = id_parse(row_id)
+    row = rows.filter(pk=pk).first() if pk is not None else None
+    if row is None:
+        raise Http404(missing)
+    return row
+
+
 def validation_report_get(*, admin, run: OracleRun, report_id) -> ValidationReport:
     _require_admin(admin)
-    # A report id comes from the query string: anything but a plausible id is
-    # no report (a 5,000-digit number would overflow the database's integer).
-    report_id = str(report_id)
-    if not report_id.isdigit() or len(report_id) > 18:
-        raise Http404("No such validation report.")
-    report = (
-        run.validation_reports.select_related("campaign").filter(pk=report_id).first()
+    return _row_or_404(
+        run.validation_reports.select_related("campaign"),
+        report_id,
+        "No such validation report.",
     )
-    if report is None:
-        raise Http404("No such validation report.")
-    return report
 
 
 def validation_report_latest(*, run: OracleRun) -> ValidationReport | None:
@@ -279,17 +285,11 @@ VALIDATION_ACTIVE = (ValidationJobState.QUEUED, ValidationJobState.RUNNING)
 
 def validation_job_get(*, admin, run: OracleRun, job_id) -> ValidationJob:
     _require_admin(admin)
-    job_id = str(job_id)
-    if not job_id.isdigit() or len(job_id) > 18:
-        raise Http404("No such validation.")
-    job = (
-        ValidationJob.objects.select_related("campaign", "report")
-        .filter(run=run, pk=job_id)
-        .first()
+    return _row_or_404(
+        ValidationJob.objects.select_related("campaign", "report").filter(run=run),
+        job_id,
+        "No such validation.",
     )
-    if job is None:
-        raise Http404("No such validation.")
-    return job
 
 
 def validation_job_current(*, admin, run: OracleRun) -> ValidationJob | None:
