@@ -1,8 +1,17 @@
-"""Agent runs as the agents tests make them: on a release and a backbone,
-started without a task (the test drives the work itself)."""
+"""Agent runs as the agents tests make them: on a release and a backbone, or
+on a researcher's endpoint, started without a task (the test drives the work
+itself); and an endpoint's registration refused."""
 
-from agents.models import AgentRun
-from agents.services import agent_run_inline, agent_run_start
+import pytest
+from django.core.exceptions import ValidationError
+
+from agents.models import AgentRun, OnlineEndpoint
+from agents.services import (
+    agent_run_inline,
+    agent_run_start,
+    endpoint_register,
+    online_eval_start,
+)
 
 
 def run_queued(*, user, release, backbone, agent="local-window") -> AgentRun:
@@ -16,3 +25,20 @@ def run_inline(agent, release, backbone, user) -> AgentRun:
     """A run of ``agent`` worked through in this process."""
     run = run_queued(user=user, release=release, backbone=backbone, agent=agent)
     return agent_run_inline(run=run)
+
+
+def online_eval_inline(*, user, release, **endpoint) -> AgentRun:
+    """``user`` registers an endpoint on ``release`` (``endpoint``: its name,
+    url and other fields), and its online evaluation is worked through in this
+    process."""
+    registered = endpoint_register(user=user, release=release, **endpoint)
+    run = online_eval_start(user=user, endpoint=registered, enqueue=False)
+    return agent_run_inline(run=run)
+
+
+def endpoint_refused(match: str, *, user, release, **endpoint) -> None:
+    """Registering the endpoint is refused with a message matching ``match``,
+    and no endpoint is saved."""
+    with pytest.raises(ValidationError, match=match):
+        endpoint_register(user=user, release=release, **endpoint)
+    assert not OnlineEndpoint.objects.exists()

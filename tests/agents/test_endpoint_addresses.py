@@ -27,7 +27,6 @@ from agents.models import AgentPrediction, AgentRun, OnlineEndpoint
 from agents.remote import UNREACHABLE, RemoteAgent
 from agents.services import (
     agent_run_cancel,
-    agent_run_inline,
     agent_run_resume,
     agent_run_start,
     endpoint_register,
@@ -36,6 +35,7 @@ from agents.services import (
 from oracle.backbones import http
 from oracle.backbones.endpoints import Purpose, url_check
 from oracle.models import Backbone
+from tests.agents.helpers import endpoint_refused, online_eval_inline
 from tests.agents.test_online_eval import Endpoint
 from tests.oracle.address_forms import (  # noqa: F401 - fixtures
     NOT_PUBLIC,
@@ -169,11 +169,8 @@ def test_a_run_whose_endpoint_rebinds_to_loopback_sends_nothing(
     # Public at registering, at the run's start and at the agent's start; then
     # the name points at this machine, where the endpoint server listens.
     fake_dns.answer("agent.example", *[PUBLIC_ANSWER] * 3, "127.0.0.1")
-    registered = endpoint_register(
+    run = online_eval_inline(
         user=researcher, release=tiny_release, name="rebinding", url=url
-    )
-    run = agent_run_inline(
-        run=online_eval_start(user=researcher, endpoint=registered, enqueue=False)
     )
     # The first stay's agent checked a public answer, then its connections met
     # loopback: refused, in the researcher's one sentence. The later stays'
@@ -208,14 +205,13 @@ def test_one_refused_answer_among_public_ones_refuses_the_endpoint(
 ):
     settings.REALICU_ENDPOINT_ALLOWED_NETWORKS = []
     fake_dns.answer("agent.example", [PUBLIC_ANSWER, "127.0.0.1"])
-    with pytest.raises(ValidationError, match="not a public address"):
-        endpoint_register(
-            user=researcher,
-            release=tiny_release,
-            name="mixed",
-            url="http://agent.example/predict",
-        )
-    assert not OnlineEndpoint.objects.exists()
+    endpoint_refused(
+        "not a public address",
+        user=researcher,
+        release=tiny_release,
+        name="mixed",
+        url="http://agent.example/predict",
+    )
 
 
 @pytest.mark.django_db
@@ -379,15 +375,12 @@ def test_the_researcher_reads_one_sentence_the_admin_reads_what_happened(
     researcher, admin_user, tiny_release, endpoint
 ):
     endpoint.replies += [(404, {"detail": "port 5432 is open"}, {})] * 4
-    registered = endpoint_register(
+    run = online_eval_inline(
         user=researcher,
         release=tiny_release,
         name="missing",
         url=endpoint.url,
         max_retries=0,
-    )
-    run = agent_run_inline(
-        run=online_eval_start(user=researcher, endpoint=registered, enqueue=False)
     )
     mine = client_for(researcher).get(f"/agents/runs/{run.pk}/").content.decode()
     assert "no usable reply" in mine and "HTTP 404" not in mine
@@ -450,14 +443,13 @@ def test_an_endpoint_name_with_a_nul_byte_is_a_form_error(researcher, tiny_relea
     assert response.status_code == 400
     # Refused before the view (RequestHygieneMiddleware), and by the service.
     assert "NUL character" in response.content.decode()
-    with pytest.raises(ValidationError, match="control characters"):
-        endpoint_register(
-            user=researcher,
-            release=tiny_release,
-            name="a\x00b",
-            url="https://a.example/",
-        )
-    assert not OnlineEndpoint.objects.exists()
+    endpoint_refused(
+        "control characters",
+        user=researcher,
+        release=tiny_release,
+        name="a\x00b",
+        url="https://a.example/",
+    )
 
 
 # --- an endpoint's reply within its timeout and size (item 5) ----------------------

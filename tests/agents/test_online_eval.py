@@ -17,8 +17,9 @@ from realicu_client import SessionGap, Sessions
 from accounts.roles import Role
 from agents.models import AgentPrediction, OnlineEndpoint, RunState
 from agents.remote import UNREACHABLE
-from agents.services import agent_run_inline, endpoint_register, online_eval_start
+from agents.services import endpoint_register
 from loopback import LoopbackServer, QuietHandler
+from tests.agents.helpers import online_eval_inline
 from tests.annotation.conftest import make_role_user
 
 PAYLOAD_KEYS = {
@@ -167,11 +168,9 @@ def test_a_cheating_endpoint_gets_no_future_event(
         cheater.replies.append(
             (307, {"give": "everything"}, {"Location": cheater.url + "?all=1"})
         )
-        registered = endpoint_register(
+        run = online_eval_inline(
             user=researcher, release=tiny_release, name="cheater", url=cheater.url
         )
-        run = online_eval_start(user=researcher, endpoint=registered, enqueue=False)
-        run = agent_run_inline(run=run)
     finally:
         cheater.stop()
     assert run.state == RunState.DONE
@@ -208,15 +207,12 @@ def test_malformed_replies_are_the_windows_errors(endpoint, researcher, tiny_rel
         (200, ["not", "an", "object"], {}),
         (503, {"busy": True}, {"Retry-After": "0"}),
     ]
-    registered = endpoint_register(
+    run = online_eval_inline(
         user=researcher,
         release=tiny_release,
         name="sloppy",
         url=endpoint.url,
         max_retries=2,
-    )
-    run = agent_run_inline(
-        run=online_eval_start(user=researcher, endpoint=registered, enqueue=False)
     )
     errors = sorted(
         AgentPrediction.objects.filter(run=run)
