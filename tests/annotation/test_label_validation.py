@@ -206,33 +206,35 @@ def test_rating_an_observation_of_the_window_is_refused(
     )
 
 
-def test_unrated_critical_action_is_refused_on_submit(
-    physicians, assignment, complete_payload
-):
-    payload = {
-        **complete_payload,
-        "action_ratings": complete_payload["action_ratings"][1:],
-    }
-    _refused(
-        lambda: _submit(physicians[0], assignment, payload),
-        "action_ratings",
-        "Rate every recorded critical action: 1 of 2 not rated yet (first: "
-        "norepinephrine at 08:05).",
-    )
-
-
-def test_rating_outside_the_three_values_is_refused(
-    physicians, assignment, complete_payload
-):
-    ratings = [dict(r) for r in complete_payload["action_ratings"]]
-    ratings[0]["rating"] = "great"
-    _refused(
-        lambda: _submit(
-            physicians[0], assignment, {**complete_payload, "action_ratings": ratings}
+@pytest.mark.parametrize(
+    ("rated", "message"),
+    [
+        pytest.param(
+            lambda ratings: ratings[1:],
+            "Rate every recorded critical action: 1 of 2 not rated yet (first: "
+            "norepinephrine at 08:05).",
+            id="a-critical-action-unrated",
         ),
-        "action_ratings",
-        "Rated action 1: the rating must be best practice, acceptable or "
-        "potentially harmful.",
+        pytest.param(
+            lambda ratings: [{**ratings[0], "rating": "great"}, *ratings[1:]],
+            "Rated action 1: the rating must be best practice, acceptable or "
+            "potentially harmful.",
+            id="a-rating-outside-the-three-values",
+        ),
+        pytest.param(
+            lambda ratings: ratings + ratings[:1],
+            "Rated action 3 rates the same action twice.",
+            id="the-same-action-rated-twice",
+        ),
+    ],
+)
+def test_bad_action_ratings_are_refused_on_submit(
+    physicians, assignment, complete_payload, rated, message
+):
+    ratings = rated(complete_payload["action_ratings"])
+    payload = {**complete_payload, "action_ratings": ratings}
+    _refused(
+        lambda: _submit(physicians[0], assignment, payload), "action_ratings", message
     )
 
 
@@ -254,21 +256,6 @@ def test_blank_rating_is_kept_in_a_draft_but_refused_on_submit(
         "action_ratings",
         "Rated action 1 is not rated: best practice, acceptable or potentially "
         "harmful.",
-    )
-
-
-def test_rating_the_same_action_twice_is_refused(
-    physicians, assignment, complete_payload
-):
-    ratings = (
-        complete_payload["action_ratings"] + complete_payload["action_ratings"][:1]
-    )
-    _refused(
-        lambda: _submit(
-            physicians[0], assignment, {**complete_payload, "action_ratings": ratings}
-        ),
-        "action_ratings",
-        "Rated action 3 rates the same action twice.",
     )
 
 
