@@ -74,6 +74,14 @@ class ReleaseApi(APIView):
             raise NotFound("No such release.")
         return release
 
+    def submission_or_404(self, submission_id: int):
+        submission = selectors.submission_get(
+            user=self.request.user, submission_id=submission_id
+        )
+        if submission is None:
+            raise NotFound("No such submission.")
+        return submission
+
 
 class RecordPagination(PageNumberPagination):
     page_size = 100
@@ -369,11 +377,7 @@ class SubmissionDetailApi(ReleaseApi):
         },
     )
     def get(self, request, submission_id: int):
-        submission = selectors.submission_get(
-            user=request.user, submission_id=submission_id
-        )
-        if submission is None:
-            raise NotFound("No such submission.")
+        submission = self.submission_or_404(submission_id)
         return Response(SubmissionOutputSerializer(submission).data)
 
 
@@ -395,11 +399,7 @@ class SubmissionPublishApi(ReleaseApi):
     def post(self, request, submission_id: int):
         data = PublishInputSerializer(data=request.data)
         data.is_valid(raise_exception=True)
-        submission = selectors.submission_get(
-            user=request.user, submission_id=submission_id
-        )
-        if submission is None:
-            raise NotFound("No such submission.")
+        submission = self.submission_or_404(submission_id)
         submission = services.submission_publish(
             user=request.user,
             submission=submission,
