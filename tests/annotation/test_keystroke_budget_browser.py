@@ -5,8 +5,6 @@ one added action and one red flag, each with evidence, and submits. Command keys
 and typed characters are counted apart and printed; the goal is 40 command keys
 or fewer, and the submitted label holds exactly what was typed and cited."""
 
-from datetime import timedelta
-
 import pytest
 
 from accounts.roles import Role
@@ -14,7 +12,7 @@ from annotation.models import Assignment, AssignmentState, Label
 from annotation.services import campaign_create
 from tests.annotation.conftest import make_role_user
 from tests.browser import chromium, sign_in
-from tests.factories import make_admission, make_event, make_events, make_stay
+from tests.factories import drip, event_at, lab, make_admission, make_stay, vitals
 from windows.models import Domain, EventKind, Window
 from windows.tracks import stay_tracks_get
 from windows.windowing import windows_build
@@ -26,10 +24,11 @@ BUDGET = 40
 WINDOW_INDEX = 5  # one every 2 h: 10.0 h to 10.5 h since ICU admission
 
 
-def _respiratory(admission, at, category, name, value, unit):
-    return make_event(
-        admission=admission,
-        time=at,
+def _respiratory(stay, minute, category, name, value, unit):
+    """A ventilator setting ``minute`` minutes into the window's first hour."""
+    return event_at(
+        stay,
+        10 + minute / 60,
         kind=EventKind.ACTION,
         domain=Domain.RESPIRATORY,
         category=category,
@@ -48,46 +47,29 @@ def demo_window(db):
     ventilator setting changes and a norepinephrine start (the eight critical
     actions to rate), and an SpO2 of 88 and a MAP of 58 among the vitals."""
     stay = make_stay(admission=make_admission(), hours=24)
-    adm, t0 = stay.admission, stay.intime
-    every = timedelta(minutes=15)
-    vitals = {
-        "heart_rate": ("Heart rate", 96.0, "bpm"),
-        "spo2": ("SpO2", 95.0, "%"),
-        "respiratory_rate": ("Respiratory rate", 22.0, "/min"),
-        "map": ("Mean arterial pressure", 71.0, "mmHg"),
-    }
-    for category, (name, value, unit) in vitals.items():
-        make_events(
-            admission=adm,
-            count=96,
-            start=t0,
-            every=every,
-            category=category,
-            name=name,
-            value_num=value,
+    for category, name, value, unit, every_min in (
+        ("heart_rate", "Heart rate", 96.0, "bpm", 15),
+        ("spo2", "SpO2", 95.0, "%", 15),
+        ("respiratory_rate", "Respiratory rate", 22.0, "/min", 15),
+        ("map", "Mean arterial pressure", 71.0, "mmHg", 15),
+        ("temp_c", "Temperature", 38.1, "°C", 60),
+    ):
+        vitals(
+            stay,
+            category,
+            value,
+            start_h=0,
+            end_h=24,
+            every_min=every_min,
             unit=unit,
+            name=name,
         )
-    make_events(
-        admission=adm,
-        count=24,
-        start=t0,
-        category="temp_c",
-        name="Temperature",
-        value_num=38.1,
-        unit="°C",
+    spo2 = event_at(
+        stay, 10 + 20 / 60, category="spo2", name="SpO2", value_num=88.0, unit="%"
     )
-    in_window = t0 + timedelta(hours=10, minutes=20)
-    spo2 = make_event(
-        admission=adm,
-        time=in_window,
-        category="spo2",
-        name="SpO2",
-        value_num=88.0,
-        unit="%",
-    )
-    low_map = make_event(
-        admission=adm,
-        time=in_window + timedelta(minutes=2),
+    low_map = event_at(
+        stay,
+        10 + 22 / 60,
         category="map",
         name="Mean arterial pressure",
         value_num=58.0,
@@ -95,69 +77,25 @@ def demo_window(db):
     )
     labs = {}
     for hours, lactate in ((5, 3.1), (9, 4.2)):
-        at = t0 + timedelta(hours=hours)
-        labs[lactate] = make_event(
-            admission=adm,
-            time=at,
-            domain=Domain.LABS,
-            category="lactate",
-            name="Lactate",
-            value_num=lactate,
-            unit="mmol/L",
-            source_table="labs",
-        )
+        labs[lactate] = lab(stay, "lactate", lactate, hours, "mmol/L", name="Lactate")
         for category, name, value, unit in (
             ("creatinine", "Creatinine", 1.9, "mg/dL"),
             ("potassium", "Potassium", 4.8, "mmol/L"),
             ("hemoglobin", "Hemoglobin", 9.1, "g/dL"),
             ("wbc", "WBC", 16.2, "10^3/uL"),
         ):
-            make_event(
-                admission=adm,
-                time=at,
-                domain=Domain.LABS,
-                category=category,
-                name=name,
-                value_num=value,
-                unit=unit,
-                source_table="labs",
-            )
-    for hours, category, name, value, unit in (
-        (5.5, "propofol", "Propofol", 30, "mcg/kg/min"),
-        (8.0, "insulin", "Insulin", 4, "units/hr"),
-    ):
-        make_event(
-            admission=adm,
-            time=t0 + timedelta(hours=hours),
-            kind=EventKind.ACTION,
-            domain=Domain.MED_CONTINUOUS,
-            category=category,
-            name=name,
-            value_num=value,
-            unit=unit,
-            source_table="medication_admin_continuous",
-        )
-    start = t0 + timedelta(hours=10, minutes=1)
-    minute = timedelta(minutes=1)
+            lab(stay, category, value, hours, unit, name=name)
+    drip(stay, "propofol", 30, 5.5, text="")
+    drip(stay, "insulin", 4, 8.0, text="", unit="units/hr")
     actions = [
-        _respiratory(adm, start, "device_category", "IMV", None, ""),
-        _respiratory(adm, start + minute, "mode_category", "Assist control", None, ""),
-        _respiratory(adm, start + 2 * minute, "fio2_set", "FiO2 set", 60, "%"),
-        _respiratory(adm, start + 3 * minute, "peep_set", "PEEP set", 10, "cmH2O"),
-        _respiratory(adm, start + 4 * minute, "tidal_volume_set", "VT set", 420, "mL"),
-        _respiratory(adm, start + 5 * minute, "resp_rate_set", "RR set", 24, "/min"),
-        _respiratory(adm, start + 6 * minute, "pressure_support_set", "PS", 8, ""),
-        make_event(
-            admission=adm,
-            time=start + 12 * minute,
-            kind=EventKind.ACTION,
-            domain=Domain.MED_CONTINUOUS,
-            category="norepinephrine",
-            name="Norepinephrine",
-            value_num=0.08,
-            unit="mcg/kg/min",
-            source_table="medication_admin_continuous",
-        ),
+        _respiratory(stay, 1, "device_category", "IMV", None, ""),
+        _respiratory(stay, 2, "mode_category", "Assist control", None, ""),
+        _respiratory(stay, 3, "fio2_set", "FiO2 set", 60, "%"),
+        _respiratory(stay, 4, "peep_set", "PEEP set", 10, "cmH2O"),
+        _respiratory(stay, 5, "tidal_volume_set", "VT set", 420, "mL"),
+        _respiratory(stay, 6, "resp_rate_set", "RR set", 24, "/min"),
+        _respiratory(stay, 7, "pressure_support_set", "PS", 8, ""),
+        drip(stay, "norepinephrine", 0.08, 10 + 13 / 60, text=""),
     ]
     windows_build(stay=stay)
     window = Window.objects.get(stay=stay, index=WINDOW_INDEX)
