@@ -53,6 +53,12 @@
     return true;
   }
 
+  // A reason field the key goes to: focused, if the page has it.
+  function focusField(field) {
+    if (field) field.focus();
+    return Boolean(field);
+  }
+
   function mergePanels() {
     return Array.from(document.querySelectorAll("#adjudication-workspace [data-merge-panel]"));
   }
@@ -172,23 +178,15 @@
         break;
       case "r": {
         const form = currentDispute();
-        const field = form && form.querySelector("[data-reason]");
-        if (field) field.focus();
-        handled = Boolean(field);
+        handled = focusField(form && form.querySelector("[data-reason]"));
         break;
       }
-      case "t": {
-        const field = document.querySelector("[data-window-action=third] [data-reason]");
-        if (field) field.focus();
-        handled = Boolean(field);
+      case "t":
+        handled = focusField(document.querySelector("[data-window-action=third] [data-reason]"));
         break;
-      }
-      case "D": {
-        const field = document.querySelector("[data-window-action=drop] [data-reason]");
-        if (field) field.focus();
-        handled = Boolean(field);
+      case "D":
+        handled = focusField(document.querySelector("[data-window-action=drop] [data-reason]"));
         break;
-      }
       case "g": {
         const button = document.querySelector("[data-recompute]");
         if (button) button.click();
