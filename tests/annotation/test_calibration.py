@@ -575,16 +575,15 @@ def test_admin_draws_a_set_from_the_list_page_through_a_worker_job(
     client, labelled, admin_user, matcher, judge
 ):
     client.force_login(admin_user)
+    form = {
+        "name": "From page",
+        "campaigns": [labelled.pk],
+        "per_stratum": "2",
+        "band": "0.15",
+    }
     response = client.post(
         reverse("annotation:calibration_draw"),
-        {
-            "name": "From page",
-            "campaigns": [labelled.pk],
-            "per_stratum": "2",
-            "band": "0.15",
-            "seed": "0",
-            "judges": [judge.pk],
-        },
+        {**form, "seed": "0", "judges": [judge.pk]},
     )
     # The web request only queues the draw: no set yet, a job for a worker.
     assert not CalibrationSet.objects.filter(name="From page").exists()
@@ -622,16 +621,8 @@ def test_admin_draws_a_set_from_the_list_page_through_a_worker_job(
         follow=True,
     )
     assert "must be numbers" in bad.content.decode()
-    taken = client.post(
-        reverse("annotation:calibration_draw"),
-        {
-            "name": "From page",
-            "campaigns": [labelled.pk],
-            "per_stratum": "2",
-            "band": "0.15",
-        },
-        follow=True,
-    )
+    # The same form again: the name is taken.
+    taken = client.post(reverse("annotation:calibration_draw"), form, follow=True)
     assert "already exists" in taken.content.decode()
     assert not CalibrationDraw.objects.filter(name="Bad").exists()
     assert CalibrationDraw.objects.count() == 1
