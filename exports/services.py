@@ -424,7 +424,13 @@ def submission_score(
     A job (jobs.leases): taken with a lease, progress on the row, stopped when
     the lease is lost. Idempotent: a scored submission, or one a live worker
     holds, is returned as it is."""
-    from jobs.leases import JobLeaseLost, job_claim, job_heartbeat, job_release
+    from jobs.leases import (
+        JobLeaseLost,
+        job_claim,
+        job_fail,
+        job_heartbeat,
+        job_release,
+    )
 
     submission.refresh_from_db()
     if submission.state == SubmissionState.SCORED:
@@ -459,14 +465,7 @@ def submission_score(
         submission.refresh_from_db()
         return submission
     except Exception as exc:
-        job_release(
-            model=Submission,
-            pk=submission.pk,
-            lease=lease,
-            state=SubmissionState.FAILED,
-            error=f"{type(exc).__name__}: {exc}",
-            progress_label="failed",
-        )
+        job_fail(model=Submission, pk=submission.pk, lease=lease, error=exc)
         raise
     job_release(
         model=Submission,
