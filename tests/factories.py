@@ -1,7 +1,7 @@
 """Plain factory functions for tests: each builds a valid row with sensible
 defaults, and any field can be given; and builders of a stay's clinical events
-(a vital series, a lab, a drip, a death, a coded procedure, the notes) at hours
-since its ICU admission."""
+(a vital or a vital series, a lab, a drip, a code status, a ventilation, a
+death, a coded procedure, the notes) at hours since its ICU admission."""
 
 from __future__ import annotations
 
@@ -203,9 +203,18 @@ def vitals(
     )
 
 
-def lab(stay: Stay, category: str, value: float, hours: float, unit="", **fields):
-    defaults = {**LAB, "category": category, "name": category, "value_num": value}
+def _measurement(source: dict, stay: Stay, category, value, hours, unit, **fields):
+    defaults = {**source, "category": category, "name": category, "value_num": value}
     return event_at(stay, hours, **(defaults | {"unit": unit} | fields))
+
+
+def lab(stay: Stay, category: str, value: float, hours: float, unit="", **fields):
+    return _measurement(LAB, stay, category, value, hours, unit, **fields)
+
+
+def vital(stay: Stay, category: str, value: float, hours: float, unit="", **fields):
+    """One charted vital (weight among them, as CLIF charts it)."""
+    return _measurement(VITAL, stay, category, value, hours, unit, **fields)
 
 
 def drip(stay: Stay, category: str, rate: float, hours: float, text="start", **fields):
@@ -214,6 +223,23 @@ def drip(stay: Stay, category: str, rate: float, hours: float, text="start", **f
     return event_at(
         stay, hours, **(defaults | {"value_num": rate, "value_text": text} | fields)
     )
+
+
+def code_status(
+    stay: Stay, hours: float, category: str = "Full", name: str = "Full code", **fields
+):
+    """A code status charting (an action, as a change of code status is)."""
+    defaults = {"kind": EventKind.ACTION, "domain": Domain.CODE_STATUS, **NO_VALUE}
+    status = {"category": category, "name": name, "source_table": "code_status"}
+    return event_at(stay, hours, **(defaults | status | fields))
+
+
+def ventilation(stay: Stay, hours: float, category: str = "IMV", **fields):
+    """A respiratory support charting (its device category: IMV, NIPPV, ...)."""
+    defaults = {"kind": EventKind.ACTION, "domain": Domain.RESPIRATORY, **NO_VALUE}
+    device = {"category": category, "name": "Ventilator"}
+    source = {"source_table": "respiratory_support"}
+    return event_at(stay, hours, **(defaults | device | source | fields))
 
 
 def death(stay: Stay, hours: float, **fields):

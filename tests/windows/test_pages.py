@@ -10,6 +10,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from tests.factories import (
+    coded_procedure,
     make_admission,
     make_event,
     make_events,
@@ -570,18 +571,7 @@ def test_a_running_import_polls_its_progress_until_it_ends(staff_client):
 
 
 def test_stay_page_lists_coded_records_apart_from_the_timeline(signed_in, icu_stay):
-    coded = make_event(
-        admission=icu_stay.admission,
-        time=icu_stay.intime + timedelta(hours=5),
-        kind=EventKind.CODED,
-        domain=Domain.PROCEDURES,
-        category="ICD10PCS",
-        name="ICD10PCS 0BH17EZ",
-        value_num=None,
-        unit="",
-        value_text="0BH17EZ",
-        source_table="patient_procedures",
-    )
+    coded = coded_procedure(icu_stay, 5, code="0BH17EZ")
     html = signed_in.get(
         reverse("windows:stay_detail", args=[icu_stay.pk])
     ).content.decode()

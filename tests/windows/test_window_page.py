@@ -12,13 +12,19 @@ from django.urls import reverse
 
 from tests.factories import (
     at,
+    code_status,
     coded_procedure,
+    death,
+    drip,
+    lab,
     make_admission,
     make_event,
     make_events,
     make_patient,
     make_stay,
     make_user,
+    ventilation,
+    vital,
 )
 from windows.models import (
     DiseaseGroup,
@@ -91,35 +97,11 @@ def test_window_page_shows_the_patient_header_and_the_window_bounds(signed_in):
         care_unit="Medical ICU",
     )
     window = Window.objects.get(stay=stay, index=3)  # [+6 h, +6.5 h)
-    admission = stay.admission
-    make_event(
-        admission=admission,
-        time=stay.intime + timedelta(hours=1),
-        kind=EventKind.ACTION,
-        domain=Domain.CODE_STATUS,
-        category="Full",
-        name="Full code",
-        value_num=None,
-        unit="",
-    )
-    make_event(
-        admission=admission,
-        time=window.end + timedelta(hours=1),  # after the window: not yet known
-        kind=EventKind.ACTION,
-        domain=Domain.CODE_STATUS,
-        category="DNR",
-        name="DNR (do not resuscitate)",
-        value_num=None,
-        unit="",
-    )
-    make_event(
-        admission=admission,
-        time=stay.intime + timedelta(hours=2),
-        category="weight_kg",
-        name="Daily weight",
-        value_num=82.5,
-        unit="kg",
-    )
+    code_status(stay, 1)
+    # An hour after the window: not yet known.
+    assert window.end == at(stay, 6.5)
+    code_status(stay, 7.5, "DNR", "DNR (do not resuscitate)")
+    vital(stay, "weight_kg", 82.5, 2, unit="kg", name="Daily weight")
 
     response = signed_in.get(window_url(stay, 3))
     html = response.content.decode()
@@ -147,14 +129,9 @@ def test_window_page_shows_the_patient_header_and_the_window_bounds(signed_in):
 def test_code_status_charted_at_the_window_end_is_not_yet_known(signed_in):
     stay = build_stay()
     window = Window.objects.get(stay=stay, index=2)
-    make_event(
-        admission=stay.admission,
-        time=window.end,  # a window is [start, end): this belongs to what follows
-        kind=EventKind.ACTION,
-        domain=Domain.CODE_STATUS,
-        category="DNR",
-        name="DNR",
-    )
+    # A window is [start, end): a charting at its end belongs to what follows.
+    assert window.end == at(stay, 4.5)
+    code_status(stay, 4.5, "DNR", "DNR")
     html = signed_in.get(window_url(stay, 2)).content.decode()
     assert "Not recorded" in html and ">DNR<" not in html
     html = signed_in.get(window_url(stay, 3)).content.decode()
@@ -163,16 +140,7 @@ def test_code_status_charted_at_the_window_end_is_not_yet_known(signed_in):
 
 def test_weight_without_charting_falls_back_to_the_tracks_weight(signed_in):
     stay = build_stay()
-    make_event(
-        admission=stay.admission,
-        time=stay.intime + timedelta(hours=1),
-        kind=EventKind.ACTION,
-        domain=Domain.MED_CONTINUOUS,
-        category="norepinephrine",
-        name="Norepinephrine",
-        value_num=0.1,
-        unit="mcg/kg/min",
-    )
+    drip(stay, "norepinephrine", 0.1, 1)
     StayTracks.objects.update_or_create(
         stay=stay,
         defaults={
@@ -194,56 +162,28 @@ def stay_with_events():
     """A 48 h stay and events around its window 5 ([+10 h, +10.5 h))."""
     stay = build_stay()
     window = Window.objects.get(stay=stay, index=5)
-    admission = stay.admission
-    start, end = window.start, window.end
+    assert (window.start, window.end) == (at(stay, 10), at(stay, 10.5))
+    heart_rate = {"category": "heart_rate", "value": 88.0, "unit": "bpm"}
     events = {
-        "seven_h_before": make_event(
-            admission=admission, time=start - timedelta(hours=7), name="HR 7 h before"
+        "seven_h_before": vital(stay, hours=3, name="HR 7 h before", **heart_rate),
+        "five_h_before": vital(stay, hours=5, name="HR 5 h before", **heart_rate),
+        "action_before": drip(
+            stay, "norepinephrine", 0.05, 9, name="Norepinephrine earlier"
         ),
-        "five_h_before": make_event(
-            admission=admission, time=start - timedelta(hours=5), name="HR 5 h before"
+        "in_window": lab(
+            stay, "lactate", 3.1, 10 + 5 / 60, "mmol/L", name="Lactate in window"
         ),
-        "action_before": make_event(
-            admission=admission,
-            time=start - timedelta(hours=1),
-            kind=EventKind.ACTION,
-            domain=Domain.MED_CONTINUOUS,
-            category="norepinephrine",
-            name="Norepinephrine earlier",
-            value_num=0.05,
-            unit="mcg/kg/min",
-        ),
-        "in_window": make_event(
-            admission=admission,
-            time=start + timedelta(minutes=5),
-            domain=Domain.LABS,
-            category="lactate",
-            name="Lactate in window",
-            value_num=3.1,
-            unit="mmol/L",
-        ),
-        "window_action": make_event(
-            admission=admission,
-            time=start + timedelta(minutes=10),
-            kind=EventKind.ACTION,
-            domain=Domain.MED_CONTINUOUS,
-            category="norepinephrine",
+        "window_action": drip(
+            stay,
+            "norepinephrine",
+            0.2,
+            10 + 10 / 60,
+            "dose_change",
             name="Norepinephrine up",
-            value_num=0.2,
-            unit="mcg/kg/min",
         ),
-        "at_end": make_event(admission=admission, time=end, name="HR at window end"),
-        "after": make_event(
-            admission=admission, time=end + timedelta(hours=3), name="HR later"
-        ),
-        "death": make_event(
-            admission=admission,
-            time=start + timedelta(minutes=20),
-            kind=EventKind.OUTCOME,
-            domain=Domain.OUTCOME,
-            category="death",
-            name="Death",
-        ),
+        "at_end": vital(stay, hours=10.5, name="HR at window end", **heart_rate),
+        "after": vital(stay, hours=13.5, name="HR later", **heart_rate),
+        "death": death(stay, 10 + 20 / 60),
     }
     return stay, window, events
 
@@ -471,14 +411,7 @@ def test_stay_page_window_mark_tells_its_hours_counts_density_and_gold(signed_in
         start=at(stay, 4.0),
         every=timedelta(minutes=3),
     )
-    make_event(
-        admission=stay.admission,
-        time=at(stay, 4.25),
-        kind=EventKind.ACTION,
-        domain=Domain.MED_CONTINUOUS,
-        category="norepinephrine",
-        name="Norepinephrine",
-    )
+    drip(stay, "norepinephrine", 0.1, 4.25)
     windows_build(stay=stay, window_minutes=30, stride_hours=2)
     Window.objects.filter(stay=stay, index=2).update(sampled_gold=True)
 
@@ -517,13 +450,7 @@ def _stay_with_tracks(hours: float = 24):
     stay = build_stay(hours=hours)
     admission = stay.admission
     t0 = stay.intime
-    make_event(
-        admission=admission,
-        time=t0 - timedelta(hours=1),
-        category="weight_kg",
-        value_num=80.0,
-        unit="kg",
-    )
+    vital(stay, "weight_kg", 80.0, -1, unit="kg")
     make_events(
         admission=admission,
         count=int(hours * 2),
@@ -534,27 +461,9 @@ def _stay_with_tracks(hours: float = 24):
         value_num=71.234,
         unit="mmHg",
     )
-    make_event(
-        admission=admission,
-        time=t0 + timedelta(minutes=30),
-        kind=EventKind.ACTION,
-        domain=Domain.MED_CONTINUOUS,
-        category="norepinephrine",
-        name="Norepinephrine",
-        value_num=0.1234,
-        unit="mcg/kg/min",
-        value_text="start",
-    )
+    drip(stay, "norepinephrine", 0.1234, 0.5)
     for hour in (2, 6):  # an episode needs two chartings
-        make_event(
-            admission=admission,
-            time=t0 + timedelta(hours=hour),
-            kind=EventKind.ACTION,
-            domain=Domain.RESPIRATORY,
-            category="IMV",
-            name="Ventilator",
-            value_num=None,
-        )
+        ventilation(stay, hour)
     windows_sample_gold(stay=stay, seed=0, per_stay=2)
     return stay
 
@@ -652,14 +561,7 @@ def test_tracks_json_answers_304_while_nothing_changed(signed_in):
 def test_tracks_json_etag_changes_with_the_events(signed_in):
     stay = _stay_with_tracks()
     etag = signed_in.get(tracks_url(stay))["ETag"]
-    make_event(
-        admission=stay.admission,
-        time=stay.intime + timedelta(hours=5),
-        category="map",
-        name="MAP",
-        value_num=40.0,
-        unit="mmHg",
-    )
+    vital(stay, "map", 40.0, 5, unit="mmHg", name="MAP")
 
     response = signed_in.get(tracks_url(stay), HTTP_IF_NONE_MATCH=etag)
 
@@ -704,14 +606,7 @@ def _stay_of(hours: int):
         (hours // 4, timedelta(hours=4), {**norepinephrine, "value_num": 0.05}),
     ):
         make_events(admission=admission, count=count, start=t0, every=every, **fields)
-    make_event(
-        admission=admission,
-        time=t0,
-        kind=EventKind.ACTION,
-        domain=Domain.CODE_STATUS,
-        category="Full",
-        name="Full code",
-    )
+    code_status(stay, 0)
     windows_sample_gold(stay=stay, seed=0)
     stay_tracks_get(stay=stay)
     return stay
@@ -804,33 +699,14 @@ def test_window_without_coded_records_has_no_coded_section(signed_in):
 
 def test_events_are_named_by_their_concept_with_the_unit_of_their_value(signed_in):
     stay = build_stay()
-    window = Window.objects.get(stay=stay, index=1)
-    temperature = make_event(
-        admission=stay.admission,
-        time=window.start,
-        category="temp_c",
-        name="Temperature Fahrenheit",
-        value_num=36.7,
-        unit="°C",
+    start = 2  # window 1's start, in hours since ICU admission
+    temperature = vital(
+        stay, "temp_c", 36.7, start, unit="°C", name="Temperature Fahrenheit"
     )
-    weight = make_event(
-        admission=stay.admission,
-        time=window.start,
-        category="weight_kg",
-        name="Admission Weight (lbs.)",
-        value_num=77.8,
-        unit="kg",
+    weight = vital(
+        stay, "weight_kg", 77.8, start, unit="kg", name="Admission Weight (lbs.)"
     )
-    drug = make_event(
-        admission=stay.admission,
-        time=window.start,
-        kind=EventKind.ACTION,
-        domain=Domain.MED_CONTINUOUS,
-        category="albumin_infusion",
-        name="Albumin 25%",
-        value_num=20,
-        unit="mL/hour",
-    )
+    drug = drip(stay, "albumin_infusion", 20, start, name="Albumin 25%", unit="mL/hour")
     html = signed_in.get(window_url(stay, 1)).content.decode()
     temp_row, weight_row = event_row(html, temperature), event_row(html, weight)
     # The concept is what the row says; the source label is only a tooltip.

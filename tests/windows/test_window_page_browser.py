@@ -7,12 +7,14 @@ import pytest
 
 from tests.browser import chromium, sign_in
 from tests.factories import (
+    code_status,
+    drip,
     make_admission,
-    make_event,
     make_events,
     make_patient,
     make_stay,
     make_user,
+    vital,
 )
 from windows.models import Domain, EventKind
 from windows.tracks import stay_tracks_get
@@ -30,14 +32,7 @@ def septic_stay():
     patient = make_patient(pseudo_id="PBROWSER01", sex="Female", age=58)
     stay = make_stay(admission=make_admission(patient=patient), hours=36)
     admission, t0 = stay.admission, stay.intime
-    make_event(
-        admission=admission,
-        time=t0 - timedelta(hours=2),
-        category="weight_kg",
-        name="Admission weight",
-        value_num=72.0,
-        unit="kg",
-    )
+    vital(stay, "weight_kg", 72.0, -2, unit="kg", name="Admission weight")
     vitals = {
         "heart_rate": (112.0, "bpm"),
         "map": (61.0, "mmHg"),
@@ -74,17 +69,7 @@ def septic_stay():
             **fields,
         )
     for hour, rate in ((1, 0.1), (8, 0.25), (20, 0.05)):
-        make_event(
-            admission=admission,
-            time=t0 + timedelta(hours=hour),
-            kind=EventKind.ACTION,
-            domain=Domain.MED_CONTINUOUS,
-            category="norepinephrine",
-            name="Norepinephrine",
-            value_num=rate,
-            unit="mcg/kg/min",
-            value_text="dose_change",
-        )
+        drip(stay, "norepinephrine", rate, hour, "dose_change")
     make_events(
         admission=admission,
         count=12,
@@ -97,16 +82,7 @@ def septic_stay():
         value_num=None,
         unit="",
     )
-    make_event(
-        admission=admission,
-        time=t0,
-        kind=EventKind.ACTION,
-        domain=Domain.CODE_STATUS,
-        category="Full",
-        name="Full code",
-        value_num=None,
-        unit="",
-    )
+    code_status(stay, 0)
     windows_build(stay=stay, window_minutes=30, stride_hours=2)
     windows_sample_gold(stay=stay, seed=0, per_stay=4)
     stay_tracks_get(stay=stay)
