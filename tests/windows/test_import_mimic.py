@@ -123,6 +123,11 @@ def chart(hadm, itemid, charttime, value, valuenum="", valueuom=""):
     }
 
 
+def table(columns: tuple[str, ...], *rows: tuple) -> list[dict]:
+    """A dictionary table's rows, written one tuple a row under its columns."""
+    return [dict(zip(columns, row, strict=True)) for row in rows]
+
+
 def mimic_tables() -> dict[str, list[dict]]:
     """The rows of every file; tests change them before writing."""
     return {
@@ -454,95 +459,42 @@ def mimic_tables() -> dict[str, list[dict]]:
                 "test_name": "URINE CULTURE",
             },
         ],
-        "hosp/diagnoses_icd": [
-            {
-                "subject_id": 10001,
-                "hadm_id": A1,
-                "seq_num": 1,
-                "icd_code": "A419",
-                "icd_version": 10,
-            },
-            {
-                "subject_id": 10001,
-                "hadm_id": A1,
-                "seq_num": 2,
-                "icd_code": "N179",
-                "icd_version": 10,
-            },
-            {
-                "subject_id": 10002,
-                "hadm_id": A2,
-                "seq_num": 1,
-                "icd_code": "I214",
-                "icd_version": 10,
-            },
-        ],
-        "hosp/d_icd_diagnoses": [
-            {
-                "icd_code": "A419",
-                "icd_version": 10,
-                "long_title": "Sepsis, unspecified organism",
-            },
-            {
-                "icd_code": "I214",
-                "icd_version": 10,
-                "long_title": "Non-ST elevation (NSTEMI) myocardial infarction",
-            },
-        ],
-        "icu/d_items": [
-            {"itemid": 220045, "label": "Heart Rate", "param_type": "Numeric"},
-            {
-                "itemid": 220052,
-                "label": "Arterial Blood Pressure mean",
-                "param_type": "Numeric",
-            },
-            {
-                "itemid": 223761,
-                "label": "Temperature Fahrenheit",
-                "param_type": "Numeric",
-            },
-            {"itemid": 220739, "label": "GCS - Eye Opening", "param_type": "Text"},
-            {"itemid": 223900, "label": "GCS - Verbal Response", "param_type": "Text"},
-            {"itemid": 223901, "label": "GCS - Motor Response", "param_type": "Text"},
-            {"itemid": 226732, "label": "O2 Delivery Device(s)", "param_type": "Text"},
-            {
-                "itemid": 223835,
-                "label": "Inspired O2 Fraction",
-                "param_type": "Numeric",
-            },
-            {"itemid": 229999, "label": "Skin Care Site", "param_type": "Text"},
-            {"itemid": 221906, "label": "Norepinephrine", "param_type": "Solution"},
-            {"itemid": 222315, "label": "Vasopressin", "param_type": "Solution"},
-            {"itemid": 225158, "label": "NaCl 0.9%", "param_type": "Solution"},
-            {"itemid": 226559, "label": "Foley", "param_type": "Numeric"},
-            {"itemid": 225752, "label": "Arterial Line", "param_type": "Processes"},
-            {"itemid": 224385, "label": "Intubation", "param_type": "Processes"},
-            {
-                "itemid": 225322,
-                "label": "Dialysis Catheter Insertion Date",
-                "param_type": "Date and time",
-            },
-        ],
-        "hosp/d_labitems": [
-            {
-                "itemid": 50912,
-                "label": "Creatinine",
-                "fluid": "Blood",
-                "category": "Chemistry",
-            },
-            {
-                "itemid": 50813,
-                "label": "Lactate",
-                "fluid": "Blood",
-                "category": "Blood Gas",
-            },
-            {
-                "itemid": 50808,
-                "label": "Free Calcium",
-                "fluid": "Blood",
-                "category": "Blood Gas",
-            },
-        ],
+        "hosp/diagnoses_icd": table(
+            ("subject_id", "hadm_id", "seq_num", "icd_code", "icd_version"),
+            (10001, A1, 1, "A419", 10),
+            (10001, A1, 2, "N179", 10),
+            (10002, A2, 1, "I214", 10),
+        ),
+        "hosp/d_icd_diagnoses": table(
+            ("icd_code", "icd_version", "long_title"),
+            ("A419", 10, "Sepsis, unspecified organism"),
+            ("I214", 10, "Non-ST elevation (NSTEMI) myocardial infarction"),
+        ),
+        "icu/d_items": table(
+            ("itemid", "label", "param_type"),
+            (220045, "Heart Rate", "Numeric"),
+            (220052, "Arterial Blood Pressure mean", "Numeric"),
+            (223761, "Temperature Fahrenheit", "Numeric"),
+            (220739, "GCS - Eye Opening", "Text"),
+            (223900, "GCS - Verbal Response", "Text"),
+            (223901, "GCS - Motor Response", "Text"),
+            (226732, "O2 Delivery Device(s)", "Text"),
+            (223835, "Inspired O2 Fraction", "Numeric"),
+            (229999, "Skin Care Site", "Text"),
+            (221906, "Norepinephrine", "Solution"),
+            (222315, "Vasopressin", "Solution"),
+            (225158, "NaCl 0.9%", "Solution"),
+            (226559, "Foley", "Numeric"),
+            (225752, "Arterial Line", "Processes"),
+            (224385, "Intubation", "Processes"),
+            (225322, "Dialysis Catheter Insertion Date", "Date and time"),
+        ),
+        "hosp/d_labitems": table(
+            ("itemid", "label", "fluid", "category"),
+            (50912, "Creatinine", "Blood", "Chemistry"),
+            (50813, "Lactate", "Blood", "Blood Gas"),
+            (50808, "Free Calcium", "Blood", "Blood Gas"),
+        ),
         "hosp/transfers": [
             {
                 "subject_id": 10001,
