@@ -550,9 +550,10 @@ class GoldInclusion(models.Model):
     pilot_probability = models.FloatField(
         null=True,
         blank=True,
-        help_text="The pilot's probability for every window of the pool (its "
-        "labelled windows over the pool's, counted as a uniform draw); empty "
-        "when the pool had no labels before the draw.",
+        help_text="The window's probability of being in the pilot: the stored "
+        "probability of the earlier active draw the labels so far came from, "
+        "or labelled windows over the pool's when they came some other way; "
+        "empty when the pool had no labels before the draw.",
     )
     phase = models.CharField(
         max_length=8,

@@ -16,11 +16,15 @@ them the levels' own uncertainty stands in, with the wider uniform floor of
 ``evaluation.ppi.DEFAULT_FLOOR``.
 
 Those labels so far are the pilot, and they count in the estimates: the Gold
-set is the union of the pilot and the active draw. The pilot counts as a
-uniform draw of the pool, p = labelled / pool windows; the active draw is a
-Poisson draw with probabilities q over the whole pool, independent of the
-pilot given its labels; so each window's probability of being in the Gold set
-is 1 - (1 - p)(1 - q) (``evaluation.ppi_active.two_phase_probabilities``),
+set is the union of the pilot and the active draw. When the labels so far
+came from an earlier active draw of the pool (the first draw, with no
+labels, follows the levels' own uncertainty), each window's pilot
+probability p is that draw's stored one, exactly; labels that came some
+other way count as a uniform draw of the pool, p = labelled / pool windows
+(``pilot_probabilities``). The active draw is a Poisson draw with
+probabilities q over the whole pool, independent of the pilot given its
+labels; so each window's probability of being in the Gold set is
+1 - (1 - p)(1 - q) (``evaluation.ppi_active.two_phase_probabilities``),
 and that is the probability stored. A pilot window the active draw takes is
 not labelled again. Every window of the pool gets a row (pilot, active or not
 drawn) with its level, so estimates can give lam one value per stratum of
@@ -117,29 +121,58 @@ def pool_consensus(window_ids) -> dict[int, ConsensusLabel]:
     }
 
 
+def pilot_probabilities(pool, consensus: dict[int, ConsensusLabel]):
+    """Each pool window's probability of being among the labels so far (the
+    pilot), and what they are. When every labelled window of the pool was
+    in the Gold set of one earlier active draw whose rows cover the whole
+    pool, the pilot is that draw and its stored probabilities are exact (the
+    latest such draw: a later draw's probability is already the union of
+    every phase before it). Otherwise the labels came by some other design
+    (a cohort campaign, windows chosen by hand), and they count as a uniform
+    draw of the pool, p = labelled / pool windows, an approximation the
+    ``source`` of the new draw says it made. Returns (None, basis) when the
+    pool has no labels."""
+    if not consensus:
+        return None, "no labels before the draw"
+    rows = {}
+    for campaign_id, window_id, probability, phase in (
+        GoldInclusion.objects.filter(window_id__in=list(pool))
+        .order_by("-campaign_id")
+        .values_list("campaign_id", "window_id", "probability", "phase")
+    ):
+        rows.setdefault(campaign_id, {})[window_id] = (probability, phase)
+    for campaign_id, of_window in rows.items():
+        if len(of_window) < len(pool):
+            continue
+        in_gold = {
+            w for w, (_, phase) in of_window.items() if phase != GoldInclusionPhase.NONE
+        }
+        if set(consensus) <= in_gold:
+            return (
+                np.array([of_window[w][0] for w in pool]),
+                f"pilot of draw {campaign_id}",
+            )
+    labelled = sum(w in consensus for w in pool)
+    return np.full(len(pool), labelled / len(pool)), "pilot counted uniform"
+
+
 def labelled_moments(
     labels: dict[int, OracleLabel],
     levels: dict[int, int],
     consensus: dict[int, ConsensusLabel],
+    pilot: dict[int, float],
 ) -> np.ndarray | None:
     """Each level's second moment of the Oracle's distance from the
-    ``consensus`` (``pool_consensus``), weighted by 1 / the probability of
-    an active draw that took them; ``None`` with fewer than
-    ``MIN_LABELLED`` such windows."""
+    ``consensus`` (``pool_consensus``), each labelled window weighted by 1 /
+    its ``pilot`` probability (``pilot_probabilities``); ``None`` with fewer
+    than ``MIN_LABELLED`` such windows."""
     if len(consensus) < MIN_LABELLED:
         return None
-    drawn = {
-        (c, w): p
-        for c, w, p in GoldInclusion.objects.filter(
-            window_id__in=list(consensus),
-            campaign_id__in={c.campaign_id for c in consensus.values()},
-        ).values_list("campaign_id", "window_id", "probability")
-    }
     ids = sorted(consensus)
     return level_moments(
         [levels[w] for w in ids],
         [consensus_distance(labels[w], consensus[w]) for w in ids],
-        [1 / drawn.get((consensus[w].campaign_id, w), 1.0) for w in ids],
+        [1 / pilot[w] for w in ids],
     )
 
 
@@ -205,7 +238,17 @@ def gold_campaign_draw_active(
     )
     levels = uncertainty_levels(uncertainty)
     consensus = pool_consensus(pool)
-    moments = labelled_moments(first, dict(zip(pool, levels.tolist())), consensus)
+    p_pilot, pilot_basis = pilot_probabilities(pool, consensus)
+    moments = (
+        labelled_moments(
+            first,
+            dict(zip(pool, levels.tolist())),
+            consensus,
+            dict(zip(pool, p_pilot.tolist())),
+        )
+        if p_pilot is not None
+        else None
+    )
     if moments is None:
         # No labels to estimate from: the levels' own uncertainty.
         moments = np.arange(N_LEVELS) / (N_LEVELS - 1)
@@ -217,9 +260,7 @@ def gold_campaign_draw_active(
     q = neyman_probabilities(levels, moments, budget, floor=float(floor))
     drawn = poisson_draw(q, np.random.default_rng(seed))
     pilot = np.array([w in consensus for w in pool])
-    # The pilot counts as a uniform draw of the pool; none: q alone.
-    p_pilot = float(pilot.mean()) if pilot.any() else None
-    pi = two_phase_probabilities(p_pilot or 0.0, q)
+    pi = two_phase_probabilities(0.0 if p_pilot is None else p_pilot, q)
     chosen = [w for w, d, old in zip(pool, drawn, pilot) if d and not old]
     if not chosen:
         raise ValidationError(
@@ -237,7 +278,7 @@ def gold_campaign_draw_active(
     source = (
         f"disagreement of Oracle runs {run.pk} and "
         f"{', '.join(str(r.pk) for r in others)} over {len(pool)} windows, "
-        f"by {basis}; budget {budget}, seed {seed}"
+        f"by {basis}; {pilot_basis}; budget {budget}, seed {seed}"
     )[:200]
     phases = [
         GoldInclusionPhase.PILOT
@@ -255,12 +296,19 @@ def gold_campaign_draw_active(
                 uncertainty=float(u),
                 level=int(lv),
                 probability=float(p),
-                pilot_probability=p_pilot,
+                pilot_probability=None if p_pilot is None else float(pp),
                 phase=phase,
                 floor=float(floor),
                 source=source,
             )
-            for w, u, lv, p, phase in zip(pool, uncertainty, levels, pi, phases)
+            for w, u, lv, p, pp, phase in zip(
+                pool,
+                uncertainty,
+                levels,
+                pi,
+                p_pilot if p_pilot is not None else pi,
+                phases,
+            )
         ),
         batch_size=500,
     )

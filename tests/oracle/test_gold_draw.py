@@ -25,7 +25,7 @@ from annotation.models import (
 )
 from annotation.services.campaigns import campaign_create
 from evaluation.ppi import DEFAULT_FLOOR
-from evaluation.ppi_active import NEYMAN_FLOOR
+from evaluation.ppi_active import NEYMAN_FLOOR, level_moments, neyman_probabilities
 from oracle.models import GoldInclusion, GoldInclusionPhase
 from oracle.services.gold_draw import gold_campaign_draw_active, label_disagreement
 from tests.annotation.conftest import make_role_user
@@ -188,6 +188,76 @@ def test_with_labels_so_far_each_level_gets_the_root_of_its_error(two_runs):
     assert in_campaign == {r.window_id for r in rows if r.phase == "active"}
     assert in_campaign and not in_campaign & labelled
     assert "error on the labels so far" in rows[0].source
+
+
+def _physicians_label(two_runs, campaign, windows):
+    """The physicians' consensus on ``windows`` of ``campaign``: run a's
+    reading (stable, AKI) where the runs agree, b's where they disagree."""
+    disagree = {w.pk for w in two_runs["windows"][30:]}
+    for window in windows:
+        status, problems = (
+            ("deteriorating", ["Septic shock"])
+            if window.pk in disagree
+            else ("stable", ["AKI"])
+        )
+        make_consensus(
+            campaign=campaign, window=window, status=status, problems=problems
+        )
+
+
+def test_an_earlier_active_draw_is_the_pilot_with_its_own_probabilities(two_runs):
+    # The first draw has no labels: the levels' own uncertainty. Its Gold
+    # windows are labelled; the second draw's pilot is that draw, exactly.
+    first = _draw(two_runs, name="first", budget=32, floor=None, seed=1)
+    first_rows = {g.window_id: g for g in GoldInclusion.objects.filter(campaign=first)}
+    drawn = [w for w in two_runs["windows"] if first_rows[w.pk].phase == "active"]
+    assert len(drawn) >= 20
+    _physicians_label(two_runs, first, drawn)
+    second = _draw(two_runs, name="second", budget=12, floor=None, seed=2)
+    rows = list(GoldInclusion.objects.filter(campaign=second))
+    assert len(rows) == 40
+    p = {w: g.probability for w, g in first_rows.items()}
+    # The moments weight each labelled window by 1 / its first-draw
+    # probability (Hajek): run a is at distance 2/3 from the physicians on
+    # the labelled level-2 windows, 0 on level 0.
+    ids = sorted(w.pk for w in drawn)
+    level = {w: g.level for w, g in first_rows.items()}
+    distance = {w: 2 / 3 if level[w] == 2 else 0.0 for w in ids}
+    moments = level_moments(
+        [level[w] for w in ids], [distance[w] for w in ids], [1 / p[w] for w in ids]
+    )
+    pool = sorted(p)
+    q = neyman_probabilities([level[w] for w in pool], moments, 12, floor=NEYMAN_FLOOR)
+    for row, q_w in zip(sorted(rows, key=lambda r: r.window_id), q):
+        assert row.pilot_probability == pytest.approx(p[row.window_id])
+        assert row.probability == pytest.approx(1 - (1 - p[row.window_id]) * (1 - q_w))
+        assert row.phase != "pilot" or row.window_id in set(ids)
+    assert {r.window_id for r in rows if r.phase == "pilot"} == set(ids)
+    assert f"pilot of draw {first.pk}" in rows[0].source
+    # Not a uniform pilot: the first draw's probabilities differ by level.
+    assert len({round(r.pilot_probability, 9) for r in rows}) > 1
+
+
+def test_labels_from_outside_the_earlier_draw_count_as_a_uniform_pilot(two_runs):
+    first = _draw(two_runs, name="first", budget=32, floor=None, seed=1)
+    rows = GoldInclusion.objects.filter(campaign=first)
+    drawn = [w for w in two_runs["windows"] if rows.get(window=w).phase == "active"]
+    outside = [w for w in two_runs["windows"] if rows.get(window=w).phase == "none"]
+    _physicians_label(two_runs, first, drawn)
+    # One window the first draw did not take was labelled in another campaign:
+    # the labels so far are not that draw's sample.
+    _label_earlier(two_runs, outside[:1], ("stable", ["AKI"]), "by hand")
+    second = _draw(two_runs, name="second", budget=12, floor=None, seed=2)
+    pilots = set(
+        GoldInclusion.objects.filter(campaign=second).values_list(
+            "pilot_probability", flat=True
+        )
+    )
+    assert len(pilots) == 1
+    assert pilots.pop() == pytest.approx((len(drawn) + 1) / 40)
+    assert "pilot counted uniform" in (
+        GoldInclusion.objects.filter(campaign=second).first().source
+    )
 
 
 def test_the_floor_defaults_to_the_wide_one_without_labels(two_runs):

@@ -84,10 +84,14 @@ class Command(BaseCommand):
         rows = GoldInclusion.objects.filter(campaign=campaign)
         phases = Counter(rows.values_list("phase", flat=True))
         first = rows.first()
+        pilots = {p for p in rows.values_list("pilot_probability", flat=True) if p}
         pilot = (
-            f", counted as a uniform pilot of p = {first.pilot_probability:.3g}"
-            if first.pilot_probability
-            else ""
+            ""
+            if not pilots
+            else f", counted as a uniform pilot of p = {pilots.pop():.3g}"
+            if len(pilots) == 1
+            else f", the pilot of an earlier draw (p {min(pilots):.3g} to "
+            f"{max(pilots):.3g})"
         )
         self.stdout.write(
             f"Campaign {campaign.pk} {campaign.name!r}: "
