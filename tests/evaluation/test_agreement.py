@@ -17,24 +17,9 @@ from evaluation.agreement import (
     status_agreement,
 )
 from evaluation.setmatch import match_sets, pairwise_semantic_f1
+from tests.evaluation.toy_matcher import toy_match
 
 I, S, D = STATUS_ORDER  # improving, stable, deteriorating
-
-SYNONYMS = {
-    "aki": "acute kidney injury",
-    "ards": "acute respiratory distress syndrome",
-    "ne": "norepinephrine",
-}
-
-
-def canon(text: str) -> str:
-    text = " ".join(text.lower().split())
-    return SYNONYMS.get(text, text)
-
-
-def toy_match(a: str, b: str) -> bool:
-    return canon(a) == canon(b)
-
 
 # Four windows, three raters, one missing rating (window 3).
 STATUS_TABLE = [

@@ -23,25 +23,9 @@ from evaluation.metrics import (
     window_hit_at_k,
     window_recall_at_k,
 )
+from tests.evaluation.toy_matcher import canon, toy_match
 
 I, S, D = STATUS_ORDER
-
-SYNONYMS = {
-    "aki": "acute kidney injury",
-    "ards": "acute respiratory distress syndrome",
-    "ne": "norepinephrine",
-    "start ne": "start norepinephrine",
-}
-
-
-def canon(text: str) -> str:
-    text = " ".join(text.lower().split())
-    return SYNONYMS.get(text, text)
-
-
-def toy_match(a: str, b: str) -> bool:
-    return canon(a) == canon(b)
-
 
 # --- status -------------------------------------------------------------------
 
