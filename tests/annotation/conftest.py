@@ -1,5 +1,6 @@
 """Fixtures of the annotation tests: users by role, a stay with Gold windows and
-events in its first window, and a campaign of two physicians over them."""
+events in its first window, a campaign of two physicians over them, and the
+first physician's label submitted."""
 
 from datetime import timedelta
 
@@ -10,6 +11,8 @@ from annotation.services import campaign_create
 from tests.factories import drip, lab, make_admission, make_event, make_stay, make_user
 from windows.models import Domain, EventKind, Window
 from windows.windowing import windows_build
+
+from .helpers import submit_as
 
 
 def make_role_user(role: str, **fields):
@@ -96,6 +99,12 @@ def campaign(admin_user, physicians, gold_windows):
 def assignment(campaign, physicians, gold_windows):
     """The first physician's assignment of window 0 (which holds the events)."""
     return campaign.assignments.get(annotator=physicians[0], window=gold_windows[0])
+
+
+@pytest.fixture
+def submitted(physicians, assignment, complete_payload):
+    """The first physician's label of window 0, submitted: ``complete_payload``."""
+    return submit_as(physicians[0], assignment, complete_payload)
 
 
 @pytest.fixture

@@ -1,8 +1,33 @@
-"""Helpers of the annotation tests: a plain label submission, an admin's accepts,
-and the state a refused write must leave alone."""
+"""Helpers of the annotation tests: a physician's draft and submit of an
+assignment, a plain label submission, an admin's accepts, and the state a
+refused write must leave alone."""
 
 from annotation.models import Assignment, Label, LabelRevision
-from annotation.services import adjudication_decide, label_submit
+from annotation.services import adjudication_decide, label_save_draft, label_submit
+
+
+def draft_as(physician, assignment, payload, version=0, **more):
+    """``physician`` saves ``payload`` as a draft of ``assignment``, on top of
+    label ``version`` (0: none yet)."""
+    return label_save_draft(
+        annotator=physician,
+        assignment_id=assignment.pk,
+        payload=payload,
+        base_version=version,
+        **more,
+    )
+
+
+def submit_as(physician, assignment, payload, version=0, **more):
+    """``physician`` submits ``payload`` on ``assignment``, on top of label
+    ``version`` (0: none yet)."""
+    return label_submit(
+        annotator=physician,
+        assignment_id=assignment.pk,
+        payload=payload,
+        base_version=version,
+        **more,
+    )
 
 
 def written_state() -> tuple:

@@ -254,17 +254,8 @@ def test_reassigning_an_abandoned_window_gives_the_new_physician_an_empty_form(
     assert assignment.label.status == "stable" and assignment.label.version == 1
 
 
-def test_reassigning_a_submitted_window_is_refused(
-    campaign, admin_user, physicians, assignment, complete_payload
-):
-    from annotation.services import label_submit
-
-    label_submit(
-        annotator=physicians[0],
-        assignment_id=assignment.pk,
-        payload=complete_payload,
-        base_version=0,
-    )
+@pytest.mark.usefixtures("submitted")
+def test_reassigning_a_submitted_window_is_refused(campaign, admin_user, assignment):
     before = written_state()
     with pytest.raises(ValidationError) as excinfo:
         assignment_reassign(

@@ -18,35 +18,13 @@ from annotation.services import (
     MAX_ACTIVE_SECONDS_PER_SAVE,
     campaign_window_adjudication_start,
     label_reopen,
-    label_save_draft,
-    label_submit,
 )
 
-from .helpers import written_state
-
-
-def _draft(physician, assignment, payload, version, **kw):
-    return label_save_draft(
-        annotator=physician,
-        assignment_id=assignment.pk,
-        payload=payload,
-        base_version=version,
-        **kw,
-    )
-
-
-def _submit(physician, assignment, payload, version, **kw):
-    return label_submit(
-        annotator=physician,
-        assignment_id=assignment.pk,
-        payload=payload,
-        base_version=version,
-        **kw,
-    )
+from .helpers import draft_as, submit_as, written_state
 
 
 def test_first_draft_creates_the_label_at_version_1(physicians, assignment, clinical):
-    label = _draft(
+    label = draft_as(
         physicians[0],
         assignment,
         {
@@ -76,8 +54,8 @@ def test_first_draft_creates_the_label_at_version_1(physicians, assignment, clin
 
 
 def test_drafts_survive_and_each_save_increments_the_version(physicians, assignment):
-    _draft(physicians[0], assignment, {"status": "stable"}, 0)
-    label = _draft(physicians[0], assignment, {"status": "improving"}, 1)
+    draft_as(physicians[0], assignment, {"status": "stable"}, 0)
+    label = draft_as(physicians[0], assignment, {"status": "improving"}, 1)
 
     assert label.version == 2
     stored = Label.objects.get(assignment=assignment)
@@ -88,7 +66,9 @@ def test_drafts_survive_and_each_save_increments_the_version(physicians, assignm
 def test_submit_validates_and_marks_the_assignment_submitted(
     physicians, assignment, complete_payload
 ):
-    label = _submit(physicians[0], assignment, complete_payload, 0, submission_id="s-1")
+    label = submit_as(
+        physicians[0], assignment, complete_payload, 0, submission_id="s-1"
+    )
 
     assert label.version == 1
     assert label.status == "deteriorating"
@@ -100,9 +80,9 @@ def test_submit_validates_and_marks_the_assignment_submitted(
 
 
 def test_submit_after_drafts(physicians, assignment, complete_payload):
-    _draft(physicians[0], assignment, {"status": "stable"}, 0)
-    _draft(physicians[0], assignment, complete_payload, 1)
-    label = _submit(physicians[0], assignment, complete_payload, 2)
+    draft_as(physicians[0], assignment, {"status": "stable"}, 0)
+    draft_as(physicians[0], assignment, complete_payload, 1)
+    label = submit_as(physicians[0], assignment, complete_payload, 2)
     assert label.version == 3
     assert list(label.revisions.values_list("version", "kind")) == [
         (1, "draft"),
@@ -114,12 +94,12 @@ def test_submit_after_drafts(physicians, assignment, complete_payload):
 def test_stale_draft_is_refused_with_the_version_and_nothing_is_written(
     physicians, assignment
 ):
-    _draft(physicians[0], assignment, {"status": "stable"}, 0)
-    _draft(physicians[0], assignment, {"status": "improving"}, 1)  # the other tab
+    draft_as(physicians[0], assignment, {"status": "stable"}, 0)
+    draft_as(physicians[0], assignment, {"status": "improving"}, 1)  # the other tab
     before = written_state()
 
     with pytest.raises(ValidationError) as excinfo:
-        _draft(physicians[0], assignment, {"status": "deteriorating"}, 1)
+        draft_as(physicians[0], assignment, {"status": "deteriorating"}, 1)
 
     assert excinfo.value.messages == [
         "This label was changed in another tab or window (version 2); reload to continue."
@@ -131,29 +111,31 @@ def test_stale_draft_is_refused_with_the_version_and_nothing_is_written(
 def test_first_save_from_a_stale_tab_after_another_tab_saved_is_refused(
     physicians, assignment
 ):
-    _draft(physicians[0], assignment, {"status": "stable"}, 0)
+    draft_as(physicians[0], assignment, {"status": "stable"}, 0)
     before = written_state()
     with pytest.raises(ValidationError, match=r"another tab or window \(version 1\)"):
-        _draft(physicians[0], assignment, {"status": "improving"}, 0)
+        draft_as(physicians[0], assignment, {"status": "improving"}, 0)
     assert written_state() == before
 
 
 def test_stale_submit_is_refused_and_nothing_is_written(
     physicians, assignment, complete_payload
 ):
-    _draft(physicians[0], assignment, {"status": "stable"}, 0)
+    draft_as(physicians[0], assignment, {"status": "stable"}, 0)
     before = written_state()
     with pytest.raises(ValidationError, match=r"another tab or window \(version 1\)"):
-        _submit(physicians[0], assignment, complete_payload, 0)
+        submit_as(physicians[0], assignment, complete_payload, 0)
     assert written_state() == before
 
 
 def test_double_submit_with_the_same_id_creates_one_label_and_one_revision(
     physicians, assignment, complete_payload
 ):
-    first = _submit(physicians[0], assignment, complete_payload, 0, submission_id="abc")
+    first = submit_as(
+        physicians[0], assignment, complete_payload, 0, submission_id="abc"
+    )
     before = written_state()
-    second = _submit(
+    second = submit_as(
         physicians[0], assignment, complete_payload, 0, submission_id="abc"
     )
 
@@ -165,9 +147,9 @@ def test_double_submit_with_the_same_id_creates_one_label_and_one_revision(
 def test_double_submit_without_an_id_is_recognized_by_content_and_version(
     physicians, assignment, complete_payload
 ):
-    first = _submit(physicians[0], assignment, complete_payload, 0)
+    first = submit_as(physicians[0], assignment, complete_payload, 0)
     before = written_state()
-    second = _submit(physicians[0], assignment, complete_payload, 0)
+    second = submit_as(physicians[0], assignment, complete_payload, 0)
     assert second.pk == first.pk
     assert written_state() == before
 
@@ -175,26 +157,26 @@ def test_double_submit_without_an_id_is_recognized_by_content_and_version(
 def test_a_different_submit_after_submission_is_refused(
     physicians, assignment, complete_payload
 ):
-    _submit(physicians[0], assignment, complete_payload, 0, submission_id="one")
+    submit_as(physicians[0], assignment, complete_payload, 0, submission_id="one")
     before = written_state()
     changed = {**complete_payload, "status": "stable"}
     with pytest.raises(ValidationError, match=r"another tab or window \(version 1\)"):
-        _submit(physicians[0], assignment, changed, 0, submission_id="two")
+        submit_as(physicians[0], assignment, changed, 0, submission_id="two")
     with pytest.raises(
         ValidationError, match="already submitted; reopen it to change it"
     ):
-        _submit(physicians[0], assignment, changed, 1, submission_id="two")
+        submit_as(physicians[0], assignment, changed, 1, submission_id="two")
     with pytest.raises(
         ValidationError, match="already submitted; reopen it to change it"
     ):
-        _draft(physicians[0], assignment, changed, 1)
+        draft_as(physicians[0], assignment, changed, 1)
     assert written_state() == before
 
 
 def test_reopen_turns_the_label_back_into_a_draft_and_resubmit_works(
     physicians, assignment, complete_payload
 ):
-    _submit(physicians[0], assignment, complete_payload, 0, submission_id="one")
+    submit_as(physicians[0], assignment, complete_payload, 0, submission_id="one")
 
     label = label_reopen(annotator=physicians[0], assignment_id=assignment.pk)
 
@@ -204,8 +186,8 @@ def test_reopen_turns_the_label_back_into_a_draft_and_resubmit_works(
     assert assignment.state == AssignmentState.DRAFT
     # a late replay of the first submit is now stale, not a silent overwrite
     with pytest.raises(ValidationError, match=r"version 2"):
-        _submit(physicians[0], assignment, complete_payload, 0, submission_id="one")
-    label = _submit(
+        submit_as(physicians[0], assignment, complete_payload, 0, submission_id="one")
+    label = submit_as(
         physicians[0],
         assignment,
         {**complete_payload, "status": "stable"},
@@ -223,7 +205,7 @@ def test_reopen_turns_the_label_back_into_a_draft_and_resubmit_works(
 def test_reopen_is_refused_once_adjudication_started(
     physicians, assignment, complete_payload, admin_user, campaign
 ):
-    _submit(physicians[0], assignment, complete_payload, 0)
+    submit_as(physicians[0], assignment, complete_payload, 0)
     campaign_window_adjudication_start(
         admin=admin_user, campaign=campaign, window=assignment.window
     )
@@ -237,7 +219,7 @@ def test_reopen_is_refused_once_adjudication_started(
 
 
 def test_reopen_of_a_draft_is_refused(physicians, assignment):
-    _draft(physicians[0], assignment, {"status": "stable"}, 0)
+    draft_as(physicians[0], assignment, {"status": "stable"}, 0)
     before = written_state()
     with pytest.raises(
         ValidationError, match="Only a submitted label can be reopened."
@@ -250,9 +232,9 @@ def test_every_save_is_kept_with_author_time_and_content(
     physicians, assignment, complete_payload
 ):
     start = timezone.now()
-    _draft(physicians[0], assignment, {"status": "stable"}, 0)
-    _draft(physicians[0], assignment, {"status": "improving"}, 1)
-    _submit(physicians[0], assignment, complete_payload, 2)
+    draft_as(physicians[0], assignment, {"status": "stable"}, 0)
+    draft_as(physicians[0], assignment, {"status": "improving"}, 1)
+    submit_as(physicians[0], assignment, complete_payload, 2)
     label_reopen(annotator=physicians[0], assignment_id=assignment.pk)
 
     revisions = list(LabelRevision.objects.filter(label__assignment=assignment))
@@ -272,7 +254,7 @@ def test_every_save_is_kept_with_author_time_and_content(
 
 
 def test_history_cannot_be_changed_or_deleted(physicians, assignment):
-    _draft(physicians[0], assignment, {"status": "stable"}, 0)
+    draft_as(physicians[0], assignment, {"status": "stable"}, 0)
     revision = LabelRevision.objects.get()
 
     revision.payload = {"status": "improving"}
@@ -317,11 +299,11 @@ def _age_label(assignment, seconds):
 def test_time_on_task_accumulates_client_active_seconds(
     physicians, assignment, complete_payload
 ):
-    _draft(physicians[0], assignment, {"status": "stable"}, 0, active_seconds=20)
+    draft_as(physicians[0], assignment, {"status": "stable"}, 0, active_seconds=20)
     _age_label(assignment, 60)
-    _draft(physicians[0], assignment, {"status": "improving"}, 1, active_seconds=30)
+    draft_as(physicians[0], assignment, {"status": "improving"}, 1, active_seconds=30)
     _age_label(assignment, 60)
-    label = _submit(physicians[0], assignment, complete_payload, 2, active_seconds=15)
+    label = submit_as(physicians[0], assignment, complete_payload, 2, active_seconds=15)
 
     assert label.time_on_task_seconds == 65
     assert list(label.revisions.values_list("time_on_task_seconds", flat=True)) == [
@@ -332,11 +314,11 @@ def test_time_on_task_accumulates_client_active_seconds(
 
 
 def test_time_on_task_is_bounded(physicians, assignment):
-    label = _draft(physicians[0], assignment, {}, 0, active_seconds=10**6)
+    label = draft_as(physicians[0], assignment, {}, 0, active_seconds=10**6)
     assert label.time_on_task_seconds == MAX_ACTIVE_SECONDS_PER_SAVE
     # a save right after the previous one cannot claim more than the time between
-    label = _draft(physicians[0], assignment, {}, 1, active_seconds=500)
+    label = draft_as(physicians[0], assignment, {}, 1, active_seconds=500)
     assert label.time_on_task_seconds <= MAX_ACTIVE_SECONDS_PER_SAVE + 6
-    label = _draft(physicians[0], assignment, {}, 2, active_seconds=-50)
-    label2 = _draft(physicians[0], assignment, {}, 3, active_seconds="junk")
+    label = draft_as(physicians[0], assignment, {}, 2, active_seconds=-50)
+    label2 = draft_as(physicians[0], assignment, {}, 3, active_seconds="junk")
     assert label2.time_on_task_seconds == label.time_on_task_seconds

@@ -4,18 +4,9 @@ fix, and nothing is written."""
 import pytest
 from django.core.exceptions import ValidationError
 
-from annotation.services import label_save_draft, label_submit
+from annotation.services import label_save_draft
 
-from .helpers import written_state
-
-
-def _submit(physician, assignment, payload, version=0):
-    return label_submit(
-        annotator=physician,
-        assignment_id=assignment.pk,
-        payload=payload,
-        base_version=version,
-    )
+from .helpers import submit_as, written_state
 
 
 def _refused(call, field, message):
@@ -28,7 +19,9 @@ def _refused(call, field, message):
 
 def test_submit_without_status_is_refused(physicians, assignment, complete_payload):
     _refused(
-        lambda: _submit(physicians[0], assignment, {**complete_payload, "status": ""}),
+        lambda: submit_as(
+            physicians[0], assignment, {**complete_payload, "status": ""}
+        ),
         "status",
         "Choose the patient status: improving, stable or deteriorating.",
     )
@@ -64,7 +57,7 @@ def test_empty_item_is_refused_on_submit(
     }
     n = len(payload[field])
     _refused(
-        lambda: _submit(physicians[0], assignment, payload),
+        lambda: submit_as(physicians[0], assignment, payload),
         field,
         f"{noun} {n} is empty: write it or remove it.",
     )
@@ -83,7 +76,7 @@ def test_item_of_301_characters_is_refused(
             base_version=0,
         )
     else:
-        call = lambda: _submit(physicians[0], assignment, payload)
+        call = lambda: submit_as(physicians[0], assignment, payload)
     _refused(call, "red_flags", "Red flag 1 is 301 characters long; the limit is 300.")
 
 
@@ -92,7 +85,7 @@ def test_item_of_300_characters_is_accepted(
 ):
     flag = {"text": "x" * 300, "evidence": [clinical["heart_rate"].pk]}
     payload = {**complete_payload, "red_flags": [flag]}
-    assert _submit(physicians[0], assignment, payload).payload["red_flags"][0][
+    assert submit_as(physicians[0], assignment, payload).payload["red_flags"][0][
         "text"
     ] == ("x" * 300)
 
@@ -114,7 +107,7 @@ def test_evidence_from_another_stays_admission_is_refused(
             base_version=0,
         )
     else:
-        call = lambda: _submit(physicians[0], assignment, payload)
+        call = lambda: submit_as(physicians[0], assignment, payload)
     _refused(
         call,
         "acute_problems",
@@ -128,7 +121,7 @@ def test_status_evidence_from_another_admission_is_refused(
 ):
     payload = {**complete_payload, "status_evidence": [clinical["foreign"].pk, 10**9]}
     _refused(
-        lambda: _submit(physicians[0], assignment, payload),
+        lambda: submit_as(physicians[0], assignment, payload),
         "status_evidence",
         f"Evidence must come from this patient's stay; events "
         f"{clinical['foreign'].pk}, {10**9} do not belong to it.",
@@ -143,7 +136,7 @@ def test_evidence_that_is_not_an_event_id_is_refused(
         "red_flags": [{"text": "No NSAIDs", "evidence": ["row 3"]}],
     }
     _refused(
-        lambda: _submit(physicians[0], assignment, payload),
+        lambda: submit_as(physicians[0], assignment, payload),
         "red_flags",
         "Red flag 1: evidence must be events, not 'row 3'.",
     )
@@ -160,7 +153,7 @@ def test_rating_a_routine_action_is_refused(
         ],
     }
     _refused(
-        lambda: _submit(physicians[0], assignment, payload),
+        lambda: submit_as(physicians[0], assignment, payload),
         "action_ratings",
         "Only this window's recorded critical actions can be rated; event "
         f"{clinical['insulin'].pk} is not one.",
@@ -177,7 +170,7 @@ def test_rating_an_action_of_another_admission_is_refused(
         + [{"event_id": foreign, "rating": "acceptable", "evidence": []}],
     }
     _refused(
-        lambda: _submit(physicians[0], assignment, payload),
+        lambda: submit_as(physicians[0], assignment, payload),
         "action_ratings",
         f"Evidence must come from this patient's stay; event {foreign} does not "
         "belong to it.",
@@ -199,7 +192,7 @@ def test_rating_an_observation_of_the_window_is_refused(
         ],
     }
     _refused(
-        lambda: _submit(physicians[0], assignment, payload),
+        lambda: submit_as(physicians[0], assignment, payload),
         "action_ratings",
         "Only this window's recorded critical actions can be rated; event "
         f"{clinical['heart_rate'].pk} is not one.",
@@ -234,7 +227,7 @@ def test_bad_action_ratings_are_refused_on_submit(
     ratings = rated(complete_payload["action_ratings"])
     payload = {**complete_payload, "action_ratings": ratings}
     _refused(
-        lambda: _submit(physicians[0], assignment, payload), "action_ratings", message
+        lambda: submit_as(physicians[0], assignment, payload), "action_ratings", message
     )
 
 
@@ -252,7 +245,7 @@ def test_blank_rating_is_kept_in_a_draft_but_refused_on_submit(
     )
     assert label.payload["action_ratings"][0]["rating"] == ""
     _refused(
-        lambda: _submit(physicians[0], assignment, payload, version=1),
+        lambda: submit_as(physicians[0], assignment, payload, version=1),
         "action_ratings",
         "Rated action 1 is not rated: best practice, acceptable or potentially "
         "harmful.",
@@ -280,7 +273,7 @@ def test_all_problems_are_reported_at_once(
         "red_flags": [{"text": "", "evidence": [clinical["foreign"].pk]}],
     }
     with pytest.raises(ValidationError) as excinfo:
-        _submit(physicians[0], assignment, payload)
+        submit_as(physicians[0], assignment, payload)
     assert set(excinfo.value.message_dict) == {"status", "red_flags"}
     assert len(excinfo.value.message_dict["red_flags"]) == 2
 
@@ -293,7 +286,7 @@ def test_items_are_stored_trimmed_with_evidence_deduplicated(
         **complete_payload,
         "acute_problems": [{"text": "  Shock  ", "evidence": [lactate, str(lactate)]}],
     }
-    label = _submit(physicians[0], assignment, payload)
+    label = submit_as(physicians[0], assignment, payload)
     assert label.payload["acute_problems"] == [{"text": "Shock", "evidence": [lactate]}]
 
 
@@ -313,7 +306,7 @@ def test_item_without_evidence_is_refused_on_submit_by_name(
         field: complete_payload[field] + [{"text": f"  {text} ", "evidence": []}],
     }
     _refused(
-        lambda: _submit(physicians[0], assignment, payload),
+        lambda: submit_as(physicians[0], assignment, payload),
         field,
         f'{noun} "{text}" has no evidence event; cite at least one (campaign setting).',
     )
@@ -338,7 +331,7 @@ def test_items_without_evidence_may_wait_in_a_draft(
     ]
     # Submitting the same draft names each item still without evidence.
     with pytest.raises(ValidationError) as excinfo:
-        _submit(physicians[0], assignment, payload, version=label.version)
+        submit_as(physicians[0], assignment, payload, version=label.version)
     assert excinfo.value.message_dict["acute_problems"] == [
         'Acute problem "Hyperlactatemia" has no evidence event; cite at least one '
         "(campaign setting)."
@@ -361,7 +354,7 @@ def test_a_campaign_without_the_setting_takes_items_without_evidence(
         "added_actions": [],
         "red_flags": [{"text": "Avoid fluid overload", "evidence": []}],
     }
-    label = _submit(physicians[0], assignment, payload)
+    label = submit_as(physicians[0], assignment, payload)
     assert label.payload["acute_problems"] == [
         {"text": "Hyperlactatemia", "evidence": []}
     ]
@@ -379,6 +372,6 @@ def test_ratings_and_status_need_no_evidence_of_their_own(
             {"event_id": clinical["intubation"].pk, "rating": "acceptable"},
         ],
     }
-    label = _submit(physicians[0], assignment, payload)
+    label = submit_as(physicians[0], assignment, payload)
     assert label.payload["status_evidence"] == []
     assert [r["evidence"] for r in label.payload["action_ratings"]] == [[], []]

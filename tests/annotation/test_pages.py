@@ -36,14 +36,9 @@ def physician(client, physicians):
 
 
 @pytest.fixture
-def submitted(physician, assignment, complete_payload):
-    """The signed-in physician's complete label of the assignment, submitted."""
-    return label_submit(
-        annotator=physician,
-        assignment_id=assignment.pk,
-        payload=complete_payload,
-        base_version=0,
-    )
+def submitted(physician, submitted):
+    """conftest's submitted label, its physician signed in."""
+    return submitted
 
 
 # The queue ---------------------------------------------------------------------

@@ -49,15 +49,10 @@ def _act(action, user, assignment_id, payload):
 
 
 @pytest.mark.parametrize("action", ACTIONS)
+@pytest.mark.usefixtures("submitted")
 def test_acting_on_another_physicians_assignment_is_a_404_and_writes_nothing(
     physicians, assignment, complete_payload, action
 ):
-    label_submit(
-        annotator=physicians[0],
-        assignment_id=assignment.pk,
-        payload=complete_payload,
-        base_version=0,
-    )
     before = written_state()
     with pytest.raises(Http404):
         _act(action, physicians[1], assignment.pk, complete_payload)
@@ -304,15 +299,10 @@ def test_own_assignments_are_a_physicians_active_ones_only(
     assert not own_assignments(make_role_user(Role.RESEARCHER)).exists()
 
 
+@pytest.mark.usefixtures("submitted")
 def test_second_physician_opens_the_same_window_with_an_empty_form(
-    physicians, campaign, assignment, complete_payload
+    physicians, campaign, assignment
 ):
-    label_submit(
-        annotator=physicians[0],
-        assignment_id=assignment.pk,
-        payload=complete_payload,
-        base_version=0,
-    )
     other = assignment_get_for_annotator(
         annotator=physicians[1],
         assignment_id=campaign.assignments.get(
