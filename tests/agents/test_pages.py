@@ -68,15 +68,19 @@ def test_run_page_progress_tokens_cost_and_memory(finished_run, admin_user):
     assert "keeps no memory" in memory.content.decode()
 
 
-def test_stay_memory_is_shown_as_json(finished_run, admin_user):
-    state = finished_run.stays.first()
-    state.memory = {"summary": "stable on noradrenaline"}
+def _memory_page(user, run, memory: dict) -> str:
+    """The memory page of the run's first stay, as ``user`` reads it, once
+    that stay's memory is ``memory``."""
+    state = run.stays.first()
+    state.memory = memory
     state.save(update_fields=["memory"])
-    html = (
-        client_for(admin_user)
-        .get(f"/agents/runs/{finished_run.pk}/stays/{state.pk}/")
-        .content.decode()
-    )
+    page = client_for(user).get(f"/agents/runs/{run.pk}/stays/{state.pk}/")
+    return page.content.decode()
+
+
+def test_stay_memory_is_shown_as_json(finished_run, admin_user):
+    memory = {"summary": "stable on noradrenaline"}
+    html = _memory_page(admin_user, finished_run, memory)
     assert "stable on noradrenaline" in html and "data-memory-json" in html
 
 
@@ -122,12 +126,6 @@ def test_icu_evo_memory_uses_its_own_partial(fake_backbone, tiny_release, admin_
     run = run_queued(
         user=admin_user, release=tiny_release, backbone=fake_backbone, agent="icu-evo"
     )
-    state = run.stays.first()
-    state.memory = {"window_index": 3, "summaries": [], "hypotheses": []}
-    state.save(update_fields=["memory"])
-    html = (
-        client_for(admin_user)
-        .get(f"/agents/runs/{run.pk}/stays/{state.pk}/")
-        .content.decode()
-    )
+    memory = {"window_index": 3, "summaries": [], "hypotheses": []}
+    html = _memory_page(admin_user, run, memory)
     assert "data-icu-evo-memory" in html and "data-memory-json" in html
