@@ -15,6 +15,7 @@ from tests.exports.conftest import (  # noqa: F401 - fixtures
     tiny_stays,
 )
 from tests.oracle.fake_llm import FakeLLM
+from tests.oracle.helpers import started
 
 
 @pytest.fixture(autouse=True)
@@ -24,11 +25,8 @@ def _loopback_endpoints_allowed(settings):
 
 @pytest.fixture
 def fake_llm():
-    fake = FakeLLM(latency=0.0).start()
-    try:
+    with started(FakeLLM(latency=0.0)) as fake:
         yield fake
-    finally:
-        fake.stop()
 
 
 @pytest.fixture

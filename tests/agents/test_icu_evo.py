@@ -23,15 +23,13 @@ from tests.agents.icu_evo_helpers import (
     prompt_of,
     step_of,
 )
+from tests.oracle.helpers import started
 
 
 @pytest.fixture
 def evo_llm():
-    fake = EvoFakeLLM(latency=0.0).start()
-    try:
+    with started(EvoFakeLLM(latency=0.0)) as fake:
         yield fake
-    finally:
-        fake.stop()
 
 
 @pytest.fixture

