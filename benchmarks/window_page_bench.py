@@ -39,7 +39,8 @@ from benchmarks._database import (  # noqa: E402 - after the path
     database_done,
     database_name,
 )
-from benchmarks._parts import django_here  # noqa: E402
+from benchmarks._page_timing import page_timed  # noqa: E402
+from benchmarks._parts import clif_demo_imported, django_here  # noqa: E402
 from benchmarks.percentiles import percentile  # noqa: E402 - after the path
 
 BENCH_DB = database_name("window_page")
@@ -172,33 +173,6 @@ def _physician_assigned(windows):
     return physician
 
 
-def _measure(
-    client, url: str, requests: int, **headers
-) -> tuple[list[tuple[float, float]], int, int]:
-    from django.db import connection
-    from django.test.utils import CaptureQueriesContext
-
-    for _ in range(3):
-        client.get(url, **headers)
-    with CaptureQueriesContext(connection) as ctx:
-        response = client.get(url, **headers)
-    # Counted now: the next request's request_started signal empties the log.
-    queries = len(ctx.captured_queries)
-    size = len(response.content)
-    times = []  # (wall ms, CPU ms of this process: the database's not in it)
-    for _ in range(requests):
-        started, cpu = time.perf_counter(), time.process_time()
-        response = client.get(url, **headers)
-        times.append(
-            (
-                (time.perf_counter() - started) * 1000,
-                (time.process_time() - cpu) * 1000,
-            )
-        )
-        assert response.status_code in (200, 304), (url, response.status_code)
-    return times, queries, size
-
-
 def main() -> None:
     from benchmarks._cpu import load, report_at_exit  # wall, CPU and load
 
@@ -209,22 +183,14 @@ def main() -> None:
     args = parser.parse_args()
 
     django_here(database_create(BENCH_DB), "realicu-winbench-")
-    from django.core.management import call_command
     from django.db import connection
     from django.test import Client
     from django.urls import reverse
 
-    from windows.importers.clif import clif_import
     from windows.models import Event, Stay, Window
 
     try:
-        call_command("migrate", verbosity=0)
-        started = time.perf_counter()
-        summary = clif_import()
-        print(
-            f"CLIF demo imported: {summary.total_events:,} events, "
-            f"{summary.stays} stays in {time.perf_counter() - started:.1f} s"
-        )
+        clif_demo_imported()
 
         longest = max(Stay.objects.all(), key=lambda s: s.length_hours)
         busiest, rate = _busiest_stay()
@@ -286,8 +252,8 @@ def main() -> None:
                 ("tracks JSON", data, {}),
                 ("tracks JSON, 304", data, {"HTTP_IF_NONE_MATCH": etag}),
             ):
-                times, queries, size = _measure(client, url, args.requests, **headers)
-                rows.append((label, stay.length_hours, what, times, queries, size))
+                timed = page_timed(client, url, args.requests, ok=(200, 304), **headers)
+                rows.append((label, stay.length_hours, what, timed))
                 loads[label] = load()
 
         print()
@@ -295,26 +261,24 @@ def main() -> None:
             f"{'stay':<18} {'hours':>6}  {'request':<24} {'wall p50':>8} {'p95':>7} "
             f"{'CPU p50':>7} {'p95':>7} {'queries':>7} {'bytes':>9}"
         )
-        for label, hours, what, times, queries, size in rows:
-            walls, cpus = [w for w, _ in times], [c for _, c in times]
+        for label, hours, what, timed in rows:
             print(
                 f"{label:<18} {hours:>6.0f}  {what:<24} "
-                f"{statistics.median(walls):>8.1f} {percentile(walls, 0.95):>7.1f} "
-                f"{statistics.median(cpus):>7.1f} {percentile(cpus, 0.95):>7.1f} "
-                f"{queries:>7} {size:>9,}"
+                f"{statistics.median(timed.walls):>8.1f} "
+                f"{percentile(timed.walls, 0.95):>7.1f} "
+                f"{statistics.median(timed.cpus):>7.1f} "
+                f"{percentile(timed.cpus, 0.95):>7.1f} "
+                f"{timed.queries:>7} {timed.size:>9,}"
             )
         for label, measured in loads.items():
             print(f"After the {label}'s requests: {measured}")
 
-        def p95(times, at: int) -> float:
-            return percentile([t[at] for t in times], 0.95)
-
-        whole = max(p95(t, 0) for _, _, w, t, _, _ in rows if "whole" in w)
-        worst = max(p95(t, 0) for _, _, _, t, _, _ in rows)
-        worst_cpu = max(p95(t, 1) for _, _, _, t, _, _ in rows)
+        whole = max(percentile(t.walls, 0.95) for _, _, w, t in rows if "whole" in w)
+        worst = max(percentile(t.walls, 0.95) for _, _, _, t in rows)
+        worst_cpu = max(percentile(t.cpus, 0.95) for _, _, _, t in rows)
         by_request: dict[str, set[int]] = {}
-        for _, _, what, _, queries, _ in rows:
-            by_request.setdefault(what, set()).add(queries)
+        for _, _, what, timed in rows:
+            by_request.setdefault(what, set()).add(timed.queries)
         same = all(len(counts) == 1 for counts in by_request.values())
         print()
         print(
