@@ -132,26 +132,27 @@ def run_detail(request, run_id: int):
     )
 
 
+def _run_act(request, run_id: int, action):
+    """``action`` (a service taking the user and the run) on the run the
+    address names; its refusal as a message, and back to the run's page."""
+    run = _run_or_404(request, run_id)
+    try:
+        action(user=request.user, run=run)
+    except (ValidationError, PermissionDenied) as error:
+        messages.error(request, error_text(error))
+    return redirect("agents:run_detail", run_id=run.pk)
+
+
 @require_POST
 @agents_user_required
 def run_cancel(request, run_id: int):
-    run = _run_or_404(request, run_id)
-    try:
-        services.agent_run_cancel(user=request.user, run=run)
-    except PermissionDenied as error:
-        messages.error(request, error_text(error))
-    return redirect("agents:run_detail", run_id=run.pk)
+    return _run_act(request, run_id, services.agent_run_cancel)
 
 
 @require_POST
 @agents_user_required
 def run_resume(request, run_id: int):
-    run = _run_or_404(request, run_id)
-    try:
-        services.agent_run_resume(user=request.user, run=run)
-    except (ValidationError, PermissionDenied) as error:
-        messages.error(request, error_text(error))
-    return redirect("agents:run_detail", run_id=run.pk)
+    return _run_act(request, run_id, services.agent_run_resume)
 
 
 def _has_template(name: str) -> bool:
