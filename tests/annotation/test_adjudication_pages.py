@@ -27,12 +27,6 @@ PROBLEMS = "acute_problems"
 HTMX = {"HTTP_HX_REQUEST": "true"}
 
 
-@pytest.fixture
-def admin_client(client, admin_user):
-    client.force_login(admin_user)
-    return client
-
-
 def _urls(campaign, window):
     return {
         "queue": reverse("annotation:adjudication_queue", args=[campaign.pk]),

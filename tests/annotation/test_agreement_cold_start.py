@@ -121,15 +121,17 @@ def test_the_model_works_outside_any_transaction_and_a_submit_gets_through(
     assert WindowAgreement.objects.filter(campaign=campaign, window=w0).exists()
 
 
-def _refresh_of_two_labels(campaign, window, physicians):
+def _refresh_of_two_labels(campaign, window, physicians, slow_model):
     """Both physicians' label of ``window`` (stable, septic shock) and a
-    consensus refresh of it started on the slow model: the second label, and
-    the refresh's thread and outcome."""
+    consensus refresh of it started on the slow model, returned once the model
+    is matching: the second label, and the refresh's thread and outcome."""
     a, b = physicians
     submit_status_and_problem(a, campaign, window, "stable", "Septic shock")
     label = submit_status_and_problem(b, campaign, window, "stable", "Septic shock")
     matcher = SemanticMatcher("slow-test-model", tau=0.5)
-    return (label, *_refresh_in_thread(campaign, window, matcher))
+    refresh = (label, *_refresh_in_thread(campaign, window, matcher))
+    assert slow_model.started.wait(WAIT)
+    return refresh
 
 
 def test_a_label_reopened_while_it_is_matched_is_not_written_as_agreed(
@@ -137,8 +139,9 @@ def test_a_label_reopened_while_it_is_matched_is_not_written_as_agreed(
 ):
     campaign, (w0, _) = window_pair
     _, b = physicians
-    label, thread, outcome = _refresh_of_two_labels(campaign, w0, physicians)
-    assert slow_model.started.wait(WAIT)
+    label, thread, outcome = _refresh_of_two_labels(
+        campaign, w0, physicians, slow_model
+    )
     label_reopen(annotator=b, assignment_id=label.assignment_id)
     slow_model.go.set()
     thread.join(WAIT)
@@ -154,8 +157,9 @@ def test_labels_changed_while_matched_are_matched_again_before_writing(
 ):
     campaign, (w0, _) = window_pair
     _, b = physicians
-    label, thread, outcome = _refresh_of_two_labels(campaign, w0, physicians)
-    assert slow_model.started.wait(WAIT)
+    label, thread, outcome = _refresh_of_two_labels(
+        campaign, w0, physicians, slow_model
+    )
     reopened = label_reopen(annotator=b, assignment_id=label.assignment_id)
     resubmitted = submit_status_and_problem(
         b, campaign, w0, "deteriorating", "Acute kidney injury"

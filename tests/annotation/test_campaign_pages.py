@@ -17,12 +17,6 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def admin_client(client, admin_user):
-    client.force_login(admin_user)
-    return client
-
-
-@pytest.fixture
 def cohort_windows(gold_windows):
     """A cohort holding the fixture stay, and Gold windows of another stay outside
     it."""

@@ -53,12 +53,6 @@ def per_stay(campaign) -> Counter:
 
 
 @pytest.fixture
-def admin_client(client, admin_user):
-    client.force_login(admin_user)
-    return client
-
-
-@pytest.fixture
 def four_stays(db):
     """Four stays of 12 Gold windows each, and one of 2: 50 windows."""
     return [*make_gold_stays(stays=4), *make_gold_stays(stays=1, hours=1)]
@@ -193,6 +187,15 @@ def test_form_shows_what_is_available_and_ticks_evidence(admin_client, four_stay
     assert re.search(r'name="evidence_required"[^>]*checked', html)
 
 
+def _campaign_rows() -> tuple[int, int, int]:
+    """How many campaigns, campaign windows and assignments there are."""
+    return (
+        Campaign.objects.count(),
+        CampaignWindow.objects.count(),
+        Assignment.objects.count(),
+    )
+
+
 @pytest.mark.parametrize(
     "extra, message",
     [
@@ -224,11 +227,7 @@ def test_form_shows_what_is_available_and_ticks_evidence(admin_client, four_stay
 def test_impossible_requests_are_refused_and_create_nothing(
     admin_client, physicians, four_stays, extra, message
 ):
-    before = (
-        Campaign.objects.count(),
-        CampaignWindow.objects.count(),
-        Assignment.objects.count(),
-    )
+    before = _campaign_rows()
     response = admin_client.post(
         reverse(NEW),
         {
@@ -240,11 +239,7 @@ def test_impossible_requests_are_refused_and_create_nothing(
     )
     assert response.status_code == 200
     assert message in response.content.decode()
-    assert (
-        Campaign.objects.count(),
-        CampaignWindow.objects.count(),
-        Assignment.objects.count(),
-    ) == before
+    assert _campaign_rows() == before
 
 
 def test_one_stay_too_small_for_the_count_names_the_draw(
