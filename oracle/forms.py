@@ -7,8 +7,17 @@ import json
 
 from django import forms
 
+from accounts.ids import MAX_INT32, IdChoiceField, IdMultipleChoiceField
+from annotation import selectors as annotation_selectors
 from annotation.models import Campaign
-from oracle.models import Backbone, BackboneKind, PromptTemplate, ReplyFormat, Tokenizer
+from oracle.models import (
+    Backbone,
+    BackboneKind,
+    OracleRun,
+    PromptTemplate,
+    ReplyFormat,
+    Tokenizer,
+)
 from realicu_web.jsonlimits import JsonLimitError, loads_bounded
 from windows.models import Cohort
 
@@ -149,3 +158,49 @@ class RunForm(forms.Form):
 
 class ValidateForm(forms.Form):
     campaign = forms.ModelChoiceField(queryset=Campaign.objects.all(), empty_label=None)
+
+
+class GoldDrawForm(forms.Form):
+    """An active Gold draw (oracle.services.gold_draw): the runs whose
+    disagreement is the uncertainty, the budget and who labels."""
+
+    name = forms.CharField(max_length=200)
+    run = IdChoiceField(
+        queryset=OracleRun.objects.order_by("-pk"),
+        empty_label=None,
+        label="Oracle run",
+        help_text="The run whose labels the Gold set will check.",
+    )
+    other_runs = IdMultipleChoiceField(
+        queryset=OracleRun.objects.order_by("-pk"),
+        widget=forms.CheckboxSelectMultiple,
+        label="Other readings",
+        help_text="Runs of the same windows (a rerun, another backbone, the rules): "
+        "windows where they disagree with the first run are drawn more likely.",
+    )
+    budget = forms.IntegerField(
+        min_value=1,
+        max_value=MAX_INT32,
+        label="Gold windows",
+        help_text="How many windows the draw takes, in expectation. Windows "
+        "physicians labelled before are not labelled again.",
+    )
+    physicians = IdMultipleChoiceField(
+        queryset=annotation_selectors.physicians_all(),
+        widget=forms.CheckboxSelectMultiple,
+    )
+    annotators_per_window = forms.IntegerField(min_value=1, max_value=20, initial=2)
+    floor = forms.FloatField(
+        required=False,
+        min_value=0,
+        max_value=1,
+        label="Uniform floor",
+        help_text="The share of the budget spread evenly, so that every window "
+        "can be drawn. Empty: 0.2 once 20 windows have labels, 0.7 before.",
+    )
+    seed = forms.IntegerField(
+        min_value=-MAX_INT32 - 1,
+        max_value=MAX_INT32,
+        initial=0,
+        help_text="The same runs, labels, budget and seed draw the same windows.",
+    )

@@ -9,6 +9,7 @@ app_name = "oracle"
 urlpatterns = [
     path("", views.run_list, name="run_list"),
     path("runs/new/", views.run_new, name="run_new"),
+    path("gold-draw/", views.gold_draw, name="gold_draw"),
     path("runs/<id:run_id>/", views.run_detail, name="run_detail"),
     path("runs/<id:run_id>/progress/", views.run_progress, name="run_progress"),
     path("runs/<id:run_id>/cancel/", views.run_cancel, name="run_cancel"),

@@ -15,7 +15,7 @@ from accounts.access import admin_required
 from accounts.web import error_text, render_page_or_partial
 from evaluation.matcher import tau_source_of
 from oracle import selectors, selectors_pages, services
-from oracle.forms import BackboneForm, RunForm, ValidateForm
+from oracle.forms import BackboneForm, GoldDrawForm, RunForm, ValidateForm
 from windows.presentation import window_page_context
 
 CHART_STATUS = ("improving", "stable", "deteriorating")
@@ -120,6 +120,43 @@ def run_new(request):
             )
             return redirect("oracle:run_detail", run.pk)
     return render(request, "oracle/run_new.html", {"form": form})
+
+
+@require_http_methods(["GET", "POST"])
+@admin_required
+def gold_draw(request):
+    """An active Gold draw: a Gold campaign whose windows are drawn where the
+    chosen Oracle runs disagree, each window's probability stored for the
+    score intervals (issue 33)."""
+    form = GoldDrawForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        others = list(data["other_runs"])
+        try:
+            campaign = services.gold_campaign_draw_active(
+                admin=request.user,
+                name=data["name"],
+                run=data["run"],
+                second_run=others[0],
+                more_runs=others[1:],
+                budget=data["budget"],
+                physicians=data["physicians"],
+                annotators_per_window=data["annotators_per_window"],
+                floor=data["floor"],
+                seed=data["seed"],
+            )
+        except (ValidationError, PermissionDenied) as error:
+            _form_errors_from(form, error)
+        else:
+            windows = campaign.campaign_windows.count()
+            messages.success(
+                request,
+                f'Campaign "{campaign.name}" drawn: {windows:,} '
+                f"window{'s' if windows != 1 else ''} to label; every pool "
+                "window's probability of being in the Gold set is stored.",
+            )
+            return redirect("annotation:campaign_detail", campaign.pk)
+    return render(request, "oracle/gold_draw.html", {"form": form})
 
 
 def _prompt_tokens_chart(distribution: dict | None) -> dict | None:

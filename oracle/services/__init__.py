@@ -14,6 +14,7 @@ from oracle.services.chunks import (
     oracle_run_execute_chunk,
     oracle_run_execute_inline,
 )
+from oracle.services.gold_draw import gold_campaign_draw_active
 from oracle.services.runs import (
     CHUNK_TASK,
     FINISHED_STATES,
@@ -53,6 +54,7 @@ __all__ = [
     "backbone_create",
     "backbone_update",
     "chunk_size_default",
+    "gold_campaign_draw_active",
     "lease_seconds",
     "oracle_run_cancel",
     "oracle_run_create",

@@ -52,6 +52,7 @@ def oracle_urls(run):
         ("get", reverse("oracle:run_validation", args=[rid]) + f"?job={job}"),
         ("get", reverse("oracle:run_list")),
         ("get", reverse("oracle:run_new")),
+        ("get", reverse("oracle:gold_draw")),
         ("get", reverse("oracle:run_detail", args=[rid])),
         ("get", reverse("oracle:run_progress", args=[rid])),
         ("get", reverse("oracle:run_validation", args=[rid])),
