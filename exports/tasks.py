@@ -12,6 +12,21 @@ from django.db import OperationalError
 logger = logging.getLogger(__name__)
 
 
+def _job_run(model, pk: int, job, failed: str) -> None:
+    """``job(row)`` on the row ``pk`` names, if it is still there. A database
+    error goes back to Celery to retry; any other the job has put on its row
+    for the page, and it is only logged here (``failed``, with the id)."""
+    row = model.objects.filter(pk=pk).first()
+    if row is None:
+        return
+    try:
+        job(row)
+    except OperationalError:
+        raise
+    except Exception:
+        logger.exception(failed, pk)
+
+
 @shared_task(
     acks_late=True, autoretry_for=(OperationalError,), retry_backoff=True, max_retries=3
 )
@@ -19,16 +34,12 @@ def release_build_task(release_id: int) -> None:
     from exports.building import release_build
     from exports.models import Release
 
-    release = Release.objects.filter(pk=release_id).first()
-    if release is None:
-        return
-    try:
-        release_build(release=release)
-    except OperationalError:
-        raise
-    except Exception:
-        # release_build put the reason on the release row for the page.
-        logger.exception("release %s failed to build", release_id)
+    _job_run(
+        Release,
+        release_id,
+        lambda release: release_build(release=release),
+        "release %s failed to build",
+    )
 
 
 @shared_task(
@@ -38,12 +49,9 @@ def submission_score_task(submission_id: int) -> None:
     from exports.models import Submission
     from exports.services import submission_score
 
-    submission = Submission.objects.filter(pk=submission_id).first()
-    if submission is None:
-        return
-    try:
-        submission_score(submission=submission)
-    except OperationalError:
-        raise
-    except Exception:
-        logger.exception("submission %s failed to score", submission_id)
+    _job_run(
+        Submission,
+        submission_id,
+        lambda submission: submission_score(submission=submission),
+        "submission %s failed to score",
+    )
