@@ -192,16 +192,22 @@ def find_table(directory: Path, names: Iterable[str]) -> SourceTable | None:
 
 
 def reject_first(
-    bad, message: Callable[[int], str], *, file: str, column: str, first_row: int = 1
+    bad,
+    message: Callable[[int], str],
+    *,
+    file: str,
+    column: str,
+    first_row: int = 1,
+    rows: np.ndarray | None = None,
 ) -> None:
     """Raise SourceDataError at the first row where ``bad`` holds; ``message``
-    words it from that row's position."""
+    words it from that row's position. The row named is ``first_row`` plus the
+    position, or, for values no longer in file order, ``rows`` at the position."""
     mask = np.asarray(bad, dtype=bool)
     if mask.any():
         pos = int(mask.argmax())
-        raise SourceDataError(
-            message(pos), file=file, row=first_row + pos, column=column
-        )
+        row = first_row + pos if rows is None else int(rows[pos])
+        raise SourceDataError(message(pos), file=file, row=row, column=column)
 
 
 def parse_times(
@@ -213,23 +219,24 @@ def parse_times(
         parsed = values
     else:
         parsed = pd.to_datetime(values, errors="coerce", utc=True, format="mixed")
-        bad = parsed.isna() & values.notna() & (values.astype(str).str.strip() != "")
-        if bad.any():
-            pos = int(bad.to_numpy().nonzero()[0][0])
-            raise SourceDataError(
-                f"unparseable time {values.iloc[pos]!r}",
-                file=file,
-                row=first_row + pos,
-                column=column,
-            )
+        reject_first(
+            parsed.isna() & values.notna() & (values.astype(str).str.strip() != ""),
+            lambda pos: f"unparseable time {values.iloc[pos]!r}",
+            file=file,
+            column=column,
+            first_row=first_row,
+        )
     if getattr(parsed.dt, "tz", None) is None:
         parsed = parsed.dt.tz_localize("UTC")
     else:
         parsed = parsed.dt.tz_convert("UTC")
-    if required and parsed.isna().any():
-        pos = int(parsed.isna().to_numpy().nonzero()[0][0])
-        raise SourceDataError(
-            "time is missing", file=file, row=first_row + pos, column=column
+    if required:
+        reject_first(
+            parsed.isna(),
+            lambda pos: "time is missing",
+            file=file,
+            column=column,
+            first_row=first_row,
         )
     return parsed
 
@@ -286,15 +293,15 @@ def check_order(
     end_col: str,
 ) -> None:
     """Raise on the first row whose end time lies before its start time."""
-    bad = (end < start) & end.notna() & start.notna()
-    if bad.any():
-        pos = int(bad.to_numpy().nonzero()[0][0])
-        raise SourceDataError(
-            f"{end_col} {end.iloc[pos]} is before {start_col} {start.iloc[pos]}",
-            file=file,
-            row=first_row + pos,
-            column=end_col,
-        )
+    reject_first(
+        (end < start) & end.notna() & start.notna(),
+        lambda pos: (
+            f"{end_col} {end.iloc[pos]} is before {start_col} {start.iloc[pos]}"
+        ),
+        file=file,
+        column=end_col,
+        first_row=first_row,
+    )
 
 
 @dataclass

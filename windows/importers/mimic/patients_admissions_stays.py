@@ -11,7 +11,6 @@ import pandas as pd
 
 from windows.importers.base import (
     ImportSummary,
-    SourceDataError,
     reject_first,
 )
 from windows.importers.mimic.reading import (
@@ -191,15 +190,15 @@ def _check_stays(
         column="subject_id",
     )
     with_stays = admissions.loc[stays["hadm_id"].unique()]
-    unknown = ~with_stays["subject_id"].isin(patients.index).to_numpy()
-    if unknown.any():
-        pos = int(unknown.argmax())
-        raise SourceDataError(
-            f"subject_id {with_stays['subject_id'].iloc[pos]} is not in patients",
-            file=admissions_file,
-            row=int(with_stays["_row"].iloc[pos]),
-            column="subject_id",
-        )
+    reject_first(
+        ~with_stays["subject_id"].isin(patients.index),
+        lambda pos: (
+            f"subject_id {with_stays['subject_id'].iloc[pos]} is not in patients"
+        ),
+        file=admissions_file,
+        column="subject_id",
+        rows=with_stays["_row"].to_numpy(),
+    )
 
 
 def _read_diagnoses(

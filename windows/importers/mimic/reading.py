@@ -14,7 +14,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from windows.importers.base import SourceDataError, SourceTable
+from windows.importers.base import SourceDataError, SourceTable, reject_first
 
 CHUNK_ROWS = 250_000
 
@@ -153,17 +153,6 @@ TRANSFERS = TableSpec(
 )
 
 
-def _reject_rows(bad, message, *, file: str, column: str, rows: np.ndarray) -> None:
-    """Raise SourceDataError at the first value where ``bad`` holds, naming the
-    file row ``rows`` gives for it; ``message(pos)`` words the error."""
-    mask = np.asarray(bad, dtype=bool)
-    if mask.any():
-        pos = int(mask.nonzero()[0][0])
-        raise SourceDataError(
-            message(pos), file=file, row=int(rows[pos]), column=column
-        )
-
-
 def _numbers(
     values: pd.Series,
     *,
@@ -180,15 +169,15 @@ def _numbers(
         out = values.astype("float64")
     except (TypeError, ValueError):
         out = pd.to_numeric(values, errors="coerce")
-        _reject_rows(
+        reject_first(
             out.isna() & values.notna(),
             lambda pos: f"{values.iloc[pos]!r} is not a number",
             **where,
         )
     if required:
-        _reject_rows(out.isna(), lambda pos: "value is missing", **where)
+        reject_first(out.isna(), lambda pos: "value is missing", **where)
     if integer:
-        _reject_rows(
+        reject_first(
             out.notna() & (out % 1 != 0),
             lambda pos: f"{values.iloc[pos]!r} is not an integer id",
             **where,
@@ -214,20 +203,20 @@ def _times(
         out = out.dt.tz_convert("UTC")
     else:
         out = pd.to_datetime(values, format="ISO8601", errors="coerce", utc=True)
-        _reject_rows(
+        reject_first(
             out.isna() & values.notna(),
             lambda pos: f"unparseable time {values.iloc[pos]!r}",
             **where,
         )
         if column not in DATE_COLUMNS:
             # "2180-07-23" parses as midnight: a time column must say its time.
-            _reject_rows(
+            reject_first(
                 values.notna() & (values.astype(str).str.len() <= 10),
                 lambda pos: f"{values.iloc[pos]!r} is a date without a time",
                 **where,
             )
     if required:
-        _reject_rows(out.isna(), lambda pos: "time is missing", **where)
+        reject_first(out.isna(), lambda pos: "time is missing", **where)
     return out
 
 
@@ -451,7 +440,7 @@ class _Columns:
 
 
 def _check_interval(start: pd.Series, end: pd.Series, *, file: str, rows) -> None:
-    _reject_rows(
+    reject_first(
         (end < start) & end.notna(),
         lambda pos: f"endtime {end.iloc[pos]} is before starttime {start.iloc[pos]}",
         file=file,
