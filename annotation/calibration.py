@@ -29,7 +29,7 @@ from annotation.models import (
     ConsensusTask,
     RecomputeState,
 )
-from jobs.leases import is_live, job_claim, job_heartbeat, job_release
+from jobs.leases import is_live, job_claim, job_fail, job_heartbeat, job_release
 from jobs.outbox import outbox_send
 
 logger = logging.getLogger(__name__)
@@ -322,16 +322,13 @@ def calibration_draw_run(*, draw_id: int, matcher_factory=None) -> str:
         logger.warning("calibration draw %s: lease lost, stopping", draw_id)
         return "lease lost"
     except (ValidationError, PermissionDenied, MatcherUnavailable) as error:
+        # A reason for the admin, in their words: no exception's class name.
         text = "; ".join(getattr(error, "messages", None) or [str(error)])
-        finish(RecomputeState.FAILED, "failed", error=text[:2000])
+        job_fail(model=CalibrationDraw, pk=draw.pk, lease=lease, error=text)
         return "failed"
     except Exception as error:
         logger.exception("calibration draw %s failed", draw_id)
-        finish(
-            RecomputeState.FAILED,
-            "failed",
-            error=f"{type(error).__name__}: {error}"[:2000],
-        )
+        job_fail(model=CalibrationDraw, pk=draw.pk, lease=lease, error=error)
         return "failed"
     finish(
         RecomputeState.DONE,

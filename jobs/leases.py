@@ -24,10 +24,12 @@ import uuid
 from datetime import timedelta
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import connection, transaction
 from django.utils import timezone
 
 from jobs.liveness import consumer_alive, consumer_loop_thread
+from jobs.registry import kind_for
 
 logger = logging.getLogger(__name__)
 
@@ -101,6 +103,31 @@ def job_release(*, model, pk: int, lease: str, **fields) -> bool:
     """End this worker's hold with the final fields (state, error, progress),
     if the lease is still its own. Returns False when it was lost meanwhile."""
     return bool(model.objects.filter(pk=pk, lease=lease).update(lease="", **fields))
+
+
+def error_text(error: BaseException) -> str:
+    """The reason an error gives, in words: an OS error as its message and path
+    ("permission denied: /srv/releases/.x.partial"), a validation error as its
+    messages, anything else with its type."""
+    if isinstance(error, OSError) and error.strerror:
+        text = error.strerror[0].lower() + error.strerror[1:]
+        return f"{text}: {error.filename}" if error.filename else text
+    if isinstance(error, ValidationError):
+        return "; ".join(error.messages)
+    return f"{type(error).__name__}: {error}"
+
+
+def job_fail(
+    *, model, pk: int, lease: str, error: BaseException | str, label="failed", **fields
+) -> str:
+    """End this worker's hold on a job that failed (``job_release``): its kind's
+    failed state (jobs.registry), the reason (a sentence, or an error in words:
+    ``error_text``), ``label`` as its progress and any other final ``fields``.
+    Returns the reason, for the log."""
+    message = error if isinstance(error, str) else error_text(error)
+    failure = kind_for(model).failure(message, label, timezone.now())
+    job_release(model=model, pk=pk, lease=lease, **{**failure, **fields})
+    return message
 
 
 class job_heartbeat:

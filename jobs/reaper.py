@@ -23,12 +23,11 @@ import logging
 from datetime import timedelta
 
 from django.conf import settings
-from django.core.exceptions import ValidationError
 from django.db import DatabaseError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from jobs.leases import is_live, stale_before
+from jobs.leases import error_text, is_live, stale_before
 from jobs.outbox import outbox_dispatch_due, outbox_send
 from jobs.registry import JobKind, kind_for, kinds
 
@@ -54,18 +53,6 @@ class RecoveryFailed(Exception):
     """A job's recovery raised; the message says what failed, with the reason."""
 
 
-def error_text(error: BaseException) -> str:
-    """The reason an error gives, in words: an OS error as its message and path
-    ("permission denied: /srv/releases/.x.partial"), a validation error as its
-    messages, anything else with its type."""
-    if isinstance(error, OSError) and error.strerror:
-        text = error.strerror[0].lower() + error.strerror[1:]
-        return f"{text}: {error.filename}" if error.filename else text
-    if isinstance(error, ValidationError):
-        return "; ".join(error.messages)
-    return f"{type(error).__name__}: {error}"
-
-
 def _requeue(kind: JobKind, row, now) -> str:
     model = kind.model_class
     with transaction.atomic():
@@ -87,18 +74,15 @@ def _requeue(kind: JobKind, row, now) -> str:
                     f"{reason}; removing what it left failed: {error_text(error)}."
                 ) from error
         if fresh.attempts >= kind.max_attempts:
-            fields = {
-                kind.state_field: kind.failed,
-                "lease": "",
-                kind.error_field: (
+            model.objects.filter(pk=fresh.pk).update(
+                lease="",
+                **kind.failure(
                     f"{reason}; {fresh.attempts} workers took this job and none "
-                    "finished it, so it was not queued again."
+                    "finished it, so it was not queued again.",
+                    "failed: its workers stopped",
+                    now,
                 ),
-                "progress_label": "failed: its workers stopped",
-            }
-            if kind.finished_field:
-                fields[kind.finished_field] = now
-            model.objects.filter(pk=fresh.pk).update(**fields)
+            )
             logger.error("reaper: %s %s failed: %s", kind.name, fresh.pk, reason)
             return "failed"
         model.objects.filter(pk=fresh.pk).update(
@@ -172,14 +156,7 @@ def _fail_unrecovered(kind: JobKind, row, now, error: Exception, doing: str) -> 
     else:
         message = f"{doing} failed: {error_text(error)}."
     message += " The job was stopped, not queued again."
-    fields = {
-        kind.state_field: kind.failed,
-        "lease": "",
-        kind.error_field: message[:5000],
-        "progress_label": "failed: its recovery failed",
-    }
-    if kind.finished_field:
-        fields[kind.finished_field] = now
+    fields = {"lease": "", **kind.failure(message, "failed: its recovery failed", now)}
     state = getattr(row, kind.state_field)
     still = kind.model_class.objects.filter(pk=row.pk, **{kind.state_field: state})
     if state == kind.running:  # unless a live worker took it meanwhile

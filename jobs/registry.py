@@ -40,6 +40,18 @@ class JobKind:
     def model_class(self):
         return apps.get_model(self.model)
 
+    def failure(self, message: str, label: str, now) -> dict:
+        """The fields of a job of this kind that failed: its failed state, the
+        reason, the progress label and, where the kind keeps one, when."""
+        fields = {
+            self.state_field: self.failed,
+            self.error_field: message[:5000],
+            "progress_label": label,
+        }
+        if self.finished_field:
+            fields[self.finished_field] = now
+        return fields
+
 
 _KINDS: dict[str, JobKind] = {}
 

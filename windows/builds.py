@@ -29,6 +29,7 @@ from django.utils import timezone
 from jobs.leases import (
     JobLeaseLost,
     job_claim,
+    job_fail,
     job_heartbeat,
     job_release,
     stale_before,
@@ -166,14 +167,6 @@ def _batch_work(*, run: BuildRun, stay_ids: list[int], progress: Progress) -> di
     return result
 
 
-def failure_text(failure: Exception) -> str:
-    """A failed batch's error for its row and page: a ValidationError's
-    messages, else the exception's class and text."""
-    if hasattr(failure, "messages"):
-        return "; ".join(failure.messages)
-    return f"{type(failure).__name__}: {failure}"
-
-
 def batch_claim(model, batch_id: int):
     """(batch, lease) of a queued batch row (BuildBatch, ImportBatch) with its
     run; lease None when the batch is done, failed or held by a live worker (a
@@ -222,15 +215,8 @@ def build_batch_execute(*, batch_id: int) -> BuildBatch | None:
         "progress_total": len(batch.stay_ids),
     }
     if failure is not None:
-        message = failure_text(failure)
-        job_release(
-            model=BuildBatch,
-            pk=batch.pk,
-            lease=lease,
-            state=BuildState.FAILED,
-            error=message[:5000],
-            progress_label="failed",
-            **finished,
+        message = job_fail(
+            model=BuildBatch, pk=batch.pk, lease=lease, error=failure, **finished
         )
         logger.error("build batch %s failed: %s", batch.pk, message)
     else:

@@ -25,10 +25,10 @@ from django.core.exceptions import ValidationError
 from django.db import connection, transaction
 from django.utils import timezone
 
-from jobs.leases import JobLeaseLost, job_heartbeat, job_release
+from jobs.leases import JobLeaseLost, job_fail, job_heartbeat
 from jobs.outbox import outbox_send
 from jobs.progress import Progress
-from windows.builds import batch_claim, failure_text
+from windows.builds import batch_claim
 from windows.models import BuildState, ImportBatch, ImportRun, ImportStatus
 
 logger = logging.getLogger(__name__)
@@ -141,14 +141,7 @@ def import_run_fan_out_here(
                 batch_stays=batch_stays,
             )
     except Exception as exc:
-        job_release(
-            model=ImportRun,
-            pk=run.pk,
-            lease=lease,
-            status=ImportStatus.FAILED,
-            error=failure_text(exc)[:5000],
-            finished_at=timezone.now(),
-        )
+        job_fail(model=ImportRun, pk=run.pk, lease=lease, error=exc)
         raise
     run.refresh_from_db()
     return run
@@ -178,13 +171,11 @@ def import_batch_execute(*, batch_id: int) -> ImportBatch | None:
         return batch
     run = batch.run
     if run.status != ImportStatus.BATCHES:
-        job_release(
+        job_fail(
             model=ImportBatch,
             pk=batch.pk,
             lease=lease,
-            state=BuildState.FAILED,
             error=f"Import {run.pk} is {run.get_status_display().lower()}.",
-            finished_at=timezone.now(),
         )
         return batch
 
@@ -219,16 +210,7 @@ def import_batch_execute(*, batch_id: int) -> ImportBatch | None:
     # The stored tracks of the admissions this batch added are out of date.
     admission_events_touch(since_event_id=high_water)
     if failure is not None:
-        message = failure_text(failure)
-        job_release(
-            model=ImportBatch,
-            pk=batch.pk,
-            lease=lease,
-            state=BuildState.FAILED,
-            error=message[:5000],
-            finished_at=timezone.now(),
-            progress_label="failed",
-        )
+        message = job_fail(model=ImportBatch, pk=batch.pk, lease=lease, error=failure)
         logger.error("import batch %s failed: %s", batch.pk, message)
     import_run_finish(run_id=run.pk)
     batch.refresh_from_db()

@@ -14,7 +14,13 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from jobs.leases import JobLeaseLost, job_claim, job_heartbeat, job_release
+from jobs.leases import (
+    JobLeaseLost,
+    job_claim,
+    job_fail,
+    job_heartbeat,
+    job_release,
+)
 from jobs.models import OutboxMessage
 from jobs.outbox import outbox_send
 from windows.disease_groups import disease_group, first_ranked
@@ -349,19 +355,7 @@ def import_run_execute(*, import_run: ImportRun) -> ImportRun:
         "progress_total": progress.total,
     }
     if failure is not None:
-        message = (
-            "; ".join(failure.messages)
-            if hasattr(failure, "messages")
-            else repr(failure)
-        )
-        job_release(
-            model=ImportRun,
-            pk=pk,
-            lease=lease,
-            status=ImportStatus.FAILED,
-            error=message[:5000],
-            **finished,
-        )
+        job_fail(model=ImportRun, pk=pk, lease=lease, error=failure, **finished)
         raise failure
     job_release(
         model=ImportRun,

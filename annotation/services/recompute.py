@@ -18,7 +18,7 @@ from annotation.models import (
     RecomputeState,
     WindowAgreement,
 )
-from jobs.leases import is_live, job_claim, job_heartbeat, job_release
+from jobs.leases import is_live, job_claim, job_fail, job_heartbeat, job_release
 from jobs.outbox import outbox_send
 
 logger = logging.getLogger(__name__)
@@ -141,14 +141,12 @@ def agreement_recompute_run(*, recompute_id: int, matcher_factory=None) -> str:
         logger.warning("recompute %s: lease lost, stopping", recompute_id)
         return "lease lost"
     except MatcherUnavailable as error:
-        job_release(
+        job_fail(
             model=AgreementRecompute,
             pk=job.pk,
             lease=lease,
-            state=RecomputeState.FAILED,
             error=str(error),
-            finished_at=timezone.now(),
-            progress_label="failed: the matcher is unavailable",
+            label="failed: the matcher is unavailable",
         )
         logger.error(
             "recompute %s of campaign %s failed: %s",
@@ -161,15 +159,7 @@ def agreement_recompute_run(*, recompute_id: int, matcher_factory=None) -> str:
         logger.exception(
             "recompute %s of campaign %s failed", recompute_id, job.campaign_id
         )
-        job_release(
-            model=AgreementRecompute,
-            pk=job.pk,
-            lease=lease,
-            state=RecomputeState.FAILED,
-            finished_at=timezone.now(),
-            error=f"{type(error).__name__}: {error}"[:2000],
-            progress_label="failed",
-        )
+        job_fail(model=AgreementRecompute, pk=job.pk, lease=lease, error=error)
         return "failed"
     computed, skipped = written + result["computed"], result["skipped"]
     job_release(
