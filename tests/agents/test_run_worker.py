@@ -10,6 +10,7 @@ from agents.models import AgentPrediction, AgentRun, RunState
 from agents.services import agent_run_start
 from exports.models import SubmissionState
 from tests.oracle.fake_llm import FakeLLM
+from tests.oracle.helpers import started
 from tests.oracle.test_run_worker import start_worker, stop_worker, wait_for
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
@@ -17,11 +18,8 @@ pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
 @pytest.fixture
 def slow_llm():
-    fake = FakeLLM(latency=1.0).start()
-    try:
+    with started(FakeLLM(latency=1.0)) as fake:
         yield fake
-    finally:
-        fake.stop()
 
 
 @pytest.fixture

@@ -14,25 +14,13 @@ from annotation.models import (
     RecomputeState,
     WindowAgreement,
 )
-from annotation.services import campaign_create
 from jobs.models import OutboxMessage
 from tests.workers import wait_for
 
-from .test_consensus import stay, submit, windows  # noqa: F401
+# gold: a Gold campaign whose items need no evidence, as ``submit`` sends none.
+from .test_consensus import gold, stay, submit, windows  # noqa: F401
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
-
-
-@pytest.fixture
-def gold(admin_user, physicians, windows):  # noqa: F811
-    """A Gold campaign whose items need no evidence, as ``submit`` sends none."""
-    return campaign_create(
-        admin=admin_user,
-        name="Gold IRR",
-        windows=windows,
-        physicians=physicians,
-        evidence_required=False,
-    )
 
 
 @pytest.mark.warm_up

@@ -16,6 +16,7 @@ from django.db.models import Count
 from oracle import services
 from oracle.models import BackboneKind, OracleLabel, OracleRun, RunState
 from tests.oracle.fake_llm import FakeLLM
+from tests.oracle.helpers import started
 from tests.oracle.test_runs import make_cohort_with_stay
 from tests.workers import wait_for, worker_env, worker_start, worker_stop
 
@@ -48,11 +49,8 @@ def stop_worker(proc: subprocess.Popen) -> None:
 
 @pytest.fixture
 def slow_llm():
-    fake = FakeLLM(latency=0.3).start()
-    try:
+    with started(FakeLLM(latency=0.3)) as fake:
         yield fake
-    finally:
-        fake.stop()
 
 
 def llm_backbone(admin, fake, concurrency=4):
