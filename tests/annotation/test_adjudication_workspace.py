@@ -238,15 +238,7 @@ def test_an_item_merged_into_another_cannot_be_accepted_after(built, admin_user)
     before = _snapshot(campaign, window)
 
     with pytest.raises(ValidationError, match=r"already decided \(merge\)"):
-        adjudication_decide(
-            admin=admin_user,
-            campaign=campaign,
-            window=window,
-            task=PROBLEMS,
-            item_ref=refs[1],
-            action="accept",
-            reason="x",
-        )
+        accept_items(admin_user, campaign, window, [refs[1]], "x")
     assert _snapshot(campaign, window) == before
 
 
@@ -311,12 +303,6 @@ def test_a_physician_cannot_merge(built, physicians):
 
 def _url(name, campaign, window):
     return reverse(f"annotation:adjudication_{name}", args=[campaign.pk, window.pk])
-
-
-@pytest.fixture
-def admin_client(client, admin_user):
-    client.force_login(admin_user)
-    return client
 
 
 def _cell(html: str, attribute: str) -> str:

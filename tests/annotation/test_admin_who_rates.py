@@ -20,7 +20,6 @@ from annotation.blindness import (
 from annotation.models import AdjudicationDecision, ConsensusLabel
 from annotation.selectors.disputes import adjudication_queue
 from annotation.services import (
-    adjudication_decide,
     assignment_add,
     label_reopen,
     label_submit,
@@ -171,15 +170,7 @@ def test_the_services_refuse_the_admin_who_rates_and_write_nothing(
     before = ConsensusLabel.objects.get(campaign=campaign, window=window).items
 
     with pytest.raises(PermissionDenied, match="another admin adjudicates it"):
-        adjudication_decide(
-            admin=rater_admin,
-            campaign=campaign,
-            window=window,
-            task=PROBLEMS,
-            item_ref=refs[0],
-            action="accept",
-            reason="mine",
-        )
+        accept_items(rater_admin, campaign, window, [refs[0]], "mine")
     with pytest.raises(PermissionDenied) as refused:
         adjudication_merge(
             admin=rater_admin,

@@ -83,12 +83,6 @@ def _citing(payload: dict, event_id: int, field: str = PROBLEMS) -> dict:
     return payload
 
 
-@pytest.fixture
-def admin_client(client, admin_user):
-    client.force_login(admin_user)
-    return client
-
-
 # Drafts and submits ------------------------------------------------------------
 
 
@@ -268,12 +262,14 @@ def _problem_refs(campaign, window) -> list[str]:
 
 
 def _refused(admin_client, campaign, window, view, form, **headers) -> str:
-    """Posts ``form`` to the adjudication ``view`` of the window: it is refused
-    (400; over htmx 200, which htmx swaps in) and writes nothing (no decision,
-    the consensus and labels as they were). Returns the page's text."""
+    """Posts ``form`` to the window's adjudication ``view`` (decide, merge): it
+    is refused (400; over htmx 200, which htmx swaps in) and writes nothing (no
+    decision, the consensus and labels as they were). Returns the page's text."""
     before = _snapshot(campaign, window)
     response = admin_client.post(
-        reverse(f"annotation:{view}", args=[campaign.pk, window.pk]), form, **headers
+        reverse(f"annotation:adjudication_{view}", args=[campaign.pk, window.pk]),
+        form,
+        **headers,
     )
     assert response.status_code == (200 if headers == HTMX else 400)
     assert _snapshot(campaign, window) == before
@@ -291,32 +287,21 @@ def test_accepting_an_item_citing_a_hindsight_record_is_refused(
     refs = _problem_refs(campaign, window)
     assert len(refs) == 2
 
-    html = _refused(
-        admin_client,
-        campaign,
-        window,
-        "adjudication_decide",
-        {"task": PROBLEMS, "item_ref": refs[0], "action": "accept", "reason": "ok"},
-    )
-    rewrite = _refused(
-        admin_client,
-        campaign,
-        window,
-        "adjudication_decide",
-        {
-            "task": PROBLEMS,
-            "item_ref": refs[1],
-            "action": "rewrite",
-            "new_text": "Shock",
-            "reason": "clearer",
-        },
-        **HTMX,
-    )
+    accept = {"task": PROBLEMS, "item_ref": refs[0], "action": "accept", "reason": "ok"}
+    html = _refused(admin_client, campaign, window, "decide", accept)
+    rewrite = {
+        "task": PROBLEMS,
+        "item_ref": refs[1],
+        "action": "rewrite",
+        "new_text": "Shock",
+        "reason": "clearer",
+    }
+    rewritten = _refused(admin_client, campaign, window, "decide", rewrite, **HTMX)
 
     reason = REASONS[disputed["kind"]].replace("does not belong to it", "is not of")
     assert f"event {event.pk} {reason}" in html
     assert "Drop the item instead" in html
-    assert "Drop the item instead" in rewrite
+    assert "Drop the item instead" in rewritten
 
 
 @pytest.mark.parametrize("disputed", ["discharge_summary"], indirect=True)
@@ -325,18 +310,13 @@ def test_merging_items_citing_a_hindsight_record_is_refused(
 ):
     window, event = disputed["window"], disputed["event"]
 
-    html = _refused(
-        admin_client,
-        campaign,
-        window,
-        "adjudication_merge",
-        {
-            "task": PROBLEMS,
-            "item_ref": _problem_refs(campaign, window),
-            "new_text": "Shock",
-            "reason": "same finding",
-        },
-    )
+    merge = {
+        "task": PROBLEMS,
+        "item_ref": _problem_refs(campaign, window),
+        "new_text": "Shock",
+        "reason": "same finding",
+    }
+    html = _refused(admin_client, campaign, window, "merge", merge)
 
     assert f"event {event.pk} is a discharge summary" in html
 
@@ -347,18 +327,13 @@ def test_settling_the_status_on_evidence_citing_an_outcome_is_refused(
 ):
     window, event = disputed["window"], disputed["event"]
 
-    html = _refused(
-        admin_client,
-        campaign,
-        window,
-        "adjudication_decide",
-        {
-            "task": "status",
-            "action": "settle_status",
-            "new_status": "stable",
-            "reason": "trend",
-        },
-    )
+    settle = {
+        "task": "status",
+        "action": "settle_status",
+        "new_status": "stable",
+        "reason": "trend",
+    }
+    html = _refused(admin_client, campaign, window, "decide", settle)
 
     assert f"event {event.pk} is an outcome (Death)" in html
     assert "ask a third physician or drop the window" in html

@@ -148,6 +148,15 @@ def cite_by_finder(keys, query, *, opened=False):
     keys.press("Enter")
 
 
+def add_item(keys, shortcut, text, query):
+    """A new item: its shortcut, its text and Enter; the finder, open by itself,
+    cites the first match of ``query``."""
+    keys.press(shortcut)
+    keys.type(text)
+    keys.press("Enter")
+    cite_by_finder(keys, query, opened=True)
+
+
 def test_a_demo_window_is_labelled_in_40_command_keys_or_fewer(
     live_server, demo_window
 ):
@@ -161,25 +170,13 @@ def test_a_demo_window_is_labelled_in_40_command_keys_or_fewer(
 
         keys.press("3")
         cite_by_finder(keys, "spo2 88")
-        keys.press("a")
-        keys.type("Hypoxemic respiratory failure")
-        keys.press("Enter")
-        cite_by_finder(keys, "spo2 88", opened=True)
-        keys.press("a")
-        keys.type("Hyperlactatemia")
-        keys.press("Enter")
-        cite_by_finder(keys, "lact 4.2", opened=True)
+        add_item(keys, "a", "Hypoxemic respiratory failure", "spo2 88")
+        add_item(keys, "a", "Hyperlactatemia", "lact 4.2")
         ratings = ["4", "4", "5", "4", "4", "5", "4", "6"]
         for key in ratings:
             keys.press(key)
-        keys.press("d")
-        keys.type("Fluid bolus")
-        keys.press("Enter")
-        cite_by_finder(keys, "map 58", opened=True)
-        keys.press("f")
-        keys.type("Rising oxygen need")
-        keys.press("Enter")
-        cite_by_finder(keys, "fio2", opened=True)
+        add_item(keys, "d", "Fluid bolus", "map 58")
+        add_item(keys, "f", "Rising oxygen need", "fio2")
         keys.press("Control+Enter")
         page.wait_for_url(lambda url: f"/annotate/{d['assignment'].pk}/" not in url)
 

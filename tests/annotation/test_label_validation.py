@@ -6,7 +6,7 @@ from django.core.exceptions import ValidationError
 
 from annotation.services import label_save_draft
 
-from .helpers import submit_as, written_state
+from .helpers import draft_as, submit_as, written_state
 
 
 def _refused(call, field, message):
@@ -63,20 +63,12 @@ def test_empty_item_is_refused_on_submit(
     )
 
 
-@pytest.mark.parametrize("save", ["draft", "submit"])
+@pytest.mark.parametrize("save", [draft_as, submit_as], ids=["draft", "submit"])
 def test_item_of_301_characters_is_refused(
     physicians, assignment, complete_payload, save
 ):
     payload = {**complete_payload, "red_flags": [{"text": "x" * 301, "evidence": []}]}
-    if save == "draft":
-        call = lambda: label_save_draft(
-            annotator=physicians[0],
-            assignment_id=assignment.pk,
-            payload=payload,
-            base_version=0,
-        )
-    else:
-        call = lambda: submit_as(physicians[0], assignment, payload)
+    call = lambda: save(physicians[0], assignment, payload)
     _refused(call, "red_flags", "Red flag 1 is 301 characters long; the limit is 300.")
 
 
@@ -90,7 +82,7 @@ def test_item_of_300_characters_is_accepted(
     ] == ("x" * 300)
 
 
-@pytest.mark.parametrize("save", ["draft", "submit"])
+@pytest.mark.parametrize("save", [draft_as, submit_as], ids=["draft", "submit"])
 def test_evidence_from_another_stays_admission_is_refused(
     physicians, assignment, complete_payload, clinical, save
 ):
@@ -99,15 +91,7 @@ def test_evidence_from_another_stays_admission_is_refused(
         **complete_payload,
         "acute_problems": [{"text": "Shock", "evidence": [foreign]}],
     }
-    if save == "draft":
-        call = lambda: label_save_draft(
-            annotator=physicians[0],
-            assignment_id=assignment.pk,
-            payload=payload,
-            base_version=0,
-        )
-    else:
-        call = lambda: submit_as(physicians[0], assignment, payload)
+    call = lambda: save(physicians[0], assignment, payload)
     _refused(
         call,
         "acute_problems",
