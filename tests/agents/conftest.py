@@ -1,12 +1,14 @@
 """Fixtures of the agents' tests: the exports tests' tiny release (three stays,
 four windows, an event at a window's end, one after, and outcome events), the
-fake OpenAI-compatible server, and a backbone pointing at it. Endpoints on
-loopback are allowed, as an operator allows a network for them
-(REALICU_ENDPOINT_ALLOWED_NETWORKS): the test endpoints run on 127.0.0.1."""
+fake OpenAI-compatible server, a backbone pointing at it, and a researcher's
+endpoint. Endpoints on loopback are allowed, as an operator allows a network
+for them (REALICU_ENDPOINT_ALLOWED_NETWORKS): the test endpoints run on
+127.0.0.1."""
 
 import pytest
 
 from oracle.models import Backbone, BackboneKind
+from tests.agents.endpoint_server import Endpoint
 from tests.exports.conftest import (  # noqa: F401 - fixtures
     release_dirs,
     tiny_labels,
@@ -21,6 +23,15 @@ from tests.oracle.helpers import started
 @pytest.fixture(autouse=True)
 def _loopback_endpoints_allowed(settings):
     settings.REALICU_ENDPOINT_ALLOWED_NETWORKS = ["127.0.0.0/8"]
+
+
+@pytest.fixture
+def endpoint():
+    """A researcher's endpoint on loopback (tests/agents/endpoint_server.py),
+    started as it is made."""
+    server = Endpoint()
+    yield server
+    server.stop()
 
 
 @pytest.fixture

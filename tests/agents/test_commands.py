@@ -7,7 +7,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from agents.models import AgentRun, RunState
-from tests.agents.test_online_eval import Endpoint
+from tests.agents.endpoint_server import Endpoint
 
 pytestmark = pytest.mark.django_db
 

@@ -36,7 +36,6 @@ from oracle.backbones import http
 from oracle.backbones.endpoints import Purpose, url_check
 from oracle.models import Backbone
 from tests.agents.helpers import endpoint_refused, online_eval_inline
-from tests.agents.test_online_eval import Endpoint
 from tests.oracle.address_forms import (  # noqa: F401 - fixtures
     NOT_PUBLIC,
     PRIVATE_ANSWER,
@@ -46,13 +45,6 @@ from tests.oracle.address_forms import (  # noqa: F401 - fixtures
     no_socket_opened,
 )
 from tests.oracle.slow_server import SlowServer
-
-
-@pytest.fixture
-def endpoint():
-    server = Endpoint()
-    yield server
-    server.stop()
 
 
 def a_window() -> WindowContext:

@@ -6,19 +6,16 @@ over every payload it received, and over every window's context it rebuilt
 from the streamed payloads (realicu_client.Sessions). Malformed replies are
 that window's error; retries, URL restrictions and roles as for backbones."""
 
-import json
 from datetime import datetime
 
-import httpx
 import pytest
 from django.core.exceptions import PermissionDenied, ValidationError
-from realicu_client import SessionGap, Sessions
 
 from accounts.roles import Role
 from agents.models import AgentPrediction, OnlineEndpoint, RunState
 from agents.remote import UNREACHABLE
 from agents.services import endpoint_register
-from loopback import LoopbackServer, QuietHandler
+from tests.agents.endpoint_server import Endpoint
 from tests.agents.helpers import online_eval_inline
 from tests.annotation.conftest import make_role_user
 
@@ -39,90 +36,6 @@ PAYLOAD_KEYS = {
     "past_windows",
     "events",
 }
-
-
-class Endpoint(LoopbackServer):
-    """An agent on loopback that follows the protocol's sessions
-    (realicu_client.Sessions: each request's ``context`` is the window's
-    context it rebuilt, None for a gap, answered 409). ``replies`` (a list)
-    scripts (status, body, headers) per request; then a valid prediction with
-    extra fields asking for more. With ``api``, each request also tries the
-    platform's API."""
-
-    def __init__(self, *, api: str = "", release_id: int = 0):
-        self.received: list[dict] = []
-        self.sessions = Sessions()
-        self.replies: list = []
-        self.api, self.release_id = api, release_id
-        self.api_answers: list[tuple[str, int, str]] = []
-        self.start()
-
-    def handler(self):
-        outer = self
-
-        class Handler(QuietHandler):
-            def do_POST(self):
-                raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                outer.received.append(
-                    {
-                        "path": self.path,
-                        "headers": dict(self.headers.items()),
-                        "body": json.loads(raw),
-                    }
-                )
-                body = outer.received[-1]["body"]
-                try:
-                    context = outer.sessions.receive(body)
-                except SessionGap:
-                    context = None
-                outer.received[-1]["context"] = context
-                if outer.api:
-                    outer.cheat(body)
-                if outer.replies:
-                    status, reply, headers = outer.replies.pop(0)
-                elif context is None:
-                    status, reply, headers = 409, {"error": "session gap"}, {}
-                else:
-                    status, headers = 200, {}
-                    reply = {
-                        "status": "stable",
-                        "acute_problems": ["Septic shock"],
-                        "recommended_actions": ["Fluid bolus"],
-                        "need_more": ["future_events", "outcome"],
-                        "next": "/?give=all_events",
-                    }
-                data = json.dumps(reply).encode()
-                self.send_response(status)
-                for k, v in headers.items():
-                    self.send_header(k, v)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        return Handler
-
-    @property
-    def url(self) -> str:
-        return f"{self.root}/predict"
-
-    def cheat(self, body: dict) -> None:
-        """Ask the platform for the stay's whole context, as anyone could."""
-        paths = [
-            "/api/v1/releases/",
-            f"/api/v1/releases/{self.release_id}/files/context/{body['stay_id']}.jsonl",
-            f"/api/v1/releases/{self.release_id}/windows/?stay_id={body['stay_id']}",
-        ]
-        for path in paths:
-            answer = httpx.get(self.api + path, timeout=10)
-            self.api_answers.append((path, answer.status_code, answer.text))
-
-
-@pytest.fixture
-def endpoint():
-    server = Endpoint()
-    yield server
-    server.stop()
 
 
 def _assert_leak_free(received: list[dict], tiny_stays):

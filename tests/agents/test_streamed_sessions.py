@@ -20,19 +20,11 @@ from agents.models import AgentStayState, OnlineEndpoint
 from agents.remote import UNREACHABLE, RemoteAgent
 from agents.services import endpoint_register, online_eval_start
 from tests.agents.helpers import endpoint_refused
-from tests.agents.test_online_eval import Endpoint
 from tests.factories import make_admission, make_event, make_stay
 from windows.models import Domain, EventKind
 from windows.windowing import windows_build
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def endpoint():
-    server = Endpoint()
-    yield server
-    server.stop()
 
 
 @pytest.fixture
