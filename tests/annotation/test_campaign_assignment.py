@@ -15,13 +15,12 @@ from annotation.services import (
     assignment_add,
     assignment_reassign,
     campaign_create,
-    label_save_draft,
 )
 from tests.factories import make_admission, make_stay
 from windows.windowing import windows_build
 
 from .conftest import make_gold_windows, make_role_user
-from .helpers import written_state
+from .helpers import draft_as, written_state
 
 
 def _loads_and_pairs(campaign):
@@ -223,12 +222,7 @@ def test_physician_cannot_add_raters(campaign, physicians, gold_windows):
 def test_reassigning_an_abandoned_window_gives_the_new_physician_an_empty_form(
     campaign, admin_user, physicians, assignment
 ):
-    label_save_draft(
-        annotator=physicians[0],
-        assignment_id=assignment.pk,
-        payload={"status": "stable"},
-        base_version=0,
-    )
+    draft_as(physicians[0], assignment, {"status": "stable"})
     newcomer = make_role_user(Role.PHYSICIAN)
 
     new = assignment_reassign(
@@ -244,12 +238,7 @@ def test_reassigning_an_abandoned_window_gives_the_new_physician_an_empty_form(
     assert assignment.label.status == "stable"
     assert assignment not in physician_queue(user=physicians[0]).assignments
     with pytest.raises(PermissionDenied, match="reassigned to another physician"):
-        label_save_draft(
-            annotator=physicians[0],
-            assignment_id=assignment.pk,
-            payload={"status": "improving"},
-            base_version=1,
-        )
+        draft_as(physicians[0], assignment, {"status": "improving"}, version=1)
     assignment.label.refresh_from_db()
     assert assignment.label.status == "stable" and assignment.label.version == 1
 
@@ -282,9 +271,7 @@ def test_reassigning_to_the_co_rater_is_refused(
 def test_progress_counts_states_per_physician(
     campaign, admin_user, physicians, assignment
 ):
-    label_save_draft(
-        annotator=physicians[0], assignment_id=assignment.pk, payload={}, base_version=0
-    )
+    draft_as(physicians[0], assignment, {})
 
     progress = campaign_progress(admin=admin_user, campaign=campaign)
 
@@ -305,9 +292,7 @@ def test_progress_counts_states_per_physician(
 def test_queue_and_progress_reads_take_a_fixed_number_of_queries(
     django_assert_max_num_queries, admin_user, physicians, campaign, assignment
 ):
-    label_save_draft(
-        annotator=physicians[0], assignment_id=assignment.pk, payload={}, base_version=0
-    )
+    draft_as(physicians[0], assignment, {})
     physicians[0].refresh_from_db()  # drop the cached roles
     with django_assert_max_num_queries(3):
         queue = physician_queue(user=physicians[0])

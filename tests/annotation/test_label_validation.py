@@ -4,8 +4,6 @@ fix, and nothing is written."""
 import pytest
 from django.core.exceptions import ValidationError
 
-from annotation.services import label_save_draft
-
 from .helpers import draft_as, submit_as, written_state
 
 
@@ -29,12 +27,7 @@ def test_submit_without_status_is_refused(physicians, assignment, complete_paylo
 
 def test_unknown_status_is_refused_in_drafts_too(physicians, assignment):
     _refused(
-        lambda: label_save_draft(
-            annotator=physicians[0],
-            assignment_id=assignment.pk,
-            payload={"status": "dying"},
-            base_version=0,
-        ),
+        lambda: draft_as(physicians[0], assignment, {"status": "dying"}),
         "status",
         "Patient status must be improving, stable or deteriorating.",
     )
@@ -221,12 +214,7 @@ def test_blank_rating_is_kept_in_a_draft_but_refused_on_submit(
     ratings = [dict(r) for r in complete_payload["action_ratings"]]
     ratings[0]["rating"] = ""
     payload = {**complete_payload, "action_ratings": ratings}
-    label = label_save_draft(
-        annotator=physicians[0],
-        assignment_id=assignment.pk,
-        payload=payload,
-        base_version=0,
-    )
+    label = draft_as(physicians[0], assignment, payload)
     assert label.payload["action_ratings"][0]["rating"] == ""
     _refused(
         lambda: submit_as(physicians[0], assignment, payload, version=1),
@@ -239,12 +227,7 @@ def test_blank_rating_is_kept_in_a_draft_but_refused_on_submit(
 def test_a_payload_that_is_not_an_object_is_refused(physicians, assignment):
     before = written_state()
     with pytest.raises(ValidationError, match="could not be read"):
-        label_save_draft(
-            annotator=physicians[0],
-            assignment_id=assignment.pk,
-            payload=["status"],
-            base_version=0,
-        )
+        draft_as(physicians[0], assignment, ["status"])
     assert written_state() == before
 
 
@@ -304,12 +287,7 @@ def test_items_without_evidence_may_wait_in_a_draft(
         "acute_problems": [{"text": "Hyperlactatemia", "evidence": []}],
         "red_flags": [{"text": "Avoid fluid overload"}],
     }
-    label = label_save_draft(
-        annotator=physicians[0],
-        assignment_id=assignment.pk,
-        payload=payload,
-        base_version=0,
-    )
+    label = draft_as(physicians[0], assignment, payload)
     assert label.payload["acute_problems"] == [
         {"text": "Hyperlactatemia", "evidence": []}
     ]
