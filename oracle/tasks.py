@@ -11,16 +11,18 @@ from django.db import InterfaceError, OperationalError
 
 logger = logging.getLogger(__name__)
 
+# Both tasks outlive a worker lost mid-task (the message goes back to the
+# queue) and a database gone for a while (retried with backoff up to a minute).
+DATABASE_RETRIES = {
+    "acks_late": True,
+    "reject_on_worker_lost": True,
+    "autoretry_for": (OperationalError, InterfaceError),
+    "retry_backoff": True,
+    "retry_backoff_max": 60,
+}
 
-@shared_task(
-    bind=True,
-    acks_late=True,
-    reject_on_worker_lost=True,
-    autoretry_for=(OperationalError, InterfaceError),
-    retry_backoff=True,
-    retry_backoff_max=60,
-    max_retries=8,
-)
+
+@shared_task(bind=True, max_retries=8, **DATABASE_RETRIES)
 def oracle_run_chunk_task(self, run_id: int) -> str:
     """One chunk of the run, then the next one queued (or a later try when
     nothing could be claimed). Idempotent: a redelivered message claims
@@ -42,14 +44,7 @@ def oracle_run_chunk_task(self, run_id: int) -> str:
     return result.outcome
 
 
-@shared_task(
-    acks_late=True,
-    reject_on_worker_lost=True,
-    autoretry_for=(OperationalError, InterfaceError),
-    retry_backoff=True,
-    retry_backoff_max=60,
-    max_retries=5,
-)
+@shared_task(max_retries=5, **DATABASE_RETRIES)
 def oracle_validation_task(job_id: int) -> str:
     """Validate a run against a Gold campaign (oracle.services). Idempotent: a
     job already done is left alone; one left running by a dead worker is
