@@ -75,13 +75,19 @@ def _event_id(value, known: set[int], where: str) -> int | None:
     return value
 
 
+def _text(value, limit: int, missing: str) -> str:
+    """A reply's text, stripped and cut to ``limit``; ReplyInvalid(``missing``)
+    when it is not text or is blank."""
+    if not isinstance(value, str) or not value.strip():
+        raise ReplyInvalid(missing)
+    return value.strip()[:limit]
+
+
 def assessment_parse(text: str, *, known_ids: set[int]) -> tuple[str, list[dict]]:
     """(summary, critical events) of an assessment reply; ReplyInvalid when the
     reply is not the asked shape or cites an event it was not shown."""
     data = reply_object(text)
-    summary = data.get("summary")
-    if not isinstance(summary, str) or not summary.strip():
-        raise ReplyInvalid("the reply has no summary text")
+    summary = _text(data.get("summary"), SUMMARY_CHARS, "the reply has no summary text")
     items = data.get("critical_events") or []
     if not isinstance(items, list):
         raise ReplyInvalid("critical_events is not a list")
@@ -96,7 +102,7 @@ def assessment_parse(text: str, *, known_ids: set[int]) -> tuple[str, list[dict]
         if not isinstance(note, str):
             raise ReplyInvalid(f"critical event {n}: note is not text")
         critical.append({"event_id": event_id, "note": note.strip()[:NOTE_CHARS]})
-    return summary.strip()[:SUMMARY_CHARS], critical
+    return summary, critical
 
 
 def _evidence(items, known: set[int], where: str) -> list[dict]:
@@ -110,12 +116,10 @@ def _evidence(items, known: set[int], where: str) -> list[dict]:
             item = {"text": item}
         if not isinstance(item, dict):
             raise ReplyInvalid(f"{where} item {n} is not an object")
-        text = item.get("text")
-        if not isinstance(text, str) or not text.strip():
-            raise ReplyInvalid(f"{where} item {n} has no text")
+        text = _text(item.get("text"), NOTE_CHARS, f"{where} item {n} has no text")
         out.append(
             {
-                "text": text.strip()[:NOTE_CHARS],
+                "text": text,
                 "event_id": _event_id(item.get("event_id"), known, f"{where} {n}"),
             }
         )
@@ -136,16 +140,16 @@ def insight_parse(text: str, *, known_ids: set[int]) -> list[dict]:
     for n, item in enumerate(items[:MAX_HYPOTHESES], start=1):
         if not isinstance(item, dict):
             raise ReplyInvalid(f"hypothesis {n} is not an object")
-        statement = item.get("statement")
-        if not isinstance(statement, str) or not statement.strip():
-            raise ReplyInvalid(f"hypothesis {n} has no statement")
+        statement = _text(
+            item.get("statement"), STATEMENT_CHARS, f"hypothesis {n} has no statement"
+        )
         supporting = _evidence(
             item.get("supporting"), known_ids, f"hypothesis {n} supporting"
         )
         counter = _evidence(item.get("counter"), known_ids, f"hypothesis {n} counter")
         out.append(
             {
-                "statement": statement.strip()[:STATEMENT_CHARS],
+                "statement": statement,
                 "supporting": supporting,
                 "counter": counter,
                 "status": "accepted" if len(supporting) > len(counter) else "rejected",
