@@ -1,6 +1,6 @@
 """Fixtures of the annotation tests: users by role, a stay with Gold windows and
-events in its first window, a campaign of two physicians over them, and the
-first physician's label submitted."""
+events in its first window, a campaign of two physicians over them, the first
+physician's label submitted, and the adjudication tests' hand-built window."""
 
 from datetime import timedelta
 
@@ -99,6 +99,17 @@ def campaign(admin_user, physicians, gold_windows):
 def assignment(campaign, physicians, gold_windows):
     """The first physician's assignment of window 0 (which holds the events)."""
     return campaign.assignments.get(annotator=physicians[0], window=gold_windows[0])
+
+
+@pytest.fixture
+def built(admin_user, physicians, stay, clinical):
+    """The hand-built window of the adjudication tests (workspace_data.py):
+    (campaign, window), its labels submitted and its consensus built."""
+    from .workspace_data import hand_built_window  # it imports this module
+
+    return hand_built_window(
+        admin=admin_user, physicians=physicians, stay=stay, clinical=clinical
+    )
 
 
 @pytest.fixture

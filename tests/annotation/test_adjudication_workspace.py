@@ -19,17 +19,10 @@ from annotation.services.adjudication import adjudication_merge
 
 from .conftest import make_gold_windows, make_role_user
 from .helpers import accept_items
-from .workspace_data import cluster_of, hand_built_window
+from .workspace_data import cluster_of
 
 PROBLEMS = ConsensusTask.ACUTE_PROBLEMS
 HTMX = {"HTTP_HX_REQUEST": "true"}
-
-
-@pytest.fixture
-def built(admin_user, physicians, stay, clinical):
-    return hand_built_window(
-        admin=admin_user, physicians=physicians, stay=stay, clinical=clinical
-    )
 
 
 def _consensus(campaign, window) -> ConsensusLabel:

@@ -12,17 +12,10 @@ from annotation.models import AdjudicationDecision, CampaignPhysician, Consensus
 from tests.browser import chromium, sign_in
 
 from .conftest import make_role_user
-from .workspace_data import cluster_of, hand_built_window
+from .workspace_data import cluster_of
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 SCREENSHOT = "/tmp/adjudication_workspace.png"
-
-
-@pytest.fixture
-def built(admin_user, physicians, stay, clinical):
-    return hand_built_window(
-        admin=admin_user, physicians=physicians, stay=stay, clinical=clinical
-    )
 
 
 @pytest.fixture

@@ -19,14 +19,10 @@ from annotation.models import (
     Label,
     LabelRevision,
 )
-from annotation.services import (
-    label_save_draft,
-    label_submit,
-    window_consensus_refresh,
-)
+from annotation.services import window_consensus_refresh
 from tests.factories import coded_procedure, death, discharge_summary, make_event
 
-from .helpers import written_state
+from .helpers import draft_as, submit_as, written_state
 from .test_consensus import matcher  # noqa: F401
 
 pytestmark = pytest.mark.django_db
@@ -91,12 +87,7 @@ def _citing(payload: dict, event_id: int, field: str = PROBLEMS) -> dict:
 def test_a_forged_label_citing_a_hindsight_record_is_refused_and_nothing_written(
     client, physicians, assignment, complete_payload, records, kind, action
 ):
-    draft = label_save_draft(
-        annotator=physicians[0],
-        assignment_id=assignment.pk,
-        payload=complete_payload,
-        base_version=0,
-    )
+    draft = draft_as(physicians[0], assignment, complete_payload)
     before = written_state()
     client.force_login(physicians[0])
 
@@ -127,12 +118,7 @@ def test_every_field_refuses_a_discharge_summary(
 
     summary = records["discharge_summary"].pk
     with pytest.raises(ValidationError) as refused:
-        label_save_draft(
-            annotator=physicians[0],
-            assignment_id=assignment.pk,
-            payload=_citing(complete_payload, summary, field),
-            base_version=0,
-        )
+        draft_as(physicians[0], assignment, _citing(complete_payload, summary, field))
     assert f"event {summary} is a discharge summary" in " ".join(
         refused.value.message_dict[field]
     )
@@ -151,12 +137,7 @@ def test_rating_an_outcome_as_an_action_is_refused_in_a_draft(
         "action_ratings": [{"event_id": death, "rating": "", "evidence": []}],
     }
     with pytest.raises(ValidationError) as refused:
-        label_save_draft(
-            annotator=physicians[0],
-            assignment_id=assignment.pk,
-            payload=payload,
-            base_version=0,
-        )
+        draft_as(physicians[0], assignment, payload)
     assert f"event {death} is an outcome (Death)" in " ".join(
         refused.value.message_dict["action_ratings"]
     )
@@ -170,12 +151,7 @@ def test_bedside_evidence_of_the_stay_is_still_accepted(
     at_discharge = make_event(admission=stay.admission, time=stay.outtime)
     payload = _citing(complete_payload, at_discharge.pk)
 
-    label = label_submit(
-        annotator=physicians[0],
-        assignment_id=assignment.pk,
-        payload=payload,
-        base_version=0,
-    )
+    label = submit_as(physicians[0], assignment, payload)
 
     assert at_discharge.pk in label.payload[PROBLEMS][0]["evidence"]
     assert clinical["lactate"].pk in label.payload["status_evidence"]
@@ -215,12 +191,7 @@ def _labels_citing(physicians, campaign, window, complete_payload, clinical, ids
     }
     for physician, payload in zip(physicians, (first, second), strict=True):
         assignment = campaign.assignments.get(annotator=physician, window=window)
-        label_submit(
-            annotator=physician,
-            assignment_id=assignment.pk,
-            payload=payload,
-            base_version=0,
-        )
+        submit_as(physician, assignment, payload)
     for label in Label.objects.filter(assignment__window=window):
         payload = label.payload
         payload["status_evidence"] += ids
@@ -406,12 +377,7 @@ def test_a_release_built_from_a_consensus_carries_no_hindsight_record(
     # Both physicians agree (status and problem): kept without any decision.
     for physician in physicians:
         assignment = campaign.assignments.get(annotator=physician, window=window)
-        label_submit(
-            annotator=physician,
-            assignment_id=assignment.pk,
-            payload=complete_payload,
-            base_version=0,
-        )
+        submit_as(physician, assignment, complete_payload)
     for label in Label.objects.filter(assignment__window=window):
         payload = label.payload
         payload["status_evidence"] += hindsight

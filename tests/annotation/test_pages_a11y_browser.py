@@ -8,17 +8,14 @@ import pytest
 from tests.browser import axe_violations, chromium, sign_in
 from windows.tracks import stay_tracks_get
 
-from .workspace_data import hand_built_window
-
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
 @pytest.fixture
-def built(admin_user, physicians, stay, clinical):
+def built(built, stay):
+    """conftest's hand-built window, its stay's tracks computed for the charts."""
     stay_tracks_get(stay=stay)
-    return hand_built_window(
-        admin=admin_user, physicians=physicians, stay=stay, clinical=clinical
-    )
+    return built
 
 
 @pytest.fixture
