@@ -66,8 +66,9 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
-def _start(tmp_path: Path, stale: float = 2.0):
-    liveness = tmp_path / "worker.alive"
+def supervisor_start(tmp_path: Path, worker: dict) -> subprocess.Popen:
+    """The supervisor of the web stand-in (its pids in web.pids) and ``worker``
+    (a command's spec, named worker), logging to supervisor.log."""
     spec = {
         "address": "127.0.0.1:0",
         "commands": [
@@ -75,22 +76,27 @@ def _start(tmp_path: Path, stale: float = 2.0):
                 "name": "web",
                 "argv": [sys.executable, "-c", WEB, str(tmp_path / "web.pids")],
             },
-            {
-                "name": "worker",
-                "argv": [sys.executable, "-c", WORKER, str(tmp_path / "worker.pids")],
-                "env": {"REALICU_WORKER_LIVENESS_FILE": str(liveness)},
-                "liveness_file": str(liveness),
-                "liveness_stale": stale,
-                "liveness_grace": 10,
-            },
+            {"name": "worker", **worker},
         ],
     }
-    log = open(tmp_path / "supervisor.log", "w")
-    proc = subprocess.Popen(
-        [sys.executable, str(SUPERVISOR), json.dumps(spec)],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
+    with open(tmp_path / "supervisor.log", "w") as log:
+        return subprocess.Popen(
+            [sys.executable, str(SUPERVISOR), json.dumps(spec)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+
+
+def _start(tmp_path: Path, stale: float = 2.0):
+    liveness = tmp_path / "worker.alive"
+    worker = {
+        "argv": [sys.executable, "-c", WORKER, str(tmp_path / "worker.pids")],
+        "env": {"REALICU_WORKER_LIVENESS_FILE": str(liveness)},
+        "liveness_file": str(liveness),
+        "liveness_stale": stale,
+        "liveness_grace": 10,
+    }
+    proc = supervisor_start(tmp_path, worker)
     assert _wait(lambda: _pids(tmp_path / "worker.pids"), 20)
     assert _wait(lambda: _pids(tmp_path / "web.pids"), 20)
     return proc

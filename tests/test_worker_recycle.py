@@ -4,10 +4,8 @@ and has no task ends with realicu_web.celery.RECYCLE_EXIT_CODE, after the task
 it runs, and manage.py serve's supervisor starts it again at once, without the
 backoff of a crash."""
 
-import json
 import os
 import signal
-import subprocess
 import sys
 from pathlib import Path
 
@@ -19,7 +17,7 @@ from realicu_web.celery import (
     ModelIdleClock,
     _holds_what_idle_gives_back,
 )
-from tests.test_serve_supervisor import SUPERVISOR, WEB, _pids, _stop, _wait
+from tests.test_serve_supervisor import _pids, _stop, _wait, supervisor_start
 
 
 @shared_task
@@ -89,33 +87,18 @@ while True:
 
 def test_a_recycled_worker_is_started_again_at_once_without_backoff(tmp_path):
     pids = tmp_path / "worker.pids"
-    spec = {
-        "address": "127.0.0.1:0",
-        "commands": [
-            {
-                "name": "web",
-                "argv": [sys.executable, "-c", WEB, str(tmp_path / "web.pids")],
-            },
-            {
-                "name": "worker",
-                "argv": [
-                    sys.executable,
-                    "-c",
-                    RECYCLING_WORKER,
-                    str(pids),
-                    str(RECYCLE_EXIT_CODE),
-                ],
-                "recycle_exit_code": RECYCLE_EXIT_CODE,
-            },
+    worker = {
+        "argv": [
+            sys.executable,
+            "-c",
+            RECYCLING_WORKER,
+            str(pids),
+            str(RECYCLE_EXIT_CODE),
         ],
+        "recycle_exit_code": RECYCLE_EXIT_CODE,
     }
+    proc = supervisor_start(tmp_path, worker)
     log_path = tmp_path / "supervisor.log"
-    with open(log_path, "w") as log:
-        proc = subprocess.Popen(
-            [sys.executable, str(SUPERVISOR), json.dumps(spec)],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
     try:
         assert _wait(lambda: len(_pids(pids)) == 4, 30), log_path.read_text()
         # A crash after the recycles backs off by the first step, not the fourth.
