@@ -40,6 +40,22 @@ def chromium():
             connections.close_all()
 
 
+def page_problems(page) -> list[str]:
+    """The script errors and Content-Security-Policy violations ``page`` reports
+    from now on, as a list that grows while the page runs."""
+    problems = []
+    page.on("pageerror", lambda error: problems.append(f"script error: {error}"))
+    page.on(
+        "console",
+        lambda message: (
+            problems.append(message.text)
+            if "Content Security Policy" in message.text
+            else None
+        ),
+    )
+    return problems
+
+
 def sign_in(
     browser, live_server, user, *, width=1440, height=1000, errors=None, **context
 ):

@@ -5,7 +5,7 @@ nothing from outside this server."""
 
 import pytest
 
-from tests.browser import chromium
+from tests.browser import chromium, page_problems
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -13,16 +13,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 def test_swagger_ui_lists_the_operations_offline_under_the_csp(live_server):
     with chromium() as browser:
         page = browser.new_page(viewport={"width": 1280, "height": 900})
-        problems, outside = [], []
-        page.on("pageerror", lambda error: problems.append(f"script error: {error}"))
-        page.on(
-            "console",
-            lambda message: (
-                problems.append(message.text)
-                if "Content Security Policy" in message.text
-                else None
-            ),
-        )
+        problems, outside = page_problems(page), []
         page.on(
             "request",
             lambda request: (

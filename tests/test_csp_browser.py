@@ -6,7 +6,7 @@ error."""
 import pytest
 
 from accounts.roles import Role, roles_ensure
-from tests.browser import chromium
+from tests.browser import chromium, page_problems
 from tests.factories import make_admission, make_events, make_stay, make_user
 from windows.windowing import windows_build
 
@@ -45,16 +45,7 @@ def test_pages_of_every_app_run_under_the_csp_without_a_violation(live_server):
     ]
     with chromium() as browser:
         page = browser.new_page(viewport={"width": 1280, "height": 900})
-        problems = []
-        page.on("pageerror", lambda error: problems.append(f"script error: {error}"))
-        page.on(
-            "console",
-            lambda message: (
-                problems.append(message.text)
-                if "Content Security Policy" in message.text
-                else None
-            ),
-        )
+        problems = page_problems(page)
         page.goto(f"{live_server.url}/accounts/login/")
         page.fill("input[name=username]", "csp-admin")
         page.fill("input[name=password]", PASSWORD)
