@@ -266,21 +266,25 @@ def test_gold_draws_eight_high_density_and_two_control_windows():
     assert regimes == {SampleRegime.HIGH_DENSITY: 15, SampleRegime.CONTROL: 15}
 
 
-def test_short_high_density_pool_is_filled_from_control():
-    stay = dense_stay(high=3, low=27)
-    gold = windows_sample_gold(stay=stay, seed=0, per_stay=10, high_share=0.8)
+@pytest.mark.parametrize(
+    ("high", "low", "per_stay", "high_share", "drawn_high", "drawn_control"),
+    [
+        pytest.param(3, 27, 10, 0.8, 3, 7, id="high-density-pool-filled-from-control"),
+        pytest.param(
+            15, 15, 20, 0.2, 5, 15, id="control-pool-filled-from-high-density"
+        ),
+    ],
+)
+def test_a_short_pool_is_filled_from_the_other_regime(
+    high, low, per_stay, high_share, drawn_high, drawn_control
+):
+    stay = dense_stay(high=high, low=low)
+    gold = windows_sample_gold(
+        stay=stay, seed=0, per_stay=per_stay, high_share=high_share
+    )
     assert Counter(w.sample_regime for w in gold) == {
-        SampleRegime.HIGH_DENSITY: 3,
-        SampleRegime.CONTROL: 7,
-    }
-
-
-def test_short_control_pool_is_filled_from_high_density():
-    stay = dense_stay(high=15, low=15)
-    gold = windows_sample_gold(stay=stay, seed=0, per_stay=20, high_share=0.2)
-    assert Counter(w.sample_regime for w in gold) == {
-        SampleRegime.HIGH_DENSITY: 5,
-        SampleRegime.CONTROL: 15,
+        SampleRegime.HIGH_DENSITY: drawn_high,
+        SampleRegime.CONTROL: drawn_control,
     }
 
 
