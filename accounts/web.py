@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
+from django.contrib import messages
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.shortcuts import render
 from django.utils.cache import patch_vary_headers
 
@@ -29,3 +33,14 @@ def render_page_or_partial(
 def error_text(error) -> str:
     """A ValidationError's or PermissionDenied's message(s) as one sentence."""
     return " ".join(getattr(error, "messages", None) or [str(error)])
+
+
+@contextmanager
+def refusal_shown(request):
+    """Run a page's post: a refusal the block raises (ValidationError,
+    PermissionDenied) ends the block and is shown to the user as an error
+    message, so the view goes on to its redirect either way."""
+    try:
+        yield
+    except (ValidationError, PermissionDenied) as error:
+        messages.error(request, error_text(error))

@@ -24,7 +24,12 @@ from django.views.decorators.http import (
 
 from accounts.access import admin_required, physician_required
 from accounts.ids import id_parse
-from accounts.web import error_text, render_page_or_partial, wants_partial
+from accounts.web import (
+    error_text,
+    refusal_shown,
+    render_page_or_partial,
+    wants_partial,
+)
 from annotation import selectors, services
 from annotation.blindness import window_is_closed
 from annotation.forms import CampaignForm
@@ -319,11 +324,8 @@ def submit(request, assignment_id: int):
 @require_POST
 @physician_required
 def reopen(request, assignment_id: int):
-    try:
+    with refusal_shown(request):
         services.label_reopen(annotator=request.user, assignment_id=assignment_id)
-    except (ValidationError, PermissionDenied) as error:
-        messages.error(request, " ".join(getattr(error, "messages", [str(error)])))
-    else:
         messages.success(request, "Reopened: the label is a draft again.")
     return redirect("annotation:annotate", assignment_id)
 
@@ -488,16 +490,13 @@ def campaign_assignment_add(request, campaign_id: int):
     if physician is None:
         messages.error(request, "Choose a physician to add to the window.")
     else:
-        try:
+        with refusal_shown(request):
             services.assignment_add(
                 admin=request.user,
                 window=window,
                 campaign=campaign,
                 physician=physician,
             )
-        except (ValidationError, PermissionDenied) as error:
-            messages.error(request, error_text(error))
-        else:
             messages.success(request, f"{physician.get_username()} added to {window}.")
     return redirect(_campaign_window_url(campaign, window.pk, target["page_number"]))
 
@@ -516,13 +515,10 @@ def campaign_assignment_reassign(request, campaign_id: int, assignment_id: int):
     if physician is None:
         messages.error(request, "Choose the physician to take the window over.")
     else:
-        try:
+        with refusal_shown(request):
             services.assignment_reassign(
                 admin=request.user, assignment=assignment, physician=physician
             )
-        except (ValidationError, PermissionDenied) as error:
-            messages.error(request, error_text(error))
-        else:
             messages.success(
                 request,
                 f"{assignment.window} reassigned from "

@@ -17,7 +17,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from accounts.access import admin_required, judge_required
 from accounts.ids import MAX_INT32, id_parse
-from accounts.web import error_text, render_page_or_partial
+from accounts.web import error_text, refusal_shown, render_page_or_partial
 from annotation import calibration as services
 from annotation import calibration_judging as judging
 from annotation import selectors
@@ -324,21 +324,16 @@ def calibration_invite(request, set_id: int):
         admin=request.user, set_id=set_id, judge_ids=_ids_posted(request, "judges")
     )
     calibration_set = target["calibration_set"]
-    try:
+    with refusal_shown(request):
         invited = services.calibration_invite(
             admin=request.user,
             calibration_set=calibration_set,
             judges=target["judges"],
         )
-    except (ValidationError, PermissionDenied) as error:
-        messages.error(request, error_text(error))
-    else:
         messages.success(
             request, f"{invited} physician{'s' if invited != 1 else ''} invited."
         )
-    return redirect(
-        reverse("annotation:calibration_report", args=[calibration_set.pk]) + "#judges"
-    )
+    return _judges_redirect(calibration_set)
 
 
 @require_POST
@@ -348,16 +343,18 @@ def calibration_invitation_withdraw(request, set_id: int):
     calibration_set = judging.calibration_set_get(
         user=request.user, set_id=set_id, admin_only=True
     )
-    try:
+    with refusal_shown(request):
         services.calibration_invitation_withdraw(
             admin=request.user,
             calibration_set=calibration_set,
             judge_id=request.POST.get("judge"),
         )
-    except (ValidationError, PermissionDenied) as error:
-        messages.error(request, error_text(error))
-    else:
         messages.success(request, "Invitation withdrawn.")
+    return _judges_redirect(calibration_set)
+
+
+def _judges_redirect(calibration_set):
+    """Back to the set's report, at its judges and their invitations."""
     return redirect(
         reverse("annotation:calibration_report", args=[calibration_set.pk]) + "#judges"
     )
@@ -369,16 +366,13 @@ def calibration_adopt(request, set_id: int):
     calibration_set = judging.calibration_set_get(
         user=request.user, set_id=set_id, admin_only=True
     )
-    try:
+    with refusal_shown(request):
         adoption = judging.tau_adopt(
             admin=request.user,
             calibration_set=calibration_set,
             tau=request.POST.get("tau"),
             reason=request.POST.get("reason", ""),
         )
-    except (ValidationError, PermissionDenied) as error:
-        messages.error(request, error_text(error))
-    else:
         messages.success(
             request,
             f"tau {adoption.tau:g} adopted for {adoption.matcher_model.name}. "
