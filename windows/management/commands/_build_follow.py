@@ -12,9 +12,9 @@ import sys
 import time
 
 from django.conf import settings
-from django.core.exceptions import ValidationError
 from django.core.management.base import CommandError
 
+from realicu_web.command_errors import refusal_as_command_error
 from windows.builds import OPEN, build_run_create, build_run_progress
 from windows.models import BuildRun
 
@@ -140,12 +140,10 @@ def build_on_workers(
 ) -> BuildRun:
     """Queue the build for the workers and follow it to its end (a refused
     build is the command's error)."""
-    try:
+    with refusal_as_command_error():
         run = build_run_create(
             kind=kind, stays=stays, params=params, batch_stays=batch_stays
         )
-    except ValidationError as exc:
-        raise CommandError("; ".join(exc.messages)) from exc
     return build_run_follow(
         run=run, stdout=command.stdout, stream=command_stream(command)
     )

@@ -8,13 +8,14 @@ accounts, no password printed."""
 
 from django.core.exceptions import ValidationError
 from django.core.management import call_command
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand
 
 from accounts.provisioning import (
     admin_from_environment_ensure,
     demo_accounts_ensure,
     demo_passwords_check,
 )
+from realicu_web.command_errors import refusal_as_command_error
 from windows.cohort import cohort_build
 from windows.models import Admission, Cohort, Source
 
@@ -35,10 +36,8 @@ class Command(BaseCommand):
 
     def handle(self, *args, skip_demo=False, **options):
         if not skip_demo:
-            try:
+            with refusal_as_command_error():
                 demo_passwords_check()
-            except ValidationError as exc:
-                raise CommandError("; ".join(exc.messages)) from exc
         call_command("migrate", interactive=False, verbosity=0)
         self.stdout.write("Database migrated.")
         # Hashed, gzip-compressed static files for WhiteNoise (a few seconds;
@@ -67,10 +66,8 @@ class Command(BaseCommand):
             )
         if Admission.objects.filter(source=Source.CLIF).exists():
             self._demo_cohort_ensure()
-        try:
+        with refusal_as_command_error():
             created = demo_accounts_ensure()
-        except ValidationError as exc:
-            raise CommandError("; ".join(exc.messages)) from exc
         if created:
             self.stdout.write(
                 self.style.WARNING(
@@ -82,10 +79,8 @@ class Command(BaseCommand):
                 self.stdout.write(f"  {username:<12} {role:<11} {password}")
 
     def _production_admin_ensure(self):
-        try:
+        with refusal_as_command_error():
             username = admin_from_environment_ensure()
-        except ValidationError as exc:
-            raise CommandError("; ".join(exc.messages)) from exc
         if username:
             self.stdout.write(
                 f"Admin {username!r} created from REALICU_ADMIN_USERNAME."

@@ -1,8 +1,8 @@
 """manage.py build_cohort --name N --size 94 --seed 0: select and save a cohort."""
 
-from django.core.exceptions import ValidationError
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand
 
+from realicu_web.command_errors import refusal_as_command_error
 from windows.cohort import STRATA, cohort_build
 from windows.models import CohortStratum
 
@@ -30,7 +30,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, name, size, seed, min_hours, long_stay_hours, **options):
-        try:
+        with refusal_as_command_error():
             cohort = cohort_build(
                 name=name,
                 target_size=size,
@@ -38,8 +38,6 @@ class Command(BaseCommand):
                 min_hours=min_hours,
                 long_stay_hours=long_stay_hours,
             )
-        except ValidationError as exc:
-            raise CommandError("; ".join(exc.messages)) from exc
         summary = cohort.summary
         self.stdout.write(
             f"Cohort {cohort.pk} {cohort.name!r}: {summary['size']} stays of target "

@@ -3,10 +3,10 @@ windows and the Gold draw of each stay, in batches of stays shared by the worker
 (followed with a progress line), or here with --inline. Both give the same
 windows and the same Gold draw: the draw is per stay (windows.builds)."""
 
-from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
 from jobs.progress import ConsoleProgress, Progress
+from realicu_web.command_errors import refusal_as_command_error
 from windows.management.commands._build_follow import (
     build_on_workers,
     build_options_add,
@@ -70,7 +70,7 @@ class Command(BaseCommand):
             "per_stay": per_stay,
             "high_share": high_share,
         }
-        try:
+        with refusal_as_command_error():
             if inline:
                 progress = Progress(
                     sinks=[ConsoleProgress(stream=command_stream(self))]
@@ -95,6 +95,4 @@ class Command(BaseCommand):
                     },
                     settings=settings,
                 )
-        except ValidationError as exc:
-            raise CommandError("; ".join(exc.messages)) from exc
         self.stdout.write(str(summary))

@@ -2,10 +2,10 @@
 
 from pathlib import Path
 
-from django.core.exceptions import ValidationError
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand
 
 from jobs.progress import ConsoleProgress, Progress
+from realicu_web.command_errors import refusal_as_command_error
 from windows.importers.clif import clif_import
 
 
@@ -37,13 +37,11 @@ class Command(BaseCommand):
         self, *args, directory=None, batch_stays=None, data_source=None, **options
     ):
         progress = Progress(sinks=[ConsoleProgress(stream=self.stderr._out)])
-        try:
+        with refusal_as_command_error():
             summary = clif_import(
                 directory=Path(directory) if directory else None,
                 progress=progress,
                 batch_stays=batch_stays,
                 data_source=data_source,
             )
-        except ValidationError as exc:
-            raise CommandError("; ".join(exc.messages)) from exc
         self.stdout.write(str(summary))

@@ -9,10 +9,10 @@ import sys
 import time
 from pathlib import Path
 
-from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
 from jobs.progress import ConsoleProgress, Progress
+from realicu_web.command_errors import refusal_as_command_error
 from windows.importers.mimic import mimic_import
 
 
@@ -83,7 +83,7 @@ class Command(BaseCommand):
                 )
             self._fan_out(directory, batch_stays, progress, stream)
             return
-        try:
+        with refusal_as_command_error():
             summary = mimic_import(
                 directory=directory,
                 progress=progress,
@@ -92,8 +92,6 @@ class Command(BaseCommand):
                 seed=seed,
                 stays_file=stays,
             )
-        except ValidationError as exc:  # SourceDataError included
-            raise CommandError("; ".join(exc.messages)) from exc
         self.stdout.write(str(summary))
 
     def _fan_out(self, directory, batch_stays, progress, stream) -> None:
@@ -101,12 +99,10 @@ class Command(BaseCommand):
         from windows.importers.base import ImportSummary
         from windows.models import BuildState, ImportStatus
 
-        try:
+        with refusal_as_command_error():
             run = import_run_fan_out_here(
                 directory=directory, progress=progress, batch_stays=batch_stays
             )
-        except ValidationError as exc:
-            raise CommandError("; ".join(exc.messages)) from exc
         started = time.monotonic()
         told = False
         while run.status == ImportStatus.BATCHES:

@@ -6,10 +6,10 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
-from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
 from jobs.progress import ConsoleProgress, Progress
+from realicu_web.command_errors import refusal_as_command_error
 from windows.actions import CODED_SOURCE_TABLES, actions_derive
 from windows.importers.base import SourceDataError
 from windows.importers.clif import clif_order_ids_fill
@@ -92,10 +92,8 @@ class Command(BaseCommand):
         kinds_after = Counter(
             Event.objects.filter(kind=EventKind.ACTION).values_list("domain", flat=True)
         )
-        try:
+        with refusal_as_command_error():
             windows_build_many(stays=Stay.objects.order_by("pk"), seed=seed)
-        except ValidationError as exc:
-            raise CommandError("; ".join(exc.messages)) from exc
         progress.advance(1, "windows recounted")
         after = window_figures()
 
