@@ -113,6 +113,8 @@ def synthetic_stay(
         ("gcs_eye", 1, 5),
         ("gcs_verbal", 0, 6),
         ("gcs_motor", 1, 7),
+        ("gcs_total", 3, 16),
+        ("RASS", -5, 5),
     ]:
         add(
             n,
@@ -121,20 +123,6 @@ def synthetic_stay(
             rng.integers(low, high, n).astype(float),
             times=times,
         )
-    add(
-        n,
-        "patient_assessments",
-        "gcs_total",
-        rng.integers(3, 16, n).astype(float),
-        times=times,
-    )
-    add(
-        n,
-        "patient_assessments",
-        "RASS",
-        rng.integers(-5, 5, n).astype(float),
-        times=times,
-    )
     # Labs every 6 h.
     n = int(total_hours / 6)
     times = np.arange(n) * 21600.0 + 1200
