@@ -235,16 +235,6 @@ def _in_flight_forget(run_id: int) -> None:
     )
 
 
-def _restart(run: OracleRun) -> None:
-    _in_flight_forget(run.pk)
-    run.state = RunState.QUEUED
-    run.cancel_requested_at = None
-    run.finished_at = None
-    run.error = ""
-    run.save(update_fields=["state", "cancel_requested_at", "finished_at", "error"])
-    _enqueue_chunks(run.pk, run_lanes(run))
-
-
 def oracle_run_resume(*, admin, run: OracleRun, enqueue: bool = True) -> OracleRun:
     """Queue the run again for the windows that have no label yet. A running
     run may be resumed too (its workers died): the lanes bound the chunks at
@@ -310,16 +300,18 @@ def _oracle_run_retry_failed(*, run: OracleRun, enqueue: bool) -> int:
 
 
 def _requeue(run: OracleRun, *, enqueue: bool) -> None:
-    """The run queued again: its chunks sent (``enqueue``), or only marked
-    queued for an inline run to pick up."""
+    """The run queued again: its chunks sent (``enqueue``, with the requests
+    counted in flight forgotten), or only marked queued for an inline run to
+    pick up."""
     if enqueue:
-        _restart(run)
-        return
+        _in_flight_forget(run.pk)
     run.state = RunState.QUEUED
     run.cancel_requested_at = None
     run.finished_at = None
     run.error = ""
     run.save(update_fields=["state", "cancel_requested_at", "finished_at", "error"])
+    if enqueue:
+        _enqueue_chunks(run.pk, run_lanes(run))
 
 
 def oracle_run_fail(*, run_id: int, error: str) -> None:
