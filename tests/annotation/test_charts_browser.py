@@ -5,27 +5,12 @@ and no script error; the figures stay on the page as text."""
 
 import pytest
 
-from tests.browser import PASSWORD, chromium, sign_in
+from tests.browser import PASSWORD, chromium, page_problems, sign_in
 
 from .test_calibration import judged_set  # noqa: F401
 from .test_consensus import gold, labelled, matcher, stay, windows  # noqa: F401
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-
-
-def _watch(page) -> list[str]:
-    """Script errors and CSP violations the page reports from now on."""
-    problems = []
-    page.on("pageerror", lambda error: problems.append(f"script error: {error}"))
-    page.on(
-        "console",
-        lambda message: (
-            problems.append(message.text)
-            if "Content Security Policy" in message.text
-            else None
-        ),
-    )
-    return problems
 
 
 def _drawn(page, chart: str) -> None:
@@ -37,7 +22,7 @@ def test_irr_dashboard_draws_its_three_charts_with_uplot(
 ):
     with chromium() as browser:
         page = sign_in(browser, live_server, admin_user)
-        problems = _watch(page)
+        problems = page_problems(page)
         page.goto(f"{live_server.url}/annotate/campaigns/{labelled.pk}/irr/")
         for chart in ("status-chart", "f1-chart", "keep-chart"):
             _drawn(page, chart)
@@ -53,7 +38,7 @@ def test_calibration_report_draws_the_tau_sweep_with_uplot(
 ):
     with chromium() as browser:
         page = sign_in(browser, live_server, admin_user)
-        problems = _watch(page)
+        problems = page_problems(page)
         page.goto(f"{live_server.url}/annotate/calibration/{judged_set.pk}/report/")
         _drawn(page, "tau-sweep-chart")
         legend = page.inner_text('[data-chart="tau-sweep-chart"] .u-legend')
@@ -111,7 +96,7 @@ def test_plots_keep_a_minimum_span_per_vital_and_widen_for_values_past_it(
     stay, physician = steady_stay
     with chromium() as browser:
         page = sign_in(browser, live_server, physician)
-        problems = _watch(page)
+        problems = page_problems(page)
         page.goto(f"{live_server.url}/stays/{stay.pk}/windows/3/")
         page.wait_for_selector("[data-trajectory][data-ready=true]")
         low, high = _range(page, "spo2")
