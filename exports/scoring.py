@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from itertools import chain
 from pathlib import Path
 
@@ -73,62 +75,36 @@ def line_object(number: int, raw: bytes) -> tuple[list[str], dict | None]:
     return [], record
 
 
-def line_id_check(
-    record: dict,
-    *,
-    number: int,
-    field: str,
-    noun: str,
-    known: set[int],
-    seen: dict[int, int],
-    release_name: str,
-) -> list[str]:
-    """The messages on the line's ``field`` id (a window's, a checkpoint's): an
-    integer of the release, predicted once; ``seen`` records it."""
-    if field not in record:
+@dataclass
+class LineIds:
+    """What each line of a prediction file names by its ``field``, a
+    ``noun``'s id: one of ``known``, the ids of ``release_name``, predicted
+    once (``seen``: each id and the line that predicted it)."""
+
+    field: str
+    noun: str
+    known: set[int]
+    release_name: str
+    seen: dict[int, int] = dataclass_field(default_factory=dict)
+
+    def check(self, record: dict, number: int) -> list[str]:
+        """The messages on line ``number``'s id: an integer of the release,
+        predicted once; ``seen`` records it."""
+        field, noun = self.field, self.noun
+        if field not in record:
+            return []
+        value = record[field]
+        if not isinstance(value, int) or isinstance(value, bool):
+            return [f"line {number}: {field} must be an integer, not {value!r}"]
+        if value not in self.known:
+            return [f"line {number}: {noun} {value} is not in {self.release_name}"]
+        if value in self.seen:
+            return [
+                f"line {number}: {noun} {value} was already predicted on line "
+                f"{self.seen[value]}"
+            ]
+        self.seen[value] = number
         return []
-    value = record[field]
-    if not isinstance(value, int) or isinstance(value, bool):
-        return [f"line {number}: {field} must be an integer, not {value!r}"]
-    if value not in known:
-        return [f"line {number}: {noun} {value} is not in {release_name}"]
-    if value in seen:
-        return [
-            f"line {number}: {noun} {value} was already predicted on line {seen[value]}"
-        ]
-    seen[value] = number
-    return []
-
-
-def line_start(
-    number: int,
-    raw: bytes,
-    *,
-    required: tuple[str, ...],
-    field: str,
-    noun: str,
-    known: set[int],
-    seen: dict[int, int],
-    release_name: str,
-) -> tuple[list[str], dict | None]:
-    """A prediction line's object (None: it is none) and the messages on its
-    required fields and its id (line_id_check)."""
-    errors, record = line_object(number, raw)
-    if record is None:
-        return errors, None
-    missing = [f for f in required if f not in record]
-    if missing:
-        errors.append(f"line {number}: missing field(s) {', '.join(missing)}")
-    errors += line_id_check(
-        record,
-        number=number,
-        field=field,
-        noun=noun,
-        known=known,
-        seen=seen,
-        release_name=release_name,
-    )
-    return errors, record
 
 
 def choice_check(record: dict, number: int, field: str, values) -> list[str]:
@@ -149,25 +125,11 @@ def strings_check(record: dict, number: int, field: str) -> list[str]:
     return []
 
 
-def _check_line(
-    number: int, raw: bytes, known: set[int], seen: dict[int, int], release_name: str
-) -> tuple[list[str], dict | None]:
-    errors, record = line_start(
-        number,
-        raw,
-        required=REQUIRED_FIELDS,
-        field="window_id",
-        noun="window",
-        known=known,
-        seen=seen,
-        release_name=release_name,
-    )
-    if record is None:
-        return errors, None
-    errors += choice_check(record, number, "status", STATUS_VALUES)
+def _record_check(record: dict, number: int) -> list[str]:
+    errors = choice_check(record, number, "status", STATUS_VALUES)
     for name in LIST_FIELDS:
         errors += strings_check(record, number, name)
-    return errors, (None if errors else record)
+    return errors
 
 
 def predictions_check(
@@ -181,26 +143,47 @@ def predictions_check(
 
         return surveillance_predictions_check(lines=lines, release=release)
     known = release_window_ids(release) if known is None else known
-    seen: dict[int, int] = {}
     return lines_check(
         lines,
-        lambda number, raw: _check_line(number, raw, known, seen, release.name),
+        required=REQUIRED_FIELDS,
+        ids=LineIds("window_id", "window", known, release.name),
+        record_check=_record_check,
     )
 
 
-def lines_check(lines: Iterable[bytes], check_line) -> tuple[list[str], int]:
-    """The messages and the count of valid records of a prediction file, each
-    non-blank line checked by ``check_line(number, raw) -> (errors, record)``
-    (RealICU and surveillance files alike): at most ``MAX_MESSAGES`` messages,
-    then a count of the rest."""
+def _line_check(
+    number: int, raw: bytes, *, required, ids: LineIds, record_check
+) -> tuple[list[str], bool]:
+    """The messages on line ``number`` and whether it is a valid record."""
+    errors, record = line_object(number, raw)
+    if record is None:
+        return errors, False
+    missing = [f for f in required if f not in record]
+    if missing:
+        errors.append(f"line {number}: missing field(s) {', '.join(missing)}")
+    errors += ids.check(record, number)
+    errors += record_check(record, number)
+    return errors, not errors
+
+
+def lines_check(
+    lines: Iterable[bytes], *, required: tuple[str, ...], ids: LineIds, record_check
+) -> tuple[list[str], int]:
+    """The messages and the count of valid records of a prediction file
+    (RealICU and surveillance files alike): each non-blank line a JSON object
+    with the ``required`` fields, an id ``ids`` accepts, and what
+    ``record_check(record, number) -> messages`` asks. At most
+    ``MAX_MESSAGES`` messages, then a count of the rest."""
     messages: list[str] = []
     extra = 0
     count = 0
     for number, raw in enumerate(lines, start=1):
         if not raw.strip():
             continue
-        errors, record = check_line(number, raw)
-        if record is not None:
+        errors, valid = _line_check(
+            number, raw, required=required, ids=ids, record_check=record_check
+        )
+        if valid:
             count += 1
         for error in errors:
             if len(messages) < MAX_MESSAGES:

@@ -27,8 +27,8 @@ from pathlib import Path
 
 from exports.models import Release, ReleaseWindow
 from exports.scoring import (
+    LineIds,
     choice_check,
-    line_start,
     lines_check,
     release_window_ids,
     strings_check,
@@ -57,20 +57,8 @@ LEADERBOARD_KEYS = (
 )
 
 
-def _check_line(number: int, raw: bytes, known: set[int], seen: dict, name: str):
-    errors, record = line_start(
-        number,
-        raw,
-        required=REQUIRED_FIELDS,
-        field="checkpoint_id",
-        noun="checkpoint",
-        known=known,
-        seen=seen,
-        release_name=name,
-    )
-    if record is None:
-        return errors, None
-    errors += choice_check(record, number, "global_action", ACTIONS)
+def _record_check(record: dict, number: int) -> list[str]:
+    errors = choice_check(record, number, "global_action", ACTIONS)
     errors += choice_check(record, number, "priority", PRIORITIES)
     for field, allowed in SET_FIELDS.items():
         not_strings = strings_check(record, number, field)
@@ -84,7 +72,7 @@ def _check_line(number: int, raw: bytes, known: set[int], seen: dict, name: str)
                 f"{', '.join(map(repr, unknown))}; use the names of the release's "
                 f"manifest: {', '.join(allowed)}"
             )
-    return errors, (None if errors else record)
+    return errors
 
 
 def surveillance_predictions_check(
@@ -92,10 +80,13 @@ def surveillance_predictions_check(
 ) -> tuple[list[str], int]:
     """Messages (each naming its line; at most ``MAX_MESSAGES``, then a count of
     the rest) and the number of valid predictions. Blank lines are skipped."""
-    known = release_window_ids(release)
-    seen: dict[int, int] = {}
     return lines_check(
-        lines, lambda number, raw: _check_line(number, raw, known, seen, release.name)
+        lines,
+        required=REQUIRED_FIELDS,
+        ids=LineIds(
+            "checkpoint_id", "checkpoint", release_window_ids(release), release.name
+        ),
+        record_check=_record_check,
     )
 
 
