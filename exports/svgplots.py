@@ -12,6 +12,8 @@ BAR_COLOR = "#3b6ea5"
 # One colour per group of a grouped bar plot, in order (matplotlib's first three).
 GROUP_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728")
 WIDTH = 700
+# The frame (left, top, right, bottom) of a plot of vertical bars.
+COLUMN_BOX = (60, 40, WIDTH - 20, 300)
 FONT = 'font-family="DejaVu Sans, Arial, sans-serif"'
 CHAR_PX = 6.6  # mean advance of a 12 px sans-serif character, for label widths
 
@@ -175,17 +177,24 @@ def histogram_bins(values: list[float], bins: int = 20) -> tuple[list[float], li
     return edges, counts
 
 
-def histogram_svg(values: list[float], title: str, xlabel: str, ylabel: str) -> str:
-    edges, counts = histogram_bins(values)
-    left, right, top, bottom = 60, WIDTH - 20, 40, 300
-    body, maximum = _value_axis(
+def _column_axis(largest: float) -> tuple[list[str], float]:
+    """The value axis of a plot of vertical bars in COLUMN_BOX: horizontal grid
+    lines, labels to their left; the axis' maximum."""
+    left, top, right, bottom = COLUMN_BOX
+    return _value_axis(
         left=left,
         right=right,
         bottom=bottom,
         top=top,
-        largest=max(counts),
+        largest=largest,
         horizontal=False,
     )
+
+
+def histogram_svg(values: list[float], title: str, xlabel: str, ylabel: str) -> str:
+    edges, counts = histogram_bins(values)
+    left, top, right, bottom = COLUMN_BOX
+    body, maximum = _column_axis(max(counts))
     span = (right - left) / len(counts)
     for n, count in enumerate(counts):
         height = (bottom - top) * count / maximum
@@ -210,16 +219,9 @@ def grouped_bars_svg(
     a legend naming the groups."""
     largest_x = max((max(c, default=0) for c in groups.values()), default=0)
     xs = list(range(largest_x + 1))
-    left, right, top, bottom = 60, WIDTH - 20, 40, 300
+    left, top, right, bottom = COLUMN_BOX
     largest = max((max(c.values(), default=0) for c in groups.values()), default=0)
-    body, maximum = _value_axis(
-        left=left,
-        right=right,
-        bottom=bottom,
-        top=top,
-        largest=largest,
-        horizontal=False,
-    )
+    body, maximum = _column_axis(largest)
     slot = (right - left) / len(xs)
     width = 0.8 * slot / max(1, len(groups))
     for n, (name, counter) in enumerate(groups.items()):
