@@ -24,9 +24,8 @@ def test_admin_settles_a_disagreement_on_the_adjudication_page(
     live_server, browser, labelled, windows, admin_user
 ):
     w3 = windows[3]
-    page = sign_in(browser, live_server, admin_user)
     errors = []
-    page.on("pageerror", lambda error: errors.append(str(error)))
+    page = sign_in(browser, live_server, admin_user, errors=errors)
 
     page.goto(f"{live_server.url}/annotate/campaigns/{labelled.pk}/")
     page.click("[data-adjudication-link]")

@@ -28,9 +28,8 @@ def test_admin_merges_two_problems_into_one_wording_by_keyboard(
     live_server, browser, built, admin_user, clinical
 ):
     campaign, window = built
-    page = sign_in(browser, live_server, admin_user)
     errors = []
-    page.on("pageerror", lambda error: errors.append(str(error)))
+    page = sign_in(browser, live_server, admin_user, errors=errors)
     page.goto(
         f"{live_server.url}/annotate/campaigns/{campaign.pk}/adjudication/{window.pk}/"
     )

@@ -56,9 +56,8 @@ def test_physician_labels_a_window_by_keyboard_and_the_next_one_opens(
 ):
     c = clinical
     first, second = labelling["first"], labelling["second"]
-    page = sign_in(browser, live_server, physicians[0])
     errors = []
-    page.on("pageerror", lambda error: errors.append(str(error)))
+    page = sign_in(browser, live_server, physicians[0], errors=errors)
 
     page.goto(f"{live_server.url}/annotate/")
     page.keyboard.press("n")
@@ -213,9 +212,8 @@ def test_a_point_on_a_plot_is_cited_by_click_and_by_keyboard(
 ):
     c = clinical
     assignment = labelling["first"][0]  # window 0: a heart rate at 20 min
-    page = sign_in(browser, live_server, physicians[0])
     errors = []
-    page.on("pageerror", lambda error: errors.append(str(error)))
+    page = sign_in(browser, live_server, physicians[0], errors=errors)
     page.goto(f"{live_server.url}/annotate/{assignment.pk}/")
     page.wait_for_selector("[data-trajectory][data-ready=true]")
 
@@ -312,9 +310,8 @@ def test_finder_window_rows_removal_and_escape_by_keyboard(
 ):
     c = clinical
     assignment = labelling["first"][0]
-    page = sign_in(browser, live_server, physicians[0])
     errors = []
-    page.on("pageerror", lambda error: errors.append(str(error)))
+    page = sign_in(browser, live_server, physicians[0], errors=errors)
     page.goto(f"{live_server.url}/annotate/{assignment.pk}/")
     page.wait_for_selector("[data-trajectory][data-ready=true]")
     problems = page.locator('[data-list="acute_problems"] [data-item]')

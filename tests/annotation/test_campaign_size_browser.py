@@ -29,9 +29,8 @@ def browser(stays, physicians, admin_user):
 def test_admin_draws_a_campaign_and_pages_through_it(
     live_server, browser, stays, physicians, admin_user
 ):
-    page = sign_in(browser, live_server, admin_user)
     errors = []
-    page.on("pageerror", lambda error: errors.append(str(error)))
+    page = sign_in(browser, live_server, admin_user, errors=errors)
     page.goto(f"{live_server.url}/annotate/campaigns/new/")
     assert page.locator("[data-available-windows='72']").count() == 1
     page.fill("input[name=name]", "Drawn in the browser")

@@ -220,9 +220,8 @@ def test_an_admin_reads_the_labels_beside_the_plots_with_the_keyboard(
 
     run, label = labelled["run"], labelled["label"]
     with chromium() as browser:
-        page = sign_in(browser, live_server, admin_user)
         errors = []
-        page.on("pageerror", lambda error: errors.append(str(error)))
+        page = sign_in(browser, live_server, admin_user, errors=errors)
         page.goto(f"{live_server.url}{reverse('oracle:run_detail', args=[run.pk])}")
         page.click("[data-labels-link]")
         page.wait_for_selector("table.oracle-labels")
