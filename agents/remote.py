@@ -125,28 +125,30 @@ class RemoteAgent(http.GuardedClientHolder, Agent):
             payload = session.payload(ctx)
         return payload
 
-    def predict(self, ctx: WindowContext, memory: dict) -> tuple[dict, dict]:
-        client = self._open()
+    def _post_in_session(self, client: httpx.Client, ctx: WindowContext):
+        """The reply to the window's payload in its stay's session. A session
+        the endpoint lost is opened again, once; AgentError (UNREACHABLE) when
+        even a session's first payload is refused."""
         payload = self._session(ctx)
         try:
             try:
-                data = self._post(client, payload)
+                return self._post(client, payload)
             except _Gap:
                 if payload["sequence"] == 0:
-                    raise AgentError(
-                        UNREACHABLE,
-                        detail=f"HTTP {GAP_STATUS} to the first payload of a session",
-                    ) from None
+                    raise
                 # The endpoint lost the session: the window again, in a new
-                # one with the whole history (once).
-                payload = self._session(ctx, new=True)
-                try:
-                    data = self._post(client, payload)
-                except _Gap:
-                    raise AgentError(
-                        UNREACHABLE,
-                        detail=f"HTTP {GAP_STATUS} to the first payload of a session",
-                    ) from None
+                # one with the whole history.
+                return self._post(client, self._session(ctx, new=True))
+        except _Gap:
+            raise AgentError(
+                UNREACHABLE,
+                detail=f"HTTP {GAP_STATUS} to the first payload of a session",
+            ) from None
+
+    def predict(self, ctx: WindowContext, memory: dict) -> tuple[dict, dict]:
+        client = self._open()
+        try:
+            data = self._post_in_session(client, ctx)
         except AgentError:
             # Whether the endpoint holds this window's events is not known:
             # the stay's next window opens a new session with its history.
