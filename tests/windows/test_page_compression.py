@@ -7,22 +7,15 @@ import json
 
 import pytest
 
-from tests.factories import make_user
-from tests.windows.test_window_page import (
+from tests.windows.test_window_page import (  # noqa: F401 (fixtures)
     _stay_with_tracks,
     event_row,
-    stay_with_events,  # noqa: F401 (a fixture)
+    stay_with_events,
     tracks_url,
     window_url,
 )
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def signed_in(client):
-    client.force_login(make_user(role="physician"))
-    return client
 
 
 def _gzipped(response) -> bytes:

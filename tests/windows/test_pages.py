@@ -11,17 +11,18 @@ from django.utils import timezone
 
 from tests.factories import (
     coded_procedure,
+    drip,
+    lab,
     make_admission,
     make_event,
     make_events,
     make_patient,
     make_stay,
     make_user,
+    vital,
 )
 from windows.models import (
     DiseaseGroup,
-    Domain,
-    EventKind,
     ImportRun,
     ImportStatus,
     Outcome,
@@ -291,6 +292,9 @@ def icu_stay():
     return stay_with_patient("PTRAJ01", hours=48)
 
 
+ADMITTED = -24  # icu_stay's hospital admission, in hours since its ICU admission
+
+
 def test_stay_page_shows_the_stay_and_its_admission(signed_in, icu_stay):
     other = make_stay(
         admission=icu_stay.admission, intime=icu_stay.outtime + timedelta(days=2)
@@ -346,15 +350,7 @@ def test_stay_page_places_events_in_hours_since_icu_admission(signed_in, icu_sta
 def test_stay_page_filters_events_by_kind(signed_in, icu_stay):
     admission = icu_stay.admission
     make_event(admission=admission, name="Heart rate")
-    make_event(
-        admission=admission,
-        kind=EventKind.ACTION,
-        domain=Domain.MED_CONTINUOUS,
-        category="norepinephrine",
-        name="Norepinephrine",
-        value_num=0.1,
-        unit="mcg/kg/min",
-    )
+    drip(icu_stay, "norepinephrine", 0.1, ADMITTED)
     url = reverse("windows:stay_detail", args=[icu_stay.pk])
 
     rows = event_rows(signed_in.get(url, {"kind": "action"}).content.decode())
@@ -366,22 +362,8 @@ def test_stay_page_filters_events_by_kind(signed_in, icu_stay):
 def test_stay_page_filters_events_by_category_and_domain(signed_in, icu_stay):
     admission = icu_stay.admission
     make_events(admission=admission, count=2, category="heart_rate", name="Heart rate")
-    make_event(
-        admission=admission,
-        category="sbp",
-        name="Systolic BP",
-        value_num=120,
-        unit="mmHg",
-    )
-    make_event(
-        admission=admission,
-        domain=Domain.LABS,
-        category="creatinine",
-        name="Creatinine",
-        value_num=1.4,
-        unit="mg/dL",
-        source_table="labs",
-    )
+    vital(icu_stay, "sbp", 120, ADMITTED, unit="mmHg", name="Systolic BP")
+    lab(icu_stay, "creatinine", 1.4, ADMITTED, unit="mg/dL", name="Creatinine")
     url = reverse("windows:stay_detail", args=[icu_stay.pk])
 
     page = signed_in.get(url).content.decode()
@@ -591,14 +573,7 @@ def test_stay_page_lists_coded_records_apart_from_the_timeline(signed_in, icu_st
 
 
 def test_stay_page_names_events_by_concept(signed_in, icu_stay):
-    make_event(
-        admission=icu_stay.admission,
-        time=icu_stay.intime + timedelta(hours=1),
-        category="temp_c",
-        name="Temperature Fahrenheit",
-        value_num=36.7,
-        unit="°C",
-    )
+    vital(icu_stay, "temp_c", 36.7, 1, unit="°C", name="Temperature Fahrenheit")
     html = signed_in.get(
         reverse("windows:stay_detail", args=[icu_stay.pk])
     ).content.decode()

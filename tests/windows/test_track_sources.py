@@ -7,17 +7,11 @@ from datetime import timedelta
 import pytest
 from django.urls import reverse
 
-from tests.factories import drip, lab, make_admission, make_event, make_stay, make_user
+from tests.factories import drip, lab, make_admission, make_event, make_stay
 from windows.models import Domain
 from windows.tracks import track_sources
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def signed_in(client):
-    client.force_login(make_user(role="physician"))
-    return client
 
 
 @pytest.fixture

@@ -22,7 +22,6 @@ from tests.factories import (
     make_events,
     make_patient,
     make_stay,
-    make_user,
     ventilation,
     vital,
 )
@@ -38,12 +37,6 @@ from windows.tracks import stay_tracks_get
 from windows.windowing import windows_build, windows_sample_gold
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def signed_in(client):
-    client.force_login(make_user(role="physician"))
-    return client
 
 
 def build_stay(hours: float = 48, **fields):
