@@ -83,6 +83,15 @@ def _text(value, limit: int, missing: str) -> str:
     return value.strip()[:limit]
 
 
+def _objects(items: list, limit: int, noun: str):
+    """(n, item) for the first ``limit`` items of a reply's list, numbered from
+    1; ReplyInvalid for one that is not an object."""
+    for n, item in enumerate(items[:limit], start=1):
+        if not isinstance(item, dict):
+            raise ReplyInvalid(f"{noun} {n} is not an object")
+        yield n, item
+
+
 def assessment_parse(text: str, *, known_ids: set[int]) -> tuple[str, list[dict]]:
     """(summary, critical events) of an assessment reply; ReplyInvalid when the
     reply is not the asked shape or cites an event it was not shown."""
@@ -92,9 +101,7 @@ def assessment_parse(text: str, *, known_ids: set[int]) -> tuple[str, list[dict]
     if not isinstance(items, list):
         raise ReplyInvalid("critical_events is not a list")
     critical = []
-    for n, item in enumerate(items[:MAX_ASSESSED_CRITICAL], start=1):
-        if not isinstance(item, dict):
-            raise ReplyInvalid(f"critical event {n} is not an object")
+    for n, item in _objects(items, MAX_ASSESSED_CRITICAL, "critical event"):
         event_id = _event_id(item.get("event_id"), known_ids, f"critical event {n}")
         if event_id is None:
             raise ReplyInvalid(f"critical event {n} has no event_id")
@@ -110,12 +117,10 @@ def _evidence(items, known: set[int], where: str) -> list[dict]:
         return []
     if not isinstance(items, list):
         raise ReplyInvalid(f"{where} is not a list")
+    # A bare string is an item of evidence with no event.
+    items = [{"text": i} if isinstance(i, str) else i for i in items[:MAX_EVIDENCE]]
     out = []
-    for n, item in enumerate(items[:MAX_EVIDENCE], start=1):
-        if isinstance(item, str):
-            item = {"text": item}
-        if not isinstance(item, dict):
-            raise ReplyInvalid(f"{where} item {n} is not an object")
+    for n, item in _objects(items, MAX_EVIDENCE, f"{where} item"):
         text = _text(item.get("text"), NOTE_CHARS, f"{where} item {n} has no text")
         out.append(
             {
@@ -137,9 +142,7 @@ def insight_parse(text: str, *, known_ids: set[int]) -> list[dict]:
     if not isinstance(items, list):
         raise ReplyInvalid("the reply has no hypotheses list")
     out = []
-    for n, item in enumerate(items[:MAX_HYPOTHESES], start=1):
-        if not isinstance(item, dict):
-            raise ReplyInvalid(f"hypothesis {n} is not an object")
+    for n, item in _objects(items, MAX_HYPOTHESES, "hypothesis"):
         statement = _text(
             item.get("statement"), STATEMENT_CHARS, f"hypothesis {n} has no statement"
         )
