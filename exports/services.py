@@ -232,17 +232,26 @@ def _release_locked(release: Release) -> Release:
     return locked
 
 
+def _release_state_require(release: Release, states: tuple, only: str) -> None:
+    """ValidationError, saying the release's state, unless it is one of
+    ``states``; ``only`` says what may be done in them."""
+    if release.state not in states:
+        raise ValidationError(
+            f"{release} is {release.get_state_display().lower()}; only {only}."
+        )
+
+
 @transaction.atomic
 def release_retry(*, user, release: Release) -> Release:
     """Queues a failed or cancelled release again: the same release (kind,
     version, inputs) is built from the start."""
     require_admin(user, "retry a release build")
     release = _release_locked(release)
-    if release.state not in (ReleaseState.FAILED, ReleaseState.CANCELLED):
-        raise ValidationError(
-            f"{release} is {release.get_state_display().lower()}; only a failed or "
-            "cancelled build can be retried."
-        )
+    _release_state_require(
+        release,
+        (ReleaseState.FAILED, ReleaseState.CANCELLED),
+        "a failed or cancelled build can be retried",
+    )
     from exports.building.manifest import release_published_exists
 
     if release_published_exists(release.name):
@@ -277,11 +286,11 @@ def release_cancel(*, user, release: Release) -> Release:
     require_admin(user, "cancel a release build")
     with transaction.atomic():
         release = _release_locked(release)
-        if release.state not in (ReleaseState.QUEUED, ReleaseState.BUILDING):
-            raise ValidationError(
-                f"{release} is {release.get_state_display().lower()}; only a queued "
-                "or building release can be cancelled."
-            )
+        _release_state_require(
+            release,
+            (ReleaseState.QUEUED, ReleaseState.BUILDING),
+            "a queued or building release can be cancelled",
+        )
         Release.objects.filter(pk=release.pk).update(
             state=ReleaseState.CANCELLED,
             lease="",
@@ -302,11 +311,11 @@ def release_rebuild(*, user, release: Release) -> Release:
     release and its files stay as they are. A Scale release that passed the
     promotion gate by an override carries the same reason."""
     require_admin(user, "rebuild a release")
-    if release.state != ReleaseState.READY:
-        raise ValidationError(
-            f"{release} is {release.get_state_display().lower()}; only a ready "
-            "release is rebuilt as a new version (retry a failed or cancelled one)."
-        )
+    _release_state_require(
+        release,
+        (ReleaseState.READY,),
+        "a ready release is rebuilt as a new version (retry a failed or cancelled one)",
+    )
     override = PromotionOverride.objects.filter(release_id=release.pk).first()
     return release_create(
         user=user,
