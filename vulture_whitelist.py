@@ -323,7 +323,7 @@ stays_done  # agents/models.py: shown on the run page
 error_detail  # agents/models.py: shown to admins on the run page
 agent_stay_task  # agents/tasks.py: Celery task, sent by name
 oracle_validation_task  # oracle/tasks.py: Celery task, sent by name
-_.log_message  # benchmarks/agents_bench.py: BaseHTTPRequestHandler hook
+_.log_message  # loopback/__init__.py (QuietHandler): BaseHTTPRequestHandler hook
 _.do_POST  # benchmarks/agents_bench.py: BaseHTTPRequestHandler hook
 _.prompt_chars_per_token  # benchmarks/agents_bench.py: read by agents.llm
 wsgi_app  # gunicorn.conf.py: gunicorn setting

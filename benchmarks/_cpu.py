@@ -18,10 +18,14 @@ from __future__ import annotations
 import atexit
 import os
 import resource
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @dataclass(frozen=True)
@@ -55,6 +59,21 @@ def since(started: Clock) -> str:
         f"wall {now.wall - started.wall:.2f} s, CPU {now.cpu - started.cpu:.2f} s "
         f"(this process and its children), {load()}"
     )
+
+
+def command_timed(
+    argv: list[str], env: dict
+) -> tuple[subprocess.CompletedProcess, float, float]:
+    """``argv`` run from the project's folder, its output captured as text:
+    the finished process, its wall seconds and its CPU seconds (user + system
+    of it and of the children it waited for, start-up included)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    out = subprocess.run(argv, env=env, cwd=ROOT, capture_output=True, text=True)
+    seconds = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return out, seconds, cpu
 
 
 def report_at_exit(label: str | None = None) -> None:

@@ -6,7 +6,6 @@ its process tree."""
 from __future__ import annotations
 
 import os
-import signal
 import sqlite3
 import subprocess
 import sys
@@ -14,7 +13,8 @@ import threading
 import time
 from pathlib import Path
 
-from benchmarks._server import free_port, processes
+from benchmarks._server import processes
+from loopback import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 HOST = "127.0.0.1"
@@ -79,16 +79,6 @@ def serve_start(env: dict, log, log_path: Path, *extra: str):
         except requests.RequestException:
             pass
         time.sleep(0.2)
-
-
-def serve_stop(serve: subprocess.Popen, timeout: float = 60) -> None:
-    """SIGTERM to serve's supervisor (it stops web and worker), then wait."""
-    if serve.poll() is None:
-        serve.send_signal(signal.SIGTERM)
-        try:
-            serve.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            serve.kill()
 
 
 def _tree(root: int) -> dict[int, str]:

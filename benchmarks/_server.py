@@ -5,7 +5,6 @@ while it was measured."""
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -13,12 +12,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 HOST = "127.0.0.1"
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
 
 
 def start_gunicorn(
@@ -176,12 +169,19 @@ def wait_until_up(base: str, proc: subprocess.Popen, seconds: float = 60) -> Non
     raise SystemExit("gunicorn did not answer in time")
 
 
-def stop_gunicorn(proc: subprocess.Popen) -> None:
+def process_stop(proc: subprocess.Popen, timeout: float) -> None:
+    """SIGTERM to a server the benchmark started (gunicorn, or ``manage.py
+    serve``'s supervisor, which stops its web and worker), then SIGKILL if it
+    has not exited within ``timeout`` seconds."""
     if proc.poll() is None:
         proc.terminate()
         try:
-            proc.wait(timeout=20)
+            proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def stop_gunicorn(proc: subprocess.Popen) -> None:
+    process_stop(proc, timeout=20)
     proc._bench_log.close()  # type: ignore[attr-defined]

@@ -64,9 +64,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -75,6 +73,7 @@ import benchmarks._database as pg  # noqa: E402
 from benchmarks._label_texts import agreed_gold_campaign  # noqa: E402
 from benchmarks._payloads import payload_bytes, print_by_index  # noqa: E402
 from benchmarks._worker import worker_start, workers_stop  # noqa: E402
+from loopback import LoopbackServer, QuietHandler  # noqa: E402
 
 WORKERS = 2
 LATENCY = 0.3
@@ -117,7 +116,7 @@ def _setup(n_windows: int):
     return admin, release
 
 
-class TrivialEndpoint:
+class TrivialEndpoint(LoopbackServer):
     """A researcher's agent on loopback: "stable", and the commonest problem
     and action, whatever the context."""
 
@@ -125,12 +124,12 @@ class TrivialEndpoint:
         self.requests = 0
         self.bytes = 0
         self.by_index: dict[int, list[int]] = {}
+        self.start()
+
+    def handler(self):
         outer = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
+        class Handler(QuietHandler):
             def do_POST(self):
                 raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 outer.requests += 1
@@ -153,12 +152,11 @@ class TrivialEndpoint:
                 self.end_headers()
                 self.wfile.write(data)
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        return Handler
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}/predict"
+        return f"{self.root}/predict"
 
 
 def _workers(env: dict, log_dir: Path) -> list[subprocess.Popen]:
@@ -436,6 +434,7 @@ def main() -> None:
             for reason, count in reasons:
                 print(f"  failed {count} × {reason}")
             if endpoint is not None:
+                endpoint.stop()
                 by_index[name] = endpoint.by_index
         if by_index:
             print("endpoint bytes per window by its index in the stay:")

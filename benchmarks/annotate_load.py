@@ -34,6 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from benchmarks._database import database_create, database_done  # noqa: E402
+from benchmarks._parts import clif_demo_imported  # noqa: E402
 from benchmarks._physicians import (  # noqa: E402
     PASSWORD,
     REQUEST_TIMEOUT_S,
@@ -44,13 +45,13 @@ from benchmarks._server import (  # noqa: E402
     HOST,
     cpu_report,
     cpu_snapshot,
-    free_port,
     gunicorn_shape,
     start_gunicorn,
     stop_gunicorn,
     wait_until_up,
 )
 from benchmarks.percentiles import percentile  # noqa: E402 - after the path
+from loopback import free_port  # noqa: E402
 
 BENCH_DB = f"realicu_loadbench_{os.getpid()}"
 
@@ -61,22 +62,14 @@ BENCH_DB = f"realicu_loadbench_{os.getpid()}"
 def _build_data(*, physicians: int, per_physician: int) -> dict:
     """Demo stays, Gold windows, physicians and a campaign, by the real services."""
     from django.contrib.auth import get_user_model
-    from django.core.management import call_command
     from django.db import connection
 
     from accounts.roles import Role, roles_ensure
     from annotation import services
-    from windows.importers.clif import clif_import
     from windows.models import Stay, Window
     from windows.windowing import windows_build_many
 
-    call_command("migrate", verbosity=0)
-    started = time.perf_counter()
-    summary = clif_import()
-    print(
-        f"CLIF demo imported: {summary.total_events:,} events, {summary.stays} stays "
-        f"in {time.perf_counter() - started:.1f} s"
-    )
+    clif_demo_imported()
     annotators_per_window = 2
     needed = physicians * per_physician // annotators_per_window
     stays = list(Stay.objects.order_by("pk"))

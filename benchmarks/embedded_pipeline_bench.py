@@ -40,11 +40,9 @@ import argparse
 import gzip
 import json
 import re
-import resource
 import shutil
 import sqlite3
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -60,6 +58,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from benchmarks._cpu import (  # noqa: E402 - after the path
     ServeStep,
     clock,
+    command_timed,
     load,
     report_at_exit,
     since,
@@ -78,7 +77,6 @@ from benchmarks._embedded import (  # noqa: E402
     serve_libraries,
     serve_memory,
     serve_start,
-    serve_stop,
 )
 from benchmarks._physicians import (  # noqa: E402
     ACTION_ID,
@@ -86,6 +84,7 @@ from benchmarks._physicians import (  # noqa: E402
     FORM_VERSION,
     HX_HEADERS,
 )
+from benchmarks._server import process_stop  # noqa: E402
 from benchmarks.percentiles import percentile  # noqa: E402 - after the path
 
 PHYSICIANS = ("physician1", "physician2", "physician3")
@@ -486,9 +485,7 @@ def main() -> int:
 
         # A Gold release of the campaign, by the command.
         step = ServeStep(serve.pid)
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        started = time.perf_counter()
-        build = subprocess.run(
+        build, command_s, command_cpu = command_timed(
             [
                 *manage,
                 "build_release",
@@ -497,15 +494,7 @@ def main() -> int:
                 "--user",
                 "admin",
             ],
-            env=env,
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-        )
-        command_s = time.perf_counter() - started
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        command_cpu = (after.ru_utime - before.ru_utime) + (
-            after.ru_stime - before.ru_stime
+            env,
         )
         build_step = step.line()
         if build.returncode != 0:
@@ -537,7 +526,7 @@ def main() -> int:
         return 0 if not figures.errors else 1
     finally:
         if serve is not None:
-            serve_stop(serve, timeout=30)
+            process_stop(serve, timeout=30)
         if log is not None:
             log.close()
         if args.keep:

@@ -66,8 +66,8 @@ from benchmarks._embedded import (  # noqa: E402 - after the path
     gold_campaign,
     hx_post,
     serve_start,
-    serve_stop,
 )
+from benchmarks._server import process_stop  # noqa: E402
 from benchmarks.percentiles import percentile  # noqa: E402
 
 DRAFTS_PER_WINDOW = 3
@@ -346,7 +346,7 @@ def main() -> int:
         for f in ("user", "system", "children_user", "children_system")
     )
     load = os.getloadavg()
-    serve_stop(serve)
+    process_stop(serve, timeout=60)
     log.close()
 
     text = log_path.read_text(errors="replace")

@@ -28,7 +28,6 @@ import argparse
 import json
 import os
 import resource
-import subprocess
 import sys
 import tempfile
 import time
@@ -37,6 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from benchmarks._database import database_create, database_drop  # noqa: E402
+from benchmarks._parts import part_run  # noqa: E402
 
 # Its own database, dropped at the end: benchmarks may run side by side.
 BENCH_DB = f"realicu_import_bench_{os.getpid()}"
@@ -44,19 +44,14 @@ STAYS = 4_000
 
 
 def _run_part(part: str, database_url: str | None, extra: list[str]) -> dict:
+    """The part in a fresh process, on ``database_url`` (None: SQLite in its
+    own var folder)."""
     env = dict(os.environ)
     env.pop("DATABASE_URL", None)
     if database_url:
         env["DATABASE_URL"] = database_url
     env["REALICU_VAR_DIR"] = tempfile.mkdtemp(prefix="realicu-bench-")
-    out = subprocess.run(
-        [sys.executable, __file__, "--part", part, *extra],
-        env=env,
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return part_run(__file__, part, env, *extra)
 
 
 def write_mimic(folder: Path, rows: int, stays: int = STAYS) -> Path:

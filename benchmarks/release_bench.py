@@ -34,9 +34,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import resource
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -46,6 +44,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 import benchmarks._database as pg  # noqa: E402
 from benchmarks._cpu import (  # noqa: E402 - after the path
+    command_timed,
     load,
     postgres_server_pid,
     report_at_exit,
@@ -333,9 +332,7 @@ def _gold_command(env: dict, campaign_id: int) -> tuple[float, float, float]:
     (its postmaster's tree on this machine; 0.0 when it runs elsewhere)."""
     server = postgres_server_pid()
     server_before = tree_cpu(server) if server else 0.0
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    started = time.perf_counter()
-    out = subprocess.run(
+    out, seconds, cpu = command_timed(
         [
             sys.executable,
             "manage.py",
@@ -345,16 +342,10 @@ def _gold_command(env: dict, campaign_id: int) -> tuple[float, float, float]:
             "--user",
             "bench",
         ],
-        env=env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
+        env,
     )
-    seconds = time.perf_counter() - started
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if out.returncode:
         raise SystemExit(f"build_release failed:\n{out.stderr[-3000:]}")
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     database = (tree_cpu(server) - server_before) if server else 0.0
     return seconds, cpu, database
 
@@ -368,12 +359,12 @@ def _per_window(values: list[float], windows: int) -> str:
 
 
 def gold(env: dict, windows: int) -> None:
-    data = _run("gold_data", env, str(windows))
+    data = part_run(__file__, "gold_data", env, str(windows))
     print(
         f"gold data: {data['windows']} Gold windows, {GOLD_PHYSICIANS} physicians' "
         f"labels and consensus ({data['seconds']:.1f} s to generate)"
     )
-    build = _run("gold_build", env, str(data["campaign_id"]))
+    build = part_run(__file__, "gold_build", env, str(data["campaign_id"]))
     print(
         f"gold build ({build['windows']} windows), first in a fresh process: "
         f"{build['wall'][0]:.3f} s wall, {build['cpu'][0]:.3f} s CPU; the next "
@@ -396,12 +387,12 @@ def gold(env: dict, windows: int) -> None:
 
 
 def scale(env: dict, tmp: Path) -> None:
-    data = _run("data", env)
+    data = part_run(__file__, "data", env)
     print(
         f"data: {data['windows']} windows, {data['events']} events "
         f"({data['seconds']:.1f} s to generate)"
     )
-    build = _run("build", env, str(data["run_id"]))
+    build = part_run(__file__, "build", env, str(data["run_id"]))
     print(
         f"build: {build['windows']} windows, {build['context_events']} context "
         "events, "
@@ -409,9 +400,9 @@ def scale(env: dict, tmp: Path) -> None:
         f"{build['cpu']:.1f} s CPU, peak {build['peak_mb']:.0f} MB; {load()}"
     )
     predictions = str(tmp / "predictions.jsonl")
-    _run("predictions", env, str(build["release_id"]), predictions)
+    part_run(__file__, "predictions", env, str(build["release_id"]), predictions)
     for label in ("cold", "warm"):
-        score = _run("score", env, str(build["release_id"]), predictions)
+        score = part_run(__file__, "score", env, str(build["release_id"]), predictions)
         print(
             f"scoring ({label} cache): {score['seconds']:.1f} s wall, "
             f"{score['cpu']:.1f} s CPU (validation "
@@ -483,10 +474,6 @@ def part_score(release_id: str, path: str) -> dict:
         **figures,
         "peak_mb": peak_mb(),
     }
-
-
-def _run(part: str, env: dict, *args: str) -> dict:
-    return part_run(__file__, part, env, *args)
 
 
 def main() -> None:

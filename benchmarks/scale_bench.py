@@ -78,11 +78,11 @@ def _s3_start(endpoint: str | None) -> dict:
 
     import boto3
 
+    from loopback import free_port
+
     process = None
     if endpoint is None:
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port = sock.getsockname()[1]
+        port = free_port()
         process = subprocess.Popen(
             [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
             stdout=subprocess.DEVNULL,

@@ -252,10 +252,6 @@ def part_score(release_id: str, path: str) -> dict:
     }
 
 
-def _run(part: str, env: dict, *args: str) -> dict:
-    return part_run(__file__, part, env, *args)
-
-
 def part_data(stays: str) -> dict:
     release_bench.STAYS = int(stays)
     return release_bench.part_data()
@@ -296,14 +292,15 @@ def main() -> None:
     try:
         with tempfile.TemporaryDirectory() as tmp:
             env = part_environment(pg.database_url(db), Path(tmp))
-            data = _run("data", env, str(options.stays))
-            build = _run("build", env, str(data["run_id"]))
+            data = part_run(__file__, "data", env, str(options.stays))
+            build = part_run(__file__, "build", env, str(data["run_id"]))
             print(
                 f"release: {build['windows']:,} windows ({data['seconds']:.0f} s to "
                 f"generate, {build['seconds']:.0f} s to build)"
             )
             predictions = str(Path(tmp) / "predictions.jsonl")
-            made = _run(
+            made = part_run(
+                __file__,
                 "predictions",
                 env,
                 str(build["release_id"]),
@@ -316,7 +313,9 @@ def main() -> None:
                 f"{made['pool']:,}"
             )
             for label in ("cold", "warm"):
-                score = _run("score", env, str(build["release_id"]), predictions)
+                score = part_run(
+                    __file__, "score", env, str(build["release_id"]), predictions
+                )
                 rate = (
                     f"{score['encoded'] / score['encode_seconds']:,.0f} texts/s"
                     if score["encode_seconds"]

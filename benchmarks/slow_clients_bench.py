@@ -46,12 +46,6 @@ STALLS = {
 }
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--stalled", type=int, default=20, help="per kind of stall")
@@ -59,6 +53,8 @@ def main() -> int:
     args = parser.parse_args()
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "realicu_web.settings")
+    from benchmarks._server import process_stop
+    from loopback import free_port
     from realicu_web.management.commands.serve import Command, web_command
 
     options = Command().create_parser("manage.py", "serve").parse_args([])
@@ -81,7 +77,7 @@ def main() -> int:
         check=True,
         capture_output=True,
     )
-    port = _free_port()
+    port = free_port()
     argv = web_command(
         bind=f"127.0.0.1:{port}",
         workers=options.web_workers,
@@ -138,11 +134,7 @@ def main() -> int:
             )
             time.sleep(0.5)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        process_stop(proc, timeout=30)
         log.close()
     return 0
 
