@@ -16,7 +16,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from accounts.access import role_required
 from accounts.roles import user_is_admin
-from accounts.web import error_text, render_page_or_partial
+from accounts.web import error_text, refusal_shown, render_page_or_partial
 from agents import selectors, selectors_pages, services
 from exports.roles import user_may_use_releases
 
@@ -136,10 +136,8 @@ def _run_act(request, run_id: int, action):
     """``action`` (a service taking the user and the run) on the run the
     address names; its refusal as a message, and back to the run's page."""
     run = _run_or_404(request, run_id)
-    try:
+    with refusal_shown(request):
         action(user=request.user, run=run)
-    except (ValidationError, PermissionDenied) as error:
-        messages.error(request, error_text(error))
     return redirect("agents:run_detail", run_id=run.pk)
 
 

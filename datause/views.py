@@ -14,7 +14,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from accounts.access import admin_required, role_required
 from accounts.roles import user_is_admin, user_is_researcher
-from accounts.web import error_text
+from accounts.web import error_text, refusal_shown
 from datause import selectors, services
 from datause.models import AttestationPurpose, AuditKind
 from windows.models import DataSource
@@ -183,11 +183,8 @@ def attestation_record(request):
 
 
 def _act(request, action, done: str):
-    try:
+    with refusal_shown(request):
         action()
-    except (ValidationError, PermissionDenied) as error:
-        messages.error(request, error_text(error))
-    else:
         messages.success(request, done)
     return redirect("datause:data_use")
 
