@@ -345,6 +345,9 @@ def world(db):
 
 
 def client_for(world, role: str) -> Client:
+    """``role``'s client, signed in and holding its API token: it raises what
+    would have been a 500, so a failure shows its traceback; 4xx answers come
+    back as responses."""
     client = Client(raise_request_exception=True)
     user = world["users"][role]
     if user is not None:

@@ -32,6 +32,7 @@ from hypothesis import strategies as st
 
 from tests.test_forged_requests import (  # noqa: F401  (fixtures)
     _isolated,
+    client_for,
     site_routes,
     url_of,
     world,
@@ -47,17 +48,6 @@ BIG = 2**63
 # The known 500s ---------------------------------------------------------------
 
 
-def _client(world, role: str) -> Client:
-    """A client that raises what would have been a 500, so a failure shows
-    its traceback; 4xx answers come back as responses."""
-    client = Client(raise_request_exception=True)
-    user = world["users"][role]
-    if user is not None:
-        client.force_login(user)
-        client.defaults["HTTP_AUTHORIZATION"] = f"Token {world['tokens'][role]}"
-    return client
-
-
 @pytest.mark.parametrize(
     "path",
     [
@@ -70,7 +60,7 @@ def _client(world, role: str) -> Client:
     ],
 )
 def test_a_nul_byte_or_an_overlong_path_is_a_4xx(world, path):
-    response = _client(world, "admin").get(path.format(**world["ids"]))
+    response = client_for(world, "admin").get(path.format(**world["ids"]))
     assert 400 <= response.status_code < 500, response.status_code
 
 
@@ -87,7 +77,7 @@ def test_a_nul_byte_or_an_overlong_path_is_a_4xx(world, path):
 def test_evidence_beyond_the_integer_range_is_a_4xx_naming_it(
     world, evidence, message, endpoint
 ):
-    client = _client(world, "physician")
+    client = client_for(world, "physician")
     payload = {
         "status": "stable",
         "status_evidence": evidence,
@@ -112,12 +102,12 @@ def test_evidence_beyond_the_integer_range_is_a_4xx_naming_it(
     ],
 )
 def test_an_id_beyond_the_range_in_a_url_is_a_404(world, path):
-    client = _client(world, "admin")
+    client = client_for(world, "admin")
     assert client.get(path.format(**world["ids"])).status_code == 404
 
 
 def test_a_30_digit_cohort_or_physician_on_the_campaign_form_is_its_error(world):
-    client = _client(world, "admin")
+    client = client_for(world, "admin")
     for field, value in (("cohort", "9" * 30), ("physicians", str(BIG))):
         response = client.post(
             reverse("annotation:campaign_new"),
@@ -128,7 +118,7 @@ def test_a_30_digit_cohort_or_physician_on_the_campaign_form_is_its_error(world)
 
 
 def test_30_digit_campaigns_on_the_calibration_draw_name_no_campaign(world):
-    client = _client(world, "admin")
+    client = client_for(world, "admin")
     response = client.post(
         reverse("annotation:calibration_draw"),
         {
@@ -236,7 +226,7 @@ def _site_forms(world) -> tuple[dict[Form, set[str]], dict[str, set[str]]]:
         forms.setdefault(form, set()).update(fields)
     values: dict[str, set[str]] = {}
     for role in ("physician", "researcher", "admin"):
-        client = _client(world, role)
+        client = client_for(world, role)
         for route in site_routes():
             if route.name == "logout":
                 continue
@@ -389,7 +379,7 @@ HYPOTHESIS = {
 
 def test_every_url_parameter_answers_without_a_5xx(world):
     routes = [r for r in site_routes() if r.params and r.name != "logout"]
-    clients = {role: _client(world, role) for role in ROLES}
+    clients = {role: client_for(world, role) for role in ROLES}
     found: list[str] = []
     segment = st.one_of(
         st.integers(min_value=0, max_value=2**70).map(str),
@@ -441,7 +431,7 @@ def test_every_form_answers_any_values_without_a_5xx(world, settings):
         ("windows:stay_list", "get"),
     } <= set(posted), posted
     routes = {r.name: r for r in site_routes()}
-    clients = {role: _client(world, role) for role in ROLES}
+    clients = {role: client_for(world, role) for role in ROLES}
     ids = sorted({str(v) for v in world["ids"].values() if isinstance(v, int)})
     found: list[str] = []
 
