@@ -72,22 +72,10 @@ def _statuses(client, api, release) -> dict:
     }
 
 
-REFUSED = {
-    "listed": (False, False),
-    "page": 403,
-    "file": 403,
-    "api": 403,
-    "api_file": 403,
-    "api_windows": 403,
-}
-ALLOWED = {
-    "listed": (True, True),
-    "page": 200,
-    "file": 200,
-    "api": 200,
-    "api_file": 200,
-    "api_windows": 200,
-}
+# The release's page, file and API answers, each refused (403) or served (200).
+ANSWERS = ("page", "file", "api", "api_file", "api_windows")
+REFUSED = {"listed": (False, False)} | dict.fromkeys(ANSWERS, 403)
+ALLOWED = {"listed": (True, True)} | dict.fromkeys(ANSWERS, 200)
 
 
 def test_the_release_of_mimic_iv_data_records_credentialed_terms(mimic_release):
