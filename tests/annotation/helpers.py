@@ -1,9 +1,27 @@
-"""Helpers of the annotation tests: a physician's draft and submit of an
-assignment, a plain label submission, an admin's accepts, and the state a
-refused write must leave alone."""
+"""Helpers of the annotation tests: a campaign whose items need no evidence, a
+physician's draft and submit of an assignment, a plain label submission, an
+admin's accepts, and the state a refused write must leave alone."""
 
 from annotation.models import Assignment, Label, LabelRevision
-from annotation.services import adjudication_decide, label_save_draft, label_submit
+from annotation.services import (
+    adjudication_decide,
+    campaign_create,
+    label_save_draft,
+    label_submit,
+)
+
+
+def campaign_without_evidence(admin, name, windows, physicians, **fields):
+    """A campaign (``fields`` as campaign_create's) whose items need cite no
+    evidence: for tests of agreement, consensus or blindness, not of citing."""
+    return campaign_create(
+        admin=admin,
+        name=name,
+        windows=windows,
+        physicians=physicians,
+        evidence_required=False,
+        **fields,
+    )
 
 
 def draft_as(physician, assignment, payload, version=0, **more):

@@ -8,11 +8,11 @@ import pytest
 
 from annotation.models import ConsensusLabel, WindowAgreement
 from annotation.selectors.agreement import windows_due_agreement
-from annotation.services import campaign_create, label_reopen
+from annotation.services import label_reopen
 from annotation.tasks import window_agreement_task
 
 from .conftest import make_gold_windows
-from .helpers import submit_status_and_problem
+from .helpers import campaign_without_evidence, submit_status_and_problem
 
 
 class FastModel:
@@ -38,13 +38,7 @@ def windows(stay):
 
 @pytest.fixture
 def campaign(admin_user, physicians, windows):
-    return campaign_create(
-        admin=admin_user,
-        name="Catch-up",
-        windows=windows,
-        physicians=physicians,
-        evidence_required=False,
-    )
+    return campaign_without_evidence(admin_user, "Catch-up", windows, physicians)
 
 
 @pytest.mark.django_db

@@ -13,12 +13,12 @@ from django.core.exceptions import ValidationError
 from django.db import connection, connections
 
 from annotation.models import ConsensusLabel, WindowAgreement
-from annotation.services import campaign_create, label_reopen
+from annotation.services import label_reopen
 from annotation.services.agreement import window_consensus_refresh
 from evaluation.matcher import SemanticMatcher
 
 from .conftest import make_gold_windows
-from .helpers import submit_status_and_problem
+from .helpers import campaign_without_evidence, submit_status_and_problem
 
 pytestmark = pytest.mark.django_db(transaction=True)
 WAIT = 30
@@ -61,13 +61,7 @@ def slow_model(monkeypatch):
 @pytest.fixture
 def window_pair(admin_user, physicians, stay):
     windows = make_gold_windows(stay=stay, count=2)
-    campaign = campaign_create(
-        admin=admin_user,
-        name="Cold start",
-        windows=windows,
-        physicians=physicians,
-        evidence_required=False,
-    )
+    campaign = campaign_without_evidence(admin_user, "Cold start", windows, physicians)
     return campaign, windows
 
 

@@ -56,7 +56,6 @@ from annotation.models import (
 from annotation.services import (
     adjudication_decide,
     assignment_add,
-    campaign_create,
     label_submit,
     window_consensus_refresh,
 )
@@ -65,7 +64,7 @@ from tests.factories import make_admission, make_stay
 from tests.test_forged_requests import site_routes
 
 from .conftest import make_gold_windows, make_role_user
-from .helpers import accept_items
+from .helpers import accept_items, campaign_without_evidence
 from .test_consensus import matcher  # noqa: F401
 
 pytestmark = pytest.mark.django_db
@@ -133,22 +132,11 @@ def world(matcher):
     a, b, d, e, outsider = (make_role_user(Role.PHYSICIAN) for _ in range(5))
     stay = make_stay(admission=make_admission(), hours=24)
     w = make_gold_windows(stay=stay, count=4)
-    one = campaign_create(
-        admin=admin,
-        name="one",
-        windows=w[:2],
-        physicians=[a, b],
-        annotators_per_window=2,
-        evidence_required=False,  # canaries are texts; their stay has no events
+    # Canaries are texts; their stay has no events.
+    one = campaign_without_evidence(
+        admin, "one", w[:2], [a, b], annotators_per_window=2
     )
-    two = campaign_create(
-        admin=admin,
-        name="two",
-        windows=w,
-        physicians=[a],
-        annotators_per_window=1,
-        evidence_required=False,
-    )
+    two = campaign_without_evidence(admin, "two", w, [a], annotators_per_window=1)
     for window, physician in ((w[0], d), (w[1], b), (w[2], d), (w[3], e)):
         assignment_add(admin=admin, window=window, campaign=two, physician=physician)
 
@@ -448,21 +436,11 @@ def admin_world(world, matcher):
     r = make_role_user(Role.ADMIN, is_superuser=True)
     r.groups.add(roles_ensure()[Role.PHYSICIAN])
     f = make_role_user(Role.PHYSICIAN)
-    three = campaign_create(
-        admin=admin,
-        name="three",
-        windows=w[:2],
-        physicians=[r, a],
-        annotators_per_window=2,
-        evidence_required=False,
+    three = campaign_without_evidence(
+        admin, "three", w[:2], [r, a], annotators_per_window=2
     )
-    four = campaign_create(
-        admin=admin,
-        name="four",
-        windows=w[2:3],
-        physicians=[e, f],
-        annotators_per_window=2,
-        evidence_required=False,
+    four = campaign_without_evidence(
+        admin, "four", w[2:3], [e, f], annotators_per_window=2
     )
     canaries = dict(world["canaries"])
     for field in FIELDS:

@@ -36,7 +36,7 @@ from jobs.models import OutboxMessage
 from tests.factories import make_admission, make_stay
 
 from .conftest import make_gold_windows, make_role_user
-from .helpers import written_state
+from .helpers import campaign_without_evidence, written_state
 
 PROBLEMS = "acute_problems"
 ACTIONS = "recommended_actions"
@@ -69,13 +69,7 @@ def windows(stay, clinical):
 @pytest.fixture
 def gold(admin_user, physicians, windows):
     # Consensus, not citing, is under test: items here carry no evidence.
-    return campaign_create(
-        admin=admin_user,
-        name="Gold IRR",
-        windows=windows,
-        physicians=physicians,
-        evidence_required=False,
-    )
+    return campaign_without_evidence(admin_user, "Gold IRR", windows, physicians)
 
 
 def submit(

@@ -22,6 +22,7 @@ from annotation.services import (
 )
 
 from .conftest import make_role_user
+from .helpers import campaign_without_evidence
 
 
 def test_critical_actions_are_the_windows_recorded_critical_ones(assignment, clinical):
@@ -167,7 +168,6 @@ def test_suggestions_leave_out_a_co_raters_words_from_every_campaign(
     another stay's window, with someone else): none of it is suggested
     (issue 12); the other rater's words are."""
     from annotation.models import CampaignPhysician
-    from annotation.services import campaign_create
     from tests.factories import make_admission, make_stay
 
     from .conftest import make_gold_windows
@@ -177,13 +177,8 @@ def test_suggestions_leave_out_a_co_raters_words_from_every_campaign(
     elsewhere = make_gold_windows(
         stay=make_stay(admission=make_admission(), hours=12), count=1
     )
-    other = campaign_create(
-        admin=admin_user,
-        name="Other",
-        windows=elsewhere,
-        physicians=[b, c],
-        evidence_required=False,  # its stay has no events to cite
-    )
+    # Its stay has no events to cite.
+    other = campaign_without_evidence(admin_user, "Other", elsewhere, [b, c])
     # a takes part in the other campaign, on none of its windows yet
     CampaignPhysician.objects.create(campaign=other, user=a)
     for physician, text in ((b, "Pneumothorax"), (c, "Pneumonia")):

@@ -21,6 +21,7 @@ from tests.annotation.conftest import (  # noqa: F401 - fixtures
     physicians,
     stay,
 )
+from tests.annotation.helpers import campaign_without_evidence
 from tests.annotation.test_consensus import matcher, submit  # noqa: F401
 from tests.oracle.helpers import rules_run
 
@@ -33,13 +34,8 @@ def gold(admin_user, physicians, stay, clinical, matcher):
     actions acceptable (norepinephrine, ventilator). w1: stable, 'Septic
     shock'. w2: stable. w3: stable vs deteriorating, an open dispute."""
     windows = make_gold_windows(stay=stay, count=4)
-    campaign = campaign_create(
-        admin=admin_user,
-        name="Gold V",
-        windows=windows,
-        physicians=physicians,
-        evidence_required=False,  # the Oracle's validation is under test
-    )
+    # The Oracle's validation is under test.
+    campaign = campaign_without_evidence(admin_user, "Gold V", windows, physicians)
     a, b = physicians
     w0, w1, w2, w3 = windows
     for p in (a, b):
@@ -301,13 +297,7 @@ def test_report_names_the_windows_still_awaiting_labels_and_a_report_of_nothing_
     from oracle.promotion_gate import gate_failure_text, promotion_gate
 
     windows = make_gold_windows(stay=stay, count=5)
-    campaign = campaign_create(
-        admin=admin_user,
-        name="Gold open",
-        windows=windows,
-        physicians=physicians,
-        evidence_required=False,
-    )
+    campaign = campaign_without_evidence(admin_user, "Gold open", windows, physicians)
     for p in physicians:
         submit(p, campaign, windows[0], "deteriorating")
         submit(p, campaign, windows[1], "stable")
