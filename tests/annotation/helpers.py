@@ -12,7 +12,7 @@ from annotation.services import (
 
 
 def campaign_without_evidence(admin, name, windows, physicians, **fields):
-    """A campaign (``fields`` as campaign_create's) whose items need cite no
+    """A campaign (``fields`` as campaign_create's) whose items need not cite
     evidence: for tests of agreement, consensus or blindness, not of citing."""
     return campaign_create(
         admin=admin,
