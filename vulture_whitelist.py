@@ -303,6 +303,8 @@ regex  # accounts/ids.py
 _.to_url  # accounts/ids.py
 # model fields set by a service
 _.revoked_by  # datause/services.py
+_.pilot_probability  # oracle/models.py GoldInclusion: read by name (values_list)
+other_runs  # oracle/forms.py GoldDrawForm: a form field, read from cleaned_data
 # dataclass fields and dict keys read by templates, manifests or by name
 definition  # surveillance/checkpoints.py
 antibiotic_time  # windows/concepts/sepsis.py
