@@ -11,9 +11,9 @@ process is killed, the reaper gives the build to a worker."""
 import time
 
 from django.contrib.auth import get_user_model
-from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
+from accounts.commands import service_refusals
 from annotation.models import Campaign
 from exports.building import release_build, release_folder
 from exports.models import Release, ReleaseKind, ReleaseState
@@ -72,7 +72,7 @@ class Command(BaseCommand):
         admin = get_user_model().objects.filter(username=user).first()
         if admin is None:
             raise CommandError(f"No user {user!r}.")
-        try:
+        with service_refusals():
             if kind == ReleaseKind.SURVEILLANCE:
                 found = (
                     Cohort.objects.filter(pk=cohort).first()
@@ -128,9 +128,6 @@ class Command(BaseCommand):
                 )
                 time.sleep(1)
                 release = Release.objects.get(pk=release.pk)
-        except (ValidationError, PermissionDenied) as exc:
-            messages = getattr(exc, "messages", None) or [str(exc)]
-            raise CommandError("; ".join(messages)) from exc
         if release.state != ReleaseState.READY:
             raise CommandError(
                 f"{release} (id {release.pk}) is {release.get_state_display().lower()}"

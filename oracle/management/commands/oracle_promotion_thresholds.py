@@ -5,10 +5,9 @@ ones (all four at once; the earlier ones stay as history)."""
 
 from __future__ import annotations
 
-from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
-from accounts.commands import command_user
+from accounts.commands import command_user, service_refusals
 from oracle.promotion_gate import (
     GATE_FIGURES,
     PAPER_TABLE1,
@@ -51,12 +50,8 @@ class Command(BaseCommand):
                     "Give all four: --status --problems --actions --red-flags."
                 )
             user = command_user(admin, option="--admin", recorded="the thresholds")
-            try:
+            with service_refusals():
                 promotion_thresholds_set(user=user, values=given, note=note)
-            except (ValidationError, PermissionDenied) as error:
-                raise CommandError(
-                    " ".join(getattr(error, "messages", [str(error)]))
-                ) from error
         current = promotion_thresholds_current()
         who = (
             f", {current['set_by']} at {current['set_at']}" if current["set_by"] else ""
