@@ -35,6 +35,16 @@ def prompts(fake_llm) -> list[tuple[float, float, str]]:
     return out
 
 
+def _prompts_of_a_done_run(agent, fake_llm, backbone, release, user):
+    """``agent`` run through on ``release``: it ends done, and its prompts,
+    one a window (four), as prompts() reads them."""
+    run = run_inline(agent, release, backbone, user)
+    assert run.state == RunState.DONE, run.error
+    seen = prompts(fake_llm)
+    assert len(seen) == 4
+    return seen
+
+
 def event_hours(prompt: str) -> list[float]:
     return [float(h) for h in _TAG.findall(prompt)]
 
@@ -42,10 +52,9 @@ def event_hours(prompt: str) -> list[float]:
 def test_local_window_sees_only_its_window(
     fake_llm, fake_backbone, tiny_release, admin_user
 ):
-    run = run_inline("local-window", tiny_release, fake_backbone, admin_user)
-    assert run.state == RunState.DONE, run.error
-    seen = prompts(fake_llm)
-    assert len(seen) == 4
+    seen = _prompts_of_a_done_run(
+        "local-window", fake_llm, fake_backbone, tiny_release, admin_user
+    )
     shown = 0
     for start, end, prompt in seen:
         for hours in event_hours(prompt):
@@ -63,10 +72,9 @@ def test_local_window_sees_only_its_window(
 def test_full_context_never_sees_the_end_or_after(
     fake_llm, fake_backbone, tiny_release, admin_user
 ):
-    run = run_inline("full-context", tiny_release, fake_backbone, admin_user)
-    assert run.state == RunState.DONE, run.error
-    seen = prompts(fake_llm)
-    assert len(seen) == 4
+    seen = _prompts_of_a_done_run(
+        "full-context", fake_llm, fake_backbone, tiny_release, admin_user
+    )
     for _start, end, prompt in seen:
         assert all(h < end for h in event_hours(prompt)), (end, prompt)
         assert "Death" not in prompt and "Disposition" not in prompt
