@@ -9,13 +9,17 @@ import itertools
 from datetime import UTC, datetime, timedelta
 
 from django.contrib.auth import get_user_model
+from django.utils import timezone
 
+from jobs.leases import job_claim
 from windows.models import (
     Admission,
     DiseaseGroup,
     Domain,
     Event,
     EventKind,
+    ImportRun,
+    ImportStatus,
     Outcome,
     Patient,
     Source,
@@ -104,19 +108,42 @@ def make_stay(
     return Stay.objects.create(admission=admission, **defaults)
 
 
+def make_silent_import() -> ImportRun:
+    """A CLIF import a worker claimed and then went silent: its heartbeat an hour
+    old, past the reaper's staleness limit."""
+    run = ImportRun.objects.create(source=Source.CLIF)
+    job_claim(
+        model=ImportRun,
+        pk=run.pk,
+        claimable=(ImportStatus.QUEUED,),
+        running=ImportStatus.RUNNING,
+        state_field="status",
+    )
+    ImportRun.objects.filter(pk=run.pk).update(
+        heartbeat_at=timezone.now() - timedelta(hours=1)
+    )
+    return run
+
+
+# What make_event and make_events chart unless told otherwise.
+HEART_RATE = {
+    "kind": EventKind.OBSERVATION,
+    "domain": Domain.VITALS,
+    "category": "heart_rate",
+    "name": "Heart rate",
+    "value_num": 88.0,
+    "unit": "bpm",
+    "source_table": "vitals",
+}
+
+
 def make_event(
     *, admission: Admission, time: datetime | None = None, **fields
 ) -> Event:
     n = _n()
     defaults = {
         "time": time or admission.admit_time,
-        "kind": EventKind.OBSERVATION,
-        "domain": Domain.VITALS,
-        "category": "heart_rate",
-        "name": "Heart rate",
-        "value_num": 88.0,
-        "unit": "bpm",
-        "source_table": "vitals",
+        **HEART_RATE,
         "source_key": f"row:{n}",
     }
     defaults.update(fields)
@@ -133,16 +160,7 @@ def make_events(
 ) -> list[Event]:
     """``count`` events of one kind, ``every`` apart from ``start``, in one insert."""
     start = start or admission.admit_time
-    defaults = {
-        "kind": EventKind.OBSERVATION,
-        "domain": Domain.VITALS,
-        "category": "heart_rate",
-        "name": "Heart rate",
-        "value_num": 88.0,
-        "unit": "bpm",
-        "source_table": "vitals",
-    }
-    defaults.update(fields)
+    defaults = HEART_RATE | fields
     return Event.objects.bulk_create(
         Event(
             admission=admission,
@@ -259,21 +277,36 @@ def coded_procedure(
     return event_at(stay, hours, **(defaults | coded | source | fields))
 
 
+# The notes as windows.importers.mimic.notes stores them (value_text: the note).
+RADIOLOGY_REPORT = {
+    "kind": EventKind.OBSERVATION,
+    "domain": Domain.NOTES,
+    "category": "radiology_report",
+    "name": "CHEST (PORTABLE AP)",
+    **NO_VALUE,
+    "source_table": "radiology",
+}
+DISCHARGE_SUMMARY = {
+    "kind": EventKind.OUTCOME,
+    "domain": Domain.NOTES,
+    "category": "discharge_summary",
+    "name": "Discharge summary",
+    **NO_VALUE,
+    "source_table": "discharge",
+}
+
+
 def radiology_report(
     stay: Stay, hours: float, text: str, name: str = "CHEST (PORTABLE AP)", **fields
 ):
     """A radiology report (a bedside note)."""
-    defaults = {"domain": Domain.NOTES, "category": "radiology_report", **NO_VALUE}
-    note = {"name": name, "value_text": text, "source_table": "radiology"}
-    return event_at(stay, hours, **(defaults | note | fields))
+    note = {"name": name, "value_text": text}
+    return event_at(stay, hours, **(RADIOLOGY_REPORT | note | fields))
 
 
 def discharge_summary(stay: Stay, hours: float, text: str, **fields):
     """The discharge summary (an outcome note, hindsight only)."""
-    defaults = {"kind": EventKind.OUTCOME, "domain": Domain.NOTES, **NO_VALUE}
-    note = {"category": "discharge_summary", "name": "Discharge summary"}
-    source = {"value_text": text, "source_table": "discharge"}
-    return event_at(stay, hours, **(defaults | note | source | fields))
+    return event_at(stay, hours, **(DISCHARGE_SUMMARY | {"value_text": text} | fields))
 
 
 def complete_label(**changes) -> dict:

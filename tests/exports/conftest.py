@@ -1,8 +1,6 @@
 """Fixtures of the exports tests: users by role, release folders under the
 test's tmp dir, and a tiny Scale release whose metrics are computed by hand."""
 
-from datetime import timedelta
-
 import pytest
 
 from accounts.roles import Role
@@ -10,8 +8,8 @@ from exports.building import release_build
 from exports.models import ReleaseKind
 from exports.services import release_create
 from tests.annotation.conftest import make_role_user
-from tests.factories import make_admission, make_event, make_stay
-from windows.models import DiseaseGroup, Domain, EventKind
+from tests.factories import death, drip, event_at, make_admission, make_stay
+from windows.models import DiseaseGroup, Domain
 from windows.windowing import windows_build
 
 from .helpers import make_oracle_run, oracle_payload
@@ -42,39 +40,18 @@ def tiny_stays(db):
     c = make_stay(
         admission=make_admission(), hours=2, disease_group=DiseaseGroup.SEPSIS
     )
-    t0 = a.intime
     events = {
-        "before_icu": make_event(admission=a.admission, time=t0 - timedelta(hours=3)),
-        "norepinephrine": make_event(
-            admission=a.admission,
-            time=t0 + timedelta(minutes=10),
-            kind=EventKind.ACTION,
-            domain=Domain.MED_CONTINUOUS,
-            category="norepinephrine",
-            name="Norepinephrine",
-            value_num=0.08,
-            unit="mcg/kg/min",
-            value_text="dose_change",
-            previous_value="0.05",
-            source_table="medication_admin_continuous",
+        "before_icu": event_at(a, -3),
+        "norepinephrine": drip(
+            a, "norepinephrine", 0.08, 10 / 60, "dose_change", previous_value="0.05"
         ),
-        "between": make_event(admission=a.admission, time=t0 + timedelta(minutes=60)),
-        "at_end": make_event(
-            admission=a.admission, time=t0 + timedelta(hours=2, minutes=30)
-        ),
-        "after": make_event(admission=a.admission, time=t0 + timedelta(hours=3)),
-        "death_early": make_event(
-            admission=a.admission,
-            time=t0 + timedelta(minutes=20),
-            kind=EventKind.OUTCOME,
-            domain=Domain.OUTCOME,
-            category="death",
-            name="Death",
-        ),
-        "disposition": make_event(
-            admission=a.admission,
-            time=t0 + timedelta(minutes=25),
-            kind=EventKind.OBSERVATION,
+        "between": event_at(a, 1),
+        "at_end": event_at(a, 2.5),
+        "after": event_at(a, 3),
+        "death_early": death(a, 20 / 60),
+        "disposition": event_at(
+            a,
+            25 / 60,
             domain=Domain.ADT,
             category="discharge_disposition",
             name="Disposition",

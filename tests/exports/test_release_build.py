@@ -183,26 +183,12 @@ def test_coded_records_never_reach_a_context_and_labels_citing_them_are_cleaned(
     patient_procedures are, at 05:00 of the billing date): not in the context,
     and a label made before it was marked as coded (citing it, rating it as an
     action) is released without it."""
-    from datetime import timedelta
-
-    from tests.factories import make_event
-    from windows.models import Domain, EventKind
+    from tests.factories import coded_procedure
 
     from .helpers import oracle_payload
 
     a = tiny_stays["stays"][0]
-    coded = make_event(
-        admission=a.admission,
-        time=a.intime + timedelta(minutes=15),
-        kind=EventKind.CODED,
-        domain=Domain.PROCEDURES,
-        category="ICD10PCS",
-        name="ICD10PCS 5A1955Z",
-        value_num=None,
-        unit="",
-        value_text="5A1955Z",
-        source_table="patient_procedures",
-    )
+    coded = coded_procedure(a, 0.25, "ICD10PCS", "5A1955Z")
     ne = tiny_stays["events"]["norepinephrine"].pk
     window = tiny_stays["windows"]["A"][0]
     labels = dict(tiny_labels)

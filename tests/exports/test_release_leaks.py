@@ -25,6 +25,7 @@ from tests.bedside_reference import (
     BedsideReference,
     add_events_at_window_ends,
 )
+from tests.factories import DISCHARGE_SUMMARY, RADIOLOGY_REPORT
 from windows.importers.clif import clif_import
 from windows.models import Admission, Domain, Event, EventKind, Stay, Window
 from windows.selectors_context import OUTCOME_REVEALING_CATEGORIES
@@ -115,12 +116,8 @@ def _add_notes() -> int:
                 Event(
                     admission=admission,
                     time=time,
-                    kind=EventKind.OBSERVATION,
-                    domain=Domain.NOTES,
-                    category="radiology_report",
-                    name="CHEST (PORTABLE AP)",
+                    **RADIOLOGY_REPORT,
                     value_text=f"FINDINGS: report {n} at {time.isoformat()}.",
-                    source_table="radiology",
                     source_key=f"{admission.pk}-RR-{n}",
                 )
             )
@@ -129,12 +126,8 @@ def _add_notes() -> int:
             Event(
                 admission=admission,
                 time=last + timedelta(days=1),
-                kind=EventKind.OUTCOME,
-                domain=Domain.NOTES,
-                category="discharge_summary",
-                name="Discharge summary",
+                **DISCHARGE_SUMMARY,
                 value_text=f"{DISCHARGE_MARK} Discharge Disposition: Expired",
-                source_table="discharge",
                 source_key=f"{admission.pk}-DS-1",
             )
         )

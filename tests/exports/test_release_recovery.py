@@ -17,11 +17,11 @@ from exports.building import build as building_job
 from exports.building import release_build
 from exports.models import Release, ReleaseKind, ReleaseState
 from exports.services import release_create
-from jobs.leases import job_claim
 from jobs.models import OutboxMessage
 from jobs.reaper import job_check, jobs_reap
 from tests.exports.helpers import heartbeat_stale, release_building
-from windows.models import ImportRun, ImportStatus, Source
+from tests.factories import make_silent_import
+from windows.models import ImportStatus
 
 REFUSED = ("operation not permitted", "permission denied")
 
@@ -57,36 +57,27 @@ def unremovable(monkeypatch):
         _chattr("-i", path)
 
 
-def _building(admin_user, tiny_run, release_dirs) -> tuple[Release, Path]:
-    """A release whose worker died while writing its unfinished folder."""
+@pytest.fixture
+def stuck_build(
+    admin_user, tiny_run, release_dirs, settings, unremovable
+) -> tuple[Release, Path]:
+    """A release whose worker died while writing its unfinished folder, a folder
+    that cannot be removed: (release, folder)."""
     release = release_building(admin=admin_user, oracle_run=tiny_run)
     partial = release_dirs / f".{release.name}.partial"
     partial.mkdir(parents=True)
     (partial / "windows.jsonl").write_text("half\n")
+    heartbeat_stale(release, settings)
+    unremovable(partial)
     return release, partial
-
-
-def _silent_import(settings) -> ImportRun:
-    run = ImportRun.objects.create(source=Source.CLIF)
-    job_claim(
-        model=ImportRun,
-        pk=run.pk,
-        claimable=(ImportStatus.QUEUED,),
-        running=ImportStatus.RUNNING,
-        state_field="status",
-    )
-    heartbeat_stale(run, settings)
-    return run
 
 
 @pytest.mark.django_db
 def test_an_unremovable_folder_fails_its_build_and_the_round_goes_on(
-    admin_user, tiny_run, release_dirs, settings, unremovable, client
+    stuck_build, admin_user, client
 ):
-    release, partial = _building(admin_user, tiny_run, release_dirs)
-    heartbeat_stale(release, settings)
-    unremovable(partial)
-    other = _silent_import(settings)
+    release, partial = stuck_build
+    other = make_silent_import()
     OutboxMessage.objects.all().delete()
 
     counts = jobs_reap()
@@ -116,11 +107,9 @@ def test_an_unremovable_folder_fails_its_build_and_the_round_goes_on(
 
 @pytest.mark.django_db
 def test_the_release_page_of_a_build_it_cannot_recover_answers_with_the_reason(
-    admin_user, tiny_run, release_dirs, settings, unremovable, client
+    stuck_build, admin_user, client
 ):
-    release, partial = _building(admin_user, tiny_run, release_dirs)
-    heartbeat_stale(release, settings)
-    unremovable(partial)
+    release, partial = stuck_build
     client.force_login(admin_user)
 
     response = client.get(f"/releases/{release.pk}/")

@@ -10,34 +10,17 @@ import pytest
 from django.utils import timezone
 
 from jobs import registry
-from jobs.leases import job_claim
 from jobs.models import OutboxMessage
 from jobs.reaper import error_text, job_check, jobs_reap
+from tests.factories import make_silent_import
 from windows.models import (
     BuildBatch,
     BuildRun,
     BuildState,
-    ImportRun,
     ImportStatus,
-    Source,
 )
 
 pytestmark = pytest.mark.django_db
-
-
-def _silent_import() -> ImportRun:
-    run = ImportRun.objects.create(source=Source.CLIF)
-    job_claim(
-        model=ImportRun,
-        pk=run.pk,
-        claimable=(ImportStatus.QUEUED,),
-        running=ImportStatus.RUNNING,
-        state_field="status",
-    )
-    ImportRun.objects.filter(pk=run.pk).update(
-        heartbeat_at=timezone.now() - timedelta(hours=1)
-    )
-    return run
 
 
 def _silent_batch() -> BuildBatch:
@@ -66,9 +49,9 @@ def build_requeue_raises(monkeypatch):
 def test_a_job_whose_recovery_raises_is_failed_and_the_others_are_recovered(
     build_requeue_raises,
 ):
-    before = _silent_import()
+    before = make_silent_import()
     batch = _silent_batch()
-    after = _silent_import()
+    after = make_silent_import()
     OutboxMessage.objects.all().delete()
 
     counts = jobs_reap()

@@ -1,16 +1,14 @@
 """Stored concept tracks: computed from the admission's events, recomputed when
 the events change, read back as they were computed."""
 
-from datetime import timedelta
-
 import pandas as pd
 import pytest
 from django.core.management import call_command
 
-from tests.factories import make_event, make_stay
+from tests.factories import drip, make_stay, vital
 from windows.concepts import CONCEPTS_VERSION, compute_stay_tracks
 from windows.event_fields import EVENT_VALUE_FIELDS
-from windows.models import Domain, EventKind, StayTracks
+from windows.models import StayTracks
 from windows.tracks import stay_tracks_get, tracks_build_all
 
 pytestmark = pytest.mark.django_db
@@ -18,32 +16,10 @@ pytestmark = pytest.mark.django_db
 
 def _norepinephrine_stay():
     stay = make_stay(hours=6)
-    t0 = stay.intime
-    make_event(
-        admission=stay.admission,
-        time=t0 - timedelta(hours=1),
-        domain=Domain.VITALS,
-        category="weight_kg",
-        value_num=80.0,
-    )
-    make_event(
-        admission=stay.admission,
-        time=t0 + timedelta(minutes=30),
-        kind=EventKind.ACTION,
-        domain=Domain.MED_CONTINUOUS,
-        category="norepinephrine",
-        value_num=0.1,
-        unit="mcg/kg/min",
-        value_text="start",
-    )
+    vital(stay, "weight_kg", 80.0, -1, unit="kg")
+    drip(stay, "norepinephrine", 0.1, 0.5)
     for h in range(6):
-        make_event(
-            admission=stay.admission,
-            time=t0 + timedelta(hours=h, minutes=10),
-            domain=Domain.VITALS,
-            category="map",
-            value_num=60.0 + h,
-        )
+        vital(stay, "map", 60.0 + h, h + 10 / 60, unit="mmHg")
     return stay
 
 
@@ -80,16 +56,7 @@ def test_new_events_recompute_the_tracks():
     stay = _norepinephrine_stay()
     first = stay_tracks_get(stay=stay)
     assert stay_tracks_get(stay=stay).computed_at == first.computed_at  # still current
-    make_event(
-        admission=stay.admission,
-        time=stay.intime + timedelta(hours=3, minutes=5),
-        kind=EventKind.ACTION,
-        domain=Domain.MED_CONTINUOUS,
-        category="norepinephrine",
-        value_num=0.3,
-        unit="mcg/kg/min",
-        value_text="dose_change",
-    )
+    drip(stay, "norepinephrine", 0.3, 3 + 5 / 60, "dose_change")
     again = stay_tracks_get(stay=stay)
     assert again.events_signature != first.events_signature
     assert dict(zip(again.hours, again.columns["sofa_cardiovascular"]))[4.0] == 4
