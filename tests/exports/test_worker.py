@@ -6,10 +6,13 @@ import time
 import pytest
 from rest_framework.test import APIClient
 
-from exports.models import Release, ReleaseState, Submission, SubmissionState
+from exports.models import Release, ReleaseState
 from exports.services import release_create, token_create
-from tests.exports.helpers import prediction_upload
-from tests.workers import wait_for
+from tests.exports.helpers import (
+    prediction_upload,
+    release_built,
+    submission_finished,
+)
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
@@ -27,14 +30,7 @@ def test_release_is_built_and_predictions_scored_by_the_worker(
 ):
     # Creating the release records its build task (jobs.outbox), sent on commit.
     release = release_create(user=admin_user, kind="scale", oracle_run=tiny_run)
-    wait_for(
-        lambda: (
-            Release.objects.get(pk=release.pk).state
-            in (ReleaseState.READY, ReleaseState.FAILED)
-        ),
-        "the release build to finish",
-    )
-    release.refresh_from_db()
+    release = release_built(release)
     assert release.state == ReleaseState.READY, release.error
 
     client = APIClient()
@@ -45,13 +41,7 @@ def test_release_is_built_and_predictions_scored_by_the_worker(
         {"file": upload, "model_name": "m"},
         format="multipart",
     ).json()
-    wait_for(
-        lambda: (
-            Submission.objects.get(pk=created["id"]).state
-            in (SubmissionState.SCORED, SubmissionState.FAILED)
-        ),
-        "the submission's scoring to finish",
-    )
+    submission_finished(created["id"])
     scores = client.get(f"/api/v1/submissions/{created['id']}/").json()
     assert scores["state"] == "scored", scores["error"]
     overall = scores["scores"]["overall"]
