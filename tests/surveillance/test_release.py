@@ -24,17 +24,11 @@ from exports.services import (
     token_create,
 )
 from tests.annotation.conftest import make_role_user
+from tests.exports.conftest import release_dirs  # noqa: F401 - autouse fixture
 from tests.factories import lab, make_admission, make_event, make_stay
 from windows.models import Cohort, CohortStay
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def release_dirs(settings, tmp_path):
-    settings.REALICU_RELEASES_DIR = tmp_path / "releases"
-    settings.REALICU_SUBMISSIONS_DIR = tmp_path / "submissions"
-    return settings.REALICU_RELEASES_DIR
 
 
 @pytest.fixture
