@@ -4,9 +4,9 @@ against a release and print its scores (spec section 6), overall and by group.""
 import json
 from pathlib import Path
 
-from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
+from accounts.commands import service_refusals
 from evaluation.metrics import DEFAULT_K
 from exports.models import Release, ReleaseState
 from exports.scoring import check_k, predictions_check, predictions_read, scores_compute
@@ -51,10 +51,8 @@ class Command(BaseCommand):
             raise CommandError(f"No built release with id {release}.")
         if not file.is_file():
             raise CommandError(f"No file {file}.")
-        try:
+        with service_refusals():
             check_k(k)
-        except ValidationError as exc:
-            raise CommandError(exc.messages[0]) from exc
         with open(file, "rb") as handle:
             messages, count = predictions_check(lines=handle, release=found)
         if messages:
