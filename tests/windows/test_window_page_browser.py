@@ -14,9 +14,11 @@ from tests.factories import (
     make_patient,
     make_stay,
     make_user,
+    ventilation,
     vital,
+    vitals,
 )
-from windows.models import Domain, EventKind
+from windows.models import Domain
 from windows.tracks import stay_tracks_get
 from windows.windowing import windows_build, windows_sample_gold
 
@@ -33,7 +35,7 @@ def septic_stay():
     stay = make_stay(admission=make_admission(patient=patient), hours=36)
     admission, t0 = stay.admission, stay.intime
     vital(stay, "weight_kg", 72.0, -2, unit="kg", name="Admission weight")
-    vitals = {
+    every_30_min = {
         "heart_rate": (112.0, "bpm"),
         "map": (61.0, "mmHg"),
         "sbp": (92.0, "mmHg"),
@@ -41,17 +43,9 @@ def septic_stay():
         "respiratory_rate": (24.0, "/min"),
         "spo2": (93.0, "%"),
     }
-    for category, (value, unit) in vitals.items():
-        make_events(
-            admission=admission,
-            count=36 * 2,
-            start=t0,
-            every=timedelta(minutes=30),
-            category=category,
-            name=category.replace("_", " "),
-            value_num=value,
-            unit=unit,
-        )
+    for category, (value, unit) in every_30_min.items():
+        name = category.replace("_", " ")
+        vitals(stay, category, value, start_h=0, end_h=36, unit=unit, name=name)
     temperature = {"category": "temp_c", "name": "Temperature", "unit": "°C"}
     lactate = {"category": "lactate", "name": "Lactate", "unit": "mmol/L"}
     creatinine = {"category": "creatinine", "name": "Creatinine", "unit": "mg/dL"}
@@ -70,18 +64,8 @@ def septic_stay():
         )
     for hour, rate in ((1, 0.1), (8, 0.25), (20, 0.05)):
         drip(stay, "norepinephrine", rate, hour, "dose_change")
-    make_events(
-        admission=admission,
-        count=12,
-        start=t0 + timedelta(hours=2),
-        every=timedelta(hours=2),
-        kind=EventKind.ACTION,
-        domain=Domain.RESPIRATORY,
-        category="IMV",
-        name="Ventilator",
-        value_num=None,
-        unit="",
-    )
+    for hour in range(2, 26, 2):  # invasive ventilation charted every 2 h
+        ventilation(stay, hour)
     code_status(stay, 0)
     windows_build(stay=stay, window_minutes=30, stride_hours=2)
     windows_sample_gold(stay=stay, seed=0, per_stay=4)
