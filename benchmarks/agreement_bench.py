@@ -171,8 +171,8 @@ def _build(seed: int):
     from accounts.roles import Role, roles_ensure
     from annotation.models import Assignment, AssignmentState, Label
     from annotation.services import campaign_create
-    from tests.factories import make_admission, make_event, make_stay, make_user
-    from windows.models import Domain, EventKind, Window
+    from tests.factories import DRIP, make_admission, make_event, make_stay, make_user
+    from windows.models import Window
     from windows.windowing import windows_build
 
     call_command("migrate", verbosity=0)
@@ -199,16 +199,13 @@ def _build(seed: int):
     rated = {}
     for window in windows:
         if rng.random() < 0.4:
+            # A drip's row (tests.factories.DRIP) at the window's start.
+            norepinephrine = {"category": "norepinephrine", "name": "Norepinephrine"}
             rated[window.pk] = make_event(
                 admission=window.stay.admission,
                 time=window.start,
-                kind=EventKind.ACTION,
-                domain=Domain.MED_CONTINUOUS,
-                category="norepinephrine",
-                name="Norepinephrine",
                 value_num=0.1,
-                unit="mcg/kg/min",
-                source_table="medication_admin_continuous",
+                **(DRIP | norepinephrine),
             ).pk
     assignments = {
         (a.window_id, a.annotator_id): a
