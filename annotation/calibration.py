@@ -278,12 +278,7 @@ def calibration_draw_run(*, draw_id: int, matcher_factory=None) -> str:
     from evaluation.matcher import MatcherUnavailable, matcher_for_settings
     from jobs.leases import JobLeaseLost
 
-    lease = job_claim(
-        model=CalibrationDraw,
-        pk=draw_id,
-        claimable=(RecomputeState.QUEUED,),
-        running=RecomputeState.RUNNING,
-    )
+    lease = job_claim(model=CalibrationDraw, pk=draw_id)
     if lease is None:
         return "not taken"
     draw = CalibrationDraw.objects.select_related("created_by").get(pk=draw_id)

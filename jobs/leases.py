@@ -63,16 +63,21 @@ def job_claim(
     *,
     model,
     pk: int,
-    claimable: tuple[str, ...],
-    running: str,
-    state_field: str = "state",
+    claimable: tuple[str, ...] = (),
+    running: str = "",
+    state_field: str = "",
     started_field: str | None = "started_at",
     extra: dict | None = None,
 ) -> str | None:
     """Take the job for this worker: a row in one of the ``claimable`` states
     (queued), or in ``running`` whose heartbeat is stale (its worker died).
     Returns the new lease, or None when the job is finished, gone, or held by
-    a live worker (the task then has nothing to do)."""
+    a live worker (the task then has nothing to do). What is not given comes
+    from the job's kind (jobs.registry): its queued and running states."""
+    kind = kind_for(model)
+    claimable = claimable or (kind.queued,)
+    running = running or kind.running
+    state_field = state_field or (kind.state_field if kind else "state")
     now = timezone.now()
     token = uuid.uuid4().hex
     with transaction.atomic():

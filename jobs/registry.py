@@ -52,6 +52,22 @@ class JobKind:
             fields[self.finished_field] = now
         return fields
 
+    def resumed(self, by: str, now) -> dict:
+        """The fields of a job of this kind that an admin queues again: a fresh
+        start, so no lease, no error, no end, and the count of workers lost on
+        it starts over."""
+        fields = {
+            self.state_field: self.queued,
+            "lease": "",
+            "attempts": 0,
+            self.error_field: "",
+            "heartbeat_at": now,
+            "progress_label": f"resumed by {by}"[:255],
+        }
+        if self.finished_field:
+            fields[self.finished_field] = None
+        return fields
+
 
 _KINDS: dict[str, JobKind] = {}
 

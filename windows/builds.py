@@ -37,6 +37,7 @@ from jobs.leases import (
 )
 from jobs.outbox import outbox_send
 from jobs.progress import Progress
+from jobs.registry import kind_for
 from windows.models import BuildBatch, BuildKind, BuildRun, BuildState, Stay, Window
 
 logger = logging.getLogger(__name__)
@@ -177,8 +178,6 @@ def batch_claim(model, batch_id: int):
     lease = job_claim(
         model=model,
         pk=batch.pk,
-        claimable=(BuildState.QUEUED,),
-        running=BuildState.RUNNING,
         extra={"error": "", "finished_at": None},
     )
     return batch, lease
@@ -381,14 +380,7 @@ def build_run_resume(*, admin, run: BuildRun) -> BuildRun:
             )
         unfinished = [b for b in batches if b.state != BuildState.DONE]
         BuildBatch.objects.filter(pk__in=[b.pk for b in unfinished]).update(
-            state=BuildState.QUEUED,
-            lease="",
-            attempts=0,
-            error="",
-            finished_at=None,
-            heartbeat_at=now,
-            progress_done=0,
-            progress_label=f"resumed by {admin.get_username()}"[:255],
+            progress_done=0, **kind_for(BuildBatch).resumed(admin.get_username(), now)
         )
         for batch in unfinished:
             outbox_send(task=BUILD_TASK, args=[batch.pk], key=_batch_key(batch.pk))

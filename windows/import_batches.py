@@ -125,13 +125,7 @@ def import_run_fan_out_here(
 
     run = ImportRun.objects.create(source=Source.MIMIC, path=str(directory.resolve()))
     run.data_sources.set([data_source_get(MIMIC_IV)])
-    lease = job_claim(
-        model=ImportRun,
-        pk=run.pk,
-        claimable=(ImportStatus.QUEUED,),
-        running=ImportStatus.RUNNING,
-        state_field="status",
-    )
+    lease = job_claim(model=ImportRun, pk=run.pk)
     try:
         with job_heartbeat(model=ImportRun, pk=run.pk, lease=lease) as heartbeat:
             import_run_fan_out(

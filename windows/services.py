@@ -23,6 +23,7 @@ from jobs.leases import (
 )
 from jobs.models import OutboxMessage
 from jobs.outbox import outbox_send
+from jobs.registry import kind_for
 from windows.disease_groups import disease_group, first_ranked
 from windows.models import (
     Admission,
@@ -295,14 +296,7 @@ def import_run_execute(*, import_run: ImportRun) -> ImportRun:
     from windows.import_batches import import_fanout_enabled, import_run_fan_out
 
     pk = import_run.pk
-    lease = job_claim(
-        model=ImportRun,
-        pk=pk,
-        claimable=(ImportStatus.QUEUED,),
-        running=ImportStatus.RUNNING,
-        state_field="status",
-        extra={"error": "", "finished_at": None},
-    )
+    lease = job_claim(model=ImportRun, pk=pk, extra={"error": "", "finished_at": None})
     if lease is None:
         import_run.refresh_from_db()
         return import_run
@@ -403,15 +397,8 @@ def import_run_resume(*, admin, import_run: ImportRun) -> ImportRun:
                 f"Import {run.pk} is running in worker {run.worker or '?'} (last "
                 f"heartbeat {run.heartbeat_age_seconds} s ago): cancel it first."
             )
-        now = timezone.now()
         ImportRun.objects.filter(pk=run.pk).update(
-            status=ImportStatus.QUEUED,
-            lease="",
-            attempts=0,
-            error="",
-            finished_at=None,
-            heartbeat_at=now,
-            progress_label=f"resumed by {admin.get_username()}"[:255],
+            **kind_for(ImportRun).resumed(admin.get_username(), timezone.now())
         )
         outbox_send(task=IMPORT_TASK, args=[run.pk], key=_import_outbox_key(run.pk))
     import_run.refresh_from_db()

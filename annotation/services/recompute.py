@@ -114,12 +114,7 @@ def agreement_recompute_run(*, recompute_id: int, matcher_factory=None) -> str:
     from evaluation.matcher import MatcherUnavailable, matcher_for_settings
     from jobs.leases import JobLeaseLost
 
-    lease = job_claim(
-        model=AgreementRecompute,
-        pk=recompute_id,
-        claimable=(RecomputeState.QUEUED,),
-        running=RecomputeState.RUNNING,
-    )
+    lease = job_claim(model=AgreementRecompute, pk=recompute_id)
     if lease is None:
         return "not taken"
     job = AgreementRecompute.objects.select_related("campaign").get(pk=recompute_id)
