@@ -102,22 +102,17 @@ def add_events_at_window_ends(windows_by_stay, *, per_stay: int = 2) -> int:
     ``per_stay`` windows: it belongs to what follows, so the window that ends
     there must not see it (a cut with ``time <= end`` would). Returns how
     many were added."""
-    from windows.models import Domain, Event, EventKind
+    from tests.factories import HEART_RATE
+    from windows.models import Event
 
     rows = []
     for stay, windows in windows_by_stay.items():
         for window in windows[:per_stay]:
+            at_end = {"time": window.end, "name": "Heart Rate (at a window's end)"}
             rows.append(
                 Event(
                     admission_id=stay.admission_id,
-                    time=window.end,
-                    kind=EventKind.OBSERVATION,
-                    domain=Domain.VITALS,
-                    category="heart_rate",
-                    name="Heart Rate (at a window's end)",
-                    value_num=88.0,
-                    unit="bpm",
-                    source_table="test_boundary",
+                    **(HEART_RATE | at_end | {"source_table": "test_boundary"}),
                     source_key=f"end-{window.pk}",
                 )
             )
