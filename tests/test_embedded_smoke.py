@@ -31,6 +31,14 @@ class Browser:
         with self.opener.open(self.base + path, timeout=30) as resp:
             return resp.read().decode()
 
+    def sign_in(self, username: str) -> str:
+        """Sign in through the login form; the page it lands on."""
+        return self.post_form(
+            "/accounts/login/",
+            "/accounts/login/",
+            {"username": username, "password": PASSWORD},
+        )
+
     def post_form(self, form_path: str, path: str, data: dict) -> str:
         page = self.get(form_path)
         token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page).group(1)
@@ -73,11 +81,7 @@ def test_bootstrap_imports_demo_once_and_creates_accounts(embedded_server):
 
 def test_sign_in_and_see_the_demo_stays(embedded_server):
     browser = Browser(embedded_server["base"])
-    page = browser.post_form(
-        "/accounts/login/",
-        "/accounts/login/",
-        {"username": "physician1", "password": PASSWORD},
-    )
+    page = browser.sign_in("physician1")
     assert "Stays" in page
     stays = browser.get("/stays/")
     assert re.search(r"\b145\b", stays), "the stays page counts the demo's ICU stays"
@@ -87,11 +91,7 @@ def test_sign_in_and_see_the_demo_stays(embedded_server):
 
 def test_worker_runs_a_job_queued_from_the_page(embedded_server):
     browser = Browser(embedded_server["base"])
-    browser.post_form(
-        "/accounts/login/",
-        "/accounts/login/",
-        {"username": "admin", "password": PASSWORD},
-    )
+    browser.sign_in("admin")
     browser.post_form("/imports/", "/imports/start/", {"source": "clif", "path": ""})
     deadline = time.monotonic() + 120
     page = ""
@@ -145,11 +145,7 @@ def _maps_model(pid: int) -> bool:
 
 def test_one_embedding_model_on_the_machine_in_the_worker(embedded_server):
     browser = Browser(embedded_server["base"])
-    browser.post_form(
-        "/accounts/login/",
-        "/accounts/login/",
-        {"username": "physician1", "password": PASSWORD},
-    )
+    browser.sign_in("physician1")
     for path in ("/annotate/", "/stays/"):
         browser.get(path)
     # The worker loads the model as it starts (realicu_web.celery).
@@ -226,11 +222,7 @@ def _worker_replaced(server, old: int, timeout: float) -> int:
 
 def _import_job_completes(server) -> None:
     browser = Browser(server["base"])
-    browser.post_form(
-        "/accounts/login/",
-        "/accounts/login/",
-        {"username": "admin", "password": PASSWORD},
-    )
+    browser.sign_in("admin")
     before = browser.get("/imports/").count("Done")
     browser.post_form("/imports/", "/imports/start/", {"source": "clif", "path": ""})
     deadline = time.monotonic() + 180
