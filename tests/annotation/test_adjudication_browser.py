@@ -8,7 +8,7 @@ import pytest
 from annotation.models import AdjudicationDecision, ConsensusLabel
 from tests.browser import chromium, sign_in
 
-from .test_consensus import gold, labelled, matcher, stay, windows  # noqa: F401
+from .consensus_data import gold, labelled, matcher, stay, windows  # noqa: F401
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 SCREENSHOT = "/tmp/adjudicate.png"

@@ -18,10 +18,10 @@ from annotation.models import (
 from annotation.selectors.disputes import adjudication_queue
 
 from .conftest import make_role_user
-from .helpers import written_state
 
 # The labelled campaign of the consensus tests: w0, w1 and w3 disagree, w2 not.
-from .test_consensus import gold, labelled, matcher, stay, windows  # noqa: F401
+from .consensus_data import gold, labelled, matcher, stay, windows  # noqa: F401
+from .helpers import written_state
 
 PROBLEMS = "acute_problems"
 HTMX = {"HTTP_HX_REQUEST": "true"}

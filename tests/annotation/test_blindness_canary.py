@@ -64,8 +64,8 @@ from tests.factories import make_admission, make_stay
 from tests.test_forged_requests import site_routes
 
 from .conftest import make_gold_windows, make_role_user
+from .consensus_data import matcher  # noqa: F401
 from .helpers import accept_items, campaign_without_evidence
-from .test_consensus import matcher  # noqa: F401
 
 pytestmark = pytest.mark.django_db
 

@@ -38,7 +38,7 @@ from evaluation.models import MatcherModel
 from jobs.models import OutboxMessage
 
 from .conftest import make_role_user
-from .test_consensus import gold, labelled, matcher, stay, submit, windows  # noqa: F401
+from .consensus_data import gold, labelled, matcher, stay, submit, windows  # noqa: F401
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
 COSINES = [0.9, 0.7, 0.55, 0.45, 0.35, 0.2]

@@ -33,7 +33,7 @@ from jobs.reaper import jobs_reap
 from tests.oracle.test_run_worker import start_worker, stop_worker, wait_for
 
 from .conftest import make_role_user
-from .test_consensus import gold, stay, submit, windows  # noqa: F401
+from .consensus_data import gold, stay, submit, windows  # noqa: F401
 
 WORKER_ENV = {
     "REALICU_JOB_HEARTBEAT_SECONDS": 0.5,

@@ -13,7 +13,7 @@ from annotation.services.agreement import label_items, rated_event_names
 from annotation.services.consensus import SET_TASKS
 
 from .conftest import make_gold_windows
-from .test_consensus import submit
+from .consensus_data import submit
 
 # Wordings the hand-built agreement matches with an earlier one.
 SAME_AS = {

@@ -18,7 +18,7 @@ from tests.annotation.conftest import (  # noqa: F401 - fixtures
     make_role_user,
     stay,
 )
-from tests.annotation.test_consensus import submit
+from tests.annotation.consensus_data import submit
 from tests.browser import chromium, sign_in
 from windows.models import Cohort, CohortStay, CohortStratum, Window
 

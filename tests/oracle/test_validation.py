@@ -21,8 +21,8 @@ from tests.annotation.conftest import (  # noqa: F401 - fixtures
     physicians,
     stay,
 )
+from tests.annotation.consensus_data import matcher, submit  # noqa: F401
 from tests.annotation.helpers import campaign_without_evidence
-from tests.annotation.test_consensus import matcher, submit  # noqa: F401
 from tests.oracle.helpers import rules_run
 
 pytestmark = pytest.mark.django_db
