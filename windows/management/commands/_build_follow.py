@@ -14,7 +14,7 @@ import time
 from django.conf import settings
 from django.core.management.base import CommandError
 
-from realicu_web.command_errors import refusal_as_command_error
+from accounts.commands import service_refusals
 from windows.builds import OPEN, build_run_create, build_run_progress
 from windows.models import BuildRun
 
@@ -140,7 +140,7 @@ def build_on_workers(
 ) -> BuildRun:
     """Queue the build for the workers and follow it to its end (a refused
     build is the command's error)."""
-    with refusal_as_command_error():
+    with service_refusals():
         run = build_run_create(
             kind=kind, stays=stays, params=params, batch_stays=batch_stays
         )

@@ -10,12 +10,12 @@ from django.core.exceptions import ValidationError
 from django.core.management import call_command
 from django.core.management.base import BaseCommand
 
+from accounts.commands import service_refusals
 from accounts.provisioning import (
     admin_from_environment_ensure,
     demo_accounts_ensure,
     demo_passwords_check,
 )
-from realicu_web.command_errors import refusal_as_command_error
 from windows.cohort import cohort_build
 from windows.models import Admission, Cohort, Source
 
@@ -36,7 +36,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, skip_demo=False, **options):
         if not skip_demo:
-            with refusal_as_command_error():
+            with service_refusals():
                 demo_passwords_check()
         call_command("migrate", interactive=False, verbosity=0)
         self.stdout.write("Database migrated.")
@@ -66,7 +66,7 @@ class Command(BaseCommand):
             )
         if Admission.objects.filter(source=Source.CLIF).exists():
             self._demo_cohort_ensure()
-        with refusal_as_command_error():
+        with service_refusals():
             created = demo_accounts_ensure()
         if created:
             self.stdout.write(
@@ -79,7 +79,7 @@ class Command(BaseCommand):
                 self.stdout.write(f"  {username:<12} {role:<11} {password}")
 
     def _production_admin_ensure(self):
-        with refusal_as_command_error():
+        with service_refusals():
             username = admin_from_environment_ensure()
         if username:
             self.stdout.write(

@@ -2,7 +2,7 @@
 
 from django.core.management.base import BaseCommand
 
-from realicu_web.command_errors import refusal_as_command_error
+from accounts.commands import service_refusals
 from windows.cohort import STRATA, cohort_build
 from windows.models import CohortStratum
 
@@ -30,7 +30,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, name, size, seed, min_hours, long_stay_hours, **options):
-        with refusal_as_command_error():
+        with service_refusals():
             cohort = cohort_build(
                 name=name,
                 target_size=size,

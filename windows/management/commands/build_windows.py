@@ -5,8 +5,8 @@ windows and the same Gold draw: the draw is per stay (windows.builds)."""
 
 from django.core.management.base import BaseCommand, CommandError
 
+from accounts.commands import service_refusals
 from jobs.progress import ConsoleProgress, Progress
-from realicu_web.command_errors import refusal_as_command_error
 from windows.management.commands._build_follow import (
     build_on_workers,
     build_options_add,
@@ -70,7 +70,7 @@ class Command(BaseCommand):
             "per_stay": per_stay,
             "high_share": high_share,
         }
-        with refusal_as_command_error():
+        with service_refusals():
             if inline:
                 progress = Progress(
                     sinks=[ConsoleProgress(stream=command_stream(self))]

@@ -4,8 +4,8 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand
 
+from accounts.commands import service_refusals
 from jobs.progress import ConsoleProgress, Progress
-from realicu_web.command_errors import refusal_as_command_error
 from windows.importers.clif import clif_import
 
 
@@ -37,7 +37,7 @@ class Command(BaseCommand):
         self, *args, directory=None, batch_stays=None, data_source=None, **options
     ):
         progress = Progress(sinks=[ConsoleProgress(stream=self.stderr._out)])
-        with refusal_as_command_error():
+        with service_refusals():
             summary = clif_import(
                 directory=Path(directory) if directory else None,
                 progress=progress,

@@ -11,8 +11,8 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
+from accounts.commands import service_refusals
 from jobs.progress import ConsoleProgress, Progress
-from realicu_web.command_errors import refusal_as_command_error
 from windows.importers.mimic import mimic_import
 
 
@@ -83,7 +83,7 @@ class Command(BaseCommand):
                 )
             self._fan_out(directory, batch_stays, progress, stream)
             return
-        with refusal_as_command_error():
+        with service_refusals():
             summary = mimic_import(
                 directory=directory,
                 progress=progress,
@@ -99,7 +99,7 @@ class Command(BaseCommand):
         from windows.importers.base import ImportSummary
         from windows.models import BuildState, ImportStatus
 
-        with refusal_as_command_error():
+        with service_refusals():
             run = import_run_fan_out_here(
                 directory=directory, progress=progress, batch_stays=batch_stays
             )

@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 from django.core.management.base import BaseCommand, CommandError
 
+from accounts.commands import service_refusals
 from jobs.progress import ConsoleProgress, Progress
-from realicu_web.command_errors import refusal_as_command_error
 from windows.actions import CODED_SOURCE_TABLES, actions_derive
 from windows.importers.base import SourceDataError
 from windows.importers.clif import clif_order_ids_fill
@@ -92,7 +92,7 @@ class Command(BaseCommand):
         kinds_after = Counter(
             Event.objects.filter(kind=EventKind.ACTION).values_list("domain", flat=True)
         )
-        with refusal_as_command_error():
+        with service_refusals():
             windows_build_many(stays=Stay.objects.order_by("pk"), seed=seed)
         progress.advance(1, "windows recounted")
         after = window_figures()
