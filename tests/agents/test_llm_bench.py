@@ -20,8 +20,7 @@ from benchmarks._llm_bench import (
 from loopback import LoopbackServer, QuietHandler
 from oracle import services as oracle_services
 from tests.agents.helpers import run_inline
-from tests.oracle.helpers import fake_backbone
-from tests.oracle.test_runs import make_cohort_with_stay
+from tests.oracle.helpers import fake_backbone, make_cohort_with_stay
 
 SCHEMA_ERROR = (
     "The reply failed validation twice (after one repair request): the reply "

@@ -26,8 +26,12 @@ from tests.oracle.address_forms import (  # noqa: F401 - fixtures
     fake_dns,
     no_socket_opened,
 )
-from tests.oracle.helpers import backbone_form_post, stable_stay, windows_of
-from tests.oracle.test_runs import make_cohort_with_stay
+from tests.oracle.helpers import (
+    backbone_form_post,
+    make_cohort_with_stay,
+    stable_stay,
+    windows_of,
+)
 
 pytestmark = pytest.mark.django_db
 

@@ -14,8 +14,7 @@ from oracle import services
 from oracle.backbones.endpoints import EndpointRefused, url_check
 from oracle.backbones.openai_compat import BackboneConfigError
 from oracle.models import Backbone, BackboneKind, OracleLabel, OracleRun
-from tests.oracle.helpers import backbone_form_post
-from tests.oracle.test_runs import make_cohort_with_stay
+from tests.oracle.helpers import backbone_form_post, make_cohort_with_stay
 
 pytestmark = pytest.mark.django_db
 

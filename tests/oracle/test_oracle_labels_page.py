@@ -12,7 +12,7 @@ from oracle import selectors, selectors_labels, services
 from oracle.models import OracleLabel
 from tests.annotation.conftest import make_role_user
 from tests.factories import make_event, make_stay
-from tests.oracle.test_runs import make_cohort_with_stay
+from tests.oracle.helpers import make_cohort_with_stay
 from windows.models import Domain, Event, EventKind
 
 pytestmark = pytest.mark.django_db

@@ -16,8 +16,7 @@ from django.db.models import Count
 from oracle import services
 from oracle.models import BackboneKind, OracleLabel, OracleRun, RunState
 from tests.oracle.fake_llm import FakeLLM
-from tests.oracle.helpers import started
-from tests.oracle.test_runs import make_cohort_with_stay
+from tests.oracle.helpers import make_cohort_with_stay, started
 from tests.workers import wait_for, worker_env, worker_start, worker_stop
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
