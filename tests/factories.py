@@ -19,7 +19,6 @@ from windows.models import (
     Event,
     EventKind,
     ImportRun,
-    ImportStatus,
     Outcome,
     Patient,
     Source,
@@ -112,13 +111,7 @@ def make_silent_import() -> ImportRun:
     """A CLIF import a worker claimed and then went silent: its heartbeat an hour
     old, past the reaper's staleness limit."""
     run = ImportRun.objects.create(source=Source.CLIF)
-    job_claim(
-        model=ImportRun,
-        pk=run.pk,
-        claimable=(ImportStatus.QUEUED,),
-        running=ImportStatus.RUNNING,
-        state_field="status",
-    )
+    job_claim(model=ImportRun, pk=run.pk)
     ImportRun.objects.filter(pk=run.pk).update(
         heartbeat_at=timezone.now() - timedelta(hours=1)
     )

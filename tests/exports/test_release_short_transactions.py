@@ -30,12 +30,7 @@ from windows.models import Cohort, CohortStay
 
 
 def _claim(release) -> str:
-    lease = job_claim(
-        model=Release,
-        pk=release.pk,
-        claimable=(ReleaseState.QUEUED,),
-        running=ReleaseState.BUILDING,
-    )
+    lease = job_claim(model=Release, pk=release.pk)
     assert lease
     return lease
 

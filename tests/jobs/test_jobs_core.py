@@ -46,13 +46,7 @@ def make_run(**fields) -> ImportRun:
 
 
 def claim(run):
-    return job_claim(
-        model=ImportRun,
-        pk=run.pk,
-        claimable=(ImportStatus.QUEUED,),
-        running=ImportStatus.RUNNING,
-        state_field="status",
-    )
+    return job_claim(model=ImportRun, pk=run.pk)
 
 
 # Leases ------------------------------------------------------------------------

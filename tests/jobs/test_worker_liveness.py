@@ -29,13 +29,7 @@ def _no_loop():
 
 def _running_run() -> tuple[ImportRun, str]:
     run = ImportRun.objects.create(source=Source.CLIF)
-    lease = job_claim(
-        model=ImportRun,
-        pk=run.pk,
-        claimable=(ImportStatus.QUEUED,),
-        running=ImportStatus.RUNNING,
-        state_field="status",
-    )
+    lease = job_claim(model=ImportRun, pk=run.pk)
     return run, lease
 
 

@@ -37,12 +37,7 @@ def _run(stays: int = 3) -> BuildRun:
 
 def _taken(batch: BuildBatch, *, worker: str, ago: timedelta) -> str:
     """A worker took the batch; its last heartbeat was ``ago``."""
-    lease = job_claim(
-        model=BuildBatch,
-        pk=batch.pk,
-        claimable=(BuildState.QUEUED,),
-        running=BuildState.RUNNING,
-    )
+    lease = job_claim(model=BuildBatch, pk=batch.pk)
     BuildBatch.objects.filter(pk=batch.pk).update(
         worker=worker, heartbeat_at=timezone.now() - ago, progress_done=0
     )
