@@ -18,7 +18,7 @@ from django.utils.cache import patch_cache_control, patch_vary_headers
 from django.views.decorators.http import condition, require_GET, require_POST
 
 from accounts.access import admin_required, clinical_data_required
-from accounts.web import error_text, render_page_or_partial, wants_partial
+from accounts.web import refusal_shown, render_page_or_partial, wants_partial
 from windows import selectors, selectors_pages, services
 from windows.builds import build_run_cancel, build_run_resume
 from windows.models import (
@@ -293,11 +293,8 @@ def _job_action(request, action, done: str, **target):
     """An admin's Resume or Cancel of an import (``import_run``) or of a tracks
     or windows build (``run``); a refusal is shown on the page."""
     [run] = target.values()
-    try:
+    with refusal_shown(request):
         action(admin=request.user, **target)
-    except ValidationError as error:
-        messages.error(request, error_text(error))
-    else:
         messages.success(request, done.format(pk=run.pk))
     return redirect("windows:import_list")
 
