@@ -246,7 +246,20 @@ def _posted_label(request) -> dict:
     }
 
 
-def _error_response(error: ValidationError) -> JsonResponse:
+def _refusal_response(error: ValidationError | PermissionDenied) -> JsonResponse:
+    """The labelling page's answer to a refused draft or submit: 403 for a
+    label the physician may not change, 409 for a conflict (a stale version),
+    else 400 with the answers to fix."""
+    if isinstance(error, PermissionDenied):
+        return JsonResponse(
+            {
+                "ok": False,
+                "code": "denied",
+                "message": str(error) or "You may not change this label.",
+                "errors": {},
+            },
+            status=403,
+        )
     if hasattr(error, "error_dict"):
         errors = error.message_dict
         code = "invalid"
@@ -265,14 +278,6 @@ def _error_response(error: ValidationError) -> JsonResponse:
     )
 
 
-def _denied_response(error: PermissionDenied) -> JsonResponse:
-    message = str(error) or "You may not change this label."
-    return JsonResponse(
-        {"ok": False, "code": "denied", "message": message, "errors": {}},
-        status=403,
-    )
-
-
 @require_POST
 @physician_required
 def draft(request, assignment_id: int):
@@ -281,10 +286,8 @@ def draft(request, assignment_id: int):
         label = services.label_save_draft(
             annotator=request.user, assignment_id=assignment_id, **posted
         )
-    except ValidationError as error:
-        return _error_response(error)
-    except PermissionDenied as error:
-        return _denied_response(error)
+    except (ValidationError, PermissionDenied) as error:
+        return _refusal_response(error)
     saved_at = timezone.localtime(label.updated_at)
     return JsonResponse(
         {"ok": True, "version": label.version, "saved_at": f"{saved_at:%H:%M:%S}"}
@@ -302,10 +305,8 @@ def submit(request, assignment_id: int):
             submission_id=request.POST.get("submission_id", ""),
             **posted,
         )
-    except ValidationError as error:
-        return _error_response(error)
-    except PermissionDenied as error:
-        return _denied_response(error)
+    except (ValidationError, PermissionDenied) as error:
+        return _refusal_response(error)
     following = selectors.physician_queue(user=request.user, details=False).next_after(
         label.assignment_id
     )
