@@ -447,8 +447,6 @@ def submission_score(
     lease = job_claim(
         model=Submission,
         pk=submission.pk,
-        claimable=(SubmissionState.QUEUED,),
-        running=SubmissionState.SCORING,
         started_field=None,
         extra={"error": ""},
     )

@@ -12,7 +12,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from accounts.access import admin_required
-from accounts.web import error_text, render_page_or_partial
+from accounts.web import error_text, refusal_shown, render_page_or_partial
 from evaluation.matcher import tau_source_of
 from oracle import selectors, selectors_pages, services
 from oracle.forms import BackboneForm, GoldDrawForm, RunForm, ValidateForm
@@ -193,11 +193,8 @@ def run_progress(request, run_id: int):
 
 def _run_action(request, run_id: int, action, done_message):
     run = selectors.run_get(admin=request.user, run_id=run_id)
-    try:
+    with refusal_shown(request):
         result = action(admin=request.user, run=run)
-    except (ValidationError, PermissionDenied) as error:
-        messages.error(request, error_text(error))
-    else:
         messages.success(request, done_message(result))
     return redirect("oracle:run_detail", run_id)
 
@@ -224,11 +221,8 @@ def run_resume(request, run_id: int):
     if reason:
         messages.error(request, reason)
         return redirect("oracle:run_detail", run_id)
-    try:
+    with refusal_shown(request):
         services.oracle_run_resume(admin=request.user, run=run)
-    except (ValidationError, PermissionDenied) as error:
-        messages.error(request, error_text(error))
-    else:
         messages.success(
             request, "Run resumed: the windows without a label are queued."
         )

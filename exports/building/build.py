@@ -69,8 +69,6 @@ def release_build(*, release: Release, progress=None) -> Release:
     lease = job_claim(
         model=Release,
         pk=release.pk,
-        claimable=(ReleaseState.QUEUED,),
-        running=ReleaseState.BUILDING,
         extra={
             "error": "",
             "finished_at": None,
@@ -195,7 +193,7 @@ def _rows_discard_quietly(release: Release) -> None:
 def _remove_left(path: Path) -> str:
     """Removes what a stopped build left at ``path``; returns why that failed
     (empty when it did not), so the build's own error is still recorded."""
-    from jobs.reaper import error_text
+    from jobs.leases import error_text
 
     try:
         _remove_tree(path)
@@ -220,7 +218,7 @@ def _release_upload(store, release, folder: Path, files, progress) -> None:
 def _remove_stored(store, release: Release) -> str:
     """Removes the keys a stopped build wrote to the store; returns why that
     failed (empty when it did not)."""
-    from jobs.reaper import error_text
+    from jobs.leases import error_text
 
     try:
         store_remove_prefix(store, release_store_prefix(release.name))

@@ -113,8 +113,6 @@ def validation_job_execute(*, job_id: int, matcher=None) -> ValidationJob | None
     lease = job_claim(
         model=ValidationJob,
         pk=job_id,
-        claimable=(ValidationJobState.QUEUED,),
-        running=ValidationJobState.RUNNING,
     )
     job = (
         ValidationJob.objects.select_related("run__prompt", "campaign", "created_by")
