@@ -30,35 +30,17 @@ import django  # noqa: E402
 
 django.setup()
 
-import pandas as pd  # noqa: E402
-
 from accounts.roles import Role  # noqa: E402
 from annotation.services import campaign_create  # noqa: E402
 from benchmarks._llm_bench import oracle_report  # noqa: E402
 from oracle import services  # noqa: E402
 from oracle.models import BackboneKind  # noqa: E402
 from tests.annotation.conftest import make_role_user  # noqa: E402
+from tests.full_flow_stages import clif_demo_slice  # noqa: E402
 from tests.oracle.llm_server import MODEL_ALIAS, LlamaServer  # noqa: E402
 from windows.importers.clif import clif_demo_directory, clif_import  # noqa: E402
 from windows.models import Stay, Window  # noqa: E402
 from windows.windowing import windows_build_many  # noqa: E402
-
-HOSPITALIZATIONS = ("29079034", "24470193", "22756440", "20764029")
-
-
-def demo_slice(folder: Path) -> Path:
-    source = clif_demo_directory()
-    hosp = pd.read_parquet(source / "clif_hospitalization.parquet")
-    chosen = hosp[hosp["hospitalization_id"].astype(str).isin(HOSPITALIZATIONS)]
-    patients = set(chosen["patient_id"].astype(str))
-    for path in sorted(source.glob("clif_*.parquet")):
-        table = pd.read_parquet(path)
-        if "hospitalization_id" in table.columns:
-            keep = table["hospitalization_id"].astype(str).isin(HOSPITALIZATIONS)
-        else:
-            keep = table["patient_id"].astype(str).isin(patients)
-        table[keep].to_parquet(folder / path.name)
-    return folder
 
 
 def main() -> None:
@@ -78,7 +60,7 @@ def main() -> None:
     args = parser.parse_args()
     if not Stay.objects.exists():
         with tempfile.TemporaryDirectory() as folder:
-            clif_import(directory=demo_slice(Path(folder)))
+            clif_import(directory=clif_demo_slice(clif_demo_directory(), Path(folder)))
         stays = list(Stay.objects.order_by("pk"))
         windows_build_many(stays=stays, seed=7, per_stay=3)
     windows = list(Window.objects.filter(sampled_gold=True).order_by("pk"))[
