@@ -1,5 +1,5 @@
-"""The user a management command records its work under, and a service's
-refusal as the command's error."""
+"""The user a management command records its work under, the row an option
+names by id, and a service's refusal as the command's error."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.management.base import CommandError
+from django.db.models import Model, QuerySet
 
 
 def command_user(username: str | None, *, option: str, recorded: str):
@@ -30,6 +31,16 @@ def command_user(username: str | None, *, option: str, recorded: str):
             f"(manage.py createsuperuser) or pass {option}."
         )
     return user
+
+
+def command_row(rows: type[Model] | QuerySet, pk: int, noun: str):
+    """The row with id ``pk`` among ``rows`` (a model, or a queryset that
+    narrows or prefetches), or the CommandError "No ``noun`` with id ``pk``."."""
+    queryset = rows if isinstance(rows, QuerySet) else rows._default_manager.all()
+    row = queryset.filter(pk=pk).first()
+    if row is None:
+        raise CommandError(f"No {noun} with id {pk}.")
+    return row
 
 
 @contextmanager

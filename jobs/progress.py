@@ -1,5 +1,6 @@
 """Progress of a long job: a reporter that passes (done, total, label) to its
-sinks, and a sink that draws it as one console line."""
+sinks, a sink that draws it as one console line, and the line's bar that the
+commands following a job on the workers draw too."""
 
 from __future__ import annotations
 
@@ -32,8 +33,20 @@ class Progress:
             sink(self.done, self.total, label)
 
 
+def percent_of(done: int, total: int) -> int:
+    """``done`` as a whole percent of ``total`` (0 of nothing, at most 100)."""
+    return min(100, round(100 * done / total)) if total else 0
+
+
+def bar_line(percent: int, detail: str, width: int = 30) -> str:
+    """A progress line to rewrite in place (it starts with a carriage return):
+    a bar of ``width`` filled to ``percent``, the percent, then ``detail``."""
+    filled = int(width * percent / 100)
+    return f"\r[{'#' * filled}{'.' * (width - filled)}] {percent:3d}% {detail}   "
+
+
 class ConsoleProgress:
-    """A single progress line rewritten in place: bar, counts, rate."""
+    """A single progress line rewritten in place: bar, counts, label, time."""
 
     def __init__(self, stream=None, min_interval: float = 0.2) -> None:
         self.stream = stream or sys.stderr
@@ -46,12 +59,13 @@ class ConsoleProgress:
         if now - self.last < self.min_interval and done < total:
             return
         self.last = now
-        width = 30
-        frac = done / total if total else 0
-        bar = "#" * int(width * frac) + "-" * (width - int(width * frac))
         elapsed = now - self.started
-        line = f"\r[{bar}] {done}/{total} {label[:60]:<60} {elapsed:6.1f}s"
-        self.stream.write(line)
+        self.stream.write(
+            bar_line(
+                percent_of(done, total),
+                f"{done}/{total} {label[:60]:<60} {elapsed:6.1f}s",
+            )
+        )
         if total and done >= total:
             self.stream.write("\n")
         self.stream.flush()

@@ -1,5 +1,5 @@
-"""What agent_run and online_eval share: the release they run over, and
-following a run's progress on one line."""
+"""What agent_run and online_eval share: following a run's progress on one
+line."""
 
 from __future__ import annotations
 
@@ -9,28 +9,19 @@ import time
 from django.core.management.base import CommandError
 
 from agents.models import AgentRun, RunState
-from exports.models import Release
+from jobs.progress import bar_line
 
 FOLLOW_SECONDS = 1.0
 
 
-def release_of(release_id: int) -> Release:
-    """The release --release names, or CommandError."""
-    release = Release.objects.filter(pk=release_id).first()
-    if release is None:
-        raise CommandError(f"No release with id {release_id}.")
-    return release
-
-
-def progress_line(run: AgentRun, width: int = 30) -> str:
+def progress_line(run: AgentRun) -> str:
     progress = run.live_progress
-    filled = int(width * progress["percent"] / 100)
     failed = f" · {run.windows_failed} failed" if run.windows_failed else ""
-    return (
-        f"\r[{'#' * filled}{'.' * (width - filled)}] {progress['percent']:3d}% "
+    return bar_line(
+        progress["percent"],
         f"{progress['done']}/{progress['total']} windows{failed} · "
-        f"{run.tokens_in + run.tokens_out:,} tokens · {run.get_state_display().lower()}"
-        "   "
+        f"{run.tokens_in + run.tokens_out:,} tokens · "
+        f"{run.get_state_display().lower()}",
     )
 
 

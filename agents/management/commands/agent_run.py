@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
 
-from accounts.commands import command_user, service_refusals
-from agents.management.commands._follow import follow, release_of
+from accounts.commands import command_row, command_user, service_refusals
+from agents.management.commands._follow import follow
 from agents.reference import AGENT_NAMES
 from agents.services import agent_run_start
+from exports.models import Release
 from oracle.models import Backbone
 
 
@@ -30,7 +31,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, agent, release, backbone, inline, user=None, **options):
         who = command_user(user, option="--user", recorded="the run")
-        found = release_of(release)
+        found = command_row(Release, release, "release")
         chosen = (
             Backbone.objects.filter(pk=int(backbone)).first()
             if backbone.isdigit()

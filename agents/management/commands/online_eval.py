@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand
 
-from accounts.commands import command_user, service_refusals
-from agents.management.commands._follow import follow, release_of
+from accounts.commands import command_row, command_user, service_refusals
+from agents.management.commands._follow import follow
 from agents.services import endpoint_register, online_eval_start
+from exports.models import Release
 
 
 class Command(BaseCommand):
@@ -38,7 +39,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, release, endpoint, inline, user=None, **options):
         who = command_user(user, option="--user", recorded="the run")
-        found = release_of(release)
+        found = command_row(Release, release, "release")
         with service_refusals():
             registered = endpoint_register(
                 user=who,

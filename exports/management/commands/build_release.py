@@ -13,7 +13,7 @@ import time
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from accounts.commands import service_refusals
+from accounts.commands import command_row, service_refusals
 from annotation.models import Campaign
 from exports.building import release_build, release_folder
 from exports.models import Release, ReleaseKind, ReleaseState
@@ -74,17 +74,14 @@ class Command(BaseCommand):
             raise CommandError(f"No user {user!r}.")
         with service_refusals():
             if kind == ReleaseKind.SURVEILLANCE:
-                found = (
-                    Cohort.objects.filter(pk=cohort).first()
-                    if cohort is not None
-                    else Cohort.objects.order_by("-created_at", "-pk").first()
-                )
-                if found is None:
-                    raise CommandError(
-                        f"No cohort with id {cohort}."
-                        if cohort is not None
-                        else "No cohort yet: build one first (manage.py build_cohort)."
-                    )
+                if cohort is not None:
+                    found = command_row(Cohort, cohort, "cohort")
+                else:
+                    found = Cohort.objects.order_by("-created_at", "-pk").first()
+                    if found is None:
+                        raise CommandError(
+                            "No cohort yet: build one first (manage.py build_cohort)."
+                        )
                 release = release_create(
                     user=admin,
                     kind=ReleaseKind.SURVEILLANCE,
@@ -97,9 +94,7 @@ class Command(BaseCommand):
                         "--override-reason is for Scale releases; a Gold release has "
                         "no promotion thresholds."
                     )
-                found = Campaign.objects.filter(pk=campaign).first()
-                if found is None:
-                    raise CommandError(f"No campaign with id {campaign}.")
+                found = command_row(Campaign, campaign, "campaign")
                 release = release_create(
                     user=admin, kind=ReleaseKind.GOLD, campaign=found, notes=notes
                 )
@@ -107,13 +102,10 @@ class Command(BaseCommand):
                 if warning:
                     self.stderr.write(f"Warning: {warning}")
             else:
-                run = OracleRun.objects.filter(pk=oracle_run).first()
-                if run is None:
-                    raise CommandError(f"No Oracle run with id {oracle_run}.")
                 release = release_create(
                     user=admin,
                     kind=ReleaseKind.SCALE,
-                    oracle_run=run,
+                    oracle_run=command_row(OracleRun, oracle_run, "Oracle run"),
                     notes=notes,
                     override_reason=override_reason,
                 )

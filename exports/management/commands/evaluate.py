@@ -6,7 +6,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from accounts.commands import service_refusals
+from accounts.commands import command_row, service_refusals
 from evaluation.metrics import DEFAULT_K
 from exports.models import Release, ReleaseState
 from exports.scoring import check_k, predictions_check, predictions_read, scores_compute
@@ -46,9 +46,9 @@ class Command(BaseCommand):
     def handle(
         self, *args, file: Path, release: int, k: int, json: bool = False, **options
     ):
-        found = Release.objects.filter(pk=release, state=ReleaseState.READY).first()
-        if found is None:
-            raise CommandError(f"No built release with id {release}.")
+        found = command_row(
+            Release.objects.filter(state=ReleaseState.READY), release, "built release"
+        )
         if not file.is_file():
             raise CommandError(f"No file {file}.")
         with service_refusals():

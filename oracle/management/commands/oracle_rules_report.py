@@ -25,6 +25,7 @@ from datetime import timedelta
 
 from django.core.management.base import BaseCommand, CommandError
 
+from accounts.commands import command_row
 from oracle.backbones import rules
 from oracle.context import window_contexts_build
 from windows.models import Cohort, Outcome, Stay, Window
@@ -100,9 +101,7 @@ class Command(BaseCommand):
     def handle(self, *args, cohort=None, hours=12.0, checks=False, **options):
         stays = Stay.objects.select_related("admission__patient").order_by("pk")
         if cohort is not None:
-            if not Cohort.objects.filter(pk=cohort).exists():
-                raise CommandError(f"No cohort with id {cohort}.")
-            stays = stays.filter(cohorts__pk=cohort)
+            stays = stays.filter(cohorts=command_row(Cohort, cohort, "cohort"))
         stays = list(stays)
         groups = {s.pk: stay_group(s) for s in stays}
         by_pk = {s.pk: s for s in stays}

@@ -9,8 +9,9 @@ import time
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
-from accounts.commands import command_user, service_refusals
+from accounts.commands import command_row, command_user, service_refusals
 from annotation.models import Campaign
+from jobs.progress import bar_line
 from oracle import selectors, services
 from oracle.models import Backbone, OracleRun, RunState
 from windows.models import Cohort
@@ -18,15 +19,14 @@ from windows.models import Cohort
 FOLLOW_SECONDS = 1.0
 
 
-def _bar(progress: dict, width: int = 30) -> str:
-    filled = int(width * progress["percent"] / 100)
+def _bar(progress: dict) -> str:
     rate = progress["rate_recent"] or progress["rate_overall"]
     rate_text = f" · {rate:,.0f} windows/min" if rate else ""
     failed = f" · {progress['failed']} failed" if progress["failed"] else ""
-    return (
-        f"\r[{'#' * filled}{'.' * (width - filled)}] {progress['percent']:3d}% "
+    return bar_line(
+        progress["percent"],
         f"{progress['done']}/{progress['total']}{failed}{rate_text} "
-        f"· {progress['state_display'].lower()}   "
+        f"· {progress['state_display'].lower()}",
     )
 
 
@@ -73,10 +73,11 @@ class Command(BaseCommand):
         enqueue = not inline
         with service_refusals():
             if resume is not None:
-                run = OracleRun.objects.filter(pk=resume).first()
-                if run is None:
-                    raise CommandError(f"No Oracle run with id {resume}.")
-                run = services.oracle_run_resume(admin=user, run=run, enqueue=enqueue)
+                run = services.oracle_run_resume(
+                    admin=user,
+                    run=command_row(OracleRun, resume, "Oracle run"),
+                    enqueue=enqueue,
+                )
             else:
                 if backbone:
                     chosen = Backbone.objects.filter(name=backbone).first()
@@ -89,13 +90,9 @@ class Command(BaseCommand):
                     chosen = selectors.backbone_rules_default()
                 found_campaign = found_cohort = None
                 if campaign is not None:
-                    found_campaign = Campaign.objects.filter(pk=campaign).first()
-                    if found_campaign is None:
-                        raise CommandError(f"No campaign with id {campaign}.")
+                    found_campaign = command_row(Campaign, campaign, "campaign")
                 else:
-                    found_cohort = Cohort.objects.filter(pk=cohort).first()
-                    if found_cohort is None:
-                        raise CommandError(f"No cohort with id {cohort}.")
+                    found_cohort = command_row(Cohort, cohort, "cohort")
                 target = found_campaign or found_cohort
                 run = services.oracle_run_create(
                     admin=user,

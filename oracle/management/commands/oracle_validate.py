@@ -6,21 +6,13 @@ from __future__ import annotations
 
 import sys
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand
 
-from accounts.commands import command_user, service_refusals
+from accounts.commands import command_row, command_user, service_refusals
 from annotation.models import Campaign
+from jobs.progress import bar_line, percent_of
 from oracle import services
 from oracle.models import OracleRun
-
-
-def _line(done: int, total: int, label: str, width: int = 30) -> str:
-    percent = min(100, round(100 * done / total)) if total else 0
-    filled = int(width * percent / 100)
-    return (
-        f"\r[{'#' * filled}{'.' * (width - filled)}] {percent:3d}% "
-        f"{done}/{total} · {label}   "
-    )
 
 
 def _figure(value) -> str:
@@ -44,16 +36,14 @@ class Command(BaseCommand):
 
     def handle(self, *args, run_id, campaign, admin=None, **options):
         user = command_user(admin, option="--admin", recorded="the report")
-        run = OracleRun.objects.select_related("prompt").filter(pk=run_id).first()
-        if run is None:
-            raise CommandError(f"No Oracle run with id {run_id}.")
-        found = Campaign.objects.filter(pk=campaign).first()
-        if found is None:
-            raise CommandError(f"No campaign with id {campaign}.")
+        run = command_row(
+            OracleRun.objects.select_related("prompt"), run_id, "Oracle run"
+        )
+        found = command_row(Campaign, campaign, "campaign")
         out = self.stderr._out if hasattr(self.stderr, "_out") else sys.stderr
 
         def show(done: int, total: int, label: str) -> None:
-            out.write(_line(done, total, label))
+            out.write(bar_line(percent_of(done, total), f"{done}/{total} · {label}"))
             out.flush()
 
         with service_refusals():

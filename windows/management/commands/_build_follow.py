@@ -15,6 +15,7 @@ from django.conf import settings
 from django.core.management.base import CommandError
 
 from accounts.commands import service_refusals
+from jobs.progress import bar_line
 from windows.builds import OPEN, build_run_create, build_run_progress
 from windows.models import BuildRun
 
@@ -71,15 +72,14 @@ def _no_worker_line(progress: dict, waited: float) -> str | None:
     return line + "is a worker running? " + START_ONE
 
 
-def _line(progress: dict, started: float, width: int = 30) -> str:
-    filled = int(width * progress["percent"] / 100)
+def _line(progress: dict, started: float) -> str:
     elapsed = time.monotonic() - started
-    return (
-        f"\r[{'#' * filled}{'.' * (width - filled)}] {progress['percent']:3d}% "
+    return bar_line(
+        progress["percent"],
         f"{progress['done']}/{progress['total']} stays · batches "
         f"{progress['batches_done']}/{progress['batches']} · "
         f"{progress['workers']} workers busy · {progress['label'].lower()} "
-        f"{elapsed:6.1f}s   "
+        f"{elapsed:6.1f}s",
     )
 
 

@@ -2,8 +2,9 @@
 concept tracks, in batches of stays shared by the workers (followed with a
 progress line), or here with --inline."""
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand
 
+from accounts.commands import command_row
 from jobs.progress import ConsoleProgress, Progress
 from windows.management.commands._build_follow import (
     build_on_workers,
@@ -32,9 +33,7 @@ class Command(BaseCommand):
     ):
         stays = Stay.objects.order_by("pk")
         if stay is not None:
-            stays = stays.filter(pk=stay)
-            if not stays.exists():
-                raise CommandError(f"No stay with id {stay}.")
+            stays = stays.filter(pk=command_row(Stay, stay, "stay").pk)
         if inline:
             progress = Progress(sinks=[ConsoleProgress(stream=command_stream(self))])
             built = tracks_build_all(stays=stays, progress=progress, force=force)

@@ -3,9 +3,9 @@ windows and the Gold draw of each stay, in batches of stays shared by the worker
 (followed with a progress line), or here with --inline. Both give the same
 windows and the same Gold draw: the draw is per stay (windows.builds)."""
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand
 
-from accounts.commands import service_refusals
+from accounts.commands import command_row, service_refusals
 from jobs.progress import ConsoleProgress, Progress
 from windows.management.commands._build_follow import (
     build_on_workers,
@@ -57,10 +57,9 @@ class Command(BaseCommand):
         **options,
     ):
         if cohort is not None:
-            found = Cohort.objects.filter(pk=cohort).first()
-            if found is None:
-                raise CommandError(f"No cohort with id {cohort}.")
-            stays = Stay.objects.filter(cohort_stays__cohort=found)
+            stays = Stay.objects.filter(
+                cohort_stays__cohort=command_row(Cohort, cohort, "cohort")
+            )
         else:
             stays = Stay.objects.all()
         params = {
