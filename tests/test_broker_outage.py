@@ -196,7 +196,7 @@ def test_after_a_broker_outage_the_worker_computes_the_agreement_submitted_meanw
     from jobs.housekeeping import reap_seconds
     from jobs.models import OutboxMessage
     from jobs.outbox import outbox_dispatch_due
-    from tests.annotation.test_consensus import submit
+    from tests.annotation.consensus_data import submit
 
     campaign, (a, b), windows = gold
     started = tmp_path / "long-task-started"

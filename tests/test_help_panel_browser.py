@@ -14,7 +14,7 @@ from tests.annotation.conftest import (  # noqa: F401 - fixtures
     clinical,
     physicians,
 )
-from tests.annotation.test_consensus import (  # noqa: F401 - fixtures
+from tests.annotation.consensus_data import (  # noqa: F401 - fixtures
     matcher,
     stay,
     submit,

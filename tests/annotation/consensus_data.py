@@ -3,20 +3,25 @@ adjudication, calibration, IRR and Oracle validation tests: the configured
 matcher (loaded once a module), a 48-hour stay with four Gold windows, a Gold
 campaign over them whose items need no evidence, a physician's label written
 in a few words (``submit``), and the campaign labelled by two physicians with
-its consensus computed (``labelled``). Fixtures: a module takes them with
-``from tests.annotation.consensus_data import ...``."""
+its consensus computed (``labelled``); then a window's consensus
+(``consensus_of``) and an admin's decision on it (``decide``). Fixtures: a
+module takes them with ``from tests.annotation.consensus_data import ...``."""
 
 import os
 
 import pytest
 
-from annotation.models import Assignment
+from annotation.models import Assignment, ConsensusLabel
 from annotation.selectors.labelling import recorded_critical_actions
-from annotation.services import window_consensus_refresh
+from annotation.services import adjudication_decide, window_consensus_refresh
 from tests.factories import make_admission, make_stay
 
 from .conftest import make_gold_windows
 from .helpers import campaign_without_evidence, submit_as
+
+PROBLEMS = "acute_problems"
+ACTIONS = "recommended_actions"
+FLAGS = "red_flags"
 
 
 @pytest.fixture(scope="module")
@@ -141,3 +146,22 @@ def labelled(gold, physicians, windows, clinical, matcher):
     for window in windows:
         window_consensus_refresh(campaign=gold, window=window, matcher=matcher)
     return gold
+
+
+def consensus_of(campaign, window) -> ConsensusLabel:
+    return ConsensusLabel.objects.get(campaign=campaign, window=window)
+
+
+def decide(campaign, admin, window, task, action, *, item_ref="", reason="r", **more):
+    """``adjudication_decide`` with the consensus tests' usual item ref and
+    reason."""
+    return adjudication_decide(
+        admin=admin,
+        campaign=campaign,
+        window=window,
+        task=task,
+        item_ref=item_ref,
+        action=action,
+        reason=reason,
+        **more,
+    )

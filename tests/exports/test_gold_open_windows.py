@@ -13,7 +13,7 @@ from tests.annotation.conftest import (  # noqa: F401 - fixtures
     physicians,
     stay,
 )
-from tests.annotation.test_consensus import matcher, submit  # noqa: F401
+from tests.annotation.consensus_data import matcher, submit  # noqa: F401
 
 pytestmark = pytest.mark.django_db
 
