@@ -99,6 +99,15 @@ def worker_start(
     return proc
 
 
+def start_worker(log_path: Path, beat: bool = False, **env_extra) -> subprocess.Popen:
+    """A worker (solo pool) on the test database and broker, ``env_extra`` added
+    to its environment; with ``beat``, housekeeping inside it (the reaper every
+    REALICU_JOB_REAP_SECONDS, as ``serve``'s worker runs it)."""
+    if beat:
+        env_extra["REALICU_WORKER_HOUSEKEEPING_THREAD"] = "1"
+    return worker_start(log_path, worker_env(**env_extra))
+
+
 def _group_kill(proc: subprocess.Popen) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)

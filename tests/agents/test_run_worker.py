@@ -11,7 +11,7 @@ from agents.services import agent_run_start
 from exports.models import SubmissionState
 from tests.oracle.fake_llm import FakeLLM
 from tests.oracle.helpers import started
-from tests.oracle.test_run_worker import start_worker, stop_worker, wait_for
+from tests.workers import start_worker, wait_for, worker_stop
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
@@ -65,7 +65,7 @@ def test_a_killed_workers_run_resumes_per_stay_with_one_prediction_per_window(
         first.kill()
         first.wait()
     finally:
-        stop_worker(first)
+        worker_stop(first)
     before = AgentPrediction.objects.filter(run=run).count()
     requests_before = len(slow_llm.requests)
     run.refresh_from_db()
@@ -87,7 +87,7 @@ def test_a_killed_workers_run_resumes_per_stay_with_one_prediction_per_window(
             timeout=180,
         )
     finally:
-        stop_worker(second)
+        worker_stop(second)
     run.refresh_from_db()
     windows = list(
         AgentPrediction.objects.filter(run=run).values_list("window_id", flat=True)
@@ -122,7 +122,7 @@ def test_agent_run_command_queues_and_follows_to_the_end(
             stdout=out,
         )
     finally:
-        stop_worker(worker)
+        worker_stop(worker)
     run = AgentRun.objects.get()
     assert run.state == RunState.DONE and run.windows_done == 4
     assert "4/4 windows (0 failed)" in out.getvalue()

@@ -30,7 +30,7 @@ from annotation.selectors.agreement import campaign_agreement_backlog
 from annotation.services.recompute import agreement_recompute_start
 from jobs.models import OutboxMessage
 from jobs.reaper import jobs_reap
-from tests.oracle.test_run_worker import start_worker, stop_worker, wait_for
+from tests.workers import start_worker, wait_for, worker_stop
 
 from .conftest import make_role_user
 from .consensus_data import gold, stay, submit, windows  # noqa: F401
@@ -146,7 +146,7 @@ def test_agreement_lost_to_a_broker_outage_is_computed_by_the_reaper(
             f"{time.monotonic() - back:.1f} s"
         )
     finally:
-        stop_worker(worker)
+        worker_stop(worker)
     assert not OutboxMessage.objects.exists()
     assert campaign_agreement_backlog(admin=admin_user, campaign=gold)["missing"] == 0
 
@@ -289,9 +289,9 @@ def test_recompute_survives_a_killed_worker(
         wait_for(reaped_and_done, "the recompute to complete after the kill", 180)
         seconds = time.monotonic() - killed
     finally:
-        stop_worker(first)
+        worker_stop(first)
         if second is not None:
-            stop_worker(second)
+            worker_stop(second)
     job.refresh_from_db()
     print(
         f"RECOVERY agreement recompute after SIGKILL of its worker {seconds:.1f} s "
@@ -401,7 +401,7 @@ def test_submits_during_a_real_broker_outage_get_their_agreement_when_it_returns
         seconds = time.monotonic() - back
     finally:
         if worker is not None:
-            stop_worker(worker)
+            worker_stop(worker)
         _point_app_at(app, saved_url)
         if saved_env is None:
             os.environ.pop("CELERY_BROKER_URL", None)

@@ -23,6 +23,7 @@ from rest_framework.test import APIClient
 from evaluation.metrics import DEFAULT_K
 from exports.models import Release, ReleaseFile, ReleaseState, Submission
 from exports.services import release_create, token_create
+from loopback import free_port
 from tests.exports.helpers import (
     prediction_upload,
     release_built,
@@ -32,16 +33,10 @@ from tests.exports.helpers import (
 pytestmark = pytest.mark.django_db
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="session")
 def s3_server(tmp_path_factory):
     """moto's S3 server on a free loopback port, for the whole session."""
-    port = _free_port()
+    port = free_port()
     log_path = tmp_path_factory.mktemp("moto") / "moto.log"
     log = open(log_path, "w")
     proc = subprocess.Popen(
@@ -274,7 +269,7 @@ def test_two_worker_machines_share_the_store_with_the_web(
     """Worker A (its own var folder) builds a release that the web serves
     from the store; a submission uploaded through the web is scored by
     worker B (another var folder), whose plots the web serves."""
-    from tests.oracle.test_run_worker import start_worker, stop_worker
+    from tests.workers import start_worker, worker_stop
 
     def machine(name):
         var = tmp_path / name
@@ -292,7 +287,7 @@ def test_two_worker_machines_share_the_store_with_the_web(
         release = release_create(user=admin_user, kind="scale", oracle_run=tiny_run)
         release = release_built(release, 180)
     finally:
-        stop_worker(worker_a)
+        worker_stop(worker_a)
     assert release.state == ReleaseState.READY, release.error
     built_by = release.worker
     # Published to the store, nothing left on machine A nor written by the web.
@@ -318,7 +313,7 @@ def test_two_worker_machines_share_the_store_with_the_web(
         submission = Submission.objects.get(release=release)
         submission = submission_finished(submission.pk, 180)
     finally:
-        stop_worker(worker_b)
+        worker_stop(worker_b)
     assert submission.state == "scored", submission.error
     assert submission.scores["overall"]["status_accuracy"] == pytest.approx(1 / 4)
     # The upload went to the store, not to the web's folder, and machine B

@@ -88,7 +88,7 @@ def test_a_release_build_whose_worker_is_killed_is_finished_by_another_worker(
 
     from exports.models import ReleaseFile, ReleaseWindow
     from jobs.reaper import jobs_reap
-    from tests.oracle.test_run_worker import start_worker, stop_worker, wait_for
+    from tests.workers import start_worker, wait_for, worker_stop
 
     settings.REALICU_JOB_STALE_SECONDS = 4
     fast = {"REALICU_JOB_HEARTBEAT_SECONDS": 0.5, "REALICU_JOB_STALE_SECONDS": 4}
@@ -107,7 +107,7 @@ def test_a_release_build_whose_worker_is_killed_is_finished_by_another_worker(
         killed_at = time.monotonic()
         first.wait()
     finally:
-        stop_worker(first)
+        worker_stop(first)
     row = Release.objects.get(pk=release.pk)
     assert row.state == ReleaseState.BUILDING, row.state
     print(f"killed at {row.progress_label} ({row.progress_done}/{row.progress_total})")
@@ -125,7 +125,7 @@ def test_a_release_build_whose_worker_is_killed_is_finished_by_another_worker(
         wait_for(finished, "the build to finish on the new worker", 180)
         recovery = time.monotonic() - killed_at
     finally:
-        stop_worker(second)
+        worker_stop(second)
     release.refresh_from_db()
     assert release.state == ReleaseState.READY, release.error
     print(f"RECOVERY release build after SIGKILL of its worker: {recovery:.1f} s")

@@ -4,7 +4,6 @@ new requests; a worker killed mid-run (SIGKILL), a new worker, a resume, and
 every window with exactly one label."""
 
 import re
-import subprocess
 import time
 from collections import Counter
 from datetime import timedelta
@@ -17,20 +16,9 @@ from oracle import services
 from oracle.models import BackboneKind, OracleLabel, OracleRun, RunState
 from tests.oracle.fake_llm import FakeLLM
 from tests.oracle.helpers import make_cohort_with_stay, started
-from tests.workers import wait_for, worker_env, worker_start, worker_stop
+from tests.workers import start_worker, wait_for, worker_stop
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def start_worker(log_path: Path, beat: bool = False, **env_extra) -> subprocess.Popen:
-    """A Celery worker process (solo pool) on the test database and broker;
-    with ``beat``, housekeeping inside it (the reaper every
-    REALICU_JOB_REAP_SECONDS, as ``serve``'s worker runs it)."""
-    if beat:
-        env_extra["REALICU_WORKER_HOUSEKEEPING_THREAD"] = "1"
-    return worker_start(log_path, worker_env(**env_extra))
 
 
 def tasks_ended(log_path: Path) -> bool:
@@ -40,10 +28,6 @@ def tasks_ended(log_path: Path) -> bool:
     received = Counter(re.findall(r"Task [\w.]+\[([\w-]+)\] received", text))
     ended = Counter(re.findall(r"Task [\w.]+\[([\w-]+)\] (?!received)", text))
     return bool(received) and all(ended[id_] >= n for id_, n in received.items())
-
-
-def stop_worker(proc: subprocess.Popen) -> None:
-    worker_stop(proc)
 
 
 @pytest.fixture
@@ -120,7 +104,7 @@ def test_cancel_stops_new_requests(admin_user, slow_llm, tmp_path):
         run.refresh_from_db()
         assert run.state == RunState.CANCELLED
     finally:
-        stop_worker(worker)
+        worker_stop(worker)
 
 
 def test_a_worker_killed_mid_run_then_resumed_leaves_one_label_per_window(
@@ -138,7 +122,7 @@ def test_a_worker_killed_mid_run_then_resumed_leaves_one_label_per_window(
         first.kill()  # SIGKILL: no cleanup, the claim stays until its lease ends
         first.wait()
     finally:
-        stop_worker(first)
+        worker_stop(first)
     labelled = OracleLabel.objects.filter(run=run).count()
     assert labelled < run.total_windows
     assert run.claims.exists()  # the dead worker's claim
@@ -150,7 +134,7 @@ def test_a_worker_killed_mid_run_then_resumed_leaves_one_label_per_window(
             "the resumed run to complete",
         )
     finally:
-        stop_worker(second)
+        worker_stop(second)
     run.refresh_from_db()
     one_label_per_window(run)
     assert not run.claims.exists()
@@ -181,7 +165,7 @@ def test_a_killed_worker_s_run_is_requeued_by_the_reaper_without_an_admin(
         first.wait()
         killed_at = time.monotonic()
     finally:
-        stop_worker(first)
+        worker_stop(first)
     run.refresh_from_db()
     assert run.state == RunState.RUNNING and run.claims.exists()
     assert OracleLabel.objects.filter(run=run).count() < run.total_windows
@@ -194,7 +178,7 @@ def test_a_killed_worker_s_run_is_requeued_by_the_reaper_without_an_admin(
         )
         recovered = time.monotonic() - killed_at
     finally:
-        stop_worker(second)
+        worker_stop(second)
     print(
         f"RECOVERY oracle run: {recovered:.1f} s from SIGKILL to completed "
         f"({run.total_windows} windows, stale after 4 s, reaper every 1 s)"

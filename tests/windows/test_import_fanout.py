@@ -113,7 +113,7 @@ def _worker_env(settings, tmp_path, folder: Path) -> dict:
 
 
 def _run_to_end(run: ImportRun, *, reap: bool = False) -> ImportRun:
-    from tests.oracle.test_run_worker import wait_for
+    from tests.workers import wait_for
 
     def ended() -> bool:
         if reap:
@@ -130,7 +130,7 @@ def _run_to_end(run: ImportRun, *, reap: bool = False) -> ImportRun:
 def test_two_workers_import_the_demo_as_one_process_does(
     demo_mimic, tmp_path, settings
 ):
-    from tests.oracle.test_run_worker import start_worker, stop_worker, wait_for
+    from tests.workers import start_worker, wait_for, worker_stop
 
     single, single_summary = one_process(demo_mimic, batch_stays=20)
     assert single["stays"] > 100 and single["events"] > 100_000
@@ -145,7 +145,7 @@ def test_two_workers_import_the_demo_as_one_process_does(
         run = _run_to_end(run)
     finally:
         for worker in workers:
-            stop_worker(worker)
+            worker_stop(worker)
     assert run.status == ImportStatus.DONE, run.error
     batches = list(run.batches.all())
     assert len(batches) > 2 and all(b.state == "done" for b in batches)
@@ -163,7 +163,7 @@ def test_two_workers_import_the_demo_as_one_process_does(
 def test_a_batch_whose_worker_is_killed_mid_batch_is_imported_once(
     demo_mimic, tmp_path, settings
 ):
-    from tests.oracle.test_run_worker import start_worker, stop_worker, wait_for
+    from tests.workers import start_worker, wait_for, worker_stop
 
     single, _ = one_process(demo_mimic, batch_stays=20)
     settings.REALICU_IMPORT_ROOTS = [str(demo_mimic.parent)]
@@ -182,9 +182,9 @@ def test_a_batch_whose_worker_is_killed_mid_batch_is_imported_once(
         survivor = start_worker(tmp_path / "survivor.log", **env)
         run = _run_to_end(run, reap=True)
     finally:
-        stop_worker(doomed)
+        worker_stop(doomed)
         if survivor is not None:
-            stop_worker(survivor)
+            worker_stop(survivor)
     assert run.status == ImportStatus.DONE, run.error
     held.refresh_from_db()
     assert held.state == "done" and held.attempts == 2
@@ -317,7 +317,7 @@ def test_import_mimic_fan_out_plans_here_and_the_worker_imports_the_batches(
 ):
     from django.core.management import call_command
 
-    from tests.oracle.test_run_worker import start_worker, stop_worker
+    from tests.workers import start_worker, worker_stop
 
     folder = write_mimic(tmp_path / "m", mimic_tables())
     single, single_summary = one_process(folder, batch_stays=1)
@@ -335,7 +335,7 @@ def test_import_mimic_fan_out_plans_here_and_the_worker_imports_the_batches(
             stderr=err,
         )
     finally:
-        stop_worker(worker)
+        worker_stop(worker)
     run = ImportRun.objects.get()
     assert run.status == ImportStatus.DONE, run.error
     batches = list(run.batches.all())

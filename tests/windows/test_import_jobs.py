@@ -445,7 +445,7 @@ def test_import_killed_with_its_worker_completes_after_the_reaper_requeues_it(
     """SIGKILL the worker in the middle of a many-batch CLIF demo import (one
     transaction for all batches), start another worker, let the reaper run as
     beat would: the run ends DONE with exactly the rows of a clean import."""
-    from tests.oracle.test_run_worker import start_worker, stop_worker, wait_for
+    from tests.workers import start_worker, wait_for, worker_stop
     from windows.importers.clif import clif_import
 
     # The rows of a clean import, rolled back.
@@ -499,9 +499,9 @@ def test_import_killed_with_its_worker_completes_after_the_reaper_requeues_it(
         wait_for(done, "the import to complete in the second worker", 300)
         recovery = time.monotonic() - killed
     finally:
-        stop_worker(first)
+        worker_stop(first)
         if second is not None:
-            stop_worker(second)
+            worker_stop(second)
 
     assert run.status == ImportStatus.DONE, run.error
     assert run.attempts == 2 and run.lease == "" and run.percent == 100
