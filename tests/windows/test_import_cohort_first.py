@@ -20,9 +20,9 @@ from windows.importers.mimic import mimic_import
 from windows.importers.mimic.reading import MimicTable
 from windows.models import Admission, Event, Patient, Stay
 
-from .test_import_mimic import IMPORTED_ROWS, mimic_tables, write_mimic
+from .mimic_files import IMPORTED_ROWS, mimic_tables, write_mimic
 
-COPIES = 6  # the two ICU patients of test_import_mimic, six times over
+COPIES = 6  # the two ICU patients of mimic_files, six times over
 ID_COLUMNS = (
     "subject_id",
     "hadm_id",
@@ -50,7 +50,7 @@ EVENT_FILES = (
 
 
 def many_tables() -> dict[str, list[dict]]:
-    """test_import_mimic's files with every patient copied ``COPIES`` times, the
+    """mimic_files.py's tables with every patient copied ``COPIES`` times, the
     ids of copy k shifted by k * 1,000,000 (emar ids prefixed): 12 ICU stays."""
     base = mimic_tables()
     out: dict[str, list[dict]] = {}

@@ -24,7 +24,7 @@ from jobs.reaper import jobs_reap
 from tests.exports.test_object_storage import s3, s3_server  # noqa: F401
 from tests.windows import mimic_roundtrip
 from tests.windows.import_digest import database_digest
-from tests.windows.test_import_mimic import mimic_tables, write_mimic
+from tests.windows.mimic_files import mimic_tables, write_mimic
 from windows.import_batches import import_batch_execute, import_run_fan_out_here
 from windows.importers.mimic import mimic_import
 from windows.models import (

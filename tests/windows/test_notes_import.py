@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from tests.windows.mimic_files import A1, A2, A_NO_ICU, mimic_tables, write_mimic
 from tests.windows.notes_files import (
     detail_rows,
     discharge_text,
@@ -15,7 +16,6 @@ from tests.windows.notes_files import (
     radiology_text,
     write_notes,
 )
-from tests.windows.test_import_mimic import A1, A2, A_NO_ICU, mimic_tables, write_mimic
 from windows.importers.base import SourceDataError
 from windows.importers.mimic import mimic_import
 from windows.importers.mimic.notes import TRUNCATION_MARK, report_findings
