@@ -7,10 +7,9 @@ import json
 
 import pytest
 
-from tests.windows.test_window_page import (  # noqa: F401 (fixtures)
+from tests.windows.window_pages import (
     _stay_with_tracks,
     event_row,
-    stay_with_events,
     tracks_url,
     window_url,
 )
