@@ -1,6 +1,7 @@
 """Progress of a long job: a reporter that passes (done, total, label) to its
-sinks, a sink that draws it as one console line, and the line's bar that the
-commands following a job on the workers draw too."""
+sinks, a sink that draws it as one console line on a management command's
+stream, and the line's bar that the commands following a job on the workers
+draw too."""
 
 from __future__ import annotations
 
@@ -69,3 +70,15 @@ class ConsoleProgress:
         if total and done >= total:
             self.stream.write("\n")
         self.stream.flush()
+
+
+def command_stream(command):
+    """Where a management command draws its progress line: the raw stream under
+    its stderr, as Django's wrapper would end each rewritten line with a
+    newline."""
+    return getattr(command.stderr, "_out", None) or sys.stderr
+
+
+def command_progress(command) -> Progress:
+    """A Progress drawn as one console line on the command's stream."""
+    return Progress(sinks=[ConsoleProgress(stream=command_stream(command))])

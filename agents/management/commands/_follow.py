@@ -3,13 +3,12 @@ line."""
 
 from __future__ import annotations
 
-import sys
 import time
 
 from django.core.management.base import CommandError
 
 from agents.models import AgentRun, RunState
-from jobs.progress import bar_line
+from jobs.progress import bar_line, command_stream
 
 FOLLOW_SECONDS = 1.0
 
@@ -28,7 +27,7 @@ def progress_line(run: AgentRun) -> str:
 def follow(command, run: AgentRun, *, inline: bool) -> None:
     from agents.services import agent_run_inline
 
-    out = sys.stderr
+    out = command_stream(command)
 
     def show(_=None):
         run.refresh_from_db()

@@ -18,7 +18,7 @@ from annotation.models import Campaign
 from exports.building import release_build, release_folder
 from exports.models import Release, ReleaseKind, ReleaseState
 from exports.services import gold_open_windows_warning, release_create
-from jobs.progress import ConsoleProgress, Progress
+from jobs.progress import ConsoleProgress, Progress, command_stream
 from oracle.models import OracleRun
 from windows.models import Cohort
 
@@ -109,7 +109,7 @@ class Command(BaseCommand):
                     notes=notes,
                     override_reason=override_reason,
                 )
-            console = ConsoleProgress(stream=self.stderr._out)
+            console = ConsoleProgress(stream=command_stream(self))
             release = release_build(release=release, progress=Progress(sinks=[console]))
             while release.state in (ReleaseState.QUEUED, ReleaseState.BUILDING):
                 # A worker took it first: its progress is on the row.

@@ -10,7 +10,7 @@ from accounts.commands import command_row, service_refusals
 from evaluation.metrics import DEFAULT_K
 from exports.models import Release, ReleaseState
 from exports.scoring import check_k, predictions_check, predictions_read, scores_compute
-from jobs.progress import ConsoleProgress, Progress
+from jobs.progress import command_progress
 
 COLUMNS = (
     ("n_windows", "windows"),
@@ -59,7 +59,7 @@ class Command(BaseCommand):
             raise CommandError(
                 f"{file} is not valid; nothing was scored:\n" + "\n".join(messages)
             )
-        progress = Progress(sinks=[ConsoleProgress(stream=self.stderr._out)])
+        progress = command_progress(self)
         scores = scores_compute(
             release=found,
             predictions=list(predictions_read(file)),

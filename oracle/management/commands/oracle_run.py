@@ -3,7 +3,6 @@ NAME] [--inline]: the command-line twin of the run page, with a progress line.""
 
 from __future__ import annotations
 
-import sys
 import time
 
 from django.core.exceptions import PermissionDenied, ValidationError
@@ -11,7 +10,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from accounts.commands import command_row, command_user, service_refusals
 from annotation.models import Campaign
-from jobs.progress import bar_line
+from jobs.progress import bar_line, command_stream
 from oracle import selectors, services
 from oracle.models import Backbone, OracleRun, RunState
 from windows.models import Cohort
@@ -103,7 +102,7 @@ class Command(BaseCommand):
                     enqueue=enqueue,
                 )
         self.stdout.write(f"Oracle run {run.pk}: {run.total_windows} windows.")
-        out = self.stderr._out if hasattr(self.stderr, "_out") else sys.stderr
+        out = command_stream(self)
 
         def show(_=None):
             run.refresh_from_db()

@@ -4,13 +4,11 @@ process with a progress line, and stored as a validation report."""
 
 from __future__ import annotations
 
-import sys
-
 from django.core.management.base import BaseCommand
 
 from accounts.commands import command_row, command_user, service_refusals
 from annotation.models import Campaign
-from jobs.progress import bar_line, percent_of
+from jobs.progress import bar_line, command_stream, percent_of
 from oracle import services
 from oracle.models import OracleRun
 
@@ -40,7 +38,7 @@ class Command(BaseCommand):
             OracleRun.objects.select_related("prompt"), run_id, "Oracle run"
         )
         found = command_row(Campaign, campaign, "campaign")
-        out = self.stderr._out if hasattr(self.stderr, "_out") else sys.stderr
+        out = command_stream(self)
 
         def show(done: int, total: int, label: str) -> None:
             out.write(bar_line(percent_of(done, total), f"{done}/{total} · {label}"))

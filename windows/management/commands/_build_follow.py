@@ -8,14 +8,13 @@ and keeps following: the work is queued, not lost."""
 
 from __future__ import annotations
 
-import sys
 import time
 
 from django.conf import settings
 from django.core.management.base import CommandError
 
 from accounts.commands import service_refusals
-from jobs.progress import bar_line
+from jobs.progress import bar_line, command_stream
 from windows.builds import OPEN, build_run_create, build_run_progress
 from windows.models import BuildRun
 
@@ -128,11 +127,6 @@ def build_options_add(parser, *, inline_help: str) -> None:
         default=None,
         help="Stays per worker batch (default: REALICU_BUILD_BATCH_STAYS).",
     )
-
-
-def command_stream(command):
-    """Where a command draws its progress line: its stderr's stream."""
-    return getattr(command.stderr, "_out", None) or sys.stderr
 
 
 def build_on_workers(

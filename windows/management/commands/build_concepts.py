@@ -5,11 +5,10 @@ progress line), or here with --inline."""
 from django.core.management.base import BaseCommand
 
 from accounts.commands import command_row
-from jobs.progress import ConsoleProgress, Progress
+from jobs.progress import command_progress
 from windows.management.commands._build_follow import (
     build_on_workers,
     build_options_add,
-    command_stream,
 )
 from windows.models import BuildKind, Stay
 from windows.tracks import tracks_build_all
@@ -35,7 +34,7 @@ class Command(BaseCommand):
         if stay is not None:
             stays = stays.filter(pk=command_row(Stay, stay, "stay").pk)
         if inline:
-            progress = Progress(sinks=[ConsoleProgress(stream=command_stream(self))])
+            progress = command_progress(self)
             built = tracks_build_all(stays=stays, progress=progress, force=force)
             total = stays.count()
         else:

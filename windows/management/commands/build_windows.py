@@ -6,11 +6,10 @@ windows and the same Gold draw: the draw is per stay (windows.builds)."""
 from django.core.management.base import BaseCommand
 
 from accounts.commands import command_row, service_refusals
-from jobs.progress import ConsoleProgress, Progress
+from jobs.progress import command_progress
 from windows.management.commands._build_follow import (
     build_on_workers,
     build_options_add,
-    command_stream,
 )
 from windows.models import BuildKind, Cohort, Stay
 from windows.windowing import WindowsBuildSummary, windows_build_many
@@ -71,9 +70,7 @@ class Command(BaseCommand):
         }
         with service_refusals():
             if inline:
-                progress = Progress(
-                    sinks=[ConsoleProgress(stream=command_stream(self))]
-                )
+                progress = command_progress(self)
                 summary = windows_build_many(
                     stays=stays.order_by("pk"), progress=progress, **params
                 )

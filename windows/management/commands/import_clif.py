@@ -5,7 +5,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand
 
 from accounts.commands import service_refusals
-from jobs.progress import ConsoleProgress, Progress
+from jobs.progress import command_progress
 from windows.importers.clif import clif_import
 
 
@@ -36,7 +36,7 @@ class Command(BaseCommand):
     def handle(
         self, *args, directory=None, batch_stays=None, data_source=None, **options
     ):
-        progress = Progress(sinks=[ConsoleProgress(stream=self.stderr._out)])
+        progress = command_progress(self)
         with service_refusals():
             summary = clif_import(
                 directory=Path(directory) if directory else None,

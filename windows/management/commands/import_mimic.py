@@ -5,14 +5,13 @@
 
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
 from accounts.commands import service_refusals
-from jobs.progress import ConsoleProgress, Progress
+from jobs.progress import bar_line, command_progress, command_stream, percent_of
 from windows.importers.mimic import mimic_import
 
 
@@ -71,17 +70,14 @@ class Command(BaseCommand):
         seed: int = 0,
         **options,
     ) -> None:
-        # The progress line rewrites itself with "\r", which Django's output
-        # wrapper would end with a newline, so it goes to the raw stream.
-        stream = options.get("stderr") or sys.stderr
-        progress = Progress(sinks=[ConsoleProgress(stream=stream)])
+        progress = command_progress(self)
         if options.get("fan_out"):
             if cohort_size is not None or stays is not None:
                 raise CommandError(
                     "--fan-out imports the whole folder: choose the cohort with "
                     "build_cohort after the import, or import it without --fan-out."
                 )
-            self._fan_out(directory, batch_stays, progress, stream)
+            self._fan_out(directory, batch_stays, progress)
             return
         with service_refusals():
             summary = mimic_import(
@@ -94,7 +90,7 @@ class Command(BaseCommand):
             )
         self.stdout.write(str(summary))
 
-    def _fan_out(self, directory, batch_stays, progress, stream) -> None:
+    def _fan_out(self, directory, batch_stays, progress) -> None:
         from windows.import_batches import import_run_fan_out_here, import_run_follow
         from windows.importers.base import ImportSummary
         from windows.models import BuildState, ImportStatus
@@ -103,6 +99,7 @@ class Command(BaseCommand):
             run = import_run_fan_out_here(
                 directory=directory, progress=progress, batch_stays=batch_stays
             )
+        stream = command_stream(self)
         started = time.monotonic()
         told = False
         while run.status == ImportStatus.BATCHES:
@@ -110,8 +107,11 @@ class Command(BaseCommand):
             run = import_run_follow(run_id=run.pk)
             taken = run.batches.exclude(state=BuildState.QUEUED).exists()
             stream.write(
-                f"\rimport {run.pk}: {run.progress_done}/{run.progress_total} "
-                f"batches done · {time.monotonic() - started:6.1f}s   "
+                bar_line(
+                    percent_of(run.progress_done, run.progress_total),
+                    f"import {run.pk}: {run.progress_done}/{run.progress_total} "
+                    f"batches done · {time.monotonic() - started:6.1f}s",
+                )
             )
             stream.flush()
             if not taken and not told and time.monotonic() - started > NO_WORKER:

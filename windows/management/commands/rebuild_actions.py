@@ -9,7 +9,7 @@ import numpy as np
 from django.core.management.base import BaseCommand, CommandError
 
 from accounts.commands import service_refusals
-from jobs.progress import ConsoleProgress, Progress
+from jobs.progress import command_progress
 from windows.actions import CODED_SOURCE_TABLES, actions_derive
 from windows.importers.base import SourceDataError
 from windows.importers.clif import clif_order_ids_fill
@@ -80,7 +80,7 @@ class Command(BaseCommand):
         admission_ids = list(
             Admission.objects.order_by("pk").values_list("pk", flat=True)
         )
-        progress = Progress(sinks=[ConsoleProgress(stream=self.stderr._out)])
+        progress = command_progress(self)
         step = 50
         progress.start(len(admission_ids) + 1, "actions")
         for start in range(0, len(admission_ids), step):
