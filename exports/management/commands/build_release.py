@@ -10,10 +10,9 @@ process is killed, the reaper gives the build to a worker."""
 
 import time
 
-from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from accounts.commands import command_row, service_refusals
+from accounts.commands import command_row, command_user, service_refusals
 from annotation.models import Campaign
 from exports.building import release_build, release_folder
 from exports.models import Release, ReleaseKind, ReleaseState
@@ -69,9 +68,7 @@ class Command(BaseCommand):
         override_reason="",
         **options,
     ):
-        admin = get_user_model().objects.filter(username=user).first()
-        if admin is None:
-            raise CommandError(f"No user {user!r}.")
+        admin = command_user(user, option="--user", recorded="the release")
         with service_refusals():
             if kind == ReleaseKind.SURVEILLANCE:
                 if cohort is not None:
