@@ -12,7 +12,7 @@ from pathlib import Path
 
 from django.db.models import Count
 
-from windows.models import Admission, Event, Patient, Stay
+from windows.models import Event
 
 COLUMNS = {
     "hosp/patients": "subject_id,gender,anchor_age,anchor_year,anchor_year_group,dod",
@@ -538,15 +538,6 @@ def write_mimic(directory: Path, tables: dict[str, list[dict]]) -> Path:
 def event_counts() -> dict[str, int]:
     return dict(
         Event.objects.values_list("source_table").annotate(n=Count("id")).order_by()
-    )
-
-
-def counts() -> tuple[int, int, int, int]:
-    return (
-        Patient.objects.count(),
-        Admission.objects.count(),
-        Stay.objects.count(),
-        Event.objects.count(),
     )
 
 

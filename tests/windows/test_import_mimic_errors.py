@@ -11,9 +11,9 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from jobs.progress import Progress
+from tests.windows.clif_folders import clinical_counts as counts
 from tests.windows.mimic_files import (
     IMPORTED_ROWS,
-    counts,
     event_counts,
     mimic_tables,
     write_mimic,
