@@ -30,7 +30,8 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
-from tests.test_forged_requests import (  # noqa: F401  (fixtures)
+from tests.forged import (  # noqa: F401  (fixtures)
+    ROLES,
     _isolated,
     client_for,
     site_routes,
@@ -41,7 +42,6 @@ from tests.test_forged_requests import (  # noqa: F401  (fixtures)
 pytestmark = pytest.mark.django_db
 
 ROOT = Path(__file__).resolve().parent.parent
-ROLES = ("anonymous", "physician", "researcher", "admin")
 BIG = 2**63
 
 
