@@ -131,7 +131,7 @@ class TrivialEndpoint(LoopbackServer):
 
         class Handler(QuietHandler):
             def do_POST(self):
-                raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                raw = self.request_body()
                 outer.requests += 1
                 outer.bytes += len(raw)
                 try:
@@ -139,18 +139,14 @@ class TrivialEndpoint(LoopbackServer):
                 except (ValueError, TypeError, AttributeError):
                     index = -1
                 outer.by_index.setdefault(index, []).append(len(raw))
-                data = json.dumps(
+                self.send_json(
+                    200,
                     {
                         "status": "stable",
                         "acute_problems": [PROBLEMS[0]],
                         "recommended_actions": [ACTIONS[0]],
-                    }
-                ).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                    },
+                )
 
         return Handler
 

@@ -5,6 +5,7 @@ proxies, servers that misbehave on purpose)."""
 
 from __future__ import annotations
 
+import json
 import select
 import socket
 import socketserver
@@ -14,10 +15,35 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
 class QuietHandler(BaseHTTPRequestHandler):
-    """A request handler that writes no access log line per request."""
+    """A request handler that writes no access log line per request, and
+    reads a request's body (``request_body``) and answers with a whole body in
+    one call (``send_body``, ``send_json``)."""
 
     def log_message(self, format, *args):
         pass
+
+    def request_body(self) -> bytes:
+        """The request's body: as many bytes as its Content-Length says."""
+        return self.rfile.read(int(self.headers.get("Content-Length") or 0))
+
+    def send_body(self, status: int, data: bytes, headers: dict | None = None):
+        """Answer ``status`` with ``data`` as the whole body and its
+        Content-Length; Content-Type application/json unless ``headers`` (sent
+        too) give another."""
+        headers = dict(headers or {})
+        self.send_response(status)
+        self.send_header(
+            "Content-Type", headers.pop("Content-Type", "application/json")
+        )
+        self.send_header("Content-Length", str(len(data)))
+        for name, value in headers.items():
+            self.send_header(name, str(value))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def send_json(self, status: int, body, headers: dict | None = None):
+        """Answer ``status`` with ``body`` written as JSON (see ``send_body``)."""
+        self.send_body(status, json.dumps(body).encode(), headers)
 
 
 def free_port() -> int:

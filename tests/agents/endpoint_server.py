@@ -31,7 +31,7 @@ class Endpoint(LoopbackServer):
 
         class Handler(QuietHandler):
             def do_POST(self):
-                raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                raw = self.request_body()
                 outer.received.append(
                     {
                         "path": self.path,
@@ -60,14 +60,7 @@ class Endpoint(LoopbackServer):
                         "need_more": ["future_events", "outcome"],
                         "next": "/?give=all_events",
                     }
-                data = json.dumps(reply).encode()
-                self.send_response(status)
-                for k, v in headers.items():
-                    self.send_header(k, v)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                self.send_json(status, reply, headers)
 
         return Handler
 

@@ -48,25 +48,22 @@ class Upstream(LoopbackServer):
         class Handler(QuietHandler):
             def do_POST(self):
                 upstream.calls += 1
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                self.send_response(200)
+                body = json.loads(self.request_body())
                 if body.get("stream"):
+                    self.send_response(200)
                     self.send_header("Content-Type", "text/event-stream")
                     self.end_headers()
                     for chunk in Upstream.CHUNKS:
                         self.wfile.write(chunk)
                         self.wfile.flush()
                     return
-                data = json.dumps(
+                self.send_json(
+                    200,
                     {
                         "choices": [{"message": {"content": "{}"}}],
                         "usage": {"prompt_tokens": 42, "completion_tokens": 2},
-                    }
-                ).encode()
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                    },
+                )
 
         return Handler
 

@@ -39,7 +39,6 @@ import threading
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler
 
 from loopback import LoopbackServer, QuietHandler
 
@@ -172,10 +171,9 @@ class FakeLLM(LoopbackServer):
 
     # --- serving --------------------------------------------------------------------
 
-    def _handle(self, handler: BaseHTTPRequestHandler) -> None:
+    def _handle(self, handler: QuietHandler) -> None:
         arrived = time.monotonic()
-        length = int(handler.headers.get("Content-Length") or 0)
-        raw = handler.rfile.read(length) if length else b""
+        raw = handler.request_body()
         try:
             body = json.loads(raw or b"null")
         except ValueError:
@@ -188,13 +186,13 @@ class FakeLLM(LoopbackServer):
             # llama-cpp-python's token count, at ``prompt_chars_per_token``.
             self.counted += 1
             count = int(len(str(body.get("input") or "")) / self.prompt_chars_per_token)
-            self._send(handler, 200, {}, {"count": count})
+            handler.send_json(200, {"count": count})
             return
         if not handler.path.rstrip("/").endswith("/chat/completions"):
             # Not a chat completion (a backbone asking what server this is):
             # not recorded, and the script is kept for the completions.
             try:
-                self._send(handler, 404, {}, {"error": {"message": "not found"}})
+                handler.send_json(404, {"error": {"message": "not found"}})
             except (BrokenPipeError, ConnectionResetError):
                 pass
             return
@@ -210,16 +208,11 @@ class FakeLLM(LoopbackServer):
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
             scripted = self._script.popleft() if self._script else None
         try:
-            if not handler.path.rstrip("/").endswith("/chat/completions"):
-                self._send(handler, 404, {}, {"error": {"message": "not found"}})
-                return
             messages = body.get("messages", []) if isinstance(body, dict) else []
             if scripted is None:
                 time.sleep(self.latency)
                 content = valid_reply_for(messages)
-                self._send(
-                    handler, 200, {}, completion(content, usage=self._usage(messages))
-                )
+                handler.send_json(200, completion(content, usage=self._usage(messages)))
                 return
             if scripted.delay:
                 time.sleep(scripted.delay)
@@ -231,7 +224,10 @@ class FakeLLM(LoopbackServer):
                 payload = scripted.body
             else:
                 payload = {"error": {"message": f"scripted status {scripted.status}"}}
-            self._send(handler, scripted.status, scripted.headers, payload)
+            if isinstance(payload, str):  # a raw body, JSON or not
+                handler.send_body(scripted.status, payload.encode(), scripted.headers)
+            else:
+                handler.send_json(scripted.status, payload, scripted.headers)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up (a timeout test)
         finally:
@@ -252,22 +248,6 @@ class FakeLLM(LoopbackServer):
             "completion_tokens": 20,
             "total_tokens": prompt + 20,
         }
-
-    @staticmethod
-    def _send(handler, status: int, headers: dict, payload) -> None:
-        data = payload if isinstance(payload, str) else json.dumps(payload)
-        encoded = data.encode()
-        handler.send_response(status)
-        headers = dict(headers)
-        handler.send_header(
-            "Content-Type", headers.pop("Content-Type", "application/json")
-        )
-        handler.send_header("Content-Length", str(len(encoded)))
-        for name, value in headers.items():
-            handler.send_header(name, str(value))
-        handler.end_headers()
-        handler.wfile.write(encoded)
-        handler.wfile.flush()
 
 
 def main() -> None:

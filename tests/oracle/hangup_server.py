@@ -13,7 +13,6 @@ has passed with the connection still open."""
 
 from __future__ import annotations
 
-import json
 import threading
 
 from loopback import LoopbackServer, QuietHandler, client_hung_up
@@ -39,17 +38,12 @@ class GeneratingServer(LoopbackServer):
             protocol_version = "HTTP/1.1"
 
             def do_POST(self):
-                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                self.request_body()
                 outer.requests += 1
                 outer.received.set()
                 if client_hung_up(self.connection, outer.hold):
                     outer.hung_up.set()
                     return
-                data = json.dumps(outer.reply).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                self.send_json(200, outer.reply)
 
         return Handler

@@ -122,8 +122,7 @@ class RecordingProxy(LoopbackServer):
             protocol_version = "HTTP/1.1"
 
             def _forward(self, method: str):
-                length = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(length) if length else b""
+                body = self.request_body()
                 response = httpx.request(
                     method,
                     proxy.upstream + self.path,
@@ -138,14 +137,15 @@ class RecordingProxy(LoopbackServer):
                             proxy.replies.append(response.json())
                         except ValueError:
                             proxy.replies.append({"status": response.status_code})
-                self.send_response(response.status_code)
-                self.send_header(
-                    "Content-Type",
-                    response.headers.get("content-type", "application/json"),
+                self.send_body(
+                    response.status_code,
+                    response.content,
+                    {
+                        "Content-Type": response.headers.get(
+                            "content-type", "application/json"
+                        )
+                    },
                 )
-                self.send_header("Content-Length", str(len(response.content)))
-                self.end_headers()
-                self.wfile.write(response.content)
 
             def do_GET(self):
                 self._forward("GET")
