@@ -12,10 +12,11 @@ are scored as a baseline submission (exports.Submission)."""
 from __future__ import annotations
 
 from django.conf import settings
-from django.core.exceptions import ValidationError
 from django.db import models
 
 from jobs.models import JobFields
+from oracle.backbones.endpoints import Purpose
+from oracle.models import AddressChecked
 
 USER_MODEL = settings.AUTH_USER_MODEL
 
@@ -39,7 +40,7 @@ class ContextMode(models.TextChoices):
     FULL = "full", "Whole: the whole history with every window"
 
 
-class OnlineEndpoint(models.Model):
+class OnlineEndpoint(AddressChecked, models.Model):
     """A researcher's agent behind an HTTP endpoint, registered for a release.
     Its URL must be on a public address, unless the operator allowed its
     network (oracle.backbones.endpoints). ``context_mode`` says whether a
@@ -62,30 +63,15 @@ class OnlineEndpoint(models.Model):
     )
     created_at = models.DateTimeField(auto_now_add=True)
 
+    address_field = "url"
+    address_purpose = Purpose.ENDPOINT
+    address_refused = "The endpoint's URL is refused: {}"
+
     class Meta:
         ordering = ["-created_at", "-id"]
 
     def __str__(self) -> str:
         return f"{self.name} ({self.url})"
-
-    def clean_fields(self, exclude=None) -> None:
-        """The fields' own checks, then the address policy for endpoints, so
-        that every form that saves one checks its URL as endpoint_register
-        does."""
-        errors: dict = {}
-        try:
-            super().clean_fields(exclude=exclude)
-        except ValidationError as error:
-            errors = error.update_error_dict(errors)
-        if self.url and "url" not in errors and "url" not in (exclude or ()):
-            from oracle.backbones.endpoints import EndpointRefused, Purpose, url_check
-
-            try:
-                url_check(self.url, purpose=Purpose.ENDPOINT)
-            except EndpointRefused as error:
-                errors["url"] = [f"The endpoint's URL is refused: {error}"]
-        if errors:
-            raise ValidationError(errors)
 
 
 class AgentRun(JobFields):

@@ -10,6 +10,7 @@ from django.db import models
 
 from annotation.models import Campaign, PatientStatus
 from jobs.models import JobFields
+from oracle.backbones.endpoints import EndpointRefused, Purpose, url_check
 from windows.models import Cohort, Window
 
 USER_MODEL = settings.AUTH_USER_MODEL
@@ -43,7 +44,35 @@ class Tokenizer(models.TextChoices):
     VLLM = "vllm", "vLLM /tokenize"
 
 
-class Backbone(models.Model):
+class AddressChecked:
+    """A model with a URL field (``address_field``) that ``clean_fields``
+    checks against the one address policy (oracle.backbones.endpoints) for
+    ``address_purpose``, so that every form that saves one (the admin site's
+    among them) checks it as the service that creates one does. A refusal is
+    ``address_refused`` with the policy's reason in it."""
+
+    address_field: str
+    address_purpose: Purpose
+    address_refused = "{}"
+
+    def clean_fields(self, exclude=None) -> None:
+        """The fields' own checks, then the address policy's."""
+        errors: dict = {}
+        try:
+            super().clean_fields(exclude=exclude)
+        except ValidationError as error:
+            errors = error.update_error_dict(errors)
+        field, url = self.address_field, getattr(self, self.address_field)
+        if url and field not in errors and field not in (exclude or ()):
+            try:
+                url_check(url, purpose=self.address_purpose)
+            except EndpointRefused as error:
+                errors[field] = [self.address_refused.format(error)]
+        if errors:
+            raise ValidationError(errors)
+
+
+class Backbone(AddressChecked, models.Model):
     """A labeller the admin has configured. The API key is never stored: the
     backbone names the environment variable that holds it.
 
@@ -115,6 +144,11 @@ class Backbone(models.Model):
         USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
 
+    # Checked in clean_fields, not in clean: a run's start calls clean and
+    # checks the URL itself, with its own sentence.
+    address_field = "base_url"
+    address_purpose = Purpose.BACKBONE
+
     class Meta:
         ordering = ["name"]
 
@@ -122,31 +156,6 @@ class Backbone(models.Model):
         if self.kind == BackboneKind.RULES:
             return f"{self.name} (rules, no LLM)"
         return f"{self.name} ({self.model} at {self.base_url})"
-
-    def clean_fields(self, exclude=None) -> None:
-        """The fields' own checks, then where the base URL may point (the one
-        address policy, oracle.backbones.endpoints), so that every form that
-        saves a backbone (the admin site's among them) checks it as the Oracle
-        pages' service does. Not in ``clean``: a run's start calls ``clean``
-        and checks the URL itself, with its own sentence."""
-        errors: dict = {}
-        try:
-            super().clean_fields(exclude=exclude)
-        except ValidationError as error:
-            errors = error.update_error_dict(errors)
-        if (
-            self.base_url
-            and "base_url" not in errors
-            and "base_url" not in (exclude or ())
-        ):
-            from oracle.backbones.endpoints import EndpointRefused, Purpose, url_check
-
-            try:
-                url_check(self.base_url, purpose=Purpose.BACKBONE)
-            except EndpointRefused as error:
-                errors["base_url"] = [str(error)]
-        if errors:
-            raise ValidationError(errors)
 
     def clean(self) -> None:
         if self.kind == BackboneKind.OPENAI:
