@@ -17,7 +17,8 @@ from django.core.exceptions import ValidationError
 
 # The strings pandas' read_csv reads as missing by default (keep_default_na, as
 # documented for read_csv's na_values), so both CSV readers agree on what is
-# missing; tests/windows/test_import_mimic_chartevents.py checks the list against pandas.
+# missing; tests/windows/test_import_mimic_chartevents.py checks the list against
+# pandas.
 _PANDAS_NA = [
     "",
     "#N/A",
