@@ -15,6 +15,7 @@ from django.conf import settings
 from django.db import models
 
 from jobs.models import JobFields
+from jobs.progress import percent_of
 from oracle.backbones.endpoints import Purpose
 from oracle.models import AddressChecked
 
@@ -154,7 +155,7 @@ class AgentRun(JobFields):
         return {
             "done": done,
             "total": total,
-            "percent": min(100, round(100 * done / total)) if total else 0,
+            "percent": percent_of(done, total),
             "label": self.progress_label,
         }
 

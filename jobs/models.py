@@ -8,6 +8,8 @@ and a page or the reaper reads liveness from there, never from a cache key.
 
 from django.db import models
 
+from jobs.progress import percent_of
+
 
 class JobFields(models.Model):
     """Mixed into each job model. ``lease`` names the attempt that holds the job
@@ -29,9 +31,7 @@ class JobFields(models.Model):
 
     @property
     def percent(self) -> int:
-        if self.progress_total:
-            return min(100, round(100 * self.progress_done / self.progress_total))
-        return 0
+        return percent_of(self.progress_done, self.progress_total)
 
 
 class OutboxMessage(models.Model):

@@ -15,6 +15,7 @@ from django.utils import timezone
 from accounts.ids import id_parse
 from accounts.roles import user_is_admin
 from jobs.leases import is_live
+from jobs.progress import percent_of
 from oracle.models import (
     Backbone,
     BackboneKind,
@@ -180,7 +181,7 @@ def oracle_run_progress(*, admin, run: OracleRun) -> dict:
         "ok": done - failed,
         "failed": failed,
         "remaining": remaining,
-        "percent": min(100, round(100 * done / total)) if total else 0,
+        "percent": percent_of(done, total),
         "rate_recent": figures["recent"] * 60 / RATE_WINDOW_SECONDS if live else None,
         "live": live,
         "stalled": run.state == RunState.RUNNING and not live,

@@ -13,20 +13,17 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.urls import reverse
 
 from accounts.roles import Role
-from annotation.models import AdjudicationDecision, ConsensusLabel, ConsensusTask
+from annotation.models import AdjudicationDecision, ConsensusTask
 from annotation.services import adjudication_decide
 from annotation.services.adjudication import adjudication_merge
 
 from .conftest import make_gold_windows, make_role_user
+from .consensus_data import consensus_of
 from .helpers import accept_items
 from .workspace_data import cluster_of
 
 PROBLEMS = ConsensusTask.ACUTE_PROBLEMS
 HTMX = {"HTTP_HX_REQUEST": "true"}
-
-
-def _consensus(campaign, window) -> ConsensusLabel:
-    return ConsensusLabel.objects.get(campaign=campaign, window=window)
 
 
 def _lactate_refs(campaign, window) -> list[str]:
@@ -37,7 +34,7 @@ def _lactate_refs(campaign, window) -> list[str]:
 
 
 def _snapshot(campaign, window) -> tuple:
-    consensus = _consensus(campaign, window)
+    consensus = consensus_of(campaign, window)
     return (
         AdjudicationDecision.objects.count(),
         consensus.items,
@@ -63,7 +60,7 @@ def _merge(admin, campaign, window, item_refs, new_text, reason, task=PROBLEMS):
 
 def test_hand_built_window_keeps_both_lactate_problems_apart_until_merged(built):
     campaign, window = built
-    consensus = _consensus(campaign, window)
+    consensus = consensus_of(campaign, window)
 
     assert [i["text"] for i in consensus.items[PROBLEMS]] == ["Septic shock"]
     open_texts = [d["texts"] for d in consensus.open_disputes if d["task"] == PROBLEMS]
@@ -86,7 +83,7 @@ def test_merge_leaves_one_item_with_the_chosen_wording_and_the_union_of_evidence
         "Same finding: lactate 4.2 mmol/L",
     )
 
-    consensus = _consensus(campaign, window)
+    consensus = consensus_of(campaign, window)
     problems = consensus.items[PROBLEMS]
     assert [i["text"] for i in problems] == ["Septic shock", "Hyperlactatemia"]
     merged = problems[1]
@@ -121,7 +118,7 @@ def test_merge_rewords_the_matched_items_of_one_cluster(built, admin_user, clini
         "One wording for both",
     )
 
-    problems = _consensus(campaign, window).items[PROBLEMS]
+    problems = consensus_of(campaign, window).items[PROBLEMS]
     assert problems[0]["text"] == "Septic shock on norepinephrine"
     assert problems[0]["texts"] == ["Septic shock", "Shock due to sepsis"]
     assert problems[0]["evidence"] == sorted(
@@ -130,16 +127,16 @@ def test_merge_rewords_the_matched_items_of_one_cluster(built, admin_user, clini
     assert len(problems) == 1
 
 
-def test_merge_of_accepted_items_replaces_both_in_the_consensus(built, admin_user):
+def test_merge_of_accepted_items_replaces_both_in_theconsensus_of(built, admin_user):
     campaign, window = built
     refs = _lactate_refs(campaign, window)
     accept_items(admin_user, campaign, window, refs, "Seen")
-    texts = [i["text"] for i in _consensus(campaign, window).items[PROBLEMS]]
+    texts = [i["text"] for i in consensus_of(campaign, window).items[PROBLEMS]]
     assert texts == ["Septic shock", "Hyperlactatemia", "Elevated lactate"]
 
     _merge(admin_user, campaign, window, refs, "Elevated lactate", "One finding")
 
-    texts = [i["text"] for i in _consensus(campaign, window).items[PROBLEMS]]
+    texts = [i["text"] for i in consensus_of(campaign, window).items[PROBLEMS]]
     assert texts == ["Septic shock", "Elevated lactate"]
     # Append-only: the accepts are still on record, the merge after them.
     actions = list(
@@ -388,7 +385,7 @@ def test_page_merge_records_one_item_and_shows_it(admin_client, built, admin_use
     assert html.count('data-decision="merge"') == 2  # both rows show it
     decision = AdjudicationDecision.objects.get(window=window)
     assert decision.action == "merge" and decision.author == admin_user
-    assert [i["text"] for i in _consensus(campaign, window).items[PROBLEMS]] == [
+    assert [i["text"] for i in consensus_of(campaign, window).items[PROBLEMS]] == [
         "Septic shock",
         "Hyperlactatemia",
     ]
