@@ -149,6 +149,15 @@ def test_missing_column_of_an_event_file_is_rejected_before_any_write(tmp_path):
     assert_rejected(directory, "labevents.csv.gz", "column valuenum", "missing")
 
 
+def _field_added(path, *, line: int) -> None:
+    """One field more on the gzipped CSV's line ``line`` (0: the header)."""
+    with gzip.open(path, "rt") as fh:
+        lines = fh.read().splitlines()
+    lines[line] += ",an extra field"
+    with gzip.open(path, "wt") as fh:
+        fh.write("\n".join(lines) + "\n")
+
+
 @pytest.mark.django_db
 @pytest.mark.parametrize("reader", ["arrow", "pandas"])
 def test_a_chartevents_line_with_an_extra_field_is_rejected_naming_its_line(
@@ -158,12 +167,7 @@ def test_a_chartevents_line_with_an_extra_field_is_rejected_naming_its_line(
     (pandas reading only some columns would take it without a word), and
     nothing of its batch is written."""
     directory = write_mimic(tmp_path / "m", mimic_tables())
-    path = directory / "icu" / "chartevents.csv.gz"
-    with gzip.open(path, "rt") as fh:
-        lines = fh.read().splitlines()
-    lines[3] += ",an extra field"
-    with gzip.open(path, "wt") as fh:
-        fh.write("\n".join(lines) + "\n")
+    _field_added(directory / "icu" / "chartevents.csv.gz", line=3)
     if reader == "pandas":
         monkeypatch.setattr(ChartEventsStep, "_arrow_frames", EventStep.frames)
 
@@ -175,12 +179,7 @@ def test_a_chartevents_line_with_an_extra_field_is_rejected_naming_its_line(
 @pytest.mark.django_db
 def test_a_labevents_line_with_an_extra_field_is_rejected_naming_its_line(tmp_path):
     directory = write_mimic(tmp_path / "m", mimic_tables())
-    path = directory / "hosp" / "labevents.csv.gz"
-    with gzip.open(path, "rt") as fh:
-        lines = fh.read().splitlines()
-    lines[2] += ",an extra field"
-    with gzip.open(path, "wt") as fh:
-        fh.write("\n".join(lines) + "\n")
+    _field_added(directory / "hosp" / "labevents.csv.gz", line=2)
 
     with pytest.raises(SourceDataError, match="Expected 16 fields in line 3, saw 17"):
         mimic_import(directory=directory)
