@@ -4,8 +4,10 @@ access policy built on it is ``accounts.access``."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+
 from django.contrib.auth.models import Group
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import PermissionDenied, ValidationError
 
 
 class Role:
@@ -41,6 +43,18 @@ def require_admin(user, what: str) -> None:
     """The services' guard: ``what`` completes "Only an admin can ..."."""
     if not user_is_admin(user):
         raise PermissionDenied(f"Only an admin can {what}.")
+
+
+def physicians_only(users: Iterable, *, refusal: Callable[[str, bool], str]) -> list:
+    """``users`` once each, in primary-key order; a ValidationError when any is
+    not an active physician, worded by ``refusal(names, one)``: the refused
+    usernames, and whether there is just one of them (for the verb)."""
+    users = list({u.pk: u for u in users}.values())
+    refused = [u for u in users if not user_is_physician(u)]
+    if refused:
+        names = ", ".join(u.get_username() for u in refused)
+        raise ValidationError(refusal(names, len(refused) == 1))
+    return sorted(users, key=lambda u: u.pk)
 
 
 def user_is_researcher(user) -> bool:

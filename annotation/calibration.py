@@ -17,7 +17,7 @@ from django.http import Http404
 from django.utils import timezone
 
 from accounts.ids import id_parse
-from accounts.roles import require_admin, user_is_physician
+from accounts.roles import physicians_only, require_admin
 from annotation import blindness
 from annotation.models import (
     CalibrationDraw,
@@ -337,15 +337,13 @@ def calibration_draw_run(*, draw_id: int, matcher_factory=None) -> str:
 
 
 def _judges_resolve(judges) -> list:
-    users = list({u.pk: u for u in judges}.values())
-    refused = [u for u in users if not (u.is_active and user_is_physician(u))]
-    if refused:
-        names = ", ".join(u.get_username() for u in refused)
-        raise ValidationError(
-            f"Only active physicians judge calibration pairs; {names} "
-            f"{'is' if len(refused) == 1 else 'are'} not one."
-        )
-    return sorted(users, key=lambda u: u.pk)
+    return physicians_only(
+        judges,
+        refusal=lambda names, one: (
+            "Only active physicians judge calibration pairs; "
+            f"{names} {'is' if one else 'are'} not one."
+        ),
+    )
 
 
 def _invite(*, admin, calibration_set: CalibrationSet, judges: list) -> int:

@@ -10,7 +10,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from accounts.roles import require_admin, user_is_physician
+from accounts.roles import physicians_only, require_admin
 from annotation.assigning import balanced_rater_sets, windows_draw
 from annotation.critical import (
     critical_action_rules_clean,
@@ -119,15 +119,13 @@ def _windows_choose(
 
 
 def _physicians_resolve(physicians: Iterable) -> list:
-    users = list({u.pk: u for u in physicians}.values())
-    not_physicians = [u for u in users if not user_is_physician(u)]
-    if not_physicians:
-        names = ", ".join(u.get_username() for u in not_physicians)
-        raise ValidationError(
-            f"Only physicians can be assigned windows; {names} "
-            f"{'has' if len(not_physicians) == 1 else 'have'} no physician role."
-        )
-    return sorted(users, key=lambda u: u.pk)
+    return physicians_only(
+        physicians,
+        refusal=lambda names, one: (
+            "Only physicians can be assigned windows; "
+            f"{names} {'has' if one else 'have'} no physician role."
+        ),
+    )
 
 
 @transaction.atomic
