@@ -11,6 +11,18 @@ from windows.importers.mimic.reading import D_ITEMS, D_LABITEMS, MimicFolder, _C
 from windows.importers.mimic_mapping import items_frame
 
 
+def _optional_read(
+    folder: MimicFolder, table, summary: ImportSummary, instead: str
+) -> _Columns | None:
+    """An optional dictionary table's columns; None where the folder lacks it,
+    with a note on the summary saying what is done ``instead``."""
+    raw, file = folder.read(table)
+    if raw is None:
+        summary.notes.append(f"{table.display} not found: {instead}")
+        return None
+    return _Columns(raw, file)
+
+
 class ItemLabels:
     """Item labels from d_items / d_labitems, for event names."""
 
@@ -19,13 +31,8 @@ class ItemLabels:
         self.lab = pd.Series(dtype=object)
         self.unmapped = Unmapped()
         self.text_items = np.array([], dtype="int64")
-        raw, file = folder.read(D_ITEMS)
-        if raw is None:
-            summary.notes.append(
-                f"{D_ITEMS.display} not found: ICU items are named by itemid"
-            )
-        else:
-            col = _Columns(raw, file)
+        col = _optional_read(folder, D_ITEMS, summary, "ICU items are named by itemid")
+        if col is not None:
             self.chart = self._unique(col.text("label"), col.id("itemid"))
             # Scored text items (GCS, RASS) carry both a score and a text worth
             # keeping ("No Response-ETT").
@@ -33,13 +40,8 @@ class ItemLabels:
             self.text_items = col.id("itemid")[
                 (param != "") & (param != "Numeric")
             ].to_numpy()
-        raw, file = folder.read(D_LABITEMS)
-        if raw is None:
-            summary.notes.append(
-                f"{D_LABITEMS.display} not found: labs are named by itemid"
-            )
-        else:
-            col = _Columns(raw, file)
+        col = _optional_read(folder, D_LABITEMS, summary, "labs are named by itemid")
+        if col is not None:
             label, fluid = col.text("label"), col.text("fluid")
             other = (fluid != "") & (fluid != "Blood")
             label = label.where(~other, label + " (" + fluid + ")")

@@ -69,18 +69,7 @@ class PatientsAdmissionsStays:
 def _read_cohort(folder: MimicFolder) -> PatientsAdmissionsStays:
     """Read and validate the three small tables completely before anything is
     written: ids, times, stay order, and every stay's admission and patient."""
-    raw, file = folder.read(PATIENTS, required=True)
-    col = _Columns(raw, file)
-    patients = pd.DataFrame(
-        {
-            "subject_id": col.id("subject_id"),
-            "gender": col.text("gender"),
-            "anchor_age": col.number("anchor_age", required=True),
-            "anchor_year": col.number("anchor_year", required=True),
-            "dod": col.time("dod"),
-        }
-    )
-    _check_unique(patients["subject_id"], file=file, column="subject_id")
+    patients, file, _ = _table_read(folder, PATIENTS, "subject_id", _PATIENTS)
     # Ages go into a whole-number column: a fraction, a negative age or one past
     # any human's (MIMIC-IV caps at 91) is a data error, named before any write.
     for column, low, high in (("anchor_age", 0, 130), ("anchor_year", 1800, 2500)):
@@ -97,38 +86,14 @@ def _read_cohort(folder: MimicFolder) -> PatientsAdmissionsStays:
         )
     patients = patients.set_index("subject_id")
 
-    raw, admissions_file = folder.read(ADMISSIONS, required=True)
-    col = _Columns(raw, admissions_file)
-    admissions = pd.DataFrame(
-        {
-            "subject_id": col.id("subject_id"),
-            "hadm_id": col.id("hadm_id"),
-            "admittime": col.time("admittime", required=True),
-            "dischtime": col.time("dischtime", required=True),
-            "deathtime": col.time("deathtime"),
-            "admission_type": col.text("admission_type"),
-            "discharge_location": col.text("discharge_location"),
-            "expired": col.number("hospital_expire_flag").fillna(0).astype(bool),
-            "_row": col.rows,
-        }
+    admissions, admissions_file, col = _table_read(
+        folder, ADMISSIONS, "hadm_id", _ADMISSIONS
     )
-    _check_unique(admissions["hadm_id"], file=admissions_file, column="hadm_id")
+    admissions["expired"] = col.number("hospital_expire_flag").fillna(0).astype(bool)
+    admissions["_row"] = col.rows
     admissions = admissions.set_index("hadm_id")
 
-    raw, file = folder.read(ICUSTAYS, required=True)
-    col = _Columns(raw, file)
-    stays = pd.DataFrame(
-        {
-            "subject_id": col.id("subject_id"),
-            "hadm_id": col.id("hadm_id"),
-            "stay_id": col.id("stay_id"),
-            "intime": col.time("intime", required=True),
-            "outtime": col.time("outtime", required=True),
-            "first_careunit": col.text("first_careunit"),
-            "last_careunit": col.text("last_careunit"),
-        }
-    )
-    _check_unique(stays["stay_id"], file=file, column="stay_id")
+    stays, file, _ = _table_read(folder, ICUSTAYS, "stay_id", _STAYS)
     _check_stays(
         stays, admissions, patients, file=file, admissions_file=admissions_file
     )
@@ -143,6 +108,56 @@ def _read_cohort(folder: MimicFolder) -> PatientsAdmissionsStays:
     return PatientsAdmissionsStays(
         patients=patients, admissions=admissions, stays=stays, deaths=deaths
     )
+
+
+# The columns read from each of the three tables: (name, _Columns reader,
+# whether a value is required).
+_PATIENTS = (
+    ("subject_id", "id", False),
+    ("gender", "text", False),
+    ("anchor_age", "number", True),
+    ("anchor_year", "number", True),
+    ("dod", "time", False),
+)
+_ADMISSIONS = (
+    ("subject_id", "id", False),
+    ("hadm_id", "id", False),
+    ("admittime", "time", True),
+    ("dischtime", "time", True),
+    ("deathtime", "time", False),
+    ("admission_type", "text", False),
+    ("discharge_location", "text", False),
+)
+_STAYS = (
+    ("subject_id", "id", False),
+    ("hadm_id", "id", False),
+    ("stay_id", "id", False),
+    ("intime", "time", True),
+    ("outtime", "time", True),
+    ("first_careunit", "text", False),
+    ("last_careunit", "text", False),
+)
+
+
+def _table_read(
+    folder: MimicFolder, table, key: str, columns: tuple
+) -> tuple[pd.DataFrame, str, _Columns]:
+    """The required ``table``'s ``columns`` (as above), with ``key`` checked
+    unique; also its file's name and its columns' reader."""
+    raw, file = folder.read(table, required=True)
+    col = _Columns(raw, file)
+    frame = pd.DataFrame(
+        {
+            name: (
+                getattr(col, reader)(name, required=True)
+                if required
+                else getattr(col, reader)(name)
+            )
+            for name, reader, required in columns
+        }
+    )
+    _check_unique(frame[key], file=file, column=key)
+    return frame, file, col
 
 
 def _check_unique(ids: pd.Series, *, file: str, column: str) -> None:
