@@ -93,6 +93,12 @@ def synthetic_stay(
         )
 
     total_hours = span / 3600
+
+    def every(hours: float, offset_seconds: float):
+        """(count, times) of a charting every ``hours`` over the whole span."""
+        n = int(total_hours / hours)
+        return n, np.arange(n) * hours * 3600.0 + offset_seconds
+
     # Vitals: about 70 an hour in all.
     for category, mean, sd, per_hour in [
         ("heart_rate", 95, 15, 15),
@@ -107,8 +113,7 @@ def synthetic_stay(
         add(n, "vitals", category, rng.normal(mean, sd, n))
     add(3, "vitals", "weight_kg", np.array([80.0, 81.0, 79.0]))
     # Assessments every 2 h.
-    n = int(total_hours / 2)
-    times = np.arange(n) * 7200.0 + 600
+    n, times = every(2, 600)
     for category, low, high in [
         ("gcs_eye", 1, 5),
         ("gcs_verbal", 0, 6),
@@ -124,8 +129,7 @@ def synthetic_stay(
             times=times,
         )
     # Labs every 6 h.
-    n = int(total_hours / 6)
-    times = np.arange(n) * 21600.0 + 1200
+    n, times = every(6, 1200)
     for category, mean, sd in [
         ("creatinine", 1.8, 0.8),
         ("lactate", 2.5, 1.5),
@@ -159,8 +163,7 @@ def synthetic_stay(
         times=times,
     )
     # Vasopressin, MIMIC style intervals of 4 h every 12 h.
-    n = int(total_hours / 12)
-    times = np.arange(n) * 43200.0 + 3000
+    n, times = every(12, 3000)
     add(
         n,
         "medication_admin_continuous",
@@ -171,8 +174,7 @@ def synthetic_stay(
         end=start + pd.to_timedelta(times + 4 * 3600, unit="s"),
     )
     # Respiratory support hourly.
-    n = int(total_hours)
-    times = np.arange(n) * 3600.0 + 900
+    n, times = every(1, 900)
     devices = np.where((np.arange(n) // 200) % 3 == 2, "Nasal Cannula", "IMV")
     add(n, "respiratory_support", devices, np.nan, times=times)
     add(
