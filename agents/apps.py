@@ -26,8 +26,6 @@ def _jobs_register() -> None:
             name="agent-stay",
             model="agents.AgentStayState",
             task="agents.tasks.agent_stay_task",
-            queued=StayState.QUEUED,
-            running=StayState.RUNNING,
-            failed=StayState.FAILED,
+            states=StayState,
         )
     )

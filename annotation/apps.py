@@ -5,6 +5,7 @@ class AnnotationConfig(AppConfig):
     name = "annotation"
 
     def ready(self):
+        from annotation.models import RecomputeState
         from jobs.registry import JobKind, register
 
         register(
@@ -12,9 +13,7 @@ class AnnotationConfig(AppConfig):
                 name="agreement-recompute",
                 model="annotation.AgreementRecompute",
                 task="annotation.tasks.agreement_recompute_task",
-                queued="queued",
-                running="running",
-                failed="failed",
+                states=RecomputeState,
             )
         )
         register(
@@ -22,8 +21,6 @@ class AnnotationConfig(AppConfig):
                 name="calibration-draw",
                 model="annotation.CalibrationDraw",
                 task="annotation.tasks.calibration_draw_task",
-                queued="queued",
-                running="running",
-                failed="failed",
+                states=RecomputeState,
             )
         )

@@ -21,9 +21,8 @@ class ExportsConfig(AppConfig):
                 name="release",
                 model="exports.Release",
                 task="exports.tasks.release_build_task",
-                queued=ReleaseState.QUEUED,
+                states=ReleaseState,
                 running=ReleaseState.BUILDING,
-                failed=ReleaseState.FAILED,
                 cleanup=_release_cleanup,
             )
         )
@@ -32,9 +31,8 @@ class ExportsConfig(AppConfig):
                 name="submission",
                 model="exports.Submission",
                 task="exports.tasks.submission_score_task",
-                queued=SubmissionState.QUEUED,
+                states=SubmissionState,
                 running=SubmissionState.SCORING,
-                failed=SubmissionState.FAILED,
                 finished_field=None,  # scored_at means scored
             )
         )

@@ -15,7 +15,10 @@ class JobKind:
 
     ``queued``: the state of a job waiting for a worker; ``running``: the state
     of a job a worker holds (heart-beating); ``failed``: where a job goes whose
-    workers kept dying (``max_attempts``). ``task`` is the Celery task that
+    workers kept dying (``max_attempts``). ``states``, the model's choices
+    class, gives the three from its ``QUEUED``, ``RUNNING`` and ``FAILED``
+    members; a state named otherwise is passed on its own and wins
+    (``running=ReleaseState.BUILDING``). ``task`` is the Celery task that
     takes ``(pk,)`` and resumes the job where it stopped. ``requeue`` replaces
     the default re-queue (state back to ``queued``, task through the outbox);
     ``cleanup`` runs when the job is failed or re-queued (a build's partial
@@ -25,9 +28,10 @@ class JobKind:
     name: str
     model: str
     task: str
-    queued: str
-    running: str
-    failed: str
+    states: type | None = None
+    queued: str = ""
+    running: str = ""
+    failed: str = ""
     state_field: str = "state"
     error_field: str = "error"
     finished_field: str | None = "finished_at"
@@ -35,6 +39,14 @@ class JobKind:
     max_attempts: int = 3
     requeue: Callable | None = None
     cleanup: Callable | None = None
+
+    def __post_init__(self) -> None:
+        for field in ("queued", "running", "failed"):
+            if not getattr(self, field) and self.states is not None:
+                member = getattr(self.states, field.upper(), "")
+                object.__setattr__(self, field, member)
+            if not getattr(self, field):
+                raise TypeError(f"job kind {self.name!r} has no {field} state")
 
     @property
     def model_class(self):

@@ -50,9 +50,7 @@ def _jobs_register() -> None:
             name="oracle-run",
             model="oracle.OracleRun",
             task=CHUNK_TASK,
-            queued=RunState.QUEUED,
-            running=RunState.RUNNING,
-            failed=RunState.FAILED,
+            states=RunState,
             max_attempts=5,
             requeue=oracle_run_requeue,
         )
@@ -62,8 +60,6 @@ def _jobs_register() -> None:
             name="oracle-validation",
             model="oracle.ValidationJob",
             task=VALIDATION_TASK,
-            queued=ValidationJobState.QUEUED,
-            running=ValidationJobState.RUNNING,
-            failed=ValidationJobState.FAILED,
+            states=ValidationJobState,
         )
     )

@@ -17,9 +17,7 @@ class WindowsConfig(AppConfig):
                 name="import",
                 model="windows.ImportRun",
                 task="windows.tasks.import_run_execute_task",
-                queued=ImportStatus.QUEUED,
-                running=ImportStatus.RUNNING,
-                failed=ImportStatus.FAILED,
+                states=ImportStatus,
                 state_field="status",
             )
         )
@@ -30,9 +28,7 @@ class WindowsConfig(AppConfig):
                 name="build",
                 model="windows.BuildBatch",
                 task="windows.tasks.build_batch_execute_task",
-                queued=BuildState.QUEUED,
-                running=BuildState.RUNNING,
-                failed=BuildState.FAILED,
+                states=BuildState,
             )
         )
         # A batch of a fanned-out MIMIC-IV import whose worker went silent is
@@ -43,9 +39,7 @@ class WindowsConfig(AppConfig):
                 name="import-batch",
                 model="windows.ImportBatch",
                 task="windows.tasks.import_batch_execute_task",
-                queued=BuildState.QUEUED,
-                running=BuildState.RUNNING,
-                failed=BuildState.FAILED,
+                states=BuildState,
                 cleanup=import_batch_reaped,
             )
         )
