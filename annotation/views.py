@@ -375,18 +375,9 @@ def campaign_list(request):
 def campaign_new(request):
     form = CampaignForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
-        data = form.cleaned_data
         try:
             campaign = services.campaign_create_from_cohort(
-                admin=request.user,
-                cohort=data["cohort"],
-                name=data["name"],
-                physicians=data["physicians"],
-                annotators_per_window=data["annotators_per_window"],
-                window_count=data["window_count"],
-                stay_count=data["stay_count"],
-                seed=data["seed"],
-                evidence_required=data["evidence_required"],
+                admin=request.user, **form.cleaned_data
             )
         except (ValidationError, PermissionDenied) as error:
             form.add_error(None, error_text(error))

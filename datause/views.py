@@ -25,19 +25,27 @@ data_use_user_required = role_required(
 )
 
 
-def _guarded_sources():
-    return selectors.sources_needing_credentials()
+class _GuardedSourceForm(forms.Form):
+    """A form about one of the data sources that need credentials (read per
+    form: reading them first ensures the known sources exist)."""
+
+    source = forms.ModelChoiceField(
+        queryset=DataSource.objects.none(), to_field_name="key", label="Data source"
+    )
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["source"].queryset = selectors.sources_needing_credentials()
 
 
-class CredentialForm(forms.Form):
+class CredentialForm(_GuardedSourceForm):
+    field_order = ["username", "source"]
+
     username = forms.CharField(
         required=False,
         max_length=150,
         label="Account",
         help_text="Admins: whose credential it is (empty: your own).",
-    )
-    source = forms.ModelChoiceField(
-        queryset=DataSource.objects.none(), to_field_name="key", label="Data source"
     )
     physionet_username = forms.CharField(
         required=False, max_length=100, label="PhysioNet username"
@@ -51,19 +59,14 @@ class CredentialForm(forms.Form):
     expires_on = forms.DateField(label="Expires on")
     note = forms.CharField(required=False, max_length=2000)
 
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.fields["source"].queryset = _guarded_sources()
 
+class AttestationForm(_GuardedSourceForm):
+    field_order = ["address", "source"]
 
-class AttestationForm(forms.Form):
     address = forms.CharField(
         max_length=500,
         label="Service address",
         help_text="Its URL (https://api.example.com/v1) or host name.",
-    )
-    source = forms.ModelChoiceField(
-        queryset=DataSource.objects.none(), to_field_name="key", label="Data source"
     )
     purpose = forms.ChoiceField(
         choices=AttestationPurpose.choices, initial=AttestationPurpose.ENDPOINT
@@ -80,10 +83,6 @@ class AttestationForm(forms.Form):
     )
     evidence_url = forms.CharField(max_length=500, label="Link to the evidence")
     expires_on = forms.DateField(required=False, label="Expires on (optional)")
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.fields["source"].queryset = _guarded_sources()
 
 
 def _page(request, *, credential_form=None, attestation_form=None, status=200):
@@ -143,16 +142,9 @@ def _record(request, form, record, what: str, form_name: str):
 @data_use_user_required
 def credential_record(request):
     def record(data):
-        services.credential_record(
-            actor=request.user,
-            user=_account(request, data["username"].strip()),
-            source=data["source"],
-            physionet_username=data["physionet_username"],
-            agreement_version=data["agreement_version"],
-            signed_on=data["signed_on"],
-            expires_on=data["expires_on"],
-            note=data["note"],
-        )
+        data = dict(data)
+        user = _account(request, data.pop("username").strip())
+        services.credential_record(actor=request.user, user=user, **data)
 
     form = CredentialForm(request.POST)
     return _record(request, form, record, "Credential", "credential_form")
@@ -162,21 +154,9 @@ def credential_record(request):
 @data_use_user_required
 def attestation_record(request):
     def record(data):
-        purpose = data["purpose"]
         if not user_is_admin(request.user):
-            purpose = AttestationPurpose.ENDPOINT
-        services.attestation_record(
-            actor=request.user,
-            address=data["address"],
-            source=data["source"],
-            purpose=purpose,
-            service=data["service"],
-            zero_retention=data["zero_retention"],
-            no_training=data["no_training"],
-            no_human_review=data["no_human_review"],
-            evidence_url=data["evidence_url"],
-            expires_on=data["expires_on"],
-        )
+            data = {**data, "purpose": AttestationPurpose.ENDPOINT}
+        services.attestation_record(actor=request.user, **data)
 
     form = AttestationForm(request.POST)
     return _record(request, form, record, "Attestation", "attestation_form")
