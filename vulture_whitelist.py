@@ -24,6 +24,7 @@ ordering
 constraints
 indexes
 _.label_from_instance  # ModelChoiceField's hook
+field_order  # Form: its fields' order
 help  # BaseCommand
 _.add_arguments  # BaseCommand
 dependencies  # Migration
