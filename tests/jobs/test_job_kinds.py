@@ -29,6 +29,16 @@ class Mashing(models.TextChoices):
     FAILED = "spoilt", "Spoilt"
 
 
+class Bottling(models.TextChoices):
+    QUEUED = "queued", "Queued"
+    FILLING = "filling", "Filling"
+    FAILED = "failed", "Failed"
+
+
+def brew_kind(**states) -> JobKind:
+    return JobKind(name="brew", model="brew.Brew", task="brew.brew", **states)
+
+
 def test_every_registered_kind_has_its_models_queued_running_and_failed_states():
     registered = {
         kind.name: (kind.queued, kind.running, kind.failed) for kind in kinds()
@@ -37,60 +47,28 @@ def test_every_registered_kind_has_its_models_queued_running_and_failed_states()
 
 
 def test_a_kind_takes_its_three_states_from_its_choices_class():
-    kind = JobKind(name="mash", model="brew.Mash", task="brew.mash", states=Mashing)
+    kind = brew_kind(states=Mashing)
     assert (kind.queued, kind.running, kind.failed) == ("waiting", "mashing", "spoilt")
     assert kind.failure("burnt", "stopped", now=None)["state"] == "spoilt"
 
 
 def test_a_state_named_otherwise_is_given_by_itself_and_wins():
-    kind = JobKind(
-        name="boil",
-        model="brew.Boil",
-        task="brew.boil",
-        states=Mashing,
-        running=Mashing.BOILING,
-    )
+    kind = brew_kind(states=Mashing, running=Mashing.BOILING)
     assert (kind.queued, kind.running, kind.failed) == ("waiting", "boiling", "spoilt")
 
 
 def test_a_kind_without_states_takes_all_three_by_name():
-    kind = JobKind(
-        name="ferment",
-        model="brew.Ferment",
-        task="brew.ferment",
-        queued="pitched",
-        running="fermenting",
-        failed="infected",
-    )
+    kind = brew_kind(queued="pitched", running="fermenting", failed="infected")
     assert kind.resumed("admin", now=None)["state"] == "pitched"
     assert (kind.running, kind.failed) == ("fermenting", "infected")
 
 
 def test_a_kind_missing_a_state_is_refused_at_registration():
-    with pytest.raises(TypeError, match="'cellar' has no running state"):
-        JobKind(
-            name="cellar",
-            model="brew.Cellar",
-            task="brew.cellar",
-            queued="waiting",
-            failed="spoilt",
-        )
-
-
-class Bottling(models.TextChoices):
-    QUEUED = "queued", "Queued"
-    FILLING = "filling", "Filling"
-    FAILED = "failed", "Failed"
+    with pytest.raises(TypeError, match="'brew' has no running state"):
+        brew_kind(queued="waiting", failed="spoilt")
 
 
 def test_a_choices_class_without_a_running_member_needs_it_named():
-    with pytest.raises(TypeError, match="'bottle' has no running state"):
-        JobKind(name="bottle", model="brew.Bottle", task="brew.bottle", states=Bottling)
-    kind = JobKind(
-        name="bottle",
-        model="brew.Bottle",
-        task="brew.bottle",
-        states=Bottling,
-        running=Bottling.FILLING,
-    )
-    assert kind.running == "filling"
+    with pytest.raises(TypeError, match="'brew' has no running state"):
+        brew_kind(states=Bottling)
+    assert brew_kind(states=Bottling, running=Bottling.FILLING).running == "filling"
