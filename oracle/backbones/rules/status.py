@@ -27,9 +27,10 @@ def _ned_trend(f: _Window) -> int:
     NED_RISE_RATIO), -1 when it was weaned (NED_STEP and NED_WEAN_RATIO, or
     stopped), 0 otherwise or unknown. Last dose of "now" against the last of
     "before": the state at the end of each span."""
-    now, before = f.value("ned", "last"), f.value("ned", "last", when="before")
-    if now is None or before is None:
+    change = f.change("ned", "last")
+    if change is None:
         return 0
+    now, before = change
     if now - before >= NED_STEP and now >= NED_RISE_RATIO * before:
         return 1
     if before > 0 and (
@@ -77,22 +78,19 @@ def _status(f: _Window) -> tuple[str, list[int]]:
         elif better_now:
             better.append((weight, keys))
 
-    sofa_now, sofa_before = (
-        f.value("sofa", "max"),
-        f.value("sofa", "max", when="before"),
-    )
-    if sofa_now is not None and sofa_before is not None:
-        sign(
-            sofa_now - sofa_before >= SOFA_STEP,
-            sofa_before - sofa_now >= SOFA_STEP,
-            2,
-            ("creatinine", "platelets", "map", "vasopressors", "gcs"),
-        )
+    def stepped(column, how, step, weight, keys, worse_when: int = 1) -> None:
+        """A track that moved by ``step`` or more: worse moving one way
+        (``worse_when`` +1 a rise, -1 a fall), better the other."""
+        if change := f.change(column, how):
+            moved = (change[0] - change[1]) * worse_when
+            sign(moved >= step, -moved >= step, weight, keys)
+
+    sofa_keys = ("creatinine", "platelets", "map", "vasopressors", "gcs")
+    stepped("sofa", "max", SOFA_STEP, 2, sofa_keys)
     ned_trend = _ned_trend(f)
     sign(ned_trend > 0, ned_trend < 0 and not dying, 2, ("vasopressors", "map"))
-    vent_now = f.value("ventilation", "max")
-    vent_before = f.value("ventilation", "max", when="before")
-    if vent_now and vent_before:
+    if vent := f.change("ventilation", "max"):
+        vent_now, vent_before = vent
         rank = VENTILATION_STATUSES.index
         sign(
             rank(vent_now) > rank(vent_before),
@@ -100,11 +98,8 @@ def _status(f: _Window) -> tuple[str, list[int]]:
             2,
             ("ventilation",),
         )
-    lac_now, lac_before = (
-        f.value("lactate", "last"),
-        f.value("lactate", "last", when="before"),
-    )
-    if lac_now is not None and lac_before is not None:
+    if lactate := f.change("lactate", "last"):
+        lac_now, lac_before = lactate
         sign(
             lac_now >= LACTATE_HIGH and lac_now - lac_before >= LACTATE_RISE,
             lac_before >= LACTATE_HIGH
@@ -112,22 +107,10 @@ def _status(f: _Window) -> tuple[str, list[int]]:
             1,
             ("lactate",),
         )
-    fio2_now, fio2_before = (
-        f.value("fio2", "max"),
-        f.value("fio2", "max", when="before"),
-    )
-    if fio2_now is not None and fio2_before is not None:
-        sign(
-            fio2_now - fio2_before >= FIO2_STEP,
-            fio2_before - fio2_now >= FIO2_STEP,
-            1,
-            ("fio2",),
-        )
-    pf_now, pf_before = (
-        f.value("pf_ratio", "min"),
-        f.value("pf_ratio", "min", when="before"),
-    )
-    if pf_now is not None and pf_before is not None and pf_before > 0:
+    stepped("fio2", "max", FIO2_STEP, 1, ("fio2",))
+    pf = f.change("pf_ratio", "min")
+    if pf and pf[1] > 0:
+        pf_now, pf_before = pf
         sign(
             pf_now < PF_CUTOFF and pf_now <= (1 - PF_CHANGE) * pf_before,
             pf_before < PF_CUTOFF and pf_now >= (1 + PF_CHANGE) * pf_before,
@@ -144,19 +127,9 @@ def _status(f: _Window) -> tuple[str, list[int]]:
             1,
             ("map",),
         )
-    gcs_now, gcs_before = f.value("gcs", "min"), f.value("gcs", "min", when="before")
-    if gcs_now is not None and gcs_before is not None:
-        sign(
-            gcs_before - gcs_now >= GCS_STEP,
-            gcs_now - gcs_before >= GCS_STEP,
-            1,
-            ("gcs",),
-        )
-    aki_now, aki_before = (
-        f.value("aki_stage", "max"),
-        f.value("aki_stage", "max", when="before"),
-    )
-    if aki_now is not None and aki_before is not None:
+    stepped("gcs", "min", GCS_STEP, 1, ("gcs",), worse_when=-1)
+    if aki := f.change("aki_stage", "max"):
+        aki_now, aki_before = aki
         sign(aki_now > aki_before, False, 1, ("creatinine", "urine", "crrt"))
 
     net = sum(w for w, _ in worse) - sum(w for w, _ in better)

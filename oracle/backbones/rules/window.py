@@ -128,6 +128,14 @@ class _Window:
             return sum(numbers) / len(numbers)
         return {"last": numbers[-1], "min": min(numbers), "max": max(numbers)}[how]
 
+    def change(self, column: str, how: str = "last") -> tuple | None:
+        """A track's value "now" and "before" (``value``), or None when either
+        is unknown: the trends compare the two."""
+        now, before = self.value(column, how), self.value(column, how, when="before")
+        if now is None or before is None:
+            return None
+        return now, before
+
     def worst_since(self, column: str, hours: float) -> float | None:
         """The highest value of a track over the ``hours`` before the window's end."""
         numbers = self.numbers(column, self.rows(self.last_h - hours, self.last_h))
