@@ -175,25 +175,11 @@ REPAIR_RESERVE = 96
 
 
 def prediction_schema() -> dict:
-    from oracle.schema import text_pattern
+    from oracle.schema import reply_object, text_string
 
-    item = {
-        "type": "string",
-        "minLength": 2,
-        "maxLength": SCHEMA_ITEM_CHARS,
-        "pattern": text_pattern(SCHEMA_ITEM_CHARS),
-    }
+    item = text_string(SCHEMA_ITEM_CHARS)
     items = {"type": "array", "items": item, "maxItems": SCHEMA_ITEMS}
-    return {
-        "type": "object",
-        "properties": {
-            "status": {"type": "string", "enum": list(STATUS_VALUES)},
-            "acute_problems": items,
-            "recommended_actions": items,
-        },
-        "required": ["status", "acute_problems", "recommended_actions"],
-        "additionalProperties": False,
-    }
+    return reply_object(acute_problems=items, recommended_actions=items)
 
 
 def predict_validated(llm, messages: list[dict], *, purpose: str = "predict"):

@@ -11,7 +11,6 @@ import jsonschema
 
 from evaluation.labelschema import (
     LABEL_SCHEMA,
-    PAYLOAD_FIELDS,
     RATING_VALUES,
     STATUS_VALUES,
     TEXT_LISTS,
@@ -66,6 +65,31 @@ def text_pattern(max_chars: int) -> str:
     return f"^[A-Za-z][{TEXT_CHARACTERS}]{{1,{max(1, max_chars - 1)}}}$"
 
 
+def text_string(max_chars: int) -> dict:
+    """The schema of a clinical phrase of 2 to ``max_chars`` characters
+    (text_pattern): an Oracle label's texts and an agent's predictions."""
+    return {
+        "type": "string",
+        "minLength": 2,
+        "maxLength": max_chars,
+        "pattern": text_pattern(max_chars),
+    }
+
+
+def reply_object(**properties: dict) -> dict:
+    """The schema of a reply: its status (STATUS_VALUES) and ``properties``,
+    in this order, each required and no other."""
+    return {
+        "type": "object",
+        "properties": {
+            "status": {"type": "string", "enum": list(STATUS_VALUES)},
+            **properties,
+        },
+        "required": ["status", *properties],
+        "additionalProperties": False,
+    }
+
+
 def clinical_text_problem(text: str) -> str:
     """Why ``text`` is not a clinical phrase ("" when it is one): it needs a
     word (two letters in a row), letters for a third of its characters at
@@ -107,12 +131,7 @@ def _bounded_schema(*, ids, recorded, items, evidence, text_chars) -> dict:
     text_item = {
         "type": "object",
         "properties": {
-            "text": {
-                "type": "string",
-                "minLength": 2,
-                "maxLength": text_chars,
-                "pattern": text_pattern(text_chars),
-            },
+            "text": text_string(text_chars),
             "evidence": cited,
         },
         "required": ["text", "evidence"],
@@ -145,19 +164,13 @@ def _bounded_schema(*, ids, recorded, items, evidence, text_chars) -> dict:
         if recorded
         else {"type": "array", "maxItems": 0, "items": rating(0)}
     )
-    return {
-        "type": "object",
-        "properties": {
-            "status": {"type": "string", "enum": list(STATUS_VALUES)},
-            "status_evidence": cited,
-            "acute_problems": text_list,
-            "action_ratings": ratings,
-            "added_actions": text_list,
-            "red_flags": text_list,
-        },
-        "required": ["status", *PAYLOAD_FIELDS],
-        "additionalProperties": False,
-    }
+    return reply_object(
+        status_evidence=cited,
+        acute_problems=text_list,
+        action_ratings=ratings,
+        added_actions=text_list,
+        red_flags=text_list,
+    )
 
 
 def reply_tokens_bound(*, ids, recorded, items, evidence, text_chars) -> int:
