@@ -293,6 +293,16 @@ class OpenAICompatBackbone(PromptFitting, CompletionRequests, ServerClient):
                 **fields,
             )
 
+        raws: list[str] = []
+
+        def failed(reason: str) -> BackboneResult:
+            # The replies so far go with the reason; neither shows the key.
+            return result(
+                ok=False,
+                error=self._scrub(reason, key),
+                raw_response=self._raw(raws, key),
+            )
+
         budget = self.prompt_budget
         try:
             prompt, counted = await self._fitted(client, context, budget, semaphore)
@@ -309,7 +319,6 @@ class OpenAICompatBackbone(PromptFitting, CompletionRequests, ServerClient):
             first["compressions"].append(
                 "the server's token count failed: kept within the estimate only"
             )
-        raws: list[str] = []
         last_error = ""
         overflowed = False
         repair: list[dict] = []
@@ -334,14 +343,9 @@ class OpenAICompatBackbone(PromptFitting, CompletionRequests, ServerClient):
                 if turn == 0 and error.prompt_tokens:
                     first["tokens"] = error.prompt_tokens
                 if overflowed:
-                    return result(
-                        ok=False,
-                        error=self._scrub(
-                            f"The prompt does not fit the model's context window even "
-                            f"compressed further: {error}",
-                            key,
-                        ),
-                        raw_response=self._raw(raws, key),
+                    return failed(
+                        f"The prompt does not fit the model's context window even "
+                        f"compressed further: {error}"
                     )
                 overflowed = True
                 # Compress further, by how far over the server said it was (or
@@ -393,11 +397,7 @@ class OpenAICompatBackbone(PromptFitting, CompletionRequests, ServerClient):
                     first["compressions"] = list(first.get("compressions", [])) + [note]
                 continue
             except _RequestFailed as error:
-                return result(
-                    ok=False,
-                    error=self._scrub(str(error), key),
-                    raw_response=self._raw(raws, key),
-                )
+                return failed(str(error))
             if turn == 0 and reply.prompt_tokens:
                 first["tokens"] = reply.prompt_tokens
                 self.observed_ratios.append(first["chars"] / reply.prompt_tokens)
@@ -444,14 +444,9 @@ class OpenAICompatBackbone(PromptFitting, CompletionRequests, ServerClient):
                 payload=payload,
                 raw_response=self._scrub(content, key),
             )
-        return result(
-            ok=False,
-            error=self._scrub(
-                f"The reply failed validation twice (after one repair request): "
-                f"{last_error}",
-                key,
-            ),
-            raw_response=self._raw(raws, key),
+        return failed(
+            f"The reply failed validation twice (after one repair request): "
+            f"{last_error}"
         )
 
     def _raw(self, raws: list[str], key: str) -> str:
