@@ -336,21 +336,31 @@ def calibration_invite(request, set_id: int):
     return _judges_redirect(calibration_set)
 
 
-@require_POST
-@admin_required
-def calibration_invitation_withdraw(request, set_id: int):
-    """Withdraw a physician's invitation to judge the set."""
+def _set_act(request, set_id: int, act):
+    """The admin's calibration set ``set_id``, after ``act(calibration_set)``
+    has run: the success message it returns is shown, or the refusal it raises."""
     calibration_set = judging.calibration_set_get(
         user=request.user, set_id=set_id, admin_only=True
     )
     with refusal_shown(request):
+        messages.success(request, act(calibration_set))
+    return calibration_set
+
+
+@require_POST
+@admin_required
+def calibration_invitation_withdraw(request, set_id: int):
+    """Withdraw a physician's invitation to judge the set."""
+
+    def withdraw(calibration_set) -> str:
         services.calibration_invitation_withdraw(
             admin=request.user,
             calibration_set=calibration_set,
             judge_id=request.POST.get("judge"),
         )
-        messages.success(request, "Invitation withdrawn.")
-    return _judges_redirect(calibration_set)
+        return "Invitation withdrawn."
+
+    return _judges_redirect(_set_act(request, set_id, withdraw))
 
 
 def _judges_redirect(calibration_set):
@@ -363,21 +373,19 @@ def _judges_redirect(calibration_set):
 @require_POST
 @admin_required
 def calibration_adopt(request, set_id: int):
-    calibration_set = judging.calibration_set_get(
-        user=request.user, set_id=set_id, admin_only=True
-    )
-    with refusal_shown(request):
+    def adopt(calibration_set) -> str:
         adoption = judging.tau_adopt(
             admin=request.user,
             calibration_set=calibration_set,
             tau=request.POST.get("tau"),
             reason=request.POST.get("reason", ""),
         )
-        messages.success(
-            request,
+        return (
             f"tau {adoption.tau:g} adopted for {adoption.matcher_model.name}. "
-            "Recompute the campaigns' agreement to apply it.",
+            "Recompute the campaigns' agreement to apply it."
         )
+
+    calibration_set = _set_act(request, set_id, adopt)
     return redirect("annotation:calibration_report", calibration_set.pk)
 
 
