@@ -433,25 +433,11 @@ def submission_score(
     A job (jobs.leases): taken with a lease, progress on the row, stopped when
     the lease is lost. Idempotent: a scored submission, or one a live worker
     holds, is returned as it is."""
-    from jobs.leases import (
-        JobLeaseLost,
-        job_claim,
-        job_fail,
-        job_heartbeat,
-        job_release,
-    )
+    from jobs.leases import JobLeaseLost, job_fail, job_heartbeat, job_release, job_take
 
-    submission.refresh_from_db()
-    if submission.state == SubmissionState.SCORED:
-        return submission
-    lease = job_claim(
-        model=Submission,
-        pk=submission.pk,
-        started_field=None,
-        extra={"error": ""},
-    )
+    # A scored submission is not claimable: job_take returns None and the row.
+    lease = job_take(submission, started_field=None, extra={"error": ""})
     if lease is None:
-        submission.refresh_from_db()
         return submission
     if submission.release.kind == ReleaseKind.SURVEILLANCE:
         from exports.scoring_surveillance import surveillance_submission_scores

@@ -104,6 +104,17 @@ def job_claim(
     return token
 
 
+def job_take(row, **claim) -> str | None:
+    """``job_claim`` of ``row``'s job, ``row`` read fresh first. None when the
+    job is finished or held by a live worker: ``row`` is then read again, for
+    the task to return as it now is."""
+    row.refresh_from_db()
+    lease = job_claim(model=type(row), pk=row.pk, **claim)
+    if lease is None:
+        row.refresh_from_db()
+    return lease
+
+
 def job_release(*, model, pk: int, lease: str, **fields) -> bool:
     """End this worker's hold with the final fields (state, error, progress),
     if the lease is still its own. Returns False when it was lost meanwhile."""

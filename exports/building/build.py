@@ -61,14 +61,11 @@ def release_build(*, release: Release, progress=None) -> Release:
     removed and the build starts again. A failed or cancelled build leaves no
     folder and no rows behind. A release whose final folder already exists is
     refused and never rewritten."""
-    from jobs.leases import JobLeaseLost, job_claim, job_heartbeat, job_release
+    from jobs.leases import JobLeaseLost, job_heartbeat, job_release, job_take
 
-    release.refresh_from_db()
-    if release.state == ReleaseState.READY:
-        return release
-    lease = job_claim(
-        model=Release,
-        pk=release.pk,
+    # A ready release is not claimable: job_take returns None and the release.
+    lease = job_take(
+        release,
         extra={
             "error": "",
             "finished_at": None,
@@ -78,7 +75,6 @@ def release_build(*, release: Release, progress=None) -> Release:
         },
     )
     if lease is None:
-        release.refresh_from_db()
         return release
     root = Path(settings.REALICU_RELEASES_DIR)
     final = root / release.name
