@@ -406,34 +406,22 @@ class _Columns:
             return self.raw[name]
         return pd.Series(np.nan, index=self.raw.index, dtype=object)
 
+    def _parsed(self, parse, values: pd.Series, name: str, **options) -> pd.Series:
+        """``values`` parsed by ``parse`` (_numbers, _times), whose errors name
+        this file, the column and the row."""
+        return parse(values, file=self.file, column=name, rows=self.rows, **options)
+
     def id(self, name: str) -> pd.Series:
-        values = _numbers(
-            self.raw[name],
-            file=self.file,
-            column=name,
-            rows=self.rows,
-            required=True,
-            integer=True,
+        values = self._parsed(
+            _numbers, self.raw[name], name, required=True, integer=True
         )
         return values.astype("int64")
 
     def number(self, name: str, *, required: bool = False) -> pd.Series:
-        return _numbers(
-            self._get(name),
-            file=self.file,
-            column=name,
-            rows=self.rows,
-            required=required,
-        )
+        return self._parsed(_numbers, self._get(name), name, required=required)
 
     def time(self, name: str, *, required: bool = False) -> pd.Series:
-        return _times(
-            self._get(name),
-            file=self.file,
-            column=name,
-            rows=self.rows,
-            required=required,
-        )
+        return self._parsed(_times, self._get(name), name, required=required)
 
     def text(self, name: str) -> pd.Series:
         return _text(self._get(name))
