@@ -15,9 +15,15 @@ urlpatterns = [
     path("token/revoke/", views.token_revoke, name="token_revoke"),
     path("<id:release_id>/", views.release_detail, name="release_detail"),
     path("<id:release_id>/progress/", views.release_progress, name="release_progress"),
-    path("<id:release_id>/retry/", views.release_retry, name="release_retry"),
-    path("<id:release_id>/rebuild/", views.release_rebuild, name="release_rebuild"),
-    path("<id:release_id>/cancel/", views.release_cancel, name="release_cancel"),
+    *(
+        path(
+            f"<id:release_id>/{action}/",
+            views.release_action,
+            {"action": action},
+            name=f"release_{action}",
+        )
+        for action in views.RELEASE_ACTIONS
+    ),
     path(
         "<id:release_id>/files/<path:file_path>",
         views.release_file,

@@ -242,48 +242,33 @@ def release_detail(request, release_id: int):
     )
 
 
-def _release_action(request, release_id: int, action, done: str):
-    """An admin's Retry, Rebuild or Cancel of a release (the views are
-    admin-only); a refusal is shown on the page."""
+# An admin's Retry, Rebuild or Cancel of a release (exports/urls.py names one
+# a URL): its service, and what the page says when it is done.
+RELEASE_ACTIONS = {
+    "retry": (services.release_retry, "{release} is queued again."),
+    "rebuild": (
+        services.release_rebuild,
+        "{release} is queued for building: a new version from the same inputs.",
+    ),
+    "cancel": (services.release_cancel, "{release} is cancelled."),
+}
+
+
+@require_POST
+@release_user_required
+@admin_required
+def release_action(request, release_id: int, action: str):
+    """One of RELEASE_ACTIONS on a release; a refusal is shown on the page."""
+    service, done = RELEASE_ACTIONS[action]
     release = _release_or_404(request, release_id)
     try:
-        result = action(user=request.user, release=release)
+        result = service(user=request.user, release=release)
     except (ValidationError, PermissionDenied) as error:
         for message in getattr(error, "messages", None) or [str(error)]:
             messages.error(request, message)
         return redirect("exports:release_detail", release_id=release.pk)
     messages.success(request, done.format(release=result))
     return redirect("exports:release_detail", release_id=result.pk)
-
-
-@require_POST
-@release_user_required
-@admin_required
-def release_retry(request, release_id: int):
-    return _release_action(
-        request, release_id, services.release_retry, "{release} is queued again."
-    )
-
-
-@require_POST
-@release_user_required
-@admin_required
-def release_rebuild(request, release_id: int):
-    return _release_action(
-        request,
-        release_id,
-        services.release_rebuild,
-        "{release} is queued for building: a new version from the same inputs.",
-    )
-
-
-@require_POST
-@release_user_required
-@admin_required
-def release_cancel(request, release_id: int):
-    return _release_action(
-        request, release_id, services.release_cancel, "{release} is cancelled."
-    )
 
 
 @require_GET
