@@ -5,6 +5,7 @@ kind calls its running state otherwise."""
 import pytest
 from django.db import models
 
+from exports.models import ReleaseState
 from jobs.registry import JobKind, kinds
 
 # What the reaper reads off each kind: (queued, running, failed).
@@ -22,17 +23,16 @@ REGISTERED = {
 }
 
 
-class Mashing(models.TextChoices):
-    QUEUED = "waiting", "Waiting"
-    RUNNING = "mashing", "Mashing"
-    BOILING = "boiling", "Boiling"
-    FAILED = "spoilt", "Spoilt"
-
-
-class Bottling(models.TextChoices):
-    QUEUED = "queued", "Queued"
-    FILLING = "filling", "Filling"
-    FAILED = "failed", "Failed"
+# Values other than the members' names: the kind reads the members.
+Mashing = models.TextChoices(
+    "Mashing",
+    {
+        "QUEUED": "waiting",
+        "RUNNING": "mashing",
+        "BOILING": "boiling",
+        "FAILED": "spoilt",
+    },
+)
 
 
 def brew_kind(**states) -> JobKind:
@@ -70,5 +70,6 @@ def test_a_kind_missing_a_state_is_refused_at_registration():
 
 def test_a_choices_class_without_a_running_member_needs_it_named():
     with pytest.raises(TypeError, match="'brew' has no running state"):
-        brew_kind(states=Bottling)
-    assert brew_kind(states=Bottling, running=Bottling.FILLING).running == "filling"
+        brew_kind(states=ReleaseState)
+    kind = brew_kind(states=ReleaseState, running=ReleaseState.BUILDING)
+    assert (kind.queued, kind.running, kind.failed) == ("queued", "building", "failed")
