@@ -3,11 +3,24 @@
 from __future__ import annotations
 
 from contextlib import contextmanager
+from typing import TypeVar
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied, ValidationError
+from django.http import Http404
 from django.shortcuts import render
 from django.utils.cache import patch_vary_headers
+
+T = TypeVar("T")
+
+
+def found_or_404(found: T | None, message: str) -> T:
+    """What a view looked up (a selector's row or page, a parsed id, a file),
+    or Http404 with ``message`` when the lookup found nothing (None): an
+    object the user may not see is not found."""
+    if found is None:
+        raise Http404(message)
+    return found
 
 
 def wants_partial(request) -> bool:

@@ -8,7 +8,6 @@ import json
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.http import Http404
 from django.shortcuts import redirect, render
 from django.template import TemplateDoesNotExist
 from django.template.loader import get_template
@@ -16,7 +15,12 @@ from django.views.decorators.http import require_GET, require_POST
 
 from accounts.access import role_required
 from accounts.roles import user_is_admin
-from accounts.web import error_text, refusal_shown, render_page_or_partial
+from accounts.web import (
+    error_text,
+    found_or_404,
+    refusal_shown,
+    render_page_or_partial,
+)
 from agents import selectors, selectors_pages, services
 from exports.roles import user_may_use_releases
 
@@ -27,10 +31,9 @@ agents_user_required = role_required(
 
 
 def _run_or_404(request, run_id: int):
-    run = selectors.run_get(user=request.user, run_id=run_id)
-    if run is None:
-        raise Http404("No such run.")
-    return run
+    return found_or_404(
+        selectors.run_get(user=request.user, run_id=run_id), "No such run."
+    )
 
 
 def _run_list_page(request, page: dict, *, status: int = 200):
@@ -165,9 +168,10 @@ def _has_template(name: str) -> bool:
 @agents_user_required
 def stay_memory(request, run_id: int, stay_state_id: int):
     run = _run_or_404(request, run_id)
-    state = selectors.stay_state_get(run=run, stay_state_id=stay_state_id)
-    if state is None:
-        raise Http404("No such stay in this run.")
+    state = found_or_404(
+        selectors.stay_state_get(run=run, stay_state_id=stay_state_id),
+        "No such stay in this run.",
+    )
     template = "agents/_icu_evo_memory.html"
     context = {
         "run": run,

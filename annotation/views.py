@@ -11,7 +11,7 @@ from operator import itemgetter
 
 from django.contrib import messages
 from django.core.exceptions import NON_FIELD_ERRORS, PermissionDenied, ValidationError
-from django.http import Http404, JsonResponse
+from django.http import JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
@@ -26,6 +26,7 @@ from accounts.access import admin_required, physician_required
 from accounts.ids import id_parse
 from accounts.web import (
     error_text,
+    found_or_404,
     refusal_shown,
     render_page_or_partial,
     wants_partial,
@@ -469,9 +470,9 @@ def _campaign_window_url(campaign, window_id: int, page: int) -> str:
 @require_POST
 @admin_required
 def campaign_assignment_add(request, campaign_id: int):
-    window_id = id_parse(request.POST.get("window"))
-    if window_id is None:
-        raise Http404("No such window in this campaign.")
+    window_id = found_or_404(
+        id_parse(request.POST.get("window")), "No such window in this campaign."
+    )
     target = campaign_pages.assignment_add_page(
         admin=request.user,
         campaign_id=campaign_id,

@@ -8,13 +8,12 @@ from django import forms
 from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.http import Http404
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from accounts.access import admin_required, role_required
 from accounts.roles import user_is_admin, user_is_researcher
-from accounts.web import error_text, refusal_shown
+from accounts.web import error_text, found_or_404, refusal_shown
 from datause import selectors, services
 from datause.models import AttestationPurpose, AuditKind
 from windows.models import DataSource
@@ -177,9 +176,9 @@ def _row_act(request, noun: str, row_id: int, action, who: str, done: str):
         "credential": selectors.credential_get,
         "attestation": selectors.attestation_get,
     }[noun]
-    row = getter(user=request.user, **{f"{noun}_id": row_id})
-    if row is None:
-        raise Http404(f"No such {noun}.")
+    row = found_or_404(
+        getter(user=request.user, **{f"{noun}_id": row_id}), f"No such {noun}."
+    )
     return _act(request, lambda: action(**{who: request.user, noun: row}), done)
 
 

@@ -18,7 +18,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from accounts.access import admin_required
 from accounts.ids import IdChoiceField
 from accounts.roles import user_is_admin
-from accounts.web import render_page_or_partial
+from accounts.web import found_or_404, render_page_or_partial
 from annotation.models import Campaign
 from evaluation.metrics import DEFAULT_K
 from exports import selectors, services, services_pages
@@ -199,23 +199,21 @@ def _form_errors(form) -> list[str]:
     ]
 
 
+def _release_or_404(request, release_id: int):
+    return found_or_404(
+        selectors.release_get(user=request.user, release_id=release_id),
+        "No such release.",
+    )
+
+
 @require_GET
 @release_user_required
 def release_progress(request, release_id: int):
-    release = selectors.release_get(user=request.user, release_id=release_id)
-    if release is None:
-        raise Http404("No such release.")
+    release = _release_or_404(request, release_id)
     job_check(release)
     return render(
         request, "exports/release_list.html#release_row", {"release": release}
     )
-
-
-def _release_or_404(request, release_id: int):
-    release = selectors.release_get(user=request.user, release_id=release_id)
-    if release is None:
-        raise Http404("No such release.")
-    return release
 
 
 def _release_detail_page(request, detail, form=None, errors=(), status=200):
@@ -285,9 +283,7 @@ def release_file(request, release_id: int, file_path: str):
             {"release": error.release, "message": str(error)},
             status=409,
         )
-    if response is None:
-        raise Http404("No such file in this release.")
-    return response
+    return found_or_404(response, "No such file in this release.")
 
 
 @require_POST
@@ -339,20 +335,19 @@ def submission_upload(request, release_id: int):
 
 
 def _submission_or_404(request, submission_id: int):
-    submission = selectors.submission_get(
-        user=request.user, submission_id=submission_id
+    return found_or_404(
+        selectors.submission_get(user=request.user, submission_id=submission_id),
+        "No such submission.",
     )
-    if submission is None:
-        raise Http404("No such submission.")
-    return submission
 
 
 @require_GET
 @release_user_required
 def submission_detail(request, submission_id: int):
-    context = selectors.submission_page(user=request.user, submission_id=submission_id)
-    if context is None:
-        raise Http404("No such submission.")
+    context = found_or_404(
+        selectors.submission_page(user=request.user, submission_id=submission_id),
+        "No such submission.",
+    )
     return render_page_or_partial(
         request, "exports/submission_detail.html", context, partial="scores"
     )
@@ -364,9 +359,7 @@ def submission_plot(request, submission_id: int, name: str):
     submission = _submission_or_404(request, submission_id)
     if name not in PLOT_NAMES or submission.state != SubmissionState.SCORED:
         raise Http404("No such plot.")
-    source = submission_plot_source(submission, name)
-    if source is None:
-        raise Http404("No such plot.")
+    source = found_or_404(submission_plot_source(submission, name), "No such plot.")
     if isinstance(source, Path):
         return FileResponse(open(source, "rb"), content_type="image/png")
     return StreamingHttpResponse(source.chunks(), content_type="image/png")

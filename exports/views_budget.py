@@ -6,11 +6,11 @@ from __future__ import annotations
 import math
 
 from django import forms
-from django.http import Http404
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from accounts.access import admin_required
+from accounts.web import found_or_404
 from exports.scoring_budget import figure_choices, submission_budget_page
 
 
@@ -33,14 +33,15 @@ class BudgetForm(forms.Form):
 def submission_budget(request, submission_id: int):
     form = BudgetForm(request.GET or None)
     valid = form.is_bound and form.is_valid()
-    context = submission_budget_page(
-        user=request.user,
-        submission_id=submission_id,
-        figure=form.cleaned_data["figure"] if valid else None,
-        target_width=form.cleaned_data["width"] if valid else None,
+    context = found_or_404(
+        submission_budget_page(
+            user=request.user,
+            submission_id=submission_id,
+            figure=form.cleaned_data["figure"] if valid else None,
+            target_width=form.cleaned_data["width"] if valid else None,
+        ),
+        "No such submission.",
     )
-    if context is None:
-        raise Http404("No such submission.")
     # The figures' names say the submission's k.
     form.fields["figure"].choices = figure_choices(context["submission"].k)
     return render(request, "exports/submission_budget.html", {**context, "form": form})

@@ -5,11 +5,10 @@ says so and polls for them (htmx: the ``checkpoints`` partial)."""
 
 from __future__ import annotations
 
-from django.http import Http404
 from django.views.decorators.http import require_GET
 
 from accounts.access import admin_required
-from accounts.web import render_page_or_partial
+from accounts.web import found_or_404, render_page_or_partial
 from surveillance.checkpoints import FAMILIES, FINDINGS
 from surveillance.services import stay_checkpoints_request
 from windows.selectors import stay_get
@@ -40,9 +39,9 @@ def _rows(points) -> list[dict]:
 @require_GET
 @admin_required
 def stay_checkpoints(request, stay_id: int):
-    stay = stay_get(user=request.user, stay_id=stay_id)
-    if stay is None:
-        raise Http404("No such ICU stay.")
+    stay = found_or_404(
+        stay_get(user=request.user, stay_id=stay_id), "No such ICU stay."
+    )
     found = stay_checkpoints_request(stay=stay)
     points = found["points"]
     context = {

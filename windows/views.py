@@ -12,13 +12,18 @@ from django import forms
 from django.contrib import messages
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
-from django.http import Http404, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.cache import patch_cache_control, patch_vary_headers
 from django.views.decorators.http import condition, require_GET, require_POST
 
 from accounts.access import admin_required, clinical_data_required
-from accounts.web import refusal_shown, render_page_or_partial, wants_partial
+from accounts.web import (
+    found_or_404,
+    refusal_shown,
+    render_page_or_partial,
+    wants_partial,
+)
 from windows import selectors, selectors_pages, services
 from windows.builds import build_run_cancel, build_run_resume
 from windows.models import (
@@ -83,9 +88,9 @@ def stay_list(request):
 @require_GET
 @clinical_data_required
 def stay_detail(request, stay_id: int):
-    stay = selectors.stay_get(user=request.user, stay_id=stay_id)
-    if stay is None:
-        raise Http404("No such ICU stay.")
+    stay = found_or_404(
+        selectors.stay_get(user=request.user, stay_id=stay_id), "No such ICU stay."
+    )
     context = stay_page_context(request, stay, full=not wants_partial(request))
     return _render(request, "windows/stay_detail.html", context, partial="event_table")
 
@@ -93,9 +98,10 @@ def stay_detail(request, stay_id: int):
 @require_GET
 @clinical_data_required
 def window_detail(request, stay_id: int, index: int):
-    window = selectors.window_get(user=request.user, stay_id=stay_id, index=index)
-    if window is None:
-        raise Http404("No such window.")
+    window = found_or_404(
+        selectors.window_get(user=request.user, stay_id=stay_id, index=index),
+        "No such window.",
+    )
     context = window_page_context(request, window, full=not wants_partial(request))
     return _render(
         request, "windows/window_detail.html", context, partial="event_table"
@@ -272,10 +278,10 @@ def import_start(request):
 
 
 def _import_run_or_404(request, import_run_id: int):
-    run = selectors.import_run_get(user=request.user, import_run_id=import_run_id)
-    if run is None:
-        raise Http404("No such import.")
-    return run
+    return found_or_404(
+        selectors.import_run_get(user=request.user, import_run_id=import_run_id),
+        "No such import.",
+    )
 
 
 @require_GET
