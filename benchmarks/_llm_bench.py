@@ -147,8 +147,7 @@ class LLMProxy(LoopbackServer):
 
         class Handler(QuietHandler):
             def _forward(self, method: str) -> None:
-                length = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(length) if length else b""
+                body = self.request_body()
                 slowed = proxy.factor > 1 and method == "POST"
                 if slowed:
                     proxy._slot.acquire()
@@ -198,16 +197,14 @@ class LLMProxy(LoopbackServer):
                             held = extra * upstream
                             kept = proxy._hold(held, self.connection) if held else True
                             if kept:
-                                self.send_response(response.status_code)
-                                self.send_header(
-                                    "Content-Type",
-                                    response.headers.get(
-                                        "content-type", "application/json"
-                                    ),
+                                kind = response.headers.get(
+                                    "content-type", "application/json"
                                 )
-                                self.send_header("Content-Length", str(len(content)))
-                                self.end_headers()
-                                self.wfile.write(content)
+                                self.send_body(
+                                    response.status_code,
+                                    content,
+                                    {"Content-Type": kind},
+                                )
                         else:
                             content = b""
                             self.send_response(response.status_code)

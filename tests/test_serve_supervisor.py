@@ -5,21 +5,13 @@ killed and started again, the other process keeps running throughout, and
 Ctrl-C stops both. Stand-in commands play web and worker, so the behaviour is
 the supervisor's alone; tests/test_embedded_smoke.py kills the real worker."""
 
-import json
 import os
 import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
 
-SUPERVISOR = (
-    Path(__file__).resolve().parent.parent
-    / "realicu_web"
-    / "management"
-    / "commands"
-    / "_supervisor.py"
-)
+from tests.supervised import pids_written, supervisor_start, supervisor_stop
+from tests.workers import wait_for
 
 # A worker stand-in: writes its pid, then touches its liveness file every
 # 0.2 s as a consumer loop would.
@@ -32,25 +24,6 @@ while True:
     os.utime(os.environ["REALICU_WORKER_LIVENESS_FILE"])
     time.sleep(0.2)
 """
-WEB = """
-import os, sys, time
-open(sys.argv[1], "a").write(f"{os.getpid()}\\n")
-while True:
-    time.sleep(0.2)
-"""
-
-
-def _pids(path: Path) -> list[int]:
-    return [int(x) for x in path.read_text().split()] if path.exists() else []
-
-
-def _wait(predicate, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.1)
-    return False
 
 
 def _alive(pid: int) -> bool:
@@ -66,25 +39,9 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
-def supervisor_start(tmp_path: Path, worker: dict) -> subprocess.Popen:
-    """The supervisor of the web stand-in (its pids in web.pids) and ``worker``
-    (a command's spec, named worker), logging to supervisor.log."""
-    spec = {
-        "address": "127.0.0.1:0",
-        "commands": [
-            {
-                "name": "web",
-                "argv": [sys.executable, "-c", WEB, str(tmp_path / "web.pids")],
-            },
-            {"name": "worker", **worker},
-        ],
-    }
-    with open(tmp_path / "supervisor.log", "w") as log:
-        return subprocess.Popen(
-            [sys.executable, str(SUPERVISOR), json.dumps(spec)],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
+def restarted(tmp_path: Path, times: int):
+    """Whether the worker stand-in was started ``times`` times after its first."""
+    return lambda: len(pids_written(tmp_path / "worker.pids")) == times + 1
 
 
 def _start(tmp_path: Path, stale: float = 2.0):
@@ -97,66 +54,63 @@ def _start(tmp_path: Path, stale: float = 2.0):
         "liveness_grace": 10,
     }
     proc = supervisor_start(tmp_path, worker)
-    assert _wait(lambda: _pids(tmp_path / "worker.pids"), 20)
-    assert _wait(lambda: _pids(tmp_path / "web.pids"), 20)
+    wait_for(lambda: pids_written(tmp_path / "worker.pids"), "a worker pid", 20)
+    wait_for(lambda: pids_written(tmp_path / "web.pids"), "a web pid", 20)
     return proc
-
-
-def _stop(proc) -> None:
-    proc.send_signal(signal.SIGTERM)
-    proc.wait(timeout=30)
 
 
 def test_a_killed_worker_is_started_again_while_the_web_keeps_running(tmp_path):
     proc = _start(tmp_path)
     try:
-        worker = _pids(tmp_path / "worker.pids")[0]
-        web = _pids(tmp_path / "web.pids")[0]
+        worker = pids_written(tmp_path / "worker.pids")[0]
+        web = pids_written(tmp_path / "web.pids")[0]
         os.kill(worker, signal.SIGKILL)
-        assert _wait(lambda: len(_pids(tmp_path / "worker.pids")) == 2, 20)
-        assert _alive(_pids(tmp_path / "worker.pids")[1])
-        assert _alive(web) and _pids(tmp_path / "web.pids") == [web]
+        wait_for(restarted(tmp_path, 1), "the worker started again", 20)
+        assert _alive(pids_written(tmp_path / "worker.pids")[1])
+        assert _alive(web) and pids_written(tmp_path / "web.pids") == [web]
         log = (tmp_path / "supervisor.log").read_text()
         assert "worker stopped by itself (exit code -9)" in log
     finally:
-        _stop(proc)
+        supervisor_stop(proc)
 
 
 def test_a_stopped_worker_is_killed_and_started_again(tmp_path):
     proc = _start(tmp_path, stale=2.0)
     try:
-        worker = _pids(tmp_path / "worker.pids")[0]
+        worker = pids_written(tmp_path / "worker.pids")[0]
         os.kill(worker, signal.SIGSTOP)
-        assert _wait(lambda: len(_pids(tmp_path / "worker.pids")) == 2, 20)
+        wait_for(restarted(tmp_path, 1), "the worker started again", 20)
         assert not _alive(worker)
-        assert _alive(_pids(tmp_path / "worker.pids")[1])
+        assert _alive(pids_written(tmp_path / "worker.pids")[1])
         log = (tmp_path / "supervisor.log").read_text()
         assert "its consumer loop stopped): killed" in log
-        assert len(_pids(tmp_path / "web.pids")) == 1
+        assert len(pids_written(tmp_path / "web.pids")) == 1
     finally:
-        _stop(proc)
+        supervisor_stop(proc)
 
 
 def test_restarts_back_off(tmp_path):
     proc = _start(tmp_path)
     try:
         for n in range(1, 4):
-            pid = _pids(tmp_path / "worker.pids")[-1]
+            pid = pids_written(tmp_path / "worker.pids")[-1]
             os.kill(pid, signal.SIGKILL)
-            assert _wait(lambda n=n: len(_pids(tmp_path / "worker.pids")) == n + 1, 30)
+            wait_for(restarted(tmp_path, n), f"restart {n}", 30)
         log = (tmp_path / "supervisor.log").read_text()
         delays = [
             line.rsplit(" in ", 1)[1] for line in log.splitlines() if " in " in line
         ]
         assert delays[:3] == ["1 s", "2 s", "4 s"], log
     finally:
-        _stop(proc)
+        supervisor_stop(proc)
 
 
 def test_sigterm_stops_web_and_worker(tmp_path):
     proc = _start(tmp_path)
-    worker = _pids(tmp_path / "worker.pids")[0]
-    web = _pids(tmp_path / "web.pids")[0]
-    _stop(proc)
+    worker = pids_written(tmp_path / "worker.pids")[0]
+    web = pids_written(tmp_path / "web.pids")[0]
+    supervisor_stop(proc)
     assert proc.returncode == 0
-    assert _wait(lambda: not _alive(worker) and not _alive(web), 10)
+    wait_for(
+        lambda: not _alive(worker) and not _alive(web), "web and worker to end", 10
+    )

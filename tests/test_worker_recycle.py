@@ -17,7 +17,8 @@ from realicu_web.celery import (
     ModelIdleClock,
     _holds_what_idle_gives_back,
 )
-from tests.test_serve_supervisor import _pids, _stop, _wait, supervisor_start
+from tests.supervised import pids_written, supervisor_start, supervisor_stop
+from tests.workers import wait_for
 
 
 @shared_task
@@ -100,17 +101,17 @@ def test_a_recycled_worker_is_started_again_at_once_without_backoff(tmp_path):
     proc = supervisor_start(tmp_path, worker)
     log_path = tmp_path / "supervisor.log"
     try:
-        assert _wait(lambda: len(_pids(pids)) == 4, 30), log_path.read_text()
+        wait_for(lambda: len(pids_written(pids)) == 4, "three recycles", 30)
         # A crash after the recycles backs off by the first step, not the fourth.
-        os.kill(_pids(pids)[-1], signal.SIGKILL)
-        assert _wait(lambda: len(_pids(pids)) == 5, 30), log_path.read_text()
+        os.kill(pids_written(pids)[-1], signal.SIGKILL)
+        wait_for(lambda: len(pids_written(pids)) == 5, "the start after the crash", 30)
     finally:
-        _stop(proc)
+        supervisor_stop(proc)
     log = log_path.read_text()
     assert log.count(f"worker recycled (exit code {RECYCLE_EXIT_CODE})") == 3, log
     assert "starting it again in" not in log.split("exit code -9")[0], log
     assert "stopped by itself (exit code -9); starting it again in 1 s" in log, log
-    assert len(_pids(tmp_path / "web.pids")) == 1
+    assert len(pids_written(tmp_path / "web.pids")) == 1
 
 
 @pytest.mark.django_db(transaction=True)
@@ -119,7 +120,7 @@ def test_a_worker_holding_the_model_ends_with_the_recycle_code_once_idle(tmp_pat
     the task that loads the model finishes, then the worker ends with the
     recycle code."""
     from realicu_web.celery import app
-    from tests.workers import wait_for, worker_env, worker_start, worker_stop
+    from tests.workers import worker_env, worker_start, worker_stop
 
     marker = tmp_path / "task-done"
     log = tmp_path / "worker.log"

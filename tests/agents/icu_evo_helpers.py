@@ -125,8 +125,7 @@ class EvoFakeLLM(FakeLLM):
         )
 
     def _handle(self, handler) -> None:
-        length = int(handler.headers.get("Content-Length") or 0)
-        raw = handler.rfile.read(length) if length else b""
+        raw = handler.request_body()
         # FakeLLM reads the body again: from a copy for this request only (the
         # connection's own stream is put back, for its next request).
         stream, handler.rfile = handler.rfile, io.BytesIO(raw)
