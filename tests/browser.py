@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from contextlib import contextmanager
 
+import pytest
 from django.db import connections
 
 # Playwright's sync API runs an event loop in the test's thread; the test's own
@@ -38,6 +39,22 @@ def chromium():
         finally:
             browser.close()
             connections.close_all()
+
+
+def browser_after(*data: str):
+    """A ``browser`` fixture for a module: Chromium started after the fixtures
+    named in ``data`` (the test's data) are made; database work inside
+    Playwright's sync API would run on a connection the test database's
+    teardown does not see (it keeps the database from being dropped)."""
+
+    @pytest.fixture
+    def browser(request):
+        for name in data:
+            request.getfixturevalue(name)
+        with chromium() as browser:
+            yield browser
+
+    return browser
 
 
 def page_problems(page) -> list[str]:

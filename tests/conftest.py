@@ -124,3 +124,106 @@ def _no_consumer_loop():
 
     consumer_forget()
     yield
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory):
+    """moto's S3 server on a free loopback port, for the whole session."""
+    import socket
+    import subprocess
+    import time
+
+    from loopback import free_port
+
+    port = free_port()
+    log_path = tmp_path_factory.mktemp("moto") / "moto.log"
+    log = open(log_path, "w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(
+                    "moto's S3 server did not start:\n" + log_path.read_text()
+                ) from None
+            time.sleep(0.2)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        log.close()
+
+
+@pytest.fixture
+def s3(s3_server, settings, monkeypatch):
+    """A new bucket, chosen by settings as the object store; the same settings
+    in the environment, for worker processes started by the test."""
+    import uuid
+
+    import boto3
+
+    bucket = f"realicu-{uuid.uuid4().hex[:12]}"
+    env = {
+        "REALICU_S3_BUCKET": bucket,
+        "REALICU_S3_ENDPOINT_URL": s3_server,
+        "REALICU_S3_REGION": "us-east-1",
+        "REALICU_S3_ACCESS_KEY_ID": "testing",
+        "REALICU_S3_SECRET_ACCESS_KEY": "testing",
+    }
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    client = boto3.client(
+        "s3",
+        endpoint_url=s3_server,
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
+    client.create_bucket(Bucket=bucket)
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "realicu": {
+            "BACKEND": "storages.backends.s3.S3Storage",
+            "OPTIONS": {
+                "bucket_name": bucket,
+                "endpoint_url": s3_server,
+                "region_name": "us-east-1",
+                "access_key": "testing",
+                "secret_key": "testing",
+                "file_overwrite": True,
+                "default_acl": None,
+                "querystring_auth": True,
+                "signature_version": "s3v4",
+                "addressing_style": "path",
+            },
+        },
+    }
+
+    class Bucket:
+        name = bucket
+        environment = env
+
+        @staticmethod
+        def keys(prefix=""):
+            pages = client.get_paginator("list_objects_v2").paginate(
+                Bucket=bucket, Prefix=prefix
+            )
+            return sorted(o["Key"] for p in pages for o in p.get("Contents", []))
+
+        @staticmethod
+        def read(key) -> bytes:
+            return client.get_object(Bucket=bucket, Key=key)["Body"].read()
+
+        @staticmethod
+        def write(key, data: bytes) -> None:
+            client.put_object(Bucket=bucket, Key=key, Body=data)
+
+    return Bucket

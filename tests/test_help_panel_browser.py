@@ -8,19 +8,16 @@ import pytest
 
 from annotation.models import Assignment, Campaign
 from annotation.services import campaign_create, window_consensus_refresh
-from oracle import selectors as oracle_selectors
 from oracle import services as oracle_services
 from tests.annotation.conftest import (  # noqa: F401 - fixtures
     clinical,
-    physicians,
-)
-from tests.annotation.consensus_data import (  # noqa: F401 - fixtures
     matcher,
-    stay,
-    submit,
+    physicians,
     windows,
 )
+from tests.annotation.consensus_data import stay, submit  # noqa: F401 - stay, a fixture
 from tests.browser import chromium, sign_in
+from tests.oracle.helpers import rules_run
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -43,13 +40,7 @@ def pages(windows, physicians, admin_user, matcher):
     submit(a, campaign, w1, "stable")
     submit(b, campaign, w1, "deteriorating")
     window_consensus_refresh(campaign=campaign, window=w1, matcher=matcher)
-    run = oracle_services.oracle_run_create(
-        admin=admin_user,
-        name="help panel run",
-        backbone=oracle_selectors.backbone_rules_default(),
-        campaign=campaign,
-        enqueue=False,
-    )
+    run = rules_run(admin_user, campaign, "help panel run")
     oracle_services.oracle_run_execute_inline(run_id=run.pk)
     assignment = Assignment.objects.get(campaign=campaign, window=w0, annotator=a)
     return [

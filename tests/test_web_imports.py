@@ -3,19 +3,11 @@ memory): only the worker embeds texts, so a machine holds one embedding model.
 A fresh Python process imports the WSGI application and serves a physician's
 pages, as a gunicorn worker does."""
 
-import json
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
-from django.db import connection
 
 from accounts.roles import Role
 from tests.factories import make_user
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.web_process import web_script_result
 
 SCRIPT = """
 import json, sys
@@ -29,34 +21,6 @@ statuses = [client.get(path).status_code for path in ("/annotate/", "/stays/")]
 heavy = [m for m in ("torch", "sentence_transformers", "transformers") if m in sys.modules]
 print(json.dumps({"statuses": statuses, "heavy": heavy}))
 """
-
-
-def _web_env() -> dict:
-    """This process's environment, on the test database."""
-    db = connection.settings_dict
-    env = dict(os.environ)
-    env["DATABASE_URL"] = (
-        f"postgres://{db['USER']}:{db['PASSWORD']}@{db['HOST']}:{db['PORT']}/"
-        f"{db['NAME']}"
-    )
-    env["DJANGO_SETTINGS_MODULE"] = "realicu_web.settings"
-    return env
-
-
-def web_script_result(script: str, *args: str) -> dict:
-    """What ``script`` printed last (JSON), run with ``args`` in a fresh
-    Python process on the test database, as a web process starts; its
-    stderr's end in the failure when it exits non-zero."""
-    run = subprocess.run(
-        [sys.executable, "-c", script, *args],
-        cwd=ROOT,
-        env=_web_env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert run.returncode == 0, run.stderr[-3000:]
-    return json.loads(run.stdout.strip().splitlines()[-1])
 
 
 @pytest.mark.django_db(transaction=True)

@@ -108,6 +108,25 @@ def start_worker(log_path: Path, beat: bool = False, **env_extra) -> subprocess.
     return worker_start(log_path, worker_env(**env_extra))
 
 
+def killed_mid_job(
+    log_path: Path, start, under_way, what: str, timeout: float = 120.0, **env
+):
+    """A worker (``start_worker`` with ``env``) given a job by ``start()``,
+    killed (SIGKILL: no acknowledgement, no cleanup) once ``under_way(job)``
+    holds (``what``, within ``timeout`` seconds): the job, and the monotonic
+    time of the kill."""
+    worker = start_worker(log_path, **env)
+    try:
+        job = start()
+        wait_for(lambda: under_way(job), what, timeout)
+        worker.kill()
+        killed_at = time.monotonic()
+        worker.wait()
+    finally:
+        worker_stop(worker)
+    return job, killed_at
+
+
 def _group_kill(proc: subprocess.Popen) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)

@@ -10,8 +10,8 @@ from agents.base import AgentError
 from agents.icu_evo import IcuEvoAgent
 from agents.llm import ChatClient
 from agents.reference import FullContextAgent, LocalWindowAgent, RagAgent
+from tests.agents.hand_contexts import hand_context, words_embed
 from tests.agents.helpers import run_queued
-from tests.agents.test_reference_agents import hand_context, words_embed
 
 BUDGET = 700
 # The server's tokenizer gives a token per 2 characters; the client's

@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 from agents.base import PastWindow, WindowContext
 from agents.prompts import events_text
 from agents.reference import AGGREGATE_HOURS, FullContextAgent
-from tests.agents.test_reference_agents import StubLLM, event_hours
+from tests.agents.hand_contexts import StubLLM, event_hours
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
 CONCEPTS = ("Heart rate", "MAP", "SpO2")

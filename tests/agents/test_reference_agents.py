@@ -5,23 +5,28 @@ event), its compression rules, rag's top-5 by similarity; and a run's
 predictions, tokens and cost, and its baseline submission."""
 
 import re
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
-import numpy as np
 import pytest
 
-from agents.base import ChatReply, PastWindow, WindowContext
+from agents.base import WindowContext
 from agents.models import AgentPrediction, AgentRun, AgentStayState, RunState
 from agents.prompts import PROMPT_VERSION, prediction_parse
 from agents.reference import FullContextAgent, RagAgent, agents_available
 from agents.services import agent_run_start
 from exports.models import SubmissionState
+from tests.agents.hand_contexts import (
+    T0,
+    StubLLM,
+    event_hours,
+    hand_context,
+    words_embed,
+)
 from tests.agents.helpers import run_inline
 
 pytestmark = pytest.mark.django_db
 
 _RANGE = re.compile(r"Window (\d+): hours (-?[\d.]+) to (-?[\d.]+) since ICU")
-_TAG = re.compile(r"^\[(-?[\d.]+)h\]", re.MULTILINE)
 
 
 def prompts(fake_llm) -> list[tuple[float, float, str]]:
@@ -43,10 +48,6 @@ def _prompts_of_a_done_run(agent, fake_llm, backbone, release, user):
     seen = prompts(fake_llm)
     assert len(seen) == 4
     return seen
-
-
-def event_hours(prompt: str) -> list[float]:
-    return [float(h) for h in _TAG.findall(prompt)]
 
 
 def test_local_window_sees_only_its_window(
@@ -84,78 +85,6 @@ def test_full_context_never_sees_the_end_or_after(
     assert event_hours(a1) == pytest.approx([-3.0, 0.17, 1.0])
 
 
-class StubLLM:
-    """A ChatClient that records prompts and answers a fixed prediction."""
-
-    model = "stub"
-
-    def __init__(self, budget):
-        self.prompt_budget = budget
-        self.tokens_in = self.tokens_out = self.requests = 0
-        self.sent = []
-
-    def estimate_tokens(self, text):
-        return len(text) // 3 + 1
-
-    def chat(self, messages, *, json_reply=True, purpose=""):
-        self.sent.append(messages)
-        self.requests += 1
-        return ChatReply('{"status": "stable"}', 10, 2)
-
-
-T0 = datetime(2030, 1, 1, tzinfo=UTC)
-
-
-def hand_context(n_before: int, n_in: int, *, concept=lambda i: "Heart rate"):
-    """A window [10 h, 10.5 h) with ``n_before`` events before it (one every 3
-    minutes from admission) and ``n_in`` in it; ten past windows of 30 min,
-    one an hour from 0 h."""
-    events, times = [], []
-    for i in range(n_before + n_in):
-        if i < n_before:
-            when = T0 + timedelta(minutes=3 * i * (600 / max(1, 3 * n_before)))
-        else:
-            when = T0 + timedelta(hours=10, minutes=(i - n_before) * 30 / (n_in + 1))
-        hours = (when - T0).total_seconds() / 3600
-        events.append(
-            {
-                "event_id": i + 1,
-                "time": when.isoformat(),
-                "hours_since_admit": round(hours, 4),
-                "kind": "observation",
-                "domain": "vitals",
-                "category": "heart_rate",
-                "name": "Heart rate",
-                "concept": concept(i),
-                "value_num": 80.0 + i % 7,
-                "unit": "bpm",
-                "value_text": "",
-            }
-        )
-        times.append(when)
-    past = tuple(
-        PastWindow(
-            window_id=100 + k,
-            index=k,
-            start=T0 + timedelta(hours=k),
-            end=T0 + timedelta(hours=k, minutes=30),
-        )
-        for k in range(10)
-    )
-    return WindowContext(
-        stay_id=1,
-        window_id=999,
-        window_index=10,
-        start=T0 + timedelta(hours=10),
-        end=T0 + timedelta(hours=10, minutes=30),
-        hours_since_admission=10.0,
-        events=tuple(events),
-        static={"age": 70, "sex": "F"},
-        past_windows=past,
-        event_times=tuple(times),
-    )
-
-
 def test_context_refuses_an_event_at_its_end():
     ctx = hand_context(3, 2)
     with pytest.raises(ValueError):
@@ -186,16 +115,6 @@ def test_full_context_compresses_older_events_first_then_truncates():
     assert small.estimate_tokens(small.sent[-1][0]["content"] + tight) <= 900
     for agent_prompt in (prompt, tight):
         assert "[10.5" not in agent_prompt
-
-
-def words_embed(texts):
-    """Bag of words over a fixed vocabulary: similarity is known by hand."""
-    vocabulary = ["norepinephrine", "lactate", "insulin", "glucose", "heart"]
-    rows = []
-    for text in texts:
-        lower = text.lower()
-        rows.append([lower.count(w) for w in vocabulary])
-    return np.asarray(rows, dtype=np.float32)
 
 
 def test_rag_picks_the_top_five_past_windows_by_similarity():

@@ -11,7 +11,7 @@ from agents.services import agent_run_start
 from exports.models import SubmissionState
 from tests.oracle.fake_llm import FakeLLM
 from tests.oracle.helpers import started
-from tests.workers import start_worker, wait_for, worker_stop
+from tests.workers import killed_mid_job, start_worker, wait_for, worker_stop
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
@@ -50,22 +50,18 @@ def test_a_killed_workers_run_resumes_per_stay_with_one_prediction_per_window(
         "REALICU_JOB_REAP_SECONDS": 1,
         "REALICU_JOB_REDISPATCH_SECONDS": 2,
     }
-    first = start_worker(tmp_path / "first.log", **env)
-    try:
-        run = agent_run_start(
+    run, _ = killed_mid_job(
+        tmp_path / "first.log",
+        lambda: agent_run_start(
             user=admin_user,
             release=tiny_release,
             agent="local-window",
             backbone=backbone,
-        )
-        wait_for(
-            lambda: AgentPrediction.objects.filter(run=run).count() >= 1,
-            "a first prediction",
-        )
-        first.kill()
-        first.wait()
-    finally:
-        worker_stop(first)
+        ),
+        lambda run: AgentPrediction.objects.filter(run=run).count() >= 1,
+        "a first prediction",
+        **env,
+    )
     before = AgentPrediction.objects.filter(run=run).count()
     requests_before = len(slow_llm.requests)
     run.refresh_from_db()

@@ -1,18 +1,24 @@
 """Fixtures of the annotation tests: users by role, a stay with Gold windows and
 events in its first window, a campaign of two physicians over them, the first
-physician's label submitted, and the adjudication tests' hand-built window."""
+physician's label submitted, and the adjudication tests' hand-built window;
+the consensus tests' configured matcher (loaded once a module), four Gold
+windows, a Gold campaign over them whose items need no evidence, and the
+campaign labelled by two physicians with its consensus computed (``labelled``),
+on the 48-hour stay of consensus_data.py where a module takes that ``stay``."""
 
+import os
 from datetime import timedelta
 
 import pytest
 
 from accounts.roles import Role, roles_ensure
-from annotation.services import campaign_create
+from annotation.services import campaign_create, window_consensus_refresh
 from tests.factories import drip, lab, make_admission, make_event, make_stay, make_user
 from windows.models import Domain, EventKind, Window
 from windows.windowing import windows_build
 
-from .helpers import submit_as
+from .consensus_data import submit
+from .helpers import campaign_without_evidence, submit_as
 
 
 def make_role_user(role: str, **fields):
@@ -27,6 +33,18 @@ def make_gold_windows(*, stay, count: int | None = None) -> list[Window]:
     chosen = windows if count is None else windows[:count]
     Window.objects.filter(pk__in=[w.pk for w in chosen]).update(sampled_gold=True)
     return list(Window.objects.filter(pk__in=[w.pk for w in chosen]).order_by("index"))
+
+
+def make_gold_stays(*, stays: int, hours: float = 6) -> list[list[Window]]:
+    """``stays`` stays whose every window (30 min, every 30 min) is Gold:
+    ``2 * hours`` windows each."""
+    out = []
+    for _ in range(stays):
+        stay = make_stay(admission=make_admission(), hours=hours)
+        windows = windows_build(stay=stay, window_minutes=30, stride_hours=0.5)
+        Window.objects.filter(stay=stay).update(sampled_gold=True)
+        out.append(windows)
+    return out
 
 
 @pytest.fixture
@@ -148,3 +166,77 @@ def complete_payload(clinical):
             {"text": "Avoid fluid overload", "evidence": [c["norepinephrine"].pk]}
         ],
     }
+
+
+@pytest.fixture(scope="module")
+def matcher(django_db_blocker):
+    """The configured matcher, loaded once for the module (loading takes
+    seconds); its in-memory embeddings carry over between tests."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from evaluation.matcher import matcher_for_settings
+
+    with django_db_blocker.unblock():
+        m = matcher_for_settings(tau=0.5)
+        m.load()
+    return m
+
+
+@pytest.fixture
+def windows(stay, clinical):
+    return make_gold_windows(stay=stay, count=4)
+
+
+@pytest.fixture
+def gold(admin_user, physicians, windows):
+    # Consensus, not citing, is under test: items here carry no evidence.
+    return campaign_without_evidence(admin_user, "Gold IRR", windows, physicians)
+
+
+@pytest.fixture
+def labelled(gold, physicians, windows, clinical, matcher):
+    """Four windows labelled by two physicians (the first always first):
+
+    - w0: both deteriorating; problems 'Septic shock' (lactate) + 'Respiratory
+      failure' vs 'Shock due to sepsis' (norepinephrine); both rate
+      norepinephrine best practice, the ventilator acceptable vs potentially
+      harmful; added 'Blood cultures' vs 'Obtain blood cultures'; red flags
+      'Avoid fluid overload' vs 'Avoid excessive fluids'.
+    - w1: both stable; 'Delirium' both; red flag 'Avoid nephrotoxic drugs' vs none.
+    - w2: both improving, nothing else.
+    - w3: stable vs deteriorating; 'Hypokalemia' vs nothing.
+    """
+    a, b = physicians
+    c = clinical
+    w0, w1, w2, w3 = windows
+    ne, vent = c["norepinephrine"].pk, c["intubation"].pk
+    submit(
+        a,
+        gold,
+        w0,
+        "deteriorating",
+        problems=[("Septic shock", [c["lactate"].pk]), "Respiratory failure"],
+        added=["Blood cultures"],
+        flags=["Avoid fluid overload"],
+        ratings={ne: "best_practice", vent: "acceptable"},
+    )
+    submit(
+        b,
+        gold,
+        w0,
+        "deteriorating",
+        problems=[("Shock due to sepsis", [ne])],
+        added=["Obtain blood cultures"],
+        flags=["Avoid excessive fluids"],
+        ratings={ne: "best_practice", vent: "potentially_harmful"},
+    )
+    submit(
+        a, gold, w1, "stable", problems=["Delirium"], flags=["Avoid nephrotoxic drugs"]
+    )
+    submit(b, gold, w1, "stable", problems=["Delirium"])
+    submit(a, gold, w2, "improving")
+    submit(b, gold, w2, "improving")
+    submit(a, gold, w3, "stable", problems=["Hypokalemia"])
+    submit(b, gold, w3, "deteriorating")
+    for window in windows:
+        window_consensus_refresh(campaign=gold, window=window, matcher=matcher)
+    return gold

@@ -6,18 +6,15 @@ show with their author."""
 import pytest
 
 from annotation.models import AdjudicationDecision, ConsensusLabel
-from tests.browser import chromium, sign_in
+from tests.browser import browser_after, sign_in
 
-from .consensus_data import gold, labelled, matcher, stay, windows  # noqa: F401
+from .consensus_data import stay  # noqa: F401 - stay, a fixture
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 SCREENSHOT = "/tmp/adjudicate.png"
 
 
-@pytest.fixture
-def browser(labelled):
-    with chromium() as browser:
-        yield browser
+browser = browser_after("labelled")
 
 
 def test_admin_settles_a_disagreement_on_the_adjudication_page(

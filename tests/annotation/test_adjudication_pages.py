@@ -20,7 +20,7 @@ from annotation.selectors.disputes import adjudication_queue
 from .conftest import make_role_user
 
 # The labelled campaign of the consensus tests: w0, w1 and w3 disagree, w2 not.
-from .consensus_data import gold, labelled, matcher, stay, windows  # noqa: F401
+from .consensus_data import stay  # noqa: F401 - stay, a fixture
 from .helpers import written_state
 
 PROBLEMS = "acute_problems"

@@ -9,7 +9,7 @@ import pytest
 
 from accounts.roles import Role, roles_ensure
 from annotation.models import AdjudicationDecision, CampaignPhysician, ConsensusLabel
-from tests.browser import chromium, sign_in
+from tests.browser import browser_after, sign_in
 
 from .conftest import make_role_user
 from .workspace_data import cluster_of
@@ -18,10 +18,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 SCREENSHOT = "/tmp/adjudication_workspace.png"
 
 
-@pytest.fixture
-def browser(built):
-    with chromium() as browser:
-        yield browser
+browser = browser_after("built")
 
 
 def test_admin_merges_two_problems_into_one_wording_by_keyboard(

@@ -28,7 +28,6 @@ from annotation.services import (
 from annotation.services.adjudication import adjudication_merge
 
 from .conftest import make_role_user
-from .consensus_data import matcher  # noqa: F401
 from .helpers import accept_items
 
 pytestmark = pytest.mark.django_db

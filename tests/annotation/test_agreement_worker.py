@@ -18,7 +18,7 @@ from jobs.models import OutboxMessage
 from tests.workers import wait_for
 
 # gold: a Gold campaign whose items need no evidence, as ``submit`` sends none.
-from .consensus_data import gold, stay, submit, windows  # noqa: F401
+from .consensus_data import stay, submit  # noqa: F401 - stay, a fixture
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 

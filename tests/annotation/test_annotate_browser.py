@@ -5,7 +5,7 @@ and a second physician sees none of it."""
 import pytest
 
 from annotation.models import Assignment, AssignmentState, Label
-from tests.browser import chromium, sign_in
+from tests.browser import browser_after, sign_in
 from windows.tracks import stay_tracks_get
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -25,10 +25,7 @@ def labelling(campaign, physicians, gold_windows, clinical, stay):
     return {"first": first, "second": second}
 
 
-@pytest.fixture
-def browser(labelling):
-    with chromium() as browser:
-        yield browser
+browser = browser_after("labelling")
 
 
 def wait_saved(page):

@@ -43,7 +43,6 @@ from .canary_world import (  # noqa: F401 - fixtures among them
     suggested_texts,
     world,
 )
-from .consensus_data import matcher  # noqa: F401
 
 pytestmark = pytest.mark.django_db
 

@@ -44,7 +44,6 @@ from .canary_world import (  # noqa: F401 - fixtures among them
     world,
 )
 from .conftest import make_role_user
-from .consensus_data import matcher  # noqa: F401
 from .helpers import campaign_without_evidence
 
 pytestmark = pytest.mark.django_db

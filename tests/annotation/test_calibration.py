@@ -14,7 +14,7 @@ from annotation.models import CalibrationJudgment, CalibrationPair, CalibrationS
 from evaluation.calibration import best_row, majority, sweep_taus, tau_sweep
 
 from .calibration_data import COSINES, SAME, draw_pairs, judge  # noqa: F401
-from .consensus_data import gold, labelled, matcher, stay, submit, windows  # noqa: F401
+from .consensus_data import stay, submit  # noqa: F401 - stay, a fixture
 
 # The sweep (pure) -----------------------------------------------------------------
 

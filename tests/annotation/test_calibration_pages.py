@@ -28,7 +28,7 @@ from jobs.models import OutboxMessage
 
 from .calibration_data import draw_pairs, judge, judged_set  # noqa: F401
 from .conftest import make_role_user
-from .consensus_data import gold, labelled, matcher, stay, windows  # noqa: F401
+from .consensus_data import stay  # noqa: F401 - stay, a fixture
 
 HTMX = {"HTTP_HX_REQUEST": "true"}
 

@@ -14,26 +14,12 @@ from accounts.roles import Role
 from annotation.assigning import windows_draw, windows_per_stay_allocate
 from annotation.models import Assignment, AssignmentState, Campaign, CampaignWindow
 from annotation.services import campaign_create
-from tests.annotation.conftest import make_role_user
-from tests.factories import make_admission, make_stay
-from windows.models import Cohort, CohortStay, CohortStratum, Window
-from windows.windowing import windows_build
+from tests.annotation.conftest import make_gold_stays, make_role_user
+from windows.models import Cohort, CohortStay, CohortStratum
 
 pytestmark = pytest.mark.django_db
 
 NEW = "annotation:campaign_new"
-
-
-def make_gold_stays(*, stays: int, hours: float = 6) -> list[list[Window]]:
-    """``stays`` stays whose every window (30 min, every 30 min) is Gold:
-    ``2 * hours`` windows each."""
-    out = []
-    for _ in range(stays):
-        stay = make_stay(admission=make_admission(), hours=hours)
-        windows = windows_build(stay=stay, window_minutes=30, stride_hours=0.5)
-        Window.objects.filter(stay=stay).update(sampled_gold=True)
-        out.append(windows)
-    return out
 
 
 def windows_of(campaign) -> list[int]:

@@ -6,9 +6,9 @@ queue opens with the next window to label, which n opens."""
 import pytest
 
 from annotation.models import Assignment, AssignmentState, Campaign
-from tests.browser import chromium, sign_in
+from tests.browser import browser_after, sign_in
 
-from .test_campaign_size import make_gold_stays
+from .conftest import make_gold_stays
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 SCREENSHOT = "/tmp/campaign_size.png"
@@ -20,10 +20,7 @@ def stays(db):
     return make_gold_stays(stays=6)
 
 
-@pytest.fixture
-def browser(stays, physicians, admin_user):
-    with chromium() as browser:
-        yield browser
+browser = browser_after("stays", "physicians", "admin_user")
 
 
 def test_admin_draws_a_campaign_and_pages_through_it(

@@ -8,7 +8,7 @@ import pytest
 from tests.browser import PASSWORD, chromium, page_problems, sign_in
 
 from .calibration_data import judged_set  # noqa: F401
-from .consensus_data import gold, labelled, matcher, stay, windows  # noqa: F401
+from .consensus_data import stay  # noqa: F401 - stay, a fixture
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 

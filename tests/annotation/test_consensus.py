@@ -16,19 +16,7 @@ from annotation.services.agreement import on_label_submitted
 from annotation.tasks import window_agreement_task
 from jobs.models import OutboxMessage
 
-from .consensus_data import (  # noqa: F401 - fixtures among them
-    ACTIONS,
-    FLAGS,
-    PROBLEMS,
-    consensus_of,
-    decide,
-    gold,
-    labelled,
-    matcher,
-    stay,
-    submit,
-    windows,
-)
+from .consensus_data import ACTIONS, FLAGS, PROBLEMS, consensus_of, decide, stay, submit  # noqa: F401 - stay, a fixture
 
 # Agreement ----------------------------------------------------------------------
 

@@ -27,18 +27,7 @@ from annotation.services import (
 from annotation.tasks import window_agreement_task
 
 from .conftest import make_role_user
-from .consensus_data import (  # noqa: F401 - fixtures among them
-    ACTIONS,
-    PROBLEMS,
-    consensus_of,
-    decide,
-    gold,
-    labelled,
-    matcher,
-    stay,
-    submit,
-    windows,
-)
+from .consensus_data import ACTIONS, PROBLEMS, consensus_of, decide, stay, submit  # noqa: F401 - stay, a fixture
 from .helpers import written_state
 
 

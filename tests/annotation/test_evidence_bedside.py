@@ -22,7 +22,6 @@ from annotation.models import (
 from annotation.services import window_consensus_refresh
 from tests.factories import coded_procedure, death, discharge_summary, make_event
 
-from .consensus_data import matcher  # noqa: F401
 from .helpers import draft_as, submit_as, written_state
 
 pytestmark = pytest.mark.django_db

@@ -16,7 +16,7 @@ from evaluation.matcher import SemanticMatcher, tau_source_of
 from evaluation.models import MatcherModel
 
 from .conftest import make_role_user
-from .consensus_data import gold, labelled, matcher, stay, windows  # noqa: F401
+from .consensus_data import stay  # noqa: F401 - stay, a fixture
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ tracks imports pandas when it computes."""
 
 import sys
 
-from tests.test_web_imports import web_script_result
+from tests.web_process import web_script_result
 
 HEAVY = (
     "pandas",

@@ -5,7 +5,7 @@ the reason they are not rated."""
 
 import pytest
 
-from tests.browser import axe_violations, chromium, sign_in
+from tests.browser import axe_violations, browser_after, sign_in
 from windows.tracks import stay_tracks_get
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -18,10 +18,7 @@ def built(built, stay):
     return built
 
 
-@pytest.fixture
-def browser(built):
-    with chromium() as browser:
-        yield browser
+browser = browser_after("built")
 
 
 def _violations(page, url: str) -> list[str]:

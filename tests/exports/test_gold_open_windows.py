@@ -10,10 +10,11 @@ from annotation.services import campaign_create, window_consensus_refresh
 from exports.models import Release
 from tests.annotation.conftest import (  # noqa: F401 - fixtures
     make_gold_windows,
+    matcher,
     physicians,
     stay,
 )
-from tests.annotation.consensus_data import matcher, submit  # noqa: F401
+from tests.annotation.consensus_data import submit
 
 pytestmark = pytest.mark.django_db
 

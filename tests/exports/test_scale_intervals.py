@@ -14,9 +14,6 @@ a1 improving [Pneumonia], b0 improving [Delirium], c0 none.
 
 from __future__ import annotations
 
-import io
-import json
-
 import numpy as np
 import pytest
 from rest_framework.test import APIClient
@@ -30,40 +27,11 @@ from evaluation.ppi import (
 )
 from evaluation.ppi_vectors import status_cells, window_values
 from exports.building import json_safe
-from exports.services import submission_create, submission_score, token_create
+from exports.services import token_create
 
-from .helpers import ExactMatcher, make_consensus
-from .test_scoring import _predictions
+from .helpers import make_consensus, scored_submission
 
 pytestmark = pytest.mark.django_db
-
-CONSENSUS = {
-    "A0": ("stable", ["AKI"]),
-    "A1": ("stable", []),
-    "B0": ("improving", ["Delirium"]),
-}
-
-
-@pytest.fixture
-def rectified_release(tiny_release, tiny_stays):
-    campaign = tiny_release.validation_report.campaign
-    w = tiny_stays["windows"]
-    windows = {"A0": w["A"][0], "A1": w["A"][1], "B0": w["B"][0]}
-    for key, (status, problems) in CONSENSUS.items():
-        make_consensus(
-            campaign=campaign, window=windows[key], status=status, problems=problems
-        )
-    return tiny_release
-
-
-def _scored(researcher, release, windows):
-    lines = [json.dumps(p) for p in _predictions(windows)]
-    upload = io.BytesIO("\n".join(lines).encode())
-    upload.name = "p.jsonl"
-    submission = submission_create(
-        user=researcher, release=release, upload=upload, model_name="m", k=2
-    )
-    return submission_score(submission=submission, matcher=ExactMatcher())
 
 
 def _by_hand():
@@ -100,7 +68,7 @@ def _by_hand():
 def test_stored_intervals_are_the_benchmarks_computation(
     researcher, rectified_release, tiny_stays
 ):
-    scored = _scored(researcher, rectified_release, tiny_stays["windows"])
+    scored = scored_submission(researcher, rectified_release, tiny_stays["windows"])
     intervals = scored.scores["intervals"]
     assert intervals["n_rectifier_windows"] == 3
     assert intervals["n_windows"] == 4
@@ -125,7 +93,7 @@ def test_stored_intervals_are_the_benchmarks_computation(
 def test_the_api_and_the_page_show_the_stored_intervals(
     client, researcher, rectified_release, tiny_stays
 ):
-    scored = _scored(researcher, rectified_release, tiny_stays["windows"])
+    scored = scored_submission(researcher, rectified_release, tiny_stays["windows"])
     api = APIClient()
     api.credentials(HTTP_AUTHORIZATION=f"Token {token_create(user=researcher).key}")
     body = api.get(f"/api/v1/submissions/{scored.pk}/").json()
@@ -153,7 +121,7 @@ def test_the_api_and_the_page_show_the_stored_intervals(
 def test_a_scale_release_without_physician_windows_has_no_intervals(
     researcher, tiny_release, tiny_stays
 ):
-    scored = _scored(researcher, tiny_release, tiny_stays["windows"])
+    scored = scored_submission(researcher, tiny_release, tiny_stays["windows"])
     assert scored.scores["intervals"] is None
 
 
@@ -210,7 +178,7 @@ def test_stored_draw_probabilities_weight_the_gold_windows(
         )
         for window, p in probabilities.items()
     )
-    scored = _scored(researcher, rectified_release, w)
+    scored = scored_submission(researcher, rectified_release, w)
     intervals = scored.scores["intervals"]
     assert intervals["inclusion"] == "stored draw probabilities"
     labelled = np.array([True, True, True, False])
@@ -272,7 +240,7 @@ def test_an_active_draw_counts_its_pilot_and_gives_lam_its_strata(
         )
         for window, (level, phase, p) in draw.items()
     )
-    scored = _scored(researcher, rectified_release, w)
+    scored = scored_submission(researcher, rectified_release, w)
     intervals = scored.scores["intervals"]
     assert intervals["n_rectifier_windows"] == 4
     assert intervals["lam_strata"] == LAM_BY_LEVEL

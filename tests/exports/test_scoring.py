@@ -35,40 +35,13 @@ from exports.models import Submission
 from exports.scoring import scores_compute
 from exports.services import submission_create
 
-from .helpers import ExactMatcher
+from .helpers import ExactMatcher, tiny_predictions
 
 pytestmark = pytest.mark.django_db
 
 
-def _predictions(w):
-    return [
-        {
-            "window_id": w["A"][0].pk,
-            "status": "deteriorating",
-            "acute_problems": ["Pneumonia", "Septic shock", "AKI"],
-            "recommended_actions": [
-                "Fluid bolus",
-                "norepinephrine 0.05 -> 0.08 mcg/kg/min",
-                "Blood cultures",
-            ],
-        },
-        {
-            "window_id": w["A"][1].pk,
-            "status": "improving",
-            "acute_problems": ["Pneumonia"],
-            "recommended_actions": [],
-        },
-        {
-            "window_id": w["B"][0].pk,
-            "status": "improving",
-            "acute_problems": ["Delirium"],
-            "recommended_actions": ["Benzodiazepines"],
-        },
-    ]
-
-
 def _score(release, w, k):
-    predictions = [WindowPrediction.from_mapping(p) for p in _predictions(w)]
+    predictions = [WindowPrediction.from_mapping(p) for p in tiny_predictions(w)]
     return scores_compute(
         release=release, predictions=predictions, k=k, matcher=ExactMatcher()
     )
@@ -114,7 +87,7 @@ def test_breakdowns_by_disease_group_and_hours(tiny_release, tiny_stays):
 
 def test_a_window_set_without_gold_items_scores_none_not_zero(tiny_release, tiny_stays):
     w = tiny_stays["windows"]
-    only_a1 = [WindowPrediction.from_mapping(_predictions(w)[1])]
+    only_a1 = [WindowPrediction.from_mapping(tiny_predictions(w)[1])]
     scores = scores_compute(
         release=tiny_release, predictions=only_a1, k=5, matcher=ExactMatcher()
     )
@@ -147,7 +120,7 @@ def _refused(researcher, release, lines, expected):
 
 @pytest.fixture
 def good(tiny_stays):
-    return [json.dumps(p) for p in _predictions(tiny_stays["windows"])]
+    return [json.dumps(p) for p in tiny_predictions(tiny_stays["windows"])]
 
 
 def test_bad_json_is_refused_naming_its_line(

@@ -88,26 +88,20 @@ def test_a_release_build_whose_worker_is_killed_is_finished_by_another_worker(
 
     from exports.models import ReleaseFile, ReleaseWindow
     from jobs.reaper import jobs_reap
-    from tests.workers import start_worker, wait_for, worker_stop
+    from tests.workers import killed_mid_job, start_worker, wait_for, worker_stop
 
     settings.REALICU_JOB_STALE_SECONDS = 4
     fast = {"REALICU_JOB_HEARTBEAT_SECONDS": 0.5, "REALICU_JOB_STALE_SECONDS": 4}
     run = _many_stays_run(admin_user, stays=400, events_per_stay=60)
-    first = start_worker(tmp_path / "worker1.log", **fast)
-    try:
-        release = release_create(user=admin_user, kind="scale", oracle_run=run)
-        wait_for(
-            lambda: Release.objects.filter(
-                pk=release.pk, state=ReleaseState.BUILDING, progress_done__gte=2
-            ).exists(),
-            "the build to be under way",
-            120,
-        )
-        first.kill()
-        killed_at = time.monotonic()
-        first.wait()
-    finally:
-        worker_stop(first)
+    release, killed_at = killed_mid_job(
+        tmp_path / "worker1.log",
+        lambda: release_create(user=admin_user, kind="scale", oracle_run=run),
+        lambda release: Release.objects.filter(
+            pk=release.pk, state=ReleaseState.BUILDING, progress_done__gte=2
+        ).exists(),
+        "the build to be under way",
+        **fast,
+    )
     row = Release.objects.get(pk=release.pk)
     assert row.state == ReleaseState.BUILDING, row.state
     print(f"killed at {row.progress_label} ({row.progress_done}/{row.progress_total})")

@@ -10,7 +10,9 @@ from contextlib import contextmanager
 from django.urls import reverse
 
 from oracle import services
-from oracle.models import BackboneKind
+from oracle.backbones.openai_compat import OpenAICompatBackbone
+from oracle.models import BackboneKind, OracleLabel
+from oracle.prompts import prompt_default_get_or_create
 from oracle.selectors import backbone_rules_default
 from tests.factories import (
     drip,
@@ -77,25 +79,35 @@ def started(server):
         server.stop()
 
 
-def rules_run(admin, campaign, name="v"):
-    """An Oracle run of the rules backbone over the campaign, not queued."""
+def rules_run(admin, campaign=None, name="v", *, cohort=None):
+    """An Oracle run of the rules backbone over the campaign (or the cohort),
+    not queued."""
     return services.oracle_run_create(
         admin=admin,
         name=name,
         backbone=backbone_rules_default(),
         campaign=campaign,
+        cohort=cohort,
         enqueue=False,
+    )
+
+
+def openai_backbone(admin, url, name="fake", **fields):
+    """An OpenAI-compatible backbone at ``url``, made by ``admin`` through the
+    service; model "fake-model" and the service's defaults unless ``fields``
+    say otherwise."""
+    fields.setdefault("model", "fake-model")
+    return services.backbone_create(
+        admin=admin, name=name, kind=BackboneKind.OPENAI, base_url=url, **fields
     )
 
 
 def fake_backbone(admin, fake_llm):
     """A backbone on the fake LLM server: one request at a time, no retry."""
-    return services.backbone_create(
-        admin=admin,
-        name="fake",
-        kind=BackboneKind.OPENAI,
-        base_url=fake_llm.base_url,
-        model="fake-model",
+    return openai_backbone(
+        admin,
+        fake_llm.base_url,
+        "fake",
         concurrency=1,
         requests_per_minute=6000,
         max_retries=0,
@@ -106,12 +118,10 @@ def llm_run(admin, fake_llm):
     """A run over one 2-hour stay on the fake LLM, which reports 1,000 prompt
     tokens for every request, against a context window of 4,096 tokens."""
     cohort, _, windows = make_cohort_with_stay(hours=2.0)
-    backbone = services.backbone_create(
-        admin=admin,
-        name="fake",
-        kind="openai",
-        base_url=fake_llm.base_url,
-        model="fake-model",
+    backbone = openai_backbone(
+        admin,
+        fake_llm.base_url,
+        "fake",
         context_tokens=4096,
         max_completion_tokens=512,
         concurrency=1,
@@ -139,3 +149,52 @@ def backbone_form_post(client, admin, **fields):
         "price_per_million_output": 0,
     }
     return client.post(reverse("oracle:backbone_new"), form | fields)
+
+
+def backbone(fake, template, **options) -> OpenAICompatBackbone:
+    """The OpenAI-compatible backbone on ``fake`` (a FakeLLM) with short
+    backoffs, ``options`` added or replacing."""
+    settings = {
+        "base_url": fake.base_url,
+        "model": "fake-model",
+        "template": template,
+        "backoff_base": 0.01,
+        "backoff_max": 0.05,
+    }
+    settings.update(options)
+    return OpenAICompatBackbone(**settings)
+
+
+def labeller(url: str, timeout: float = 5) -> OpenAICompatBackbone:
+    """The OpenAI-compatible backbone at ``url`` with the default template, no
+    retry, and a ``timeout`` in seconds."""
+    return OpenAICompatBackbone(
+        base_url=url,
+        model="fake-model",
+        template=prompt_default_get_or_create(),
+        max_retries=0,
+        timeout_seconds=timeout,
+    )
+
+
+def oracle_label(run, window, status, problems=(), ratings=()):
+    """A rules label of ``run`` on ``window``: ``problems`` as texts, the events
+    ``ratings`` (ids) rated acceptable, no evidence."""
+    return OracleLabel.objects.create(
+        run=run,
+        window=window,
+        state="ok",
+        status=status,
+        payload={
+            "status_evidence": [],
+            "acute_problems": [{"text": t, "evidence": []} for t in problems],
+            "action_ratings": [
+                {"event_id": e, "rating": "acceptable", "evidence": []} for e in ratings
+            ],
+            "added_actions": [],
+            "red_flags": [],
+        },
+        backbone_kind=BackboneKind.RULES,
+        model="rules-v1",
+        prompt_version="t",
+    )

@@ -14,10 +14,8 @@ from django.core.exceptions import ValidationError
 from oracle import services
 from oracle.backbones import http
 from oracle.backbones.endpoints import EndpointRefused, Purpose, url_check
-from oracle.backbones.openai_compat import OpenAICompatBackbone
 from oracle.context import window_contexts_build
 from oracle.models import Backbone, BackboneKind, OracleRun
-from oracle.prompts import prompt_default_get_or_create
 from tests.oracle.address_forms import (  # noqa: F401 - fixtures
     NOT_PUBLIC,
     OWN,
@@ -28,7 +26,9 @@ from tests.oracle.address_forms import (  # noqa: F401 - fixtures
 )
 from tests.oracle.helpers import (
     backbone_form_post,
+    labeller,
     make_cohort_with_stay,
+    openai_backbone,
     stable_stay,
     windows_of,
 )
@@ -78,11 +78,10 @@ def test_a_backbone_on_the_app_or_metadata_is_refused_at_saving_run_and_request(
 ):
     # At saving: the form's reason, nothing written.
     with pytest.raises(ValidationError) as error:
-        services.backbone_create(
-            admin=admin_user,
-            name="x",
-            kind=BackboneKind.OPENAI,
-            base_url=form.url,
+        openai_backbone(
+            admin_user,
+            form.url,
+            "x",
             model="m",
         )
     assert form.why in " ".join(error.value.message_dict["base_url"])
@@ -90,11 +89,10 @@ def test_a_backbone_on_the_app_or_metadata_is_refused_at_saving_run_and_request(
 
     # At a run's start: a backbone saved before the rule (or under others).
     cohort, _, _ = make_cohort_with_stay(hours=1.0)
-    backbone = services.backbone_create(
-        admin=admin_user,
-        name="older",
-        kind=BackboneKind.OPENAI,
-        base_url=f"http://{PRIVATE_ANSWER}:8080/v1",
+    backbone = openai_backbone(
+        admin_user,
+        f"http://{PRIVATE_ANSWER}:8080/v1",
+        "older",
         model="m",
     )
     Backbone.objects.filter(pk=backbone.pk).update(base_url=form.url)
@@ -125,11 +123,10 @@ def test_a_backbone_on_the_app_or_metadata_is_refused_at_saving_run_and_request(
 def test_loopback_and_private_servers_stay_allowed_for_an_admins_backbone(
     admin_user, fake_dns, form
 ):
-    backbone = services.backbone_create(
-        admin=admin_user,
-        name="local",
-        kind=BackboneKind.OPENAI,
-        base_url=form.url,
+    backbone = openai_backbone(
+        admin_user,
+        form.url,
+        "local",
         model="m",
     )
     assert backbone.pk
@@ -141,12 +138,7 @@ def test_loopback_and_private_servers_stay_allowed_for_an_admins_backbone(
 def test_one_refused_answer_among_good_ones_refuses_the_name(admin_user, fake_dns):
     fake_dns.answer("mixed.example", [PRIVATE_ANSWER, "169.254.169.254"])
     with pytest.raises(ValidationError, match="metadata"):
-        services.backbone_create(
-            admin=admin_user,
-            name="mixed",
-            kind=BackboneKind.OPENAI,
-            base_url="http://mixed.example:8080/v1",
-        )
+        openai_backbone(admin_user, "http://mixed.example:8080/v1", "mixed")
 
 
 def test_the_apps_own_bind_address_follows_the_setting(admin_user, fake_dns, settings):
@@ -161,16 +153,6 @@ def test_the_apps_own_bind_address_follows_the_setting(admin_user, fake_dns, set
 def contexts():
     stay = stable_stay(hours=2)
     return window_contexts_build(windows=windows_of(stay))
-
-
-def labeller(url: str) -> OpenAICompatBackbone:
-    return OpenAICompatBackbone(
-        base_url=url,
-        model="fake-model",
-        template=prompt_default_get_or_create(),
-        max_retries=0,
-        timeout_seconds=5,
-    )
 
 
 def test_the_oracle_connects_only_to_the_address_it_checked(

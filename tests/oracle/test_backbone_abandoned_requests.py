@@ -17,11 +17,9 @@ from agents.llm import ChatClient
 from agents.remote import RemoteAgent
 from oracle.context import window_contexts_build
 from tests.oracle.hangup_server import GeneratingServer
-from tests.oracle.helpers import stable_stay, windows_of
-from tests.oracle.test_reply_limits import (  # noqa: F401 - an autouse fixture
-    _loopback_endpoints_allowed,
-    labeller,
-)
+from tests.oracle.helpers import labeller, stable_stay, windows_of
+
+pytestmark = pytest.mark.usefixtures("loopback_endpoints_allowed")
 
 # Generous bounds for a loaded machine: they only keep a broken build from
 # hanging the suite; the server would hold each request for a minute.

@@ -8,20 +8,19 @@ import pytest
 from annotation.critical import default_critical_action_rules
 from oracle.context import window_contexts_build
 from tests.factories import (
-    at,
     coded_procedure,
     death,
     discharge_summary,
     drip,
     lab,
     make_admission,
-    make_event,
     make_patient,
     make_stay,
     radiology_report,
+    vital,
 )
 from tests.oracle.helpers import stable_stay, windows_of
-from windows.models import Domain, EventKind, Outcome
+from windows.models import Domain, Outcome
 
 pytestmark = pytest.mark.django_db
 
@@ -122,16 +121,7 @@ def test_coded_records_are_hindsight_facts_apart_from_the_events_and_not_citable
 
 def test_events_carry_their_concept_name_and_the_unit_of_their_value():
     stay = stable_stay(hours=24)
-    make_event(
-        admission=stay.admission,
-        time=at(stay, 6.2),
-        domain=Domain.VITALS,
-        kind=EventKind.OBSERVATION,
-        category="temp_c",
-        name="Temperature Fahrenheit",
-        value_num=36.7,
-        unit="°C",
-    )
+    vital(stay, "temp_c", 36.7, 6.2, "°C", name="Temperature Fahrenheit")
     [context] = window_contexts_build(windows=[windows_of(stay)[3]])
     [temp] = [e for e in context.events if e["category"] == "temp_c"]
     assert (temp["concept"], temp["unit"], temp["name"]) == (

@@ -18,7 +18,6 @@ from django.core.exceptions import ValidationError
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from accounts.roles import Role
 from annotation.models import (
     Campaign,
     CampaignWindow,
@@ -28,37 +27,9 @@ from evaluation.ppi import DEFAULT_FLOOR
 from evaluation.ppi_active import NEYMAN_FLOOR, level_moments, neyman_probabilities
 from oracle.models import GoldInclusion, GoldInclusionPhase
 from oracle.services.gold_draw import gold_campaign_draw_active, label_disagreement
-from tests.annotation.conftest import make_role_user
-from tests.exports.helpers import make_consensus, make_oracle_run, oracle_payload
-from tests.factories import make_stay
-from windows.models import Window
-from windows.windowing import windows_build
+from tests.exports.helpers import make_consensus, oracle_payload
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def two_runs():
-    """Two runs over 40 sampled Gold windows: they agree on 30, and on the
-    other 10 they differ in status and problems."""
-    stay = make_stay(hours=80)
-    windows = windows_build(stay=stay)[:40]
-    Window.objects.filter(pk__in=[w.pk for w in windows]).update(sampled_gold=True)
-    admin = make_role_user(Role.ADMIN)
-    same = {w: ("stable", oracle_payload(problems=["AKI"])) for w in windows}
-    other = dict(same)
-    for w in windows[30:]:
-        other[w] = ("deteriorating", oracle_payload(problems=["Septic shock"]))
-    a = make_oracle_run(admin=admin, labels=same, validated=False, name="a")
-    b = make_oracle_run(admin=admin, labels=other, validated=False, name="b")
-    physicians = [make_role_user(Role.PHYSICIAN) for _ in range(2)]
-    return {
-        "admin": admin,
-        "a": a,
-        "b": b,
-        "windows": windows,
-        "physicians": physicians,
-    }
 
 
 def _draw(two_runs, **overrides):

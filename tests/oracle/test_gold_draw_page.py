@@ -16,12 +16,10 @@ from oracle.models import GoldInclusion
 from tests.annotation.conftest import make_role_user
 from tests.browser import axe_violations, chromium, sign_in
 
-from .test_gold_draw import two_runs  # noqa: F401
-
 URL = reverse("oracle:gold_draw")
 
 
-def _post(two_runs, **overrides):  # noqa: F811
+def _post(two_runs, **overrides):
     data = {
         "name": "drawn on the page",
         "run": two_runs["a"].pk,
@@ -37,7 +35,7 @@ def _post(two_runs, **overrides):  # noqa: F811
 
 
 @pytest.mark.django_db
-def test_an_admin_draws_a_campaign_from_the_runs_disagreement(client, two_runs):  # noqa: F811
+def test_an_admin_draws_a_campaign_from_the_runs_disagreement(client, two_runs):
     client.force_login(two_runs["admin"])
     response = client.post(URL, _post(two_runs))
     campaign = Campaign.objects.get(name="drawn on the page")
@@ -76,7 +74,7 @@ def test_an_admin_draws_a_campaign_from_the_runs_disagreement(client, two_runs):
 )
 def test_bad_input_is_a_message_and_writes_nothing(
     client,
-    two_runs,  # noqa: F811
+    two_runs,
     overrides,
     message,
 ):
@@ -92,7 +90,7 @@ def test_bad_input_is_a_message_and_writes_nothing(
 
 
 @pytest.mark.django_db
-def test_a_physician_is_refused_and_nothing_is_drawn(client, two_runs):  # noqa: F811
+def test_a_physician_is_refused_and_nothing_is_drawn(client, two_runs):
     client.force_login(make_role_user(Role.PHYSICIAN))
     # The wrong role: 403 (accounts.access).
     assert client.get(URL).status_code == 403
@@ -102,7 +100,7 @@ def test_a_physician_is_refused_and_nothing_is_drawn(client, two_runs):  # noqa:
 
 @pytest.mark.browser
 @pytest.mark.django_db(transaction=True)
-def test_the_draw_in_chromium(live_server, two_runs):  # noqa: F811
+def test_the_draw_in_chromium(live_server, two_runs):
     with chromium() as browser:
         page = sign_in(browser, live_server, two_runs["admin"], bypass_csp=True)
         page.goto(live_server.url + reverse("annotation:campaign_new"))

@@ -17,7 +17,6 @@ from annotation.services import campaign_create
 from oracle import services
 from oracle.models import (
     Backbone,
-    BackboneKind,
     OracleLabel,
     OracleLabelState,
     PromptTemplate,
@@ -27,6 +26,7 @@ from oracle.prompts import DEFAULT_INSTRUCTIONS, DEFAULT_SYSTEM
 from oracle.services.tokens import prompt_budget
 from tests.annotation.conftest import make_role_user
 from tests.oracle.conftest import LLAMA_N_CTX
+from tests.oracle.helpers import openai_backbone
 from tests.oracle.llm_server import MODEL_ALIAS, RecordingProxy
 from windows.importers.clif import clif_import
 from windows.models import Stay, Window
@@ -81,11 +81,10 @@ def test_smollm2_labels_fit_the_window_and_match_the_schema(llama_server, demo_w
     admin, campaign, windows = demo_windows
     proxy = RecordingProxy(llama_server.root).start()
     try:
-        backbone = services.backbone_create(
-            admin=admin,
-            name="smollm2",
-            kind=BackboneKind.OPENAI,
-            base_url=proxy.base_url,
+        backbone = openai_backbone(
+            admin,
+            proxy.base_url,
+            "smollm2",
             model=MODEL_ALIAS,
             detect=True,
             context_tokens=LLAMA_N_CTX,
@@ -157,11 +156,10 @@ def test_a_prompt_over_the_servers_window_is_compressed_and_sent_once_more(
     llama_server, demo_windows
 ):
     admin, campaign, windows = demo_windows
-    backbone = services.backbone_create(
-        admin=admin,
-        name="smollm2 default window",
-        kind=BackboneKind.OPENAI,
-        base_url=llama_server.base_url,
+    backbone = openai_backbone(
+        admin,
+        llama_server.base_url,
+        "smollm2 default window",
         model=MODEL_ALIAS,
         reply_format=ReplyFormat.LLAMACPP_PYTHON,
         max_completion_tokens=REPLY_TOKENS,

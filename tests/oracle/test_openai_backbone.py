@@ -6,43 +6,17 @@ import json
 import pytest
 
 from oracle.backbones import backbone_for
-from oracle.backbones.openai_compat import BackboneConfigError, OpenAICompatBackbone
+from oracle.backbones.openai_compat import BackboneConfigError
 from oracle.context import window_contexts_build
 from oracle.models import Backbone, BackboneKind
-from oracle.prompts import prompt_build, prompt_default_get_or_create
-from tests.factories import drip
+from oracle.prompts import prompt_build
 from tests.oracle.fake_llm import valid_reply_for
-from tests.oracle.helpers import stable_stay, windows_of
+from tests.oracle.helpers import backbone, stable_stay, windows_of
 
 pytestmark = pytest.mark.django_db
 
 KEY_ENV = "REALICU_LLM_TEST_ORACLE_KEY"
 SECRET = "sk-test-0123456789abcdef"
-
-
-@pytest.fixture
-def template():
-    return prompt_default_get_or_create()
-
-
-@pytest.fixture
-def contexts():
-    """Contexts of a 12-h stay's 6 windows; window 1 holds a norepinephrine start."""
-    stay = stable_stay(hours=12)
-    drip(stay, "norepinephrine", 0.1, 2.1)
-    return window_contexts_build(windows=windows_of(stay))
-
-
-def backbone(fake, template, **options):
-    settings = {
-        "base_url": fake.base_url,
-        "model": "fake-model",
-        "template": template,
-        "backoff_base": 0.01,
-        "backoff_max": 0.05,
-    }
-    settings.update(options)
-    return OpenAICompatBackbone(**settings)
 
 
 def valid_content(context, template) -> str:

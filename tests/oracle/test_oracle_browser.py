@@ -19,7 +19,7 @@ from tests.annotation.conftest import (  # noqa: F401 - fixtures
     stay,
 )
 from tests.annotation.consensus_data import submit
-from tests.browser import chromium, sign_in
+from tests.browser import browser_after, sign_in
 from windows.models import Cohort, CohortStay, CohortStratum, Window
 
 # The worker inherits this: the matcher's model ships with its package.
@@ -65,10 +65,7 @@ def gold_campaign(stay, clinical):
     return {"admin": admin, "campaign": campaign, "cohort": cohort}
 
 
-@pytest.fixture
-def browser(gold_campaign):
-    with chromium() as browser:
-        yield browser
+browser = browser_after("gold_campaign")
 
 
 def test_admin_runs_the_rules_oracle_and_reads_its_validation(

@@ -8,11 +8,11 @@ import pytest
 from django.urls import reverse
 
 from accounts.roles import Role
-from oracle import selectors, selectors_labels, services
+from oracle import selectors_labels, services
 from oracle.models import OracleLabel
 from tests.annotation.conftest import make_role_user
 from tests.factories import make_event, make_stay
-from tests.oracle.helpers import make_cohort_with_stay
+from tests.oracle.helpers import make_cohort_with_stay, rules_run
 from windows.models import Domain, Event, EventKind
 
 pytestmark = pytest.mark.django_db
@@ -20,13 +20,7 @@ pytestmark = pytest.mark.django_db
 
 def _rules_run(admin, name="labels run"):
     cohort, stay, windows = make_cohort_with_stay()
-    run = services.oracle_run_create(
-        admin=admin,
-        name=name,
-        backbone=selectors.backbone_rules_default(),
-        cohort=cohort,
-        enqueue=False,
-    )
+    run = rules_run(admin, name=name, cohort=cohort)
     services.oracle_run_execute_inline(run_id=run.pk)
     return run, stay, windows
 

@@ -11,8 +11,7 @@ from annotation.services import campaign_create
 from oracle import selectors, services
 from oracle.models import Backbone, OracleRun, ValidationJob, ValidationReport
 from tests.annotation.conftest import make_role_user
-from tests.oracle.helpers import llm_run
-from tests.oracle.test_runs import make_cohort_with_stay
+from tests.oracle.helpers import llm_run, make_cohort_with_stay, rules_run
 from windows.models import Window
 
 pytestmark = pytest.mark.django_db
@@ -21,13 +20,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def run(admin_user):
     cohort, _, windows = make_cohort_with_stay()
-    run = services.oracle_run_create(
-        admin=admin_user,
-        name="page run",
-        backbone=selectors.backbone_rules_default(),
-        cohort=cohort,
-        enqueue=False,
-    )
+    run = rules_run(admin_user, name="page run", cohort=cohort)
     services.oracle_run_execute_inline(run_id=run.pk)
     Window.objects.filter(pk__in=[w.pk for w in windows[:2]]).update(sampled_gold=True)
     campaign = campaign_create(
@@ -124,13 +117,7 @@ def test_admin_pages_render(client, admin_user, run):
 
 def test_progress_fragment_polls_while_the_run_is_going(client, admin_user):
     cohort, _, _ = make_cohort_with_stay()
-    run = services.oracle_run_create(
-        admin=admin_user,
-        name="going",
-        backbone=selectors.backbone_rules_default(),
-        cohort=cohort,
-        enqueue=False,
-    )
+    run = rules_run(admin_user, name="going", cohort=cohort)
     client.force_login(admin_user)
     fragment = client.get(
         reverse("oracle:run_progress", args=[run.pk]), HTTP_HX_REQUEST="true"
@@ -153,13 +140,7 @@ def test_the_run_page_tells_a_live_run_from_one_whose_workers_died(
 
     settings.REALICU_JOB_STALE_SECONDS = 60
     cohort, _, _ = make_cohort_with_stay()
-    run = services.oracle_run_create(
-        admin=admin_user,
-        name="liveness",
-        backbone=selectors.backbone_rules_default(),
-        cohort=cohort,
-        enqueue=False,
-    )
+    run = rules_run(admin_user, name="liveness", cohort=cohort)
     OracleRun.objects.filter(pk=run.pk).update(
         state="running", heartbeat_at=timezone.now(), worker="node-1:42"
     )
@@ -260,13 +241,7 @@ def _run_in_state(admin_user, state: str, *, heartbeat_age: float | None = None)
     from django.utils import timezone
 
     cohort, _, _ = make_cohort_with_stay(hours=2.0)
-    run = services.oracle_run_create(
-        admin=admin_user,
-        name=f"{state} run",
-        backbone=selectors.backbone_rules_default(),
-        cohort=cohort,
-        enqueue=False,
-    )
+    run = rules_run(admin_user, name=f"{state} run", cohort=cohort)
     heartbeat = (
         None
         if heartbeat_age is None

@@ -27,6 +27,7 @@ from tests.factories import (
     lab,
     make_events,
     radiology_report,
+    vital,
 )
 from tests.oracle.helpers import stable_stay, windows_of
 from windows.models import Domain, EventKind
@@ -217,21 +218,10 @@ def test_the_prompt_holds_the_static_context_summary_and_outcome():
 
 
 def test_coded_records_are_marked_as_coded_after_discharge_in_their_own_section():
-    from tests.factories import make_event
 
     stay = stable_stay(hours=24)
     coded_procedure(stay, 6.1)
-    make_event(
-        admission=stay.admission,
-        time=at(stay, 6.2),
-        domain=Domain.VITALS,
-        kind=EventKind.OBSERVATION,
-        category="temp_c",
-        name="Temperature Fahrenheit",
-        value_num=36.7,
-        unit="°C",
-        source_table="vitals",
-    )
+    vital(stay, "temp_c", 36.7, 6.2, "°C", name="Temperature Fahrenheit")
     [context] = window_contexts_build(windows=[windows_of(stay)[3]])
 
     prompt = prompt_build(context=context, template=prompt_default_get_or_create())

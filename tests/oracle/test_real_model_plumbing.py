@@ -22,14 +22,7 @@ from oracle.schema import (
 from oracle.services.backbones import backbone_detect_if_new
 from oracle.services.tokens import budget_text, estimate_error, prompt_budget_parts
 from tests.oracle.fake_llm import valid_reply_for
-from tests.oracle.test_openai_backbone import (  # noqa: F401 - fixtures
-    backbone,
-    contexts,
-    template,
-)
-from tests.oracle.test_runs import (  # noqa: F401 - fixtures
-    cohort_data,
-)
+from tests.oracle.helpers import backbone, openai_backbone
 
 pytestmark = pytest.mark.django_db
 
@@ -172,12 +165,10 @@ def test_a_run_page_shows_requests_before_any_window_is_labelled(
     client, admin_user, cohort_data, fake_llm
 ):
     cohort, _, _ = cohort_data
-    backbone_row = services.backbone_create(
-        admin=admin_user,
-        name="slow",
-        kind=BackboneKind.OPENAI,
-        base_url=fake_llm.base_url,
-        model="fake-model",
+    backbone_row = openai_backbone(
+        admin_user,
+        fake_llm.base_url,
+        "slow",
         concurrency=1,
         max_retries=0,
         timeout_seconds=0.3,
@@ -254,13 +245,7 @@ def test_the_estimate_error_is_measured_against_the_servers_count(
     admin_user, cohort_data, fake_llm
 ):
     cohort, _, _ = cohort_data
-    row = services.backbone_create(
-        admin=admin_user,
-        name="counted",
-        kind=BackboneKind.OPENAI,
-        base_url=fake_llm.base_url,
-        model="fake-model",
-    )
+    row = openai_backbone(admin_user, fake_llm.base_url, "counted")
     run = services.oracle_run_create(
         admin=admin_user, name="e", backbone=row, cohort=cohort, enqueue=False
     )

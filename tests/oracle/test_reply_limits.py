@@ -18,18 +18,13 @@ from agents.base import AgentError
 from agents.llm import ChatClient
 from oracle.backbones import http
 from oracle.backbones.endpoints import Purpose
-from oracle.backbones.openai_compat import OpenAICompatBackbone
 from oracle.context import window_contexts_build
-from oracle.prompts import prompt_default_get_or_create
-from tests.oracle.helpers import stable_stay, windows_of
+from tests.oracle.helpers import labeller, stable_stay, windows_of
 from tests.oracle.slow_server import SlowServer
 
+pytestmark = pytest.mark.usefixtures("loopback_endpoints_allowed")
+
 LIMIT = 1_000_000
-
-
-@pytest.fixture(autouse=True)
-def _loopback_endpoints_allowed(settings):
-    settings.REALICU_ENDPOINT_ALLOWED_NETWORKS = ["127.0.0.0/8"]
 
 
 @pytest.fixture
@@ -123,16 +118,6 @@ def test_a_reply_within_deadline_and_limit_is_read(server):
 def contexts(db):
     stay = stable_stay(hours=1)
     return window_contexts_build(windows=windows_of(stay))
-
-
-def labeller(url: str, timeout: float) -> OpenAICompatBackbone:
-    return OpenAICompatBackbone(
-        base_url=url,
-        model="fake-model",
-        template=prompt_default_get_or_create(),
-        max_retries=0,
-        timeout_seconds=timeout,
-    )
 
 
 @pytest.mark.django_db

@@ -8,9 +8,6 @@ from django.core.management import CommandError, call_command
 
 from oracle.models import OracleLabel, OracleLabelState, OracleRun
 from tests.oracle.helpers import fake_backbone
-from tests.oracle.test_runs import (  # noqa: F401 - fixtures
-    cohort_data,
-)
 
 pytestmark = pytest.mark.django_db
 

@@ -13,10 +13,10 @@ import pytest
 from django.db.models import Count
 
 from oracle import services
-from oracle.models import BackboneKind, OracleLabel, OracleRun, RunState
+from oracle.models import OracleLabel, OracleRun, RunState
 from tests.oracle.fake_llm import FakeLLM
-from tests.oracle.helpers import make_cohort_with_stay, started
-from tests.workers import start_worker, wait_for, worker_stop
+from tests.oracle.helpers import make_cohort_with_stay, openai_backbone, started
+from tests.workers import killed_mid_job, start_worker, wait_for, worker_stop
 
 pytestmark = [pytest.mark.worker, pytest.mark.django_db(transaction=True)]
 
@@ -37,12 +37,10 @@ def slow_llm():
 
 
 def llm_backbone(admin, fake, concurrency=4):
-    return services.backbone_create(
-        admin=admin,
-        name=f"fake {fake.base_url}",
-        kind=BackboneKind.OPENAI,
-        base_url=fake.base_url,
-        model="fake-model",
+    return openai_backbone(
+        admin,
+        fake.base_url,
+        f"fake {fake.base_url}",
         concurrency=concurrency,
         requests_per_minute=60_000,
         max_retries=1,
@@ -107,22 +105,27 @@ def test_cancel_stops_new_requests(admin_user, slow_llm, tmp_path):
         worker_stop(worker)
 
 
+def five_labels(run) -> bool:
+    """Whether ``run`` has labelled five windows: under way, far from done."""
+    return OracleLabel.objects.filter(run=run).count() >= 5
+
+
 def test_a_worker_killed_mid_run_then_resumed_leaves_one_label_per_window(
     admin_user, slow_llm, tmp_path
 ):
     cohort, _, _ = make_cohort_with_stay(hours=48)
     backbone = llm_backbone(admin_user, slow_llm, concurrency=4)
     env = {"REALICU_ORACLE_CHUNK_SIZE": 4, "REALICU_ORACLE_CLAIM_LEASE_SECONDS": 6}
-    first = start_worker(tmp_path / "first.log", **env)
-    try:
-        run = services.oracle_run_create(
+    # SIGKILL: no cleanup, the claim stays until its lease ends.
+    run, _ = killed_mid_job(
+        tmp_path / "first.log",
+        lambda: services.oracle_run_create(
             admin=admin_user, name="killed", backbone=backbone, cohort=cohort
-        )
-        wait_for(lambda: OracleLabel.objects.filter(run=run).count() >= 5, "labels")
-        first.kill()  # SIGKILL: no cleanup, the claim stays until its lease ends
-        first.wait()
-    finally:
-        worker_stop(first)
+        ),
+        five_labels,
+        "labels",
+        **env,
+    )
     labelled = OracleLabel.objects.filter(run=run).count()
     assert labelled < run.total_windows
     assert run.claims.exists()  # the dead worker's claim
@@ -155,17 +158,15 @@ def test_a_killed_worker_s_run_is_requeued_by_the_reaper_without_an_admin(
         "REALICU_JOB_STALE_SECONDS": 4,
         "REALICU_JOB_REAP_SECONDS": 1,
     }
-    first = start_worker(tmp_path / "first.log", **env)
-    try:
-        run = services.oracle_run_create(
+    run, killed_at = killed_mid_job(
+        tmp_path / "first.log",
+        lambda: services.oracle_run_create(
             admin=admin_user, name="reaped", backbone=backbone, cohort=cohort
-        )
-        wait_for(lambda: OracleLabel.objects.filter(run=run).count() >= 5, "labels")
-        first.kill()
-        first.wait()
-        killed_at = time.monotonic()
-    finally:
-        worker_stop(first)
+        ),
+        five_labels,
+        "labels",
+        **env,
+    )
     run.refresh_from_db()
     assert run.state == RunState.RUNNING and run.claims.exists()
     assert OracleLabel.objects.filter(run=run).count() < run.total_windows

@@ -19,7 +19,7 @@ from oracle.models import (
 )
 from oracle.services import ChunkOutcome
 from tests.annotation.conftest import make_role_user
-from tests.oracle.helpers import fake_backbone, make_cohort_with_stay
+from tests.oracle.helpers import fake_backbone
 from windows.models import Cohort
 
 pytestmark = pytest.mark.django_db
@@ -28,11 +28,6 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def physician(db):
     return make_role_user(Role.PHYSICIAN)
-
-
-@pytest.fixture
-def cohort_data(db):
-    return make_cohort_with_stay()
 
 
 @pytest.fixture

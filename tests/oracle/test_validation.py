@@ -13,61 +13,14 @@ from annotation.models import ConsensusLabel
 from annotation.services import campaign_create, window_consensus_refresh
 from evaluation.matcher import tau_source_of
 from oracle import services
-from oracle.models import BackboneKind, OracleLabel, ValidationJob, ValidationReport
+from oracle.models import ValidationJob, ValidationReport
 from oracle.selectors import validation_report_latest
-from tests.annotation.conftest import (  # noqa: F401 - fixtures
-    clinical,
-    make_gold_windows,
-    physicians,
-    stay,
-)
-from tests.annotation.consensus_data import matcher, submit  # noqa: F401
+from tests.annotation.conftest import make_gold_windows
+from tests.annotation.consensus_data import submit
 from tests.annotation.helpers import campaign_without_evidence
-from tests.oracle.helpers import rules_run
+from tests.oracle.helpers import oracle_label, rules_run
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def gold(admin_user, physicians, stay, clinical, matcher):
-    """Four Gold windows. w0: deteriorating, 'Septic shock', both recorded
-    actions acceptable (norepinephrine, ventilator). w1: stable, 'Septic
-    shock'. w2: stable. w3: stable vs deteriorating, an open dispute."""
-    windows = make_gold_windows(stay=stay, count=4)
-    # The Oracle's validation is under test.
-    campaign = campaign_without_evidence(admin_user, "Gold V", windows, physicians)
-    a, b = physicians
-    w0, w1, w2, w3 = windows
-    for p in (a, b):
-        submit(p, campaign, w0, "deteriorating", problems=["Septic shock"])
-        submit(p, campaign, w1, "stable", problems=["Septic shock"])
-        submit(p, campaign, w2, "stable")
-    submit(a, campaign, w3, "stable")
-    submit(b, campaign, w3, "deteriorating")
-    for window in windows:
-        window_consensus_refresh(campaign=campaign, window=window, matcher=matcher)
-    return campaign, windows
-
-
-def oracle_label(run, window, status, problems=(), ratings=()):
-    return OracleLabel.objects.create(
-        run=run,
-        window=window,
-        state="ok",
-        status=status,
-        payload={
-            "status_evidence": [],
-            "acute_problems": [{"text": t, "evidence": []} for t in problems],
-            "action_ratings": [
-                {"event_id": e, "rating": "acceptable", "evidence": []} for e in ratings
-            ],
-            "added_actions": [],
-            "red_flags": [],
-        },
-        backbone_kind=BackboneKind.RULES,
-        model="rules-v1",
-        prompt_version="t",
-    )
 
 
 def test_report_has_the_hand_computed_table_1_figures(

@@ -8,14 +8,7 @@ import pytest
 from django.urls import reverse
 
 from oracle import services
-from tests.annotation.conftest import (  # noqa: F401 - fixtures
-    clinical,
-    physicians,
-    stay,
-)
-from tests.oracle.helpers import rules_run
-
-from .test_validation import gold, matcher, oracle_label  # noqa: F401
+from tests.oracle.helpers import oracle_label, rules_run
 
 pytestmark = pytest.mark.django_db
 

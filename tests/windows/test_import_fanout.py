@@ -21,7 +21,6 @@ from django.utils import timezone
 from jobs.leases import job_claim
 from jobs.progress import Progress
 from jobs.reaper import jobs_reap
-from tests.exports.test_object_storage import s3, s3_server  # noqa: F401
 from tests.windows import mimic_roundtrip
 from tests.windows.import_digest import database_digest
 from tests.windows.mimic_files import mimic_tables, write_mimic
@@ -201,7 +200,7 @@ def _planned(directory: Path) -> tuple[ImportRun, list[ImportBatch]]:
 
 @pytest.mark.django_db
 def test_batches_stored_in_s3_import_as_one_process_does(
-    s3,  # noqa: F811
+    s3,
     tmp_path,
     settings,
 ):

@@ -8,14 +8,12 @@ from datetime import UTC, datetime
 
 import pytest
 
-from tests.windows.mimic_files import A1, A2, A_NO_ICU, mimic_tables, write_mimic
+from tests.windows.mimic_files import A1, A_NO_ICU, mimic_tables, write_mimic
 from tests.windows.notes_files import (
-    detail_rows,
-    discharge_text,
     radiology_row,
     radiology_text,
-    write_notes,
 )
+from tests.windows.notes_folder import FINDINGS, IMPRESSION, mimic_with_notes
 from windows.importers.base import SourceDataError
 from windows.importers.mimic import mimic_import
 from windows.importers.mimic.notes import TRUNCATION_MARK, report_findings
@@ -23,108 +21,10 @@ from windows.models import Admission, Domain, Event, EventKind, Stay
 from windows.selectors_context import bedside_events
 from windows.windowing import windows_build
 
-FINDINGS = (
-    "New bilateral airspace opacities with small bilateral pleural effusions. "
-    "Heart size: mildly enlarged."
-)
-IMPRESSION = "Findings consistent with ARDS."
-
-
-def _folder(tmp_path, *, with_detail=True, radiology=None, discharge=None):
-    directory = write_mimic(tmp_path / "mimic", mimic_tables())
-    if radiology is None:
-        radiology = [
-            # Exam at 08:00, the report stored at 09:10: placed at 09:10.
-            radiology_row(
-                "10001-RR-1",
-                10001,
-                A1,
-                "2151-03-02 08:00:00",
-                "2151-03-02 09:10:00",
-                radiology_text("CHEST (PORTABLE AP)", FINDINGS, IMPRESSION),
-            ),
-            # No hadm_id, during A1: placed in A1 by its time.
-            radiology_row(
-                "10001-RR-2",
-                10001,
-                "",
-                "2151-03-03 14:00:00",
-                "2151-03-03 15:00:00",
-                radiology_text("CT HEAD W/O CONTRAST", "No hemorrhage.", "Normal."),
-            ),
-            # The admission without an ICU stay, and a subject not imported.
-            radiology_row(
-                "10001-RR-3",
-                10001,
-                A_NO_ICU,
-                "2152-01-02 08:00:00",
-                "2152-01-02 09:00:00",
-                radiology_text("CHEST (PA AND LAT)", "Clear lungs.", "Normal."),
-            ),
-            radiology_row(
-                "99999-RR-1",
-                99999,
-                "",
-                "2151-03-02 08:00:00",
-                "2151-03-02 09:00:00",
-                radiology_text("CHEST (PA AND LAT)", "Clear lungs.", "Normal."),
-            ),
-            # A2's report with title-case headings.
-            radiology_row(
-                "10002-RR-1",
-                10002,
-                A2,
-                "2161-05-02 10:00:00",
-                "",
-                radiology_text(
-                    "CHEST (PORTABLE AP)",
-                    "Left lower lobe consolidation.",
-                    "Pneumonia.",
-                    heading_style="title",
-                ),
-            ),
-        ]
-    if discharge is None:
-        discharge = [
-            {
-                "note_id": "10001-DS-1",
-                "subject_id": 10001,
-                "hadm_id": A1,
-                "note_type": "DS",
-                "note_seq": 1,
-                "charttime": "2151-03-10 00:00:00",
-                "storetime": "2151-03-10 15:00:00",
-                "text": discharge_text(died=True),
-            },
-            {
-                "note_id": "10001-DS-2",
-                "subject_id": 10001,
-                "hadm_id": A_NO_ICU,
-                "note_type": "DS",
-                "note_seq": 1,
-                "charttime": "2152-01-03 00:00:00",
-                "storetime": "2152-01-03 12:00:00",
-                "text": discharge_text(),
-            },
-        ]
-    detail = [
-        *detail_rows("10001-RR-1", 10001, "C11", "CHEST (PORTABLE AP)"),
-        *detail_rows("10001-RR-2", 10001, "CT1", "CT HEAD W/O CONTRAST"),
-        *detail_rows("10001-RR-3", 10001, "C12", "CHEST (PA AND LAT)"),
-    ]
-    write_notes(
-        directory,
-        radiology=radiology,
-        detail=detail,
-        discharge=discharge,
-        with_detail=with_detail,
-    )
-    return directory
-
 
 @pytest.mark.django_db
 def test_radiology_reports_import_at_their_stored_time_with_findings(tmp_path):
-    summary = mimic_import(directory=_folder(tmp_path))
+    summary = mimic_import(directory=mimic_with_notes(tmp_path))
     assert summary.events["radiology"] == 3
     assert summary.events["discharge"] == 1
     reports = {e.source_key: e for e in Event.objects.filter(source_table="radiology")}
@@ -153,7 +53,7 @@ def test_radiology_reports_import_at_their_stored_time_with_findings(tmp_path):
 
 @pytest.mark.django_db
 def test_discharge_summary_is_hindsight_only(tmp_path):
-    mimic_import(directory=_folder(tmp_path))
+    mimic_import(directory=mimic_with_notes(tmp_path))
     summary = Event.objects.get(source_table="discharge")
     assert summary.kind == EventKind.OUTCOME
     assert summary.category == "discharge_summary"
@@ -171,7 +71,7 @@ def test_discharge_summary_is_hindsight_only(tmp_path):
 
 @pytest.mark.django_db
 def test_reports_without_detail_and_reruns(tmp_path):
-    directory = _folder(tmp_path, with_detail=False)
+    directory = mimic_with_notes(tmp_path, with_detail=False)
     summary = mimic_import(directory=directory)
     assert any("radiology_detail not found" in n for n in summary.notes)
     names = set(
@@ -196,7 +96,7 @@ def test_bad_note_time_names_file_and_row(tmp_path):
     bad = radiology_row(
         "10001-RR-9", 10001, A1, "yesterday", "", radiology_text("X", "a", "b")
     )
-    directory = _folder(tmp_path, radiology=[bad])
+    directory = mimic_with_notes(tmp_path, radiology=[bad])
     with pytest.raises(SourceDataError) as err:
         mimic_import(directory=directory)
     assert "radiology" in str(err.value) and "yesterday" in str(err.value)

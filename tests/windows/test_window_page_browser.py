@@ -5,7 +5,7 @@ from datetime import timedelta
 
 import pytest
 
-from tests.browser import chromium, sign_in
+from tests.browser import browser_after, sign_in
 from tests.factories import (
     code_status,
     drip,
@@ -74,13 +74,7 @@ def septic_stay():
     return stay
 
 
-@pytest.fixture
-def browser():
-    """Chromium, started after the test's data is written: database work inside
-    Playwright's sync API would run on a connection the test database's
-    teardown does not see (it keeps the database from being dropped)."""
-    with chromium() as browser:
-        yield browser
+browser = browser_after()
 
 
 def _canvas_sizes(page, selector: str) -> list[tuple[float, float]]:
