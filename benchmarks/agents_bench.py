@@ -332,7 +332,7 @@ def main() -> None:
             endpoint_register,
             online_eval_start,
         )
-        from oracle.models import Backbone, BackboneKind
+        from tests.agents.helpers import fake_backbone_row
         from tests.oracle.fake_llm import FakeLLM
 
         if args.payload_bytes:
@@ -358,13 +358,10 @@ def main() -> None:
             return
         fake = FakeLLM(latency=LATENCY).start()
         fake.prompt_chars_per_token = SERVER_CHARS_PER_TOKEN
-        backbone = Backbone.objects.create(
-            name="fake-300ms",
-            kind=BackboneKind.OPENAI,
-            base_url=fake.base_url,
-            model="fake",
+        backbone = fake_backbone_row(
+            fake.base_url,
+            "fake-300ms",
             requests_per_minute=60_000,
-            max_retries=1,
             context_tokens=CONTEXT_TOKENS,
             max_completion_tokens=REPLY_TOKENS,
             tokenizer="llamacpp_python",

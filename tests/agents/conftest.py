@@ -7,8 +7,8 @@ for them (REALICU_ENDPOINT_ALLOWED_NETWORKS): the test endpoints run on
 
 import pytest
 
-from oracle.models import Backbone, BackboneKind
 from tests.agents.endpoint_server import Endpoint
+from tests.agents.helpers import fake_backbone_row
 from tests.exports.conftest import (  # noqa: F401 - fixtures
     release_dirs,
     tiny_labels,
@@ -42,12 +42,9 @@ def fake_llm():
 
 @pytest.fixture
 def fake_backbone(db, fake_llm):
-    return Backbone.objects.create(
-        name="fake-llm",
-        kind=BackboneKind.OPENAI,
-        base_url=fake_llm.base_url,
-        model="fake",
-        max_retries=1,
+    return fake_backbone_row(
+        fake_llm.base_url,
+        "fake-llm",
         price_per_million_input=1.0,
         price_per_million_output=2.0,
     )

@@ -1,6 +1,7 @@
-"""Agent runs as the agents tests make them: on a release and a backbone, or
-on a researcher's endpoint, started without a task (the test drives the work
-itself); and an endpoint's registration refused."""
+"""Agent runs as the agents tests make them: on a release and a backbone (a
+fake server's backbone row), or on a researcher's endpoint, started without a
+task (the test drives the work itself); and an endpoint's registration
+refused."""
 
 import pytest
 from django.core.exceptions import ValidationError
@@ -12,6 +13,20 @@ from agents.services import (
     endpoint_register,
     online_eval_start,
 )
+from oracle.models import Backbone, BackboneKind
+
+
+def fake_backbone_row(url: str, name: str, **fields) -> Backbone:
+    """An OpenAI-compatible backbone at ``url`` (model "fake", one retry),
+    ``fields`` added, written as a row: no admin, no server check."""
+    return Backbone.objects.create(
+        name=name,
+        kind=BackboneKind.OPENAI,
+        base_url=url,
+        model="fake",
+        max_retries=1,
+        **fields,
+    )
 
 
 def run_queued(*, user, release, backbone, agent="local-window") -> AgentRun:

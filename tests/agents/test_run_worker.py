@@ -9,6 +9,7 @@ import pytest
 from agents.models import AgentPrediction, AgentRun, RunState
 from agents.services import agent_run_start
 from exports.models import SubmissionState
+from tests.agents.helpers import fake_backbone_row
 from tests.oracle.fake_llm import FakeLLM
 from tests.oracle.helpers import started
 from tests.workers import killed_mid_job, start_worker, wait_for, worker_stop
@@ -26,18 +27,10 @@ def slow_llm():
 def slow_backbone(slow_llm, settings, monkeypatch):
     """A backbone on the fake server answering after a second; the workers
     started later read the test's release folders."""
-    from oracle.models import Backbone, BackboneKind
-
     monkeypatch.setenv("REALICU_RELEASES_DIR", str(settings.REALICU_RELEASES_DIR))
     monkeypatch.setenv("REALICU_SUBMISSIONS_DIR", str(settings.REALICU_SUBMISSIONS_DIR))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    return Backbone.objects.create(
-        name="fake-slow",
-        kind=BackboneKind.OPENAI,
-        base_url=slow_llm.base_url,
-        model="fake",
-        max_retries=1,
-    )
+    return fake_backbone_row(slow_llm.base_url, "fake-slow")
 
 
 def test_a_killed_workers_run_resumes_per_stay_with_one_prediction_per_window(

@@ -105,27 +105,29 @@ def test_cancel_stops_new_requests(admin_user, slow_llm, tmp_path):
         worker_stop(worker)
 
 
-def five_labels(run) -> bool:
-    """Whether ``run`` has labelled five windows: under way, far from done."""
-    return OracleLabel.objects.filter(run=run).count() >= 5
+def run_killed_mid_way(admin, slow_llm, tmp_path, name: str, **env):
+    """A run over a 48-hour stay on ``slow_llm`` (four requests at a time),
+    whose worker (``env``) is killed once five windows are labelled: the run,
+    and the monotonic time of the kill."""
+    cohort, _, _ = make_cohort_with_stay(hours=48)
+    backbone = llm_backbone(admin, slow_llm, concurrency=4)
+    return killed_mid_job(
+        tmp_path / "first.log",
+        lambda: services.oracle_run_create(
+            admin=admin, name=name, backbone=backbone, cohort=cohort
+        ),
+        lambda run: OracleLabel.objects.filter(run=run).count() >= 5,
+        "labels",
+        **env,
+    )
 
 
 def test_a_worker_killed_mid_run_then_resumed_leaves_one_label_per_window(
     admin_user, slow_llm, tmp_path
 ):
-    cohort, _, _ = make_cohort_with_stay(hours=48)
-    backbone = llm_backbone(admin_user, slow_llm, concurrency=4)
     env = {"REALICU_ORACLE_CHUNK_SIZE": 4, "REALICU_ORACLE_CLAIM_LEASE_SECONDS": 6}
     # SIGKILL: no cleanup, the claim stays until its lease ends.
-    run, _ = killed_mid_job(
-        tmp_path / "first.log",
-        lambda: services.oracle_run_create(
-            admin=admin_user, name="killed", backbone=backbone, cohort=cohort
-        ),
-        five_labels,
-        "labels",
-        **env,
-    )
+    run, _ = run_killed_mid_way(admin_user, slow_llm, tmp_path, "killed", **env)
     labelled = OracleLabel.objects.filter(run=run).count()
     assert labelled < run.total_windows
     assert run.claims.exists()  # the dead worker's claim
@@ -150,23 +152,13 @@ def test_a_killed_worker_s_run_is_requeued_by_the_reaper_without_an_admin(
     """Issue 23: SIGKILL the worker mid-run; a new worker with housekeeping (the reaper
     every second, a heartbeat stale after 4 s) finishes the run with nobody
     pressing Resume, one label per window."""
-    cohort, _, _ = make_cohort_with_stay(hours=48)
-    backbone = llm_backbone(admin_user, slow_llm, concurrency=4)
     env = {
         "REALICU_ORACLE_CHUNK_SIZE": 4,
         "REALICU_JOB_HEARTBEAT_SECONDS": 0.5,
         "REALICU_JOB_STALE_SECONDS": 4,
         "REALICU_JOB_REAP_SECONDS": 1,
     }
-    run, killed_at = killed_mid_job(
-        tmp_path / "first.log",
-        lambda: services.oracle_run_create(
-            admin=admin_user, name="reaped", backbone=backbone, cohort=cohort
-        ),
-        five_labels,
-        "labels",
-        **env,
-    )
+    run, killed_at = run_killed_mid_way(admin_user, slow_llm, tmp_path, "reaped", **env)
     run.refresh_from_db()
     assert run.state == RunState.RUNNING and run.claims.exists()
     assert OracleLabel.objects.filter(run=run).count() < run.total_windows
