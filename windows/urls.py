@@ -26,24 +26,13 @@ urlpatterns = [
         views.import_progress,
         name="import_progress",
     ),
-    path(
-        "imports/<id:import_run_id>/resume/",
-        views.import_resume,
-        name="import_resume",
-    ),
-    path(
-        "imports/<id:import_run_id>/cancel/",
-        views.import_cancel,
-        name="import_cancel",
-    ),
-    path(
-        "imports/builds/<id:build_run_id>/resume/",
-        views.build_resume,
-        name="build_resume",
-    ),
-    path(
-        "imports/builds/<id:build_run_id>/cancel/",
-        views.build_cancel,
-        name="build_cancel",
+    *(
+        path(address, views.job_action, {"action": action}, name=action)
+        for action, address in (
+            ("import_resume", "imports/<id:run_id>/resume/"),
+            ("import_cancel", "imports/<id:run_id>/cancel/"),
+            ("build_resume", "imports/builds/<id:run_id>/resume/"),
+            ("build_cancel", "imports/builds/<id:run_id>/cancel/"),
+        )
     ),
 ]

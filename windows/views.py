@@ -277,13 +277,6 @@ def import_start(request):
     return _import_list_page(request, form, status=400)
 
 
-def _import_run_or_404(request, import_run_id: int):
-    return found_or_404(
-        selectors.import_run_get(user=request.user, import_run_id=import_run_id),
-        "No such import.",
-    )
-
-
 @require_GET
 @admin_required
 def import_progress(request, import_run_id: int):
@@ -295,69 +288,56 @@ def import_progress(request, import_run_id: int):
     return response
 
 
-def _job_action(request, action, done: str, **target):
-    """An admin's Resume or Cancel of an import (``import_run``) or of a tracks
-    or windows build (``run``); a refusal is shown on the page."""
-    [run] = target.values()
-    with refusal_shown(request):
-        action(admin=request.user, **target)
-        messages.success(request, done.format(pk=run.pk))
-    return redirect("windows:import_list")
+def _import_target(request, run_id: int) -> dict:
+    run = selectors.import_run_get(user=request.user, import_run_id=run_id)
+    return {"import_run": found_or_404(run, "No such import.")}
 
 
-def _import_action(request, import_run_id: int, action, done: str):
-    run = _import_run_or_404(request, import_run_id)
-    return _job_action(request, action, done, import_run=run)
+def _build_target(request, run_id: int) -> dict:
+    return {"run": get_object_or_404(BuildRun, pk=run_id)}
 
 
-@require_POST
-@admin_required
-def import_resume(request, import_run_id: int):
-    return _import_action(
-        request,
-        import_run_id,
+# An admin's Resume or Cancel of an import or of a tracks or windows build
+# (windows/urls.py names each a URL): how the run the address names is found
+# (as the service's keyword argument), the service, and what the page says
+# when it is done.
+JOB_ACTIONS = {
+    "import_resume": (
+        _import_target,
         services.import_run_resume,
         "Import {pk} queued again: it re-runs its folder and skips what is "
         "already imported.",
-    )
-
-
-@require_POST
-@admin_required
-def import_cancel(request, import_run_id: int):
-    return _import_action(
-        request,
-        import_run_id,
+    ),
+    "import_cancel": (
+        _import_target,
         services.import_run_cancel,
         "Import {pk} cancelled: its worker stops at its next step. A CLIF import "
         "writes nothing; a MIMIC-IV import keeps the batches it committed. Resume "
         "completes it.",
-    )
-
-
-def _build_action(request, build_run_id: int, action, done: str):
-    run = get_object_or_404(BuildRun, pk=build_run_id)
-    return _job_action(request, action, done, run=run)
-
-
-@require_POST
-@admin_required
-def build_resume(request, build_run_id: int):
-    return _build_action(
-        request,
-        build_run_id,
+    ),
+    "build_resume": (
+        _build_target,
         build_run_resume,
         "Build {pk} queued again: its unfinished batches wait for a worker.",
-    )
-
-
-@require_POST
-@admin_required
-def build_cancel(request, build_run_id: int):
-    return _build_action(
-        request,
-        build_run_id,
+    ),
+    "build_cancel": (
+        _build_target,
         build_run_cancel,
         "Build {pk} cancelled: a worker still at one of its batches stops at its "
         "next stay. Resume completes it.",
-    )
+    ),
+}
+
+
+@require_POST
+@admin_required
+def job_action(request, run_id: int, action: str):
+    """One of JOB_ACTIONS on the run the address names; a refusal is shown on
+    the page."""
+    find, service, done = JOB_ACTIONS[action]
+    target = find(request, run_id)
+    [run] = target.values()
+    with refusal_shown(request):
+        service(admin=request.user, **target)
+        messages.success(request, done.format(pk=run.pk))
+    return redirect("windows:import_list")
