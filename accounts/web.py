@@ -57,3 +57,19 @@ def refusal_shown(request):
         yield
     except (ValidationError, PermissionDenied) as error:
         messages.error(request, error_text(error))
+
+
+@contextmanager
+def refusal_on_form(form):
+    """Run a form page's post: a refusal the block raises (ValidationError,
+    PermissionDenied) ends the block and goes onto the form, a field's errors
+    beside that field and the rest above the form, so the view goes on to show
+    the form again."""
+    try:
+        yield
+    except (ValidationError, PermissionDenied) as error:
+        if hasattr(error, "error_dict"):
+            for key, messages_ in error.message_dict.items():
+                form.add_error(key if key in form.fields else None, messages_)
+        else:
+            form.add_error(None, error_text(error))

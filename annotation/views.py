@@ -25,8 +25,8 @@ from django.views.decorators.http import (
 from accounts.access import admin_required, physician_required
 from accounts.ids import id_parse
 from accounts.web import (
-    error_text,
     found_or_404,
+    refusal_on_form,
     refusal_shown,
     render_page_or_partial,
     wants_partial,
@@ -376,13 +376,10 @@ def campaign_list(request):
 def campaign_new(request):
     form = CampaignForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
-        try:
+        with refusal_on_form(form):
             campaign = services.campaign_create_from_cohort(
                 admin=request.user, **form.cleaned_data
             )
-        except (ValidationError, PermissionDenied) as error:
-            form.add_error(None, error_text(error))
-        else:
             windows = campaign.campaign_windows.count()
             messages.success(
                 request,

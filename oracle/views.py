@@ -12,21 +12,18 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from accounts.access import admin_required
-from accounts.web import error_text, refusal_shown, render_page_or_partial
+from accounts.web import (
+    error_text,
+    refusal_on_form,
+    refusal_shown,
+    render_page_or_partial,
+)
 from evaluation.matcher import tau_source_of
 from oracle import selectors, selectors_pages, services
 from oracle.forms import BackboneForm, GoldDrawForm, RunForm, ValidateForm
 from windows.presentation import window_page_context
 
 CHART_STATUS = ("improving", "stable", "deteriorating")
-
-
-def _form_errors_from(form, error) -> None:
-    if hasattr(error, "error_dict"):
-        for key, messages_ in error.message_dict.items():
-            form.add_error(key if key in form.fields else None, messages_)
-    else:
-        form.add_error(None, error_text(error))
 
 
 # Backbones ------------------------------------------------------------------------
@@ -45,13 +42,10 @@ def backbone_list(request):
 def backbone_new(request):
     form = BackboneForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
-        try:
+        with refusal_on_form(form):
             backbone = services.backbone_create(
                 admin=request.user, app_host=request.get_host(), **form.cleaned_data
             )
-        except (ValidationError, PermissionDenied) as error:
-            _form_errors_from(form, error)
-        else:
             messages.success(request, f"Backbone {backbone.name} saved.")
             return redirect("oracle:backbone_list")
     return render(
@@ -65,16 +59,13 @@ def backbone_edit(request, backbone_id: int):
     backbone = selectors.backbone_get(admin=request.user, backbone_id=backbone_id)
     form = BackboneForm.for_backbone(backbone, request.POST or None)
     if request.method == "POST" and form.is_valid():
-        try:
+        with refusal_on_form(form):
             services.backbone_update(
                 admin=request.user,
                 backbone=backbone,
                 app_host=request.get_host(),
                 **form.cleaned_data,
             )
-        except (ValidationError, PermissionDenied) as error:
-            _form_errors_from(form, error)
-        else:
             messages.success(request, f"Backbone {form.cleaned_data['name']} saved.")
             return redirect("oracle:backbone_list")
     return render(
@@ -103,7 +94,7 @@ def run_new(request):
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         target = data["campaign"] or data["cohort"]
-        try:
+        with refusal_on_form(form):
             run = services.oracle_run_create(
                 admin=request.user,
                 name=data["name"] or f"{data['backbone'].name} on {target}",
@@ -112,9 +103,6 @@ def run_new(request):
                 campaign=data["campaign"],
                 cohort=data["cohort"],
             )
-        except (ValidationError, PermissionDenied) as error:
-            _form_errors_from(form, error)
-        else:
             messages.success(
                 request, f"Oracle run {run.pk} queued: {run.total_windows} windows."
             )
@@ -132,7 +120,7 @@ def gold_draw(request):
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
         others = list(data["other_runs"])
-        try:
+        with refusal_on_form(form):
             campaign = services.gold_campaign_draw_active(
                 admin=request.user,
                 name=data["name"],
@@ -145,9 +133,6 @@ def gold_draw(request):
                 floor=data["floor"],
                 seed=data["seed"],
             )
-        except (ValidationError, PermissionDenied) as error:
-            _form_errors_from(form, error)
-        else:
             windows = campaign.campaign_windows.count()
             messages.success(
                 request,
