@@ -12,13 +12,19 @@ urlpatterns = [
     path("gold-draw/", views.gold_draw, name="gold_draw"),
     path("runs/<id:run_id>/", views.run_detail, name="run_detail"),
     path("runs/<id:run_id>/progress/", views.run_progress, name="run_progress"),
-    path("runs/<id:run_id>/cancel/", views.run_cancel, name="run_cancel"),
-    path("runs/<id:run_id>/resume/", views.run_resume, name="run_resume"),
-    path(
-        "runs/<id:run_id>/retry-failed/",
-        views.run_retry_failed,
-        name="run_retry_failed",
+    *(
+        path(
+            f"runs/<id:run_id>/{verb}/",
+            views.run_action,
+            {"action": action},
+            name=action,
+        )
+        for action, verb in (
+            ("run_cancel", "cancel"),
+            ("run_retry_failed", "retry-failed"),
+        )
     ),
+    path("runs/<id:run_id>/resume/", views.run_resume, name="run_resume"),
     path("runs/<id:run_id>/labels/", views.run_labels, name="run_labels"),
     path(
         "runs/<id:run_id>/labels/<id:label_id>/",

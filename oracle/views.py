@@ -176,25 +176,33 @@ def run_progress(request, run_id: int):
     return render(request, "oracle/run_detail.html#run_progress", _run_page(page))
 
 
-def _run_action(request, run_id: int, action, done_message):
-    run = selectors.run_get(admin=request.user, run_id=run_id)
-    with refusal_shown(request):
-        result = action(admin=request.user, run=run)
-        messages.success(request, done_message(result))
-    return redirect("oracle:run_detail", run_id)
-
-
-@require_POST
-@admin_required
-def run_cancel(request, run_id: int):
-    return _run_action(
-        request,
-        run_id,
+# An admin's Cancel or Retry of a run's failed windows (oracle/urls.py names
+# each a URL): its service, and what the page says when it is done, from what
+# the service returned.
+RUN_ACTIONS = {
+    "run_cancel": (
         services.oracle_run_cancel,
         lambda run: (
             "Run cancelled: no new request is sent; replies in flight are kept."
         ),
-    )
+    ),
+    "run_retry_failed": (
+        services.oracle_run_retry_failed,
+        lambda n: f"{n} failed window{'s' if n != 1 else ''} queued again.",
+    ),
+}
+
+
+@require_POST
+@admin_required
+def run_action(request, run_id: int, action: str):
+    """One of RUN_ACTIONS on the run; a refusal is shown on the page."""
+    service, done_message = RUN_ACTIONS[action]
+    run = selectors.run_get(admin=request.user, run_id=run_id)
+    with refusal_shown(request):
+        result = service(admin=request.user, run=run)
+        messages.success(request, done_message(result))
+    return redirect("oracle:run_detail", run_id)
 
 
 @require_POST
@@ -212,17 +220,6 @@ def run_resume(request, run_id: int):
             request, "Run resumed: the windows without a label are queued."
         )
     return redirect("oracle:run_detail", run_id)
-
-
-@require_POST
-@admin_required
-def run_retry_failed(request, run_id: int):
-    return _run_action(
-        request,
-        run_id,
-        services.oracle_run_retry_failed,
-        lambda n: f"{n} failed window{'s' if n != 1 else ''} queued again.",
-    )
 
 
 # The run's labels beside the trajectory ---------------------------------------------
