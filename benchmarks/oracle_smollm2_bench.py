@@ -34,9 +34,9 @@ from accounts.roles import Role  # noqa: E402
 from annotation.services import campaign_create  # noqa: E402
 from benchmarks._llm_bench import oracle_report  # noqa: E402
 from oracle import services  # noqa: E402
-from oracle.models import BackboneKind  # noqa: E402
 from tests.annotation.conftest import make_role_user  # noqa: E402
 from tests.full_flow_stages import clif_demo_slice  # noqa: E402
+from tests.oracle.helpers import openai_backbone, run_unqueued  # noqa: E402
 from tests.oracle.llm_server import MODEL_ALIAS, LlamaServer  # noqa: E402
 from windows.importers.clif import clif_demo_directory, clif_import  # noqa: E402
 from windows.models import Stay, Window  # noqa: E402
@@ -79,11 +79,10 @@ def main() -> None:
     )
     server = LlamaServer(n_ctx=args.n_ctx).start()
     try:
-        backbone = services.backbone_create(
-            admin=admin,
-            name=f"smollm2 {time.time():.0f}",
-            kind=BackboneKind.OPENAI,
-            base_url=server.base_url,
+        backbone = openai_backbone(
+            admin,
+            server.base_url,
+            f"smollm2 {time.time():.0f}",
             model=MODEL_ALIAS,
             detect=True,
         )
@@ -96,13 +95,7 @@ def main() -> None:
             f"tokenizer {backbone.tokenizer or 'estimate'}; context "
             f"{backbone.context_tokens or 'default'}"
         )
-        run = services.oracle_run_create(
-            admin=admin,
-            name="smollm2 bench",
-            backbone=backbone,
-            campaign=campaign,
-            enqueue=False,
-        )
+        run = run_unqueued(admin, backbone, "smollm2 bench", campaign=campaign)
         started = time.monotonic()
         services.oracle_run_execute_inline(run_id=run.pk, chunk_size=args.chunk_size)
         elapsed = time.monotonic() - started

@@ -79,16 +79,19 @@ def started(server):
         server.stop()
 
 
+def run_unqueued(admin, backbone, name="v", **scope):
+    """An Oracle run of ``backbone`` over ``scope`` (its campaign= or cohort=,
+    and a prompt= if not the default), not queued: the test drives it."""
+    return services.oracle_run_create(
+        admin=admin, name=name, backbone=backbone, enqueue=False, **scope
+    )
+
+
 def rules_run(admin, campaign=None, name="v", *, cohort=None):
     """An Oracle run of the rules backbone over the campaign (or the cohort),
     not queued."""
-    return services.oracle_run_create(
-        admin=admin,
-        name=name,
-        backbone=backbone_rules_default(),
-        campaign=campaign,
-        cohort=cohort,
-        enqueue=False,
+    return run_unqueued(
+        admin, backbone_rules_default(), name, campaign=campaign, cohort=cohort
     )
 
 

@@ -26,7 +26,7 @@ from oracle.prompts import DEFAULT_INSTRUCTIONS, DEFAULT_SYSTEM
 from oracle.services.tokens import prompt_budget
 from tests.annotation.conftest import make_role_user
 from tests.oracle.conftest import LLAMA_N_CTX
-from tests.oracle.helpers import openai_backbone
+from tests.oracle.helpers import openai_backbone, run_unqueued
 from tests.oracle.llm_server import MODEL_ALIAS, RecordingProxy
 from windows.importers.clif import clif_import
 from windows.models import Stay, Window
@@ -98,13 +98,7 @@ def test_smollm2_labels_fit_the_window_and_match_the_schema(llama_server, demo_w
         assert backbone.server_report["server"] == "llama-cpp-python"
         assert backbone.tokenizer == "llamacpp_python"
         assert backbone.reply_format == ReplyFormat.LLAMACPP_PYTHON
-        run = services.oracle_run_create(
-            admin=admin,
-            name="smollm2",
-            backbone=backbone,
-            campaign=campaign,
-            enqueue=False,
-        )
+        run = run_unqueued(admin, backbone, "smollm2", campaign=campaign)
         assert services.oracle_run_execute_inline(run_id=run.pk) == "done"
     finally:
         proxy.stop()
@@ -179,14 +173,7 @@ def test_a_prompt_over_the_servers_window_is_compressed_and_sent_once_more(
         system=DEFAULT_SYSTEM,
         instructions=DEFAULT_INSTRUCTIONS + "\n\n" + GUIDANCE * 12,
     )
-    run = services.oracle_run_create(
-        admin=admin,
-        name="overflow",
-        backbone=backbone,
-        prompt=template,
-        campaign=campaign,
-        enqueue=False,
-    )
+    run = run_unqueued(admin, backbone, "overflow", prompt=template, campaign=campaign)
     services.oracle_run_execute_chunk(run_id=run.pk, chunk_size=1)
     [label] = OracleLabel.objects.filter(run=run)
     assert label.attempts >= 2, label.error

@@ -22,7 +22,7 @@ from oracle.schema import (
 from oracle.services.backbones import backbone_detect_if_new
 from oracle.services.tokens import budget_text, estimate_error, prompt_budget_parts
 from tests.oracle.fake_llm import valid_reply_for
-from tests.oracle.helpers import backbone, openai_backbone
+from tests.oracle.helpers import backbone, openai_backbone, run_unqueued
 
 pytestmark = pytest.mark.django_db
 
@@ -176,13 +176,7 @@ def test_a_run_page_shows_requests_before_any_window_is_labelled(
     backbone_row.server_report = {"detected_at": "set by the test"}
     backbone_row.save(update_fields=["server_report"])
     fake_llm.push(content="{}", delay=1.0)
-    run = services.oracle_run_create(
-        admin=admin_user,
-        name="slow",
-        backbone=backbone_row,
-        cohort=cohort,
-        enqueue=False,
-    )
+    run = run_unqueued(admin_user, backbone_row, "slow", cohort=cohort)
     services.oracle_run_execute_chunk(run_id=run.pk, chunk_size=1)
     run.refresh_from_db()
     assert run.requests_sent >= 1 and run.requests_timed_out == 1
