@@ -33,10 +33,12 @@ The fair comparison is active against a uniform draw whose lam has the same
 strata of the uncertainty (the estimator is the same, only the draw differs);
 the plain one is against a uniform draw with one lam. The "active" column
 leaves the pilot's labels out of the estimate and its windows out of the
-count. The "union" column counts them both: the estimate weights the pilot
-and the active draw together by their union's inclusion probabilities
-1 - (1 - p)(1 - q) (``evaluation.ppi_active.two_phase_probabilities``), and
-the Gold windows it needs are all the union's, pilot included, against a
+count. The "union" column is the platform's draw: its second phase tops the
+pilot up to the square-root rule with new windows, the estimate weights the
+pilot and the new windows together by their union's inclusion probabilities
+1 - (1 - p)(1 - q), a pilot window's q being the one its own label did not
+set (``evaluation.ppi_active.union_probabilities``), and the Gold windows it
+needs are all the union's, pilot included, against a
 uniform draw with the same total of windows.
 
 Prints, over ``--reps`` replications: the coverage and mean width of the 95 %
@@ -86,28 +88,29 @@ from evaluation.ppi import (  # noqa: E402
     ppi_estimate,
 )
 from evaluation.ppi_active import (  # noqa: E402
-    MIN_LABELLED,
     N_LEVELS,
     NEYMAN_FLOOR,
     lam_strata,
-    level_moments,
     neyman_probabilities,
-    two_phase_probabilities,
     uncertainty_levels,
+    union_probabilities,
 )
 
 
 def active_probabilities(rng, s, levels, budget, args):
-    """The active draw's probabilities, the levels' moments, the pilot draw
-    they were estimated from (the labels so far) and the pilot's
-    probabilities. The pilot is the platform's first Gold draw of the pool
+    """The active draws' probabilities, the levels' moments, the pilot draw
+    they were estimated from (the labels so far), the pilot's probabilities
+    and the union's. The pilot is the platform's first Gold draw of the pool
     (``--pilot-draw active``): with no labels yet it follows the levels' own
     uncertainty above ``evaluation.ppi.DEFAULT_FLOOR``, as
     ``oracle.services.gold_draw`` draws then; or a uniform draw
     (``--pilot-draw uniform``). Each level's second moment of the Oracle's
     distance from the truth on the pilot is Hajek-weighted by 1 / its
-    probability, and the active draw is its square-root rule with a
-    ``--floor`` share uniform (evaluation.ppi_active)."""
+    probability (evaluation.ppi_active). Two second phases: the active draw
+    alone, the moments' square-root rule with a ``--floor`` share uniform
+    and ``budget`` windows; and the platform's, which tops the pilot up to
+    that rule with ``budget`` new windows (``union_probabilities``, each
+    pilot window weighted by the draw its own label did not set)."""
     n = levels.size
     prior = np.arange(N_LEVELS) / (N_LEVELS - 1)
     if args.pilot_draw == "active":
@@ -115,13 +118,11 @@ def active_probabilities(rng, s, levels, budget, args):
     else:
         p_pilot = np.full(n, args.pilot / n)
     pilot = poisson_draw(p_pilot, rng)
-    if pilot.sum() < MIN_LABELLED:
-        # Too few labels: the levels' own uncertainty stands for the moments.
-        moments = prior
-    else:
-        moments = level_moments(levels[pilot], s["error"][pilot], 1 / p_pilot[pilot])
+    q_union, pi_union, moments, _ = union_probabilities(
+        p_pilot, pilot, levels, s["error"], budget, floor=args.floor
+    )
     pi = neyman_probabilities(levels, moments, budget, floor=args.floor)
-    return pi, moments, pilot, p_pilot
+    return pi, moments, pilot, p_pilot, q_union, pi_union
 
 
 def replicate(rng, n, budget_uniform, budget_active, args, metrics=None):
@@ -129,7 +130,7 @@ def replicate(rng, n, budget_uniform, budget_active, args, metrics=None):
     levels = uncertainty_levels(s["uncertainty"])
     strata = lam_strata(levels)
     pi_uniform = np.full(n, budget_uniform / n)
-    pi_active, moments, pilot, p_pilot = active_probabilities(
+    pi_active, moments, pilot, p_pilot, q_union, pi_union = active_probabilities(
         rng, s, levels, budget_active, args
     )
     # The previous rule: the root of the raw uncertainty, 70 % floor.
@@ -140,9 +141,8 @@ def replicate(rng, n, budget_uniform, budget_active, args, metrics=None):
     drawn_active = poisson_draw(pi_active, rng)
     drawn_ramp = poisson_draw(pi_ramp, rng)
     weights = 1 / pi_active[drawn_active]
-    # The pilot's labels reused: the union of both phases, its probabilities.
-    drawn_union = pilot | drawn_active
-    pi_union = two_phase_probabilities(p_pilot, pi_active)
+    # The pilot's labels reused: the pilot topped up, the union of both phases.
+    drawn_union = pilot | poisson_draw(q_union, rng)
     out = {
         **confidence_figures(s),
         "union_windows": int(drawn_union.sum()),
@@ -386,7 +386,7 @@ def main() -> None:
     print(
         "\nCoverage and width of the 95 % intervals; uniform draws: PPI (one lam), "
         "strata (lam per uncertainty stratum, the fair comparison); active: "
-        "this draw, the pilot's labels left out; union: the pilot and this draw "
+        "this draw, the pilot's labels left out; union: the pilot topped up, "
         "weighted together (1 - (1 - p)(1 - q)); ramp: the previous rule (root "
         f"of the raw uncertainty, {DEFAULT_FLOOR:.0%} floor); all but PPI lam per "
         "stratum"

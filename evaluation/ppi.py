@@ -473,7 +473,7 @@ def score_interval(
 
 
 def inclusion_probabilities(
-    uncertainty, budget: float, *, floor: float = DEFAULT_FLOOR
+    uncertainty, budget: float, *, floor: float = DEFAULT_FLOOR, counts=None
 ) -> np.ndarray:
     """Each window's probability of a Gold draw with ``budget`` expected
     windows: a ``floor`` share of the budget spread uniformly, the rest in
@@ -481,10 +481,13 @@ def inclusion_probabilities(
     chance that the Oracle is wrong on the window: the variance-minimizing
     rule of active inference is pi proportional to the root of the expected
     squared error, Zrnic and Candès 2024), capped at 1 with the excess handed
-    to the others. Their sum is the budget (or every window, if fewer)."""
+    to the others. Their sum is the budget (or every window, if fewer).
+    With ``counts``, each entry stands for that many windows of the same
+    uncertainty (a probability per group, the sums counted per window)."""
     u = np.asarray(uncertainty, dtype=float)
-    n = u.size
-    if n == 0:
+    c = np.ones(u.size) if counts is None else np.asarray(counts, dtype=float)
+    n = c.sum()
+    if u.size == 0:
         return u
     if not np.all(np.isfinite(u)) or np.any(u < 0):
         raise ValueError("uncertainty must be finite and not negative")
@@ -493,19 +496,20 @@ def inclusion_probabilities(
     if budget <= 0:
         raise ValueError(f"the Gold budget must be positive, not {budget!r}")
     if budget >= n:
-        return np.ones(n)
+        return np.ones(u.size)
     root = np.sqrt(u)
-    share = root / root.sum() if root.sum() > 0 else np.full(n, 1.0 / n)
+    mass = (c * root).sum()
+    share = root / mass if mass > 0 else np.full(u.size, 1.0 / n)
     p = budget * (floor / n + (1 - floor) * share)
     # Cap at 1 and give the excess to the uncapped windows, in proportion.
-    for _ in range(n):
+    for _ in range(u.size):
         over = p > 1
         if not over.any():
             break
-        excess = (p[over] - 1).sum()
+        excess = (c[over] * (p[over] - 1)).sum()
         p[over] = 1.0
         free = p < 1
-        p[free] += excess * p[free] / p[free].sum()
+        p[free] += excess * p[free] / (c[free] * p[free]).sum()
     return np.minimum(p, 1.0)
 
 

@@ -182,8 +182,9 @@ class GoldDrawForm(forms.Form):
         min_value=1,
         max_value=MAX_INT32,
         label="Gold windows",
-        help_text="How many windows the draw takes, in expectation. Windows "
-        "physicians labelled before are not labelled again.",
+        help_text="How many new windows physicians label, in expectation. They "
+        "top the labels so far up where the Oracle is unsure; windows labelled "
+        "before are not labelled again.",
     )
     physicians = IdMultipleChoiceField(
         queryset=annotation_selectors.physicians_all(),

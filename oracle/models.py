@@ -535,9 +535,10 @@ class GoldInclusion(models.Model):
     Oracle's uncertainty on it when it was drawn, its level, and its
     probability of being in the Gold set, the union of the pilot (the pool's
     windows with a consensus before the draw) and the active draw,
-    1 - (1 - pilot_probability)(1 - q) (evaluation.ppi_active.
-    two_phase_probabilities). Score intervals weight the Gold windows'
-    physician labels by 1 / probability, so an estimate stays unbiased
+    1 - (1 - pilot_probability)(1 - q), a pilot window's q the one its own
+    label did not set (evaluation.ppi_active.union_probabilities). Score
+    intervals weight the Gold windows' physician labels by 1 / probability,
+    so an estimate stays unbiased
     however unequal the draw was, and take lam's strata from every window's
     level (rows of windows not drawn keep theirs for that)."""
 

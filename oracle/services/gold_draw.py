@@ -21,12 +21,15 @@ came from an earlier active draw of the pool (the first draw, with no
 labels, follows the levels' own uncertainty), each window's pilot
 probability p is that draw's stored one, exactly; labels that came some
 other way count as a uniform draw of the pool, p = labelled / pool windows
-(``pilot_probabilities``). The active draw is a Poisson draw with
-probabilities q over the whole pool, independent of the pilot given its
-labels; so each window's probability of being in the Gold set is
-1 - (1 - p)(1 - q) (``evaluation.ppi_active.two_phase_probabilities``),
-and that is the probability stored. A pilot window the active draw takes is
-not labelled again. Every window of the pool gets a row (pilot, active or not
+(``pilot_probabilities``). While an earlier draw's Gold windows wait for
+their labels, no new draw is made: they would count as missing. The active
+draw is a Poisson draw with probabilities q over the whole pool that top the
+pilot up to the levels' square-root rule with ``budget`` new windows in
+expectation; each window's probability of being in the Gold set is 1 - (1 -
+p)(1 - q), a pilot window's q being the one its own label did not set
+(``evaluation.ppi_active.union_probabilities``), and that is the
+probability stored. A pilot window the active draw takes is not labelled
+again. Every window of the pool gets a row (pilot, active or not
 drawn) with its level, so estimates can give lam one value per stratum of
 levels over every window, as the coverage benchmark does."""
 
@@ -40,15 +43,11 @@ from accounts.roles import require_admin
 from annotation.models import Campaign, ConsensusLabel
 from annotation.services.agreement import RECOMMENDING_RATINGS
 from annotation.services.campaigns import campaign_create
-from evaluation.ppi import DEFAULT_FLOOR, poisson_draw
+from evaluation.ppi import poisson_draw
 from evaluation.ppi_active import (
     MIN_LABELLED,
-    N_LEVELS,
-    NEYMAN_FLOOR,
-    level_moments,
-    neyman_probabilities,
-    two_phase_probabilities,
     uncertainty_levels,
+    union_probabilities,
 )
 from oracle.models import (
     GoldInclusion,
@@ -121,6 +120,31 @@ def pool_consensus(window_ids) -> dict[int, ConsensusLabel]:
     }
 
 
+def _refuse_open(campaign_id: int, in_gold: set[int]) -> None:
+    """Refuses a new draw while Gold windows of the earlier draw ``campaign_id``
+    have no settled consensus (none yet, or disputes open): their labels
+    would be missing from the pilot, and the estimates' weights would take
+    them as drawn and answered. A window the admins dropped is settled."""
+    settled = set(
+        ConsensusLabel.objects.filter(
+            window_id__in=list(in_gold), dispute_count=0
+        ).values_list("window_id", flat=True)
+    ) | set(
+        ConsensusLabel.objects.filter(
+            window_id__in=list(in_gold), dropped=True
+        ).values_list("window_id", flat=True)
+    )
+    waiting = sorted(in_gold - settled)
+    if waiting:
+        shown = ", ".join(str(w) for w in waiting[:5])
+        raise ValidationError(
+            f"{len(waiting)} Gold window(s) of the draw of campaign {campaign_id} "
+            f"have no settled consensus yet (windows {shown}"
+            f"{', …' if len(waiting) > 5 else ''}): finish their labelling and "
+            "adjudication first, so that the next draw builds on their labels."
+        )
+
+
 def pilot_probabilities(pool, consensus: dict[int, ConsensusLabel]):
     """Each pool window's probability of being among the labels so far (the
     pilot), and what they are. When every labelled window of the pool was
@@ -147,6 +171,7 @@ def pilot_probabilities(pool, consensus: dict[int, ConsensusLabel]):
         in_gold = {
             w for w, (_, phase) in of_window.items() if phase != GoldInclusionPhase.NONE
         }
+        _refuse_open(campaign_id, in_gold)
         if set(consensus) <= in_gold:
             return (
                 np.array([of_window[w][0] for w in pool]),
@@ -154,26 +179,6 @@ def pilot_probabilities(pool, consensus: dict[int, ConsensusLabel]):
             )
     labelled = sum(w in consensus for w in pool)
     return np.full(len(pool), labelled / len(pool)), "pilot counted uniform"
-
-
-def labelled_moments(
-    labels: dict[int, OracleLabel],
-    levels: dict[int, int],
-    consensus: dict[int, ConsensusLabel],
-    pilot: dict[int, float],
-) -> np.ndarray | None:
-    """Each level's second moment of the Oracle's distance from the
-    ``consensus`` (``pool_consensus``), each labelled window weighted by 1 /
-    its ``pilot`` probability (``pilot_probabilities``); ``None`` with fewer
-    than ``MIN_LABELLED`` such windows."""
-    if len(consensus) < MIN_LABELLED:
-        return None
-    ids = sorted(consensus)
-    return level_moments(
-        [levels[w] for w in ids],
-        [consensus_distance(labels[w], consensus[w]) for w in ids],
-        [1 / pilot[w] for w in ids],
-    )
 
 
 def _ok_labels(run: OracleRun) -> dict[int, OracleLabel]:
@@ -201,15 +206,16 @@ def gold_campaign_draw_active(
 ) -> Campaign:
     """A Gold campaign drawn from the sampled Gold windows every run
     labelled: the windows' uncertainty is the mean ``label_disagreement`` of
-    ``second_run`` (and ``more_runs``) with ``run``, graded into levels; each
-    window is drawn with probability ``floor`` * budget / N plus the rest of
-    the budget in proportion to the root of its level's second moment
-    (``labelled_moments``), independently with ``seed``. ``floor`` defaults to
-    ``NEYMAN_FLOOR`` when the moments come from labels, ``DEFAULT_FLOOR`` when
-    they do not. The campaign holds the drawn windows that have no consensus
-    yet; every pool window's probability of being in the Gold set (pilot or
-    active draw, module docstring), level and phase, and the floor, are
-    stored with it."""
+    ``second_run`` (and ``more_runs``) with ``run``, graded into levels; the
+    draw tops the labels so far up to the square-root rule of each level's
+    second moment of run's ``consensus_distance`` from them, ``floor`` of the
+    budget spread uniformly, with ``budget`` new windows in expectation,
+    independently with ``seed`` (``evaluation.ppi_active.union_probabilities``).
+    ``floor`` defaults to ``NEYMAN_FLOOR`` when the moments come from labels,
+    ``DEFAULT_FLOOR`` when they do not. The campaign holds the drawn windows
+    that have no consensus yet; every pool window's probability of being in
+    the Gold set (pilot or active draw, module docstring), level and phase,
+    and the floor, are stored with it."""
     require_admin(admin, "draw a Gold campaign")
     if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
         raise ValidationError("The Gold budget must be a whole number of 1 or more.")
@@ -239,28 +245,25 @@ def gold_campaign_draw_active(
     levels = uncertainty_levels(uncertainty)
     consensus = pool_consensus(pool)
     p_pilot, pilot_basis = pilot_probabilities(pool, consensus)
-    moments = (
-        labelled_moments(
-            first,
-            dict(zip(pool, levels.tolist())),
-            consensus,
-            dict(zip(pool, p_pilot.tolist())),
-        )
-        if p_pilot is not None
-        else None
-    )
-    if moments is None:
-        # No labels to estimate from: the levels' own uncertainty.
-        moments = np.arange(N_LEVELS) / (N_LEVELS - 1)
-        floor = DEFAULT_FLOOR if floor is None else floor
-        basis = "the levels' uncertainty (too few labels so far)"
-    else:
-        floor = NEYMAN_FLOOR if floor is None else floor
-        basis = "the levels' error on the labels so far"
-    q = neyman_probabilities(levels, moments, budget, floor=float(floor))
-    drawn = poisson_draw(q, np.random.default_rng(seed))
     pilot = np.array([w in consensus for w in pool])
-    pi = two_phase_probabilities(0.0 if p_pilot is None else p_pilot, q)
+    residuals = [
+        consensus_distance(first[w], consensus[w]) if w in consensus else 0.0
+        for w in pool
+    ]
+    q, pi, _, floor = union_probabilities(
+        np.zeros(len(pool)) if p_pilot is None else p_pilot,
+        pilot,
+        levels,
+        residuals,
+        budget,
+        floor=None if floor is None else float(floor),
+    )
+    basis = (
+        "the levels' uncertainty (too few labels so far)"
+        if pilot.sum() < MIN_LABELLED
+        else "the levels' error on the labels so far"
+    )
+    drawn = poisson_draw(q, np.random.default_rng(seed))
     chosen = [w for w, d, old in zip(pool, drawn, pilot) if d and not old]
     if not chosen:
         raise ValidationError(

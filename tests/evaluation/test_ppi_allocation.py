@@ -29,9 +29,15 @@ def test_the_disagreement_is_graded_into_four_levels_rounded_half_up():
 def test_each_level_has_its_labels_second_moment_shrunk_to_the_pooled_one():
     # Residuals 0, 0 on level 0 and 1, 0.5 on level 1: squared 0, 0, 1, 0.25,
     # pooled (1 + 0.25) / 4 = 0.3125; two windows' worth of it per level:
-    # level 0 (0 + 2 * 0.3125) / (2 + 2), level 1 (1.25 + 0.625) / 4.
+    # level 0 (0 + 2 * 0.3125) / (2 + 2), level 1 (1.25 + 0.625) / 4, and
+    # level 2, with no label, the pooled 0.3125 raised to level 1's 0.46875:
+    # a level the other readings disagree on more is no less often wrong.
     m = level_moments([0, 0, 1, 1], [0, 0, 1, 0.5], n_levels=3, prior_windows=2)
-    assert m == pytest.approx([0.15625, 0.46875, 0.3125])
+    assert m == pytest.approx([0.15625, 0.46875, 0.46875])
+    # Labels on the top level only: the empty levels below keep the pooled
+    # moment (here equal to it), at most the top one's.
+    m = level_moments([2, 2], [0.5, 0.5], n_levels=3, prior_windows=2)
+    assert m == pytest.approx([0.25, 0.25, 0.25])
     # Weights 1, 1, 3, 1 (1 / pi of the draw), scaled to mean 1: 2/3, 2/3,
     # 2, 2/3. Pooled (2 * 1 + 2/3 * 0.25) / 4 = 13/24; level 1 has mass 8/3
     # and r^2 sum 13/6: (13/6 + 2 * 13/24) / (8/3 + 2) = 39/56.
@@ -42,6 +48,31 @@ def test_each_level_has_its_labels_second_moment_shrunk_to_the_pooled_one():
     assert m[0] == pytest.approx((2 * 13 / 24) / (4 / 3 + 2))
     with pytest.raises(ValueError, match="0..1"):
         level_moments([0, 2], [0.1, 0.2], n_levels=2)
+
+
+def test_a_level_estimated_below_the_one_beneath_is_pooled_with_it():
+    # Four levels, two windows each, no prior: raw moments 0.04, 0.25, 0.01,
+    # 0.64. Level 2 falls below level 1: both become (0.25 + 0.01) / 2 =
+    # 0.13; the fit is the weighted isotonic regression (scikit-learn's is
+    # the reference).
+    from sklearn.isotonic import IsotonicRegression
+
+    levels = [0, 0, 1, 1, 2, 2, 3, 3]
+    residuals = [0.2, 0.2, 0.5, 0.5, 0.1, 0.1, 0.8, 0.8]
+    m = level_moments(levels, residuals, prior_windows=0)
+    assert m == pytest.approx([0.04, 0.13, 0.13, 0.64])
+    # Unequal weights: level 1 has three windows' worth, level 2 one.
+    weights = [1, 1, 2, 1, 1, 0.5, 1, 1]
+    m = level_moments(levels, residuals, weights, prior_windows=0.5)
+    w = np.asarray(weights) / np.mean(weights)
+    r2 = np.asarray(residuals) ** 2
+    lv = np.asarray(levels)
+    pooled = (w * r2).sum() / w.sum()
+    mass = np.bincount(lv, weights=w) + 0.5
+    raw = (np.bincount(lv, weights=w * r2) + 0.5 * pooled) / mass
+    expected = IsotonicRegression().fit_transform(np.arange(4), raw, sample_weight=mass)
+    assert m == pytest.approx(expected)
+    assert np.all(np.diff(m) >= 0)
 
 
 def test_the_draw_follows_the_root_of_each_levels_moment_above_the_floor():
@@ -60,12 +91,12 @@ def test_the_draw_follows_the_root_of_each_levels_moment_above_the_floor():
 
 def test_the_budget_plan_reads_each_levels_error_on_the_gold_windows():
     # Fifty windows of level 0 the Oracle got right, fifty of level 1 it got
-    # wholly wrong: pooled moment 0.5; ten windows' worth of it per level:
-    # m0 = 5 / 60, m1 = 55 / 60. With floor f each level's N q is f + (1 - f)
+    # wholly wrong: pooled moment 0.5; one window's worth of it per level:
+    # m0 = 0.5 / 51, m1 = 50.5 / 51. With floor f each level's N q is f + (1 - f)
     # sqrt(m) / mean sqrt(m); the plan is mean(m / N q) / mean(m).
     levels = [0] * 50 + [1] * 50
     residuals = [0.0] * 50 + [1.0] * 50
-    m0, m1 = 5 / 60, 55 / 60
+    m0, m1 = 0.5 / 51, 50.5 / 51
     root = (math.sqrt(m0) + math.sqrt(m1)) / 2
     for floor in (0.2, 0.7):
         nq0 = floor + (1 - floor) * math.sqrt(m0) / root

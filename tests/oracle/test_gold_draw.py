@@ -12,6 +12,7 @@ import importlib
 import io
 import math
 
+import numpy as np
 import pytest
 from django.apps import apps
 from django.core.exceptions import ValidationError
@@ -24,7 +25,7 @@ from annotation.models import (
 )
 from annotation.services.campaigns import campaign_create
 from evaluation.ppi import DEFAULT_FLOOR
-from evaluation.ppi_active import NEYMAN_FLOOR, level_moments, neyman_probabilities
+from evaluation.ppi_active import NEYMAN_FLOOR, union_probabilities
 from oracle.models import GoldInclusion, GoldInclusionPhase
 from oracle.services.gold_draw import gold_campaign_draw_active, label_disagreement
 from tests.exports.helpers import make_consensus, oracle_payload
@@ -121,26 +122,27 @@ def test_with_labels_so_far_each_level_gets_the_root_of_its_error(two_runs):
     _label_earlier(
         two_runs, windows[30:35], ("deteriorating", ["Septic shock"]), "earlier 2"
     )
-    campaign = _draw(two_runs, floor=None)
+    campaign = _draw(two_runs, floor=None, budget=4)
     # Squared distances: 15 zeros on level 0, 5 of 4/9 on level 2; pooled
-    # 5 * 4/9 / 20 = 1/9, ten windows' worth of it added to each level:
-    # m0 = (10/9) / 25 = 2/45, m2 = (20/9 + 10/9) / 15 = 2/9. The pool is 30
-    # windows of level 0 and 10 of level 2; budget 20, floor 0.2.
-    m0, m2 = 2 / 45, 2 / 9
+    # 5 * 4/9 / 20 = 1/9, one window's worth of it added to each level:
+    # m0 = (1/9) / 16 = 1/144, m2 = (20/9 + 1/9) / 6 = 7/18. The pool is 30
+    # windows of level 0 and 10 of level 2, floor 0.2: for a total budget B
+    # the square-root rule gives level 0 B (0.2 / 40 + 0.8 (1/12) / R) and
+    # level 2 B (0.2 / 40 + 0.8 sqrt(7/18) / R), R = 30 / 12 + 10 sqrt(7/18).
+    m0, m2 = 1 / 144, 7 / 18
     roots = 30 * math.sqrt(m0) + 10 * math.sqrt(m2)
-    # The active phase's q: 0.4056 on level 0, 0.7833 on level 2.
-    q = {
-        level: 20 * (NEYMAN_FLOOR / 40 + (1 - NEYMAN_FLOOR) * math.sqrt(m) / roots)
+    rule = {
+        level: NEYMAN_FLOOR / 40 + (1 - NEYMAN_FLOOR) * math.sqrt(m) / roots
         for level, m in ((0, m0), (2, m2))
     }
-    assert q[0] == pytest.approx(0.40557, abs=1e-5)
-    assert q[2] == pytest.approx(0.78328, abs=1e-5)
-    # The 20 labelled windows are the pilot, a uniform draw of the 40 windows:
-    # p = 1/2, so a window is in the Gold set with 1 - (1/2)(1 - q): 0.7028 on
-    # level 0, 0.8916 on level 2, pilot or not.
-    pi = {level: 1 - (1 - 0.5) * (1 - q[level]) for level in q}
-    assert pi[0] == pytest.approx(0.70279, abs=1e-5)
-    assert pi[2] == pytest.approx(0.89164, abs=1e-5)
+    # The 20 labelled windows are the pilot, a uniform draw of the 40: p =
+    # 1/2. Four new windows top it up: level 0's rule stays below 1/2 (no new
+    # window there), so 10 (pi_2 - 1/2) = 4: pi_2 = 0.9 at B = 0.9 / rule_2,
+    # q_2 = (0.9 - 0.5) / 0.5 = 0.8; pilot windows alike (their own labels
+    # left out, the rule still puts level 0 under 1/2 and level 2 at 0.9).
+    total = 0.9 / rule[2]
+    assert rule[0] * total < 0.5
+    pi = {0: 0.5, 2: 0.9}
     rows = list(GoldInclusion.objects.filter(campaign=campaign))
     assert len(rows) == 40
     for row in rows:
@@ -158,6 +160,7 @@ def test_with_labels_so_far_each_level_gets_the_root_of_its_error(two_runs):
     )
     assert in_campaign == {r.window_id for r in rows if r.phase == "active"}
     assert in_campaign and not in_campaign & labelled
+    assert {r.level for r in rows if r.phase == "active"} == {2}
     assert "error on the labels so far" in rows[0].source
 
 
@@ -190,23 +193,51 @@ def test_an_earlier_active_draw_is_the_pilot_with_its_own_probabilities(two_runs
     p = {w: g.probability for w, g in first_rows.items()}
     # The moments weight each labelled window by 1 / its first-draw
     # probability (Hajek): run a is at distance 2/3 from the physicians on
-    # the labelled level-2 windows, 0 on level 0.
+    # the labelled level-2 windows, 0 on level 0; the second draw tops the
+    # first up with 12 new windows (evaluation.ppi_active.union_probabilities).
     ids = sorted(w.pk for w in drawn)
     level = {w: g.level for w, g in first_rows.items()}
     distance = {w: 2 / 3 if level[w] == 2 else 0.0 for w in ids}
-    moments = level_moments(
-        [level[w] for w in ids], [distance[w] for w in ids], [1 / p[w] for w in ids]
-    )
     pool = sorted(p)
-    q = neyman_probabilities([level[w] for w in pool], moments, 12, floor=NEYMAN_FLOOR)
-    for row, q_w in zip(sorted(rows, key=lambda r: r.window_id), q):
+    labelled = np.array([w in set(ids) for w in pool])
+    residuals = [distance.get(w, 0.0) for w in pool]
+    _, pi, _, _ = union_probabilities(
+        np.array([p[w] for w in pool]),
+        labelled,
+        [level[w] for w in pool],
+        residuals,
+        12,
+    )
+    for row, pi_w in zip(sorted(rows, key=lambda r: r.window_id), pi):
         assert row.pilot_probability == pytest.approx(p[row.window_id])
-        assert row.probability == pytest.approx(1 - (1 - p[row.window_id]) * (1 - q_w))
+        assert row.probability == pytest.approx(pi_w)
+        assert row.probability >= row.pilot_probability - 1e-12
         assert row.phase != "pilot" or row.window_id in set(ids)
     assert {r.window_id for r in rows if r.phase == "pilot"} == set(ids)
     assert f"pilot of draw {first.pk}" in rows[0].source
     # Not a uniform pilot: the first draw's probabilities differ by level.
     assert len({round(r.pilot_probability, 9) for r in rows}) > 1
+
+
+def test_no_new_draw_while_the_earlier_draws_windows_wait_for_labels(two_runs):
+    # The first draw's Gold windows are labelled but two: those two would be
+    # missing labels that the weights take as answered. The second draw is
+    # refused, names them, and writes nothing; once they are labelled it runs.
+    first = _draw(two_runs, name="first", budget=32, floor=None, seed=1)
+    first_rows = {g.window_id: g for g in GoldInclusion.objects.filter(campaign=first)}
+    drawn = [w for w in two_runs["windows"] if first_rows[w.pk].phase == "active"]
+    _physicians_label(two_runs, first, drawn[:-2])
+    campaigns, rows = Campaign.objects.count(), GoldInclusion.objects.count()
+    with pytest.raises(ValidationError, match="2 Gold window") as refused:
+        _draw(two_runs, name="second", budget=12, floor=None, seed=2)
+    assert str(drawn[-1].pk) in str(refused.value)
+    assert (Campaign.objects.count(), GoldInclusion.objects.count()) == (
+        campaigns,
+        rows,
+    )
+    _physicians_label(two_runs, first, drawn[-2:])
+    second = _draw(two_runs, name="second", budget=12, floor=None, seed=2)
+    assert GoldInclusion.objects.filter(campaign=second).count() == 40
 
 
 def test_labels_from_outside_the_earlier_draw_count_as_a_uniform_pilot(two_runs):

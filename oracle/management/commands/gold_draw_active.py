@@ -35,7 +35,10 @@ class Command(BaseCommand):
             "--run is the uncertainty.",
         )
         parser.add_argument(
-            "--budget", type=int, required=True, help="Expected Gold windows."
+            "--budget",
+            type=int,
+            required=True,
+            help="New Gold windows physicians label, in expectation.",
         )
         parser.add_argument(
             "--physicians", required=True, help="Usernames, comma-separated."
