@@ -249,20 +249,25 @@ def needed_budget(runs, metric, v_target, stays, fit_reps, args):
 
 
 def needed_total(runs, metric, v_target, stays, fit_reps, args):
-    """(active budget, mean windows of the union) at which pilot + active,
-    the pilot's labels reused, has variance ``v_target``: O + G / n in the
-    union's windows n, solved, mapped to an active budget through the two
-    nearest runs, run there, and solved twice more; None if unreachable."""
+    """(active budget of the nearest run, windows of the union) at which
+    pilot + active, the pilot's labels reused, has variance ``v_target``:
+    O + G / n in the union's windows n, solved from the two runs nearest
+    the target, mapped to an active budget through the two runs nearest in
+    windows, run there, up to four times; the windows are solved once more
+    from the two runs nearest the target at the end (not the last guess);
+    None if unreachable."""
 
     def windows_of(r):
         return float(np.mean([x["union_windows"] for x in r]))
 
-    budget = None
-    for _ in range(3):
+    def solved():
         points = [
             (windows_of(r), mean_variance(r, metric, "union")) for r in runs.values()
         ]
-        total = solve_budget(points, v_target)
+        return solve_budget(points, v_target)
+
+    for _ in range(4):
+        total = solved()
         if total is None:
             return None
         (b1, n1), (b2, n2) = sorted(
@@ -275,7 +280,11 @@ def needed_total(runs, metric, v_target, stays, fit_reps, args):
         runs[budget] = run(
             stays, fit_reps, args.budget, budget, args, args.seed, METRICS
         )
-    return budget, windows_of(runs[budget])
+    total = solved()
+    if total is None:
+        return None
+    nearest = min(runs, key=lambda b: abs(windows_of(runs[b]) - total))
+    return nearest, total
 
 
 def describe_signal(results):
@@ -489,8 +498,8 @@ def main() -> None:
             print(
                 f"{'':<22} pilot + active, pilot's labels reused (uniform with the "
                 f"same total of windows): {windows:.0f} windows in all "
-                f"({1 - windows / args.budget:.0%} fewer; active budget {budget}); "
-                f"its width there {w_chk:.4f}, coverage {c_chk:.1%}"
+                f"({1 - windows / args.budget:.0%} fewer); the nearest run, new "
+                f"windows {budget}: width {w_chk:.4f}, coverage {c_chk:.1%}"
             )
         plain = solve_budget(
             [(b, mean_variance(r, metric, "active")) for b, r in runs.items()],

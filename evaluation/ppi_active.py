@@ -38,12 +38,13 @@ from evaluation.ppi import DEFAULT_FLOOR, inclusion_probabilities
 # rounded half up).
 N_LEVELS = 4
 # Labelled windows' worth of the pooled second moment added to each level's
-# own: a level with no labels gets the pooled moment, one with a single label
-# half of it. Light, because the levels are also held in order
-# (``level_moments``): ten windows' worth flattened the top levels' moments by
-# a third on a 100-window pilot and cost the draw 2-4 points of its saving
+# own: a level with a handful of labels stays near the pooled moment. With
+# each pilot window weighted by the draw its own label did not set
+# (``union_probabilities``), a lighter prior (one window's worth) let single
+# labels move their level's moment and so their own weights: the union's
+# intervals came out 1-4 % wider at the same cost
 # (benchmarks/ppi_coverage_bench.py).
-PRIOR_WINDOWS = 1.0
+PRIOR_WINDOWS = 10.0
 # Below this many labelled windows the labels so far say too little: the
 # moments are the levels' own uncertainty (the plain square-root rule).
 MIN_LABELLED = 20
@@ -257,11 +258,11 @@ def union_probabilities(
     itself; for a pilot window it is the q of the labels without its own.
     Weighting a pilot window by 1 - (1 - p)(1 - q), with q read partly from
     its own residual, gives it less weight exactly where its error raised
-    its level's moment: a bias of a third of a standard error at 100 pilot
-    windows (tests/evaluation/test_ppi_active.py). Leaving each pilot
-    window's own label out removes it. Pilot windows with the same level,
-    residual and p share their q^(-i), so the rule runs once per such
-    group."""
+    its level's moment: a bias of a sixth of a standard error at 100 pilot
+    windows (tests/evaluation/test_ppi_active.py), more with a lighter
+    prior. Leaving each pilot window's own label out removes it. Pilot
+    windows with the same level, residual and p share their q^(-i), so the
+    rule runs once per such group."""
     p = np.asarray(pilot, dtype=float)
     took = np.asarray(labelled, dtype=bool)
     lv = np.asarray(levels, dtype=int)

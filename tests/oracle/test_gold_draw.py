@@ -124,12 +124,12 @@ def test_with_labels_so_far_each_level_gets_the_root_of_its_error(two_runs):
     )
     campaign = _draw(two_runs, floor=None, budget=4)
     # Squared distances: 15 zeros on level 0, 5 of 4/9 on level 2; pooled
-    # 5 * 4/9 / 20 = 1/9, one window's worth of it added to each level:
-    # m0 = (1/9) / 16 = 1/144, m2 = (20/9 + 1/9) / 6 = 7/18. The pool is 30
+    # 5 * 4/9 / 20 = 1/9, ten windows' worth of it added to each level:
+    # m0 = (10/9) / 25 = 2/45, m2 = (20/9 + 10/9) / 15 = 2/9. The pool is 30
     # windows of level 0 and 10 of level 2, floor 0.2: for a total budget B
-    # the square-root rule gives level 0 B (0.2 / 40 + 0.8 (1/12) / R) and
-    # level 2 B (0.2 / 40 + 0.8 sqrt(7/18) / R), R = 30 / 12 + 10 sqrt(7/18).
-    m0, m2 = 1 / 144, 7 / 18
+    # the square-root rule gives level 0 B (0.2 / 40 + 0.8 sqrt(m0) / R) and
+    # level 2 B (0.2 / 40 + 0.8 sqrt(m2) / R), R = 30 sqrt(m0) + 10 sqrt(m2).
+    m0, m2 = 2 / 45, 2 / 9
     roots = 30 * math.sqrt(m0) + 10 * math.sqrt(m2)
     rule = {
         level: NEYMAN_FLOOR / 40 + (1 - NEYMAN_FLOOR) * math.sqrt(m) / roots
