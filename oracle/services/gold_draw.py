@@ -38,6 +38,7 @@ from __future__ import annotations
 import numpy as np
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.db.models import Q
 
 from accounts.roles import require_admin
 from annotation.models import Campaign, ConsensusLabel
@@ -127,11 +128,7 @@ def _refuse_open(campaign_id: int, in_gold: set[int]) -> None:
     them as drawn and answered. A window the admins dropped is settled."""
     settled = set(
         ConsensusLabel.objects.filter(
-            window_id__in=list(in_gold), dispute_count=0
-        ).values_list("window_id", flat=True)
-    ) | set(
-        ConsensusLabel.objects.filter(
-            window_id__in=list(in_gold), dropped=True
+            Q(dispute_count=0) | Q(dropped=True), window_id__in=list(in_gold)
         ).values_list("window_id", flat=True)
     )
     waiting = sorted(in_gold - settled)
@@ -190,7 +187,6 @@ def _ok_labels(run: OracleRun) -> dict[int, OracleLabel]:
     }
 
 
-@transaction.atomic
 def gold_campaign_draw_active(
     *,
     admin,
@@ -270,14 +266,6 @@ def gold_campaign_draw_active(
             f"The draw with seed {seed} took no unlabelled window of {len(pool)}; "
             "raise the budget or change the seed."
         )
-    campaign = campaign_create(
-        admin=admin,
-        name=name,
-        windows=chosen,
-        physicians=physicians,
-        annotators_per_window=annotators_per_window,
-        seed=seed,
-    )
     source = (
         f"disagreement of Oracle runs {run.pk} and "
         f"{', '.join(str(r.pk) for r in others)} over {len(pool)} windows, "
@@ -291,28 +279,40 @@ def gold_campaign_draw_active(
         else GoldInclusionPhase.NONE
         for old, d in zip(pilot, drawn)
     ]
-    GoldInclusion.objects.bulk_create(
-        (
-            GoldInclusion(
-                campaign=campaign,
-                window_id=w,
-                uncertainty=float(u),
-                level=int(lv),
-                probability=float(p),
-                pilot_probability=None if p_pilot is None else float(pp),
-                phase=phase,
-                floor=float(floor),
-                source=source,
-            )
-            for w, u, lv, p, pp, phase in zip(
-                pool,
-                uncertainty,
-                levels,
-                pi,
-                p_pilot if p_pilot is not None else pi,
-                phases,
-            )
-        ),
-        batch_size=500,
-    )
+    # Everything above only reads: the leave-one-out rule runs once per pilot
+    # window over the pool, so it stays out of the transaction, which writes
+    # the campaign and its rows together or not at all.
+    with transaction.atomic():
+        campaign = campaign_create(
+            admin=admin,
+            name=name,
+            windows=chosen,
+            physicians=physicians,
+            annotators_per_window=annotators_per_window,
+            seed=seed,
+        )
+        GoldInclusion.objects.bulk_create(
+            (
+                GoldInclusion(
+                    campaign=campaign,
+                    window_id=w,
+                    uncertainty=float(u),
+                    level=int(lv),
+                    probability=float(p),
+                    pilot_probability=None if p_pilot is None else float(pp),
+                    phase=phase,
+                    floor=float(floor),
+                    source=source,
+                )
+                for w, u, lv, p, pp, phase in zip(
+                    pool,
+                    uncertainty,
+                    levels,
+                    pi,
+                    p_pilot if p_pilot is not None else pi,
+                    phases,
+                )
+            ),
+            batch_size=500,
+        )
     return campaign

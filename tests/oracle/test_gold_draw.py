@@ -22,6 +22,7 @@ from django.core.management.base import CommandError
 from annotation.models import (
     Campaign,
     CampaignWindow,
+    ConsensusLabel,
 )
 from annotation.services.campaigns import campaign_create
 from evaluation.ppi import DEFAULT_FLOOR
@@ -238,6 +239,31 @@ def test_no_new_draw_while_the_earlier_draws_windows_wait_for_labels(two_runs):
     _physicians_label(two_runs, first, drawn[-2:])
     second = _draw(two_runs, name="second", budget=12, floor=None, seed=2)
     assert GoldInclusion.objects.filter(campaign=second).count() == 40
+
+
+def test_a_disputed_window_holds_the_next_draw_and_a_dropped_one_does_not(two_runs):
+    # Every Gold window of the first draw has a consensus, but one has an open
+    # dispute: it is not settled, so the next draw is refused and names it.
+    # Once the admins drop that window instead, it is settled and the draw runs.
+    first = _draw(two_runs, name="first", budget=32, floor=None, seed=1)
+    first_rows = {g.window_id: g for g in GoldInclusion.objects.filter(campaign=first)}
+    drawn = [w for w in two_runs["windows"] if first_rows[w.pk].phase == "active"]
+    _physicians_label(two_runs, first, drawn)
+    disputed = ConsensusLabel.objects.get(campaign=first, window=drawn[0])
+    disputed.dispute_count = 1
+    disputed.save(update_fields=["dispute_count"])
+    with pytest.raises(
+        ValidationError, match=rf"1 Gold window.*windows {drawn[0].pk}\)"
+    ):
+        _draw(two_runs, name="second", budget=12, floor=None, seed=2)
+    assert not Campaign.objects.filter(name="second").exists()
+    disputed.dropped = True
+    disputed.save(update_fields=["dropped"])
+    second = _draw(two_runs, name="second", budget=12, floor=None, seed=2)
+    rows = {g.window_id: g for g in GoldInclusion.objects.filter(campaign=second)}
+    # The dropped window has no label: it is no pilot window of the new draw.
+    assert rows[drawn[0].pk].phase != GoldInclusionPhase.PILOT
+    assert rows[drawn[1].pk].phase == GoldInclusionPhase.PILOT
 
 
 def test_labels_from_outside_the_earlier_draw_count_as_a_uniform_pilot(two_runs):
