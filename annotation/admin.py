@@ -27,28 +27,26 @@ class AssignmentAdmin(ReadOnlyAdmin):
     raw_id_fields = ("window", "reassigned_from")
 
 
+class LabelsShownAdmin(ReadOnlyAdmin):
+    """Rows of the labels the admin may see: an admin who also rates reads no
+    co-rater's label (annotation.blindness), nor its revisions. ``label_lookup``
+    is the lookup from a row to its label."""
+
+    label_lookup = "pk"
+
+    def get_queryset(self, request):
+        shown = {f"{self.label_lookup}__in": labels_shown_to_admin(request.user)}
+        return super().get_queryset(request).filter(**shown)
+
+
 @admin.register(Label)
-class LabelAdmin(ReadOnlyAdmin):
+class LabelAdmin(LabelsShownAdmin):
     list_display = ("id", "assignment", "status", "version", "submitted_at")
     list_select_related = ("assignment__annotator", "assignment__window")
 
-    def get_queryset(self, request):
-        # An admin who also rates reads no co-rater's label (annotation.blindness).
-        return (
-            super()
-            .get_queryset(request)
-            .filter(pk__in=labels_shown_to_admin(request.user).values("pk"))
-        )
-
 
 @admin.register(LabelRevision)
-class LabelRevisionAdmin(ReadOnlyAdmin):
+class LabelRevisionAdmin(LabelsShownAdmin):
+    label_lookup = "label_id"
     list_display = ("id", "label", "version", "kind", "author", "saved_at")
     list_select_related = ("label", "author")
-
-    def get_queryset(self, request):
-        return (
-            super()
-            .get_queryset(request)
-            .filter(label_id__in=labels_shown_to_admin(request.user).values("pk"))
-        )
