@@ -10,9 +10,9 @@ A build in one write transaction (as before) held SQLite's write lock for its
 whole length (70 s here): a sign-in meanwhile waited up to the 30 s busy
 timeout, then answered 500 "database is locked".
 
-A sign-in's password hash alone takes about 0.4 s of a core; on a machine so
-busy with other work that a sign-in takes 0.8 of the bound before any build,
-the test is skipped with the figures (REALICU_TEST_ANSWER_SECONDS names
+A sign-in's password hash alone takes about 0.2 s of a core (Argon2id); on a
+machine so busy with other work that a sign-in takes 0.8 of the bound before
+any build, the test is skipped with the figures (REALICU_TEST_ANSWER_SECONDS names
 another bound)."""
 
 import http.cookiejar
@@ -157,9 +157,9 @@ def test_sign_ins_and_draft_saves_answer_within_a_second_during_a_release_build(
     embedded,
 ):
     base, database = embedded["base"], embedded["var"] / "realicu.sqlite3"
-    # Before the build: a sign-in's password hash (PBKDF2, 1,000,000 rounds)
-    # is most of its answer. On a machine already busy with other work it
-    # alone takes about a second, and the bound then tells nothing of the
+    # Before the build: a sign-in's password hash (Argon2id, 100 MiB) is most
+    # of its answer. On a machine already busy with other work it alone can
+    # take most of a second, and the bound then tells nothing of the
     # build: the test is skipped, saying so.
     Browser(base).sign_in("physician2")  # the web worker's first request
     quiet = sorted(Browser(base).sign_in("physician2")[2] for _ in range(5))[2]
