@@ -279,16 +279,9 @@ def flow_offences(markdown: str, root: Path = ROOT) -> dict[tuple[str, str], lis
     return offences
 
 
-# Imports the flow's lines do not name, though no app imports one to its right:
-# the oracle's egress guard records its decisions with datause, and the agents
-# read the bedside cut, the event vocabulary and the label schema from windows
-# and evaluation (as docs/architecture.md's rows say they do). Either the flow's
-# lines name them or the imports go; a pair settled must leave the list.
-PENDING: set[tuple[str, str]] = {
-    ("oracle", "datause"),
-    ("agents", "windows"),
-    ("agents", "evaluation"),
-}
+# Imports the flow's lines do not name yet, each to be settled by naming it on
+# the line or removing the import; a pair settled must leave the list.
+PENDING: set[tuple[str, str]] = set()
 
 
 def test_no_app_imports_an_app_its_flow_line_does_not_name():
