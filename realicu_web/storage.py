@@ -49,11 +49,19 @@ def store_put_new(store: Storage, key: str, source: Path) -> None:
 
 def store_put(store: Storage, key: str, source: Path) -> None:
     """Writes the local file ``source`` to ``key``, replacing what is there
-    (files derived again by a rerun, such as a submission's plots)."""
-    if store.exists(key):
+    (files derived again by a rerun, such as a submission's plots). A store
+    that overwrites (the S3 backend with ``file_overwrite``) replaces the
+    object in the one write, so a reader meanwhile gets the old object or the
+    new, never none, and no request asks first; a store that would rename
+    onto a free key instead (FileSystemStorage without ``allow_overwrite``)
+    has the old one deleted first."""
+    if store.get_available_name(key) != key:
         store.delete(key)
     with open(source, "rb") as handle:
-        store.save(key, File(handle))
+        saved = store.save(key, File(handle))
+    if saved != key:  # written meanwhile by someone else: never keep a copy
+        store.delete(saved)
+        raise KeyTaken(f"The object store renamed {key} to {saved}.")
 
 
 def store_keys(store: Storage, prefix: str) -> list[str]:

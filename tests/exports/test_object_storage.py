@@ -282,3 +282,39 @@ def test_a_submission_changed_in_the_store_is_not_scored(s3, stored_submission):
     assert submission.state == "failed"
     assert "not the file uploaded" in submission.error
     assert submission.scores == {}
+
+
+def test_a_rewritten_object_is_replaced_in_one_write(s3, tmp_path):
+    # A submission's plots are derived again by a rerun: the S3 store writes
+    # the new object over the old in one PutObject, asking nothing first, so
+    # a reader meanwhile never finds the key empty.
+    from realicu_web.storage import object_store, store_keys, store_put
+
+    store = object_store()
+    old, new = tmp_path / "old.svg", tmp_path / "new.svg"
+    old.write_bytes(b"<svg>old</svg>")
+    new.write_bytes(b"<svg>new</svg>")
+    store_put(store, "submissions/1/plot.svg", old)
+    operations = []
+    store.connection.meta.client.meta.events.register(
+        "before-call.s3", lambda model, **_: operations.append(model.name)
+    )
+    store_put(store, "submissions/1/plot.svg", new)
+    assert operations == ["PutObject"]
+    with store.open("submissions/1/plot.svg") as handle:
+        assert handle.read() == b"<svg>new</svg>"
+    assert store_keys(store, "submissions/1/") == ["submissions/1/plot.svg"]
+
+
+def test_a_store_that_renames_has_the_old_object_deleted_first(tmp_path):
+    from django.core.files.storage import FileSystemStorage
+
+    from realicu_web.storage import store_put
+
+    store = FileSystemStorage(location=tmp_path / "store")
+    for text in (b"first", b"second"):
+        source = tmp_path / "source"
+        source.write_bytes(text)
+        store_put(store, "plots/a.svg", source)
+    assert (tmp_path / "store" / "plots" / "a.svg").read_bytes() == b"second"
+    assert sorted(p.name for p in (tmp_path / "store" / "plots").iterdir()) == ["a.svg"]
