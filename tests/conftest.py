@@ -71,9 +71,14 @@ def celery_worker_process(transactional_db, tmp_path, request):
     under `make test`), started for one test and stopped after it. It loads the
     embedding model when a task first needs it, not as it starts (seconds of a
     core per worker, a dozen workers a run), unless the test is marked
-    ``warm_up``."""
+    ``warm_up``. It takes only the messages sent from the test's start: the
+    broker's queues are purged before it starts."""
+    from realicu_web.celery import app
     from tests.workers import worker_env, worker_start, worker_stop
 
+    # Messages an earlier test left on the shared test broker (sent while no
+    # worker ran) would reach this test's worker before its own.
+    app.control.purge()
     warm_up = request.node.get_closest_marker("warm_up") is not None
     env = worker_env(REALICU_MATCHER_WARM_UP="true" if warm_up else "false")
     proc = worker_start(tmp_path / "worker.log", env)
