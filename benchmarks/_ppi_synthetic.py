@@ -151,9 +151,16 @@ def synthetic(rng, n, args):
     # own error rates, independently given the window's hardness. Nothing
     # tells them where the Oracle erred: they disagree with it where either
     # of them erred, so the signal finds the hard windows, not the errors.
+    # With --reading-copy, a reading repeats the Oracle's on that share of the
+    # windows (a rerun of the same model whose errors go with the first's),
+    # which is then no signal there.
     disagreement = np.zeros(n)
     for _ in range(args.readings):
         status, sets = oracle_reading(rng, truth, truth_sets, hard, args)
+        if args.reading_copy:
+            copied = rng.random(n) < args.reading_copy
+            status = np.where(copied, oracle, status)
+            sets = np.where(copied[:, None], oracle_sets, sets)
         disagreement += distance(oracle, oracle_sets, status, sets) / args.readings
     # The model: right status 70 % of the time; its top-k problems hold each
     # true concept with probability 0.6, filled up with wrong ones.

@@ -12,7 +12,8 @@ macro-F1 and accuracy, problems Hit@k and Recall@k, against the model's score
 on the truth of every window.
 
 The active draw's uncertainty is ``--readings`` other Oracle readings of each
-window (one by default: a second run of the Oracle, the issue's two runs),
+window (two by default, as the draw page recommends: three runs in all;
+``--readings 1`` is the issue's least, two runs),
 each drawn with the Oracle's own error rates and independently of it given
 the window's hardness, as ``oracle.services.gold_draw`` reads real runs: the
 mean of a status mismatch and the problems' Jaccard distance, graded into
@@ -50,7 +51,9 @@ with ``--budget`` windows (variance O + G / n fitted, solved, checked).
 
 Left out: the semantic matcher (items are concept ids matched exactly), real
 Oracle replies and physicians (synthetic), stays' correlation between windows
-(windows are drawn one by one), and the database.
+(windows are drawn one by one), readings whose errors go with the Oracle's
+other than by ``--reading-copy``'s share of copied windows (the saving falls
+fast with it: README), and the database.
 """
 
 from __future__ import annotations
@@ -323,9 +326,16 @@ def main() -> None:
     parser.add_argument(
         "--readings",
         type=int,
-        default=1,
+        default=2,
         help="other Oracle readings of each window (runs, backbones) whose "
         "disagreement is the uncertainty",
+    )
+    parser.add_argument(
+        "--reading-copy",
+        type=float,
+        default=0.0,
+        help="share of the windows on which each other reading repeats the "
+        "Oracle's (errors that go together, as a rerun's may)",
     )
     parser.add_argument(
         "--confidence",
@@ -368,6 +378,11 @@ def main() -> None:
         f"easy ones flipped {args.easy_flip:.2%}, dropped {args.easy_drop:.0%}; "
         f"flips towards stable {args.stable_bias:.0%}; uncertainty from "
         f"{args.readings} other reading(s)"
+        + (
+            f", each repeating the Oracle's on {args.reading_copy:.0%} of windows"
+            if args.reading_copy
+            else ""
+        )
         + (
             f" and the stated confidence (separation {args.confidence_separation})"
             if args.confidence

@@ -175,8 +175,12 @@ class GoldDrawForm(forms.Form):
         queryset=OracleRun.objects.order_by("-pk"),
         widget=forms.CheckboxSelectMultiple,
         label="Other readings",
-        help_text="Runs of the same windows (a rerun, another backbone, the rules): "
-        "windows where they disagree with the first run are drawn more likely.",
+        help_text="Runs of the same windows whose disagreement with the first run "
+        "is the uncertainty: windows where they disagree are drawn more likely. "
+        "Choose two or more that err apart from it (another backbone, a rerun "
+        "that samples, the rules): on the coverage bench two saved 31-35 % of "
+        "the Gold windows a uniform draw needs for the same interval width, one "
+        "saved 21-27 %. A rerun at temperature 0 repeats the first and says little.",
     )
     budget = forms.IntegerField(
         min_value=1,
