@@ -18,9 +18,10 @@ from typing import TYPE_CHECKING
 from windows.concepts.columns import VASOACTIVE_DRUGS
 
 if TYPE_CHECKING:
+    import numpy as np
     import pandas as pd
 
-# pandas and the concept tracks are imported by the functions that compute:
+# numpy, pandas and the concept tracks are imported by the functions that compute:
 # the web's pages name the findings (FAMILIES, FINDINGS) and read checkpoints
 # back from the cache without them.
 
@@ -50,19 +51,6 @@ def checkpoint_hours(length_hours: float) -> list[int]:
     up to 48 h, and none after discharge (spec section 10)."""
     last = min(HORIZON_HOURS, length_hours)
     return [t for t in range(0, HORIZON_HOURS + 1, CHECKPOINT_STEP_HOURS) if t <= last]
-
-
-def events_before(events: pd.DataFrame, cutoff: pd.Timestamp) -> pd.DataFrame:
-    """The events recorded strictly before ``cutoff``; an interval record that
-    runs on past it ends at it (its later end is not yet known then)."""
-    import pandas as pd
-
-    times = pd.to_datetime(events["time"], utc=True)
-    kept = events.loc[times < cutoff].copy()
-    if "end_time" in kept and len(kept):
-        ends = pd.to_datetime(kept["end_time"], utc=True)
-        kept["end_time"] = ends.where(ends.isna() | (ends <= cutoff), cutoff)
-    return kept
 
 
 @dataclass(frozen=True)
@@ -145,28 +133,44 @@ class Checkpoint:
 
 class _Tracks:
     """The tracks of one checkpoint, computed from the events before it, read
-    up to and including the checkpoint's hour row."""
+    up to and including the checkpoint's hour row.
+
+    Each track is read once into arrays of the hours and values where it is
+    known (NaN, None: unknown): the rules read the same tracks several times,
+    and pandas' per-call cost on a 13-72-row frame was most of an evaluation."""
 
     def __init__(self, frame: pd.DataFrame, t: int):
-        self.frame = frame[frame["hour"] <= t].set_index("hour")
+        hours = frame["hour"].to_numpy()
+        self._rows = hours <= t
+        self._hours = hours[self._rows]
+        self._frame = frame
+        self._known: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self.t = t
-        self.attrs = frame.attrs
 
-    def column(self, name: str) -> pd.Series:
-        if name not in self.frame:
+    def known(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        """The hours so far at which ``name`` is known, and its values there."""
+        if name not in self._known:
+            import numpy as np
             import pandas as pd
 
-            return pd.Series(dtype=float)
-        return self.frame[name]
+            if name in self._frame:
+                values = self._frame[name].to_numpy()[self._rows]
+                present = ~pd.isna(values)
+                self._known[name] = (self._hours[present], values[present])
+            else:
+                self._known[name] = (self._hours[:0], np.empty(0))
+        return self._known[name]
 
     def latest(self, name: str, lookback: float) -> Evidence | None:
         """The latest known value of ``name`` in rows (t - lookback, t]."""
-        series = self.column(name)
-        series = series[series.index > self.t - lookback].dropna()
-        if series.empty:
+        import numpy as np
+
+        hours, values = self.known(name)
+        recent = np.flatnonzero(hours > self.t - lookback)
+        if not len(recent):
             return None
-        hour = series.index[-1]
-        return Evidence(name, float(hour), _plain(series.iloc[-1]))
+        i = recent[-1]
+        return Evidence(name, float(hours[i]), _plain(values[i]))
 
     def now(self, name: str) -> Evidence | None:
         """The value of the checkpoint's own hour row (tracks that carry their
@@ -175,11 +179,14 @@ class _Tracks:
 
     def first_at_least(self, name: str, threshold: float) -> Evidence | None:
         """The first row so far with ``name`` >= threshold (monotonic findings)."""
-        series = self.column(name).dropna()
-        series = series[series >= threshold]
-        if series.empty:
+        import numpy as np
+
+        hours, values = self.known(name)
+        hits = np.flatnonzero(values >= threshold)
+        if not len(hits):
             return None
-        return Evidence(name, float(series.index[0]), _plain(series.iloc[0]))
+        i = hits[0]
+        return Evidence(name, float(hours[i]), _plain(values[i]))
 
 
 def _plain(value):
@@ -249,11 +256,11 @@ def _septic_shock(tr: _Tracks):
 def _worst_aki(tr: _Tracks) -> Evidence | None:
     """The worst KDIGO stage so far (max of creatinine, urine and CRRT stages,
     CLINICAL_CONCEPTS.md 4d), kept once reached."""
-    series = tr.column("aki_stage").dropna()
-    if series.empty or series.max() < 1:
+    hours, stages = tr.known("aki_stage")
+    if not len(stages) or stages.max() < 1:
         return None
-    worst = series.max()
-    hour = series.index[series.to_numpy() == worst][0]
+    worst = stages.max()
+    hour = hours[stages == worst][0]
     return Evidence("aki_stage", float(hour), float(worst))
 
 
@@ -545,25 +552,28 @@ def stay_checkpoints(
     rather than absent."""
     import pandas as pd
 
-    from windows.concepts import compute_stay_tracks
+    from windows.concepts import tracks_for
+    from windows.concepts.grid import prepare_stay
 
     intime = pd.Timestamp(intime)
     outtime = pd.Timestamp(outtime)
     length = (outtime - intime).total_seconds() / 3600.0
+    hours = checkpoint_hours(length)
+    if not hours:
+        return []
     cultures = (
         bool((events["domain"] == "microbiology_culture").any())
         if len(events)
         else False
     )
+    # The events are prepared once (grid.prepare_stay, up to the last
+    # checkpoint); each checkpoint's stay is the part of them recorded before
+    # it (Stay.before), as prepare_stay lays it from events_before(events, it).
+    last = intime + pd.Timedelta(hours=hours[-1])
+    prepared = prepare_stay(events, intime=intime, outtime=last, weight_kg=weight_kg)
     points = []
-    for t in checkpoint_hours(length):
+    for t in hours:
         cutoff = intime + pd.Timedelta(hours=t)
-        frame = compute_stay_tracks(
-            events_before(events, cutoff),
-            intime=intime,
-            outtime=cutoff,
-            weight_kg=weight_kg,
-            cultures_available=cultures,
-        )
+        frame = tracks_for(prepared.before(cutoff), cultures_available=cultures)
         points.append(checkpoint_evaluate(frame, t))
     return points

@@ -158,15 +158,7 @@ class Stay:
             categories = {categories}
         if frame.empty:
             return frame.iloc[:0]
-        # Row positions of each category, found once per domain: a stay's
-        # tracks select from the same domains some thirty times.
-        key = ("positions", domain)
-        if key not in self._cache:
-            self._cache[key] = {
-                str(cat): rows
-                for cat, rows in frame.groupby("cat", observed=True).indices.items()
-            }
-        positions = self._cache[key]
+        positions = self._positions(domain)
         found = [
             positions[c] for c in {c.lower() for c in categories} if c in positions
         ]
@@ -174,6 +166,66 @@ class Stay:
             return frame.iloc[:0]
         rows = found[0] if len(found) == 1 else np.sort(np.concatenate(found))
         return frame.iloc[rows]
+
+    def before(self, cutoff) -> Stay:
+        """The stay as prepare_stay lays it from the events recorded strictly
+        before ``cutoff`` (a time at or before this stay's outtime) with the
+        outtime at ``cutoff``: each domain's events are sorted by time, so those
+        before it are a prefix of them (same rows, order and index); interval
+        ends are cut at it, and the grid runs to it. Text columns keep this
+        stay's categories (no track reads a category that no row holds).
+
+        The per-event work (time parsing, text normalization, sorting, the
+        category positions ``select`` uses) is thus done once per stay, not
+        once per cutoff (surveillance.checkpoints)."""
+        cutoff = utc(cutoff)
+        cut = int((cutoff - self.intime).value)
+        if cut > self.outtime_ns:
+            raise ValueError(f"cutoff {cutoff} is after outtime {self.outtime}")
+        domains: dict[str, pd.DataFrame] = {}
+        cache: dict = {}
+        for name, frame in self._domains.items():
+            k = int(np.searchsorted(frame["t"].to_numpy(), cut, side="left"))
+            if k == 0:
+                continue
+            prefix = frame.iloc[:k].copy()
+            end = prefix["end"].to_numpy()
+            prefix["end"] = np.where(end == NO_TIME, NO_TIME, np.minimum(end, cut))
+            domains[name] = prefix
+            positions = {}
+            for cat, rows in self._positions(name).items():
+                kept = rows[: int(np.searchsorted(rows, k, side="left"))]
+                if len(kept):
+                    positions[cat] = kept
+            cache[("positions", name)] = positions
+        first_hour = 0
+        if domains:
+            first_t = min(int(f["t"].iat[0]) for f in domains.values())
+            first_event_hour = int(ceil_hours(np.array([first_t]))[0])
+            first_hour = min(0, max(-LOOKBACK_HOURS, first_event_hour))
+        last_hour = int(ceil_hours(np.array([cut]))[0])
+        return Stay(
+            intime=self.intime,
+            outtime=cutoff,
+            first_hour=first_hour,
+            last_hour=max(last_hour, 0),
+            weight_override=self.weight_override,
+            _domains=domains,
+            _cache=cache,
+        )
+
+    def _positions(self, domain: str) -> dict[str, np.ndarray]:
+        """Row positions of each category of ``domain`` (ascending), found once:
+        a stay's tracks select from the same domains some thirty times."""
+        key = ("positions", domain)
+        if key not in self._cache:
+            self._cache[key] = {
+                str(cat): rows
+                for cat, rows in self.domain(domain)
+                .groupby("cat", observed=True)
+                .indices.items()
+            }
+        return self._cache[key]
 
     # --- hourly aggregation -------------------------------------------------------
 
