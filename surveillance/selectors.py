@@ -67,8 +67,9 @@ def stay_checkpoints_cached(*, key: str) -> list[Checkpoint] | None:
 def stay_checkpoints_get(*, stay: Stay) -> list[Checkpoint]:
     """The stay's checkpoints, each from the bedside events before it.
 
-    Computing them replays the concept tracks 13 times (about 0.8 s of CPU
-    for the longest demo stay, seconds on a loaded machine): they are kept in
+    Computing them replays the concept tracks 13 times (about 0.5 s of CPU
+    a CLIF demo stay, 0.9 s for the slowest, seconds on a loaded machine:
+    benchmarks/surveillance_bench.py --demo): they are kept in
     the cache under ``checkpoints_cache_key``, so they are computed once per
     trajectory or definition change (by a worker for the page:
     surveillance.tasks)."""

@@ -188,9 +188,11 @@ class Stay:
             k = int(np.searchsorted(frame["t"].to_numpy(), cut, side="left"))
             if k == 0:
                 continue
-            prefix = frame.iloc[:k].copy()
+            prefix = frame if k == len(frame) else frame.iloc[:k]
             end = prefix["end"].to_numpy()
-            prefix["end"] = np.where(end == NO_TIME, NO_TIME, np.minimum(end, cut))
+            if (end > cut).any():
+                # NO_TIME (no end) is below any cutoff: it stays.
+                prefix = prefix.assign(end=np.minimum(end, cut))
             domains[name] = prefix
             positions = {}
             for cat, rows in self._positions(name).items():
