@@ -40,11 +40,7 @@ def store_put_new(store: Storage, key: str, source: Path) -> None:
             f"The object {key} already exists in the object store, and a "
             "release's files are never rewritten."
         )
-    with open(source, "rb") as handle:
-        saved = store.save(key, File(handle))
-    if saved != key:  # a backend that renames rather than overwrites
-        store.delete(saved)
-        raise KeyTaken(f"The object store renamed {key} to {saved}.")
+    _save_at(store, key, source)
 
 
 def store_put(store: Storage, key: str, source: Path) -> None:
@@ -57,9 +53,16 @@ def store_put(store: Storage, key: str, source: Path) -> None:
     has the old one deleted first."""
     if store.get_available_name(key) != key:
         store.delete(key)
+    _save_at(store, key, source)
+
+
+def _save_at(store: Storage, key: str, source: Path) -> None:
+    """Saves ``source`` at ``key`` exactly: a save the store put under another
+    name (a backend that renames rather than overwrites, or the key written
+    meanwhile by someone else) is deleted and refused, never kept as a copy."""
     with open(source, "rb") as handle:
         saved = store.save(key, File(handle))
-    if saved != key:  # written meanwhile by someone else: never keep a copy
+    if saved != key:
         store.delete(saved)
         raise KeyTaken(f"The object store renamed {key} to {saved}.")
 

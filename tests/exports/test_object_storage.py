@@ -318,3 +318,20 @@ def test_a_store_that_renames_has_the_old_object_deleted_first(tmp_path):
         store_put(store, "plots/a.svg", source)
     assert (tmp_path / "store" / "plots" / "a.svg").read_bytes() == b"second"
     assert sorted(p.name for p in (tmp_path / "store" / "plots").iterdir()) == ["a.svg"]
+
+
+def test_a_save_the_store_renamed_is_deleted_and_refused(tmp_path):
+    # Someone wrote the key between the check and the save: the store puts the
+    # new file under another name. It is not kept, and the write says why.
+    from django.core.files.storage import FileSystemStorage
+
+    from realicu_web.storage import KeyTaken, store_put
+
+    store = FileSystemStorage(location=tmp_path / "store")
+    real_save = store.save
+    store.save = lambda key, content: real_save(f"{key}.other", content)
+    source = tmp_path / "source"
+    source.write_bytes(b"plot")
+    with pytest.raises(KeyTaken, match="renamed plots/a.svg to plots/a.svg.other"):
+        store_put(store, "plots/a.svg", source)
+    assert list((tmp_path / "store" / "plots").iterdir()) == []
