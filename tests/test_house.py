@@ -279,18 +279,8 @@ def flow_offences(markdown: str, root: Path = ROOT) -> dict[tuple[str, str], lis
     return offences
 
 
-# Imports the flow's lines do not name yet, each to be settled by naming it on
-# the line or removing the import; a pair settled must leave the list.
-PENDING: set[tuple[str, str]] = set()
-
-
 def test_no_app_imports_an_app_its_flow_line_does_not_name():
-    offences = flow_offences(ARCHITECTURE.read_text())
-    assert {k: v for k, v in offences.items() if k not in PENDING} == {}
-
-
-def test_the_pending_flow_list_holds_only_imports_still_made():
-    assert PENDING - set(flow_offences(ARCHITECTURE.read_text())) == set()
+    assert flow_offences(ARCHITECTURE.read_text()) == {}
 
 
 def test_no_module_imports_another_app_s_views():
